@@ -1,0 +1,74 @@
+/**
+ * buildApp wires the service in one explicit order: Fastify and its parsers, then the
+ * cross-cutting plugins (errors, gateway, OpenAPI), then the route groups this region
+ * serves. It owns no process concerns (listening, signals): see server.ts.
+ */
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import formbody from '@fastify/formbody'
+import { randomUUID } from 'node:crypto'
+import type { Config } from './config/config.ts'
+import type { Store } from './storage/ports.ts'
+import errors from './errors/plugin.ts'
+import gateway from './gateway/plugin.ts'
+import openapi from './openapi/plugin.ts'
+import opsRoutes from './ops/routes.ts'
+import totpRoutes from './totp/routes.ts'
+import { groupServedIn } from './gateway/regions.ts'
+import { VERSION } from './version.ts'
+
+export interface AppOptions {
+  readonly config: Config
+  readonly store: Store
+  readonly pepper: string
+  /** The clock (epoch ms); tests move it. */
+  readonly now?: () => number
+  /** Where logs go (default: standard output). */
+  readonly logStream?: { write(line: string): void }
+}
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const { config, store, pepper } = opts
+  const now = opts.now ?? Date.now
+  const logger: FastifyServerOptions['logger'] = {
+    level: config.logLevel,
+    ...(opts.logStream ? { stream: opts.logStream } : {}),
+    serializers: {
+      // The path only: a query string could carry anything.
+      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
+    },
+  }
+  const app = Fastify({
+    logger,
+    bodyLimit: config.bodyLimitBytes,
+    requestTimeout: config.requestTimeoutMs,
+    trustProxy: config.trustProxy,
+    // A well-formed incoming X-Request-Id is kept so that logs join across a proxy.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    // All problems at once; the body is at most bodyLimit bytes, which bounds the work.
+    ajv: { customOptions: { allErrors: true, coerceTypes: true } },
+  })
+
+  app.removeContentTypeParser('text/plain')
+  await app.register(formbody)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+
+  await app.register(errors, { config })
+  await app.register(gateway, { config, store, pepper, now })
+  await app.register(openapi, { config, version: VERSION })
+
+  await app.register(opsRoutes, { store })
+  await app.register(totpRoutes, { config, store, pepper, now })
+  if (!groupServedIn('converter', config.region)) {
+    await app.register(async (scope) => {
+      scope.all('/converter/*', { onRequest: scope.guardNotServed('converter'), schema: { hide: true } }, async () => undefined)
+    })
+  }
+  return app
+}

@@ -1,0 +1,141 @@
+/**
+ * Configuration: every setting is an environment variable with a default, read and
+ * validated once at start-up into one frozen object. A bad value stops start-up with a
+ * message that names the variable. README's "Configuration" table is generated from
+ * `settings` below (npm run docs), so the two cannot drift.
+ */
+import { REGIONS, type Region } from '../gateway/regions.ts'
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+type Env = Record<string, string | undefined>
+
+interface Setting<T> {
+  readonly env: string
+  readonly doc: string
+  /** The default as written in the docs. */
+  readonly defaultDoc: string
+  readonly read: (raw: string | undefined, env: Env) => T
+}
+
+function fail(name: string, why: string): never {
+  throw new ConfigError(`Invalid configuration: ${name} ${why}`)
+}
+
+function int(env: string, def: number, min: number, max: number, doc: string): Setting<number> {
+  return {
+    env,
+    doc,
+    defaultDoc: String(def),
+    read: (raw) => {
+      if (raw === undefined || raw === '') return def
+      if (!/^\d+$/.test(raw.trim())) fail(env, `must be a whole number from ${min} to ${max} (got "${raw}")`)
+      const value = Number(raw.trim())
+      if (value < min || value > max) fail(env, `must be from ${min} to ${max} (got ${value})`)
+      return value
+    },
+  }
+}
+
+function oneOf<const T extends string>(env: string, values: readonly T[], def: T, doc: string): Setting<T> {
+  return {
+    env,
+    doc,
+    defaultDoc: def,
+    read: (raw) => {
+      if (raw === undefined || raw === '') return def
+      const value = raw.trim().toLowerCase() as T
+      if (!values.includes(value)) fail(env, `must be one of ${values.join(', ')} (got "${raw}")`)
+      return value
+    },
+  }
+}
+
+function text(env: string, def: (env: Env) => string, defaultDoc: string, doc: string): Setting<string> {
+  return { env, doc, defaultDoc, read: (raw, all) => (raw === undefined || raw === '' ? def(all) : raw) }
+}
+
+function url(env: string, def: (env: Env) => string, defaultDoc: string, doc: string): Setting<string> {
+  return {
+    env,
+    doc,
+    defaultDoc,
+    read: (raw, all) => {
+      const value = raw === undefined || raw === '' ? def(all) : raw.trim()
+      let parsed: URL
+      try {
+        parsed = new URL(value)
+      } catch {
+        fail(env, `must be an absolute http(s) URL (got "${value}")`)
+      }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') fail(env, `must be an http(s) URL (got "${value}")`)
+      return value.replace(/\/+$/, '')
+    },
+  }
+}
+
+function bool(env: string, def: boolean, doc: string): Setting<boolean> {
+  return {
+    env,
+    doc,
+    defaultDoc: String(def),
+    read: (raw) => {
+      if (raw === undefined || raw === '') return def
+      const value = raw.trim().toLowerCase()
+      if (['1', 'true', 'yes'].includes(value)) return true
+      if (['0', 'false', 'no'].includes(value)) return false
+      fail(env, `must be true or false (got "${raw}")`)
+    },
+  }
+}
+
+const portOf = (env: Env) => env.PORT || '3000'
+const publicBase = (env: Env) => (env.PUBLIC_BASE_URL || `http://localhost:${portOf(env)}`).replace(/\/+$/, '')
+
+/** settings lists every environment variable the service reads, in README order. */
+export const settings = {
+  nodeEnv: oneOf('NODE_ENV', ['development', 'production', 'test'], 'development',
+    '`production` turns off the demo account and requires `PEPPER`.'),
+  port: int('PORT', 3000, 0, 65535, 'TCP port to listen on.'),
+  host: text('HOST', () => '127.0.0.1', '127.0.0.1', 'Address to listen on; `0.0.0.0` to accept connections from other hosts (the Dockerfile sets it).'),
+  region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
+  dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file.'),
+  publicBaseUrl: url('PUBLIC_BASE_URL', publicBase, 'http://localhost:$PORT', 'Base URL clients use for this instance; used in messages and in the OpenAPI document.'),
+  euBaseUrl: url('EU_BASE_URL', publicBase, '`PUBLIC_BASE_URL`', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac`. Required in production outside `eu`.'),
+  docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
+  logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Log level of the JSON logs on standard output.'),
+  pepper: text('PEPPER', () => '', 'generated into `DATA_DIR/pepper`', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset. Changing it invalidates every API key.'),
+  trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
+  bodyLimitBytes: int('BODY_LIMIT_BYTES', 16384, 1024, 1048576, 'Largest request body the TOTP group accepts; larger ones get 413.'),
+  requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 30000, 1000, 600000, 'Time a client has to send a whole request.'),
+  shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 10000, 0, 600000, 'On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway.'),
+  keyCacheTtlSeconds: int('KEY_CACHE_TTL_SECONDS', 30, 0, 3600, 'How long a key lookup is cached in process. A change made by another process (the admin CLI) is seen within `KEY_CACHE_POLL_MS` on the SQLite store, and within this TTL in any case.'),
+  keyCachePollMs: int('KEY_CACHE_POLL_MS', 1000, 50, 60000, 'How often the key cache asks the SQLite store whether another process changed accounts, keys or subscriptions.'),
+  keyCacheMaxEntries: int('KEY_CACHE_MAX_ENTRIES', 10000, 1, 10000000, 'Most key lookups (hits and misses) kept in the cache.'),
+  otpMaxFailures: int('OTP_MAX_FAILURES', 5, 1, 100, 'Consecutive failed `verifyOTP` calls for a secret before the delay starts.'),
+  otpLockBaseSeconds: int('OTP_LOCK_BASE_SECONDS', 60, 1, 86400, 'First delay after `OTP_MAX_FAILURES` failures; it doubles with each further failure.'),
+  otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
+  qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
+  qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
+} as const
+
+type Settings = typeof settings
+export type Config = { readonly [K in keyof Settings]: ReturnType<Settings[K]['read']> }
+
+/** loadConfig reads and checks every setting; it throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const out: Record<string, unknown> = {}
+  for (const [key, setting] of Object.entries(settings)) {
+    out[key] = (setting as Setting<unknown>).read(env[setting.env], env)
+  }
+  const config = out as Config
+  if (config.pepper !== '' && config.pepper.length < 32) fail('PEPPER', 'must be at least 32 characters long')
+  if (config.nodeEnv === 'production') {
+    if (config.pepper === '') fail('PEPPER', 'is required when NODE_ENV=production')
+    if (config.region !== 'eu' && !env.EU_BASE_URL) fail('EU_BASE_URL', `is required when NODE_ENV=production and REGION=${config.region}`)
+  }
+  if (config.otpLockMaxSeconds < config.otpLockBaseSeconds) fail('OTP_LOCK_MAX_SECONDS', 'must not be below OTP_LOCK_BASE_SECONDS')
+  return Object.freeze(config)
+}

@@ -1,0 +1,89 @@
+/**
+ * The error catalogue: every error a client can receive, each code once, with its HTTP
+ * status, the body shape and the client message. `docs/errors.md` and the OpenAPI
+ * document are generated from it (npm run docs) and a test fails when they drift.
+ *
+ * Two body shapes keep the Renda.io contract:
+ * - `list`: `[{"type":"Error","code":...,"message":...}]`, for problems with a request
+ *   (several may be reported at once);
+ * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only.
+ *
+ * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
+ */
+export type Shape = 'list' | 'message'
+
+interface Entry {
+  readonly status: number
+  readonly shape: Shape
+  readonly message: string
+  readonly doc: string
+}
+
+function entry(status: number, shape: Shape, message: string, doc: string): Entry {
+  return { status, shape, message, doc }
+}
+
+export const catalogue = {
+  // Gateway
+  ACCESS_DENIED: entry(403, 'message',
+    'Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the \'x-api-key\' request header parameter. Please refer to the documentation for more details - {docsUrl}',
+    'The same body, byte for byte, for every refusal: no key, unknown or revoked key, suspended account, inactive subscription, group or region not subscribed.'),
+  ROUTE_NOT_FOUND: entry(404, 'message',
+    'Unsupported API request. Please refer to the documentation for more details - {docsUrl}',
+    'No such route (or method) in this API.'),
+  GROUP_NOT_IN_REGION: entry(404, 'message',
+    'The {group} API is not served in the {region} region. Call {baseUrl}{path} instead.',
+    'The conversion group exists only in `eu`; its routes in `us` and `apac` answer this, naming the `eu` base URL.'),
+  OTP_LOCKED: entry(429, 'message',
+    'Too many failed verifications for this secret. Try again in {seconds} seconds.',
+    'Sent with `Retry-After` while a secret is locked after repeated failures; the code was not evaluated.'),
+
+  // Request
+  BODY_TOO_LARGE: entry(413, 'list', 'The request body is larger than the limit of {limit} bytes.', 'The body exceeds `BODY_LIMIT_BYTES`.'),
+  UNSUPPORTED_MEDIA_TYPE: entry(415, 'list',
+    'Unsupported Content-Type. Send the fields as application/x-www-form-urlencoded (or application/json).',
+    'The body is not form-encoded (or JSON).'),
+  MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type, or is not a set of fields.'),
+  INTERNAL_ERROR: entry(500, 'list', 'Internal error. It has been logged with request id {requestId}.', 'A fault on our side. The log has the cause under the same request id.'),
+  SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store) is unreachable; sent with `Retry-After`.'),
+
+  // generateQRCode
+  DATA_REQUIRED: entry(400, 'list', 'No Data provided to generate QR Code', '`data` is missing or empty.'),
+  DATA_TOO_LONG: entry(400, 'list',
+    'Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).',
+    'QR version 40 holds no more at the chosen `ecc`; a lower `ecc` holds more.'),
+  FORMAT_INVALID: entry(400, 'list', 'format must be png or svg.', '`format` is not `png` or `svg`.'),
+  SIZE_INVALID: entry(400, 'list', 'size must be a whole number of pixels from 21 to {max}.', '`size` is out of range (`QR_MAX_SIZE_PX`).'),
+  ECC_INVALID: entry(400, 'list', 'ecc must be one of L, M, Q, H.', '`ecc` is not an error correction level.'),
+  MARGIN_INVALID: entry(400, 'list', 'margin must be a whole number of modules from 0 to 16.', '`margin` is out of range.'),
+  COLOR_INVALID: entry(400, 'list', 'color must be a hex colour: #rrggbb or #rrggbbaa.', '`color` is not a hex colour.'),
+  BGCOLOR_INVALID: entry(400, 'list', 'bgcolor must be a hex colour: #rrggbb or #rrggbbaa.', '`bgcolor` is not a hex colour.'),
+
+  // onboardUser, getOTP, verifyOTP
+  USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),
+  USER_ID_INVALID: entry(400, 'list', 'User ID must be at most 256 characters and must not contain \':\'.', '`userID` is too long or contains `:` (the label separator of otpauth URLs).'),
+  APPLICATION_ID_REQUIRED: entry(400, 'list', 'Application ID is mandatory', '`applicationID` is missing or empty.'),
+  APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be at most 256 characters and must not contain \':\'.', '`applicationID` is too long or contains `:`.'),
+  TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
+  TOKEN_LENGTH_INVALID: entry(400, 'list', 'Token length must be a whole number of digits from 6 to 10.', '`tokenLength` is out of range.'),
+  ALGORITHM_INVALID: entry(400, 'list', 'Algorithm must be one of SHA1, SHA256, SHA512.', '`algorithm` is not supported.'),
+  SECRET_REQUIRED: entry(400, 'list', 'Secret is mandatory', '`secret` is missing or empty.'),
+  SECRET_INVALID: entry(400, 'list',
+    'Secret must be base32 (RFC 4648: A-Z and 2-7) of at least 128 bits (26 characters) and at most 1024 characters; spaces and padding are ignored.',
+    '`secret` is not base32 or is too short to be safe.'),
+  TOKEN_REQUIRED: entry(400, 'list', 'Token is mandatory', '`token` is missing or empty.'),
+  TOKEN_INVALID: entry(400, 'list', 'Token must be 6 to 10 digits.', '`token` has characters other than digits or a wrong length.'),
+  OTP_INVALID: entry(400, 'list', 'OTP is invalid or has expired.', 'The token matches none of the current step and the steps either side of it.'),
+  OTP_REUSED: entry(400, 'list', 'OTP has already been used. Wait for the next code.',
+    'The token is for a time step at or before the last one accepted for this secret (RFC 6238 §5.2).'),
+} as const satisfies Record<string, Entry>
+
+export type ErrorCode = keyof typeof catalogue
+
+export const ERROR_CODES = Object.keys(catalogue) as ErrorCode[]
+
+/** render fills the `{name}` placeholders of a catalogue message. */
+export function render(code: ErrorCode, params: Record<string, string | number> = {}): string {
+  return catalogue[code].message.replace(/\{(\w+)\}/g, (whole, name: string) =>
+    name in params ? String(params[name]) : whole)
+}

@@ -1,0 +1,252 @@
+/**
+ * The embedded store: SQLite through Node's built-in `node:sqlite` (no native addon).
+ * Calls are synchronous underneath, so each method is atomic within the process; writes
+ * that read first use BEGIN IMMEDIATE so that several processes on one file stay correct.
+ */
+import { DatabaseSync, type StatementSync } from 'node:sqlite'
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import type {
+  Account, AccessStore, AccountStatus, ApiKeyInfo, FailureOutcome, KeyGrant, LockPolicy, OnboardingRecord,
+  OnboardingStore, Store, Subscription, SubscriptionStatus, VerificationStore,
+} from '../ports.ts'
+import { lockDelaySeconds } from '../ports.ts'
+import type { Group, Region } from '../../gateway/regions.ts'
+import { migrations } from './migrations.ts'
+
+export interface SqliteOptions {
+  /** File path, or ':memory:'. */
+  readonly path: string
+  /** How often to look for changes committed by other processes (ms). */
+  readonly changePollMs?: number
+  /** Verification state untouched for this long is deleted (ms). */
+  readonly stateRetentionMs?: number
+}
+
+type Row = Record<string, unknown>
+
+const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`
+
+function migrate(db: DatabaseSync): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  const applied = new Set(db.prepare('SELECT version FROM schema_migrations').all().map((r) => Number(r.version)))
+  for (const m of migrations) {
+    if (applied.has(m.version)) continue
+    db.exec('BEGIN IMMEDIATE')
+    try {
+      db.exec(m.sql)
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString())
+      db.exec('COMMIT')
+    } catch (error) {
+      db.exec('ROLLBACK')
+      throw error
+    }
+  }
+}
+
+function immediate<T>(db: DatabaseSync, work: () => T): T {
+  db.exec('BEGIN IMMEDIATE')
+  try {
+    const result = work()
+    db.exec('COMMIT')
+    return result
+  } catch (error) {
+    db.exec('ROLLBACK')
+    throw error
+  }
+}
+
+const toAccount = (r: Row): Account => ({
+  id: String(r.id), name: String(r.name), status: r.status as AccountStatus, createdAt: String(r.created_at),
+})
+const toKey = (r: Row): ApiKeyInfo => ({
+  id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
+  createdAt: String(r.created_at), revokedAt: r.revoked_at === null ? null : String(r.revoked_at),
+})
+const toOnboarding = (r: Row): OnboardingRecord => ({
+  accountId: String(r.account_id), applicationId: String(r.application_id), userId: String(r.user_id),
+  algorithm: r.algorithm as OnboardingRecord['algorithm'], digits: Number(r.digits), period: Number(r.period),
+  secretFingerprint: String(r.secret_fingerprint), createdAt: String(r.created_at), updatedAt: String(r.updated_at),
+})
+
+function accessStore(db: DatabaseSync, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
+  const listeners = new Set<() => void>()
+  const changed = () => { for (const l of listeners) l() }
+  const q = {
+    grant: db.prepare(`
+      SELECT k.id, k.account_id, k.revoked_at, a.status,
+        (SELECT group_concat(s.region || ':' || s.api_group) FROM subscriptions s
+          WHERE s.account_id = k.account_id AND s.status = 'active') AS subs
+      FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?`),
+    dataVersion: db.prepare('PRAGMA data_version'),
+  }
+  let poller: NodeJS.Timeout | undefined
+  let lastVersion = Number(q.dataVersion.get()?.data_version)
+
+  return {
+    async createAccount(name) {
+      const now = new Date().toISOString()
+      const account: Account = { id: newId('acc'), name, status: 'active', createdAt: now }
+      db.prepare('INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
+        .run(account.id, name, account.status, now, now)
+      changed()
+      return account
+    },
+    async getAccount(id) {
+      const row = db.prepare('SELECT * FROM accounts WHERE id = ?').get(id)
+      return row ? toAccount(row) : null
+    },
+    async listAccounts() {
+      return db.prepare('SELECT * FROM accounts ORDER BY created_at, id').all().map(toAccount)
+    },
+    async countAccounts() {
+      return Number(db.prepare('SELECT count(*) AS n FROM accounts').get()?.n)
+    },
+    async setAccountStatus(id, status) {
+      const r = db.prepare('UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, new Date().toISOString(), id)
+      changed()
+      return Number(r.changes) > 0
+    },
+    async createKey({ accountId, name, hash, hint }) {
+      const key: ApiKeyInfo = { id: newId('key'), accountId, name, hint, createdAt: new Date().toISOString(), revokedAt: null }
+      db.prepare('INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(key.id, accountId, name, hash, hint, key.createdAt)
+      changed()
+      return key
+    },
+    async revokeKey(keyId) {
+      const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), keyId)
+      changed()
+      return Number(r.changes) > 0
+    },
+    async listKeys(accountId) {
+      const rows = accountId === undefined
+        ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
+        : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      return rows.map(toKey)
+    },
+    async setSubscription(accountId, region, group, status) {
+      db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
+        .run(accountId, region, group, status, new Date().toISOString())
+      changed()
+    },
+    async listSubscriptions(accountId) {
+      return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId)
+        .map((r): Subscription => ({
+          accountId: String(r.account_id), region: r.region as Region, group: r.api_group as Group,
+          status: r.status as SubscriptionStatus, updatedAt: String(r.updated_at),
+        }))
+    },
+    async findGrant(keyHash) {
+      const r = q.grant.get(keyHash)
+      if (!r) return null
+      const grant: KeyGrant = {
+        keyId: String(r.id),
+        accountId: String(r.account_id),
+        revoked: r.revoked_at !== null,
+        accountActive: r.status === 'active',
+        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+      }
+      return grant
+    },
+    onChange(listener) {
+      listeners.add(listener)
+      if (poller === undefined) {
+        // data_version moves when another connection (the admin CLI) commits.
+        poller = setInterval(() => {
+          const version = Number(q.dataVersion.get()?.data_version)
+          if (version !== lastVersion) {
+            lastVersion = version
+            changed()
+          }
+        }, changePollMs).unref()
+        timers.add(poller)
+      }
+      return () => listeners.delete(listener)
+    },
+  }
+}
+
+function onboardingStore(db: DatabaseSync): OnboardingStore {
+  const upsert = db.prepare(`
+    INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at)
+    VALUES ($accountId, $applicationId, $userId, $algorithm, $digits, $period, $secretFingerprint, $now, $now)
+    ON CONFLICT (account_id, application_id, user_id) DO UPDATE SET
+      algorithm = excluded.algorithm, digits = excluded.digits, period = excluded.period,
+      secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at
+    RETURNING *`)
+  const get = db.prepare('SELECT * FROM onboarding WHERE account_id = ? AND application_id = ? AND user_id = ?')
+  return {
+    async upsert(record, now) {
+      return toOnboarding(upsert.get({ ...record, now: now.toISOString() })!)
+    },
+    async get(accountId, applicationId, userId) {
+      const row = get.get(accountId, applicationId, userId)
+      return row ? toOnboarding(row) : null
+    },
+  }
+}
+
+function verificationStore(db: DatabaseSync): VerificationStore {
+  const q = {
+    locked: db.prepare('SELECT locked_until FROM otp_state WHERE key = ?'),
+    accept: db.prepare(`
+      INSERT INTO otp_state (key, last_step, failures, locked_until, updated_at) VALUES (?, ?, 0, 0, ?)
+      ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = 0, locked_until = 0, updated_at = excluded.updated_at
+      WHERE otp_state.last_step < excluded.last_step`),
+    failures: db.prepare('SELECT failures FROM otp_state WHERE key = ?'),
+    fail: db.prepare(`
+      INSERT INTO otp_state (key, failures, locked_until, updated_at) VALUES ($key, $failures, $lockedUntil, $now)
+      ON CONFLICT (key) DO UPDATE SET failures = excluded.failures, locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
+  }
+  return {
+    async lockedUntil(key, nowMs) {
+      const until = Number(q.locked.get(key)?.locked_until ?? 0)
+      return until > nowMs ? until : 0
+    },
+    async accept(key, step, nowMs) {
+      return Number(q.accept.run(key, step, nowMs).changes) > 0 ? 'accepted' : 'reused'
+    },
+    async fail(key, nowMs, policy: LockPolicy): Promise<FailureOutcome> {
+      return immediate(db, () => {
+        const failures = Number(q.failures.get(key)?.failures ?? 0) + 1
+        const delay = lockDelaySeconds(failures, policy)
+        const lockedUntil = delay > 0 ? nowMs + delay * 1000 : 0
+        q.fail.run({ key, failures, lockedUntil, now: nowMs })
+        return { failures, lockedUntil }
+      })
+    },
+  }
+}
+
+/** openSqliteStore opens (creating if need be) and migrates the database. */
+export function openSqliteStore(options: SqliteOptions): Store {
+  if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true })
+  const db = new DatabaseSync(options.path)
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
+  migrate(db)
+  const timers = new Set<NodeJS.Timeout>()
+  const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
+  const prune: StatementSync = db.prepare('DELETE FROM otp_state WHERE updated_at < ? AND locked_until < ?')
+  const pruner = setInterval(() => {
+    const now = Date.now()
+    prune.run(now - retention, now)
+  }, Math.min(retention, 3600 * 1000)).unref()
+  timers.add(pruner)
+  const ping = db.prepare('SELECT 1')
+  return {
+    kind: 'sqlite',
+    access: accessStore(db, options.changePollMs ?? 1000, timers),
+    onboarding: onboardingStore(db),
+    verification: verificationStore(db),
+    async ping() {
+      ping.get()
+    },
+    async close() {
+      for (const t of timers) clearInterval(t)
+      if (db.isOpen) db.close()
+    },
+  }
+}

@@ -1,0 +1,64 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Secret, URI } from 'otpauth'
+import { codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, type TotpParams } from './otp.ts'
+import type { Algorithm } from '../storage/ports.ts'
+import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from './rfc-vectors.ts'
+
+const params = (algorithm: Algorithm, digits = 8, period = 30): TotpParams =>
+  ({ secret: Secret.fromLatin1(RFC6238_SEEDS[algorithm]), algorithm, digits, period })
+
+test('RFC 6238 Appendix B vectors', () => {
+  for (const [seconds, expected] of RFC6238_VECTORS) {
+    for (const algorithm of ['SHA1', 'SHA256', 'SHA512'] as const) {
+      assert.equal(currentCode(params(algorithm), seconds * 1000).otp, expected[algorithm], `${algorithm} at ${seconds}`)
+    }
+  }
+})
+
+test('RFC 4226 Appendix D vectors', () => {
+  RFC4226_CODES.forEach((code, counter) => assert.equal(codeAt(params('SHA1', 6), counter), code, `counter ${counter}`))
+})
+
+test('matchStep accepts one step either side and no further', () => {
+  const p = params('SHA1', 6)
+  const now = 1_700_000_000_000
+  const step = Math.floor(now / 30000)
+  for (const delta of [-1, 0, 1]) assert.equal(matchStep(p, codeAt(p, step + delta), now), step + delta)
+  for (const delta of [-3, -2, 2, 3]) {
+    const code = codeAt(p, step + delta)
+    // A code can collide with a neighbour's by chance (1 in 10^6); the vector here does not.
+    assert.equal(matchStep(p, code, now), null, `delta ${delta}`)
+  }
+  assert.equal(matchStep(p, '12345', now), null)
+})
+
+test('secondsLeft counts down within the step', () => {
+  assert.equal(secondsLeft(0, 30), 30)
+  assert.equal(secondsLeft(29_999, 30), 1)
+  assert.equal(secondsLeft(30_000, 30), 30)
+})
+
+test('parseSecret takes any case, spaces and padding, and refuses short or non-base32 input', () => {
+  const s = newSecret()
+  assert.equal(s.bytes.byteLength, 20)
+  assert.match(s.base32, /^[A-Z2-7]{32}$/)
+  const spaced = s.base32.toLowerCase().replace(/(.{4})/g, '$1 ') + '===='
+  assert.equal(parseSecret(spaced)?.base32, s.base32)
+  assert.equal(parseSecret('JBSWY3DPEHPK3PXP'), null, '80 bits is too short')
+  assert.equal(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPE1'), null, '1 is not base32')
+  assert.notEqual(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPEH'), null, '26 characters = 130 bits')
+})
+
+test('otpauthUrl is a Key URI that otpauth parses back to the same parameters', () => {
+  const p: TotpParams = { secret: newSecret(), algorithm: 'SHA256', digits: 8, period: 60 }
+  const url = otpauthUrl('My App', 'jane doe@example.com', p)
+  assert.ok(url.startsWith('otpauth://totp/My%20App:jane%20doe%40example.com?secret='), url)
+  const parsed = URI.parse(url)
+  assert.equal(parsed.issuer, 'My App')
+  assert.equal(parsed.label, 'jane doe@example.com')
+  assert.equal(parsed.secret.base32, p.secret.base32)
+  assert.equal(parsed.algorithm, 'SHA256')
+  assert.equal(parsed.digits, 8)
+  assert.equal((parsed as { period?: number }).period, 60)
+})

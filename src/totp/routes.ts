@@ -1,0 +1,159 @@
+/**
+ * The TOTP group: HTTP in, core calls, HTTP out. Every route is behind the gateway guard,
+ * and every answer carries Cache-Control: no-store (codes, secrets, or QR codes that may
+ * encode them).
+ */
+import type { FastifyInstance } from 'fastify'
+import type { Config } from '../config/config.ts'
+import type { Algorithm, LockPolicy, Store } from '../storage/ports.ts'
+import { apiError } from '../errors/errors.ts'
+import { keyedDigest } from '../crypto/keyed.ts'
+import { currentCode, newSecret, otpauthUrl, parseSecret, type TotpParams } from './otp.ts'
+import { verifyCode } from './verify.ts'
+import { buildMatrix, CAPACITY, type Ecc } from './qr/matrix.ts'
+import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
+import { pickQrOutput } from './negotiate.ts'
+import {
+  getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema,
+} from './schemas.ts'
+
+export interface TotpOptions {
+  readonly config: Config
+  readonly store: Store
+  readonly pepper: string
+  readonly now: () => number
+}
+
+interface TotpBody {
+  tokenValidity?: number
+  tokenLength?: number
+  algorithm?: string
+}
+
+const BLACK = [0, 0, 0, 255] as const
+const WHITE = [255, 255, 255, 255] as const
+
+export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions): Promise<void> {
+  const { config, store, pepper, now } = opts
+  const policy: LockPolicy = {
+    maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
+  }
+
+  app.addHook('onRequest', app.guard('totp'))
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+  })
+
+  /** look builds the drawing options; `size` is kept to at least one pixel per module. */
+  function look(modules: number, body: { size?: number; margin?: number; color?: string; bgcolor?: string }): Look {
+    const margin = body.margin ?? 4
+    const total = modules + 2 * margin
+    return {
+      margin,
+      size: Math.max(body.size ?? total * config.qrDefaultScale, total),
+      color: body.color ? parseColor(body.color)! : BLACK,
+      background: body.bgcolor ? parseColor(body.bgcolor)! : WHITE,
+    }
+  }
+
+  function qrPng(text: string, ecc: Ecc = 'M'): Buffer {
+    const matrix = buildMatrix(text, ecc)
+    if (matrix === null) throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
+    return renderPng(matrix, look(matrix.size, {}))
+  }
+
+  function params(secret: TotpParams['secret'], body: TotpBody): TotpParams {
+    return {
+      secret,
+      algorithm: (body.algorithm ?? 'SHA1').toUpperCase() as Algorithm,
+      digits: body.tokenLength ?? 6,
+      period: body.tokenValidity ?? 30,
+    }
+  }
+
+  function secretOf(input: string) {
+    const secret = parseSecret(input)
+    if (secret === null) throw apiError('SECRET_INVALID')
+    return secret
+  }
+
+  app.get('/totp/ping', { schema: pingSchema }, async () => ({ type: 'Success', message: 'Ping successful' }))
+
+  app.post<{ Body: { data: string; format?: string; size?: number; ecc?: string; margin?: number; color?: string; bgcolor?: string } }>(
+    '/totp/generateQRCode',
+    { schema: qrSchema(config.qrMaxSizePx), config: { fields: qrFields } },
+    async (request, reply) => {
+      const body = request.body
+      const ecc = (body.ecc ?? 'M').toUpperCase() as Ecc
+      const matrix = buildMatrix(body.data, ecc)
+      if (matrix === null) throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
+      const output = pickQrOutput(body.format, request.headers.accept)
+      const drawing = look(matrix.size, body)
+      const image = output.format === 'svg' ? Buffer.from(renderSvg(matrix, drawing)) : renderPng(matrix, drawing)
+      const mime = output.format === 'svg' ? 'image/svg+xml' : 'image/png'
+      if (output.json) return { type: 'Success', QRCode: `data:${mime};base64,${image.toString('base64')}` }
+      return reply.type(output.format === 'svg' ? 'image/svg+xml; charset=utf-8' : mime).send(image)
+    },
+  )
+
+  app.post<{ Body: TotpBody & { userID: string; applicationID: string } }>(
+    '/totp/onboardUser',
+    { schema: onboardSchema, config: { fields: onboardFields } },
+    async (request) => {
+      const { userID, applicationID } = request.body
+      const p = params(newSecret(), request.body)
+      const otpURL = otpauthUrl(applicationID, userID, p)
+      const t = now()
+      await store.onboarding.upsert({
+        accountId: request.caller!.accountId,
+        applicationId: applicationID,
+        userId: userID,
+        algorithm: p.algorithm,
+        digits: p.digits,
+        period: p.period,
+        secretFingerprint: keyedDigest(pepper, 'onboarding-secret', p.secret.base32),
+      }, new Date(t))
+      const { otp, expiresIn } = currentCode(p, t)
+      return {
+        secretKey: p.secret.base32,
+        otpURL,
+        QRCode: `data:image/png;base64,${qrPng(otpURL).toString('base64')}`,
+        otp,
+        tokenValidity: p.period,
+        tokenLength: p.digits,
+        algorithm: p.algorithm,
+        expiresIn,
+      }
+    },
+  )
+
+  app.post<{ Body: TotpBody & { secret: string } }>(
+    '/totp/getOTP',
+    { schema: getOtpSchema, config: { fields: getOtpFields } },
+    async (request) => {
+      const { otp, expiresIn } = currentCode(params(secretOf(request.body.secret), request.body), now())
+      return { type: 'Success', otp, expiresIn }
+    },
+  )
+
+  app.post<{ Body: TotpBody & { secret: string; token: string } }>(
+    '/totp/verifyOTP',
+    { schema: verifySchema, config: { fields: verifyFields } },
+    async (request) => {
+      const { token } = request.body
+      const p = { ...params(secretOf(request.body.secret), request.body), digits: token.length }
+      const key = keyedDigest(pepper, 'verify', request.caller!.accountId, p.secret.base32, p.algorithm, String(p.period))
+      const outcome = await verifyCode(store.verification, policy, key, p, token, now())
+      switch (outcome.kind) {
+        case 'accepted':
+          return { type: 'Success', valid: true, message: 'OTP verified' }
+        case 'invalid':
+          throw apiError('OTP_INVALID')
+        case 'reused':
+          throw apiError('OTP_REUSED')
+        case 'locked':
+          throw apiError('OTP_LOCKED', { seconds: outcome.retryAfterSeconds }, { 'retry-after': String(outcome.retryAfterSeconds) })
+      }
+    },
+  )
+}

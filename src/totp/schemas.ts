@@ -1,0 +1,154 @@
+/**
+ * Route schemas of the TOTP group: they validate requests (all problems at once), drive the
+ * response serialisers and generate the OpenAPI document. `fields` maps each body field to
+ * its catalogue codes, in the order problems are reported.
+ */
+import { Type } from 'typebox'
+import type { FieldRules } from '../errors/plugin.ts'
+import { errorResponses } from '../openapi/responses.ts'
+import { ALGORITHMS } from './otp.ts'
+
+const algorithm = Type.Optional(Type.String({
+  enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
+  default: 'SHA1',
+  description: 'HMAC hash of the TOTP: SHA1 (default, what every authenticator app supports), SHA256 or SHA512.',
+}))
+const tokenValidity = Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, default: 30, description: 'Time step in seconds (TOTP period).' }))
+const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, default: 6, description: 'Digits in a code.' }))
+const label = (what: string) => Type.String({
+  minLength: 1, maxLength: 256, pattern: '^[^:]*$',
+  description: `${what}; at most 256 characters, no ':' (it separates issuer and account in the otpauth label).`,
+})
+const secret = Type.String({
+  maxLength: 1024,
+  pattern: '^[\\s=]*(?:[A-Za-z2-7][\\s=]*){26,}$',
+  description: 'Base32 secret (RFC 4648), at least 128 bits (26 characters); any case, spaces and padding ignored.',
+})
+const hexColor = (what: string, def: string) => Type.Optional(Type.String({
+  pattern: '^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{8})$', default: def, description: `${what} as #rrggbb or #rrggbbaa.`,
+}))
+
+const success = (fields: Record<string, ReturnType<typeof Type.String>>) =>
+  Type.Object({ type: Type.Literal('Success'), ...fields })
+
+export const pingSchema = {
+  summary: 'Check the API and your key',
+  tags: ['totp'],
+  response: {
+    200: success({ message: Type.String() }),
+    ...errorResponses([]),
+  },
+}
+
+export const qrFields: FieldRules = {
+  data: { required: 'DATA_REQUIRED', invalid: 'DATA_REQUIRED' },
+  format: { invalid: 'FORMAT_INVALID' },
+  size: { invalid: 'SIZE_INVALID' },
+  ecc: { invalid: 'ECC_INVALID' },
+  margin: { invalid: 'MARGIN_INVALID' },
+  color: { invalid: 'COLOR_INVALID' },
+  bgcolor: { invalid: 'BGCOLOR_INVALID' },
+}
+
+export function qrSchema(maxSize: number) {
+  return {
+    summary: 'Encode any text as a QR code',
+    description: 'PNG by default; SVG with `format=svg` or `Accept: image/svg+xml`; JSON with a data URL with `Accept: application/json`.',
+    tags: ['totp'],
+    consumes: ['application/x-www-form-urlencoded', 'application/json'],
+    body: Type.Object({
+      data: Type.String({ minLength: 1, description: 'Text to encode (UTF-8).' }),
+      format: Type.Optional(Type.String({ enum: ['png', 'svg'], description: 'Image format; overrides Accept.' })),
+      size: Type.Optional(Type.Integer({ minimum: 21, maximum: maxSize, description: 'Width and height in pixels (default: 4 pixels per module); never less than one pixel per module.' })),
+      ecc: Type.Optional(Type.String({ pattern: '^[LMQHlmqh]$', default: 'M', description: 'Error correction level: L (7%), M (15%), Q (25%), H (30%).' })),
+      margin: Type.Optional(Type.Integer({ minimum: 0, maximum: 16, default: 4, description: 'Quiet zone in modules (the standard asks for 4).' })),
+      color: hexColor('Dark modules', '#000000'),
+      bgcolor: hexColor('Light modules and quiet zone', '#ffffff'),
+    }),
+    response: {
+      200: {
+        description: 'The QR code.',
+        content: {
+          'image/png': { schema: Type.String({ format: 'binary' }) },
+          'image/svg+xml': { schema: Type.String() },
+          'application/json': { schema: success({ QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) }) },
+        },
+      },
+      ...errorResponses(['DATA_REQUIRED', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID']),
+    },
+  }
+}
+
+export const onboardFields: FieldRules = {
+  userID: { required: 'USER_ID_REQUIRED', invalid: 'USER_ID_INVALID' },
+  applicationID: { required: 'APPLICATION_ID_REQUIRED', invalid: 'APPLICATION_ID_INVALID' },
+  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
+  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
+  algorithm: { invalid: 'ALGORITHM_INVALID' },
+}
+
+export const onboardSchema = {
+  summary: 'Create a TOTP secret for a user of an application',
+  description: 'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
+  tags: ['totp'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  body: Type.Object({
+    userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
+    applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
+    tokenValidity, tokenLength, algorithm,
+  }),
+  response: {
+    200: Type.Object({
+      secretKey: Type.String({ description: 'Base32, upper case, no padding, 160 random bits.' }),
+      otpURL: Type.String({ description: 'otpauth://totp/<applicationID>:<userID>?secret=…&issuer=…&algorithm=…&digits=…&period=…' }),
+      QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
+      otp: Type.String({ description: 'The current code.' }),
+      tokenValidity: Type.Integer(),
+      tokenLength: Type.Integer(),
+      algorithm: Type.String(),
+      expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
+    }),
+    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
+  },
+}
+
+export const getOtpFields: FieldRules = {
+  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID' },
+  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
+  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
+  algorithm: { invalid: 'ALGORITHM_INVALID' },
+}
+
+export const getOtpSchema = {
+  summary: 'Get the current code for a secret',
+  tags: ['totp'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  body: Type.Object({ secret, tokenValidity, tokenLength, algorithm }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), otp: Type.String(), expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }) }),
+    ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
+  },
+}
+
+export const verifyFields: FieldRules = {
+  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID' },
+  token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' },
+  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
+  algorithm: { invalid: 'ALGORITHM_INVALID' },
+}
+
+export const verifySchema = {
+  summary: 'Verify a code against a secret',
+  description: 'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
+  tags: ['totp'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  body: Type.Object({
+    secret,
+    token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check; its length is the number of digits.' }),
+    tokenValidity, algorithm,
+  }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String() }),
+    ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'TOKEN_VALIDITY_INVALID', 'ALGORITHM_INVALID', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED']),
+  },
+}

@@ -1,0 +1,96 @@
+/**
+ * Test helpers: start the real app on a real port with a fresh SQLite store in a temp dir,
+ * a movable clock and captured logs; create accounts and keys through the real store.
+ */
+import type { TestContext } from 'node:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import { loadConfig, type Config } from '../src/config/config.ts'
+import { resolvePepper } from '../src/config/pepper.ts'
+import { openStore } from '../src/storage/factory.ts'
+import type { Store } from '../src/storage/ports.ts'
+import { buildApp } from '../src/app.ts'
+import { issueKey } from '../src/gateway/keys.ts'
+import { GROUPS, REGIONS, type Group, type Region } from '../src/gateway/regions.ts'
+
+export interface Clock {
+  now: () => number
+  set(ms: number): void
+  advance(ms: number): void
+}
+
+export function testClock(start = Date.now()): Clock {
+  let t = start
+  return { now: () => t, set: (ms) => { t = ms }, advance: (ms) => { t += ms } }
+}
+
+export interface Running {
+  readonly url: string
+  readonly app: FastifyInstance
+  readonly store: Store
+  readonly config: Config
+  readonly pepper: string
+  readonly clock: Clock
+  readonly dataDir: string
+  /** Every log line written so far. */
+  readonly logs: string[]
+  /** A key of an active account subscribed to every group in every region. */
+  readonly key: string
+  readonly accountId: string
+}
+
+export function tempDir(t: TestContext, prefix = 'tessera-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+export async function startApp(t: TestContext, env: Record<string, string> = {}, clock = testClock()): Promise<Running> {
+  const dataDir = env.DATA_DIR ?? tempDir(t)
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info', ...env, DATA_DIR: dataDir })
+  const pepper = resolvePepper(config)
+  const store = openStore(config)
+  const logs: string[] = []
+  const app = await buildApp({ config, store, pepper, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  t.after(async () => {
+    await app.close()
+    await store.close()
+  })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  const { apiKey, accountId } = await createCaller(store, pepper)
+  return { url: `http://127.0.0.1:${address.port}`, app, store, config, pepper, clock, dataDir, logs, key: apiKey, accountId }
+}
+
+/** createCaller makes an account with a key and the given active subscriptions (default: all). */
+export async function createCaller(
+  store: Store, pepper: string,
+  subscriptions: readonly (readonly [Region, Group])[] = REGIONS.flatMap((r) => GROUPS.map((g) => [r, g] as const)),
+): Promise<{ apiKey: string; accountId: string; keyId: string }> {
+  const account = await store.access.createAccount('test')
+  for (const [region, group] of subscriptions) await store.access.setSubscription(account.id, region, group, 'active')
+  const { info, apiKey } = await issueKey(store.access, pepper, account.id, 'test key')
+  return { apiKey, accountId: account.id, keyId: info.id }
+}
+
+/** post sends form fields (application/x-www-form-urlencoded) with a key. */
+export function post(base: string, path: string, key: string | undefined, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(base + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...(key === undefined ? {} : { 'x-api-key': key }), ...headers },
+    body: new URLSearchParams(fields).toString(),
+  })
+}
+
+export function get(base: string, path: string, key: string | undefined, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(base + path, { headers: { ...(key === undefined ? {} : { 'x-api-key': key }), ...headers } })
+}
+
+/** codes returns the catalogue codes of an error-list body. */
+export async function codes(res: Response): Promise<string[]> {
+  const body = (await res.json()) as { code: string }[]
+  return body.map((e) => e.code)
+}

@@ -1,0 +1,102 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { PNG } from 'pngjs'
+import jsQR from 'jsqr'
+import { post, startApp, codes } from '../../test/helper.ts'
+import { decodeQr, dataUrlBytes } from '../../test/qr.ts'
+
+/** svgToText rasterises our SVG (one rect, one path of unit-high runs) and decodes it with jsQR. */
+function svgToText(svg: string): string {
+  const total = Number(/viewBox="0 0 (\d+) \1"/.exec(svg)![1])
+  const d = /<path [^>]*d="([^"]*)"/.exec(svg)![1]!
+  const scale = 4
+  const side = total * scale
+  const rgba = new Uint8ClampedArray(side * side * 4).fill(255)
+  for (const [, x, y, w] of d.matchAll(/M(\d+) (\d+)h(\d+)v1h-\d+z/g)) {
+    for (let py = Number(y) * scale; py < (Number(y) + 1) * scale; py++) {
+      for (let px = Number(x) * scale; px < (Number(x) + Number(w)) * scale; px++) rgba.fill(0, (py * side + px) * 4, (py * side + px) * 4 + 3)
+    }
+  }
+  const found = jsQR(rgba, side, side)
+  assert.ok(found, 'the SVG holds a readable QR code')
+  return Buffer.from(found.binaryData).toString('utf8')
+}
+
+test('generateQRCode returns a PNG that a QR decoder reads back, UTF-8 included', async (t) => {
+  const app = await startApp(t)
+  const data = 'Grüße aus Köln ✓ https://example.com/?a=1&b=2'
+  const res = await post(app.url, '/totp/generateQRCode', app.key, { data }, { accept: '*/*' })
+  assert.equal(res.status, 200)
+  assert.equal(res.headers.get('content-type'), 'image/png')
+  assert.equal(res.headers.get('cache-control'), 'no-store')
+  const png = Buffer.from(await res.arrayBuffer())
+  const { text, width, height } = decodeQr(png)
+  assert.equal(text, data)
+  assert.equal(width, height)
+})
+
+test('size, margin, ecc and colours shape the image', async (t) => {
+  const app = await startApp(t)
+  const res = await post(app.url, '/totp/generateQRCode', app.key,
+    { data: 'hello', size: '300', margin: '2', ecc: 'h', color: '#1a2b3c', bgcolor: 'ffffff80' })
+  assert.equal(res.status, 200)
+  const image = PNG.sync.read(Buffer.from(await res.arrayBuffer()))
+  assert.equal(image.width, 300)
+  assert.equal(image.height, 300)
+  // The top-left corner is quiet zone (background), the finder pattern starts after 2 modules.
+  assert.deepEqual([...image.data.subarray(0, 4)], [255, 255, 255, 128])
+  const total = 21 + 4 // version 1 at level H holds "hello"; 2 modules of margin each side
+  const inFinder = Math.floor((2.5 * 300) / total)
+  const i = (inFinder * 300 + inFinder) * 4
+  assert.deepEqual([...image.data.subarray(i, i + 4)], [0x1a, 0x2b, 0x3c, 255])
+})
+
+test('a size too small for the symbol still gives one pixel per module', async (t) => {
+  const app = await startApp(t)
+  const res = await post(app.url, '/totp/generateQRCode', app.key, { data: 'x'.repeat(200), size: '21' })
+  const image = PNG.sync.read(Buffer.from(await res.arrayBuffer()))
+  assert.ok(image.width > 21)
+})
+
+test('SVG by format or Accept, JSON data URLs by Accept, format wins over Accept', async (t) => {
+  const app = await startApp(t)
+  const data = 'otpauth://totp/A:b?secret=ABC'
+  const svg = await post(app.url, '/totp/generateQRCode', app.key, { data, format: 'svg' })
+  assert.equal(svg.headers.get('content-type'), 'image/svg+xml; charset=utf-8')
+  assert.equal(svgToText(await svg.text()), data)
+
+  const bySvgAccept = await post(app.url, '/totp/generateQRCode', app.key, { data }, { accept: 'image/svg+xml' })
+  assert.equal(bySvgAccept.headers.get('content-type'), 'image/svg+xml; charset=utf-8')
+
+  const json = await post(app.url, '/totp/generateQRCode', app.key, { data }, { accept: 'application/json' })
+  assert.equal(json.headers.get('content-type'), 'application/json; charset=utf-8')
+  const body = await json.json() as { type: string; QRCode: string }
+  assert.equal(body.type, 'Success')
+  assert.equal(decodeQr(dataUrlBytes(body.QRCode, 'image/png')).text, data)
+
+  const jsonSvg = await post(app.url, '/totp/generateQRCode', app.key, { data, format: 'svg' }, { accept: 'application/json' })
+  const svgBody = await jsonSvg.json() as { QRCode: string }
+  assert.equal(svgToText(dataUrlBytes(svgBody.QRCode, 'image/svg+xml').toString()), data)
+
+  const pngOverSvg = await post(app.url, '/totp/generateQRCode', app.key, { data, format: 'png' }, { accept: 'image/svg+xml' })
+  assert.equal(pngOverSvg.headers.get('content-type'), 'image/png')
+
+  const weighted = await post(app.url, '/totp/generateQRCode', app.key, { data }, { accept: 'image/png;q=0.5, application/json' })
+  assert.equal(weighted.headers.get('content-type'), 'application/json; charset=utf-8')
+})
+
+test('data over the QR capacity of the level is a 400 naming the limit; a lower level may hold it', async (t) => {
+  const app = await startApp(t)
+  const data = 'x'.repeat(2332) // binary mode: level M holds 2331 bytes, L 2953
+  const res = await post(app.url, '/totp/generateQRCode', app.key, { data })
+  assert.equal(res.status, 400)
+  const [problem] = await res.json() as { code: string; message: string }[]
+  assert.equal(problem!.code, 'DATA_TOO_LONG')
+  assert.match(problem!.message, /level M: the limit is 2331 bytes/)
+  const atLimit = await post(app.url, '/totp/generateQRCode', app.key, { data: data.slice(1) })
+  assert.equal(atLimit.status, 200)
+  const low = await post(app.url, '/totp/generateQRCode', app.key, { data, ecc: 'L' })
+  assert.equal(low.status, 200)
+  assert.equal(decodeQr(Buffer.from(await low.arrayBuffer())).text, data)
+  assert.deepEqual(await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: 'x'.repeat(2954), ecc: 'L' })), ['DATA_TOO_LONG'])
+})

@@ -1,0 +1,100 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { get, startApp, tempDir } from '../../test/helper.ts'
+
+const run = promisify(execFile)
+const CLI = new URL('./cli.ts', import.meta.url).pathname
+
+async function admin(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test' } })
+    return { code: 0, stdout, stderr }
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string }
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
+  }
+}
+
+async function json<T>(dataDir: string, args: string[]): Promise<T> {
+  const r = await admin(dataDir, [...args, '--json'])
+  assert.equal(r.code, 0, r.stderr)
+  return JSON.parse(r.stdout) as T
+}
+
+async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
+  const start = Date.now()
+  while (!(await check())) {
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return Date.now() - start
+}
+
+test('the admin CLI manages accounts, keys and subscriptions that a running server honours', async (t) => {
+  const dataDir = tempDir(t)
+  const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100' })
+
+  const { accountId } = await json<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Acme Ltd'])
+  assert.match(accountId, /^acc_[0-9a-f]{16}$/)
+  const { keyId, apiKey } = await json<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
+  assert.match(apiKey, /^tsr_[0-9a-f]{40}$/)
+
+  assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 403, 'no subscription yet')
+  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'totp'])
+  await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
+
+  const subs = await json<{ region: string; group: string; status: string }[]>(dataDir, ['subscription', 'list', '--account', accountId])
+  assert.deepEqual(subs.map((s) => `${s.region}:${s.group}:${s.status}`).sort(), ['apac:totp:active', 'eu:totp:active', 'us:totp:active'])
+
+  await json(dataDir, ['account', 'suspend', accountId])
+  const suspendedIn = await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
+  await json(dataDir, ['account', 'activate', accountId])
+  await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
+
+  await json(dataDir, ['subscription', 'revoke', '--account', accountId, '--region', 'eu', '--group', 'all'])
+  await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
+  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'eu', '--group', 'totp'])
+  await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
+
+  const keys = await json<{ id: string; hint: string; revokedAt: string | null }[]>(dataDir, ['key', 'list', '--account', accountId])
+  assert.deepEqual(keys.map((k) => k.id), [keyId])
+  assert.equal(keys[0]!.hint, apiKey.slice(-4))
+  assert.ok(!JSON.stringify(keys).includes(apiKey.slice(4, 20)), 'listings never show the key')
+
+  await json(dataDir, ['key', 'revoke', keyId])
+  const revokedIn = await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
+  t.diagnostic(`suspension seen after ${suspendedIn} ms, revocation after ${revokedIn} ms (poll 100 ms)`)
+
+  const accounts = await json<{ id: string; status: string }[]>(dataDir, ['account', 'list'])
+  assert.ok(accounts.some((a) => a.id === accountId && a.status === 'active'))
+})
+
+test('the admin CLI prints for people by default and fails with one line and a non-zero code', async (t) => {
+  const dataDir = tempDir(t)
+  const created = await admin(dataDir, ['account', 'create', '--name', 'People'])
+  assert.equal(created.code, 0)
+  assert.match(created.stdout, /^Created account acc_[0-9a-f]{16} \(People\)\n$/)
+  const list = await admin(dataDir, ['account', 'list'])
+  assert.match(list.stdout, /^id\s+name\s+status\s+createdAt\n/)
+
+  const failures: [string[], RegExp][] = [
+    [['key', 'revoke', 'key_nope'], /^error: no active key key_nope\n$/],
+    [['account', 'suspend', 'acc_nope'], /^error: no account acc_nope\n$/],
+    [['key', 'create', '--account', 'acc_nope'], /^error: no account acc_nope\n$/],
+    [['subscription', 'grant', '--account', 'acc_nope', '--region', 'eu', '--group', 'totp'], /^error: no account acc_nope\n$/],
+    [['subscription', 'grant', '--account', 'x', '--region', 'mars', '--group', 'totp'], /^error: --region must be one of eu, us, apac or all/],
+    [['account', 'create'], /^error: missing --name\n/],
+    [['frobnicate'], /^error: unknown command "frobnicate"\n/],
+    [['account', 'list', '--bogus'], /^error: Unknown option '--bogus'/],
+  ]
+  for (const [args, message] of failures) {
+    const r = await admin(dataDir, args)
+    assert.notEqual(r.code, 0, args.join(' '))
+    assert.match(r.stderr, message, args.join(' '))
+  }
+  const badEnv = await run(process.execPath, [CLI, 'account', 'list'], { env: { ...process.env, DATA_DIR: dataDir, REGION: 'mars' } }).catch((e) => e)
+  assert.equal(badEnv.code, 78)
+  assert.match(badEnv.stderr, /^error: Invalid configuration: REGION must be one of eu, us, apac/)
+})

@@ -1,0 +1,164 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createCaller, get, post, startApp } from '../../test/helper.ts'
+
+/** headerShape is every response header but the two that differ per request by design. */
+function headerShape(res: Response): string {
+  return [...res.headers].filter(([name]) => name !== 'date' && name !== 'x-request-id').map(([n, v]) => `${n}: ${v}`).join('\n')
+}
+
+test('every refusal is the same 403, byte for byte, headers included', async (t) => {
+  const app = await startApp(t, { REGION: 'eu' })
+  const { store, pepper } = app
+  const revoked = await createCaller(store, pepper)
+  await store.access.revokeKey(revoked.keyId)
+  const suspended = await createCaller(store, pepper)
+  await store.access.setAccountStatus(suspended.accountId, 'suspended')
+  const inactive = await createCaller(store, pepper, [['eu', 'totp']])
+  await store.access.setSubscription(inactive.accountId, 'eu', 'totp', 'inactive')
+  const otherGroup = await createCaller(store, pepper, [['eu', 'converter']])
+  const otherRegion = await createCaller(store, pepper, [['us', 'totp'], ['apac', 'totp']])
+
+  const causes: [string, string | undefined][] = [
+    ['missing key', undefined],
+    ['empty key', ''],
+    ['unknown key', 'tsr_0000000000000000000000000000000000000000'],
+    ['malformed key', 'not a key at all'],
+    ['revoked key', revoked.apiKey],
+    ['suspended account', suspended.apiKey],
+    ['inactive subscription', inactive.apiKey],
+    ['group not subscribed', otherGroup.apiKey],
+    ['region not subscribed', otherRegion.apiKey],
+  ]
+  const answers = []
+  for (const [cause, key] of causes) {
+    for (const call of [() => get(app.url, '/totp/ping', key), () => post(app.url, '/totp/getOTP', key, { secret: 'x' })]) {
+      const res = await call()
+      assert.equal(res.status, 403, cause)
+      answers.push({ cause, body: Buffer.from(await res.arrayBuffer()).toString('hex'), headers: headerShape(res) })
+    }
+  }
+  const [first] = answers
+  for (const a of answers) {
+    assert.equal(a.body, first!.body, `${a.cause}: same bytes`)
+    assert.equal(a.headers, first!.headers, `${a.cause}: same headers`)
+  }
+  const body = JSON.parse(Buffer.from(first!.body, 'hex').toString()) as Record<string, string>
+  assert.deepEqual(Object.keys(body), ['message'])
+  assert.match(body.message!, /active\* subscription/)
+  assert.match(body.message!, /\*Subscribed\* for this region/)
+  assert.match(body.message!, /x-api-key/)
+  assert.ok(body.message!.includes(app.config.docsUrl))
+})
+
+test('refusals take the same time whatever the cause (medians within noise)', async (t) => {
+  const app = await startApp(t)
+  const revoked = await createCaller(app.store, app.pepper)
+  await app.store.access.revokeKey(revoked.keyId)
+  const unsubscribed = await createCaller(app.store, app.pepper, [])
+  const keys: Record<string, string | undefined> = {
+    missing: undefined, unknown: 'tsr_ffffffffffffffffffffffffffffffffffffffff', revoked: revoked.apiKey, unsubscribed: unsubscribed.apiKey,
+  }
+  const samples: Record<string, number[]> = Object.fromEntries(Object.keys(keys).map((k) => [k, []]))
+  for (let round = 0; round < 300; round++) {
+    // Interleaved, so that drift of the machine's load hits every cause alike.
+    for (const [cause, key] of Object.entries(keys)) {
+      const start = process.hrtime.bigint()
+      const res = await get(app.url, '/totp/ping', key)
+      await res.arrayBuffer()
+      samples[cause]!.push(Number(process.hrtime.bigint() - start) / 1e6)
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  const medians = Object.values(samples).map(median)
+  const spread = Math.max(...medians) - Math.min(...medians)
+  const all = Object.values(samples).flat()
+  const center = median(all)
+  const noise = median(all.map((x) => Math.abs(x - center))) // median absolute deviation
+  t.diagnostic(`medians (ms): ${JSON.stringify(Object.fromEntries(Object.keys(keys).map((k, i) => [k, medians[i]!.toFixed(3)])))}`)
+  assert.ok(spread < Math.max(0.15, 2 * noise), `spread ${spread.toFixed(3)} ms vs noise ${noise.toFixed(3)} ms`)
+})
+
+test('a change made through this process takes effect at once, cached or not', async (t) => {
+  const app = await startApp(t)
+  const caller = await createCaller(app.store, app.pepper)
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200, 'now cached')
+  await app.store.access.setAccountStatus(caller.accountId, 'suspended')
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
+  await app.store.access.setAccountStatus(caller.accountId, 'active')
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
+  await app.store.access.setSubscription(caller.accountId, 'eu', 'totp', 'inactive')
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
+  await app.store.access.setSubscription(caller.accountId, 'eu', 'totp', 'active')
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
+  await app.store.access.revokeKey(caller.keyId)
+  assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
+})
+
+test('the instance serves its own region: a key subscribed elsewhere only is refused', async (t) => {
+  const app = await startApp(t, { REGION: 'apac' })
+  const usOnly = await createCaller(app.store, app.pepper, [['us', 'totp']])
+  const apac = await createCaller(app.store, app.pepper, [['apac', 'totp']])
+  assert.equal((await get(app.url, '/totp/ping', usOnly.apiKey)).status, 403)
+  assert.equal((await get(app.url, '/totp/ping', apac.apiKey)).status, 200)
+})
+
+for (const region of ['us', 'apac']) {
+  test(`converter routes in ${region}: 404 naming the eu base URL for a valid key, 403 otherwise`, async (t) => {
+    const app = await startApp(t, { REGION: region, EU_BASE_URL: 'https://api-eu.example.net/' })
+    for (const path of ['/converter/generateImage', '/converter/generatePostscript']) {
+      const res = await post(app.url, path, app.key, {})
+      assert.equal(res.status, 404)
+      const body = await res.json() as Record<string, string>
+      assert.deepEqual(Object.keys(body), ['message'])
+      assert.ok(body.message!.includes(`https://api-eu.example.net${path}`), body.message)
+      assert.ok(body.message!.includes(region))
+      assert.equal((await post(app.url, path, undefined, {})).status, 403)
+      assert.equal((await post(app.url, path, 'tsr_nope', {})).status, 403)
+    }
+    const totpOnly = await createCaller(app.store, app.pepper, [[region as 'us', 'totp']])
+    assert.equal((await post(app.url, '/converter/generateImage', totpOnly.apiKey, {})).status, 404, 'a valid key learns where the group lives')
+  })
+}
+
+test('unknown routes answer 404 "Unsupported API request", key or not', async (t) => {
+  const app = await startApp(t)
+  for (const [method, path] of [['GET', '/nope'], ['GET', '/totp/nope'], ['GET', '/totp/onboardUser'], ['DELETE', '/totp/ping']] as const) {
+    for (const key of [app.key, undefined]) {
+      const res = await fetch(app.url + path, { method, headers: key ? { 'x-api-key': key } : {} })
+      assert.equal(res.status, 404, `${method} ${path}`)
+      const body = await res.json() as Record<string, string>
+      assert.deepEqual(Object.keys(body), ['message'])
+      assert.match(body.message!, /^Unsupported API request\. /)
+    }
+  }
+})
+
+test('operational routes need no key', async (t) => {
+  const app = await startApp(t)
+  assert.deepEqual(await (await get(app.url, '/healthz', undefined)).json(), { status: 'ok' })
+  assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', checks: { store: 'ok' } })
+  const doc = await (await get(app.url, '/openapi.json', undefined)).json() as { openapi: string; paths: Record<string, unknown> }
+  assert.equal(doc.openapi, '3.1.0')
+  assert.ok(doc.paths['/totp/verifyOTP'])
+  const page = await get(app.url, '/docs', undefined)
+  assert.equal(page.status, 200)
+  assert.match(await page.text(), /swagger/i)
+})
+
+test('readyz says 503 when the store is gone', async (t) => {
+  const app = await startApp(t)
+  await app.store.close()
+  const res = await get(app.url, '/readyz', undefined)
+  assert.equal(res.status, 503)
+  assert.deepEqual(await res.json(), { status: 'unavailable', checks: { store: 'unavailable (sqlite)' } })
+})
+
+test('a request id is returned, and a well-formed incoming one is kept', async (t) => {
+  const app = await startApp(t)
+  const own = await get(app.url, '/totp/ping', app.key, { 'x-request-id': 'edge-1234' })
+  assert.equal(own.headers.get('x-request-id'), 'edge-1234')
+  const bad = await get(app.url, '/totp/ping', app.key, { 'x-request-id': 'a b c' })
+  assert.match(bad.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/)
+})

@@ -1,6 +1,9 @@
 /** decodeQr reads a PNG and returns the text of the QR code in it, with a real decoder (jsQR). */
 import { PNG } from 'pngjs'
-import jsQR from 'jsqr'
+import { createRequire } from 'node:module'
+
+/** jsQR is CommonJS whose types declare an ES default export: load it as what it is. */
+export const jsQR = createRequire(import.meta.url)('jsqr') as typeof import('jsqr').default
 
 export function decodeQr(png: Buffer): { text: string; width: number; height: number } {
   const image = PNG.sync.read(png)

@@ -74,7 +74,8 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     }
     const { keyId, accountId } = verdict.grant
     request.caller = { keyId, accountId }
-    request.log = request.log.child({ keyId, accountId })
+    // reply.log writes the 'request completed' line: give it the caller too.
+    request.log = reply.log = request.log.child({ keyId, accountId })
     return true
   }
 

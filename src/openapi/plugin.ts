@@ -7,6 +7,10 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/config.ts'
+import { catalogue, type ErrorCode } from '../errors/catalogue.ts'
+
+/** Answers of no route in particular, listed once in the document. */
+const GATEWAY_NOT_FOUND: readonly ErrorCode[] = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION']
 
 export const API_TITLE = 'Tessera: TOTP and PDF conversion API'
 
@@ -21,7 +25,19 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
         license: { name: 'AGPL-3.0-or-later', identifier: 'AGPL-3.0-or-later' },
       },
       servers: [{ url: opts.config.publicBaseUrl, description: `region ${opts.config.region}` }],
-      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } } },
+      components: {
+        securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } },
+        responses: {
+          NotFound: {
+            description: GATEWAY_NOT_FOUND.map((c) => `\`${c}\`: ${catalogue[c].message}`).join('\n\n'),
+            content: {
+              'application/json': {
+                schema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'], 'x-error-codes': GATEWAY_NOT_FOUND } as object,
+              },
+            },
+          },
+        },
+      },
       security: [{ apiKey: [] }],
       tags: [
         { name: 'totp', description: 'TOTP (RFC 6238) secrets, codes and QR codes' },

@@ -1,9 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { PNG } from 'pngjs'
-import jsQR from 'jsqr'
 import { post, startApp, codes } from '../../test/helper.ts'
-import { decodeQr, dataUrlBytes } from '../../test/qr.ts'
+import { decodeQr, dataUrlBytes, jsQR } from '../../test/qr.ts'
 
 /** svgToText rasterises our SVG (one rect, one path of unit-high runs) and decodes it with jsQR. */
 function svgToText(svg: string): string {

@@ -1,0 +1,40 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { catalogue, ERROR_CODES } from '../src/errors/catalogue.ts'
+import { FILES, renderAll, renderOpenApi } from '../scripts/docs.ts'
+
+test('committed docs are what `npm run docs` generates (catalogue, route schemas, settings)', async () => {
+  const fresh = await renderAll()
+  for (const [name, text] of Object.entries(fresh)) {
+    assert.equal(readFileSync(FILES[name as keyof typeof FILES], 'utf8'), text, `${name} is stale: run npm run docs`)
+  }
+})
+
+test('the catalogue, docs/errors.md and the OpenAPI document name the same codes', async () => {
+  const errorsMd = readFileSync(FILES.errors, 'utf8')
+  for (const code of ERROR_CODES) {
+    assert.match(errorsMd, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code].status} \\|`, 'm'), `${code} row in errors.md`)
+  }
+  const rows = errorsMd.split('\n').filter((l) => /^\| `[A-Z_]+` \|/.test(l))
+  assert.equal(rows.length, ERROR_CODES.length, 'one row per code, no extra rows')
+
+  const doc = await renderOpenApi()
+  const inDoc = new Set<string>()
+  const statusOf = new Map<string, Set<string>>()
+  const walk = (node: unknown, status?: string): void => {
+    if (Array.isArray(node)) return node.forEach((n) => walk(n, status))
+    if (node === null || typeof node !== 'object') return
+    for (const [k, v] of Object.entries(node)) {
+      if (k === 'x-error-codes') {
+        for (const code of v as string[]) {
+          inDoc.add(code)
+          if (status) statusOf.set(code, new Set([...(statusOf.get(code) ?? []), status]))
+        }
+      } else walk(v, k === 'responses' ? undefined : /^\d{3}$/.test(k) ? k : status)
+    }
+  }
+  walk(doc)
+  assert.deepEqual([...inDoc].sort(), [...ERROR_CODES].sort())
+  for (const [code, statuses] of statusOf) assert.deepEqual([...statuses], [String(catalogue[code as keyof typeof catalogue].status)], code)
+})

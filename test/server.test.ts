@@ -1,0 +1,77 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { once } from 'node:events'
+import { tempDir } from './helper.ts'
+
+const SERVER = new URL('../src/server.ts', import.meta.url).pathname
+
+/** start runs the real server process and resolves once it prints its demo key or its "serving" line. */
+function start(env: Record<string, string>) {
+  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { err += d })
+  const ready = new Promise<{ port: number }>((resolve, reject) => {
+    child.stdout.on('data', () => {
+      const m = /"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(out)
+      if (m && out.includes('"msg":"serving"')) setTimeout(() => resolve({ port: Number(m[1]) }), 50)
+    })
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${err}`)))
+  })
+  return { child, ready, output: () => out, errors: () => err }
+}
+
+test('npm start on an empty store creates it and a demo key that works at once; SIGTERM exits 0', async (t) => {
+  const dataDir = tempDir(t)
+  const first = start({ DATA_DIR: dataDir })
+  t.after(() => first.child.kill('SIGKILL'))
+  const { port } = await first.ready
+  assert.ok(existsSync(join(dataDir, 'tessera.sqlite')))
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(first.output())?.[1]
+  assert.ok(key, first.output())
+  assert.match(first.output(), new RegExp(`curl -H 'x-api-key: ${key}' http://localhost:0/totp/ping`))
+  const res = await fetch(`http://127.0.0.1:${port}/totp/ping`, { headers: { 'x-api-key': key } })
+  assert.equal(res.status, 200)
+  first.child.kill('SIGTERM')
+  const [code] = await once(first.child, 'exit')
+  assert.equal(code, 0)
+  assert.equal(first.output().split(key).length - 1, 2, 'the key is printed in the banner and the curl line only')
+
+  const second = start({ DATA_DIR: dataDir })
+  t.after(() => second.child.kill('SIGKILL'))
+  const again = await second.ready
+  assert.doesNotMatch(second.output(), /tsr_/, 'no second demo key')
+  assert.equal((await fetch(`http://127.0.0.1:${again.port}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200, 'the first key still works')
+  second.child.kill('SIGTERM')
+  assert.deepEqual(await once(second.child, 'exit'), [0, null])
+})
+
+test('production makes no demo account and will not start without a pepper', async (t) => {
+  const dataDir = tempDir(t)
+  const refused = start({ DATA_DIR: dataDir, NODE_ENV: 'production' })
+  await assert.rejects(refused.ready, /exited 1: Invalid configuration: PEPPER is required when NODE_ENV=production/)
+
+  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40) })
+  t.after(() => prod.child.kill('SIGKILL'))
+  await prod.ready
+  assert.doesNotMatch(prod.output(), /tsr_/)
+  prod.child.kill('SIGTERM')
+  await once(prod.child, 'exit')
+})
+
+test('a bad setting stops start-up with a message naming the variable', async (t) => {
+  const dataDir = tempDir(t)
+  for (const [env, message] of [
+    [{ PORT: 'eighty' }, /PORT must be a whole number/],
+    [{ REGION: 'mars' }, /REGION must be one of eu, us, apac/],
+    [{ PUBLIC_BASE_URL: 'ftp://x' }, /PUBLIC_BASE_URL must be an http\(s\) URL/],
+    [{ PEPPER: 'short' }, /PEPPER must be at least 32 characters/],
+  ] as const) {
+    const run = start({ DATA_DIR: dataDir, ...env })
+    await assert.rejects(run.ready, message)
+  }
+})

@@ -11,6 +11,7 @@ import { catalogue, ERROR_CODES } from '../src/errors/catalogue.ts'
 import { loadConfig, settings } from '../src/config/config.ts'
 import { openSqliteStore } from '../src/storage/sqlite/store.ts'
 import { buildApp } from '../src/app.ts'
+import { pepperKey } from '../src/crypto/keyed.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 export const FILES = {
@@ -57,7 +58,7 @@ export async function renderOpenApi(): Promise<Record<string, unknown>> {
   const store = openSqliteStore({ path: join(dir, 'docs.sqlite') })
   try {
     const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATA_DIR: dir })
-    const app = await buildApp({ config, store, pepper: 'x'.repeat(32) })
+    const app = await buildApp({ config, store, pepper: pepperKey('x'.repeat(32)) })
     await app.ready()
     const doc = app.swagger() as unknown as Record<string, unknown>
     await app.close()

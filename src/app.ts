@@ -8,6 +8,7 @@ import formbody from '@fastify/formbody'
 import { randomUUID } from 'node:crypto'
 import type { Config } from './config/config.ts'
 import type { Store } from './storage/ports.ts'
+import type { Pepper } from './crypto/keyed.ts'
 import errors from './errors/plugin.ts'
 import gateway from './gateway/plugin.ts'
 import openapi from './openapi/plugin.ts'
@@ -19,7 +20,7 @@ import { VERSION } from './version.ts'
 export interface AppOptions {
   readonly config: Config
   readonly store: Store
-  readonly pepper: string
+  readonly pepper: Pepper
   /** The clock (epoch ms); tests move it. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -37,6 +38,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     serializers: {
       // The path only: a query string could carry anything.
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
+      // The caller by key id and account, never by key.
+      res: (reply: { statusCode: number; request?: { caller: { keyId: string; accountId: string } | null } }) => {
+        const caller = reply.request?.caller
+        return caller ? { statusCode: reply.statusCode, keyId: caller.keyId, accountId: caller.accountId } : { statusCode: reply.statusCode }
+      },
     },
   }
   const app = Fastify({
@@ -55,8 +61,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   app.removeContentTypeParser('text/plain')
   await app.register(formbody)
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 
   await app.register(errors, { config })

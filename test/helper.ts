@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig, type Config } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
+import type { Pepper } from '../src/crypto/keyed.ts'
 import { openStore } from '../src/storage/factory.ts'
 import type { Store } from '../src/storage/ports.ts'
 import { buildApp } from '../src/app.ts'
@@ -31,7 +32,7 @@ export interface Running {
   readonly app: FastifyInstance
   readonly store: Store
   readonly config: Config
-  readonly pepper: string
+  readonly pepper: Pepper
   readonly clock: Clock
   readonly dataDir: string
   /** Every log line written so far. */
@@ -67,7 +68,7 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
 
 /** createCaller makes an account with a key and the given active subscriptions (default: all). */
 export async function createCaller(
-  store: Store, pepper: string,
+  store: Store, pepper: Pepper,
   subscriptions: readonly (readonly [Region, Group])[] = REGIONS.flatMap((r) => GROUPS.map((g) => [r, g] as const)),
 ): Promise<{ apiKey: string; accountId: string; keyId: string }> {
   const account = await store.access.createAccount('test')

@@ -26,7 +26,8 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
   const lines = app.logs.map((l) => JSON.parse(l) as Record<string, unknown>)
   assert.ok(lines.length >= 20, 'requests are logged')
   assert.ok(lines.every((l) => typeof l.reqId === 'string' || l.reqId === undefined))
-  assert.ok(lines.some((l) => l.keyId !== undefined && l.accountId === app.accountId), 'the caller is logged by key id')
+  const completed = lines.filter((l) => l.msg === 'request completed').map((l) => l.res as Record<string, string>)
+  assert.ok(completed.some((r) => r.keyId !== undefined && r.accountId === app.accountId), 'the caller is logged by key id')
   assert.ok(lines.some((l) => l.msg === 'access denied' && l.reason === 'revoked key' && l.keyId === revoked.keyId))
 
   const forbidden = [

@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from '../config/config.ts'
 import { resolvePepper } from '../config/pepper.ts'
 import { openStore } from '../storage/factory.ts'
 import type { Store } from '../storage/ports.ts'
+import type { Pepper } from '../crypto/keyed.ts'
 import { issueKey } from '../gateway/keys.ts'
 import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../gateway/regions.ts'
 
@@ -57,7 +58,7 @@ async function requireAccount(store: Store, id: string): Promise<void> {
   if ((await store.access.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
 }
 
-async function run(store: Store, pepper: string, words: readonly string[], flags: Flags): Promise<Output> {
+async function run(store: Store, pepper: Pepper, words: readonly string[], flags: Flags): Promise<Output> {
   const [noun, verb, arg] = words
   const access = store.access
   switch (`${noun} ${verb}`) {

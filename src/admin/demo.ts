@@ -6,9 +6,10 @@
 import type { Config } from '../config/config.ts'
 import type { Store } from '../storage/ports.ts'
 import { issueKey } from '../gateway/keys.ts'
+import type { Pepper } from '../crypto/keyed.ts'
 import { GROUPS, REGIONS } from '../gateway/regions.ts'
 
-export async function ensureDemoAccount(config: Config, store: Store, pepper: string): Promise<string | null> {
+export async function ensureDemoAccount(config: Config, store: Store, pepper: Pepper): Promise<string | null> {
   if (config.nodeEnv === 'production' || (await store.access.countAccounts()) > 0) return null
   const account = await store.access.createAccount('demo')
   for (const region of REGIONS) {

@@ -7,8 +7,13 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type { Config } from './config.ts'
+import { pepperKey, type Pepper } from '../crypto/keyed.ts'
 
-export function resolvePepper(config: Config): string {
+export function resolvePepper(config: Config): Pepper {
+  return pepperKey(pepperText(config))
+}
+
+function pepperText(config: Config): string {
   if (config.pepper !== '') return config.pepper
   const file = join(config.dataDir, 'pepper')
   try {

@@ -1,7 +1,19 @@
-/** keyedDigest is HMAC-SHA-256 under the server pepper over length-prefixed parts (no ambiguity between parts). */
-import { createHmac } from 'node:crypto'
+/**
+ * HMAC helpers. Node 24's createHmac is several times slower with a Buffer or string key
+ * than with a KeyObject (about 15 µs against 2 µs here, see the README's performance
+ * notes), so keys used on the hot path are turned into KeyObjects first.
+ */
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 
-export function keyedDigest(pepper: string, ...parts: readonly string[]): string {
+export type Pepper = KeyObject
+
+/** pepperKey makes the server pepper a KeyObject once, at start-up. */
+export function pepperKey(pepper: string): Pepper {
+  return createSecretKey(Buffer.from(pepper, 'utf8'))
+}
+
+/** keyedDigest is HMAC-SHA-256 under the pepper over length-prefixed parts (no ambiguity between parts). */
+export function keyedDigest(pepper: Pepper, ...parts: readonly string[]): string {
   const hmac = createHmac('sha256', pepper)
   for (const part of parts) hmac.update(`${Buffer.byteLength(part)}:`).update(part)
   return hmac.digest('base64url')

@@ -10,6 +10,7 @@ import type { KeyGrant, Store } from '../storage/ports.ts'
 import { apiError, errorBody } from '../errors/errors.ts'
 import { GrantCache } from './cache.ts'
 import { hashApiKey } from './keys.ts'
+import type { Pepper } from '../crypto/keyed.ts'
 import { authorize, identify, type Verdict } from './access.ts'
 import type { Group } from './regions.ts'
 
@@ -35,7 +36,7 @@ declare module 'fastify' {
 export interface GatewayOptions {
   readonly config: Config
   readonly store: Store
-  readonly pepper: string
+  readonly pepper: Pepper
   readonly now: () => number
 }
 
@@ -73,9 +74,8 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
       return false
     }
     const { keyId, accountId } = verdict.grant
+    // The 'request completed' log line names the caller (see the res serializer in app.ts).
     request.caller = { keyId, accountId }
-    // reply.log writes the 'request completed' line: give it the caller too.
-    request.log = reply.log = request.log.child({ keyId, accountId })
     return true
   }
 

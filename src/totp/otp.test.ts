@@ -1,12 +1,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Secret, URI } from 'otpauth'
-import { codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, type TotpParams } from './otp.ts'
+import { codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, totpParams } from './otp.ts'
 import type { Algorithm } from '../storage/ports.ts'
 import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from './rfc-vectors.ts'
 
-const params = (algorithm: Algorithm, digits = 8, period = 30): TotpParams =>
-  ({ secret: Secret.fromLatin1(RFC6238_SEEDS[algorithm]), algorithm, digits, period })
+const params = (algorithm: Algorithm, digits = 8, period = 30) =>
+  totpParams(Secret.fromLatin1(RFC6238_SEEDS[algorithm]), algorithm, digits, period)
 
 test('RFC 6238 Appendix B vectors', () => {
   for (const [seconds, expected] of RFC6238_VECTORS) {
@@ -51,7 +51,7 @@ test('parseSecret takes any case, spaces and padding, and refuses short or non-b
 })
 
 test('otpauthUrl is a Key URI that otpauth parses back to the same parameters', () => {
-  const p: TotpParams = { secret: newSecret(), algorithm: 'SHA256', digits: 8, period: 60 }
+  const p = totpParams(newSecret(), 'SHA256', 8, 60)
   const url = otpauthUrl('My App', 'jane doe@example.com', p)
   assert.ok(url.startsWith('otpauth://totp/My%20App:jane%20doe%40example.com?secret='), url)
   const parsed = URI.parse(url)

@@ -2,7 +2,7 @@
  * TOTP (RFC 6238) over HOTP (RFC 4226), computed by the `otpauth` package. Pure functions
  * of their inputs and the time: no HTTP, no storage.
  */
-import { timingSafeEqual } from 'node:crypto'
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto'
 import { HOTP, Secret } from 'otpauth'
 import type { Algorithm } from '../storage/ports.ts'
 
@@ -14,9 +14,15 @@ export const WINDOW = 1
 
 export interface TotpParams {
   readonly secret: Secret
+  /** The secret as a KeyObject: Node 24 computes HMACs far faster with one (see crypto/keyed.ts). */
+  readonly key: KeyObject
   readonly algorithm: Algorithm
   readonly digits: number
   readonly period: number
+}
+
+export function totpParams(secret: Secret, algorithm: Algorithm = 'SHA1', digits = 6, period = 30): TotpParams {
+  return { secret, key: createSecretKey(secret.bytes), algorithm, digits, period }
 }
 
 /** newSecret draws 160 random bits (RFC 4226 §4 recommends 160). */
@@ -42,7 +48,10 @@ export function secondsLeft(nowMs: number, period: number): number {
 }
 
 export function codeAt(params: TotpParams, step: number): string {
-  return HOTP.generate({ secret: params.secret, algorithm: params.algorithm, digits: params.digits, counter: step })
+  return HOTP.generate({
+    secret: params.secret, algorithm: params.algorithm, digits: params.digits, counter: step,
+    hmac: (algorithm, _key, message) => createHmac(algorithm, params.key).update(message).digest(),
+  })
 }
 
 export function currentCode(params: TotpParams, nowMs: number): { otp: string; expiresIn: number } {

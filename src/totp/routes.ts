@@ -7,8 +7,8 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
-import { keyedDigest } from '../crypto/keyed.ts'
-import { currentCode, newSecret, otpauthUrl, parseSecret, type TotpParams } from './otp.ts'
+import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
+import { currentCode, newSecret, otpauthUrl, parseSecret, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
 import { buildMatrix, CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
@@ -20,7 +20,7 @@ import {
 export interface TotpOptions {
   readonly config: Config
   readonly store: Store
-  readonly pepper: string
+  readonly pepper: Pepper
   readonly now: () => number
 }
 
@@ -39,10 +39,11 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
   }
 
-  app.addHook('onRequest', app.guard('totp'))
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onRequest', (_request, reply, done) => {
     reply.header('cache-control', 'no-store')
+    done()
   })
+  app.addHook('onRequest', app.guard('totp'))
 
   /** look builds the drawing options; `size` is kept to at least one pixel per module. */
   function look(modules: number, body: { size?: number; margin?: number; color?: string; bgcolor?: string }): Look {
@@ -62,13 +63,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     return renderPng(matrix, look(matrix.size, {}))
   }
 
-  function params(secret: TotpParams['secret'], body: TotpBody): TotpParams {
-    return {
-      secret,
-      algorithm: (body.algorithm ?? 'SHA1').toUpperCase() as Algorithm,
-      digits: body.tokenLength ?? 6,
-      period: body.tokenValidity ?? 30,
-    }
+  function params(secret: TotpParams['secret'], body: TotpBody, digits = body.tokenLength ?? 6): TotpParams {
+    return totpParams(secret, (body.algorithm ?? 'SHA1').toUpperCase() as Algorithm, digits, body.tokenValidity ?? 30)
   }
 
   function secretOf(input: string) {
@@ -141,7 +137,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     { schema: verifySchema, config: { fields: verifyFields } },
     async (request) => {
       const { token } = request.body
-      const p = { ...params(secretOf(request.body.secret), request.body), digits: token.length }
+      const p = params(secretOf(request.body.secret), request.body, token.length)
       const key = keyedDigest(pepper, 'verify', request.caller!.accountId, p.secret.base32, p.algorithm, String(p.period))
       const outcome = await verifyCode(store.verification, policy, key, p, token, now())
       switch (outcome.kind) {

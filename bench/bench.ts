@@ -1,0 +1,196 @@
+/**
+ * npm run bench: requests/s and p50/p99 latency of the TOTP routes at 50 connections,
+ * each beside a bare Fastify route that takes the same request and answers the same
+ * number of bytes, measured in the same run (rounds alternate target and baseline; the
+ * figures are medians of the rounds). QR drawing is compared with the `qrcode` package's
+ * own `toDataURL` on the same text, called in process.
+ *
+ * BENCH_SECONDS (default 5) and BENCH_ROUNDS (default 3) set the length of a run.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import QRCode from 'qrcode'
+import { HOTP, Secret } from 'otpauth'
+import { loadConfig } from '../src/config/config.ts'
+import { resolvePepper } from '../src/config/pepper.ts'
+import { openStore } from '../src/storage/factory.ts'
+import { issueKey } from '../src/gateway/keys.ts'
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const CONNECTIONS = 50
+const ROOT = new URL('..', import.meta.url).pathname
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(url)).ok) return
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+function serve(script: string, env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, [join(ROOT, script)], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+}
+
+interface Load {
+  readonly method: 'GET' | 'POST'
+  readonly path: string
+  readonly headers?: Record<string, string>
+  /** A fixed body, or one made per request. */
+  readonly body?: string | (() => string)
+}
+
+interface Figures { rps: number; p50: number; p99: number; non2xx: number }
+
+async function run(base: string, load: Load, seconds: number): Promise<Figures> {
+  const headers = { ...(load.body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}), ...load.headers }
+  const body = load.body
+  const result = await autocannon({
+    url: base + load.path,
+    connections: CONNECTIONS,
+    duration: seconds,
+    method: load.method,
+    headers,
+    ...(typeof body === 'function'
+      ? { requests: [{ method: load.method, setupRequest: (req: object) => ({ ...req, body: body() }) }] }
+      : body !== undefined ? { body } : {}),
+  })
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
+}
+
+function inProcessRate(work: () => Promise<unknown>, seconds: number): Promise<number> {
+  return (async () => {
+    let n = 0
+    const end = performance.now() + seconds * 1000
+    while (performance.now() < end) {
+      await work()
+      n++
+    }
+    return n / seconds
+  })()
+}
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'))
+  const children: ChildProcess[] = []
+  try {
+    const env = { DATA_DIR: dataDir, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+    const config = loadConfig(env)
+    const pepper = resolvePepper(config)
+    const store = openStore(config)
+    const account = await store.access.createAccount('bench')
+    await store.access.setSubscription(account.id, config.region, 'totp', 'active')
+    const { apiKey } = await issueKey(store.access, pepper, account.id, 'bench')
+    await store.close()
+
+    const port = await freePort()
+    const barePort = await freePort()
+    children.push(serve('src/server.ts', { ...env, PORT: String(port) }))
+    children.push(serve('bench/bare-server.ts', { PORT: String(barePort) }))
+    const target = `http://127.0.0.1:${port}`
+    const bare = `http://127.0.0.1:${barePort}`
+    await waitFor(`${target}/healthz`)
+    await waitFor(`${bare}/bare/10`)
+
+    const key = { 'x-api-key': apiKey }
+    const secret = new Secret().base32
+    const otpUrl = `otpauth://totp/Bench%20App:user%40example.com?secret=${secret}&issuer=Bench%20App&algorithm=SHA1&digits=6&period=30`
+    let user = 0
+    // Every verifyOTP is a first use of its secret, so each one takes the success path (and writes state).
+    const verifications = (count: number) => {
+      const bodies: string[] = []
+      const counter = Math.floor(Date.now() / 30000)
+      for (let i = 0; i < count; i++) {
+        const s = new Secret({ size: 20 })
+        bodies.push(`secret=${s.base32}&token=${HOTP.generate({ secret: s, counter })}`)
+      }
+      let i = 0
+      return () => bodies[i++ % bodies.length]!
+    }
+
+    const loads: [string, Load][] = [
+      ['ping', { method: 'GET', path: '/totp/ping', headers: key }],
+      ['getOTP', { method: 'POST', path: '/totp/getOTP', headers: key, body: `secret=${secret}` }],
+      ['verifyOTP', { method: 'POST', path: '/totp/verifyOTP', headers: key, body: () => '' }],
+      ['onboardUser', { method: 'POST', path: '/totp/onboardUser', headers: key, body: () => `userID=user${user++}%40example.com&applicationID=Bench%20App` }],
+      ['generateQRCode', { method: 'POST', path: '/totp/generateQRCode', headers: { ...key, accept: '*/*' }, body: `data=${encodeURIComponent(otpUrl)}` }],
+    ]
+
+    const rows: string[] = []
+    const rates: Record<string, number> = {}
+    for (const [name, load] of loads) {
+      const sample = await fetch(target + load.path, {
+        method: load.method,
+        headers: { ...load.headers, ...(load.body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+        body: typeof load.body === 'function' ? (name === 'verifyOTP' ? verifications(1)() : load.body()) : load.body,
+      })
+      const size = (await sample.arrayBuffer()).byteLength
+      if (!sample.ok) throw new Error(`${name} answered ${sample.status}`)
+      const baseline: Load = { method: load.method, path: `/bare/${size}`, body: typeof load.body === 'function' ? 'x=1' : load.body }
+      const mine: Load = name === 'verifyOTP' ? { ...load, body: verifications(Math.ceil(30_000 * SECONDS)) } : load
+      await run(target, mine, 1) // warm-up
+      await run(bare, baseline, 1)
+      const t: Figures[] = []
+      const b: Figures[] = []
+      for (let r = 0; r < ROUNDS; r++) {
+        t.push(await run(target, name === 'verifyOTP' ? { ...load, body: verifications(Math.ceil(30_000 * SECONDS)) } : mine, SECONDS))
+        b.push(await run(bare, baseline, SECONDS))
+      }
+      const m = (fs: Figures[], k: keyof Figures) => median(fs.map((f) => f[k]))
+      rates[name] = m(t, 'rps')
+      rows.push(`| ${name} | ${size} | ${m(t, 'rps').toFixed(0)} | ${m(t, 'p50').toFixed(1)} | ${m(t, 'p99').toFixed(1)} | ` +
+        `${m(b, 'rps').toFixed(0)} | ${m(b, 'p50').toFixed(1)} | ${m(b, 'p99').toFixed(1)} | **${(m(t, 'rps') / m(b, 'rps')).toFixed(2)}×** | ${t.reduce((n, f) => n + f.non2xx, 0)} |`)
+    }
+    for (const c of children) c.kill('SIGTERM')
+
+    // With the servers stopped, the in-process baseline has the machine to itself.
+    const dataUrl = [] as number[]
+    for (let r = 0; r < ROUNDS; r++) dataUrl.push(await inProcessRate(() => QRCode.toDataURL(otpUrl), Math.max(1, SECONDS / 2)))
+    const toDataUrl = median(dataUrl)
+
+    const out = [
+      `## TOTP group: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${(await import('node:os')).cpus().length} CPUs)`,
+      '',
+      '| route | bytes | req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | ratio | non-2xx |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+      ...rows,
+      '',
+      '## QR drawing against `qrcode`\'s own `toDataURL` (same otpauth URL, in process, one core)',
+      '',
+      '| what | per second | ratio to toDataURL |',
+      '| --- | --- | --- |',
+      `| qrcode.toDataURL (in process) | ${toDataUrl.toFixed(0)} | 1.00× |`,
+      `| POST /totp/generateQRCode (HTTP) | ${rates.generateQRCode!.toFixed(0)} | **${(rates.generateQRCode! / toDataUrl).toFixed(2)}×** |`,
+      `| POST /totp/onboardUser (HTTP) | ${rates.onboardUser!.toFixed(0)} | **${(rates.onboardUser! / toDataUrl).toFixed(2)}×** |`,
+      '',
+    ]
+    process.stdout.write(`${out.join('\n')}\n`)
+  } finally {
+    for (const c of children) c.kill('SIGTERM')
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+await main()

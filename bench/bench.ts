@@ -7,10 +7,10 @@
  *
  * BENCH_SECONDS (default 5) and BENCH_ROUNDS (default 3) set the length of a run.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
+import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import QRCode from 'qrcode'
@@ -50,8 +50,16 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} did not come up`)
 }
 
+/**
+ * pinned is true when the servers run on CPU 0 and this process (the load generator) on
+ * CPU 1: on a small machine the two would otherwise fight for the same cores, and the
+ * figures would measure the scheduler as much as the server.
+ */
+const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
+
 function serve(script: string, env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [join(ROOT, script)], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+  const [cmd, args] = pinned ? ['taskset', ['-c', '0', process.execPath, join(ROOT, script)]] : [process.execPath, [join(ROOT, script)]]
+  return spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
 }
 
 interface Load {
@@ -171,7 +179,7 @@ async function main(): Promise<void> {
     const toDataUrl = median(dataUrl)
 
     const out = [
-      `## TOTP group: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${(await import('node:os')).cpus().length} CPUs)`,
+      `## TOTP group: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${cpus().length} CPUs, ${pinned ? 'server pinned to CPU 0, load generator to CPU 1' : 'not pinned'})`,
       '',
       '| route | bytes | req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | ratio | non-2xx |',
       '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',

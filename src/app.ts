@@ -16,6 +16,7 @@ import opsRoutes from './ops/routes.ts'
 import totpRoutes from './totp/routes.ts'
 import { groupServedIn } from './gateway/regions.ts'
 import { VERSION } from './version.ts'
+import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -47,6 +48,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   }
   const app = Fastify({
     logger,
+    childLoggerFactory: lazyChildLoggerFactory,
+    // One line per request, written when it completes (see the onResponse hook below).
+    disableRequestLogging: true,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
     trustProxy: config.trustProxy,
@@ -63,6 +67,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(formbody)
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed')
     done()
   })
 

@@ -1,7 +1,12 @@
 /**
  * The gateway plugin gives route groups their `onRequest` guard. Every refusal is the same
- * 403, byte for byte, and takes the same path (one HMAC, one cache lookup, one log line)
- * whatever its cause, so neither the body, the headers nor the timing tell causes apart.
+ * 403, byte for byte, and takes the same path (one cache lookup, or on a miss one HMAC and
+ * one store lookup; one log line) whatever its cause, so neither the body, the headers nor
+ * the timing tell causes apart.
+ *
+ * The cache is keyed by the presented key itself, in process memory only: a hit then costs
+ * a map lookup instead of an HMAC (the hot path of every call). The store holds only HMACs,
+ * and keys are never logged.
  */
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
@@ -50,24 +55,34 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
 
   const denied = Buffer.from(errorBody([{ code: 'ACCESS_DENIED', params: { docsUrl: config.docsUrl } }]))
 
-  async function lookup(request: FastifyRequest): Promise<KeyGrant | null> {
-    const header = request.headers['x-api-key']
-    const hash = hashApiKey(pepper, typeof header === 'string' ? header : '')
-    const t = now()
-    const cached = cache.get(hash, t)
-    if (cached !== undefined) return cached
+  /** Keys longer than this are not cached (no real key is): a flood of huge headers cannot fill memory. */
+  const CACHEABLE = 256
+
+  async function fetchGrant(request: FastifyRequest, presented: string, t: number): Promise<KeyGrant | null> {
     let grant: KeyGrant | null
     try {
-      grant = await store.access.findGrant(hash)
+      grant = await store.access.findGrant(hashApiKey(pepper, presented))
     } catch (error) {
       request.log.error({ err: error }, 'key store unavailable')
       throw apiError('SERVICE_UNAVAILABLE', { what: 'the key store' }, { 'retry-after': '5' })
     }
-    cache.set(hash, grant, t)
+    if (presented.length <= CACHEABLE) cache.set(presented, grant, t)
     return grant
   }
 
+  /** withGrant calls `decide` with the caller's grant: at once on a cache hit, after the store otherwise. */
+  function withGrant(request: FastifyRequest, done: (error?: Error) => void, decide: (grant: KeyGrant | null) => void): void {
+    const header = request.headers['x-api-key']
+    const presented = typeof header === 'string' ? header : ''
+    const t = now()
+    const cached = cache.get(presented, t)
+    if (cached !== undefined) return decide(cached)
+    fetchGrant(request, presented, t).then(decide, done)
+  }
+
   function admit(request: FastifyRequest, reply: FastifyReply, verdict: Verdict): boolean {
+    // Guarded answers carry codes, secrets or documents: no cache may keep them (refusals alike, so headers match).
+    reply.header('cache-control', 'no-store')
     if (!verdict.allowed) {
       request.log.info({ keyId: verdict.grant?.keyId, reason: verdict.reason }, 'access denied')
       reply.code(403).type('application/json; charset=utf-8').send(denied)
@@ -79,14 +94,19 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     return true
   }
 
-  app.decorate('guard', (group: Group): onRequestHookHandler => async function guard(request, reply) {
-    if (!admit(request, reply, authorize(await lookup(request), config.region, group))) return reply
+  // Callback-style hooks: a cache hit decides synchronously, with no promise in the way.
+  app.decorate('guard', (group: Group): onRequestHookHandler => function guard(request, reply, done) {
+    withGrant(request, done, (grant) => {
+      if (admit(request, reply, authorize(grant, config.region, group))) done()
+    })
   })
 
-  app.decorate('guardNotServed', (group: Group): onRequestHookHandler => async function guardNotServed(request, reply) {
-    if (!admit(request, reply, identify(await lookup(request)))) return reply
-    const path = request.url.split('?')[0]
-    throw apiError('GROUP_NOT_IN_REGION', { group, region: config.region, baseUrl: config.euBaseUrl, path: path ?? '' })
+  app.decorate('guardNotServed', (group: Group): onRequestHookHandler => function guardNotServed(request, reply, done) {
+    withGrant(request, done, (grant) => {
+      if (!admit(request, reply, identify(grant))) return
+      const path = request.url.split('?')[0] ?? ''
+      done(apiError('GROUP_NOT_IN_REGION', { group, region: config.region, baseUrl: config.euBaseUrl, path }))
+    })
   })
 }
 

@@ -39,10 +39,6 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
   }
 
-  app.addHook('onRequest', (_request, reply, done) => {
-    reply.header('cache-control', 'no-store')
-    done()
-  })
   app.addHook('onRequest', app.guard('totp'))
 
   /** look builds the drawing options; `size` is kept to at least one pixel per module. */

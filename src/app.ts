@@ -17,6 +17,7 @@ import totpRoutes from './totp/routes.ts'
 import { groupServedIn } from './gateway/regions.ts'
 import { VERSION } from './version.ts'
 import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
+import { answerError } from './errors/errors.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -61,6 +62,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     // All problems at once; the body is at most bodyLimit bytes, which bounds the work.
     ajv: { customOptions: { allErrors: true, coerceTypes: true } },
+    // The errors plugin reads the ajv errors themselves; the message is for the log only.
+    schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
   })
 
   app.removeContentTypeParser('text/plain')

@@ -13,7 +13,6 @@ export interface Problem {
 }
 
 export class ApiError extends Error {
-  override name = 'ApiError'
   readonly problems: readonly Problem[]
   readonly statusCode: number
   readonly headers: Record<string, string>
@@ -21,11 +20,25 @@ export class ApiError extends Error {
   constructor(problems: readonly Problem[], headers: Record<string, string> = {}, options?: ErrorOptions) {
     const first = problems[0]
     if (first === undefined) throw new TypeError('ApiError needs at least one problem')
+    // An ApiError is an answer, not a fault: capturing a stack trace would cost more than the rest of the request.
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(first.code, options)
+    Error.stackTraceLimit = limit
+    this.name = 'ApiError'
     this.problems = problems
     this.statusCode = catalogue[first.code].status
     this.headers = headers
   }
+}
+
+/** answerError makes an Error without a stack trace: for expected outcomes, where the trace would cost more than the request. */
+export function answerError(message: string): Error {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  const error = new Error(message)
+  Error.stackTraceLimit = limit
+  return error
 }
 
 /** apiError is the one-problem shorthand. */

@@ -8,7 +8,7 @@ import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
-import { currentCode, newSecret, otpauthUrl, parseSecret, totpParams, type TotpParams } from './otp.ts'
+import { currentCode, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
 import { buildMatrix, CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
@@ -94,6 +94,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     async (request) => {
       const { userID, applicationID } = request.body
       const p = params(newSecret(), request.body)
+      const secretKey = toBase32(p.secret)
       const otpURL = otpauthUrl(applicationID, userID, p)
       const t = now()
       await store.onboarding.upsert({
@@ -103,11 +104,11 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         algorithm: p.algorithm,
         digits: p.digits,
         period: p.period,
-        secretFingerprint: keyedDigest(pepper, 'onboarding-secret', p.secret.base32),
+        secretFingerprint: keyedDigest(pepper, 'onboarding-secret', secretKey),
       }, new Date(t))
       const { otp, expiresIn } = currentCode(p, t)
       return {
-        secretKey: p.secret.base32,
+        secretKey,
         otpURL,
         QRCode: `data:image/png;base64,${qrPng(otpURL).toString('base64')}`,
         otp,
@@ -134,7 +135,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     async (request) => {
       const { token } = request.body
       const p = params(secretOf(request.body.secret), request.body, token.length)
-      const key = keyedDigest(pepper, 'verify', request.caller!.accountId, p.secret.base32, p.algorithm, String(p.period))
+      const key = keyedDigest(pepper, 'verify', request.caller!.accountId, p.secret.toString('hex'), p.algorithm, String(p.period))
       const outcome = await verifyCode(store.verification, policy, key, p, token, now())
       switch (outcome.kind) {
         case 'accepted':

@@ -56,7 +56,7 @@ export const migrations: readonly Migration[] = [
         failures INTEGER NOT NULL DEFAULT 0,
         locked_until INTEGER NOT NULL DEFAULT 0,
         updated_at INTEGER NOT NULL
-      );
+      ) WITHOUT ROWID;
       CREATE INDEX otp_state_updated ON otp_state(updated_at);
     `,
   },

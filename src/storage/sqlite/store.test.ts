@@ -27,3 +27,18 @@ test('sqlite: migrations are recorded and applied once; another connection\'s co
   while (changed === 0 && Date.now() - start < 2000) await new Promise((r) => setTimeout(r, 10))
   assert.ok(changed > 0, 'a commit by another connection is seen by polling')
 })
+
+test('sqlite: writes are durable once answered, and many in one turn share a commit', async (t) => {
+  const path = join(tempDir(t), 'db.sqlite')
+  const store = openSqliteStore({ path })
+  const keys = Array.from({ length: 200 }, (_, i) => `k${i}`)
+  const results = await Promise.all(keys.map((k) => store.verification.accept(k, 7, 1000)))
+  assert.ok(results.every((r) => r === 'accepted'))
+  const other = new DatabaseSync(path)
+  assert.equal(Number(other.prepare('SELECT count(*) AS n FROM otp_state').get()?.n), 200, 'committed before the callers were answered')
+  other.close()
+  await store.close()
+  const again = openSqliteStore({ path })
+  t.after(() => again.close())
+  assert.equal(await again.verification.accept('k3', 7, 2000), 'reused', 'the accepted step survived a restart')
+})

@@ -17,6 +17,7 @@ import totpRoutes from './totp/routes.ts'
 import { groupServedIn } from './gateway/regions.ts'
 import { VERSION } from './version.ts'
 import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
+import { OneLineLogController } from './logging/controller.ts'
 import { answerError } from './errors/errors.ts'
 
 export interface AppOptions {
@@ -50,8 +51,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger,
     childLoggerFactory: lazyChildLoggerFactory,
-    // One line per request, written when it completes (see the onResponse hook below).
-    disableRequestLogging: true,
+    logController: new OneLineLogController(),
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
     trustProxy: config.trustProxy,
@@ -70,10 +70,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(formbody)
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
-    done()
-  })
-  app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed')
     done()
   })
 

@@ -48,7 +48,7 @@ export function renderErrors(): string {
 }
 
 export function renderSettings(): string {
-  const rows = Object.values(settings).map((s) => `| \`${s.env}\` | ${s.defaultDoc.startsWith('`') ? s.defaultDoc : `\`${s.defaultDoc}\``} | ${cell(s.doc)} |`)
+  const rows = Object.values(settings).map((s) => `| \`${s.env}\` | ${/[`\s]/.test(s.defaultDoc) ? s.defaultDoc : `\`${s.defaultDoc}\``} | ${cell(s.doc)} |`)
   return ['| variable | default | meaning |', '| --- | --- | --- |', ...rows].join('\n')
 }
 
@@ -114,7 +114,9 @@ export function renderApi(doc: Record<string, unknown>): string {
 }
 
 export function withSettings(readme: string): string {
-  return readme.replace(/(<!-- settings:start -->\n)[\s\S]*?(\n<!-- settings:end -->)/, `$1${renderSettings()}$2`)
+  const marked = /(<!-- settings:start -->\n)[\s\S]*?(<!-- settings:end -->)/
+  if (!marked.test(readme)) throw new Error('README.md has no settings markers')
+  return readme.replace(marked, `$1${renderSettings()}\n$2`)
 }
 
 export async function renderAll(): Promise<Record<keyof typeof FILES, string>> {

@@ -8,6 +8,10 @@ import { tempDir } from './helper.ts'
 
 const SERVER = new URL('../src/server.ts', import.meta.url).pathname
 
+test('the suite runs on Node 24, the runtime the npm node package pins', () => {
+  assert.equal(process.versions.node.split('.')[0], '24')
+})
+
 /** start runs the real server process and resolves once it prints its demo key or its "serving" line. */
 function start(env: Record<string, string>) {
   const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })

@@ -9,8 +9,6 @@ import type { Algorithm } from '../storage/ports.ts'
 export const ALGORITHMS = ['SHA1', 'SHA256', 'SHA512'] as const satisfies readonly Algorithm[]
 export const SECRET_BYTES = 20
 export const MIN_SECRET_BYTES = 16
-/** The steps either side of the current one that verification accepts (RFC 6238 §5.2). */
-export const WINDOW = 1
 
 export interface TotpParams {
   readonly secret: Buffer
@@ -99,18 +97,18 @@ export function currentCode(params: TotpParams, nowMs: number): { otp: string; e
 
 /**
  * matchStep returns the time step whose code equals `token` within the window, or null.
- * Every candidate is computed and compared in constant time, with no early exit, so the
- * time taken does not depend on which step (if any) matched.
+ * Each comparison is constant-time. The current step is tried first and the search stops
+ * at a match: a wrong code always costs all three candidates, so timing tells an attacker
+ * nothing that the answer does not.
  */
 export function matchStep(params: TotpParams, token: string, nowMs: number): number | null {
   const given = Buffer.from(token)
   const current = stepAt(nowMs, params.period)
-  let matched: number | null = null
-  for (let step = current - WINDOW; step <= current + WINDOW; step++) {
+  for (const step of [current, current - 1, current + 1]) {
     const expected = Buffer.from(codeAt(params, step))
-    if (expected.length === given.length && timingSafeEqual(expected, given) && matched === null) matched = step
+    if (expected.length === given.length && timingSafeEqual(expected, given)) return step
   }
-  return matched
+  return null
 }
 
 /**

@@ -24,33 +24,26 @@ function fail(name: string, why: string): never {
   throw new ConfigError(`Invalid configuration: ${name} ${why}`)
 }
 
+/** setting reads a variable with `parse`, or gives `def` when it is unset or empty. */
+function setting<T>(env: string, def: T, doc: string, parse: (raw: string) => T): Setting<T> {
+  return { env, doc, defaultDoc: String(def), read: (raw) => (raw === undefined || raw === '' ? def : parse(raw)) }
+}
+
 function int(env: string, def: number, min: number, max: number, doc: string): Setting<number> {
-  return {
-    env,
-    doc,
-    defaultDoc: String(def),
-    read: (raw) => {
-      if (raw === undefined || raw === '') return def
-      if (!/^\d+$/.test(raw.trim())) fail(env, `must be a whole number from ${min} to ${max} (got "${raw}")`)
-      const value = Number(raw.trim())
-      if (value < min || value > max) fail(env, `must be from ${min} to ${max} (got ${value})`)
-      return value
-    },
-  }
+  return setting(env, def, doc, (raw) => {
+    if (!/^\d+$/.test(raw.trim())) fail(env, `must be a whole number from ${min} to ${max} (got "${raw}")`)
+    const value = Number(raw.trim())
+    if (value < min || value > max) fail(env, `must be from ${min} to ${max} (got ${value})`)
+    return value
+  })
 }
 
 function oneOf<const T extends string>(env: string, values: readonly T[], def: T, doc: string): Setting<T> {
-  return {
-    env,
-    doc,
-    defaultDoc: def,
-    read: (raw) => {
-      if (raw === undefined || raw === '') return def
-      const value = raw.trim().toLowerCase() as T
-      if (!values.includes(value)) fail(env, `must be one of ${values.join(', ')} (got "${raw}")`)
-      return value
-    },
-  }
+  return setting(env, def, doc, (raw) => {
+    const value = raw.trim().toLowerCase() as T
+    if (!values.includes(value)) fail(env, `must be one of ${values.join(', ')} (got "${raw}")`)
+    return value
+  })
 }
 
 function text(env: string, def: (env: Env) => string, defaultDoc: string, doc: string): Setting<string> {
@@ -77,18 +70,12 @@ function url(env: string, def: (env: Env) => string, defaultDoc: string, doc: st
 }
 
 function bool(env: string, def: boolean, doc: string): Setting<boolean> {
-  return {
-    env,
-    doc,
-    defaultDoc: String(def),
-    read: (raw) => {
-      if (raw === undefined || raw === '') return def
-      const value = raw.trim().toLowerCase()
-      if (['1', 'true', 'yes'].includes(value)) return true
-      if (['0', 'false', 'no'].includes(value)) return false
-      fail(env, `must be true or false (got "${raw}")`)
-    },
-  }
+  return setting(env, def, doc, (raw) => {
+    const value = raw.trim().toLowerCase()
+    if (['1', 'true', 'yes'].includes(value)) return true
+    if (['0', 'false', 'no'].includes(value)) return false
+    fail(env, `must be true or false (got "${raw}")`)
+  })
 }
 
 const portOf = (env: Env) => env.PORT || '3000'

@@ -2,7 +2,8 @@
  * TOTP (RFC 6238) over HOTP (RFC 4226), computed by the `otpauth` package. Pure functions
  * of their inputs and the time: no HTTP, no storage.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { hmac } from '../crypto/hmac.ts'
 import { HOTP, Secret } from 'otpauth'
 import type { Algorithm } from '../storage/ports.ts'
 
@@ -12,18 +13,13 @@ export const MIN_SECRET_BYTES = 16
 
 export interface TotpParams {
   readonly secret: Buffer
-  /**
-   * The secret as a latin1 string: Node 24's createHmac takes a slow path (two thrown and
-   * caught exceptions) for a Buffer key, but not for a string key with its encoding.
-   */
-  readonly key: string
   readonly algorithm: Algorithm
   readonly digits: number
   readonly period: number
 }
 
 export function totpParams(secret: Buffer, algorithm: Algorithm = 'SHA1', digits = 6, period = 30): TotpParams {
-  return { secret, key: secret.toString('latin1'), algorithm, digits, period }
+  return { secret, algorithm, digits, period }
 }
 
 /** newSecret draws 160 random bits (RFC 4226 §4 recommends 160). */
@@ -79,15 +75,16 @@ export function secondsLeft(nowMs: number, period: number): number {
 }
 
 /**
- * With a custom hmac, otpauth hands the HMAC only `secret.bytes`; a stand-in object saves
- * building a Secret (a defineProperty per call) on every request.
+ * otpauth computes HOTP with our HMAC (crypto/hmac.ts), which it hands `secret.bytes`; a
+ * stand-in object saves building a Secret (a defineProperty per call) on every request.
  */
+const HASH = { SHA1: 'sha1', SHA256: 'sha256', SHA512: 'sha512' } as const
 const asSecret = (bytes: Buffer) => ({ bytes }) as unknown as Secret
 
 export function codeAt(params: TotpParams, step: number): string {
   return HOTP.generate({
     secret: asSecret(params.secret), algorithm: params.algorithm, digits: params.digits, counter: step,
-    hmac: (algorithm, _key, message) => createHmac(algorithm, params.key, { encoding: 'latin1' }).update(message).digest(),
+    hmac: (_algorithm, key, message) => hmac(HASH[params.algorithm], key, message),
   })
 }
 

@@ -1,7 +1,8 @@
 /**
- * GrantCache keeps key lookups, found or not, for a bounded time and count, so that the
- * gateway costs one HMAC and one map lookup on the hot path. It is emptied whenever the
- * store reports a change (at once for this process, within the poll interval for others).
+ * GrantCache keeps key lookups, found or not, for a bounded time and count, keyed by the
+ * presented key, so that the hot path of the gateway is one map lookup. It is emptied
+ * whenever the store reports a change (at once for this process, within the poll interval
+ * for others).
  */
 import type { KeyGrant } from '../storage/ports.ts'
 
@@ -14,6 +15,7 @@ export class GrantCache {
   readonly #entries = new Map<string, Cached>()
   readonly #ttlMs: number
   readonly #max: number
+  #generation = 0
 
   constructor(ttlSeconds: number, maxEntries: number) {
     this.#ttlMs = ttlSeconds * 1000
@@ -31,8 +33,13 @@ export class GrantCache {
     return hit.grant
   }
 
-  set(hash: string, grant: KeyGrant | null, now: number): void {
-    if (this.#ttlMs === 0) return
+  /** generation changes at every clear: a lookup that began before a clear must not be cached after it. */
+  get generation(): number {
+    return this.#generation
+  }
+
+  set(hash: string, grant: KeyGrant | null, now: number, generation: number): void {
+    if (this.#ttlMs === 0 || generation !== this.#generation) return
     if (this.#entries.size >= this.#max) {
       // Maps iterate in insertion order: drop the oldest entry.
       const oldest = this.#entries.keys().next().value
@@ -42,6 +49,7 @@ export class GrantCache {
   }
 
   clear(): void {
+    this.#generation++
     this.#entries.clear()
   }
 

@@ -34,7 +34,6 @@ declare module 'fastify' {
     guard(group: Group): onRequestHookHandler
     /** guardNotServed answers 404 to known callers (403 to others) for a group this region lacks. */
     guardNotServed(group: Group): onRequestHookHandler
-    grantCache: GrantCache
   }
 }
 
@@ -50,7 +49,6 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   const cache = new GrantCache(config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
   const unsubscribe = store.access.onChange(() => cache.clear())
   app.addHook('onClose', async () => { unsubscribe() })
-  app.decorate('grantCache', cache)
   app.decorateRequest('caller', null)
 
   const denied = Buffer.from(errorBody([{ code: 'ACCESS_DENIED', params: { docsUrl: config.docsUrl } }]))
@@ -59,6 +57,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   const CACHEABLE = 256
 
   async function fetchGrant(request: FastifyRequest, presented: string, t: number): Promise<KeyGrant | null> {
+    const generation = cache.generation
     let grant: KeyGrant | null
     try {
       grant = await store.access.findGrant(hashApiKey(pepper, presented))
@@ -66,7 +65,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
       request.log.error({ err: error }, 'key store unavailable')
       throw apiError('SERVICE_UNAVAILABLE', { what: 'the key store' }, { 'retry-after': '5' })
     }
-    if (presented.length <= CACHEABLE) cache.set(presented, grant, t)
+    if (presented.length <= CACHEABLE) cache.set(presented, grant, t, generation)
     return grant
   }
 

@@ -10,7 +10,7 @@ import { apiError } from '../errors/errors.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import { currentCode, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
-import { buildMatrix, CAPACITY, type Ecc } from './qr/matrix.ts'
+import { buildMatrix, CAPACITY, type Ecc, type Matrix } from './qr/matrix.ts'
 import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
 import { pickQrOutput } from './negotiate.ts'
 import {
@@ -53,10 +53,10 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     }
   }
 
-  function qrPng(text: string, ecc: Ecc = 'M'): Buffer {
+  function matrixOf(text: string, ecc: Ecc): Matrix {
     const matrix = buildMatrix(text, ecc)
     if (matrix === null) throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
-    return renderPng(matrix, look(matrix.size, {}))
+    return matrix
   }
 
   function params(secret: TotpParams['secret'], body: TotpBody, digits = body.tokenLength ?? 6): TotpParams {
@@ -76,9 +76,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     { schema: qrSchema(config.qrMaxSizePx), config: { fields: qrFields } },
     async (request, reply) => {
       const body = request.body
-      const ecc = (body.ecc ?? 'M').toUpperCase() as Ecc
-      const matrix = buildMatrix(body.data, ecc)
-      if (matrix === null) throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
+      const matrix = matrixOf(body.data, (body.ecc ?? 'M').toUpperCase() as Ecc)
       const output = pickQrOutput(body.format, request.headers.accept)
       const drawing = look(matrix.size, body)
       const image = output.format === 'svg' ? Buffer.from(renderSvg(matrix, drawing)) : renderPng(matrix, drawing)
@@ -96,6 +94,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const p = params(newSecret(), request.body)
       const secretKey = toBase32(p.secret)
       const otpURL = otpauthUrl(applicationID, userID, p)
+      // Drawn before anything is stored: a URL too long for a QR code leaves no record behind.
+      const matrix = matrixOf(otpURL, 'M')
       const t = now()
       await store.onboarding.upsert({
         accountId: request.caller!.accountId,
@@ -110,7 +110,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       return {
         secretKey,
         otpURL,
-        QRCode: `data:image/png;base64,${qrPng(otpURL).toString('base64')}`,
+        QRCode: `data:image/png;base64,${renderPng(matrix, look(matrix.size, {})).toString('base64')}`,
         otp,
         tokenValidity: p.period,
         tokenLength: p.digits,

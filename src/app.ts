@@ -14,6 +14,8 @@ import gateway from './gateway/plugin.ts'
 import openapi from './openapi/plugin.ts'
 import opsRoutes from './ops/routes.ts'
 import totpRoutes from './totp/routes.ts'
+import converterRoutes from './converter/routes.ts'
+import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './gateway/regions.ts'
 import { VERSION } from './version.ts'
 import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
@@ -79,7 +81,19 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   await app.register(opsRoutes, { store })
   await app.register(totpRoutes, { config, store, pepper, now })
-  if (!groupServedIn('converter', config.region)) {
+  if (groupServedIn('converter', config.region)) {
+    const pool = new ConversionPool({
+      size: config.converterWorkers,
+      maxQueue: config.converterWorkers * config.converterQueuePerWorker,
+      timeoutMs: config.conversionTimeoutMs,
+      maxJobsPerWorker: config.workerMaxJobs,
+      maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+      onRecycle: (reason) => app.log.info({ reason }, 'conversion worker replaced'),
+    })
+    // After the server has stopped and in-flight requests (conversions included) are done.
+    app.addHook('onClose', () => pool.close())
+    await app.register(converterRoutes, { config, pool })
+  } else {
     await app.register(async (scope) => {
       scope.all('/converter/*', { onRequest: scope.guardNotServed('converter'), schema: { hide: true } }, async () => undefined)
     })

@@ -4,6 +4,7 @@
  * message that names the variable. README's "Configuration" table is generated from
  * `settings` below (npm run docs), so the two cannot drift.
  */
+import { availableParallelism } from 'node:os'
 import { REGIONS, type Region } from '../gateway/regions.ts'
 
 export class ConfigError extends Error {
@@ -106,6 +107,15 @@ export const settings = {
   otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
   qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
   qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
+  converterWorkers: int('CONVERTER_WORKERS', Math.max(1, Math.min(availableParallelism(), 8)), 1, 64,
+    'Conversion worker threads (default: the number of CPUs, at most 8). Started on the first conversion.'),
+  converterQueuePerWorker: int('CONVERTER_QUEUE_PER_WORKER', 4, 0, 1000, 'Conversions that may wait per worker; past that, 503 with Retry-After.'),
+  maxUploadBytes: int('MAX_UPLOAD_BYTES', 52428800, 1024, 1073741824, 'Largest PDF upload (50 MiB); larger ones get 413.'),
+  maxPages: int('MAX_PAGES', 500, 1, 100000, 'Most pages a document may have; more gets 422.'),
+  maxPageMegapixels: int('MAX_PAGE_MEGAPIXELS', 50, 1, 1000, 'Largest render of one page (width × height at the requested dpi); larger gets 422 naming the dpi that fits.'),
+  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run; its worker is then terminated and replaced, and the client gets 422.'),
+  workerMaxJobs: int('WORKER_MAX_JOBS', 200, 1, 1000000, 'Jobs after which a conversion worker is replaced by a fresh one.'),
+  workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 1024, 64, 65536, 'WebAssembly memory (MiB) past which a conversion worker is replaced after its job.'),
 } as const
 
 type Settings = typeof settings

@@ -41,8 +41,8 @@ export const catalogue = {
   // Request
   BODY_TOO_LARGE: entry(413, 'list', 'The request body is larger than the limit of {limit} bytes.', 'The body exceeds `BODY_LIMIT_BYTES`.'),
   UNSUPPORTED_MEDIA_TYPE: entry(415, 'list',
-    'Unsupported Content-Type. Send the fields as application/x-www-form-urlencoded (or application/json).',
-    'The body is not form-encoded (or JSON).'),
+    'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded (or application/json); the converter routes take multipart/form-data.',
+    'The body is not of a type the route takes.'),
   MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type, or is not a set of fields.'),
   INTERNAL_ERROR: entry(500, 'list', 'Internal error. It has been logged with request id {requestId}.', 'A fault on our side. The log has the cause under the same request id.'),
   SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store) is unreachable; sent with `Retry-After`.'),
@@ -76,6 +76,27 @@ export const catalogue = {
   OTP_INVALID: entry(400, 'list', 'OTP is invalid or has expired.', 'The token matches none of the current step and the steps either side of it.'),
   OTP_REUSED: entry(400, 'list', 'OTP has already been used. Wait for the next code.',
     'The token is for a time step at or before the last one accepted for this secret (RFC 6238 §5.2).'),
+
+  // Converter (generateImage, generatePostscript)
+  PDF_REQUIRED: entry(400, 'list', "No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}",
+    'No file in `pdfDocument` (a file in another field is named in the message).'),
+  NOT_A_PDF: entry(400, 'list', "The file in 'pdfDocument' is not a PDF (it has no %PDF- header).", 'The upload does not start like a PDF.'),
+  FILE_TOO_LARGE: entry(413, 'list', "The file in 'pdfDocument' is larger than the limit of {limit} bytes.", 'The upload exceeds `MAX_UPLOAD_BYTES`.'),
+  TOO_MANY_PARTS: entry(413, 'list', 'The form has too many fields or files.', 'More multipart parts than a conversion takes.'),
+  DPI_INVALID: entry(400, 'list', 'dpi must be a whole number from 36 to 600.', '`dpi` is out of range.'),
+  PAGES_INVALID: entry(400, 'list', "pages must be a page selection such as '1-3,5,9-'.", '`pages` does not parse.'),
+  COLOR_MODE_INVALID: entry(400, 'list', 'colorMode must be rgb or gray.', '`colorMode` is not `rgb` or `gray`.'),
+  PASSWORD_INVALID: entry(400, 'list', 'password must be at most 256 characters.', '`password` is too long.'),
+  PAGES_OUT_OF_RANGE: entry(400, 'list', 'The page selection is outside the document, which has {count} pages.', '`pages` names a page past the last one.'),
+  PDF_UNREADABLE: entry(422, 'list', 'The PDF cannot be read: it is damaged beyond repair or not a PDF document.', 'The engines cannot open or repair the document.'),
+  PDF_PASSWORD_REQUIRED: entry(422, 'list', "The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).",
+    'The document needs a password, and none or a wrong one was given.'),
+  TOO_MANY_PAGES: entry(422, 'list', 'The PDF has {count} pages; the limit is {limit}.', 'More pages than `MAX_PAGES`.'),
+  PAGE_TOO_LARGE: entry(422, 'list', 'Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. Use a dpi of {fit} or less.',
+    'A page would exceed `MAX_PAGE_MEGAPIXELS` at the requested `dpi`.'),
+  CONVERSION_TIMEOUT: entry(422, 'list', 'The conversion took longer than the limit of {seconds} seconds and was stopped.', 'A conversion exceeded `CONVERSION_TIMEOUT_MS`; its worker was replaced.'),
+  CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
+  QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),
 } as const satisfies Record<string, Entry>
 
 export type ErrorCode = keyof typeof catalogue

@@ -41,6 +41,7 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
       security: [{ apiKey: [] }],
       tags: [
         { name: 'totp', description: 'TOTP (RFC 6238) secrets, codes and QR codes' },
+        { name: 'converter', description: 'PDF to PNG and to PostScript (region eu only)' },
         { name: 'operations', description: 'Health and documentation, no key needed' },
       ],
     },

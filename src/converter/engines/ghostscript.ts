@@ -1,0 +1,70 @@
+/**
+ * The PostScript engine: Ghostscript's `ps2write` device from a WebAssembly build of
+ * GhostPDL (`@okathira/ghostpdl-wasm`). ps2write keeps text and vector art as vectors and
+ * writes DSC-conformant Level 2 PostScript. The module is loaded once per worker and
+ * called once per job on its in-memory file system; -dSAFER all the same.
+ */
+import loadGhostscript, { type GhostscriptModule } from '@okathira/ghostpdl-wasm'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import type { PdfEngine, PostScriptOptions } from './engine.ts'
+
+export class GhostscriptError extends Error {
+  override name = 'GhostscriptError'
+}
+
+/** pageList writes 1-based pages as Ghostscript's -sPageList (ranges collapsed). */
+export function pageList(pages: readonly number[]): string {
+  const parts: string[] = []
+  for (let i = 0; i < pages.length; i++) {
+    const start = pages[i]!
+    while (i + 1 < pages.length && pages[i + 1] === pages[i]! + 1) i++
+    parts.push(start === pages[i] ? String(start) : `${start}-${pages[i]}`)
+  }
+  return parts.join(',')
+}
+
+export async function createGhostscriptEngine(): Promise<PdfEngine> {
+  let errors: string[] = []
+  let memory: WebAssembly.Memory | undefined
+  const wasm = readFileSync(createRequire(import.meta.url).resolve('@okathira/ghostpdl-wasm/gs.wasm'))
+  const gs: GhostscriptModule = await loadGhostscript({
+    print: () => {},
+    printErr: (line: string) => { if (errors.length < 20) errors.push(line) },
+    // Instantiated here (Emscripten's documented hook) to keep hold of the memory, which the build does not export.
+    instantiateWasm(imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void) {
+      WebAssembly.instantiate(wasm, imports).then(({ instance, module }) => {
+        memory = Object.values(instance.exports).find((e): e is WebAssembly.Memory => e instanceof WebAssembly.Memory)
+        receive(instance, module)
+      })
+      return {}
+    },
+  } as Partial<GhostscriptModule>)
+
+  return {
+    name: 'ghostscript',
+    postscript(pdf: Uint8Array, options: PostScriptOptions): Uint8Array {
+      errors = []
+      gs.FS.writeFile('/in.pdf', pdf)
+      try {
+        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=ps2write', '-sOutputFile=/out.ps']
+        if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
+        if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
+        if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
+        args.push('/in.pdf')
+        const code = gs.callMain(args)
+        if (code !== 0) throw new GhostscriptError(`ghostscript exited with ${code}: ${errors.join(' | ').slice(0, 500)}`)
+        return gs.FS.readFile('/out.ps')
+      } finally {
+        for (const path of ['/in.pdf', '/out.ps']) {
+          try {
+            gs.FS.unlink(path)
+          } catch { /* not written */ }
+        }
+      }
+    },
+    memoryBytes() {
+      return memory?.buffer.byteLength ?? 0
+    },
+  }
+}

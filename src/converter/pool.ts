@@ -1,0 +1,224 @@
+/**
+ * ConversionPool runs conversions in worker threads, never on the event loop: a fixed
+ * number of workers started on first use, one job each at a time, a bounded queue, a time
+ * limit per job (the worker is terminated and replaced), and recycling of a worker after a
+ * number of jobs, when its WebAssembly memory has grown past a threshold (it never shrinks),
+ * after an engine failure, or when it dies.
+ *
+ * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
+ * answering races with the delivery of its answer. The pool is small enough to own.
+ */
+import { Worker } from 'node:worker_threads'
+import type { FromWorker, Job, JobResult, ToWorker } from './protocol.ts'
+
+export interface PoolOptions {
+  readonly size: number
+  readonly maxQueue: number
+  readonly timeoutMs: number
+  readonly maxJobsPerWorker: number
+  readonly maxMemoryBytes: number
+  /** Told when a worker is replaced, and why (for the log). */
+  readonly onRecycle?: (reason: string) => void
+}
+
+export type PoolFailure = 'queue-full' | 'timeout' | 'crashed' | 'failed' | 'closed'
+
+export class PoolError extends Error {
+  override name = 'PoolError'
+  readonly reason: PoolFailure
+
+  constructor(reason: PoolFailure, message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+export interface Handlers {
+  /** Rendering starts: the result will hold `pages` pages of a `pageCount`-page document. */
+  onStart?(pages: number, pageCount: number): void
+  /** One page, in order. Call `ack` once it has been taken, to let the worker render further. */
+  onPage?(page: number, png: Uint8Array): void
+}
+
+export interface Running {
+  readonly result: Promise<JobResult>
+  /** ack tells the worker that a page has been taken. */
+  ack(): void
+  /** cancel gives up on the job (the client went away): queued, it is dropped; running, its worker is replaced. */
+  cancel(): void
+}
+
+interface Entry {
+  readonly id: number
+  readonly job: Job
+  readonly handlers: Handlers
+  resolve(result: JobResult): void
+  reject(error: PoolError): void
+  slot?: Slot
+  timer?: NodeJS.Timeout
+}
+
+interface Slot {
+  readonly worker: Worker
+  ready: boolean
+  busy: Entry | null
+  jobs: number
+  retiring: boolean
+}
+
+const WORKER_URL = new URL('./worker.ts', import.meta.url)
+
+export class ConversionPool {
+  readonly #options: PoolOptions
+  readonly #slots = new Set<Slot>()
+  readonly #queue: Entry[] = []
+  #nextId = 1
+  #closed = false
+
+  constructor(options: PoolOptions) {
+    this.#options = options
+  }
+
+  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
+  run(job: Job, handlers: Handlers = {}): Running {
+    if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
+    const idle = [...this.#slots].some((s) => s.ready && s.busy === null)
+    if (!idle && this.#queue.length >= this.#options.maxQueue) throw new PoolError('queue-full', 'the conversion queue is full')
+    let entry!: Entry
+    const result = new Promise<JobResult>((resolve, reject) => {
+      entry = { id: this.#nextId++, job, handlers, resolve, reject }
+    })
+    this.#queue.push(entry)
+    this.#fill()
+    this.#dispatch()
+    return {
+      result,
+      ack: () => entry.slot?.worker.postMessage({ type: 'ack', id: entry.id } satisfies ToWorker),
+      cancel: () => this.#cancel(entry),
+    }
+  }
+
+  get queued(): number {
+    return this.#queue.length
+  }
+
+  get workers(): number {
+    return this.#slots.size
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    for (const entry of this.#queue.splice(0)) entry.reject(new PoolError('closed', 'the conversion pool is closed'))
+    await Promise.all([...this.#slots].map((slot) => this.#retire(slot, 'closed')))
+  }
+
+  #fill(): void {
+    while (!this.#closed && this.#slots.size < this.#options.size) this.#spawn()
+  }
+
+  #spawn(): void {
+    const worker = new Worker(WORKER_URL)
+    const slot: Slot = { worker, ready: false, busy: null, jobs: 0, retiring: false }
+    this.#slots.add(slot)
+    worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
+    worker.on('error', (error) => this.#onDeath(slot, `worker error: ${error.message}`))
+    worker.on('exit', (code) => this.#onDeath(slot, `worker exited with code ${code}`))
+  }
+
+  #dispatch(): void {
+    for (const slot of this.#slots) {
+      if (!slot.ready || slot.busy !== null || slot.retiring) continue
+      const entry = this.#queue.shift()
+      if (entry === undefined) return
+      slot.busy = entry
+      entry.slot = slot
+      entry.timer = setTimeout(() => this.#onTimeout(slot, entry), this.#options.timeoutMs)
+      const pdf = entry.job.pdf
+      slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job } satisfies ToWorker, [pdf.buffer as ArrayBuffer])
+    }
+  }
+
+  #onMessage(slot: Slot, message: FromWorker): void {
+    if (message.type === 'ready') {
+      slot.ready = true
+      this.#dispatch()
+      return
+    }
+    const entry = slot.busy
+    if (entry === null || entry.id !== message.id) return
+    switch (message.type) {
+      case 'start':
+        entry.handlers.onStart?.(message.pages, message.pageCount)
+        return
+      case 'page':
+        entry.handlers.onPage?.(message.page, message.png)
+        return
+      case 'done': {
+        this.#release(slot, entry)
+        entry.resolve(message.result)
+        if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, `recycled after ${slot.jobs} jobs`)
+        else if (message.memoryBytes > this.#options.maxMemoryBytes) {
+          void this.#retire(slot, `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of WebAssembly memory`)
+        }
+        break
+      }
+      case 'failed':
+        this.#release(slot, entry)
+        entry.reject(new PoolError('failed', message.message))
+        // An engine that failed may have left its WebAssembly state broken: start afresh.
+        void this.#retire(slot, `engine failure: ${message.message.slice(0, 200)}`)
+        break
+    }
+    this.#dispatch()
+  }
+
+  #release(slot: Slot, entry: Entry): void {
+    clearTimeout(entry.timer)
+    slot.busy = null
+    slot.jobs++
+  }
+
+  #onTimeout(slot: Slot, entry: Entry): void {
+    if (slot.busy !== entry) return
+    slot.busy = null
+    entry.reject(new PoolError('timeout', `conversion exceeded ${this.#options.timeoutMs} ms`))
+    void this.#retire(slot, 'conversion timed out')
+  }
+
+  #onDeath(slot: Slot, why: string): void {
+    if (!this.#slots.has(slot)) return
+    this.#slots.delete(slot)
+    const entry = slot.busy
+    if (entry !== null) {
+      clearTimeout(entry.timer)
+      entry.reject(new PoolError('crashed', why))
+    }
+    if (!slot.retiring) this.#options.onRecycle?.(why)
+    this.#fill()
+    this.#dispatch()
+  }
+
+  #cancel(entry: Entry): void {
+    const queued = this.#queue.indexOf(entry)
+    if (queued >= 0) {
+      this.#queue.splice(queued, 1)
+      entry.reject(new PoolError('closed', 'cancelled'))
+    } else if (entry.slot?.busy === entry) {
+      entry.slot.busy = null
+      clearTimeout(entry.timer)
+      entry.reject(new PoolError('closed', 'cancelled'))
+      void this.#retire(entry.slot, 'conversion cancelled by the client')
+    }
+  }
+
+  /** retire stops a worker and starts its replacement (unless the pool is closing). */
+  async #retire(slot: Slot, why: string): Promise<void> {
+    if (slot.retiring) return
+    slot.retiring = true
+    if (why !== 'closed') this.#options.onRecycle?.(why)
+    this.#slots.delete(slot)
+    this.#fill()
+    this.#dispatch()
+    await slot.worker.terminate()
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * readUpload reads a conversion request: the PDF from the multipart field `pdfDocument`
+ * (held in memory, up to MAX_UPLOAD_BYTES) and the option fields, and reports every
+ * problem at once.
+ */
+import type { FastifyRequest } from 'fastify'
+import type {} from '@fastify/multipart'
+import type { Config } from '../config/config.ts'
+import { ApiError, apiError, type Problem } from '../errors/errors.ts'
+import type { ColorMode } from './engines/engine.ts'
+import { parsePages, type Range } from './pages.ts'
+
+export interface Upload {
+  readonly pdf: Uint8Array
+  readonly basename: string
+  readonly dpi: number
+  readonly pages: Range[] | null
+  readonly color: ColorMode
+  readonly password?: string
+}
+
+const PDF_FIELD = 'pdfDocument'
+const HEADER = Buffer.from('%PDF-')
+
+/** safeBasename keeps a name that is harmless in a Content-Disposition header and a zip entry. */
+export function safeBasename(filename: string | undefined): string {
+  const leaf = (filename ?? '').split(/[\\/]/).pop() ?? ''
+  const stem = leaf.replace(/\.pdf$/i, '').normalize('NFKD').replace(/[^\w.-]+/g, '_').replace(/^[._]+|_+$/g, '').slice(0, 100)
+  return stem === '' ? 'document' : stem
+}
+
+/** exclusive returns bytes that own their ArrayBuffer, so that it can be moved to a worker. */
+function exclusive(buffer: Buffer): Uint8Array {
+  if (buffer.byteOffset === 0 && buffer.buffer.byteLength === buffer.byteLength) return new Uint8Array(buffer.buffer)
+  const copy = new Uint8Array(buffer.byteLength)
+  copy.set(buffer)
+  return copy
+}
+
+async function readParts(request: FastifyRequest, config: Config) {
+  const fields: Record<string, string> = {}
+  const otherFiles: string[] = []
+  let file: { data: Buffer; filename: string } | undefined
+  try {
+    const parts = request.parts({ limits: { fileSize: config.maxUploadBytes, files: 4, fields: 16, parts: 20, fieldSize: 4096 } })
+    for await (const part of parts) {
+      if (part.type === 'file') {
+        if (part.fieldname === PDF_FIELD && file === undefined) file = { data: await part.toBuffer(), filename: part.filename }
+        else {
+          otherFiles.push(part.fieldname)
+          part.file.resume()
+        }
+      } else fields[part.fieldname] = String(part.value)
+    }
+  } catch (error) {
+    const code = (error as { code?: string }).code
+    if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('FILE_TOO_LARGE', { limit: config.maxUploadBytes })
+    if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw apiError('TOO_MANY_PARTS')
+    throw error
+  }
+  return { fields, otherFiles, file }
+}
+
+export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+  if (!request.isMultipart()) throw apiError('UNSUPPORTED_MEDIA_TYPE')
+  const { fields, otherFiles, file } = await readParts(request, config)
+  const problems: Problem[] = []
+  if (file === undefined || file.data.byteLength === 0) {
+    const detail = otherFiles.length > 0 ? ` A file was sent in '${otherFiles[0]!.slice(0, 40)}' instead.` : ''
+    problems.push({ code: 'PDF_REQUIRED', params: { detail } })
+  } else if (!file.data.subarray(0, 1024).includes(HEADER)) {
+    problems.push({ code: 'NOT_A_PDF' })
+  }
+  const dpiText = fields.dpi?.trim() ?? ''
+  const dpi = dpiText === '' ? 150 : /^\d{1,4}$/.test(dpiText) ? Number(dpiText) : NaN
+  if (!(dpi >= 36 && dpi <= 600)) problems.push({ code: 'DPI_INVALID' })
+  const pagesText = fields.pages?.trim() ?? ''
+  const pages = pagesText === '' ? null : parsePages(pagesText)
+  if (pagesText !== '' && pages === null) problems.push({ code: 'PAGES_INVALID' })
+  const color = (fields.colorMode?.trim().toLowerCase() || 'rgb') as ColorMode
+  if (color !== 'rgb' && color !== 'gray') problems.push({ code: 'COLOR_MODE_INVALID' })
+  const password = fields.password
+  if (password !== undefined && password.length > 256) problems.push({ code: 'PASSWORD_INVALID' })
+  if (problems.length > 0) throw new ApiError(problems)
+  return { pdf: exclusive(file!.data), basename: safeBasename(file!.filename), dpi, pages, color, password: password || undefined }
+}

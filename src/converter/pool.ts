@@ -82,8 +82,9 @@ export class ConversionPool {
   /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
   run(job: Job, handlers: Handlers = {}): Running {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
-    const idle = [...this.#slots].some((s) => s.ready && s.busy === null)
-    if (!idle && this.#queue.length >= this.#options.maxQueue) throw new PoolError('queue-full', 'the conversion queue is full')
+    // Workers that are free, starting, or yet to start will take a job each before anyone waits.
+    const free = [...this.#slots].filter((s) => s.busy === null && !s.retiring).length + Math.max(0, this.#options.size - this.#slots.size)
+    if (this.#queue.length >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
       entry = { id: this.#nextId++, job, handlers, resolve, reject }

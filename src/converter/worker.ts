@@ -50,7 +50,8 @@ async function renderPages(id: number, doc: OpenDocument, pages: readonly number
   for (const page of pages) {
     const size = doc.pageSize(page - 1)
     if (pixelsAt(size, job.dpi) > job.limits.maxPixels) {
-      const fit = Math.floor(72 * Math.sqrt(job.limits.maxPixels / (size.width * size.height)))
+      let fit = Math.floor(72 * Math.sqrt(job.limits.maxPixels / (size.width * size.height)))
+      while (fit > 1 && pixelsAt(size, fit) > job.limits.maxPixels) fit-- // pixels are whole: round down until it fits
       return refuse('PAGE_TOO_LARGE', { page, dpi: job.dpi, megapixels: (pixelsAt(size, job.dpi) / 1e6).toFixed(1), limit: job.limits.maxPixels / 1e6, fit })
     }
   }

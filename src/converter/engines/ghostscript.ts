@@ -1,12 +1,26 @@
 /**
- * The PostScript engine: Ghostscript's `ps2write` device from a WebAssembly build of
- * GhostPDL (`@okathira/ghostpdl-wasm`). ps2write keeps text and vector art as vectors and
- * writes DSC-conformant Level 2 PostScript. The module is loaded once per worker and
- * called once per job on its in-memory file system; -dSAFER all the same.
+ * The PostScript engine: Ghostscript's `ps2write` device from a WebAssembly build
+ * (`@bentopdf/gs-wasm`, chosen over `@okathira/ghostpdl-wasm`, which traps with "memory
+ * access out of bounds" on a 117-page file of the corpus). ps2write keeps text and vector
+ * art as vectors and writes DSC-conformant Level 2 PostScript. The module is loaded once
+ * per worker and called once per job on its in-memory file system; -dSAFER all the same.
  */
-import loadGhostscript, { type GhostscriptModule } from '@okathira/ghostpdl-wasm'
 import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+interface GhostscriptModule {
+  callMain(args: string[]): number
+  FS: {
+    writeFile(path: string, data: Uint8Array): void
+    readFile(path: string): Uint8Array
+    unlink(path: string): void
+  }
+}
+
+type Factory = (options: object) => Promise<GhostscriptModule>
+
+/** The package exports a browser loader; Node takes the Emscripten module beside it, with the wasm read from disk. */
+const ASSETS = new URL('../assets/', import.meta.resolve('@bentopdf/gs-wasm'))
 import type { PdfEngine, PostScriptOptions } from './engine.ts'
 
 export class GhostscriptError extends Error {
@@ -27,8 +41,9 @@ export function pageList(pages: readonly number[]): string {
 export async function createGhostscriptEngine(): Promise<PdfEngine> {
   let errors: string[] = []
   let memory: WebAssembly.Memory | undefined
-  const wasm = readFileSync(createRequire(import.meta.url).resolve('@okathira/ghostpdl-wasm/gs.wasm'))
-  const gs: GhostscriptModule = await loadGhostscript({
+  const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
+  const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
+  const gs = await factory({
     print: () => {},
     printErr: (line: string) => { if (errors.length < 20) errors.push(line) },
     // Instantiated here (Emscripten's documented hook) to keep hold of the memory, which the build does not export.
@@ -39,7 +54,7 @@ export async function createGhostscriptEngine(): Promise<PdfEngine> {
       })
       return {}
     },
-  } as Partial<GhostscriptModule>)
+  })
 
   return {
     name: 'ghostscript',

@@ -21,6 +21,8 @@ export interface OpenDocument {
   pageSize(index: number): PageSize
   /** renderPng draws one page (0-based) at `dpi`. */
   renderPng(index: number, dpi: number, color: ColorMode): Uint8Array
+  /** repaired gives the document as the engine repaired it, or null when it needed no repair. */
+  repaired(): Uint8Array | null
   close(): void
 }
 

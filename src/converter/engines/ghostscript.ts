@@ -38,15 +38,21 @@ export function pageList(pages: readonly number[]): string {
   return parts.join(',')
 }
 
-export async function createGhostscriptEngine(): Promise<PdfEngine> {
-  let errors: string[] = []
+export interface LoadedGhostscript {
+  readonly module: GhostscriptModule
+  /** The WebAssembly memory, which the build does not export. */
+  memory(): WebAssembly.Memory | undefined
+}
+
+/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output. */
+export async function loadGhostscript(printErr: (line: string) => void): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
-  const gs = await factory({
+  const module = await factory({
     print: () => {},
-    printErr: (line: string) => { if (errors.length < 20) errors.push(line) },
-    // Instantiated here (Emscripten's documented hook) to keep hold of the memory, which the build does not export.
+    printErr,
+    // Instantiated here (Emscripten's documented hook) to keep hold of the memory.
     instantiateWasm(imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void) {
       WebAssembly.instantiate(wasm, imports).then(({ instance, module }) => {
         memory = Object.values(instance.exports).find((e): e is WebAssembly.Memory => e instanceof WebAssembly.Memory)
@@ -55,6 +61,13 @@ export async function createGhostscriptEngine(): Promise<PdfEngine> {
       return {}
     },
   })
+  return { module, memory: () => memory }
+}
+
+export async function createGhostscriptEngine(): Promise<PdfEngine> {
+  let errors: string[] = []
+  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) })
+  const gs = loaded.module
 
   return {
     name: 'ghostscript',
@@ -79,7 +92,7 @@ export async function createGhostscriptEngine(): Promise<PdfEngine> {
       }
     },
     memoryBytes() {
-      return memory?.buffer.byteLength ?? 0
+      return loaded.memory()?.buffer.byteLength ?? 0
     },
   }
 }

@@ -2,8 +2,42 @@
 import * as mupdf from 'mupdf'
 import type { ColorMode, OpenDocument, OpenResult, PdfEngine } from './engine.ts'
 
+/**
+ * rebuildPageTree gives a PDF whose page tree is lost (its root overwritten, say) a new one
+ * made of the page objects still in the file, in object order. MuPDF's own repair rebuilds
+ * the cross-reference table but not the page tree. Returns the number of pages found.
+ */
+function rebuildPageTree(pdf: mupdf.PDFDocument): number {
+  const kids = pdf.newArray()
+  for (let i = 1; i < pdf.countObjects(); i++) {
+    const ref = pdf.newIndirect(i)
+    let obj: mupdf.PDFObject
+    try {
+      obj = ref.resolve()
+    } catch {
+      continue
+    }
+    const type = obj.isDictionary() ? obj.get('Type') : null
+    if (type?.isName() && type.asName() === 'Page') kids.push(ref)
+  }
+  if (kids.length === 0) return 0
+  const pages = pdf.addObject(pdf.newDictionary())
+  pages.put('Type', pdf.newName('Pages'))
+  pages.put('Kids', kids)
+  pages.put('Count', kids.length)
+  kids.forEach((kid) => kid.resolve().put('Parent', pages))
+  pdf.getTrailer().get('Root').put('Pages', pages)
+  return kids.length
+}
+
 function openDocument(doc: mupdf.Document): OpenDocument {
-  const pageCount = doc.countPages()
+  const pdf = doc.asPDF()
+  let pageCount = doc.countPages()
+  let rebuilt = false
+  if (pageCount === 0 && pdf !== null) {
+    pageCount = rebuildPageTree(pdf)
+    rebuilt = pageCount > 0
+  }
   return {
     pageCount,
     pageSize(index) {
@@ -27,6 +61,10 @@ function openDocument(doc: mupdf.Document): OpenDocument {
         pixmap?.destroy()
         page.destroy()
       }
+    },
+    repaired() {
+      if (pdf === null || !(rebuilt || pdf.wasRepaired())) return null
+      return pdf.saveToBuffer('').asUint8Array().slice()
     },
     close() {
       doc.destroy()

@@ -133,3 +133,13 @@ test('eight simultaneous multi-page conversions complete correctly, and ping ans
   assert.ok(pings.length > 0)
   t.diagnostic(`ping during conversions: ${pings.length} calls, max ${Math.max(...pings).toFixed(1)} ms`)
 })
+
+test('workers are recycled after their job limit and past their memory limit, and conversions go on', { skip: SKIP_CORPUS }, async (t) => {
+  const jobs = await startApp(t, { WORKER_MAX_JOBS: '1', CONVERTER_WORKERS: '1' })
+  for (let i = 0; i < 3; i++) assert.equal((await upload(jobs.url, IMAGE, jobs.key, real('minimal-document.pdf'), { dpi: '36' })).status, 200)
+  assert.ok(jobs.logs.filter((l) => l.includes('recycled after 1 jobs')).length >= 2)
+
+  const memory = await startApp(t, { WORKER_MAX_MEMORY_MB: '64', CONVERTER_WORKERS: '1' })
+  for (let i = 0; i < 2; i++) assert.equal((await upload(memory.url, PS, memory.key, real('pdflatex-4-pages.pdf'))).status, 200)
+  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of WebAssembly memory/.test(l)))
+})

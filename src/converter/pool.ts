@@ -166,8 +166,8 @@ export class ConversionPool {
       case 'failed':
         this.#release(slot, entry)
         entry.reject(new PoolError('failed', message.message))
-        // An engine that failed may have left its WebAssembly state broken: start afresh.
-        void this.#retire(slot, `engine failure: ${message.message.slice(0, 200)}`)
+        // After a WebAssembly trap the engine's memory cannot be trusted: start afresh. An error the engine raised itself is an answer.
+        if (message.fatal) void this.#retire(slot, `engine trap: ${message.message.slice(0, 200)}`)
         break
     }
     this.#dispatch()

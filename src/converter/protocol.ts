@@ -43,4 +43,5 @@ export type FromWorker =
   | { readonly type: 'start'; readonly id: number; readonly pages: number; readonly pageCount: number }
   | { readonly type: 'page'; readonly id: number; readonly page: number; readonly png: Uint8Array }
   | { readonly type: 'done'; readonly id: number; readonly result: JobResult; readonly memoryBytes: number }
-  | { readonly type: 'failed'; readonly id: number; readonly message: string }
+  /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
+  | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean }

@@ -100,7 +100,12 @@ port.on('message', (message: ToWorker) => {
       { type: 'done', id: message.id, result, memoryBytes: raster.memoryBytes() + vector.memoryBytes() },
       result.ok && result.op === 'ps' ? [result.postscript.buffer as ArrayBuffer] : [],
     ),
-    (error: unknown) => send({ type: 'failed', id: message.id, message: error instanceof Error ? error.message : String(error) }),
+    (error: unknown) => send({
+      type: 'failed',
+      id: message.id,
+      message: error instanceof Error ? error.message : String(error),
+      fatal: error instanceof WebAssembly.RuntimeError,
+    }),
   )
 })
 

@@ -19,6 +19,8 @@ import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
 import { issueKey } from '../src/gateway/keys.ts'
+import { existsSync } from 'node:fs'
+import { convertBench } from './convert.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -55,7 +57,8 @@ async function waitFor(url: string): Promise<void> {
  * CPU 1: on a small machine the two would otherwise fight for the same cores, and the
  * figures would measure the scheduler as much as the server.
  */
-const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
+const pinned = process.env.BENCH_ONLY !== 'convert' && cpus().length >= 2 &&
+  spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
 
 function serve(script: string, env: Record<string, string>): ChildProcess {
   const [cmd, args] = pinned ? ['taskset', ['-c', '0', process.execPath, join(ROOT, script)]] : [process.execPath, [join(ROOT, script)]]
@@ -100,18 +103,25 @@ function inProcessRate(work: () => Promise<unknown>, seconds: number): Promise<n
   })()
 }
 
-async function main(): Promise<void> {
+/** makeKey makes a fresh store with one key subscribed to every group in this region. */
+async function makeKey(): Promise<{ dataDir: string; apiKey: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'))
+  const config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' })
+  const pepper = resolvePepper(config)
+  const store = openStore(config)
+  const account = await store.access.createAccount('bench')
+  await store.access.setSubscription(account.id, config.region, 'totp', 'active')
+  await store.access.setSubscription(account.id, config.region, 'converter', 'active')
+  const { apiKey } = await issueKey(store.access, pepper, account.id, 'bench')
+  await store.close()
+  return { dataDir, apiKey }
+}
+
+async function totpBench(): Promise<void> {
+  const { dataDir, apiKey } = await makeKey()
   const children: ChildProcess[] = []
   try {
     const env = { DATA_DIR: dataDir, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
-    const config = loadConfig(env)
-    const pepper = resolvePepper(config)
-    const store = openStore(config)
-    const account = await store.access.createAccount('bench')
-    await store.access.setSubscription(account.id, config.region, 'totp', 'active')
-    const { apiKey } = await issueKey(store.access, pepper, account.id, 'bench')
-    await store.close()
 
     const port = await freePort()
     const barePort = await freePort()
@@ -201,4 +211,12 @@ async function main(): Promise<void> {
   }
 }
 
-await main()
+const only = process.env.BENCH_ONLY
+if (only !== 'convert') await totpBench()
+if (only !== 'totp') {
+  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
+    // The conversion workers need both CPUs: unpin every thread of this process first.
+    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+    process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
+  } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+}

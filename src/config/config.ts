@@ -113,7 +113,7 @@ export const settings = {
   maxUploadBytes: int('MAX_UPLOAD_BYTES', 52428800, 1024, 1073741824, 'Largest PDF upload (50 MiB); larger ones get 413.'),
   maxPages: int('MAX_PAGES', 500, 1, 100000, 'Most pages a document may have; more gets 422.'),
   maxPageMegapixels: int('MAX_PAGE_MEGAPIXELS', 50, 1, 1000, 'Largest render of one page (width × height at the requested dpi); larger gets 422 naming the dpi that fits.'),
-  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run; its worker is then terminated and replaced, and the client gets 422.'),
+  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run (engine time: waiting for a slow client to take pages does not count, but a client that takes no page for this long is given up on); its worker is then terminated and replaced, and the client gets 422.'),
   workerMaxJobs: int('WORKER_MAX_JOBS', 200, 1, 1000000, 'Jobs after which a conversion worker is replaced by a fresh one.'),
   workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 1024, 64, 65536, 'WebAssembly memory (MiB) past which a conversion worker is replaced after its job.'),
 } as const

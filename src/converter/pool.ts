@@ -5,6 +5,9 @@
  * number of jobs, when its WebAssembly memory has grown past a threshold (it never shrinks),
  * after an engine failure, or when it dies.
  *
+ * The time limit counts the engine's time, not the time a worker waits for a slow client
+ * to take pages; a client that takes no page for as long as the limit is given up on.
+ *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
@@ -56,6 +59,9 @@ interface Entry {
   reject(error: PoolError): void
   slot?: Slot
   timer?: NodeJS.Timeout
+  /** Engine time left (ms) when the worker paused for the client. */
+  remaining?: number
+  deadline?: number
 }
 
 interface Slot {
@@ -133,7 +139,7 @@ export class ConversionPool {
       if (entry === undefined) return
       slot.busy = entry
       entry.slot = slot
-      entry.timer = setTimeout(() => this.#onTimeout(slot, entry), this.#options.timeoutMs)
+      this.#arm(slot, entry, this.#options.timeoutMs)
       const pdf = entry.job.pdf
       slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job } satisfies ToWorker, [pdf.buffer as ArrayBuffer])
     }
@@ -153,6 +159,15 @@ export class ConversionPool {
         return
       case 'page':
         entry.handlers.onPage?.(message.page, message.png)
+        return
+      case 'paused':
+        clearTimeout(entry.timer)
+        entry.remaining = Math.max(0, entry.deadline! - Date.now())
+        entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'the client took no page'), this.#options.timeoutMs)
+        return
+      case 'resumed':
+        clearTimeout(entry.timer)
+        this.#arm(slot, entry, entry.remaining ?? this.#options.timeoutMs)
         return
       case 'done': {
         this.#release(slot, entry)
@@ -179,10 +194,15 @@ export class ConversionPool {
     slot.jobs++
   }
 
-  #onTimeout(slot: Slot, entry: Entry): void {
+  #arm(slot: Slot, entry: Entry, ms: number): void {
+    entry.deadline = Date.now() + ms
+    entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'conversion'), ms)
+  }
+
+  #onTimeout(slot: Slot, entry: Entry, what: string): void {
     if (slot.busy !== entry) return
     slot.busy = null
-    entry.reject(new PoolError('timeout', `conversion exceeded ${this.#options.timeoutMs} ms`))
+    entry.reject(new PoolError('timeout', `${what} exceeded ${this.#options.timeoutMs} ms`))
     void this.#retire(slot, 'conversion timed out')
   }
 

@@ -42,6 +42,9 @@ export type FromWorker =
   /** Rendering starts: how many pages the result will hold. */
   | { readonly type: 'start'; readonly id: number; readonly pages: number; readonly pageCount: number }
   | { readonly type: 'page'; readonly id: number; readonly page: number; readonly png: Uint8Array }
+  /** The worker waits for the consumer to take a page (that time does not count against the job's limit). */
+  | { readonly type: 'paused'; readonly id: number }
+  | { readonly type: 'resumed'; readonly id: number }
   | { readonly type: 'done'; readonly id: number; readonly result: JobResult; readonly memoryBytes: number }
   /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
   | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean }

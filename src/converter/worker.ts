@@ -59,7 +59,10 @@ async function renderPages(id: number, doc: OpenDocument, pages: readonly number
   let ahead = 0
   for (const page of pages) {
     if (ahead >= PAGE_WINDOW) {
+      const blocked = acks === 0
+      if (blocked) send({ type: 'paused', id })
       await nextAck()
+      if (blocked) send({ type: 'resumed', id })
       ahead--
     }
     const png = doc.renderPng(page - 1, job.dpi, job.color)

@@ -21,6 +21,7 @@ import { openStore } from '../src/storage/factory.ts'
 import { issueKey } from '../src/gateway/keys.ts'
 import { existsSync } from 'node:fs'
 import { convertBench } from './convert.ts'
+import { waitFor } from './wait.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -40,16 +41,6 @@ async function freePort(): Promise<number> {
       s.close(() => resolve(port))
     })
   })
-}
-
-async function waitFor(url: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(url)).ok) return
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  throw new Error(`${url} did not come up`)
 }
 
 /**

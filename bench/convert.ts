@@ -9,6 +9,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { waitFor } from './wait.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
@@ -33,12 +34,7 @@ async function startServer(workers: number, key: () => Promise<{ dataDir: string
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) break
-    } catch { /* starting */ }
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await waitFor(`${url}/healthz`)
   return { url, key: apiKey, child, dir: dataDir }
 }
 

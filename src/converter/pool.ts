@@ -105,14 +105,6 @@ export class ConversionPool {
     }
   }
 
-  get queued(): number {
-    return this.#queue.length
-  }
-
-  get workers(): number {
-    return this.#slots.size
-  }
-
   async close(): Promise<void> {
     this.#closed = true
     for (const entry of this.#queue.splice(0)) entry.reject(new PoolError('closed', 'the conversion pool is closed'))

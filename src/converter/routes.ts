@@ -3,7 +3,7 @@
  * streamed as the worker renders them, and PDF to PostScript. HTTP in, a job to the worker
  * pool, HTTP out; the engines never run on the event loop.
  */
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
 import yazl from 'yazl'
 import type { Readable } from 'node:stream'
@@ -31,7 +31,7 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   await app.register(multipart)
   app.addHook('onRequest', app.guard('converter'))
 
-  function failure(error: unknown): ApiError {
+  function failure(request: FastifyRequest, error: unknown): ApiError {
     if (!(error instanceof PoolError)) throw error
     switch (error.reason) {
       case 'queue-full':
@@ -40,7 +40,7 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
         return apiError('CONVERSION_TIMEOUT', { seconds: config.conversionTimeoutMs / 1000 })
       case 'crashed':
       case 'failed':
-        app.log.warn({ reason: error.message }, 'conversion failed')
+        request.log.warn({ reason: error.message }, 'conversion failed')
         return apiError('CONVERSION_FAILED')
       case 'closed':
         return apiError('SERVICE_UNAVAILABLE', { what: 'the conversion service' }, { 'retry-after': '5' })
@@ -48,12 +48,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   /** submit queues a job and gives it up when the client goes away before the answer is complete. */
-  function submit(reply: FastifyReply, job: Job, handlers: Parameters<ConversionPool['run']>[1]): Running {
+  function submit(request: FastifyRequest, reply: FastifyReply, job: Job, handlers: Parameters<ConversionPool['run']>[1]): Running {
     let running: Running
     try {
       running = pool.run(job, handlers)
     } catch (error) {
-      throw failure(error)
+      throw failure(request, error)
     }
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) running.cancel()
@@ -69,13 +69,13 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     let sink: ((page: number, png: Uint8Array) => void) | null = null
     let started!: (shape: { pages: number; pageCount: number }) => void
     const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
-    const running = submit(reply, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (pages, pageCount) => started({ pages, pageCount }),
       onPage: (page, png) => (sink ? sink(page, png) : received.push({ page, png })),
     })
     const settled = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
     const first = await Promise.race([start.then((shape) => ({ shape })), settled])
-    if ('error' in first) throw failure(first.error)
+    if ('error' in first) throw failure(request, first.error)
     if ('result' in first) {
       if (!first.result.ok) throw refusal(first.result)
       throw new Error('a PNG job finished without starting')
@@ -86,7 +86,7 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
 
     if (pages === 1) {
       const done = await settled
-      if ('error' in done) throw failure(done.error)
+      if ('error' in done) throw failure(request, done.error)
       if (!done.result.ok) throw refusal(done.result)
       const { page, png } = received[0]!
       return reply
@@ -119,12 +119,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
 
   app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, async (request, reply) => {
     const upload = await readUpload(request, config)
-    const running = submit(reply, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {})
+    const running = submit(request, reply, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {})
     let result: JobResult
     try {
       result = await running.result
     } catch (error) {
-      throw failure(error)
+      throw failure(request, error)
     }
     if (!result.ok) throw refusal(result)
     if (result.op !== 'ps') throw new Error('a PostScript job gave no PostScript')

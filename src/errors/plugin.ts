@@ -13,7 +13,6 @@ import type { Config } from '../config/config.ts'
 export interface FieldRule {
   readonly required?: ErrorCode
   readonly invalid: ErrorCode
-  readonly params?: Record<string, string | number>
 }
 export type FieldRules = Readonly<Record<string, FieldRule>>
 
@@ -48,7 +47,7 @@ export function validationProblems(errors: readonly AjvError[], rules: FieldRule
   for (const [field, rule] of Object.entries(rules)) {
     if (!fields.has(field)) continue
     const code = isBlank(values[field]) && rule.required !== undefined ? rule.required : rule.invalid
-    problems.push({ code, params: rule.params })
+    problems.push({ code })
   }
   if (malformed || problems.length === 0) problems.push({ code: 'MALFORMED_BODY', params: { contentType: 'a set of fields' } })
   return problems

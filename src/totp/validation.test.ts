@@ -77,7 +77,7 @@ test('wrong content type is 415, an oversized body 413, a broken JSON body 400',
   assert.ok((await codes(array)).includes('MALFORMED_BODY'))
 })
 
-test('a bad request from a caller without access is refused before it is read', async (t) => {
+test('a bad request from a caller without access gets the 403, not a 400 that would tell it about the body', async (t) => {
   const app = await startApp(t)
   const res = await post(app.url, '/totp/onboardUser', 'tsr_wrong', {})
   assert.equal(res.status, 403)

@@ -99,8 +99,10 @@ async function makeKey(): Promise<{ dataDir: string; apiKey: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'))
   const config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' })
   const pepper = resolvePepper(config)
-  const store = openStore(config)
+  const store = await openStore(config)
   const account = await store.access.createAccount('bench')
+  // The bench measures the service, not the throttle: no limits for its account.
+  await store.access.setPlan(account.id, { rate: 0, burst: 1, quota: 0, period: 'month' })
   await store.access.setSubscription(account.id, config.region, 'totp', 'active')
   await store.access.setSubscription(account.id, config.region, 'converter', 'active')
   const { apiKey } = await issueKey(store.access, pepper, account.id, 'bench')

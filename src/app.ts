@@ -21,6 +21,7 @@ import { VERSION } from './version.ts'
 import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
 import { OneLineLogController } from './logging/controller.ts'
 import { answerError } from './errors/errors.ts'
+import { Limits } from './usage/limits.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -75,8 +76,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     done()
   })
 
+  const limits = new Limits({ config, store, now, log: app.log })
+  // After the server has stopped: the last usage counts are saved before the store closes.
+  app.addHook('onClose', () => limits.close())
+
   await app.register(errors, { config })
-  await app.register(gateway, { config, store, pepper, now })
+  await app.register(gateway, { config, store, pepper, now, limits })
   await app.register(openapi, { config, version: VERSION })
 
   await app.register(opsRoutes, { store })

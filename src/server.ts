@@ -6,6 +6,7 @@
 import { ConfigError, loadConfig, type Config } from './config/config.ts'
 import { resolvePepper } from './config/pepper.ts'
 import { openStore } from './storage/factory.ts'
+import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
 
@@ -21,11 +22,35 @@ function configOrExit(): Config {
   }
 }
 
+/**
+ * Errors of no request (a dependency dropping, reconnect attempts) go to the log, at most one
+ * line per dependency every 10 s: an outage is reported, not repeated every retry.
+ */
+let log: (error: Error, what: string) => void = (error, what) => process.stderr.write(`${what}: ${error.message}\n`)
+const lastReported = new Map<string, number>()
+function reportBackground(error: Error, what: string): void {
+  const now = Date.now()
+  if (now - (lastReported.get(what) ?? 0) < 10_000) return
+  lastReported.set(what, now)
+  log(error, what)
+}
+
+/** openStoreOrExit: a store that cannot be reached at start-up stops the process with one clear line. */
+async function openStoreOrExit(config: Config): Promise<Store> {
+  try {
+    return await openStore(config, { onBackgroundError: reportBackground })
+  } catch (error) {
+    process.stderr.write(`Cannot open the store: ${(error as Error).message}\n`)
+    process.exit(1)
+  }
+}
+
 const config = configOrExit()
 const pepper = resolvePepper(config)
-const store = openStore(config)
+const store = await openStoreOrExit(config)
 const demoKey = await ensureDemoAccount(config, store, pepper)
 const app = await buildApp({ config, store, pepper })
+log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 let closing = false
 async function shutdown(signal: string): Promise<void> {

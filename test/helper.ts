@@ -52,7 +52,7 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   const dataDir = env.DATA_DIR ?? tempDir(t)
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info', ...env, DATA_DIR: dataDir })
   const pepper = resolvePepper(config)
-  const store = openStore(config)
+  const store = await openStore(config)
   const logs: string[] = []
   const app = await buildApp({ config, store, pepper, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
   await app.listen({ port: 0, host: '127.0.0.1' })

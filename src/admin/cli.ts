@@ -4,10 +4,11 @@
  * with --json, exits 0 on success and non-zero with a one-line error otherwise.
  */
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig } from '../config/config.ts'
+import { ConfigError, loadConfig, type Config } from '../config/config.ts'
 import { resolvePepper } from '../config/pepper.ts'
 import { openStore } from '../storage/factory.ts'
-import type { Store } from '../storage/ports.ts'
+import type { Plan, Store } from '../storage/ports.ts'
+import { defaultPlan } from '../usage/limits.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { issueKey } from '../gateway/keys.ts'
 import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../gateway/regions.ts'
@@ -23,6 +24,12 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   subscription grant  --account ID --region eu|us|apac|all --group totp|converter|all
   subscription revoke --account ID --region eu|us|apac|all --group totp|converter|all
   subscription list --account ID
+  plan set --account ID [--rate R] [--burst B] [--quota Q] [--period day|month]
+                                      give an account its own plan (unset flags keep
+                                      their current value); rate 0 = no throttle, quota 0 = no quota
+  plan reset --account ID             back to the default plan (PLAN_* settings)
+  plan show --account ID
+  usage --account ID [--days N]       calls per UTC day and API group, last N days (31)
   migrate                             apply pending schema migrations`
 
 class UsageError extends Error {}
@@ -33,7 +40,10 @@ interface Output {
   human: string
 }
 
-type Flags = { name?: string; account?: string; region?: string; group?: string }
+type Flags = {
+  name?: string; account?: string; region?: string; group?: string
+  rate?: string; burst?: string; quota?: string; period?: string; days?: string
+}
 
 function need(value: string | undefined, flag: string): string {
   if (value === undefined || value === '') throw new UsageError(`missing --${flag}`)
@@ -58,7 +68,19 @@ async function requireAccount(store: Store, id: string): Promise<void> {
   if ((await store.access.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
 }
 
-async function run(store: Store, pepper: Pepper, words: readonly string[], flags: Flags): Promise<Output> {
+function number(value: string | undefined, flag: string, min: number, max: number, whole: boolean): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+    throw new UsageError(`--${flag} must be a ${whole ? 'whole ' : ''}number from ${min} to ${max} (got "${value}")`)
+  }
+  return n
+}
+
+const describePlan = (p: Plan) =>
+  `rate ${p.rate === 0 ? 'unlimited' : `${p.rate}/s`}, burst ${p.burst}, quota ${p.quota === 0 ? 'none' : `${p.quota} per ${p.period}`}`
+
+async function run(store: Store, pepper: Pepper, config: Config, words: readonly string[], flags: Flags): Promise<Output> {
   const [noun, verb, arg] = words
   const access = store.access
   switch (`${noun} ${verb}`) {
@@ -113,6 +135,43 @@ async function run(store: Store, pepper: Pepper, words: readonly string[], flags
       const subs = await access.listSubscriptions(accountId)
       return { json: subs, human: table(subs as never[], ['region', 'group', 'status', 'updatedAt']) }
     }
+    case 'plan set': {
+      const accountId = need(flags.account, 'account')
+      await requireAccount(store, accountId)
+      const current = (await access.getPlan(accountId)) ?? defaultPlan(config)
+      const period = flags.period ?? current.period
+      if (period !== 'day' && period !== 'month') throw new UsageError(`--period must be day or month (got "${period}")`)
+      const plan: Plan = {
+        rate: number(flags.rate, 'rate', 0, 1e6, false) ?? current.rate,
+        burst: number(flags.burst, 'burst', 1, 1e9, true) ?? current.burst,
+        quota: number(flags.quota, 'quota', 0, 1e12, true) ?? current.quota,
+        period,
+      }
+      await access.setPlan(accountId, plan)
+      return { json: { accountId, plan }, human: `Account ${accountId}: ${describePlan(plan)}` }
+    }
+    case 'plan reset': {
+      const accountId = need(flags.account, 'account')
+      await requireAccount(store, accountId)
+      await access.setPlan(accountId, null)
+      const plan = defaultPlan(config)
+      return { json: { accountId, plan, default: true }, human: `Account ${accountId}: default plan (${describePlan(plan)})` }
+    }
+    case 'plan show': {
+      const accountId = need(flags.account, 'account')
+      await requireAccount(store, accountId)
+      const own = await access.getPlan(accountId)
+      const plan = own ?? defaultPlan(config)
+      return { json: { accountId, plan, default: own === null }, human: `Account ${accountId}: ${own === null ? 'default plan, ' : ''}${describePlan(plan)}` }
+    }
+    case 'usage undefined': {
+      const accountId = need(flags.account, 'account')
+      await requireAccount(store, accountId)
+      const days = number(flags.days, 'days', 1, 3660, true) ?? 31
+      const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10)
+      const rows = (await store.usage.list(accountId, from)).map(({ day, group, count }) => ({ day, group, count }))
+      return { json: { accountId, from, usage: rows }, human: table(rows, ['day', 'group', 'count']) }
+    }
     case 'migrate undefined':
       // Opening the store applies pending migrations.
       return { json: { migrated: true, store: store.kind }, human: `Schema is up to date (${store.kind})` }
@@ -134,6 +193,11 @@ export async function main(argv: readonly string[]): Promise<number> {
         account: { type: 'string' },
         region: { type: 'string' },
         group: { type: 'string' },
+        rate: { type: 'string' },
+        burst: { type: 'string' },
+        quota: { type: 'string' },
+        period: { type: 'string' },
+        days: { type: 'string' },
       },
     })
   } catch (error) {
@@ -149,8 +213,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     const config = loadConfig()
     const pepper = resolvePepper(config)
-    store = openStore(config)
-    const out = await run(store, pepper, positionals, values)
+    store = await openStore(config)
+    const out = await run(store, pepper, config, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return 0
   } catch (error) {

@@ -70,6 +70,34 @@ function url(env: string, def: (env: Env) => string, defaultDoc: string, doc: st
   }
 }
 
+/** dbUrl reads an optional connection URL of the given scheme; the default is unset (''). */
+function dbUrl(env: string, scheme: RegExp, example: string, doc: string): Setting<string> {
+  return {
+    env,
+    doc: `${doc} Example: \`${example}\`.`,
+    defaultDoc: 'unset',
+    read: (raw) => {
+      if (raw === undefined || raw.trim() === '') return ''
+      let parsed: URL
+      try {
+        parsed = new URL(raw.trim())
+      } catch {
+        fail(env, `must be a URL like ${example}`)
+      }
+      if (!scheme.test(parsed.protocol)) fail(env, `must be a URL like ${example} (got scheme "${parsed.protocol}")`)
+      return raw.trim()
+    },
+  }
+}
+
+function num(env: string, def: number, min: number, max: number, doc: string): Setting<number> {
+  return setting(env, def, doc, (raw) => {
+    const value = Number(raw.trim())
+    if (raw.trim() === '' || !Number.isFinite(value) || value < min || value > max) fail(env, `must be a number from ${min} to ${max} (got "${raw}")`)
+    return value
+  })
+}
+
 function bool(env: string, def: boolean, doc: string): Setting<boolean> {
   return setting(env, def, doc, (raw) => {
     const value = raw.trim().toLowerCase()
@@ -94,6 +122,18 @@ export const settings = {
   euBaseUrl: url('EU_BASE_URL', publicBase, '`PUBLIC_BASE_URL`', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac`. Required in production outside `eu`.'),
   docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Log level of the JSON logs on standard output.'),
+  databaseUrl: dbUrl('DATABASE_URL', /^postgres(ql)?:$/, 'postgres://user:pass@host:5432/db',
+    'PostgreSQL for accounts, keys, subscriptions, plans, onboarding records and usage, shared by every node of a region; unset: the embedded SQLite store in `DATA_DIR`.'),
+  databasePoolSize: int('DATABASE_POOL_SIZE', 10, 1, 1000, 'Connections each node keeps to PostgreSQL at most.'),
+  redisUrl: dbUrl('REDIS_URL', /^rediss?:$/, 'redis://host:6379',
+    'Redis for what nodes share per call: verification state (replay protection, lockouts), the throttle and quota counters, and the key-revocation signal. Unset: kept by the store (SQLite or PostgreSQL) and limits counted per node.'),
+  redisPrefix: text('REDIS_PREFIX', () => 'tessera:', 'tessera:', 'Prefix of every Redis key and channel, so that deployments (regions) can share one Redis.'),
+  storeTimeoutMs: int('STORE_TIMEOUT_MS', 2000, 100, 60000, 'Longest wait for PostgreSQL or Redis (connection or command) before the call answers 503.'),
+  planRate: num('PLAN_RATE', 100, 0, 1e6, 'Default plan: steady calls per second an account may make (token bucket refill); 0 turns the throttle off. `npm run admin -- plan set` gives an account its own plan.'),
+  planBurst: int('PLAN_BURST', 200, 1, 1e9, 'Default plan: calls an account may make at once (bucket size).'),
+  planQuota: int('PLAN_QUOTA', 0, 0, 1e12, 'Default plan: calls per quota period; 0 means no quota.'),
+  planPeriod: oneOf('PLAN_PERIOD', ['day', 'month'], 'month', 'Default plan: the quota window, a UTC calendar `day` or `month`.'),
+  usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
   pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset. Changing it invalidates every API key.'),
   trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', 16384, 1024, 1048576, 'Largest request body the TOTP group accepts; larger ones get 413.'),

@@ -34,6 +34,10 @@ export const catalogue = {
   GROUP_NOT_IN_REGION: entry(404, 'message',
     'The {group} API is not served in the {region} region. Call {baseUrl}{path} instead.',
     'The conversion group exists only in `eu`; its routes in `us` and `apac` answer this, naming the `eu` base URL.'),
+  THROTTLED: entry(429, 'message', 'Too Many Requests',
+    'The account\'s throttle (calls per second, with a burst) is used up; sent with `Retry-After`. The call consumed nothing.'),
+  QUOTA_EXCEEDED: entry(429, 'message', 'Limit Exceeded',
+    'The account\'s quota for the UTC day or month is used up; sent with `Retry-After` (seconds to the next window). The call consumed nothing.'),
   OTP_LOCKED: entry(429, 'message',
     'Too many failed verifications for this secret. Try again in {seconds} seconds.',
     'Sent with `Retry-After` while a secret is locked after repeated failures; the code was not evaluated.'),
@@ -45,7 +49,7 @@ export const catalogue = {
     'The body is not of a type the route takes.'),
   MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type, or is not a set of fields.'),
   INTERNAL_ERROR: entry(500, 'list', 'Internal error. It has been logged with request id {requestId}.', 'A fault on our side. The log has the cause under the same request id.'),
-  SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store) is unreachable; sent with `Retry-After`.'),
+  SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store: SQLite, PostgreSQL or Redis) is unreachable; sent with `Retry-After`. verifyOTP answers this while Redis is away rather than check codes without replay protection.'),
 
   // generateQRCode
   DATA_REQUIRED: entry(400, 'list', 'No Data provided to generate QR Code', '`data` is missing or empty.'),

@@ -8,6 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ErrorCode } from './catalogue.ts'
 import { ApiError, apiError, errorBody, type Problem } from './errors.ts'
 import type { Config } from '../config/config.ts'
+import { UnavailableError } from '../storage/ports.ts'
 
 /** FieldRule names the codes for a missing and for a bad value of one body field. */
 export interface FieldRule {
@@ -59,6 +60,7 @@ export function sendProblems(reply: FastifyReply, problems: readonly Problem[], 
 
 function toApiError(error: FastifyError, request: FastifyRequest, config: Config): ApiError | undefined {
   if (error instanceof ApiError) return error
+  if (error instanceof UnavailableError) return apiError('SERVICE_UNAVAILABLE', { what: error.dependency }, { 'retry-after': '5' })
   if (error.validation) {
     const rules = request.routeOptions.config.fields ?? {}
     const problems = validationProblems(error.validation as AjvError[], rules, request.body)

@@ -18,6 +18,7 @@ import { hashApiKey } from './keys.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { authorize, identify, type Verdict } from './access.ts'
 import type { Group } from './regions.ts'
+import type { Limits } from '../usage/limits.ts'
 
 export interface Caller {
   readonly keyId: string
@@ -42,10 +43,12 @@ export interface GatewayOptions {
   readonly store: Store
   readonly pepper: Pepper
   readonly now: () => number
+  /** The account's plan, applied to every call the gateway lets through. */
+  readonly limits: Limits
 }
 
 async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
-  const { config, store, pepper, now } = opts
+  const { config, store, pepper, now, limits } = opts
   const cache = new GrantCache(config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
   const unsubscribe = store.access.onChange(() => cache.clear())
   app.addHook('onClose', async () => { unsubscribe() })
@@ -94,9 +97,10 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   }
 
   // Callback-style hooks: a cache hit decides synchronously, with no promise in the way.
+  // The plan applies only once the caller is known: a refused key counts against no one.
   app.decorate('guard', (group: Group): onRequestHookHandler => function guard(request, reply, done) {
     withGrant(request, done, (grant) => {
-      if (admit(request, reply, authorize(grant, config.region, group))) done()
+      if (admit(request, reply, authorize(grant, config.region, group))) limits.admit(grant!, group, reply, done)
     })
   })
 

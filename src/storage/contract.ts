@@ -1,16 +1,18 @@
 /**
  * The storage contract: one suite that every adapter must pass. Each adapter's test file
- * calls storeContract with a factory for a fresh, empty store.
+ * calls storeContract with a factory for a fresh, empty store (and limiterContract for a
+ * fresh limiter on a clock the test moves). `skip` carries the notice when the service an
+ * adapter needs is not configured.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { LockPolicy, Store } from './ports.ts'
+import type { LimitDecision, Limiter, LockPolicy, Plan, Store } from './ports.ts'
 
 const policy: LockPolicy = { maxFailures: 3, baseSeconds: 10, maxSeconds: 25 }
 
-export function storeContract(name: string, open: () => Promise<Store>): void {
+export function storeContract(name: string, open: () => Promise<Store>, skip: false | string = false): void {
   const withStore = (title: string, body: (s: Store) => Promise<void>) =>
-    test(`${name}: ${title}`, async () => {
+    test(`${name}: ${title}`, { skip }, async () => {
       const store = await open()
       try {
         await body(store)
@@ -26,7 +28,7 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
     const key = await access.createKey({ accountId: account.id, name: 'k', hash: 'hash-1', hint: 'abcd' })
     let grant = await access.findGrant('hash-1')
     assert.deepEqual({ ...grant, subscriptions: [...grant!.subscriptions] },
-      { keyId: key.id, accountId: account.id, revoked: false, accountActive: true, subscriptions: [] })
+      { keyId: key.id, accountId: account.id, revoked: false, accountActive: true, subscriptions: [], plan: null })
     await access.setSubscription(account.id, 'eu', 'totp', 'active')
     await access.setSubscription(account.id, 'us', 'converter', 'active')
     await access.setSubscription(account.id, 'us', 'converter', 'inactive')
@@ -44,12 +46,51 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
     assert.equal((await access.listAccounts()).length, 1)
   })
 
+  withStore('plans: an account\'s own plan rides on its grant until reset', async ({ access }) => {
+    const account = await access.createAccount('x')
+    await access.createKey({ accountId: account.id, name: 'k', hash: 'hash-p', hint: 'abcd' })
+    assert.equal(await access.getPlan(account.id), null)
+    const plan: Plan = { rate: 2.5, burst: 10, quota: 1000, period: 'day' }
+    assert.equal(await access.setPlan(account.id, plan), true)
+    assert.deepEqual(await access.getPlan(account.id), plan)
+    assert.deepEqual((await access.findGrant('hash-p'))?.plan, plan)
+    const changed: Plan = { rate: 0, burst: 1, quota: 0, period: 'month' }
+    assert.equal(await access.setPlan(account.id, changed), true)
+    assert.deepEqual((await access.findGrant('hash-p'))?.plan, changed)
+    assert.equal(await access.setPlan(account.id, null), true)
+    assert.equal((await access.findGrant('hash-p'))?.plan, null)
+    assert.equal(await access.setPlan('acc_missing', plan), false)
+    assert.equal(await access.setPlan('acc_missing', null), false)
+  })
+
+  withStore('usage counts add up per account, day and group', async ({ usage }) => {
+    await usage.add([
+      { accountId: 'a', day: '2026-11-20', group: 'totp', count: 3 },
+      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 1 },
+      { accountId: 'b', day: '2026-11-21', group: 'totp', count: 7 },
+    ])
+    await usage.add([
+      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 2 },
+      { accountId: 'a', day: '2026-11-21', group: 'converter', count: 5 },
+    ])
+    await usage.add([])
+    assert.deepEqual(await usage.list('a', '2026-11-21'), [
+      { accountId: 'a', day: '2026-11-21', group: 'converter', count: 5 },
+      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 3 },
+    ])
+    assert.equal((await usage.list('a', '2026-01-01')).length, 3)
+    assert.equal(await usage.total('a', '2026-11-01', '2026-11-30'), 11)
+    assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 8)
+    assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
+  })
+
   withStore('changes made through the store are announced', async ({ access }) => {
     let calls = 0
     const off = access.onChange(() => { calls++ })
     const account = await access.createAccount('x')
     await access.setSubscription(account.id, 'eu', 'totp', 'active')
-    assert.ok(calls >= 2)
+    await access.setPlan(account.id, { rate: 1, burst: 1, quota: 0, period: 'day' })
+    assert.ok(calls >= 3)
     off()
     const before = calls
     await access.createAccount('y')
@@ -89,5 +130,87 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {
     const results = await Promise.all(Array.from({ length: 20 }, () => v.accept('race', 5, 0)))
     assert.equal(results.filter((r) => r === 'accepted').length, 1)
+  })
+}
+
+export interface TestLimiter {
+  readonly limiter: Limiter
+  close(): Promise<void>
+}
+
+/** limiterContract: the rules every limiter keeps, on a clock the test moves. */
+export function limiterContract(name: string, open: (clock: () => number) => Promise<TestLimiter>, skip: false | string = false): void {
+  const withLimiter = (title: string, start: number, body: (l: Limiter, clock: { t: number }) => Promise<void>) =>
+    test(`${name} limiter: ${title}`, { skip }, async () => {
+      const clock = { t: start }
+      const opened = await open(() => clock.t)
+      try {
+        await body(opened.limiter, clock)
+      } finally {
+        await opened.close()
+      }
+    })
+  const noSeed = async () => { throw new Error('no quota, no seed') }
+  const T0 = Date.UTC(2026, 10, 21, 12, 0, 0)
+
+  withLimiter('the bucket holds the burst, refills at the rate, and a refused call consumes nothing', T0, async (l, clock) => {
+    const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day' }
+    const taken: LimitDecision[] = []
+    for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, noSeed))
+    assert.deepEqual(taken.map((d) => d.admitted && d.tokens), [2, 1, 0])
+    assert.deepEqual(taken[2], { admitted: true, tokens: 0, refillMs: 300, left: Infinity, windowEndsMs: 0 })
+    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
+    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
+    clock.t += 100
+    assert.equal((await l.take('a', plan, noSeed)).admitted, true, 'one token after 1/rate')
+    assert.equal((await l.take('a', plan, noSeed)).admitted, false)
+    assert.equal((await l.take('b', plan, noSeed)).admitted, true, 'accounts have buckets of their own')
+    clock.t += 10_000
+    assert.equal(((await l.take('a', plan, noSeed)) as { tokens: number }).tokens, 2, 'refilled to the burst, not past it')
+  })
+
+  withLimiter('concurrent calls: exactly the burst is admitted', T0, async (l) => {
+    const plan: Plan = { rate: 1, burst: 5, quota: 0, period: 'day' }
+    const results = await Promise.all(Array.from({ length: 20 }, () => l.take('race', plan, noSeed)))
+    assert.equal(results.filter((d) => d.admitted).length, 5)
+  })
+
+  withLimiter('the daily quota is seeded once per window from the usage counts, and resets at UTC midnight', T0, async (l, clock) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day' }
+    const seeds: [number, number][] = []
+    const seed = async (start: number, end: number) => { seeds.push([start, end]); return 1 }
+    const first = await l.take('a', plan, seed)
+    assert.deepEqual(first, { admitted: true, tokens: Infinity, refillMs: 0, left: 1, windowEndsMs: 12 * 3600_000 })
+    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 })
+    assert.deepEqual(seeds, [[Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22)]])
+    clock.t = Date.UTC(2026, 10, 22, 0, 0, 0)
+    assert.equal((await l.take('a', plan, seed)).admitted, true, 'a new day')
+    assert.deepEqual(seeds.at(-1), [Date.UTC(2026, 10, 22), Date.UTC(2026, 10, 23)])
+  })
+
+  withLimiter('monthly windows follow the calendar (leap February, December to January)', Date.UTC(2028, 1, 10), async (l, clock) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month' }
+    const seeds: [number, number][] = []
+    const seed = async (start: number, end: number) => { seeds.push([start, end]); return 0 }
+    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.deepEqual(seeds[0], [Date.UTC(2028, 1, 1), Date.UTC(2028, 2, 1)])
+    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
+    clock.t = Date.UTC(2028, 11, 31, 23, 59, 59)
+    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.deepEqual(seeds[1], [Date.UTC(2028, 11, 1), Date.UTC(2029, 0, 1)])
+    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 1000 })
+  })
+
+  withLimiter('throttle and quota together: a throttled call uses no quota', T0, async (l, clock) => {
+    const plan: Plan = { rate: 1, burst: 1, quota: 2, period: 'day' }
+    const seed = async () => 0
+    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
+    clock.t += 1000
+    const second = await l.take('a', plan, seed)
+    assert.equal(second.admitted && second.left, 0, 'the throttled call took no quota')
+    clock.t += 1000
+    assert.equal((await l.take('a', plan, seed) as { reason?: string }).reason, 'quota')
   })
 }

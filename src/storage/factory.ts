@@ -1,11 +1,99 @@
-/** openStore picks the storage adapters from the configuration (one place, at start-up). */
+/**
+ * openStore picks the storage adapters from the configuration (one place, at start-up):
+ * - accounts, keys, subscriptions, plans, onboarding records and usage counts: PostgreSQL
+ *   when DATABASE_URL is set, the embedded SQLite file in DATA_DIR otherwise;
+ * - verification state, the shared limiter and the access-change signal: Redis when
+ *   REDIS_URL is set; otherwise the verification state stays in the relational store, each
+ *   node limits in process, and changes reach other nodes by polling (SQLite) or the key
+ *   cache TTL (PostgreSQL).
+ */
 import { join } from 'node:path'
 import type { Config } from '../config/config.ts'
-import type { Store } from './ports.ts'
+import type { AccessStore, Health, Store } from './ports.ts'
 import { openSqliteStore } from './sqlite/store.ts'
+import { openPostgresStore } from './postgres/store.ts'
+import { openRedisParts, type AccessSignal, type RedisParts } from './redis/store.ts'
 
 export const SQLITE_FILE = 'tessera.sqlite'
 
-export function openStore(config: Config): Store {
-  return openSqliteStore({ path: join(config.dataDir, SQLITE_FILE), changePollMs: config.keyCachePollMs })
+export interface StoreHooks {
+  /** Errors that belong to no request (a dropped idle connection, a failed signal). */
+  readonly onBackgroundError?: (error: Error, what: string) => void
+  /** Tests: a PostgreSQL schema and a Redis prefix of their own. */
+  readonly postgresSchema?: string
+  readonly redisPrefix?: string
+}
+
+export async function openStore(config: Config, hooks: StoreHooks = {}): Promise<Store> {
+  const report = hooks.onBackgroundError ?? (() => undefined)
+  const relational = config.databaseUrl === ''
+    ? openSqliteStore({ path: join(config.dataDir, SQLITE_FILE), changePollMs: config.keyCachePollMs })
+    : await openPostgresStore({
+      url: config.databaseUrl,
+      poolSize: config.databasePoolSize,
+      timeoutMs: config.storeTimeoutMs,
+      ...(hooks.postgresSchema === undefined ? {} : { schema: hooks.postgresSchema }),
+      onBackgroundError: (error) => report(error, 'PostgreSQL'),
+    })
+  if (config.redisUrl === '') return relational
+  let redis: RedisParts
+  try {
+    redis = await openRedisParts({
+      url: config.redisUrl,
+      prefix: hooks.redisPrefix ?? config.redisPrefix,
+      timeoutMs: config.storeTimeoutMs,
+      onBackgroundError: (error) => report(error, 'Redis'),
+    })
+  } catch (error) {
+    await relational.close()
+    throw error
+  }
+  return withRedis(relational, redis, report)
+}
+
+/** withRedis moves verification state and limits to Redis and signals access changes through it. */
+export function withRedis(relational: Store, redis: RedisParts, report: (error: Error, what: string) => void): Store {
+  return {
+    kind: `${relational.kind}+redis`,
+    access: signalled(relational.access, redis.signal, report),
+    onboarding: relational.onboarding,
+    verification: redis.verification,
+    usage: relational.usage,
+    sharedLimiter: redis.limiter,
+    async health(): Promise<Health> {
+      const [own, shared] = await Promise.all([
+        relational.health(),
+        redis.ping().then(() => ({ ok: true, detail: 'ok' }), (error: Error) => ({ ok: false, detail: error.message })),
+      ])
+      // Without Redis only verifyOTP stops (fail closed): the node stays ready for the rest.
+      return { ...own, redis: { ...shared, essential: false } }
+    },
+    async close() {
+      await redis.close()
+      await relational.close()
+    },
+  }
+}
+
+/** signalled publishes every change to accounts, keys, subscriptions and plans to the other nodes. */
+function signalled(access: AccessStore, signal: AccessSignal, report: (error: Error, what: string) => void): AccessStore {
+  const publish = async <T>(result: T): Promise<T> => {
+    // The change is committed; if the signal is lost, other nodes see it within the key cache TTL.
+    await signal.publish().catch((error: Error) => report(error, 'Redis (access-change signal)'))
+    return result
+  }
+  return {
+    ...access,
+    createAccount: async (name) => publish(await access.createAccount(name)),
+    setAccountStatus: async (id, status) => publish(await access.setAccountStatus(id, status)),
+    createKey: async (input) => publish(await access.createKey(input)),
+    revokeKey: async (keyId) => publish(await access.revokeKey(keyId)),
+    setSubscription: async (accountId, region, group, status) => publish(await access.setSubscription(accountId, region, group, status)),
+    setPlan: async (accountId, plan) => publish(await access.setPlan(accountId, plan)),
+    onChange(listener) {
+      const offStore = access.onChange(listener)
+      const offSignal = signal.subscribe(listener)
+      return () => { offStore(); offSignal() }
+    },
+  }
 }

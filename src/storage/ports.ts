@@ -1,7 +1,7 @@
 /**
  * Storage ports: what the service needs from a store, with no word of how it is kept.
- * Adapters (SQLite now; PostgreSQL and Redis later) implement them, and one contract
- * test suite (storage/contract.test.ts) runs against each.
+ * Adapters (SQLite, PostgreSQL, Redis) implement them, and one contract suite
+ * (storage/contract.ts) runs against each.
  */
 import type { Group, Region } from '../gateway/regions.ts'
 
@@ -34,6 +34,20 @@ export interface Subscription {
   readonly updatedAt: string
 }
 
+export type QuotaPeriod = 'day' | 'month'
+
+/**
+ * Plan: an account's throttle (token bucket: `rate` requests per second refilled, up to
+ * `burst` at once; rate 0 = no throttle) and quota (`quota` requests per UTC calendar day
+ * or month; 0 = no quota).
+ */
+export interface Plan {
+  readonly rate: number
+  readonly burst: number
+  readonly quota: number
+  readonly period: QuotaPeriod
+}
+
 /** KeyGrant is everything the gateway needs to decide on a key, in one lookup. */
 export interface KeyGrant {
   readonly keyId: string
@@ -42,6 +56,8 @@ export interface KeyGrant {
   readonly accountActive: boolean
   /** Active subscriptions as `region:group`. */
   readonly subscriptions: ReadonlySet<string>
+  /** The account's own plan; null means the configured default plan. */
+  readonly plan: Plan | null
 }
 
 export interface AccessStore {
@@ -59,6 +75,9 @@ export interface AccessStore {
   setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus): Promise<void>
   listSubscriptions(accountId: string): Promise<Subscription[]>
   findGrant(keyHash: string): Promise<KeyGrant | null>
+  /** setPlan gives an account its own plan (null: back to the default); false when there is no such account. */
+  setPlan(accountId: string, plan: Plan | null): Promise<boolean>
+  getPlan(accountId: string): Promise<Plan | null>
   /**
    * onChange calls `listener` after accounts, keys or subscriptions change: at once for
    * changes made through this store, and as soon as the adapter can tell for changes made
@@ -112,13 +131,71 @@ export interface VerificationStore {
   fail(key: string, nowMs: number, policy: LockPolicy): Promise<FailureOutcome>
 }
 
+/** One day's count of admitted calls of an account to an API group. */
+export interface UsageRow {
+  readonly accountId: string
+  /** UTC day, YYYY-MM-DD. */
+  readonly day: string
+  readonly group: string
+  readonly count: number
+}
+
+/** UsageStore keeps the durable counts of admitted calls, per account, UTC day and API group. */
+export interface UsageStore {
+  /** add adds the counts (summing with what is there), all or nothing. */
+  add(rows: readonly UsageRow[]): Promise<void>
+  /** list gives an account's rows from `fromDay` on (inclusive), by day then group. */
+  list(accountId: string, fromDay: string): Promise<UsageRow[]>
+  /** total sums an account's counts over all groups from `fromDay` to `toDay` (inclusive). */
+  total(accountId: string, fromDay: string, toDay: string): Promise<number>
+}
+
+/** The outcome of asking a limiter to admit one call. Times are milliseconds from now. */
+export type LimitDecision =
+  | {
+    readonly admitted: true
+    /** Whole tokens left in the bucket, and when the bucket is full again. */
+    readonly tokens: number
+    readonly refillMs: number
+    /** Calls left in the quota window, and when the window ends. */
+    readonly left: number
+    readonly windowEndsMs: number
+  }
+  | { readonly admitted: false; readonly reason: 'throttle' | 'quota'; readonly retryAfterMs: number }
+
+/**
+ * Limiter applies a plan to one call of an account: atomically, it refills the bucket,
+ * checks the quota window and the bucket, and takes one token and one unit of quota only
+ * when both allow it (a refused call consumes nothing). `seed` gives the quota already used
+ * in the window from the durable usage counts, for a window the limiter has no count of.
+ */
+export interface Limiter {
+  take(accountId: string, plan: Plan, seed: (windowStartMs: number, windowEndMs: number) => Promise<number>): Promise<LimitDecision>
+}
+
+/** UnavailableError: a dependency (named) cannot be reached; the caller gets 503, not 500. */
+export class UnavailableError extends Error {
+  readonly dependency: string
+  constructor(dependency: string, cause: unknown) {
+    super(`${dependency} is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    this.name = 'UnavailableError'
+    this.dependency = dependency
+  }
+}
+
+/** Health of each dependency a store is made of, by name: 'ok' or why not. */
+export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>
+
 export interface Store {
   readonly kind: string
   readonly access: AccessStore
   readonly onboarding: OnboardingStore
   readonly verification: VerificationStore
-  /** ping throws when the store cannot be reached. */
-  ping(): Promise<void>
+  readonly usage: UsageStore
+  /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
+  readonly sharedLimiter: Limiter | null
+  /** health asks each dependency; `essential` ones make the node unready when down. */
+  health(): Promise<Health>
   close(): Promise<void>
 }
 

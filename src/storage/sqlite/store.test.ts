@@ -2,12 +2,14 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
-import { storeContract } from '../contract.ts'
+import { limiterContract, storeContract } from '../contract.ts'
+import { LocalLimiter } from '../../usage/local.ts'
 import { openSqliteStore } from './store.ts'
-import { migrations } from './migrations.ts'
+import { migrations } from '../migrations.ts'
 import { tempDir } from '../../../test/helper.ts'
 
 storeContract('sqlite', async () => openSqliteStore({ path: ':memory:' }))
+limiterContract('in-process', async (clock) => ({ limiter: new LocalLimiter(clock), close: async () => undefined }))
 
 test('sqlite: migrations are recorded and applied once; another connection\'s commit is announced', async (t) => {
   const path = join(tempDir(t), 'db.sqlite')

@@ -10,11 +10,11 @@ import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type {
   Account, AccessStore, AccountStatus, ApiKeyInfo, FailureOutcome, KeyGrant, LockPolicy, OnboardingRecord,
-  OnboardingStore, Store, Subscription, SubscriptionStatus, VerificationStore,
+  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, VerificationStore,
 } from '../ports.ts'
 import { lockDelaySeconds } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
-import { migrations } from './migrations.ts'
+import { migrations } from '../migrations.ts'
 
 export interface SqliteOptions {
   /** File path, or ':memory:'. */
@@ -36,7 +36,7 @@ function migrate(db: DatabaseSync): void {
     if (applied.has(m.version)) continue
     db.exec('BEGIN IMMEDIATE')
     try {
-      db.exec(m.sql)
+      db.exec(m.sqlite)
       db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString())
       db.exec('COMMIT')
     } catch (error) {
@@ -104,6 +104,9 @@ const toKey = (r: Row): ApiKeyInfo => ({
   id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
   createdAt: String(r.created_at), revokedAt: r.revoked_at === null ? null : String(r.revoked_at),
 })
+const toPlan = (r: Row): Plan => ({
+  rate: Number(r.rate), burst: Number(r.burst), quota: Number(r.quota), period: r.period as Plan['period'],
+})
 const toOnboarding = (r: Row): OnboardingRecord => ({
   accountId: String(r.account_id), applicationId: String(r.application_id), userId: String(r.user_id),
   algorithm: r.algorithm as OnboardingRecord['algorithm'], digits: Number(r.digits), period: Number(r.period),
@@ -117,8 +120,10 @@ function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: number,
     grant: db.prepare(`
       SELECT k.id, k.account_id, k.revoked_at, a.status,
         (SELECT group_concat(s.region || ':' || s.api_group) FROM subscriptions s
-          WHERE s.account_id = k.account_id AND s.status = 'active') AS subs
-      FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?`),
+          WHERE s.account_id = k.account_id AND s.status = 'active') AS subs,
+        p.rate, p.burst, p.quota, p.period
+      FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
+      WHERE k.key_hash = ?`),
     dataVersion: db.prepare('PRAGMA data_version'),
   }
   let poller: NodeJS.Timeout | undefined
@@ -188,8 +193,28 @@ function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: number,
         revoked: r.revoked_at !== null,
         accountActive: r.status === 'active',
         subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        plan: r.rate === null ? null : toPlan(r),
       }
       return grant
+    },
+    async setPlan(accountId, plan) {
+      const r = await batch.run(() => {
+        if (db.prepare('SELECT 1 FROM accounts WHERE id = ?').get(accountId) === undefined) return false
+        if (plan === null) db.prepare('DELETE FROM plans WHERE account_id = ?').run(accountId)
+        else {
+          db.prepare(`INSERT INTO plans (account_id, rate, burst, quota, period, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
+              period = excluded.period, updated_at = excluded.updated_at`)
+            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, new Date().toISOString())
+        }
+        return true
+      })
+      changed()
+      return r
+    },
+    async getPlan(accountId) {
+      const row = db.prepare('SELECT * FROM plans WHERE account_id = ?').get(accountId)
+      return row ? toPlan(row) : null
     },
     onChange(listener) {
       listeners.add(listener)
@@ -261,6 +286,37 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
   }
 }
 
+function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
+  const add = db.prepare(`INSERT INTO usage_daily (account_id, day, api_group, count) VALUES (?, ?, ?, ?)
+    ON CONFLICT (account_id, day, api_group) DO UPDATE SET count = count + excluded.count`)
+  const list = db.prepare('SELECT * FROM usage_daily WHERE account_id = ? AND day >= ? ORDER BY day, api_group')
+  const total = db.prepare('SELECT coalesce(sum(count), 0) AS n FROM usage_daily WHERE account_id = ? AND day >= ? AND day <= ?')
+  return {
+    add(rows) {
+      // One statement at a time inside the turn's transaction: SAVEPOINT makes the set all or nothing.
+      return batch.run(() => {
+        db.exec('SAVEPOINT usage_add')
+        try {
+          for (const r of rows) add.run(r.accountId, r.day, r.group, r.count)
+          db.exec('RELEASE usage_add')
+        } catch (error) {
+          db.exec('ROLLBACK TO usage_add')
+          db.exec('RELEASE usage_add')
+          throw error
+        }
+      })
+    },
+    async list(accountId, fromDay) {
+      return list.all(accountId, fromDay).map((r): UsageRow => ({
+        accountId: String(r.account_id), day: String(r.day), group: String(r.api_group), count: Number(r.count),
+      }))
+    },
+    async total(accountId, fromDay, toDay) {
+      return Number(total.get(accountId, fromDay, toDay)?.n ?? 0)
+    },
+  }
+}
+
 /** openSqliteStore opens (creating if need be) and migrates the database. */
 export function openSqliteStore(options: SqliteOptions): Store {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true })
@@ -282,8 +338,15 @@ export function openSqliteStore(options: SqliteOptions): Store {
     access: accessStore(db, batch, options.changePollMs ?? 1000, timers),
     onboarding: onboardingStore(db, batch),
     verification: verificationStore(db, batch),
-    async ping() {
-      ping.get()
+    usage: usageStore(db, batch),
+    sharedLimiter: null,
+    async health() {
+      try {
+        ping.get()
+        return { sqlite: { ok: true, detail: 'ok', essential: true } }
+      } catch (error) {
+        return { sqlite: { ok: false, detail: (error as Error).message, essential: true } }
+      }
     },
     async close() {
       for (const t of timers) clearInterval(t)

@@ -1,0 +1,32 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import pg from 'pg'
+import { storeContract } from '../contract.ts'
+import { migrations } from '../migrations.ts'
+import { UnavailableError } from '../ports.ts'
+import { openPostgresStore } from './store.ts'
+import { databaseUrl, dropSchema, openTestPostgres, skipUnless, uniqueName } from '../../../test/services.ts'
+
+const skip = skipUnless('TEST_DATABASE_URL')
+
+storeContract('postgres', () => openTestPostgres(), skip)
+
+test('postgres: migrations are recorded once, also when two nodes start together', { skip }, async (t) => {
+  const schema = uniqueName('t')
+  t.after(() => dropSchema(schema))
+  const [a, b] = await Promise.all([0, 1].map(() => openPostgresStore({ url: databaseUrl(), schema })))
+  await a!.close()
+  await b!.close()
+  const client = new pg.Client({ connectionString: databaseUrl() })
+  await client.connect()
+  t.after(() => client.end())
+  const { rows } = await client.query(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`)
+  assert.deepEqual(rows.map((r) => r.version), migrations.map((m) => m.version))
+})
+
+test('postgres: an unreachable server is UnavailableError, at start-up and per call', { skip }, async () => {
+  const url = new URL(databaseUrl())
+  url.port = '1'
+  await assert.rejects(openPostgresStore({ url: url.href, timeoutMs: 500 }), (error: Error) =>
+    error instanceof UnavailableError && error.dependency === 'PostgreSQL')
+})

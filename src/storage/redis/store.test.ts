@@ -1,0 +1,57 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { limiterContract, storeContract } from '../contract.ts'
+import { UnavailableError, type Plan } from '../ports.ts'
+import { openRedisParts } from './store.ts'
+import {
+  openPostgresWithRedis, openSqliteWithRedis, openTestRedis, skipUnless, uniqueName, dropPrefix, redisUrl,
+} from '../../../test/services.ts'
+
+const skip = skipUnless('TEST_REDIS_URL')
+const skipBoth = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
+
+storeContract('sqlite+redis', openSqliteWithRedis, skip)
+storeContract('postgres+redis', openPostgresWithRedis, skipBoth)
+limiterContract('redis', async (clock) => openTestRedis({ limiterClock: clock }).then((parts) => ({ limiter: parts.limiter, close: parts.close })), skip)
+
+test('redis: two nodes share verification state and hear each other\'s access changes', { skip }, async (t) => {
+  const prefix = `${uniqueName('t')}:`
+  t.after(() => dropPrefix(prefix))
+  const a = await openRedisParts({ url: redisUrl(), prefix })
+  const b = await openRedisParts({ url: redisUrl(), prefix })
+  t.after(async () => { await a.close(); await b.close() })
+  assert.equal(await a.verification.accept('k', 100, 0), 'accepted')
+  assert.equal(await b.verification.accept('k', 100, 0), 'reused', 'accepted on A is reused on B')
+  await b.verification.fail('k', 0, { maxFailures: 1, baseSeconds: 60, maxSeconds: 60 })
+  assert.equal(await a.verification.lockedUntil('k', 0), 60_000, 'a lock set on B holds on A')
+
+  let heard = 0
+  b.signal.subscribe(() => { heard++ })
+  await a.signal.publish()
+  const start = Date.now()
+  while (heard === 0 && Date.now() - start < 2000) await new Promise((r) => setTimeout(r, 5))
+  assert.equal(heard, 1, 'B heard A\'s signal')
+})
+
+test('redis: the limiter runs on the server\'s clock', { skip }, async (t) => {
+  const parts = await openTestRedis()
+  t.after(() => parts.close())
+  const plan: Plan = { rate: 1, burst: 2, quota: 0, period: 'day' }
+  const seed = async () => 0
+  assert.equal((await parts.limiter.take('a', plan, seed)).admitted, true)
+  assert.equal((await parts.limiter.take('a', plan, seed)).admitted, true)
+  const refused = await parts.limiter.take('a', plan, seed)
+  assert.equal(refused.admitted, false)
+  assert.ok(!refused.admitted && refused.retryAfterMs > 900 && refused.retryAfterMs <= 1000, JSON.stringify(refused))
+})
+
+test('redis: unreachable means UnavailableError at once, not a queued wait', { skip }, async (t) => {
+  const url = new URL(redisUrl())
+  url.port = '1'
+  const parts = await openRedisParts({ url: url.href, prefix: 'x:', timeoutMs: 300 })
+  t.after(() => parts.close())
+  const start = Date.now()
+  await assert.rejects(parts.verification.accept('k', 1, 0), (error: Error) => error instanceof UnavailableError && error.dependency === 'Redis')
+  await assert.rejects(parts.limiter.take('a', { rate: 1, burst: 1, quota: 0, period: 'day' }, async () => 0), UnavailableError)
+  assert.ok(Date.now() - start < 1000)
+})

@@ -1,0 +1,258 @@
+/**
+ * The Redis part of a scaled-out deployment (`REDIS_URL`, through `ioredis`): what several
+ * nodes must share at request speed.
+ * - Verification state (last accepted step, failures, lock), each change one Lua script,
+ *   so an OTP accepted on one node is reused on every other.
+ * - The limiter: token bucket and quota window in one Lua script per call, timed by the
+ *   Redis server's clock (TIME), not the nodes'.
+ * - The access-change signal: pub/sub, so that a key revoked through any node or the CLI is
+ *   dropped from every node's cache at once.
+ *
+ * Commands are not queued while Redis is away: they fail at once with UnavailableError
+ * (verifyOTP answers 503, fail closed), and the client reconnects in the background.
+ * Redis must not be a cluster (the limiter builds its window key inside the script).
+ */
+import { Redis, type RedisOptions } from 'ioredis'
+import type { FailureOutcome, LimitDecision, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
+import { UnavailableError } from '../ports.ts'
+
+export interface RedisStoreOptions {
+  readonly url: string
+  /** Prefix of every key and channel (default `tessera:`): several deployments can share one Redis. */
+  readonly prefix?: string
+  /** Longest wait for a command (ms). */
+  readonly timeoutMs?: number
+  /** Verification state untouched for this long expires (ms). */
+  readonly stateRetentionMs?: number
+  /** Tests only: the limiter's clock instead of the server's TIME. */
+  readonly limiterClock?: () => number
+  /** Called on connection errors, which belong to no request. */
+  readonly onBackgroundError?: (error: Error) => void
+}
+
+export interface AccessSignal {
+  /** publish tells every node that accounts, keys, subscriptions or plans changed. */
+  publish(): Promise<void>
+  /** subscribe calls `listener` on every signal, and after a reconnection (signals may have been missed). */
+  subscribe(listener: () => void): () => void
+}
+
+export interface RedisParts {
+  readonly verification: VerificationStore
+  readonly limiter: Limiter
+  readonly signal: AccessSignal
+  ping(): Promise<void>
+  close(): Promise<void>
+}
+
+const DEPENDENCY = 'Redis'
+
+const ACCEPT = `
+local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '-1')
+if tonumber(ARGV[1]) <= last then return 0 end
+redis.call('HSET', KEYS[1], 'last', ARGV[1], 'fails', 0, 'lock', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`
+
+const FAIL = `
+local f = redis.call('HINCRBY', KEYS[1], 'fails', 1)
+local now, max, base, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lock = 0
+if f >= max then
+  local delay = cap
+  if f - max < 31 then delay = math.min(base * 2 ^ (f - max), cap) end
+  lock = now + delay * 1000
+end
+redis.call('HSET', KEYS[1], 'lock', string.format('%.0f', lock))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(tonumber(ARGV[5]), lock - now + 1000)))
+return {f, string.format('%.0f', lock)}`
+
+/**
+ * LIMIT: KEYS[1] the bucket, KEYS[2] the quota key's stem; ARGV rate, burst, quota, period,
+ * seed ('' = none), clock ('' = TIME). The window is the UTC day or calendar month of the
+ * server's time (days to civil date: H. Hinnant's algorithm).
+ */
+const LIMIT = `
+local now
+if ARGV[6] ~= '' then now = tonumber(ARGV[6]) else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function int(x) return string.format('%.0f', x) end
+local rate, burst, quota = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local left, ends, qkey = -1, 0, nil
+if quota > 0 then
+  local day = math.floor(now / 86400000)
+  local first, after = day, day + 1
+  if ARGV[4] == 'month' then
+    local z = day + 719468
+    local era = math.floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+    local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+    local mp = math.floor((5 * doy + 2) / 153)
+    local d = doy - math.floor((153 * mp + 2) / 5) + 1
+    local m = mp < 10 and mp + 3 or mp - 9
+    local y = yoe + era * 400
+    if m <= 2 then y = y + 1 end
+    local len = ({31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31})[m]
+    if m == 2 and y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0) then len = 29 end
+    first = day - d + 1
+    after = first + len
+  end
+  local start = first * 86400000
+  ends = after * 86400000
+  qkey = KEYS[2] .. ':' .. int(start)
+  local used = redis.call('GET', qkey)
+  if not used then
+    if ARGV[5] == '' then return {'seed', int(start), int(ends)} end
+    used = ARGV[5]
+    redis.call('SET', qkey, used, 'PX', int(ends - now + 3600000))
+  end
+  used = tonumber(used)
+  if used >= quota then return {'quota', int(ends - now)} end
+  left = quota - used - 1
+end
+local tokens, refill = -1, 0
+if rate > 0 then
+  local b = redis.call('HMGET', KEYS[1], 't', 'ts')
+  tokens = tonumber(b[1]) or burst
+  local ts = tonumber(b[2]) or now
+  if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
+  if tokens < 1 then return {'throttle', int(math.ceil((1 - tokens) * 1000 / rate))} end
+  tokens = tokens - 1
+  refill = math.ceil((burst - tokens) * 1000 / rate)
+  redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'ts', int(now))
+  redis.call('PEXPIRE', KEYS[1], int(refill + 1000))
+end
+if qkey then redis.call('INCR', qkey) end
+return {'ok', int(math.floor(tokens)), int(refill), int(left), int(qkey and (ends - now) or 0)}`
+
+interface Scripts {
+  tesseraAccept(key: string, step: string, retention: string): Promise<number>
+  tesseraFail(key: string, now: string, max: string, base: string, cap: string, retention: string): Promise<[number, string]>
+  tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string): Promise<string[]>
+}
+
+/** A reply error is Redis refusing a command (a bug); anything else means Redis is not there. */
+function unavailable(error: unknown): Error {
+  return error instanceof Error && error.name === 'ReplyError' ? error : new UnavailableError(DEPENDENCY, error)
+}
+
+const none = (value: number) => (value < 0 ? Infinity : value)
+
+export async function openRedisParts(options: RedisStoreOptions): Promise<RedisParts> {
+  const prefix = options.prefix ?? 'tessera:'
+  const retention = String(options.stateRetentionMs ?? 24 * 3600 * 1000)
+  const redisOptions: RedisOptions = {
+    keyPrefix: prefix,
+    // Fail fast while disconnected: a queued verification would wait without bound.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.timeoutMs ?? 2000,
+    connectTimeout: options.timeoutMs ?? 2000,
+    retryStrategy: (times) => Math.min(times * 100, 1000),
+    enableAutoPipelining: true,
+    lazyConnect: true,
+  }
+  const redis = new Redis(options.url, redisOptions)
+  redis.on('error', (error: Error) => options.onBackgroundError?.(error))
+  redis.defineCommand('tesseraAccept', { numberOfKeys: 1, lua: ACCEPT })
+  redis.defineCommand('tesseraFail', { numberOfKeys: 1, lua: FAIL })
+  redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
+  const scripts = redis as unknown as Scripts
+
+  // Subscriptions need a connection of their own; it resubscribes after reconnecting.
+  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true })
+  subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
+  const channel = `${prefix}access-changed`
+  const listeners = new Set<() => void>()
+  const notify = () => { for (const l of listeners) l() }
+  subscriber.on('message', notify)
+  let readyBefore = false
+  subscriber.on('ready', () => {
+    // A reconnection may have missed signals: tell the listeners as if one came.
+    if (readyBefore) notify()
+    readyBefore = true
+  })
+
+  // Start even when Redis is away (verifyOTP answers 503 until it is back); never wait long.
+  await Promise.all([
+    redis.connect().catch(() => undefined),
+    subscriber.connect().then(() => subscriber.subscribe(channel)).catch(() => undefined),
+  ])
+
+  const call = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run()
+    } catch (error) {
+      throw unavailable(error)
+    }
+  }
+  const stateKey = (key: string) => `otp:${key}`
+  const clock = options.limiterClock
+
+  const verification: VerificationStore = {
+    async lockedUntil(key, nowMs) {
+      const until = Number((await call(() => redis.hget(stateKey(key), 'lock'))) ?? 0)
+      return until > nowMs ? until : 0
+    },
+    async accept(key, step) {
+      return (await call(() => scripts.tesseraAccept(stateKey(key), String(step), retention))) === 1 ? 'accepted' : 'reused'
+    },
+    async fail(key, nowMs, policy: LockPolicy): Promise<FailureOutcome> {
+      const [failures, lockedUntil] = await call(() => scripts.tesseraFail(stateKey(key), String(nowMs),
+        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention))
+      return { failures, lockedUntil: Number(lockedUntil) }
+    },
+  }
+
+  const limit = (accountId: string, plan: Plan, seed: string) => call(() => scripts.tesseraLimit(
+    `bucket:${accountId}`, `quota:${accountId}`, String(plan.rate), String(plan.burst), String(plan.quota), plan.period,
+    seed, clock ? String(clock()) : ''))
+
+  const limiter: Limiter = {
+    async take(accountId, plan, seed): Promise<LimitDecision> {
+      let reply = await limit(accountId, plan, '')
+      if (reply[0] === 'seed') {
+        const used = await seed(Number(reply[1]), Number(reply[2]))
+        reply = await limit(accountId, plan, String(used))
+      }
+      switch (reply[0]) {
+        case 'ok':
+          return { admitted: true, tokens: none(Number(reply[1])), refillMs: Number(reply[2]), left: none(Number(reply[3])), windowEndsMs: Number(reply[4]) }
+        case 'quota':
+          return { admitted: false, reason: 'quota', retryAfterMs: Number(reply[1]) }
+        case 'throttle':
+          return { admitted: false, reason: 'throttle', retryAfterMs: Number(reply[1]) }
+        default:
+          throw new Error(`unexpected limiter reply ${String(reply[0])}`)
+      }
+    },
+  }
+
+  const signal: AccessSignal = {
+    async publish() {
+      // publish takes the channel as given (keyPrefix applies to keys only).
+      await call(() => redis.publish(channel, '1'))
+    },
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+  }
+
+  return {
+    verification,
+    limiter,
+    signal,
+    async ping() {
+      await call(() => redis.ping())
+    },
+    async close() {
+      listeners.clear()
+      redis.disconnect()
+      subscriber.disconnect()
+    },
+  }
+}

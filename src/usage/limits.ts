@@ -1,0 +1,139 @@
+/**
+ * Limits admits an authenticated call under its account's plan, after the gateway has let
+ * it through (a refused key never counts against anyone): the shared limiter (Redis) when
+ * there is one, this node's otherwise and while Redis is unreachable. Admitted calls are
+ * counted for usage and answer with the IETF draft RateLimit-Policy and RateLimit headers;
+ * refused ones get 429 with Retry-After and consume nothing.
+ */
+import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import type { Config } from '../config/config.ts'
+import type { KeyGrant, LimitDecision, Plan, Store } from '../storage/ports.ts'
+import { UnavailableError } from '../storage/ports.ts'
+import { apiError, type ApiError } from '../errors/errors.ts'
+import { LocalLimiter } from './local.ts'
+import { UsageRecorder } from './recorder.ts'
+import { quotaWindow, utcDay } from './windows.ts'
+import type { Group } from '../gateway/regions.ts'
+
+export interface LimitsOptions {
+  readonly config: Config
+  readonly store: Store
+  readonly now: () => number
+  readonly log: FastifyBaseLogger
+}
+
+/** defaultPlan is the plan of accounts without one of their own (PLAN_* settings). */
+export function defaultPlan(config: Config): Plan {
+  return Object.freeze({ rate: config.planRate, burst: config.planBurst, quota: config.planQuota, period: config.planPeriod })
+}
+
+const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
+
+export class Limits {
+  readonly defaultPlan: Plan
+  readonly #store: Store
+  readonly #now: () => number
+  readonly #log: FastifyBaseLogger
+  readonly #local: LocalLimiter
+  readonly recorder: UsageRecorder
+  readonly #timer: NodeJS.Timeout
+  #fallback = false
+
+  constructor(opts: LimitsOptions) {
+    const { config } = opts
+    this.defaultPlan = defaultPlan(config)
+    this.#store = opts.store
+    this.#now = opts.now
+    this.#log = opts.log
+    this.#local = new LocalLimiter(opts.now)
+    this.recorder = new UsageRecorder(opts.store.usage, opts.now)
+    this.#timer = setInterval(() => {
+      this.recorder.flush().catch((error: Error) => this.#log.warn({ err: error }, 'usage counts not saved yet; will retry'))
+    }, config.usageFlushMs).unref()
+  }
+
+  /**
+   * admit decides on one call: `done()` when admitted (headers set), `done(error)` with the
+   * 429 when not. A decision in process is synchronous; the shared one takes a round trip.
+   */
+  admit(grant: KeyGrant, group: Group, reply: FastifyReply, done: (error?: Error) => void): void {
+    const plan = grant.plan ?? this.defaultPlan
+    if (plan.rate === 0 && plan.quota === 0) {
+      this.recorder.count(grant.accountId, group)
+      return done()
+    }
+    const finish = (decision: LimitDecision) => {
+      const refused = this.#apply(decision, plan, reply)
+      if (refused) return done(refused)
+      this.recorder.count(grant.accountId, group)
+      done()
+    }
+    const shared = this.#store.sharedLimiter
+    if (shared === null) {
+      const now = this.#local.takeNow(grant.accountId, plan)
+      if (now !== null) return finish(now)
+      this.#local.take(grant.accountId, plan, this.#seed(grant.accountId)).then(finish, done)
+      return
+    }
+    shared.take(grant.accountId, plan, this.#seed(grant.accountId)).then((decision) => {
+      if (this.#fallback) {
+        this.#fallback = false
+        this.#log.info('shared limits are back: throttle and quota hold across nodes again')
+      }
+      finish(decision)
+    }, (error: unknown) => {
+      if (!(error instanceof UnavailableError)) return done(error as Error)
+      if (!this.#fallback) {
+        this.#fallback = true
+        this.#log.warn({ err: error }, 'Redis unreachable: throttle and quota fall back to per-node limits until it is back')
+      }
+      this.#local.take(grant.accountId, plan, this.#seed(grant.accountId)).then(finish, done)
+    })
+  }
+
+  /** The quota already used in a window: the store's counts plus this node's unsaved ones. */
+  #seed(accountId: string) {
+    return async (start: number, end: number): Promise<number> => {
+      const from = utcDay(start)
+      const to = utcDay(end - 1)
+      try {
+        return (await this.#store.usage.total(accountId, from, to)) + this.recorder.pending(accountId, from, to)
+      } catch (error) {
+        this.#log.warn({ err: error }, 'usage counts unreadable: the quota window starts from this node\'s own counts')
+        return this.recorder.pending(accountId, from, to)
+      }
+    }
+  }
+
+  /** apply sets the headers of a decision; it returns the 429 to answer, if any. */
+  #apply(decision: LimitDecision, plan: Plan, reply: FastifyReply): ApiError | null {
+    const policies: string[] = []
+    if (plan.rate > 0) policies.push(`"burst";q=${plan.burst};w=${seconds((plan.burst * 1000) / plan.rate)}`)
+    if (plan.quota > 0) {
+      const w = quotaWindow(this.#now(), plan.period)
+      policies.push(`"${plan.period}";q=${plan.quota};w=${Math.round((w.end - w.start) / 1000)}`)
+    }
+    reply.header('ratelimit-policy', policies.join(', '))
+    if (!decision.admitted) {
+      const retry = String(seconds(decision.retryAfterMs))
+      return decision.reason === 'quota'
+        ? apiError('QUOTA_EXCEEDED', {}, { 'retry-after': retry })
+        : apiError('THROTTLED', {}, { 'retry-after': retry })
+    }
+    const left: string[] = []
+    if (plan.rate > 0) left.push(`"burst";r=${decision.tokens};t=${Math.ceil(decision.refillMs / 1000)}`)
+    if (plan.quota > 0) left.push(`"${plan.period}";r=${decision.left};t=${Math.ceil(decision.windowEndsMs / 1000)}`)
+    reply.header('ratelimit', left.join(', '))
+    return null
+  }
+
+  /** close stops the timer and saves the last counts. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer)
+    try {
+      await this.recorder.flush()
+    } catch (error) {
+      this.#log.error({ err: error }, 'usage counts of this node could not be saved at shutdown')
+    }
+  }
+}

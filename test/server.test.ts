@@ -1,33 +1,16 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { once } from 'node:events'
 import { tempDir } from './helper.ts'
-
-const SERVER = new URL('../src/server.ts', import.meta.url).pathname
+import { startServer } from './process.ts'
 
 test('the suite runs on Node 24, the runtime the npm node package pins', () => {
   assert.equal(process.versions.node.split('.')[0], '24')
 })
 
-/** start runs the real server process and resolves once it prints its demo key or its "serving" line. */
-function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (d) => { out += d })
-  child.stderr.on('data', (d) => { err += d })
-  const ready = new Promise<{ port: number }>((resolve, reject) => {
-    child.stdout.on('data', () => {
-      const m = /"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(out)
-      if (m && out.includes('"msg":"serving"')) setTimeout(() => resolve({ port: Number(m[1]) }), 50)
-    })
-    child.on('exit', (code) => reject(new Error(`exited ${code}: ${err}`)))
-  })
-  return { child, ready, output: () => out, errors: () => err }
-}
+const start = (env: Record<string, string>) => startServer(env)
 
 test('npm start on an empty store creates it and a demo key that works at once; SIGTERM exits 0', async (t) => {
   const dataDir = tempDir(t)

@@ -85,3 +85,21 @@ export async function openSqliteWithRedis(): Promise<Store> {
 export async function openPostgresWithRedis(): Promise<Store> {
   return withRedis(await openTestPostgres(), await openTestRedis(), () => undefined)
 }
+
+/** createDatabase makes a fresh database on the TEST_DATABASE_URL server; it is dropped after the test. */
+export async function createDatabase(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const name = uniqueName('tessera_t')
+  const admin = new pg.Client({ connectionString: databaseUrl() })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  t.after(async () => {
+    const c = new pg.Client({ connectionString: databaseUrl() })
+    await c.connect()
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await c.end()
+  })
+  const url = new URL(databaseUrl())
+  url.pathname = `/${name}`
+  return url.href
+}

@@ -8,7 +8,7 @@ import { Type } from 'typebox'
 import { catalogue, type ErrorCode } from '../errors/catalogue.ts'
 
 /** Codes any guarded route can answer, besides its own. */
-export const COMMON_CODES: readonly ErrorCode[] = ['ACCESS_DENIED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE']
+export const COMMON_CODES: readonly ErrorCode[] = ['ACCESS_DENIED', 'THROTTLED', 'QUOTA_EXCEEDED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE']
 /** Codes any route with a body can answer. */
 export const BODY_CODES: readonly ErrorCode[] = ['MALFORMED_BODY', 'BODY_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']
 

@@ -1,0 +1,134 @@
+/**
+ * Two server processes behind no proxy, on different ports, sharing one PostgreSQL database
+ * and one Redis: what one node accepts or changes, the other knows.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import pg from 'pg'
+import { loadConfig } from '../src/config/config.ts'
+import { resolvePepper } from '../src/config/pepper.ts'
+import { openStore } from '../src/storage/factory.ts'
+import type { Plan } from '../src/storage/ports.ts'
+import { createCaller, get, post, tempDir } from './helper.ts'
+import { startServer } from './process.ts'
+import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
+
+const skip = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
+const PEPPER = 'cluster-test-pepper-'.padEnd(40, 'x')
+
+test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, async (t) => {
+  const databaseUrl = await createDatabase(t)
+  const prefix = `${uniqueName('t')}:`
+  t.after(() => dropPrefix(prefix))
+  const env = {
+    NODE_ENV: 'test', PEPPER, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl(), REDIS_PREFIX: prefix,
+    KEY_CACHE_TTL_SECONDS: '60',
+  }
+  // The operator's side: the same store the CLI opens.
+  const config = loadConfig({ ...env, DATA_DIR: tempDir(t) })
+  const store = await openStore(config)
+  t.after(() => store.close())
+  const pepper = resolvePepper(config)
+
+  const nodes = [startServer({ ...env, DATA_DIR: tempDir(t) }, t), startServer({ ...env, DATA_DIR: tempDir(t) }, t)]
+  const [a, b] = (await Promise.all(nodes.map((n) => n.ready))).map((r) => r.url) as [string, string]
+
+  await t.test('an OTP accepted on one node is rejected as reused on the other', async () => {
+    const { apiKey } = await createCaller(store, pepper)
+    const onboard = await (await post(a, '/totp/onboardUser', apiKey, { userID: 'u', applicationID: 'app' })).json() as { secretKey: string; otp: string }
+    assert.equal((await post(a, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })).status, 200)
+    const again = await post(b, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })
+    assert.equal(again.status, 400)
+    assert.equal(((await again.json()) as { code: string }[])[0]!.code, 'OTP_REUSED')
+  })
+
+  await t.test('a key revoked through the store is refused by both nodes at once (pub/sub), not after the cache TTL', async (st) => {
+    const { apiKey, keyId } = await createCaller(store, pepper)
+    for (const node of [a, b]) assert.equal((await get(node, '/totp/ping', apiKey)).status, 200, 'cached as valid')
+    const revokedAt = Date.now()
+    await store.access.revokeKey(keyId)
+    const seen: number[] = []
+    for (const node of [a, b]) {
+      while ((await get(node, '/totp/ping', apiKey)).status !== 403) {
+        assert.ok(Date.now() - revokedAt < 2000, 'refused within 2 s (the cache TTL is 60 s)')
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      seen.push(Date.now() - revokedAt)
+    }
+    st.diagnostic(`refused by both nodes after ${Math.max(...seen)} ms`)
+  })
+
+  await t.test('a throttle of 20 calls/s holds across both nodes together', async (st) => {
+    const { apiKey, accountId } = await createCaller(store, pepper)
+    const plan: Plan = { rate: 20, burst: 20, quota: 0, period: 'day' }
+    await store.access.setPlan(accountId, plan)
+    const statuses: number[] = []
+    const started = Date.now()
+    const until = started + 2000
+    // Four clients, two per node, as fast as they can for two seconds.
+    await Promise.all([a, b, a, b].map(async (node) => {
+      while (Date.now() < until) {
+        const res = await get(node, '/totp/ping', apiKey)
+        statuses.push(res.status)
+        if (res.status === 429) {
+          assert.deepEqual(await res.json(), { message: 'Too Many Requests' })
+          assert.ok(Number(res.headers.get('retry-after')) >= 1)
+        } else await res.arrayBuffer()
+      }
+    }))
+    const elapsed = (Date.now() - started) / 1000
+    const admitted = statuses.filter((s) => s === 200).length
+    const expected = plan.burst + plan.rate * elapsed
+    st.diagnostic(`${statuses.length} calls in ${elapsed.toFixed(2)} s: ${admitted} admitted, expected ${expected.toFixed(1)} (burst + rate × time)`)
+    assert.deepEqual(new Set(statuses), new Set([200, 429]))
+    // Tolerance: the clients' clock brackets the server's by a round trip; allow 10 % and two calls.
+    assert.ok(Math.abs(admitted - expected) <= expected * 0.1 + 2, `admitted ${admitted}, expected ${expected}`)
+  })
+
+  await t.test('a quota of 25 calls a day holds across both nodes together', async () => {
+    const { apiKey, accountId } = await createCaller(store, pepper)
+    await store.access.setPlan(accountId, { rate: 0, burst: 1, quota: 25, period: 'day' })
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => get(i % 2 ? a : b, '/totp/ping', apiKey)))
+    const admitted = results.filter((r) => r.status === 200)
+    const refused = results.filter((r) => r.status === 429)
+    assert.equal(admitted.length, 25)
+    assert.equal(refused.length, 15)
+    assert.deepEqual(await refused[0]!.json(), { message: 'Limit Exceeded' })
+    assert.match(admitted[0]!.headers.get('ratelimit-policy') ?? '', /"day";q=25;w=86400/)
+  })
+
+  await t.test('a node killed mid-load loses no onboarding it answered', async (st) => {
+    const { apiKey, accountId } = await createCaller(store, pepper)
+    const answered: string[] = []
+    let failed = 0
+    let n = 0
+    const killAt = Date.now() + 400
+    const killed = (async () => {
+      await new Promise((r) => setTimeout(r, killAt - Date.now()))
+      nodes[1]!.child.kill('SIGKILL')
+    })()
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      while (Date.now() < killAt + 200) {
+        const userID = `user-${n++}`
+        try {
+          const res = await post(b, '/totp/onboardUser', apiKey, { userID, applicationID: 'kill' })
+          if (res.status === 200) answered.push(userID)
+          await res.arrayBuffer()
+        } catch {
+          failed++
+        }
+      }
+    }))
+    await killed
+    st.diagnostic(`${answered.length} onboardings answered before the kill, ${failed} calls cut off`)
+    assert.ok(answered.length > 10)
+    assert.ok(failed > 0, 'the node was killed under load')
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    const { rows } = await client.query('SELECT user_id FROM onboarding WHERE account_id = $1 AND application_id = $2', [accountId, 'kill'])
+    await client.end()
+    const stored = new Set(rows.map((r) => r.user_id as string))
+    assert.deepEqual(answered.filter((u) => !stored.has(u)), [], 'every answered onboarding is stored')
+    assert.equal((await get(a, '/totp/ping', apiKey)).status, 200, 'the other node serves on')
+  })
+})

@@ -1,0 +1,46 @@
+/** Server processes for tests: the real `src/server.ts`, started on a free port and stopped after. */
+import type { TestContext } from 'node:test'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+
+const SERVER = new URL('../src/server.ts', import.meta.url).pathname
+
+export interface ServerProcess {
+  readonly child: ChildProcess
+  /** Resolves with the port once the server listens and has logged "serving"; rejects if it exits first. */
+  readonly ready: Promise<{ port: number; url: string }>
+  output(): string
+  errors(): string
+  /** stop sends a signal and resolves with the exit code (null if killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+export function startServer(env: Record<string, string>, t?: TestContext): ServerProcess {
+  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout!.on('data', (d) => { out += d })
+  child.stderr!.on('data', (d) => { err += d })
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
+  const ready = new Promise<{ port: number; url: string }>((resolve, reject) => {
+    child.stdout!.on('data', () => {
+      const m = /"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(out)
+      if (m && out.includes('"msg":"serving"')) setTimeout(() => resolve({ port: Number(m[1]), url: `http://127.0.0.1:${m[1]}` }), 50)
+    })
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${err}`)))
+  })
+  ready.catch(() => undefined)
+  t?.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  return {
+    child,
+    ready,
+    output: () => out,
+    errors: () => err,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode
+      child.kill(signal)
+      const [code] = await exited
+      return code
+    },
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * A TCP proxy the fault tests put between the service and PostgreSQL or Redis: `cut()`
+ * drops every connection and refuses new ones (the dependency is unreachable), `restore()`
+ * accepts again on the same port.
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net'
+import { once } from 'node:events'
+
+export class TcpProxy {
+  readonly #target: { host: string; port: number }
+  readonly #sockets = new Set<Socket>()
+  #server: Server | null = null
+  port = 0
+
+  private constructor(target: { host: string; port: number }) {
+    this.#target = target
+  }
+
+  /** start proxies a free local port to the host and port of `url`. */
+  static async start(url: string): Promise<TcpProxy> {
+    const u = new URL(url)
+    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port) })
+    await proxy.restore()
+    return proxy
+  }
+
+  /** via rewrites `url` to go through the proxy. */
+  via(url: string): string {
+    const u = new URL(url)
+    u.hostname = '127.0.0.1'
+    u.port = String(this.port)
+    return u.href
+  }
+
+  async restore(): Promise<void> {
+    if (this.#server !== null) return
+    const server = createServer((client) => {
+      const upstream = connect(this.#target.port, this.#target.host)
+      for (const s of [client, upstream]) {
+        this.#sockets.add(s)
+        s.on('close', () => this.#sockets.delete(s))
+        s.on('error', () => { client.destroy(); upstream.destroy() })
+      }
+      client.pipe(upstream)
+      upstream.pipe(client)
+    })
+    server.listen(this.port, '127.0.0.1')
+    await once(server, 'listening')
+    const address = server.address()
+    if (address === null || typeof address === 'string') throw new Error('no port')
+    this.port = address.port
+    this.#server = server
+  }
+
+  async cut(): Promise<void> {
+    const server = this.#server
+    this.#server = null
+    for (const s of this.#sockets) s.destroy()
+    if (server !== null) await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  close(): Promise<void> {
+    return this.cut()
+  }
+}

@@ -7,12 +7,10 @@
  *
  * BENCH_SECONDS (default 5) and BENCH_ROUNDS (default 3) set the length of a run.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import autocannon from 'autocannon'
 import QRCode from 'qrcode'
 import { HOTP, Secret } from 'otpauth'
 import { loadConfig } from '../src/config/config.ts'
@@ -22,65 +20,11 @@ import { issueKey } from '../src/gateway/keys.ts'
 import { existsSync } from 'node:fs'
 import { convertBench } from './convert.ts'
 import { waitFor } from './wait.ts'
+import { CONNECTIONS, freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
+import { scaleBench } from './scale.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const CONNECTIONS = 50
-const ROOT = new URL('..', import.meta.url).pathname
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
-}
-
-/**
- * pinned is true when the servers run on CPU 0 and this process (the load generator) on
- * CPU 1: on a small machine the two would otherwise fight for the same cores, and the
- * figures would measure the scheduler as much as the server.
- */
-const pinned = process.env.BENCH_ONLY !== 'convert' && cpus().length >= 2 &&
-  spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
-
-function serve(script: string, env: Record<string, string>): ChildProcess {
-  const [cmd, args] = pinned ? ['taskset', ['-c', '0', process.execPath, join(ROOT, script)]] : [process.execPath, [join(ROOT, script)]]
-  return spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
-}
-
-interface Load {
-  readonly method: 'GET' | 'POST'
-  readonly path: string
-  readonly headers?: Record<string, string>
-  /** A fixed body, or one made per request. */
-  readonly body?: string | (() => string)
-}
-
-interface Figures { rps: number; p50: number; p99: number; non2xx: number }
-
-async function run(base: string, load: Load, seconds: number): Promise<Figures> {
-  const headers = { ...(load.body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}), ...load.headers }
-  const body = load.body
-  const result = await autocannon({
-    url: base + load.path,
-    connections: CONNECTIONS,
-    duration: seconds,
-    method: load.method,
-    headers,
-    ...(typeof body === 'function'
-      ? { requests: [{ method: load.method, setupRequest: (req: object) => ({ ...req, body: body() }) }] }
-      : body !== undefined ? { body } : {}),
-  })
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
-}
 
 function inProcessRate(work: () => Promise<unknown>, seconds: number): Promise<number> {
   return (async () => {
@@ -205,8 +149,9 @@ async function totpBench(): Promise<void> {
 }
 
 const only = process.env.BENCH_ONLY
-if (only !== 'convert') await totpBench()
-if (only !== 'totp') {
+if (only === undefined || only === 'totp') await totpBench()
+if (only === undefined || only === 'scale') process.stdout.write(`${await scaleBench(SECONDS, ROUNDS)}\n`)
+if (only === undefined || only === 'convert') {
   if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
     // The conversion workers need both CPUs: unpin every thread of this process first.
     if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })

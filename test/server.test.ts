@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { once } from 'node:events'
 import { tempDir } from './helper.ts'
 import { startServer } from './process.ts'
+import { SKIP_CORPUS, real, unzip, upload } from './convert.ts'
 
 test('the suite runs on Node 24, the runtime the npm node package pins', () => {
   assert.equal(process.versions.node.split('.')[0], '24')
@@ -61,4 +62,24 @@ test('a bad setting stops start-up with a message naming the variable', async (t
     const run = start({ DATA_DIR: dataDir, ...env })
     await assert.rejects(run.ready, message)
   }
+})
+
+test('SIGTERM: the node stops accepting, finishes the conversion in flight, and exits 0', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const node = start({ DATA_DIR: tempDir(t) })
+  t.after(() => node.child.kill('SIGKILL'))
+  const { port } = await node.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(node.output())![1]!
+  const base = `http://127.0.0.1:${port}`
+  // The zip streams as pages render: once its headers are here, the conversion is under way.
+  const res = await upload(base, '/converter/generateImage', key, real('GeoTopo-komprimiert.pdf'), { dpi: '72', pages: '1-60' })
+  assert.equal(res.status, 200)
+  const exit = once(node.child, 'exit')
+  node.child.kill('SIGTERM')
+  const sentAt = Date.now()
+  const entries = unzip(Buffer.from(await res.arrayBuffer()))
+  t.diagnostic(`the zip's last byte came ${Date.now() - sentAt} ms after SIGTERM`)
+  assert.equal(entries.length, 60, 'every page of the conversion in flight arrived')
+  await assert.rejects(fetch(`${base}/healthz`), 'no new connections once stopping')
+  assert.deepEqual(await exit, [0, null], node.output().split('\n').slice(-6).join('\n'))
+  assert.match(node.output(), /"msg":"shutting down"/)
 })

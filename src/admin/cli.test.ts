@@ -98,3 +98,29 @@ test('the admin CLI prints for people by default and fails with one line and a n
   assert.equal(badEnv.code, 78)
   assert.match(badEnv.stderr, /^error: Invalid configuration: REGION must be one of eu, us, apac/)
 })
+
+test('plan set/show/reset and usage: a running server applies the plan, and usage shows calls per day and group', async (t) => {
+  const dataDir = tempDir(t)
+  const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100', USAGE_FLUSH_MS: '100' })
+  const shown = await json<{ plan: unknown; default: boolean }>(dataDir, ['plan', 'show', '--account', app.accountId])
+  assert.deepEqual(shown, { accountId: app.accountId, plan: { rate: 100, burst: 200, quota: 0, period: 'month' }, default: true })
+  const set = await json<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day'])
+  assert.deepEqual(set.plan, { rate: 100, burst: 200, quota: 3, period: 'day' }, 'unset flags keep their value')
+  await until(async () => (await get(app.url, '/totp/ping', app.key)).headers.get('ratelimit-policy')?.includes('"day";q=3') === true, 3000)
+  const statuses = []
+  for (let i = 0; i < 4; i++) statuses.push((await get(app.url, '/totp/ping', app.key)).status)
+  assert.deepEqual(statuses, [200, 200, 429, 429], 'the probe above took one of the three')
+
+  await until(async () => (await json<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId])).usage.length > 0, 3000)
+  const usage = await json<{ usage: { day: string; group: string; count: number }[] }>(dataDir, ['usage', '--account', app.accountId])
+  assert.deepEqual(usage.usage, [{ day: new Date().toISOString().slice(0, 10), group: 'totp', count: 3 }])
+  const human = await admin(dataDir, ['usage', '--account', app.accountId])
+  assert.match(human.stdout, /^day\s+group\s+count\n\d{4}-\d\d-\d\d\s+totp\s+3$/m)
+
+  const bad = await admin(dataDir, ['plan', 'set', '--account', app.accountId, '--burst', '0'])
+  assert.equal(bad.code, 2)
+  assert.match(bad.stderr, /^error: --burst must be a whole number from 1 to/)
+  const reset = await json<{ default: boolean }>(dataDir, ['plan', 'reset', '--account', app.accountId])
+  assert.equal(reset.default, true)
+  assert.equal((await admin(dataDir, ['plan', 'show', '--account', 'acc_nope'])).code, 1)
+})

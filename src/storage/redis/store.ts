@@ -152,7 +152,9 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     commandTimeout: options.timeoutMs ?? 2000,
     connectTimeout: options.timeoutMs ?? 2000,
     retryStrategy: (times) => Math.min(times * 100, 1000),
-    enableAutoPipelining: true,
+    // Off: measured on getOTP with a throttle, auto-pipelining cost more node CPU than it saved
+    // (one PostgreSQL+Redis node: 0.55x -> 0.71x of the same node without limits, medians of 3).
+    enableAutoPipelining: false,
     lazyConnect: true,
   }
   const redis = new Redis(options.url, redisOptions)

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { limiterContract, storeContract } from '../contract.ts'
 import { UnavailableError, type Plan } from '../ports.ts'
 import { openRedisParts } from './store.ts'
+import { TcpProxy } from '../../../test/proxy.ts'
 import {
   openPostgresWithRedis, openSqliteWithRedis, openTestRedis, skipUnless, uniqueName, dropPrefix, redisUrl,
 } from '../../../test/services.ts'
@@ -54,4 +55,29 @@ test('redis: unreachable means UnavailableError at once, not a queued wait', { s
   await assert.rejects(parts.verification.accept('k', 1, 0), (error: Error) => error instanceof UnavailableError && error.dependency === 'Redis')
   await assert.rejects(parts.limiter.take('a', { rate: 1, burst: 1, quota: 0, period: 'day' }, async () => 0), UnavailableError)
   assert.ok(Date.now() - start < 1000)
+})
+
+test('redis: a node that started while Redis was away hears access changes once it is back', { skip, timeout: 30_000 }, async (t) => {
+  const prefix = `${uniqueName('t')}:`
+  const proxy = await TcpProxy.start(redisUrl())
+  t.after(async () => { await proxy.close(); await dropPrefix(prefix) })
+  await proxy.cut()
+  const late = await openRedisParts({ url: proxy.via(redisUrl()), prefix, timeoutMs: 300 })
+  const publisher = await openRedisParts({ url: redisUrl(), prefix })
+  t.after(async () => { await late.close(); await publisher.close() })
+  let heard = 0
+  late.signal.subscribe(() => { heard++ })
+  await proxy.restore()
+  // Publish until heard: the late node subscribes when its connection comes back.
+  const start = Date.now()
+  while (heard === 0) {
+    assert.ok(Date.now() - start < 10_000, 'heard within 10 s of Redis coming back')
+    await publisher.signal.publish()
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  const before = heard
+  await publisher.signal.publish()
+  const again = Date.now()
+  while (heard === before && Date.now() - again < 2000) await new Promise((r) => setTimeout(r, 5))
+  assert.ok(heard > before, 'and keeps hearing')
 })

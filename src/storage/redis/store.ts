@@ -165,24 +165,19 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const scripts = redis as unknown as Scripts
 
   // Subscriptions need a connection of their own; it resubscribes after reconnecting.
-  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true })
+  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true, maxRetriesPerRequest: null })
   subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
   const channel = `${prefix}access-changed`
   const listeners = new Set<() => void>()
   const notify = () => { for (const l of listeners) l() }
   subscriber.on('message', notify)
-  let readyBefore = false
-  subscriber.on('ready', () => {
-    // A reconnection may have missed signals: tell the listeners as if one came.
-    if (readyBefore) notify()
-    readyBefore = true
-  })
+  // A (re)connection may come after missed signals: tell the listeners as if one came.
+  subscriber.on('ready', notify)
 
   // Start even when Redis is away (verifyOTP answers 503 until it is back); never wait long.
-  await Promise.all([
-    redis.connect().catch(() => undefined),
-    subscriber.connect().then(() => subscriber.subscribe(channel)).catch(() => undefined),
-  ])
+  await Promise.all([redis.connect().catch(() => undefined), subscriber.connect().catch(() => undefined)])
+  // Queued until the subscriber is connected, however late; resubscribed after every reconnection.
+  subscriber.subscribe(channel).catch((error: Error) => options.onBackgroundError?.(error))
 
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {

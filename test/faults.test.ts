@@ -24,7 +24,7 @@ async function setup(t: Parameters<typeof startApp>[0]): Promise<Setup> {
   t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
   const app = await startApp(t, {
     DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '1000',
-  }, { now: Date.now, set: () => undefined, advance: () => undefined })
+  })
   return { app, pgProxy, redisProxy }
 }
 
@@ -106,8 +106,7 @@ test('a node started while Redis is down serves what it can, then picks Redis up
   const prefix = `${uniqueName('t')}:`
   t.after(async () => { await redisProxy.close(); await dropPrefix(prefix) })
   await redisProxy.cut()
-  const app = await startApp(t, { DATABASE_URL: databaseUrl, REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '500' },
-    { now: Date.now, set: () => undefined, advance: () => undefined })
+  const app = await startApp(t, { DATABASE_URL: databaseUrl, REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '500' })
   const code = await freshCode(app)
   assert.equal((await post(app.url, '/totp/verifyOTP', app.key, code)).status, 503)
   await redisProxy.restore()

@@ -30,25 +30,27 @@ export function defaultPlan(config: Config): Plan {
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 export class Limits {
-  readonly defaultPlan: Plan
+  readonly #defaultPlan: Plan
   readonly #store: Store
   readonly #now: () => number
   readonly #log: FastifyBaseLogger
   readonly #local: LocalLimiter
-  readonly recorder: UsageRecorder
+  readonly #recorder: UsageRecorder
+  /** The RateLimit-Policy header of each plan, until its quota window ends (a month's length changes). */
+  readonly #policies = new WeakMap<Plan, { readonly header: string; readonly until: number }>()
   readonly #timer: NodeJS.Timeout
   #fallback = false
 
   constructor(opts: LimitsOptions) {
     const { config } = opts
-    this.defaultPlan = defaultPlan(config)
+    this.#defaultPlan = defaultPlan(config)
     this.#store = opts.store
     this.#now = opts.now
     this.#log = opts.log
     this.#local = new LocalLimiter(opts.now)
-    this.recorder = new UsageRecorder(opts.store.usage, opts.now)
+    this.#recorder = new UsageRecorder(opts.store.usage, opts.now)
     this.#timer = setInterval(() => {
-      this.recorder.flush().catch((error: Error) => this.#log.warn({ err: error }, 'usage counts not saved yet; will retry'))
+      this.#recorder.flush().catch((error: Error) => this.#log.warn({ err: error }, 'usage counts not saved yet; will retry'))
     }, config.usageFlushMs).unref()
   }
 
@@ -57,15 +59,15 @@ export class Limits {
    * 429 when not. A decision in process is synchronous; the shared one takes a round trip.
    */
   admit(grant: KeyGrant, group: Group, reply: FastifyReply, done: (error?: Error) => void): void {
-    const plan = grant.plan ?? this.defaultPlan
+    const plan = grant.plan ?? this.#defaultPlan
     if (plan.rate === 0 && plan.quota === 0) {
-      this.recorder.count(grant.accountId, group)
+      this.#recorder.count(grant.accountId, group)
       return done()
     }
     const finish = (decision: LimitDecision) => {
       const refused = this.#apply(decision, plan, reply)
       if (refused) return done(refused)
-      this.recorder.count(grant.accountId, group)
+      this.#recorder.count(grant.accountId, group)
       done()
     }
     const shared = this.#store.sharedLimiter
@@ -97,23 +99,35 @@ export class Limits {
       const from = utcDay(start)
       const to = utcDay(end - 1)
       try {
-        return (await this.#store.usage.total(accountId, from, to)) + this.recorder.pending(accountId, from, to)
+        return (await this.#store.usage.total(accountId, from, to)) + this.#recorder.pending(accountId, from, to)
       } catch (error) {
         this.#log.warn({ err: error }, 'usage counts unreadable: the quota window starts from this node\'s own counts')
-        return this.recorder.pending(accountId, from, to)
+        return this.#recorder.pending(accountId, from, to)
       }
     }
   }
 
-  /** apply sets the headers of a decision; it returns the 429 to answer, if any. */
-  #apply(decision: LimitDecision, plan: Plan, reply: FastifyReply): ApiError | null {
+  /** policy is the RateLimit-Policy header of a plan, made once per plan (and quota window). */
+  #policy(plan: Plan): string {
+    const now = this.#now()
+    const cached = this.#policies.get(plan)
+    if (cached !== undefined && now < cached.until) return cached.header
     const policies: string[] = []
     if (plan.rate > 0) policies.push(`"burst";q=${plan.burst};w=${seconds((plan.burst * 1000) / plan.rate)}`)
+    let until = Infinity
     if (plan.quota > 0) {
-      const w = quotaWindow(this.#now(), plan.period)
+      const w = quotaWindow(now, plan.period)
       policies.push(`"${plan.period}";q=${plan.quota};w=${Math.round((w.end - w.start) / 1000)}`)
+      until = w.end
     }
-    reply.header('ratelimit-policy', policies.join(', '))
+    const header = policies.join(', ')
+    this.#policies.set(plan, { header, until })
+    return header
+  }
+
+  /** apply sets the headers of a decision; it returns the 429 to answer, if any. */
+  #apply(decision: LimitDecision, plan: Plan, reply: FastifyReply): ApiError | null {
+    reply.header('ratelimit-policy', this.#policy(plan))
     if (!decision.admitted) {
       const retry = String(seconds(decision.retryAfterMs))
       return decision.reason === 'quota'
@@ -131,7 +145,7 @@ export class Limits {
   async close(): Promise<void> {
     clearInterval(this.#timer)
     try {
-      await this.recorder.flush()
+      await this.#recorder.flush()
     } catch (error) {
       this.#log.error({ err: error }, 'usage counts of this node could not be saved at shutdown')
     }

@@ -27,14 +27,14 @@ export class UsageRecorder {
     this.#now = now
   }
 
-  count(accountId: string, group: string, n = 1): void {
+  count(accountId: string, group: string): void {
     const now = this.#now()
     if (now >= this.#dayEnd || now < this.#dayStart) {
       this.#dayStart = Math.floor(now / DAY) * DAY
       this.#dayEnd = this.#dayStart + DAY
       this.#day = utcDay(now)
     }
-    add(this.#pending, this.#day, accountId, group, n)
+    add(this.#pending, this.#day, accountId, group, 1)
   }
 
   /** pending sums the counts not yet in the store for an account from `fromDay` to `toDay`. */

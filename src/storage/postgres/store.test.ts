@@ -5,6 +5,7 @@ import { storeContract } from '../contract.ts'
 import { migrations } from '../migrations.ts'
 import { UnavailableError } from '../ports.ts'
 import { openPostgresStore } from './store.ts'
+import { TcpProxy } from '../../../test/proxy.ts'
 import { databaseUrl, dropSchema, openTestPostgres, skipUnless, uniqueName } from '../../../test/services.ts'
 
 const skip = skipUnless('TEST_DATABASE_URL')
@@ -24,9 +25,21 @@ test('postgres: migrations are recorded once, also when two nodes start together
   assert.deepEqual(rows.map((r) => r.version), migrations.map((m) => m.version))
 })
 
-test('postgres: an unreachable server is UnavailableError, at start-up and per call', { skip }, async () => {
+test('postgres: an unreachable server is UnavailableError, at start-up and per call', { skip }, async (t) => {
   const url = new URL(databaseUrl())
   url.port = '1'
   await assert.rejects(openPostgresStore({ url: url.href, timeoutMs: 500 }), (error: Error) =>
     error instanceof UnavailableError && error.dependency === 'PostgreSQL')
+
+  const schema = uniqueName('t')
+  const proxy = await TcpProxy.start(databaseUrl())
+  t.after(async () => { await proxy.close(); await dropSchema(schema) })
+  const store = await openPostgresStore({ url: proxy.via(databaseUrl()), schema, timeoutMs: 500 })
+  t.after(() => store.close())
+  assert.equal(await store.access.countAccounts(), 0)
+  await proxy.cut()
+  await assert.rejects(store.access.countAccounts(), (error: Error) => error instanceof UnavailableError && error.dependency === 'PostgreSQL')
+  await assert.rejects(store.access.createAccount('x'), UnavailableError)
+  await proxy.restore()
+  assert.equal(await store.access.countAccounts(), 0, 'the pool reconnects by itself')
 })

@@ -1,5 +1,5 @@
 /** Keyed digests under the server pepper (API key hashes, fingerprints of secrets). */
-import { hmac } from './hmac.ts'
+import { hmacText } from './hmac.ts'
 
 /** Pepper is the server secret as bytes, read once at start-up. */
 export type Pepper = Buffer
@@ -10,6 +10,7 @@ export function pepperKey(pepper: string): Pepper {
 
 /** keyedDigest is HMAC-SHA-256 under the pepper over length-prefixed parts (no ambiguity between parts). */
 export function keyedDigest(pepper: Pepper, ...parts: readonly string[]): string {
-  const message = Buffer.from(parts.map((part) => `${Buffer.byteLength(part)}:${part}`).join(''), 'utf8')
-  return hmac('sha256', pepper, message).toString('base64url')
+  let message = ''
+  for (const part of parts) message += `${Buffer.byteLength(part, 'utf8')}:${part}`
+  return hmacText('sha256', pepper, message, 'base64url')
 }

@@ -3,7 +3,7 @@
  * of their inputs and the time: no HTTP, no storage.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { hmac } from '../crypto/hmac.ts'
+import { hmacBytes } from '../crypto/hmac.ts'
 import { HOTP, Secret } from 'otpauth'
 import type { Algorithm } from '../storage/ports.ts'
 
@@ -84,7 +84,7 @@ const asSecret = (bytes: Buffer) => ({ bytes }) as unknown as Secret
 export function codeAt(params: TotpParams, step: number): string {
   return HOTP.generate({
     secret: asSecret(params.secret), algorithm: params.algorithm, digits: params.digits, counter: step,
-    hmac: (_algorithm, key, message) => hmac(HASH[params.algorithm], key, message),
+    hmac: (_algorithm, key, message) => hmacBytes(HASH[params.algorithm], key, message),
   })
 }
 

@@ -213,7 +213,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     const config = loadConfig()
     const pepper = resolvePepper(config)
-    store = await openStore(config)
+    store = await openStore(config, { maintenance: false })
     const out = await run(store, pepper, config, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return 0

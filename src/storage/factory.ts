@@ -19,6 +19,8 @@ export const SQLITE_FILE = 'tessera.sqlite'
 export interface StoreHooks {
   /** Errors that belong to no request (a dropped idle connection, a failed signal). */
   readonly onBackgroundError?: (error: Error, what: string) => void
+  /** False for short-lived processes (the admin CLI): no background maintenance. */
+  readonly maintenance?: boolean
   /** Tests: a PostgreSQL schema and a Redis prefix of their own. */
   readonly postgresSchema?: string
   readonly redisPrefix?: string
@@ -27,7 +29,12 @@ export interface StoreHooks {
 export async function openStore(config: Config, hooks: StoreHooks = {}): Promise<Store> {
   const report = hooks.onBackgroundError ?? (() => undefined)
   const relational = config.databaseUrl === ''
-    ? openSqliteStore({ path: join(config.dataDir, SQLITE_FILE), changePollMs: config.keyCachePollMs })
+    ? openSqliteStore({
+      path: join(config.dataDir, SQLITE_FILE),
+      changePollMs: config.keyCachePollMs,
+      maintenance: hooks.maintenance ?? true,
+      onBackgroundError: (error) => report(error, 'SQLite'),
+    })
     : await openPostgresStore({
       url: config.databaseUrl,
       poolSize: config.databasePoolSize,

@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
+import { statSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { limiterContract, storeContract } from '../contract.ts'
 import { LocalLimiter } from '../../usage/local.ts'
@@ -43,4 +44,59 @@ test('sqlite: writes are durable once answered, and many in one turn share a com
   const again = openSqliteStore({ path })
   t.after(() => again.close())
   assert.equal(await again.verification.accept('k3', 7, 2000), 'reused', 'the accepted step survived a restart')
+})
+
+/** until polls `check` every 10 ms for up to `ms`; it returns whether check came true. */
+async function until(check: () => boolean, ms = 3000): Promise<boolean> {
+  const start = Date.now()
+  while (!check()) {
+    if (Date.now() - start > ms) return false
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  return true
+}
+
+test('sqlite: the maintenance thread checkpoints the write-ahead log beside the server', async (t) => {
+  // Rows in the log only reach the database file at a checkpoint; the server's own
+  // connection checkpoints past 10 000 pages (1 000 without the thread), and these few
+  // hundred rows make a few dozen.
+  const fileGrows = async (maintenance: boolean, waitMs: number) => {
+    const path = join(tempDir(t), 'db.sqlite')
+    const store = openSqliteStore({ path, maintenance })
+    try {
+      await new Promise((r) => setTimeout(r, 300)) // the migrations' pages settle first
+      const before = statSync(path).size
+      await Promise.all(Array.from({ length: 500 }, (_, i) => store.verification.accept(`key-${i}`, 1, Date.now())))
+      return await until(() => statSync(path).size > before, waitMs)
+    } finally {
+      await store.close()
+    }
+  }
+  assert.equal(await fileGrows(false, 500), false, 'without the thread the rows stay in the log')
+  assert.equal(await fileGrows(true, 3000), true, 'the thread moved them to the database file')
+})
+
+test('sqlite: the maintenance thread prunes old verification state in chunks, and keeps locks and recent state', async (t) => {
+  const path = join(tempDir(t), 'db.sqlite')
+  const seed = openSqliteStore({ path, maintenance: false })
+  const now = Date.now()
+  const old = now - 60_000
+  // 2 500 stale rows: three chunks of 1 000.
+  await Promise.all(Array.from({ length: 2500 }, (_, i) => seed.verification.accept(`stale-${i}`, 1, old)))
+  await seed.verification.accept('recent', 1, now)
+  const policy = { maxFailures: 1, baseSeconds: 3600, maxSeconds: 3600 }
+  await seed.verification.fail('locked', old, policy)
+  await seed.verification.fail('locked', old, policy)
+  await seed.close()
+
+  const errors: Error[] = []
+  const store = openSqliteStore({ path, stateRetentionMs: 30_000, pruneMs: 50, onBackgroundError: (e) => errors.push(e) })
+  t.after(() => store.close())
+  const db = new DatabaseSync(path)
+  t.after(() => db.close())
+  const keys = () => db.prepare('SELECT key FROM otp_state ORDER BY key').all().map((r) => String(r.key))
+  assert.ok(await until(() => keys().length === 2), `left: ${keys().length} rows`)
+  assert.deepEqual(keys(), ['locked', 'recent'])
+  assert.ok(await store.verification.lockedUntil('locked', now) > now, 'the lock outlived the retention')
+  assert.deepEqual(errors, [])
 })

@@ -4,7 +4,8 @@
  * through one group commit (BEGIN IMMEDIATE per event-loop turn) so that several processes
  * on one file stay correct and a busy node pays one commit for many writes.
  */
-import { DatabaseSync, type StatementSync } from 'node:sqlite'
+import { DatabaseSync } from 'node:sqlite'
+import { Worker } from 'node:worker_threads'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -15,6 +16,7 @@ import type {
 import { lockDelaySeconds } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
 import { migrations } from '../migrations.ts'
+import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
   /** File path, or ':memory:'. */
@@ -23,6 +25,12 @@ export interface SqliteOptions {
   readonly changePollMs?: number
   /** Verification state untouched for this long is deleted (ms). */
   readonly stateRetentionMs?: number
+  /** How often expired verification state is looked for (ms; default the retention, at most an hour). */
+  readonly pruneMs?: number
+  /** False for short-lived processes (the admin CLI): no maintenance thread, SQLite's own checkpoints. */
+  readonly maintenance?: boolean
+  /** Failures of the maintenance thread (they belong to no request). */
+  readonly onBackgroundError?: (error: Error) => void
 }
 
 type Row = Record<string, unknown>
@@ -317,20 +325,71 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
   }
 }
 
+/** The maintenance thread checkpoints this often (ms). */
+const CHECKPOINT_MS = 100
+/**
+ * Should the maintenance thread fall behind or be gone, the server's own connection
+ * checkpoints once the log holds this many pages (about 40 MB), as SQLite does by default
+ * at 1000.
+ */
+const FALLBACK_CHECKPOINT_PAGES = 10_000
+
+/**
+ * startMaintenance runs maintenance.ts in a thread of its own (checkpoints, pruning) and
+ * starts it again, a second later, should it die.
+ */
+function startMaintenance(options: MaintenanceOptions, report: (error: Error) => void): { stop(): Promise<void> } {
+  let worker: Worker | null = null
+  let stopping = false
+  let restart: NodeJS.Timeout | undefined
+  const spawn = () => {
+    const w = new Worker(new URL('./maintenance.ts', import.meta.url), { workerData: options })
+    worker = w
+    w.unref()
+    w.on('message', (m: FromMaintenance) => report(new Error(`SQLite ${m.what} failed: ${m.message}`)))
+    w.on('error', (error) => report(new Error(`SQLite maintenance thread failed: ${error.message}`)))
+    w.on('exit', () => {
+      worker = null
+      if (!stopping) restart = setTimeout(spawn, 1000).unref()
+    })
+  }
+  spawn()
+  return {
+    async stop() {
+      stopping = true
+      clearTimeout(restart)
+      const w = worker
+      if (w === null) return
+      const exited = new Promise((resolve) => w.once('exit', resolve))
+      w.postMessage({ type: 'stop' } satisfies ToMaintenance)
+      const timer = setTimeout(() => void w.terminate(), 5000)
+      await exited
+      clearTimeout(timer)
+    },
+  }
+}
+
 /** openSqliteStore opens (creating if need be) and migrates the database. */
 export function openSqliteStore(options: SqliteOptions): Store {
-  if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true })
+  const file = options.path !== ':memory:'
+  if (file) mkdirSync(dirname(options.path), { recursive: true })
   const db = new DatabaseSync(options.path)
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
   migrate(db)
   const timers = new Set<NodeJS.Timeout>()
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
-  const prune: StatementSync = db.prepare('DELETE FROM otp_state WHERE updated_at < ? AND locked_until < ?')
-  const pruner = setInterval(() => {
-    const now = Date.now()
-    prune.run(now - retention, now)
-  }, Math.min(retention, 3600 * 1000)).unref()
-  timers.add(pruner)
+  // A database in memory (tests) is the process's alone: no other connection, no maintenance.
+  let maintenance: { stop(): Promise<void> } | null = null
+  if (file && options.maintenance !== false) {
+    db.exec(`PRAGMA wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}; PRAGMA journal_size_limit = ${64 * 1048576}`)
+    maintenance = startMaintenance({
+      path: options.path,
+      checkpointMs: CHECKPOINT_MS,
+      pruneMs: options.pruneMs ?? Math.min(retention, 3600 * 1000),
+      retentionMs: retention,
+      pruneChunk: 1000,
+    }, options.onBackgroundError ?? (() => undefined))
+  }
   const ping = db.prepare('SELECT 1')
   const batch = new GroupCommit(db)
   return {
@@ -350,10 +409,9 @@ export function openSqliteStore(options: SqliteOptions): Store {
     },
     async close() {
       for (const t of timers) clearInterval(t)
-      if (db.isOpen) {
-        batch.flush()
-        db.close()
-      }
+      if (db.isOpen) batch.flush()
+      await maintenance?.stop()
+      if (db.isOpen) db.close()
     },
   }
 }

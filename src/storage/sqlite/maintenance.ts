@@ -1,0 +1,85 @@
+/**
+ * The SQLite store's maintenance thread, with a connection of its own to the same file:
+ *
+ * - WAL checkpoints. A checkpoint copies the pages committed to the write-ahead log back
+ *   into the database file and waits for them on disk (fsync). Run by the committing
+ *   connection (SQLite's default, every 1000 pages), it stalled the event loop for 7-15 ms
+ *   about every thousand verifications; here it runs beside the server (PASSIVE: it never
+ *   takes the write lock, so commits go on meanwhile).
+ * - Pruning of old verification state, a bounded chunk per statement, so that the server's
+ *   own writes never wait long behind it.
+ *
+ * Failures are reported to the store, which logs them; the thread itself carries on.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { DatabaseSync } from 'node:sqlite'
+
+export interface MaintenanceOptions {
+  readonly path: string
+  readonly checkpointMs: number
+  readonly pruneMs: number
+  readonly retentionMs: number
+  readonly pruneChunk: number
+}
+
+export type FromMaintenance = { readonly type: 'error'; readonly what: string; readonly message: string }
+export type ToMaintenance = { readonly type: 'stop' }
+
+const options = workerData as MaintenanceOptions
+const port = parentPort!
+const db = new DatabaseSync(options.path)
+// The server's writes come first: this connection waits for them, never the other way round for long.
+db.exec('PRAGMA busy_timeout = 5000')
+const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)')
+const prune = db.prepare(`DELETE FROM otp_state WHERE key IN (
+  SELECT key FROM otp_state WHERE updated_at < ? AND locked_until < ? LIMIT ?)`)
+
+function report(what: string, error: unknown): void {
+  port.postMessage({ type: 'error', what, message: (error as Error).message } satisfies FromMaintenance)
+}
+
+function runCheckpoint(): void {
+  try {
+    checkpoint.get()
+  } catch (error) {
+    report('WAL checkpoint', error)
+  }
+}
+
+let pruning = false
+let stopped = false
+/** pruneAll deletes expired state one chunk per turn, so a checkpoint can run between chunks. */
+function pruneAll(): void {
+  if (pruning) return
+  pruning = true
+  const now = Date.now()
+  const step = () => {
+    if (stopped) return
+    let deleted: number
+    try {
+      deleted = Number(prune.run(now - options.retentionMs, now, options.pruneChunk).changes)
+    } catch (error) {
+      report('pruning of verification state', error)
+      pruning = false
+      return
+    }
+    if (deleted < options.pruneChunk) {
+      pruning = false
+      return
+    }
+    setImmediate(step)
+  }
+  step()
+}
+
+const timers = [setInterval(runCheckpoint, options.checkpointMs), setInterval(pruneAll, options.pruneMs)]
+
+port.on('message', (message: ToMaintenance) => {
+  if (message.type === 'stop') {
+    stopped = true
+    for (const t of timers) clearInterval(t)
+    runCheckpoint()
+    db.close()
+    port.close()
+  }
+})

@@ -35,8 +35,21 @@ function blockKey(algorithm: HashName, key: Uint8Array): Uint8Array {
   return longKey.subarray(0, LENGTH[algorithm])
 }
 
+/** The ipad and opad blocks, copied in with TypedArray#set (cheaper than Buffer#fill, which checks its arguments). */
+const PADS = {
+  [IPAD]: { 64: new Uint8Array(64).fill(IPAD), 128: new Uint8Array(128).fill(IPAD) },
+  [OPAD]: { 64: new Uint8Array(64).fill(OPAD), 128: new Uint8Array(128).fill(OPAD) },
+} as Record<number, Record<number, Uint8Array>>
+
+/** Views of the scratch from its start, by length, made once (subarray makes an object a call). */
+const views: Buffer[] = []
+function view(buffer: Buffer, length: number): Buffer {
+  if (buffer !== scratch) return buffer.subarray(0, length)
+  return (views[length] ??= scratch.subarray(0, length))
+}
+
 function pad(buffer: Buffer, block: number, key: Uint8Array, value: number): void {
-  buffer.fill(value, 0, block)
+  buffer.set(PADS[value]![block]!, 0)
   for (let i = 0; i < key.byteLength; i++) buffer[i]! ^= key[i]!
 }
 
@@ -51,10 +64,10 @@ export function hmacText(
   pad(buffer, block, k, IPAD)
   if (typeof message === 'string') buffer.write(message, block, 'utf8')
   else buffer.set(message, block)
-  const inner = hash(algorithm, buffer.subarray(0, block + length), 'binary')
+  const inner = hash(algorithm, view(buffer, block + length), 'binary')
   pad(buffer, block, k, OPAD)
   buffer.write(inner, block, 'latin1')
-  return hash(algorithm, buffer.subarray(0, block + LENGTH[algorithm]), encoding)
+  return hash(algorithm, view(buffer, block + LENGTH[algorithm]), encoding)
 }
 
 /**

@@ -69,7 +69,12 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     return secret
   }
 
-  app.get('/totp/ping', { schema: pingSchema }, async () => ({ type: 'Success', message: 'Ping successful' }))
+  // ping and getOTP answer synchronously (reply.send, no promise): on routes this cheap the
+  // promise of an async handler is a measurable share of the work (npm run bench).
+  const PING = Object.freeze({ type: 'Success', message: 'Ping successful' })
+  app.get('/totp/ping', { schema: pingSchema }, (_request, reply) => {
+    reply.send(PING)
+  })
 
   app.post<{ Body: { data: string; format?: string; size?: number; ecc?: string; margin?: number; color?: string; bgcolor?: string } }>(
     '/totp/generateQRCode',
@@ -123,9 +128,9 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.post<{ Body: TotpBody & { secret: string } }>(
     '/totp/getOTP',
     { schema: getOtpSchema, config: { fields: getOtpFields } },
-    async (request) => {
+    (request, reply) => {
       const { otp, expiresIn } = currentCode(params(secretOf(request.body.secret), request.body), now())
-      return { type: 'Success', otp, expiresIn }
+      reply.send({ type: 'Success', otp, expiresIn })
     },
   )
 

@@ -6,23 +6,25 @@
 import type { KeyGrant } from '../storage/ports.ts'
 import type { Group, Region } from './regions.ts'
 
-export type Verdict =
-  | { readonly allowed: true; readonly grant: KeyGrant }
-  | { readonly allowed: false; readonly reason: DenialReason; readonly grant: KeyGrant | null }
-
 export type DenialReason = 'unknown key' | 'revoked key' | 'account suspended' | 'not subscribed'
 
-/** identify checks the key and the account only (for routes that need a caller, not a subscription). */
-export function identify(grant: KeyGrant | null): Verdict {
-  if (grant === null) return { allowed: false, reason: 'unknown key', grant }
-  if (grant.revoked) return { allowed: false, reason: 'revoked key', grant }
-  if (!grant.accountActive) return { allowed: false, reason: 'account suspended', grant }
-  return { allowed: true, grant }
+/**
+ * denial checks the key and the account only (for routes that need a caller, not a
+ * subscription): why this grant may not call at all, or null when it may.
+ */
+export function denial(grant: KeyGrant | null): DenialReason | null {
+  if (grant === null) return 'unknown key'
+  if (grant.revoked) return 'revoked key'
+  if (!grant.accountActive) return 'account suspended'
+  return null
 }
 
-export function authorize(grant: KeyGrant | null, region: Region, group: Group): Verdict {
-  const identity = identify(grant)
-  if (!identity.allowed) return identity
-  if (!identity.grant.subscriptions.has(`${region}:${group}`)) return { allowed: false, reason: 'not subscribed', grant }
-  return identity
+/** subscriptionKey is how a grant's subscriptions name `group` in `region`. */
+export function subscriptionKey(region: Region, group: Group): string {
+  return `${region}:${group}`
+}
+
+/** authorize is why this grant may not call the subscription `key` (see subscriptionKey), or null when it may. */
+export function authorize(grant: KeyGrant | null, key: string): DenialReason | null {
+  return denial(grant) ?? (grant!.subscriptions.has(key) ? null : 'not subscribed')
 }

@@ -25,7 +25,24 @@ async function setup(t: Parameters<typeof startApp>[0]): Promise<Setup> {
   const app = await startApp(t, {
     DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '1000',
   })
+  await signalsSettled(app)
   return { app, pgProxy, redisProxy }
+}
+
+/**
+ * signalsSettled waits until no access-change signal has come for `quietMs`. The set-up's
+ * own changes (account, subscriptions, key) reach the node through Redis a little later,
+ * and each clears the key cache, which these tests need warm before they cut a store off
+ * (on a busy machine a late signal made the PostgreSQL test see a cold cache).
+ */
+async function signalsSettled(app: Running, quietMs = 500): Promise<void> {
+  let last = Date.now()
+  const off = app.store.access.onChange(() => { last = Date.now() })
+  try {
+    while (Date.now() - last < quietMs) await new Promise((r) => setTimeout(r, 50))
+  } finally {
+    off()
+  }
 }
 
 /** until calls `probe` until it returns true, for at most `ms`; it returns the time taken. */

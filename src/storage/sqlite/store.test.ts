@@ -81,7 +81,7 @@ test('sqlite: the maintenance thread prunes old verification state in chunks, an
   const seed = openSqliteStore({ path, maintenance: false })
   const now = Date.now()
   const old = now - 60_000
-  // 2 500 stale rows: three chunks of 1 000.
+  // 2 500 stale rows: ten chunks of 250.
   await Promise.all(Array.from({ length: 2500 }, (_, i) => seed.verification.accept(`stale-${i}`, 1, old)))
   await seed.verification.accept('recent', 1, now)
   const policy = { maxFailures: 1, baseSeconds: 3600, maxSeconds: 3600 }

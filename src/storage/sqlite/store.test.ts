@@ -76,7 +76,7 @@ test('sqlite: the maintenance thread checkpoints the write-ahead log beside the 
   assert.equal(await fileGrows(true, 3000), true, 'the thread moved them to the database file')
 })
 
-test('sqlite: the maintenance thread prunes old verification state in chunks, and keeps locks and recent state', async (t) => {
+test('sqlite: the maintenance thread prunes all old verification state, chunk after chunk, and keeps locks and recent state', async (t) => {
   const path = join(tempDir(t), 'db.sqlite')
   const seed = openSqliteStore({ path, maintenance: false })
   const now = Date.now()

@@ -6,14 +6,15 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ErrorCode } from './catalogue.ts'
-import { ApiError, apiError, errorBody, type Problem } from './errors.ts'
+import { ApiError, apiError, errorBody, type Params, type Problem } from './errors.ts'
 import type { Config } from '../config/config.ts'
 import { UnavailableError } from '../storage/ports.ts'
 
-/** FieldRule names the codes for a missing and for a bad value of one body field. */
+/** FieldRule names the codes for a missing and for a bad value of one body field, and the values its message names. */
 export interface FieldRule {
   readonly required?: ErrorCode
   readonly invalid: ErrorCode
+  readonly params?: Params
 }
 export type FieldRules = Readonly<Record<string, FieldRule>>
 
@@ -48,7 +49,7 @@ export function validationProblems(errors: readonly AjvError[], rules: FieldRule
   for (const [field, rule] of Object.entries(rules)) {
     if (!fields.has(field)) continue
     const code = isBlank(values[field]) && rule.required !== undefined ? rule.required : rule.invalid
-    problems.push({ code })
+    problems.push(rule.params && code === rule.invalid ? { code, params: rule.params } : { code })
   }
   if (malformed || problems.length === 0) problems.push({ code: 'MALFORMED_BODY', params: { contentType: 'a set of fields' } })
   return problems

@@ -109,22 +109,44 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(await onboarding.get(account.id, 'app', 'other'), null)
   })
 
-  withStore('verification state: steps are accepted once, failures lock with a doubling delay', async ({ verification: v }) => {
-    assert.equal(await v.lockedUntil('k', 0), 0)
+  withStore('verification state: steps are accepted once, attempts lock with a doubling delay', async ({ verification: v }) => {
     assert.equal(await v.accept('k', 10, 0), 'accepted')
     assert.equal(await v.accept('k', 10, 0), 'reused')
     assert.equal(await v.accept('k', 9, 0), 'reused')
     assert.equal(await v.accept('k', 11, 0), 'accepted')
-    assert.deepEqual(await v.fail('k', 1000, policy), { failures: 1, lockedUntil: 0 })
-    assert.deepEqual(await v.fail('k', 1000, policy), { failures: 2, lockedUntil: 0 })
-    assert.deepEqual(await v.fail('k', 1000, policy), { failures: 3, lockedUntil: 11_000 })
-    assert.equal(await v.lockedUntil('k', 5000), 11_000)
-    assert.equal(await v.lockedUntil('k', 11_000), 0)
-    assert.deepEqual(await v.fail('k', 11_000, policy), { failures: 4, lockedUntil: 31_000 })
-    assert.deepEqual(await v.fail('k', 31_000, policy), { failures: 5, lockedUntil: 56_000 }, 'capped at 25 s')
+    const allowed = { allowed: true }
+    assert.deepEqual(await v.attempt('k', 1000, policy), allowed)
+    assert.deepEqual(await v.attempt('k', 1000, policy), allowed)
+    assert.deepEqual(await v.attempt('k', 1000, policy), allowed, 'the third attempt runs, and locks for the next')
+    assert.deepEqual(await v.attempt('k', 5000, policy), { allowed: false, lockedUntil: 11_000 })
+    assert.deepEqual(await v.attempt('k', 10_999, policy), { allowed: false, lockedUntil: 11_000 }, 'a refused attempt moves nothing')
+    assert.deepEqual(await v.attempt('k', 11_000, policy), allowed)
+    assert.deepEqual(await v.attempt('k', 30_000, policy), { allowed: false, lockedUntil: 31_000 }, 'doubled: 20 s')
+    assert.deepEqual(await v.attempt('k', 31_000, policy), allowed)
+    assert.deepEqual(await v.attempt('k', 31_000, policy), { allowed: false, lockedUntil: 56_000 }, 'capped at 25 s')
     assert.equal(await v.accept('k', 12, 60_000), 'accepted')
-    assert.deepEqual(await v.fail('k', 60_000, policy), { failures: 1, lockedUntil: 0 }, 'a success resets the run')
-    assert.equal(await v.accept('other', 1, 0), 'accepted', 'keys are independent')
+    for (let i = 0; i < 3; i++) assert.deepEqual(await v.attempt('k', 60_000, policy), allowed, 'an acceptance ends the run')
+    assert.deepEqual(await v.attempt('k', 60_000, policy), { allowed: false, lockedUntil: 70_000 })
+    assert.deepEqual(await v.attempt('other', 60_000, policy), allowed, 'keys are independent')
+  })
+
+  withStore('200 parallel attempts: only maxFailures are allowed before the lock', async ({ verification: v }) => {
+    const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(Array.from({ length: 200 }, () => v.attempt(`guess-${round}`, 1000, strict)))
+      assert.equal(results.filter((r) => r.allowed).length, 5, `round ${round}`)
+      assert.ok(results.every((r) => r.allowed || r.lockedUntil === 61_000))
+    }
+  })
+
+  withStore('a correct code sent 100 times at once is accepted once', async ({ verification: v }) => {
+    const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
+    const verify = async () => {
+      const a = await v.attempt('correct', 1000, strict)
+      return a.allowed ? v.accept('correct', 7, 1000) : 'locked'
+    }
+    const results = await Promise.all(Array.from({ length: 100 }, verify))
+    assert.equal(results.filter((r) => r === 'accepted').length, 1)
   })
 
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {

@@ -148,4 +148,14 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    name: 'onboarding records found by secret fingerprint',
+    sqlite: `
+      CREATE INDEX onboarding_secret ON onboarding(account_id, secret_fingerprint);
+    `,
+    postgres: `
+      CREATE INDEX onboarding_secret ON onboarding(account_id, secret_fingerprint);
+    `,
+  },
 ]

@@ -103,6 +103,8 @@ export interface OnboardingStore {
   /** upsert replaces the record of the same account, application and user; createdAt stays the first one. */
   upsert(record: Omit<OnboardingRecord, 'createdAt' | 'updatedAt'>, now: Date): Promise<OnboardingRecord>
   get(accountId: string, applicationId: string, userId: string): Promise<OnboardingRecord | null>
+  /** findBySecret gives the account's most recently updated record with one of `fingerprints`, or null. */
+  findBySecret(accountId: string, fingerprints: readonly string[]): Promise<OnboardingRecord | null>
 }
 
 /** LockPolicy: after `maxFailures` consecutive failures, wait base·2^(n−max) seconds, capped. */
@@ -112,23 +114,29 @@ export interface LockPolicy {
   readonly maxSeconds: number
 }
 
-export interface FailureOutcome {
-  readonly failures: number
-  /** Epoch ms until which the secret is locked; 0 when it is not. */
-  readonly lockedUntil: number
-}
+/** Attempt: whether a verification may evaluate its code now, or the key is locked until when (epoch ms). */
+export type Attempt =
+  | { readonly allowed: true }
+  | { readonly allowed: false; readonly lockedUntil: number }
+
+export const ALLOWED: Attempt = Object.freeze({ allowed: true })
 
 /**
  * VerificationStore keeps, per verification key (a fingerprint of account + secret), the
- * last accepted time step and the run of failures. Each method is atomic on its own.
+ * last accepted time step and the run of failed attempts. Each method is one atomic step,
+ * across processes and nodes: a check and a write in two round trips let parallel guesses
+ * through the lockout.
  */
 export interface VerificationStore {
-  /** lockedUntil returns the epoch ms until which the key is locked, or 0. */
-  lockedUntil(key: string, nowMs: number): Promise<number>
-  /** accept records `step` as used unless it is at or before the last accepted step; resets failures. */
+  /**
+   * attempt takes one attempt: refused while the key is locked; otherwise counted as a
+   * failure before the code is evaluated, with the lock the policy calls for at that count.
+   * However many attempts arrive at once, at most `policy.maxFailures` are allowed before
+   * the lock; `accept` ends the run.
+   */
+  attempt(key: string, nowMs: number, policy: LockPolicy): Promise<Attempt>
+  /** accept records `step` as used unless it is at or before the last accepted step; an acceptance clears the failures and the lock. */
   accept(key: string, step: number, nowMs: number): Promise<'accepted' | 'reused'>
-  /** fail counts one more consecutive failure and sets the lock the policy calls for. */
-  fail(key: string, nowMs: number, policy: LockPolicy): Promise<FailureOutcome>
 }
 
 /** One day's count of admitted calls of an account to an API group. */

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Secret, URI } from 'otpauth'
-import { codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, toBase32, totpParams } from './otp.ts'
+import { createHash } from 'node:crypto'
+import { canonicalKey, codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, toBase32, totpParams } from './otp.ts'
 import type { Algorithm } from '../storage/ports.ts'
 import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from './rfc-vectors.ts'
 
@@ -45,14 +46,28 @@ test('parseSecret takes any case, spaces and padding, and refuses short or non-b
   assert.match(toBase32(s), /^[A-Z2-7]{32}$/)
   const spaced = toBase32(s).toLowerCase().replace(/(.{4})/g, '$1 ') + '===='
   assert.deepEqual(parseSecret(spaced), s)
-  for (let size = 16; size <= 64; size++) {
+  for (let size = 10; size <= 64; size++) {
     const random = new Secret({ size })
     assert.deepEqual(parseSecret(random.base32), Buffer.from(random.bytes), `${size} bytes decode as otpauth encodes them`)
   }
   assert.equal(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPEHé'), null, 'non-ASCII')
-  assert.equal(parseSecret('JBSWY3DPEHPK3PXP'), null, '80 bits is too short')
+  assert.deepEqual(parseSecret('LVJFKZI5AJZXIZKG'), Buffer.from('5d5255651d0273746546', 'hex'), 'Renda.io\'s 80-bit secrets are taken by default')
+  assert.equal(parseSecret('LVJFKZI5AJZXIZK'), null, '75 bits is too short')
+  assert.equal(parseSecret('LVJFKZI5AJZXIZKG', 128), null, 'MIN_SECRET_BITS=128 refuses them')
   assert.equal(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPE1'), null, '1 is not base32')
-  assert.notEqual(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPEH'), null, '26 characters = 130 bits')
+  assert.notEqual(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPEH', 128), null, '26 characters = 130 bits')
+})
+
+test('canonicalKey is the key as HMAC uses it: trailing zero bytes dropped, long keys hashed first', () => {
+  const s = Buffer.from('0102030405060708090a', 'hex')
+  const padded = Buffer.concat([s, Buffer.alloc(3)])
+  assert.deepEqual(canonicalKey(padded, 'SHA1'), s)
+  assert.equal(codeAt(totpParams(padded), 1234), codeAt(totpParams(s), 1234), 'the same codes: the reason for the rule')
+  assert.deepEqual(canonicalKey(Buffer.from('00ff00', 'hex'), 'SHA256'), Buffer.from('00ff', 'hex'), 'leading and inner zeros stay')
+  const long = Buffer.alloc(100, 7)
+  assert.deepEqual(canonicalKey(long, 'SHA1'), createHash('sha1').update(long).digest())
+  assert.deepEqual(canonicalKey(long, 'SHA512'), long, 'SHA-512\'s block is 128 bytes')
+  assert.equal(codeAt(totpParams(long), 9), codeAt(totpParams(canonicalKey(long, 'SHA1')), 9))
 })
 
 test('otpauthUrl is a Key URI that otpauth parses back to the same parameters', () => {

@@ -2,14 +2,19 @@
  * TOTP (RFC 6238) over HOTP (RFC 4226), computed by the `otpauth` package. Pure functions
  * of their inputs and the time: no HTTP, no storage.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { hmacBytes } from '../crypto/hmac.ts'
 import { HOTP, Secret } from 'otpauth'
 import type { Algorithm } from '../storage/ports.ts'
 
 export const ALGORITHMS = ['SHA1', 'SHA256', 'SHA512'] as const satisfies readonly Algorithm[]
 export const SECRET_BYTES = 20
-export const MIN_SECRET_BYTES = 16
+/**
+ * The weakest secret getOTP and verifyOTP take by default: 80 bits (16 base32 characters),
+ * what Renda.io issued and many authenticator set-ups of its time did. RFC 4226 asks for
+ * 128; MIN_SECRET_BITS lets an operator refuse weaker secrets. We issue 160.
+ */
+export const MIN_SECRET_BITS = 80
 
 export interface TotpParams {
   readonly secret: Buffer
@@ -42,10 +47,10 @@ for (const c of ' \t\r\n=') BASE32[c.charCodeAt(0)] = -2
 
 /**
  * parseSecret decodes base32 in any case, ignoring spaces and padding; null when a
- * character is not base32 or the secret is under 128 bits. One pass, no regular
+ * character is not base32 or the secret has fewer than `minBits` bits. One pass, no regular
  * expression and no exception: it runs on every getOTP and verifyOTP.
  */
-export function parseSecret(input: string): Buffer | null {
+export function parseSecret(input: string, minBits = MIN_SECRET_BITS): Buffer | null {
   const out = Buffer.allocUnsafe(Math.floor((input.length * 5) / 8))
   let bits = 0
   let value = 0
@@ -62,7 +67,22 @@ export function parseSecret(input: string): Buffer | null {
       out[n++] = value >>> bits
     }
   }
-  return n >= MIN_SECRET_BYTES ? out.subarray(0, n) : null
+  return n * 8 >= minBits ? out.subarray(0, n) : null
+}
+
+const BLOCK_BYTES = { SHA1: 64, SHA256: 64, SHA512: 128 } as const
+
+/**
+ * canonicalKey is the secret as HMAC (RFC 2104) uses it: hashed when longer than the hash's
+ * block, then without trailing zero bytes (HMAC pads the key with zeros, so `S` and `S` plus
+ * zero bytes give the same codes). Verification state and fingerprints are made from it, so
+ * that such spellings of one secret share one lockout and one replay record.
+ */
+export function canonicalKey(secret: Buffer, algorithm: Algorithm): Buffer {
+  const key = secret.length > BLOCK_BYTES[algorithm] ? hash(HASH[algorithm], secret, 'buffer') : secret
+  let end = key.length
+  while (end > 0 && key[end - 1] === 0) end--
+  return key.subarray(0, end)
 }
 
 export function stepAt(nowMs: number, period: number): number {

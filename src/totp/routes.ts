@@ -8,8 +8,9 @@ import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
-import { currentCode, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
+import { canonicalKey, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
+import { findRecord, secretFingerprint } from './records.ts'
 import { buildMatrix, CAPACITY, type Ecc, type Matrix } from './qr/matrix.ts'
 import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
 import { pickQrOutput } from './negotiate.ts'
@@ -35,6 +36,7 @@ const WHITE = [255, 255, 255, 255] as const
 
 export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions): Promise<void> {
   const { config, store, pepper, now } = opts
+  const secretLimits = { bits: config.minSecretBits, chars: Math.ceil(config.minSecretBits / 5) }
   const policy: LockPolicy = {
     maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
   }
@@ -64,13 +66,27 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   }
 
   function secretOf(input: string) {
-    const secret = parseSecret(input)
-    if (secret === null) throw apiError('SECRET_INVALID')
+    const secret = parseSecret(input, config.minSecretBits)
+    if (secret === null) throw apiError('SECRET_INVALID', secretLimits)
     return secret
   }
 
-  // ping and getOTP answer synchronously (reply.send, no promise): on routes this cheap the
-  // promise of an async handler is a measurable share of the work (npm run bench).
+  /**
+   * paramsOf gives a secret's parameters: each from the request where it gives it, else
+   * from the onboarding record of that secret here, else the default (for digits, in
+   * verifyOTP, the token's length: a secret issued elsewhere, such as by Renda.io). The
+   * record is read only when the request leaves something out.
+   */
+  async function paramsOf(secret: Buffer, accountId: string, body: TotpBody, defaultDigits: number): Promise<TotpParams> {
+    const algorithm = body.algorithm?.toUpperCase() as Algorithm | undefined
+    const complete = algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
+    const record = complete ? null : await findRecord(store.onboarding, pepper, accountId, secret, algorithm)
+    return totpParams(secret, algorithm ?? record?.algorithm ?? 'SHA1', body.tokenLength ?? record?.digits ?? defaultDigits,
+      body.tokenValidity ?? record?.period ?? 30)
+  }
+
+  // ping answers synchronously (reply.send, no promise): on a route this cheap the promise
+  // of an async handler is a measurable share of the work (npm run bench).
   const PING = Object.freeze({ type: 'Success', message: 'Ping successful' })
   app.get('/totp/ping', { schema: pingSchema }, (_request, reply) => {
     reply.send(PING)
@@ -78,7 +94,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
 
   app.post<{ Body: { data: string; format?: string; size?: number; ecc?: string; margin?: number; color?: string; bgcolor?: string } }>(
     '/totp/generateQRCode',
-    { schema: qrSchema(config.qrMaxSizePx), config: { fields: qrFields } },
+    { schema: qrSchema(config.qrMaxSizePx), config: { fields: qrFields(config.qrMaxSizePx) } },
     async (request, reply) => {
       const body = request.body
       const matrix = matrixOf(body.data, (body.ecc ?? 'M').toUpperCase() as Ecc)
@@ -109,7 +125,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         algorithm: p.algorithm,
         digits: p.digits,
         period: p.period,
-        secretFingerprint: keyedDigest(pepper, 'onboarding-secret', secretKey),
+        secretFingerprint: secretFingerprint(pepper, p.secret, p.algorithm),
       }, new Date(t))
       const { otp, expiresIn } = currentCode(p, t)
       return {
@@ -117,6 +133,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         otpURL,
         QRCode: `data:image/png;base64,${renderPng(matrix, look(matrix.size, {})).toString('base64')}`,
         otp,
+        token: otp,
         tokenValidity: p.period,
         tokenLength: p.digits,
         algorithm: p.algorithm,
@@ -127,21 +144,27 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
 
   app.post<{ Body: TotpBody & { secret: string } }>(
     '/totp/getOTP',
-    { schema: getOtpSchema, config: { fields: getOtpFields } },
-    (request, reply) => {
-      const { otp, expiresIn } = currentCode(params(secretOf(request.body.secret), request.body), now())
-      reply.send({ type: 'Success', otp, expiresIn })
+    { schema: getOtpSchema, config: { fields: getOtpFields(secretLimits) } },
+    async (request) => {
+      const p = await paramsOf(secretOf(request.body.secret), request.caller!.accountId, request.body, 6)
+      const { otp, expiresIn } = currentCode(p, now())
+      return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
     },
   )
 
   app.post<{ Body: TotpBody & { secret: string; token: string } }>(
     '/totp/verifyOTP',
-    { schema: verifySchema, config: { fields: verifyFields } },
+    { schema: verifySchema, config: { fields: verifyFields(secretLimits) } },
     async (request) => {
       const { token } = request.body
-      const p = params(secretOf(request.body.secret), request.body, token.length)
-      const key = keyedDigest(pepper, 'verify', request.caller!.accountId, p.secret.toString('hex'), p.algorithm, String(p.period))
-      const outcome = await verifyCode(store.verification, policy, key, p, token, now())
+      const accountId = request.caller!.accountId
+      const p = await paramsOf(secretOf(request.body.secret), accountId, request.body, token.length)
+      // One lockout and replay record per secret as HMAC sees it (any spelling) and time grid;
+      // not per digit count, which only truncates the same HMAC.
+      const key = keyedDigest(pepper, 'verify', accountId, canonicalKey(p.secret, p.algorithm).toString('hex'), p.algorithm, String(p.period))
+      const t = now()
+      const evaluate = () => (token.length === p.digits ? matchStep(p, token, t) : null)
+      const outcome = await verifyCode(store.verification, policy, key, evaluate, t)
       switch (outcome.kind) {
         case 'accepted':
           return { type: 'Success', valid: true, message: 'OTP verified' }

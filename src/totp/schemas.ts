@@ -21,9 +21,21 @@ const label = (what: string) => Type.String({
 })
 const secret = Type.String({
   maxLength: 1024,
-  pattern: '^[\\s=]*(?:[A-Za-z2-7][\\s=]*){26,}$',
-  description: 'Base32 secret (RFC 4648), at least 128 bits (26 characters); any case, spaces and padding ignored.',
+  pattern: '^[\\s=]*(?:[A-Za-z2-7][\\s=]*){16,}$',
+  description: 'Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored.',
 })
+/**
+ * getOTP and verifyOTP take the parameters a request leaves out from the onboarding record
+ * of its secret, so these fields have no schema default (ajv would fill it in).
+ */
+const fromRecord = (fallback: string) => ` Default: the value the secret was onboarded with here, else ${fallback}.`
+const secretParams = {
+  tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: `Time step in seconds (TOTP period).${fromRecord('30')}` })),
+  algorithm: Type.Optional(Type.String({
+    enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
+    description: `HMAC hash of the TOTP: SHA1, SHA256 or SHA512.${fromRecord('SHA1')}`,
+  })),
+}
 const hexColor = (what: string, def: string) => Type.Optional(Type.String({
   pattern: '^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{8})$', default: def, description: `${what} as #rrggbb or #rrggbbaa.`,
 }))
@@ -40,15 +52,15 @@ export const pingSchema = {
   },
 }
 
-export const qrFields: FieldRules = {
+export const qrFields = (maxSize: number): FieldRules => ({
   data: { required: 'DATA_REQUIRED', invalid: 'DATA_REQUIRED' },
   format: { invalid: 'FORMAT_INVALID' },
-  size: { invalid: 'SIZE_INVALID' },
+  size: { invalid: 'SIZE_INVALID', params: { max: maxSize } },
   ecc: { invalid: 'ECC_INVALID' },
   margin: { invalid: 'MARGIN_INVALID' },
   color: { invalid: 'COLOR_INVALID' },
   bgcolor: { invalid: 'BGCOLOR_INVALID' },
-}
+})
 
 export function qrSchema(maxSize: number) {
   return {
@@ -103,6 +115,7 @@ export const onboardSchema = {
       otpURL: Type.String({ description: 'otpauth://totp/<applicationID>:<userID>?secret=…&issuer=…&algorithm=…&digits=…&period=…' }),
       QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
       otp: Type.String({ description: 'The current code.' }),
+      token: Type.String({ description: 'The current code again, under Renda.io\'s name.' }),
       tokenValidity: Type.Integer(),
       tokenLength: Type.Integer(),
       algorithm: Type.String(),
@@ -112,30 +125,47 @@ export const onboardSchema = {
   },
 }
 
-export const getOtpFields: FieldRules = {
-  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID' },
+/** SecretLimits: the weakest secret taken, for SECRET_INVALID's message. */
+export interface SecretLimits {
+  readonly bits: number
+  readonly chars: number
+}
+
+export const getOtpFields = (limits: SecretLimits): FieldRules => ({
+  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID', params: { ...limits } },
   tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
   tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
   algorithm: { invalid: 'ALGORITHM_INVALID' },
-}
+})
 
 export const getOtpSchema = {
   summary: 'Get the current code for a secret',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json'],
-  body: Type.Object({ secret, tokenValidity, tokenLength, algorithm }),
+  body: Type.Object({
+    secret,
+    tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: `Digits in a code.${fromRecord('6')}` })),
+    ...secretParams,
+  }),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), otp: Type.String(), expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }) }),
+    200: Type.Object({
+      type: Type.Literal('Success'),
+      otp: Type.String({ description: 'The current code.' }),
+      expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
+      currentToken: Type.String({ description: 'The current code again, under Renda.io\'s name.' }),
+      timeUsed: Type.Integer({ description: 'Seconds elapsed in the current time step (Renda.io\'s field): `timeUsed` + `expiresIn` = the period.' }),
+    }),
     ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
   },
 }
 
-export const verifyFields: FieldRules = {
-  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID' },
+export const verifyFields = (limits: SecretLimits): FieldRules => ({
+  secret: { required: 'SECRET_REQUIRED', invalid: 'SECRET_INVALID', params: { ...limits } },
   token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' },
+  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
   tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
   algorithm: { invalid: 'ALGORITHM_INVALID' },
-}
+})
 
 export const verifySchema = {
   summary: 'Verify a code against a secret',
@@ -144,11 +174,15 @@ export const verifySchema = {
   consumes: ['application/x-www-form-urlencoded', 'application/json'],
   body: Type.Object({
     secret,
-    token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check; its length is the number of digits.' }),
-    tokenValidity, algorithm,
+    token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check.' }),
+    tokenLength: Type.Optional(Type.Integer({
+      minimum: 6, maximum: 10,
+      description: 'Digits in a code. Default: the value the secret was onboarded with here, else the length of `token` (a secret issued elsewhere, such as by Renda.io). A token of another length is a failed attempt.',
+    })),
+    ...secretParams,
   }),
   response: {
     200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String() }),
-    ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'TOKEN_VALIDITY_INVALID', 'ALGORITHM_INVALID', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED']),
+    ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'TOKEN_LENGTH_INVALID', 'TOKEN_VALIDITY_INVALID', 'ALGORITHM_INVALID', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED']),
   },
 }

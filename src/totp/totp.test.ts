@@ -35,7 +35,7 @@ test('getOTP gives the RFC 4226 Appendix D codes at the matching time steps', as
   for (const [counter, code] of RFC4226_CODES.entries()) {
     app.clock.set(counter * 30_000)
     const res = await post(app.url, '/totp/getOTP', app.key, { secret })
-    assert.deepEqual(await res.json(), { type: 'Success', otp: code, expiresIn: 30 })
+    assert.deepEqual(await res.json(), { type: 'Success', otp: code, expiresIn: 30, currentToken: code, timeUsed: 0 })
   }
 })
 
@@ -46,7 +46,7 @@ test('onboard → scan the QR → the URL gives the code getOTP gives → verify
   assert.equal(res.headers.get('cache-control'), 'no-store')
   const body = await res.json() as Record<string, unknown>
   assert.deepEqual(Object.keys(body).sort(),
-    ['QRCode', 'algorithm', 'expiresIn', 'otp', 'otpURL', 'secretKey', 'tokenLength', 'tokenValidity'])
+    ['QRCode', 'algorithm', 'expiresIn', 'otp', 'otpURL', 'secretKey', 'token', 'tokenLength', 'tokenValidity'])
   const secretKey = body.secretKey as string
   assert.match(secretKey, /^[A-Z2-7]{32}$/, '160 bits of base32, upper case, no padding')
   assert.equal(body.otpURL,

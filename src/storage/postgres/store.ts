@@ -11,10 +11,10 @@
 import pg from 'pg'
 import { randomBytes } from 'node:crypto'
 import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, FailureOutcome, Health, KeyGrant, LockPolicy, OnboardingRecord,
+  Account, AccessStore, AccountStatus, ApiKeyInfo, Attempt, Health, KeyGrant, LockPolicy, OnboardingRecord,
   OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, VerificationStore,
 } from '../ports.ts'
-import { UnavailableError } from '../ports.ts'
+import { ALLOWED, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
 import { migrations } from '../migrations.ts'
 
@@ -203,15 +203,30 @@ function onboardingStore(query: Query): OnboardingStore {
         [accountId, applicationId, userId])
       return rows[0] ? toOnboarding(rows[0]) : null
     },
+    async findBySecret(accountId, fingerprints) {
+      const { rows } = await query('onboarding-by-secret', `SELECT * FROM onboarding WHERE account_id = $1 AND secret_fingerprint = ANY($2)
+        ORDER BY updated_at DESC LIMIT 1`, [accountId, fingerprints])
+      return rows[0] ? toOnboarding(rows[0]) : null
+    },
   }
 }
 
 function verificationStore(query: Query): VerificationStore {
   return {
-    async lockedUntil(key, nowMs) {
-      const { rows } = await query('otp-locked', 'SELECT locked_until FROM otp_state WHERE key = $1', [key])
-      const until = Number(rows[0]?.locked_until ?? 0)
-      return until > nowMs ? until : 0
+    async attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
+      // One statement: the row lock of ON CONFLICT DO UPDATE orders parallel attempts, and
+      // each sees the count and lock the one before it left. The lock delay is lockDelaySeconds.
+      const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
+      const { rows } = await query('otp-attempt', `
+        INSERT INTO otp_state AS s (key, failures, locked_until, updated_at) VALUES ($1, 1, ${lock('1')}, $2)
+        ON CONFLICT (key) DO UPDATE SET failures = s.failures + 1, locked_until = ${lock('(s.failures + 1)')}, updated_at = $2
+        WHERE s.locked_until <= $2
+        RETURNING failures`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds])
+      if (rows.length > 0) return ALLOWED
+      const locked = await query('otp-locked', 'SELECT locked_until FROM otp_state WHERE key = $1', [key])
+      // Read after the refusal: a lock that ran out in between still answers "wait a second".
+      const until = Number(locked.rows[0]?.locked_until ?? 0)
+      return { allowed: false, lockedUntil: until > nowMs ? until : nowMs + 1000 }
     },
     async accept(key, step, nowMs) {
       const r = await query('otp-accept', `
@@ -219,15 +234,6 @@ function verificationStore(query: Query): VerificationStore {
         ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = 0, locked_until = 0, updated_at = excluded.updated_at
         WHERE s.last_step < excluded.last_step`, [key, step, nowMs])
       return (r.rowCount ?? 0) > 0 ? 'accepted' : 'reused'
-    },
-    async fail(key, nowMs, policy: LockPolicy): Promise<FailureOutcome> {
-      // The lock delay of lockDelaySeconds, computed in the same statement as the count.
-      const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
-      const { rows } = await query('otp-fail', `
-        INSERT INTO otp_state AS s (key, failures, locked_until, updated_at) VALUES ($1, 1, ${lock('1')}, $2)
-        ON CONFLICT (key) DO UPDATE SET failures = s.failures + 1, locked_until = ${lock('(s.failures + 1)')}, updated_at = $2
-        RETURNING failures, locked_until`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds])
-      return { failures: Number(rows[0]!.failures), lockedUntil: Number(rows[0]!.locked_until) }
     },
   }
 }

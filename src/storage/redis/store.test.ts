@@ -23,8 +23,9 @@ test('redis: two nodes share verification state and hear each other\'s access ch
   t.after(async () => { await a.close(); await b.close() })
   assert.equal(await a.verification.accept('k', 100, 0), 'accepted')
   assert.equal(await b.verification.accept('k', 100, 0), 'reused', 'accepted on A is reused on B')
-  await b.verification.fail('k', 0, { maxFailures: 1, baseSeconds: 60, maxSeconds: 60 })
-  assert.equal(await a.verification.lockedUntil('k', 0), 60_000, 'a lock set on B holds on A')
+  const policy = { maxFailures: 1, baseSeconds: 60, maxSeconds: 60 }
+  assert.deepEqual(await b.verification.attempt('k', 0, policy), { allowed: true })
+  assert.deepEqual(await a.verification.attempt('k', 0, policy), { allowed: false, lockedUntil: 60_000 }, 'a lock set on B holds on A')
 
   let heard = 0
   b.signal.subscribe(() => { heard++ })

@@ -13,8 +13,8 @@
  * Redis must not be a cluster (the limiter builds its window key inside the script).
  */
 import { Redis, type RedisOptions } from 'ioredis'
-import type { FailureOutcome, LimitDecision, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
-import { UnavailableError } from '../ports.ts'
+import type { Attempt, LimitDecision, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
+import { ALLOWED, UnavailableError } from '../ports.ts'
 
 export interface RedisStoreOptions {
   readonly url: string
@@ -54,10 +54,13 @@ redis.call('HSET', KEYS[1], 'last', ARGV[1], 'fails', 0, 'lock', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`
 
-const FAIL = `
-local f = redis.call('HINCRBY', KEYS[1], 'fails', 1)
+/** ATTEMPT: refused while locked ({0, lock}); else the attempt counts as a failure in advance ({1, lock}). */
+const ATTEMPT = `
 local now, max, base, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local lock = 0
+local lock = tonumber(redis.call('HGET', KEYS[1], 'lock') or '0')
+if lock > now then return {0, string.format('%.0f', lock)} end
+local f = redis.call('HINCRBY', KEYS[1], 'fails', 1)
+lock = 0
 if f >= max then
   local delay = cap
   if f - max < 31 then delay = math.min(base * 2 ^ (f - max), cap) end
@@ -65,7 +68,7 @@ if f >= max then
 end
 redis.call('HSET', KEYS[1], 'lock', string.format('%.0f', lock))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(tonumber(ARGV[5]), lock - now + 1000)))
-return {f, string.format('%.0f', lock)}`
+return {1, string.format('%.0f', lock)}`
 
 /**
  * LIMIT: KEYS[1] the bucket, KEYS[2] the quota key's stem; ARGV rate, burst, quota, period,
@@ -130,7 +133,7 @@ return {'ok', int(math.floor(tokens)), int(refill), int(left), int(qkey and (end
 
 interface Scripts {
   tesseraAccept(key: string, step: string, retention: string): Promise<number>
-  tesseraFail(key: string, now: string, max: string, base: string, cap: string, retention: string): Promise<[number, string]>
+  tesseraAttempt(key: string, now: string, max: string, base: string, cap: string, retention: string): Promise<[number, string]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string): Promise<string[]>
 }
 
@@ -160,7 +163,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const redis = new Redis(options.url, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraAccept', { numberOfKeys: 1, lua: ACCEPT })
-  redis.defineCommand('tesseraFail', { numberOfKeys: 1, lua: FAIL })
+  redis.defineCommand('tesseraAttempt', { numberOfKeys: 1, lua: ATTEMPT })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -190,17 +193,13 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const clock = options.limiterClock
 
   const verification: VerificationStore = {
-    async lockedUntil(key, nowMs) {
-      const until = Number((await call(() => redis.hget(stateKey(key), 'lock'))) ?? 0)
-      return until > nowMs ? until : 0
+    async attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
+      const [allowed, lockedUntil] = await call(() => scripts.tesseraAttempt(stateKey(key), String(nowMs),
+        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention))
+      return allowed === 1 ? ALLOWED : { allowed: false, lockedUntil: Number(lockedUntil) }
     },
     async accept(key, step) {
       return (await call(() => scripts.tesseraAccept(stateKey(key), String(step), retention))) === 1 ? 'accepted' : 'reused'
-    },
-    async fail(key, nowMs, policy: LockPolicy): Promise<FailureOutcome> {
-      const [failures, lockedUntil] = await call(() => scripts.tesseraFail(stateKey(key), String(nowMs),
-        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention))
-      return { failures, lockedUntil: Number(lockedUntil) }
     },
   }
 

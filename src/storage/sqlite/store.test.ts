@@ -85,8 +85,7 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   await Promise.all(Array.from({ length: 2500 }, (_, i) => seed.verification.accept(`stale-${i}`, 1, old)))
   await seed.verification.accept('recent', 1, now)
   const policy = { maxFailures: 1, baseSeconds: 3600, maxSeconds: 3600 }
-  await seed.verification.fail('locked', old, policy)
-  await seed.verification.fail('locked', old, policy)
+  await seed.verification.attempt('locked', old, policy)
   await seed.close()
 
   const errors: Error[] = []
@@ -97,6 +96,6 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   const keys = () => db.prepare('SELECT key FROM otp_state ORDER BY key').all().map((r) => String(r.key))
   assert.ok(await until(() => keys().length === 2), `left: ${keys().length} rows`)
   assert.deepEqual(keys(), ['locked', 'recent'])
-  assert.ok(await store.verification.lockedUntil('locked', now) > now, 'the lock outlived the retention')
+  assert.deepEqual(await store.verification.attempt('locked', now, policy), { allowed: false, lockedUntil: old + 3_600_000 }, 'the lock outlived the retention')
   assert.deepEqual(errors, [])
 })

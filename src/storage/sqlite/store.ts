@@ -10,10 +10,10 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, FailureOutcome, KeyGrant, LockPolicy, OnboardingRecord,
+  Account, AccessStore, AccountStatus, ApiKeyInfo, Attempt, KeyGrant, LockPolicy, OnboardingRecord,
   OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, VerificationStore,
 } from '../ports.ts'
-import { lockDelaySeconds } from '../ports.ts'
+import { ALLOWED, lockDelaySeconds } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
 import { migrations } from '../migrations.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
@@ -251,6 +251,8 @@ function onboardingStore(db: DatabaseSync, batch: GroupCommit): OnboardingStore 
       secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at
     RETURNING *`)
   const get = db.prepare('SELECT * FROM onboarding WHERE account_id = ? AND application_id = ? AND user_id = ?')
+  const bySecret = db.prepare(`SELECT * FROM onboarding WHERE account_id = ? AND secret_fingerprint IN (SELECT value FROM json_each(?))
+    ORDER BY updated_at DESC LIMIT 1`)
   return {
     async upsert(record, now) {
       return toOnboarding(await batch.run(() => upsert.get({ ...record, now: now.toISOString() })!))
@@ -259,37 +261,40 @@ function onboardingStore(db: DatabaseSync, batch: GroupCommit): OnboardingStore 
       const row = get.get(accountId, applicationId, userId)
       return row ? toOnboarding(row) : null
     },
+    async findBySecret(accountId, fingerprints) {
+      const row = bySecret.get(accountId, JSON.stringify(fingerprints))
+      return row ? toOnboarding(row) : null
+    },
   }
 }
 
 function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationStore {
   const q = {
-    locked: db.prepare('SELECT locked_until FROM otp_state WHERE key = ?'),
+    state: db.prepare('SELECT failures, locked_until FROM otp_state WHERE key = ?'),
     accept: db.prepare(`
       INSERT INTO otp_state (key, last_step, failures, locked_until, updated_at) VALUES (?, ?, 0, 0, ?)
       ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = 0, locked_until = 0, updated_at = excluded.updated_at
       WHERE otp_state.last_step < excluded.last_step`),
-    failures: db.prepare('SELECT failures FROM otp_state WHERE key = ?'),
-    fail: db.prepare(`
+    attempt: db.prepare(`
       INSERT INTO otp_state (key, failures, locked_until, updated_at) VALUES ($key, $failures, $lockedUntil, $now)
       ON CONFLICT (key) DO UPDATE SET failures = excluded.failures, locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
   }
   return {
-    async lockedUntil(key, nowMs) {
-      const until = Number(q.locked.get(key)?.locked_until ?? 0)
-      return until > nowMs ? until : 0
+    // The read and the write run in one synchronous step inside the write transaction
+    // (BEGIN IMMEDIATE), so no other attempt, in this process or another, comes between them.
+    attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
+      return batch.run(() => {
+        const row = q.state.get(key)
+        const locked = Number(row?.locked_until ?? 0)
+        if (locked > nowMs) return { allowed: false, lockedUntil: locked }
+        const failures = Number(row?.failures ?? 0) + 1
+        const delay = lockDelaySeconds(failures, policy)
+        q.attempt.run({ key, failures, lockedUntil: delay > 0 ? nowMs + delay * 1000 : 0, now: nowMs })
+        return ALLOWED
+      })
     },
     accept(key, step, nowMs) {
       return batch.run(() => (Number(q.accept.run(key, step, nowMs).changes) > 0 ? 'accepted' : 'reused'))
-    },
-    fail(key, nowMs, policy: LockPolicy): Promise<FailureOutcome> {
-      return batch.run(() => {
-        const failures = Number(q.failures.get(key)?.failures ?? 0) + 1
-        const delay = lockDelaySeconds(failures, policy)
-        const lockedUntil = delay > 0 ? nowMs + delay * 1000 : 0
-        q.fail.run({ key, failures, lockedUntil, now: nowMs })
-        return { failures, lockedUntil }
-      })
     },
   }
 }

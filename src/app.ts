@@ -4,7 +4,6 @@
  * serves. It owns no process concerns (listening, signals): see server.ts.
  */
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import formbody from '@fastify/formbody'
 import { randomUUID } from 'node:crypto'
 import type { Config } from './config/config.ts'
 import type { Store } from './storage/ports.ts'
@@ -69,8 +68,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
   })
 
+  // Each route group registers the body types it takes (TOTP: bodies/fields.ts; converter: multipart).
   app.removeContentTypeParser('text/plain')
-  await app.register(formbody)
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     done()

@@ -45,14 +45,15 @@ export const catalogue = {
   // Request
   BODY_TOO_LARGE: entry(413, 'list', 'The request body is larger than the limit of {limit} bytes.', 'The body exceeds `BODY_LIMIT_BYTES`.'),
   UNSUPPORTED_MEDIA_TYPE: entry(415, 'list',
-    'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded (or application/json); the converter routes take multipart/form-data.',
+    'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data.',
     'The body is not of a type the route takes.'),
-  MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type, or is not a set of fields.'),
+  MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type (broken JSON, JSON that is not UTF-8, multipart without a boundary or cut short), or is not a set of fields.'),
   INTERNAL_ERROR: entry(500, 'list', 'Internal error. It has been logged with request id {requestId}.', 'A fault on our side. The log has the cause under the same request id.'),
   SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store: SQLite, PostgreSQL or Redis) is unreachable; sent with `Retry-After`. verifyOTP answers this while Redis is away rather than check codes without replay protection.'),
 
   // generateQRCode
   DATA_REQUIRED: entry(400, 'list', 'No Data provided to generate QR Code', '`data` is missing or empty.'),
+  DATA_INVALID: entry(400, 'list', 'Data must be text: valid UTF-8, without unpaired UTF-16 surrogates.', '`data` is not text (invalid UTF-8 or percent-escapes of it, a lone surrogate in JSON, a repeated field).'),
   DATA_TOO_LONG: entry(400, 'list',
     'Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).',
     'QR version 40 holds no more at the chosen `ecc`; a lower `ecc` holds more.'),
@@ -65,9 +66,9 @@ export const catalogue = {
 
   // onboardUser, getOTP, verifyOTP
   USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),
-  USER_ID_INVALID: entry(400, 'list', 'User ID must be at most 256 characters and must not contain \':\'.', '`userID` is too long or contains `:` (the label separator of otpauth URLs).'),
+  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\'.', '`userID` is too long, contains `:` (the label separator of otpauth URLs), or is not text (invalid UTF-8, a lone surrogate).'),
   APPLICATION_ID_REQUIRED: entry(400, 'list', 'Application ID is mandatory', '`applicationID` is missing or empty.'),
-  APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be at most 256 characters and must not contain \':\'.', '`applicationID` is too long or contains `:`.'),
+  APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\'.', '`applicationID` is too long, contains `:`, or is not text.'),
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
   TOKEN_LENGTH_INVALID: entry(400, 'list', 'Token length must be a whole number of digits from 6 to 10.', '`tokenLength` is out of range.'),
   ALGORITHM_INVALID: entry(400, 'list', 'Algorithm must be one of SHA1, SHA256, SHA512.', '`algorithm` is not supported.'),

@@ -14,6 +14,7 @@ import { findRecord, secretFingerprint } from './records.ts'
 import { buildMatrix, CAPACITY, type Ecc, type Matrix } from './qr/matrix.ts'
 import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
 import { pickQrOutput } from './negotiate.ts'
+import { acceptFields } from '../bodies/fields.ts'
 import {
   getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema,
 } from './schemas.ts'
@@ -42,6 +43,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   }
 
   app.addHook('onRequest', app.guard('totp'))
+  acceptFields(app, config.bodyLimitBytes)
 
   /** look builds the drawing options; `size` is kept to at least one pixel per module. */
   function look(modules: number, body: { size?: number; margin?: number; color?: string; bgcolor?: string }): Look {

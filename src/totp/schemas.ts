@@ -53,7 +53,7 @@ export const pingSchema = {
 }
 
 export const qrFields = (maxSize: number): FieldRules => ({
-  data: { required: 'DATA_REQUIRED', invalid: 'DATA_REQUIRED' },
+  data: { required: 'DATA_REQUIRED', invalid: 'DATA_INVALID' },
   format: { invalid: 'FORMAT_INVALID' },
   size: { invalid: 'SIZE_INVALID', params: { max: maxSize } },
   ecc: { invalid: 'ECC_INVALID' },
@@ -67,7 +67,7 @@ export function qrSchema(maxSize: number) {
     summary: 'Encode any text as a QR code',
     description: 'PNG by default; SVG with `format=svg` or `Accept: image/svg+xml`; JSON with a data URL with `Accept: application/json`.',
     tags: ['totp'],
-    consumes: ['application/x-www-form-urlencoded', 'application/json'],
+    consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
     body: Type.Object({
       data: Type.String({ minLength: 1, description: 'Text to encode (UTF-8).' }),
       format: Type.Optional(Type.String({ enum: ['png', 'svg'], description: 'Image format; overrides Accept.' })),
@@ -86,7 +86,7 @@ export function qrSchema(maxSize: number) {
           'application/json': { schema: success({ QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) }) },
         },
       },
-      ...errorResponses(['DATA_REQUIRED', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID']),
+      ...errorResponses(['DATA_REQUIRED', 'DATA_INVALID', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID']),
     },
   }
 }
@@ -103,7 +103,7 @@ export const onboardSchema = {
   summary: 'Create a TOTP secret for a user of an application',
   description: 'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
   tags: ['totp'],
-  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
   body: Type.Object({
     userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
     applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
@@ -141,7 +141,7 @@ export const getOtpFields = (limits: SecretLimits): FieldRules => ({
 export const getOtpSchema = {
   summary: 'Get the current code for a secret',
   tags: ['totp'],
-  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
   body: Type.Object({
     secret,
     tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: `Digits in a code.${fromRecord('6')}` })),
@@ -171,7 +171,7 @@ export const verifySchema = {
   summary: 'Verify a code against a secret',
   description: 'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
   tags: ['totp'],
-  consumes: ['application/x-www-form-urlencoded', 'application/json'],
+  consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
   body: Type.Object({
     secret,
     token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check.' }),

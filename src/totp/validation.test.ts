@@ -83,3 +83,64 @@ test('a bad request from a caller without access gets the 403, not a 400 that wo
   const res = await post(app.url, '/totp/onboardUser', 'tsr_wrong', {})
   assert.equal(res.status, 403)
 })
+
+test('text that is not UTF-8, or a lone surrogate, is a 400 naming the field, in every body type', async (t) => {
+  const app = await startApp(t)
+  const send = (type: string, body: string | Buffer) =>
+    fetch(`${app.url}/totp/onboardUser`, { method: 'POST', headers: { 'x-api-key': app.key, 'content-type': type }, body: typeof body === 'string' ? body : new Uint8Array(body) })
+  const bad: [string, string | Buffer][] = [
+    ['application/json', '{"userID":"\\ud800","applicationID":"Acme"}'],
+    ['application/x-www-form-urlencoded', 'userID=%ED%A0%80&applicationID=Acme'],
+    ['application/x-www-form-urlencoded', Buffer.from('userID=\xff&applicationID=Acme', 'latin1')],
+    ['multipart/form-data; boundary=b', Buffer.from('--b\r\ncontent-disposition: form-data; name="userID"\r\n\r\n\xed\xa0\x80\r\n--b\r\ncontent-disposition: form-data; name="applicationID"\r\n\r\nAcme\r\n--b--\r\n', 'latin1')],
+  ]
+  for (const [type, body] of bad) {
+    const res = await send(type, body)
+    assert.equal(res.status, 400, type)
+    assert.deepEqual(await codes(res), ['USER_ID_INVALID'], `${type}: ${String(body).slice(0, 40)}`)
+  }
+  const qr = await fetch(`${app.url}/totp/generateQRCode`, {
+    method: 'POST', headers: { 'x-api-key': app.key, 'content-type': 'application/json' }, body: '{"data":"a\\udc00","size":"x"}',
+  })
+  assert.deepEqual(await codes(qr), ['DATA_INVALID', 'SIZE_INVALID'], 'with every other problem at once')
+  // Well-formed non-ASCII text is fine, escaped or raw.
+  const ok = await send('application/x-www-form-urlencoded', Buffer.from('userID=J%C3%BCrgen&applicationID=Caf\xc3\xa9', 'latin1'))
+  assert.equal(ok.status, 200)
+  assert.match((await ok.json() as { otpURL: string }).otpURL, /^otpauth:\/\/totp\/Caf%C3%A9:J%C3%BCrgen\?/)
+})
+
+test('multipart/form-data (curl -F) works on the TOTP routes, with the same limits', async (t) => {
+  const app = await startApp(t, { BODY_LIMIT_BYTES: '2048' })
+  const form = new FormData()
+  form.set('userID', 'jane@example.com')
+  form.set('applicationID', 'Acme')
+  form.set('tokenLength', '8')
+  const onboard = await fetch(`${app.url}/totp/onboardUser`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
+  assert.equal(onboard.status, 200)
+  const { secretKey, otp } = await onboard.json() as { secretKey: string; otp: string }
+  assert.match(otp, /^\d{8}$/)
+
+  const verify = new FormData()
+  verify.set('secret', secretKey)
+  verify.set('token', otp)
+  assert.equal((await fetch(`${app.url}/totp/verifyOTP`, { method: 'POST', headers: { 'x-api-key': app.key }, body: verify })).status, 200)
+
+  // A file part is taken as its field's text (curl -F data=@file.txt).
+  const qr = new FormData()
+  qr.set('data', new Blob(['https://example.com']), 'data.txt')
+  const image = await fetch(`${app.url}/totp/generateQRCode`, { method: 'POST', headers: { 'x-api-key': app.key }, body: qr })
+  assert.equal(image.status, 200)
+  assert.equal(image.headers.get('content-type'), 'image/png')
+
+  const big = new FormData()
+  big.set('data', 'x'.repeat(3000))
+  const tooLarge = await fetch(`${app.url}/totp/generateQRCode`, { method: 'POST', headers: { 'x-api-key': app.key }, body: big })
+  assert.equal(tooLarge.status, 413)
+  assert.deepEqual(await codes(tooLarge), ['BODY_TOO_LARGE'])
+
+  const noBoundary = await fetch(`${app.url}/totp/getOTP`, { method: 'POST', headers: { 'x-api-key': app.key, 'content-type': 'multipart/form-data' }, body: 'xx' })
+  assert.equal(noBoundary.status, 400)
+  const body = await noBoundary.json() as { code: string; message: string }[]
+  assert.deepEqual(body.map((e) => e.code), ['MALFORMED_BODY'])
+  assert.match(body[0]!.message, /multipart\/form-data/)
+})

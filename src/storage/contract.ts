@@ -109,6 +109,18 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(await onboarding.get(account.id, 'app', 'other'), null)
   })
 
+  withStore('onboarding records are found by secret fingerprint, within their account', async ({ access, onboarding }) => {
+    const [a, b] = [await access.createAccount('a'), await access.createAccount('b')]
+    const base = { applicationId: 'app', algorithm: 'SHA1', digits: 8, period: 30 } as const
+    await onboarding.upsert({ ...base, accountId: a.id, userId: 'u1', secretFingerprint: 'f1' }, new Date(1000))
+    await onboarding.upsert({ ...base, accountId: a.id, userId: 'u2', digits: 7, secretFingerprint: 'f1' }, new Date(3000))
+    await onboarding.upsert({ ...base, accountId: b.id, userId: 'u1', secretFingerprint: 'f2' }, new Date(2000))
+    assert.equal((await onboarding.findBySecret(a.id, ['fx', 'f1']))?.userId, 'u2', 'the most recently updated record')
+    assert.equal(await onboarding.findBySecret(a.id, ['f2']), null, 'another account\'s record')
+    assert.equal((await onboarding.findBySecret(b.id, ['f2']))?.digits, 8)
+    assert.equal(await onboarding.findBySecret(b.id, []), null)
+  })
+
   withStore('verification state: steps are accepted once, attempts lock with a doubling delay', async ({ verification: v }) => {
     assert.equal(await v.accept('k', 10, 0), 'accepted')
     assert.equal(await v.accept('k', 10, 0), 'reused')

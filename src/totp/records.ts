@@ -25,14 +25,18 @@ export function secretFingerprint(pepper: Pepper, secret: Buffer, algorithm: Alg
 export async function findRecord(
   store: OnboardingStore, pepper: Pepper, accountId: string, secret: Buffer, algorithm: Algorithm | undefined,
 ): Promise<OnboardingRecord | null> {
-  const matches = new Map<string, Set<Algorithm>>()
-  const add = (fingerprint: string, algorithms: readonly Algorithm[]) => {
-    const set = matches.get(fingerprint) ?? new Set()
+  // Keyed by the text that is fingerprinted: for keys of 64 bytes or less without trailing
+  // zeros (all that we issue), every candidate is the same text, and one HMAC is made.
+  const texts = new Map<string, Set<Algorithm>>()
+  const add = (text: string, algorithms: readonly Algorithm[]) => {
+    const set = texts.get(text) ?? new Set()
     for (const a of algorithms) set.add(a)
-    matches.set(fingerprint, set)
+    texts.set(text, set)
   }
-  for (const a of algorithm ? [algorithm] : ALGORITHMS) add(secretFingerprint(pepper, secret, a), [a])
-  add(keyedDigest(pepper, LABEL, toBase32(secret)), ALGORITHMS)
+  for (const a of algorithm ? [algorithm] : ALGORITHMS) add(toBase32(canonicalKey(secret, a)), [a])
+  add(toBase32(secret), ALGORITHMS)
+  const matches = new Map<string, Set<Algorithm>>()
+  for (const [text, algorithms] of texts) matches.set(keyedDigest(pepper, LABEL, text), algorithms)
   const record = await store.findBySecret(accountId, [...matches.keys()])
   // A fingerprint made for one algorithm says nothing of a record kept for another.
   return record !== null && matches.get(record.secretFingerprint)?.has(record.algorithm) ? record : null

@@ -82,8 +82,9 @@ async function run(id: number, job: Job): Promise<JobResult> {
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
     if (job.op === 'png') return await renderPages(id, doc, pages, job)
-    // A document MuPDF had to repair goes to Ghostscript as MuPDF repaired it, so that both engines see the same pages.
-    const source = doc.repaired() ?? job.pdf
+    // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
+    // draws it, so that the PostScript shows the same pages and fields as the PNG.
+    const source = doc.forPostScript() ?? job.pdf
     const postscript = vector.postscript!(source, { pages, pageCount: doc.pageCount, color: job.color, password: job.password })
     return { ok: true, op: 'ps', pageCount: doc.pageCount, pages: pages.length, postscript }
   } finally {

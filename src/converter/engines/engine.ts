@@ -21,8 +21,11 @@ export interface OpenDocument {
   pageSize(index: number): PageSize
   /** renderPng draws one page (0-based) at `dpi`. */
   renderPng(index: number, dpi: number, color: ColorMode): Uint8Array
-  /** repaired gives the document as the engine repaired it, or null when it needed no repair. */
-  repaired(): Uint8Array | null
+  /**
+   * forPostScript gives the document as the engine draws it, for the PostScript engine:
+   * repaired, and carrying the form-field appearances the engine makes; null when that is the original.
+   */
+  forPostScript(): Uint8Array | null
   close(): void
 }
 

@@ -30,6 +30,58 @@ function rebuildPageTree(pdf: mupdf.PDFDocument): number {
   return kids.length
 }
 
+/**
+ * hasAppearance tells whether a form field's widget carries an appearance stream for its
+ * current state. Ghostscript draws nothing for one that does not (a checkbox whose /AP has no
+ * entry for its /AS), where MuPDF draws the field's box from its /MK colours.
+ */
+function hasAppearance(widget: mupdf.PDFWidget): boolean {
+  const annot = widget.getObject()
+  const normal = annot.get('AP', 'N')
+  if (normal.isStream()) return true
+  const state = annot.get('AS')
+  return state.isName() && normal.isDictionary() && normal.get(state.asName()).isStream()
+}
+
+/**
+ * makeFieldAppearances writes into the document the appearances MuPDF draws form fields with:
+ * every field's when the form asks readers to make them (/NeedAppearances), else those of the
+ * fields that have none. MuPDF makes them when it renders but keeps them out of the document,
+ * and Ghostscript makes its own, which differ (it leaves out a field's value, or a checkbox
+ * altogether). Returns whether any was written.
+ */
+function makeFieldAppearances(doc: mupdf.Document, pdf: mupdf.PDFDocument, pageCount: number): boolean {
+  const form = pdf.getTrailer().get('Root', 'AcroForm')
+  if (!form.isDictionary() || !form.get('Fields').isArray() || form.get('Fields').length === 0) return false
+  const needAppearances = form.get('NeedAppearances')
+  const all = needAppearances.isBoolean() && needAppearances.asBoolean()
+  let made = false
+  for (let i = 0; i < pageCount; i++) {
+    let page: mupdf.PDFPage
+    try {
+      page = doc.loadPage(i) as mupdf.PDFPage
+    } catch {
+      continue // a page MuPDF cannot load has no fields it draws
+    }
+    try {
+      for (const widget of page.getWidgets()) {
+        try {
+          if (!all && hasAppearance(widget)) continue
+          // Setting a property (to its own value) marks the widget for a new appearance, which
+          // update() then writes into the document rather than into MuPDF's render-only copy.
+          widget.setFlags(widget.getFlags())
+          made = widget.update() || made
+        } catch {
+          // The field keeps the appearance the file gives it.
+        }
+      }
+    } finally {
+      page.destroy()
+    }
+  }
+  return made
+}
+
 function openDocument(doc: mupdf.Document): OpenDocument {
   const pdf = doc.asPDF()
   let pageCount = doc.countPages()
@@ -62,9 +114,14 @@ function openDocument(doc: mupdf.Document): OpenDocument {
         page.destroy()
       }
     },
-    repaired() {
-      if (pdf === null || !(rebuilt || pdf.wasRepaired())) return null
-      return pdf.saveToBuffer('').asUint8Array().slice()
+    forPostScript() {
+      if (pdf === null) return null
+      const repaired = rebuilt || pdf.wasRepaired()
+      const fieldsMade = makeFieldAppearances(doc, pdf, pageCount)
+      if (!repaired && !fieldsMade) return null
+      // Appearances alone are appended to the original bytes; a repaired document is written anew.
+      const options = !repaired && pdf.canBeSavedIncrementally() ? 'incremental' : ''
+      return pdf.saveToBuffer(options).asUint8Array().slice()
     },
     close() {
       doc.destroy()

@@ -1,7 +1,8 @@
 /**
  * npm run docs: regenerates what is derived from the code, so that it cannot drift:
  * docs/errors.md (the error catalogue), docs/openapi.json and docs/api.md (the route
- * schemas), and the configuration table in README.md (the settings). A test fails when
+ * schemas), docs/openapi.d.ts (the client types made from the document), and the
+ * configuration table in README.md (the settings). A test fails when
  * a committed copy differs from what this would write.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -12,12 +13,14 @@ import { loadConfig, settings } from '../src/config/config.ts'
 import { openSqliteStore } from '../src/storage/sqlite/store.ts'
 import { buildApp } from '../src/app.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
+import { renderTypes } from './typegen/openapi-types.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 export const FILES = {
   errors: join(ROOT, 'docs/errors.md'),
   openapi: join(ROOT, 'docs/openapi.json'),
   api: join(ROOT, 'docs/api.md'),
+  types: join(ROOT, 'docs/openapi.d.ts'),
   readme: join(ROOT, 'README.md'),
 }
 
@@ -114,6 +117,7 @@ export async function renderAll(): Promise<Record<keyof typeof FILES, string>> {
     errors: renderErrors(),
     openapi: `${JSON.stringify(doc, null, 2)}\n`,
     api: renderApi(doc),
+    types: await renderTypes(doc),
     readme: withSettings(readFileSync(FILES.readme, 'utf8')),
   }
 }

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import { catalogue, ERROR_CODES } from '../src/errors/catalogue.ts'
 import { FILES, renderAll, renderOpenApi } from '../scripts/docs.ts'
 
-test('committed docs are what `npm run docs` generates (catalogue, route schemas, settings)', async () => {
+test('committed docs are what `npm run docs` generates (catalogue, route schemas, client types, settings)', async () => {
   const fresh = await renderAll()
   for (const [name, text] of Object.entries(fresh)) {
     assert.equal(readFileSync(FILES[name as keyof typeof FILES], 'utf8'), text, `${name} is stale: run npm run docs`)

@@ -1,7 +1,8 @@
 /**
  * The OpenAPI document as its users meet it: what each region serves lints clean (Redocly's
- * recommended rules, redocly.yaml), each operation keeps the name Renda.io gave it, and
- * answers are checked against it (conformance.ts, for every test).
+ * recommended rules, redocly.yaml), each operation keeps the name Renda.io gave it, answers
+ * are checked against it (conformance.ts, for every test) and a client generated from it
+ * (docs/openapi.d.ts + openapi-fetch) works against a real node.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -9,6 +10,8 @@ import { execFile } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import createClient from 'openapi-fetch'
+import type { paths } from '../docs/openapi.d.ts'
 import { startApp, tempDir } from './helper.ts'
 import { checkAnswer, Mismatch, type OpenApiDocument } from './conformance.ts'
 
@@ -127,4 +130,29 @@ test('generatePostscript documents the dpi refusal it answers (what a validating
   const res = await fetch(`${app.url}/converter/generatePostscript`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
   assert.equal(res.status, 400)
   assert.deepEqual(((await res.json()) as { code: string }[]).map((e) => e.code), ['NOT_A_PDF', 'DPI_INVALID'])
+})
+
+test('a client generated from the document (openapi-fetch + docs/openapi.d.ts) onboards, gets and verifies a code against a real node', async (t) => {
+  const app = await startApp(t)
+  const client = createClient<paths>({ baseUrl: app.url, headers: { 'x-api-key': app.key } })
+
+  const ping = await client.GET('/totp/ping')
+  assert.equal(ping.data?.message, 'Ping successful')
+
+  const onboarded = await client.POST('/totp/onboardUser', { body: { userID: 'jane@example.com', applicationID: 'Acme Portal' } })
+  assert.equal(onboarded.response.status, 200)
+  const secretKey = onboarded.data!.secretKey
+  assert.match(onboarded.data!.otpURL, /^otpauth:\/\/totp\/Acme%20Portal:jane%40example\.com\?/)
+
+  const current = await client.POST('/totp/getOTP', { body: { secret: secretKey } })
+  assert.equal(current.data?.otp, onboarded.data!.otp)
+
+  const verified = await client.POST('/totp/verifyOTP', { body: { secret: secretKey, token: current.data!.otp } })
+  assert.equal(verified.data?.valid, true)
+
+  // Errors are typed too: the catalogue's list shape, with the codes the route documents.
+  const refused = await client.POST('/totp/getOTP', { body: { secret: 'not base32!' } })
+  assert.equal(refused.response.status, 400)
+  assert.ok(Array.isArray(refused.error), 'a list of problems')
+  assert.deepEqual(refused.error.map((e) => e.code), ['SECRET_INVALID'])
 })

@@ -4,6 +4,8 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The workspace of openapi-typescript (npm run docs): npm ci needs its manifest.
+COPY scripts/typegen/package.json scripts/typegen/
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run typecheck

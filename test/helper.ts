@@ -1,6 +1,8 @@
 /**
  * Test helpers: start the real app on a real port with a fresh SQLite store in a temp dir,
  * a movable clock and captured logs; create accounts and keys through the real store.
+ * Every answer a test fetches from such an app is checked against the OpenAPI document the
+ * app serves (conformance.ts): a test fails on an answer the document does not describe.
  */
 import type { TestContext } from 'node:test'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -15,6 +17,7 @@ import type { Store } from '../src/storage/ports.ts'
 import { buildApp } from '../src/app.ts'
 import { issueKey } from '../src/gateway/keys.ts'
 import { GROUPS, REGIONS, type Group, type Region } from '../src/gateway/regions.ts'
+import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 
 export interface Clock {
   now: () => number
@@ -62,8 +65,15 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no port')
+  const url = `http://127.0.0.1:${address.port}`
+  // app.swagger() is what /openapi.json serves; taken in-process, so that a test that fills the node's connections is not disturbed.
+  const stopChecking = checkAnswersFrom(url, () => app.swagger() as unknown as OpenApiDocument)
+  t.after(() => {
+    const mismatches = stopChecking()
+    if (mismatches.length > 0) throw new Error(`answers not described by the OpenAPI document:\n${mismatches.join('\n')}`)
+  })
   const { apiKey, accountId } = await createCaller(store, pepper)
-  return { url: `http://127.0.0.1:${address.port}`, app, store, config, pepper, clock, dataDir, logs, key: apiKey, accountId }
+  return { url, app, store, config, pepper, clock, dataDir, logs, key: apiKey, accountId }
 }
 
 /** createCaller makes an account with a key and the given active subscriptions (default: all). */

@@ -16,12 +16,14 @@ const CODES: ErrorCode[] = [
   'FILE_TOO_LARGE', 'TOO_MANY_PARTS', 'PDF_UNREADABLE', 'PDF_PASSWORD_REQUIRED', 'TOO_MANY_PAGES',
   'CONVERSION_TIMEOUT', 'CONVERSION_FAILED', 'QUEUE_FULL',
 ]
+// Each header as a bare JSON schema: @fastify/swagger wraps it in the header object's `schema` itself.
 const headers = {
-  'X-Page-Count': { schema: { type: 'integer' }, description: 'Pages in the result.' },
-  'Content-Disposition': { schema: { type: 'string' }, description: 'attachment, with a file name derived from the upload.' },
+  'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
+  'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the upload.' },
 }
 
 export const imageSchema = {
+  operationId: 'generateImage',
   summary: 'PDF to PNG: one page as a PNG, several as a zip of PNGs',
   description: 'The zip holds `<basename>-<page>.png` (page numbers zero-padded to the width of the page count), in page order, stored without recompression, and is streamed as pages are rendered.',
   tags: ['converter'],
@@ -41,6 +43,7 @@ export const imageSchema = {
 }
 
 export const postscriptSchema = {
+  operationId: 'generatePostscript',
   summary: 'PDF to printer-friendly vector PostScript',
   description: "Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages.",
   tags: ['converter'],
@@ -48,6 +51,7 @@ export const postscriptSchema = {
   body: body({}),
   response: {
     200: { description: 'The PostScript.', headers, content: { 'application/postscript': { schema: Type.String({ format: 'binary' }) } } },
-    ...errorResponses(CODES),
+    // readUpload checks `dpi` on both routes, so a bad one is refused here too, though PostScript has no use for it.
+    ...errorResponses([...CODES, 'DPI_INVALID']),
   },
 }

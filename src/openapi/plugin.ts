@@ -7,12 +7,24 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/config.ts'
-import { catalogue, type ErrorCode } from '../errors/catalogue.ts'
-
-/** Answers of no route in particular, listed once in the document. */
-const GATEWAY_NOT_FOUND: readonly ErrorCode[] = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION']
+import { ERROR_SHAPES, errorTable } from '../errors/reference.ts'
 
 export const API_TITLE = 'Tessera: TOTP and PDF conversion API'
+
+/**
+ * DESCRIPTION carries the whole error reference: the readers of /docs have the service, not
+ * the repository. Codes of no documented operation (an unknown route, the conversion group
+ * outside `eu`) are only here.
+ */
+const DESCRIPTION = [
+  'Every `/totp/*` and `/converter/*` call needs a key in the `x-api-key` header.',
+  '',
+  '## Errors',
+  '',
+  ERROR_SHAPES,
+  '',
+  errorTable(),
+].join('\n')
 
 async function openapiPlugin(app: FastifyInstance, opts: { config: Config; version: string }): Promise<void> {
   await app.register(swagger, {
@@ -21,22 +33,12 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
       info: {
         title: API_TITLE,
         version: opts.version,
-        description: 'Every `/totp/*` and `/converter/*` call needs a key in the `x-api-key` header. Errors are listed in docs/errors.md.',
+        description: DESCRIPTION,
         license: { name: 'AGPL-3.0-or-later', identifier: 'AGPL-3.0-or-later' },
       },
       servers: [{ url: opts.config.publicBaseUrl, description: `region ${opts.config.region}` }],
       components: {
         securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } },
-        responses: {
-          NotFound: {
-            description: GATEWAY_NOT_FOUND.map((c) => `\`${c}\`: ${catalogue[c].message}`).join('\n\n'),
-            content: {
-              'application/json': {
-                schema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'], 'x-error-codes': GATEWAY_NOT_FOUND } as object,
-              },
-            },
-          },
-        },
       },
       security: [{ apiKey: [] }],
       tags: [

@@ -15,11 +15,12 @@ const readiness = Type.Object({
 
 export default async function opsRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
   app.get('/healthz', {
-    schema: { summary: 'Liveness: the process answers', tags: ['operations'], security: [], response: { 200: status } },
+    schema: { operationId: 'checkLiveness', summary: 'Liveness: the process answers', tags: ['operations'], security: [], response: { 200: status } },
   }, async () => ({ status: 'ok' }))
 
   app.get('/readyz', {
     schema: {
+      operationId: 'checkReadiness',
       summary: 'Readiness: each dependency answers',
       description: '503 when the store (SQLite or PostgreSQL) is down; 200 `degraded` when only Redis is (verifyOTP then answers 503).',
       tags: ['operations'],

@@ -44,6 +44,7 @@ const success = (fields: Record<string, ReturnType<typeof Type.String>>) =>
   Type.Object({ type: Type.Literal('Success'), ...fields })
 
 export const pingSchema = {
+  operationId: 'ping',
   summary: 'Check the API and your key',
   tags: ['totp'],
   response: {
@@ -64,6 +65,7 @@ export const qrFields = (maxSize: number): FieldRules => ({
 
 export function qrSchema(maxSize: number) {
   return {
+    operationId: 'generateQRCode',
     summary: 'Encode any text as a QR code',
     description: 'PNG by default; SVG with `format=svg` or `Accept: image/svg+xml`; JSON with a data URL with `Accept: application/json`.',
     tags: ['totp'],
@@ -100,6 +102,7 @@ export const onboardFields: FieldRules = {
 }
 
 export const onboardSchema = {
+  operationId: 'onboardUser',
   summary: 'Create a TOTP secret for a user of an application',
   description: 'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
   tags: ['totp'],
@@ -139,6 +142,7 @@ export const getOtpFields = (limits: SecretLimits): FieldRules => ({
 })
 
 export const getOtpSchema = {
+  operationId: 'getOTP',
   summary: 'Get the current code for a secret',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
@@ -168,6 +172,7 @@ export const verifyFields = (limits: SecretLimits): FieldRules => ({
 })
 
 export const verifySchema = {
+  operationId: 'verifyOTP',
   summary: 'Verify a code against a secret',
   description: 'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
   tags: ['totp'],

@@ -104,6 +104,13 @@ test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it
   assert.equal(res.headers.get('retry-after'), '5')
   assert.match(JSON.stringify(await res.json()), /SERVICE_UNAVAILABLE.*PostgreSQL is unavailable/)
   assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'a cached key still works for calls that need no PostgreSQL')
+  const secret = 'LVJFKZI5AJZXIZKG'
+  const otp = await post(app.url, '/totp/getOTP', app.key, { secret })
+  assert.equal(otp.status, 503, 'getOTP reads the secret\'s onboarding record')
+  await otp.arrayBuffer()
+  const given = await post(app.url, '/totp/getOTP', app.key, { secret, tokenLength: '6', algorithm: 'SHA1', tokenValidity: '30' })
+  assert.equal(given.status, 200, 'a request that gives every parameter needs no record')
+  await given.arrayBuffer()
   const ready = await get(app.url, '/readyz', undefined)
   assert.equal(ready.status, 503)
   assert.deepEqual(await ready.json(), { status: 'unavailable', checks: { postgres: 'unavailable', redis: 'ok' } })

@@ -70,6 +70,12 @@ function url(env: string, def: (env: Env) => string, defaultDoc: string, doc: st
   }
 }
 
+/** optionalUrl reads an absolute http(s) URL that may be left unset (''). */
+function optionalUrl(env: string, doc: string): Setting<string> {
+  const given = url(env, () => '', 'unset', doc)
+  return { ...given, read: (raw, all) => (raw === undefined || raw.trim() === '' ? '' : given.read(raw, all)) }
+}
+
 /** dbUrl reads an optional connection URL of the given scheme; the default is unset (''). */
 function dbUrl(env: string, scheme: RegExp, example: string, doc: string): Setting<string> {
   return {
@@ -119,7 +125,7 @@ export const settings = {
   region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
   dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file.'),
   publicBaseUrl: url('PUBLIC_BASE_URL', publicBase, 'http://localhost:$PORT', 'Base URL clients use for this instance; used in messages and in the OpenAPI document.'),
-  euBaseUrl: url('EU_BASE_URL', publicBase, '`PUBLIC_BASE_URL`', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac`. Required in production outside `eu`.'),
+  euBaseUrl: optionalUrl('EU_BASE_URL', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac` (unset: the 404 names the region only). Required in production outside `eu`.'),
   docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Log level of the JSON logs on standard output.'),
   databaseUrl: dbUrl('DATABASE_URL', /^postgres(ql)?:$/, 'postgres://user:pass@host:5432/db',

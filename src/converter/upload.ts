@@ -56,7 +56,8 @@ async function readParts(request: FastifyRequest, config: Config) {
     const code = (error as { code?: string }).code
     if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('FILE_TOO_LARGE', { limit: config.maxUploadBytes })
     if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw apiError('TOO_MANY_PARTS')
-    throw error
+    // Anything else the parser raises is the body's fault: no boundary, a part never closed, garbage.
+    throw new ApiError([{ code: 'MALFORMED_BODY', params: { contentType: 'multipart/form-data' } }], {}, { cause: error })
   }
   return { fields, otherFiles, file }
 }

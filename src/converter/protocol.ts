@@ -48,3 +48,7 @@ export type FromWorker =
   | { readonly type: 'done'; readonly id: number; readonly result: JobResult; readonly memoryBytes: number }
   /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
   | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean }
+
+/** The dpi a PNG may be rendered at. */
+export const MIN_DPI = 36
+export const MAX_DPI = 600

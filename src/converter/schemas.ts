@@ -36,7 +36,7 @@ export const imageSchema = {
         'application/zip': { schema: Type.String({ format: 'binary' }) },
       },
     },
-    ...errorResponses([...CODES, 'DPI_INVALID', 'PAGE_TOO_LARGE']),
+    ...errorResponses([...CODES, 'DPI_INVALID', 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI']),
   },
 }
 

@@ -9,6 +9,7 @@ import type { Config } from '../config/config.ts'
 import { ApiError, apiError, type Problem } from '../errors/errors.ts'
 import type { ColorMode } from './engines/engine.ts'
 import { parsePages, type Range } from './pages.ts'
+import { MAX_DPI, MIN_DPI } from './protocol.ts'
 
 export interface Upload {
   readonly pdf: Uint8Array
@@ -74,7 +75,7 @@ export async function readUpload(request: FastifyRequest, config: Config): Promi
   }
   const dpiText = fields.dpi?.trim() ?? ''
   const dpi = dpiText === '' ? 150 : /^\d{1,4}$/.test(dpiText) ? Number(dpiText) : NaN
-  if (!(dpi >= 36 && dpi <= 600)) problems.push({ code: 'DPI_INVALID' })
+  if (!(dpi >= MIN_DPI && dpi <= MAX_DPI)) problems.push({ code: 'DPI_INVALID' })
   const pagesText = fields.pages?.trim() ?? ''
   const pages = pagesText === '' ? null : parsePages(pagesText)
   if (pagesText !== '' && pages === null) problems.push({ code: 'PAGES_INVALID' })

@@ -9,7 +9,7 @@ import { mupdfEngine } from './engines/mupdf.ts'
 import { createGhostscriptEngine } from './engines/ghostscript.ts'
 import type { OpenDocument, PdfEngine } from './engines/engine.ts'
 import { resolvePages } from './pages.ts'
-import type { FromWorker, Job, JobResult, Refusal, ToWorker } from './protocol.ts'
+import { MIN_DPI, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker } from './protocol.ts'
 
 const PAGE_WINDOW = 2
 
@@ -46,14 +46,18 @@ function pixelsAt(size: { width: number; height: number }, dpi: number): number 
   return Math.ceil((size.width * dpi) / 72) * Math.ceil((size.height * dpi) / 72)
 }
 
+function tooLarge(page: number, size: { width: number; height: number }, job: Job & { op: 'png' }): Refusal {
+  const params = { page, dpi: job.dpi, megapixels: (pixelsAt(size, job.dpi) / 1e6).toFixed(1), limit: job.limits.maxPixels / 1e6 }
+  let fit = Math.floor(72 * Math.sqrt(job.limits.maxPixels / (size.width * size.height)))
+  while (fit > 1 && pixelsAt(size, fit) > job.limits.maxPixels) fit-- // pixels are whole: round down until it fits
+  if (fit < MIN_DPI) return refuse('PAGE_TOO_LARGE_AT_ANY_DPI', { ...params, minDpi: MIN_DPI })
+  return refuse('PAGE_TOO_LARGE', { ...params, fit })
+}
+
 async function renderPages(id: number, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'png' }): Promise<JobResult> {
   for (const page of pages) {
     const size = doc.pageSize(page - 1)
-    if (pixelsAt(size, job.dpi) > job.limits.maxPixels) {
-      let fit = Math.floor(72 * Math.sqrt(job.limits.maxPixels / (size.width * size.height)))
-      while (fit > 1 && pixelsAt(size, fit) > job.limits.maxPixels) fit-- // pixels are whole: round down until it fits
-      return refuse('PAGE_TOO_LARGE', { page, dpi: job.dpi, megapixels: (pixelsAt(size, job.dpi) / 1e6).toFixed(1), limit: job.limits.maxPixels / 1e6, fit })
-    }
+    if (pixelsAt(size, job.dpi) > job.limits.maxPixels) return tooLarge(page, size, job)
   }
   send({ type: 'start', id, pages: pages.length, pageCount: doc.pageCount })
   let ahead = 0

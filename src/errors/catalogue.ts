@@ -98,6 +98,8 @@ export const catalogue = {
   TOO_MANY_PAGES: entry(422, 'list', 'The PDF has {count} pages; the limit is {limit}.', 'More pages than `MAX_PAGES`.'),
   PAGE_TOO_LARGE: entry(422, 'list', 'Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. Use a dpi of {fit} or less.',
     'A page would exceed `MAX_PAGE_MEGAPIXELS` at the requested `dpi`.'),
+  PAGE_TOO_LARGE_AT_ANY_DPI: entry(422, 'list', 'Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. The page is too large at any allowed dpi (even at {minDpi}).',
+    'A page would exceed `MAX_PAGE_MEGAPIXELS` even at the lowest `dpi` (36).'),
   CONVERSION_TIMEOUT: entry(422, 'list', 'The conversion took longer than the limit of {seconds} seconds and was stopped.', 'A conversion exceeded `CONVERSION_TIMEOUT_MS`; its worker was replaced.'),
   CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),

@@ -159,9 +159,11 @@ export const settings = {
   maxUploadBytes: int('MAX_UPLOAD_BYTES', 52428800, 1024, 1073741824, 'Largest PDF upload (50 MiB); larger ones get 413.'),
   maxPages: int('MAX_PAGES', 500, 1, 100000, 'Most pages a document may have; more gets 422.'),
   maxPageMegapixels: int('MAX_PAGE_MEGAPIXELS', 50, 1, 1000, 'Largest render of one page (width × height at the requested dpi); larger gets 422 naming the dpi that fits.'),
-  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run (engine time: waiting for a slow client to take pages does not count, but a client that takes no page for this long is given up on); its worker is then terminated and replaced, and the client gets 422.'),
+  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run (engine time: waiting for a slow client to take output does not count, see `CLIENT_STALL_TIMEOUT_MS`); its worker is then terminated and replaced, and the client gets 422.'),
   workerMaxJobs: int('WORKER_MAX_JOBS', 200, 1, 1000000, 'Jobs after which a conversion worker is replaced by a fresh one.'),
-  workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 1024, 64, 65536, 'WebAssembly memory (MiB) past which a conversion worker is replaced after its job.'),
+  workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 768, 256, 65536, 'Memory (MiB) one conversion worker may use: its engines\' WebAssembly memory, JS heap and scratch files. A conversion that needs more is stopped with 422; a worker above it after a job is replaced.'),
+  maxOutputBytes: int('MAX_OUTPUT_BYTES', 134217728, 65536, 2147483647, 'Largest answer a conversion may give (128 MiB; the PNG, the zip\'s pages, the PostScript); larger gets 422, before anything is sent where the engine can tell. The largest PostScript of the test corpus is 25 MB.'),
+  clientStallTimeoutMs: int('CLIENT_STALL_TIMEOUT_MS', 30000, 100, 600000, 'A client that takes no bytes of a conversion\'s answer for this long is dropped and its worker freed.'),
 } as const
 
 type Settings = typeof settings

@@ -1,11 +1,11 @@
-/** The bounds on a conversion's answer: its size, and a client that stops reading. */
+/** The bounds on a conversion's answer: its size, a client that stops reading, and a full pool refusing before the body is read. */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request, type IncomingMessage } from 'node:http'
 import { once } from 'node:events'
 import type { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startApp } from '../../test/helper.ts'
+import { codes, startApp } from '../../test/helper.ts'
 import { SKIP_CORPUS, real, upload } from '../../test/convert.ts'
 
 const IMAGE = '/converter/generateImage'
@@ -77,4 +77,42 @@ test('a client that takes no bytes is dropped and its worker freed', { skip: SKI
   while (!sockets[0]!.destroyed) await sleep(50)
   assert.ok(app.logs.some((l) => l.includes('the client took nothing')), 'the worker was replaced')
   assert.ok(app.logs.some((l) => l.includes('conversion stopped while streaming')), 'the drop is logged')
+})
+
+test('a full pool refuses an upload with 503 and Retry-After before reading its body', { skip: SKIP_CORPUS }, async (t) => {
+  const app = await startApp(t, { CONVERTER_WORKERS: '1', CONVERTER_QUEUE_PER_WORKER: '0' })
+  // The only place is taken by an upload that is still coming.
+  const holder = send(app.url, PS, app.key, Buffer.concat([partHead(), Buffer.from('%PDF-1.7\n')]))
+  await sleep(500)
+
+  const total = 48 * 1048576
+  const big = send(app.url, PS, app.key, partHead())
+  let sent = 0
+  let sentAtAnswer = -1
+  const started = performance.now()
+  let answeredAt = 0
+  void big.response.then(() => { sentAtAnswer = sent; answeredAt = performance.now() - started })
+  const piece = Buffer.alloc(65536, 0x20)
+  big.req.on('error', () => undefined) // the server closes the connection while we still write
+  while (sent < total && sentAtAnswer < 0 && !big.req.destroyed) {
+    if (!big.req.write(piece)) await Promise.race([once(big.req, 'drain'), big.response, sleep(2000)])
+    sent += piece.length
+  }
+  const res = await big.response
+  t.diagnostic(`503 after ${answeredAt.toFixed(0)} ms, when ${(sentAtAnswer / 1048576).toFixed(1)} MiB of ${total / 1048576} MiB had been written`)
+  assert.equal(res.statusCode, 503)
+  assert.equal(res.headers['retry-after'], '5')
+  const body = JSON.parse((await res.toArray()).join('')) as { code: string }[]
+  assert.deepEqual(body.map((p) => p.code), ['QUEUE_FULL'])
+  assert.ok(sentAtAnswer >= 0 && sentAtAnswer < total / 4, `answered after ${sentAtAnswer} bytes`)
+  big.req.destroy()
+
+  // The holder's upload turns out bad (the client gives up): its place is free again.
+  holder.req.destroy()
+  await sleep(200)
+  const after = await upload(app.url, PS, app.key, real('minimal-document.pdf'))
+  assert.equal(after.status, 200)
+  const bad = await upload(app.url, PS, app.key, Buffer.from('not a pdf'))
+  assert.deepEqual(await codes(bad), ['NOT_A_PDF'])
+  assert.equal((await upload(app.url, PS, app.key, real('minimal-document.pdf'))).status, 200, 'a refused upload gives its place back')
 })

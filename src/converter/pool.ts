@@ -57,6 +57,14 @@ export interface Running {
   cancel(): void
 }
 
+/** A place in the pool, taken before the job is known. */
+export interface Reservation {
+  /** run queues the job in the reserved place. */
+  run(job: Job, handlers?: Handlers): Running
+  /** release gives the place back (the upload was refused); a no-op after run. */
+  release(): void
+}
+
 interface Entry {
   readonly id: number
   readonly job: Job
@@ -87,19 +95,43 @@ export class ConversionPool {
   readonly #slots = new Set<Slot>()
   readonly #queue: Entry[] = []
   #nextId = 1
+  #reserved = 0
   #closed = false
 
   constructor(options: PoolOptions) {
     this.#options = options
   }
 
-  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
-  run(job: Job, handlers: Handlers = {}): Running {
+  /**
+   * reserve takes a place for a job that is yet to be read (an upload): it throws
+   * PoolError('queue-full') at once when there is none, so that a refused client is told
+   * before it sends its body. The place is the job's when it runs, or freed by `release`.
+   */
+  reserve(): Reservation {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     // Workers that are free, starting, or yet to start will take a job each before anyone waits.
     const free = [...this.#slots].filter((s) => s.busy === null && !s.retiring).length + Math.max(0, this.#options.size - this.#slots.size)
-    if (this.#queue.length >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
-    return this.#enqueue(job, handlers)
+    if (this.#queue.length + this.#reserved >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
+    this.#reserved++
+    let held = true
+    const give = () => {
+      if (!held) return false
+      held = false
+      this.#reserved--
+      return true
+    }
+    return {
+      run: (job, handlers = {}) => {
+        if (!give()) throw new Error('a reservation runs one job')
+        return this.#enqueue(job, handlers)
+      },
+      release: () => { give() },
+    }
+  }
+
+  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
+  run(job: Job, handlers: Handlers = {}): Running {
+    return this.reserve().run(job, handlers)
   }
 
   #enqueue(job: Job, handlers: Handlers): Running {

@@ -2,7 +2,8 @@
  * The conversion group (eu only): PDF to PNG (one page) or a zip of PNGs (several),
  * streamed as the worker renders them, and PDF to PostScript, streamed in pieces as
  * Ghostscript writes it. HTTP in, a job to the worker pool, HTTP out; the engines never run
- * on the event loop.
+ * on the event loop. A conversion takes its place in the pool before its body is read, so
+ * that a refused client is told at once.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
@@ -10,9 +11,9 @@ import yazl from 'yazl'
 import { PassThrough, type Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
-import { ConversionPool, PoolError, type Handlers, type Running } from './pool.ts'
+import { ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
-import { readUpload } from './upload.ts'
+import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
 import { dropWhenStalled } from './stall.ts'
 
@@ -39,7 +40,8 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     if (!(error instanceof PoolError)) throw error
     switch (error.reason) {
       case 'queue-full':
-        return apiError('QUEUE_FULL', { seconds: 5 }, { 'retry-after': '5' })
+        // The body is left unread: closing the connection spares reading what the client still sends.
+        return apiError('QUEUE_FULL', { seconds: 5 }, { 'retry-after': '5', connection: 'close' })
       case 'timeout':
       case 'stalled':
         return apiError('CONVERSION_TIMEOUT', { seconds: config.conversionTimeoutMs / 1000 })
@@ -52,11 +54,28 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     }
   }
 
-  /** submit queues a job and gives it up when the client goes away before the answer is complete. */
-  function submit(request: FastifyRequest, reply: FastifyReply, job: Job, handlers: Handlers): Running {
+  /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
+  async function accept(request: FastifyRequest): Promise<{ place: Reservation; upload: Upload }> {
+    requireMultipart(request)
+    let place: Reservation
+    try {
+      place = pool.reserve()
+    } catch (error) {
+      throw failure(request, error)
+    }
+    try {
+      return { place, upload: await readUpload(request, config) }
+    } catch (error) {
+      place.release()
+      throw error
+    }
+  }
+
+  /** submit runs a job in its place and gives it up when the client goes away before the answer is complete. */
+  function submit(request: FastifyRequest, reply: FastifyReply, place: Reservation, job: Job, handlers: Handlers): Running {
     let running: Running
     try {
-      running = pool.run(job, handlers)
+      running = place.run(job, handlers)
     } catch (error) {
       throw failure(request, error)
     }
@@ -99,12 +118,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const upload = await readUpload(request, config)
+    const { place, upload } = await accept(request)
     const received: { page: number; png: Uint8Array }[] = []
     let sink: ((page: number, png: Uint8Array) => void) | null = null
     let started!: (shape: { pages: number; pageCount: number }) => void
     const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
-    const running = submit(request, reply, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, place, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (pages, pageCount) => started({ pages, pageCount }),
       onPage: (page, png) => (sink ? sink(page, png) : received.push({ page, png })),
     })
@@ -147,13 +166,13 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   })
 
   app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const upload = await readUpload(request, config)
+    const { place, upload } = await accept(request)
     // Small buffer: the pieces wait in the worker's window, not here.
     const out = new PassThrough({ highWaterMark: 64 * 1024 })
     let pages = 0
     let firstPiece!: () => void
     const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
-    const running = submit(request, reply, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, place, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (count) => { pages = count },
       onChunk: (bytes) => {
         out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))

@@ -63,8 +63,13 @@ async function readParts(request: FastifyRequest, config: Config) {
   return { fields, otherFiles, file }
 }
 
-export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+/** requireMultipart refuses a body of another type (415) before anything else is done with the request. */
+export function requireMultipart(request: FastifyRequest): void {
   if (!request.isMultipart()) throw apiError('UNSUPPORTED_MEDIA_TYPE')
+}
+
+export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+  requireMultipart(request)
   const { fields, otherFiles, file } = await readParts(request, config)
   const problems: Problem[] = []
   if (file === undefined || file.data.byteLength === 0) {

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url'
 
 interface FsStream {
   readonly path: string
+  readonly node: Record<string, unknown>
   position: number
 }
 
@@ -23,6 +24,8 @@ interface GhostscriptFs {
   writeFile(path: string, data: Uint8Array): void
   readFile(path: string): Uint8Array
   unlink(path: string): void
+  open(path: string, flags: string): FsStream
+  close(stream: FsStream): void
   /** Every write of the program goes through here (Emscripten's FS.write), so it can be replaced. */
   write(stream: FsStream, buffer: Uint8Array, offset: number, length: number, position?: number, canOwn?: boolean): number
 }
@@ -104,6 +107,54 @@ function capGrowth(imports: WebAssembly.Imports, maxBytes: number): void {
   throw new Error('the Ghostscript module has no heap-resize import to cap')
 }
 
+/** The (minified) names of a file node's contents (a Uint8Array with spare room) and of its used length. */
+interface NodeKeys {
+  readonly contents: string
+  readonly used: string
+}
+
+/** nodeKeys finds the names of a file node's fields by writing a probe file and seeing which fields change. */
+function nodeKeys(fs: GhostscriptFs): NodeKeys {
+  const stream = fs.open('/probe', 'w+')
+  try {
+    const node = stream.node
+    fs.write(stream, new Uint8Array(5), 0, 5, 0)
+    const fives = Object.keys(node).filter((k) => node[k] === 5)
+    fs.write(stream, new Uint8Array(2), 0, 2, 5)
+    const used = fives.find((k) => node[k] === 7)
+    const contents = Object.keys(node).find((k) => ArrayBuffer.isView(node[k]))
+    if (used === undefined || contents === undefined) throw new Error('the Ghostscript file system has no recognisable file node')
+    return { contents, used }
+  } finally {
+    fs.close(stream)
+    fs.unlink('/probe')
+  }
+}
+
+/**
+ * makeRoom gives a scratch file room for `need` bytes in a resizable ArrayBuffer that grows in
+ * place. Emscripten's own growth allocates a new array 1.125 times larger and copies: a 256 MB
+ * file left gigabytes of old arrays for the collector, and two such runs took the process past
+ * 1.2 GB. `max` is the largest a file may grow (the scratch budget).
+ */
+function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, max: number): void {
+  // Contents written by the program are slices of its heap: an Int8Array, not a Uint8Array.
+  const current = node[keys.contents] as Int8Array | Uint8Array | null | undefined
+  const held = ArrayBuffer.isView(current) ? current : null
+  if (held !== null && held.length >= need) return
+  const size = Math.min(max, Math.max(need, 65536, Math.ceil((held?.length ?? 0) * 1.25)))
+  const buffer = held?.buffer
+  if (buffer instanceof ArrayBuffer && buffer.resizable && held!.byteOffset === 0 && buffer.maxByteLength >= size) {
+    buffer.resize(size) // the view tracks the buffer's length
+    return
+  }
+  // The same element type as before: copies between the file and the heap stay plain byte copies.
+  const View = held?.constructor === Uint8Array ? Uint8Array : Int8Array
+  const view = new View(new ArrayBuffer(size, { maxByteLength: max }))
+  if (held !== null) view.set(held.subarray(0, node[keys.used] as number))
+  node[keys.contents] = view
+}
+
 /** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; its heap stops at `maxHeapBytes`. */
 export async function loadGhostscript(printErr: (line: string) => void, maxHeapBytes = 2 ** 31): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
@@ -130,6 +181,7 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
   const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, maxHeapBytes)
   const gs = loaded.module
   const fs = gs.FS
+  const keys = nodeKeys(fs)
   const write = fs.write.bind(fs)
   /** The job being run: its output goes to the sink, every other write counts against its budget. */
   let job: { readonly sink: OutputSink; readonly budget: OutputBudget; written: number; scratch: number; sinceCheck: number } | null = null
@@ -153,6 +205,9 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
       job.sinceCheck = 0
       if (job.budget.overMemory(job.scratch)) throw new Stopped('memory')
     }
+    const end = (position ?? stream.position) + length
+    if (end > job.budget.maxScratchBytes) throw new Stopped('output')
+    makeRoom(stream.node, keys, end, job.budget.maxScratchBytes)
     return write(stream, buffer, offset, length, position, canOwn)
   }
 

@@ -165,7 +165,7 @@ export interface paths {
         put?: never;
         /**
          * PDF to printer-friendly vector PostScript
-         * @description Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages.
+         * @description Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages, streamed as it is written (at most `MAX_OUTPUT_BYTES`).
          */
         post: operations["generatePostscript"];
         delete?: never;
@@ -1314,7 +1314,13 @@ export interface operations {
              *
              *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
              *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             *
              *     `PAGE_TOO_LARGE`: Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. Use a dpi of {fit} or less.
+             *
+             *     `PAGE_TOO_LARGE_AT_ANY_DPI`: Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. The page is too large at any allowed dpi (even at {minDpi}).
              */
             422: {
                 headers: {
@@ -1325,7 +1331,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED" | "PAGE_TOO_LARGE";
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI";
                         message: string;
                     }[];
                 };
@@ -1510,6 +1516,10 @@ export interface operations {
              *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
              *
              *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
              */
             422: {
                 headers: {
@@ -1520,7 +1530,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED";
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };

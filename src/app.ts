@@ -92,6 +92,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       timeoutMs: config.conversionTimeoutMs,
       maxJobsPerWorker: config.workerMaxJobs,
       maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+      stallTimeoutMs: config.clientStallTimeoutMs,
       onRecycle: (reason) => app.log.info({ reason }, 'conversion worker replaced'),
     })
     // After the server has stopped and in-flight requests (conversions included) are done.

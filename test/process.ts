@@ -2,6 +2,7 @@
 import type { TestContext } from 'node:test'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
+import { readFileSync, readdirSync } from 'node:fs'
 
 const SERVER = new URL('../src/server.ts', import.meta.url).pathname
 
@@ -43,4 +44,28 @@ export function startServer(env: Record<string, string>, t?: TestContext): Serve
       return code
     },
   }
+}
+
+/** treeRssBytes is the resident memory of a process and all its descendants, from /proc (Linux). */
+export function treeRssBytes(pid: number): number {
+  const children = new Map<number, number[]>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      // The command name (field 2) may hold spaces and parentheses: the parent pid follows the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)])
+    } catch { /* exited meanwhile */ }
+  }
+  let total = 0
+  const todo = [pid]
+  while (todo.length > 0) {
+    const p = todo.pop()!
+    try {
+      total += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0) * 1024
+    } catch { /* exited meanwhile */ }
+    todo.push(...(children.get(p) ?? []))
+  }
+  return total
 }

@@ -70,6 +70,12 @@ function url(env: string, def: (env: Env) => string, defaultDoc: string, doc: st
   }
 }
 
+/** optionalUrl reads an absolute http(s) URL that may be left unset (''). */
+function optionalUrl(env: string, doc: string): Setting<string> {
+  const given = url(env, () => '', 'unset', doc)
+  return { ...given, read: (raw, all) => (raw === undefined || raw.trim() === '' ? '' : given.read(raw, all)) }
+}
+
 /** dbUrl reads an optional connection URL of the given scheme; the default is unset (''). */
 function dbUrl(env: string, scheme: RegExp, example: string, doc: string): Setting<string> {
   return {
@@ -119,7 +125,7 @@ export const settings = {
   region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
   dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file.'),
   publicBaseUrl: url('PUBLIC_BASE_URL', publicBase, 'http://localhost:$PORT', 'Base URL clients use for this instance; used in messages and in the OpenAPI document.'),
-  euBaseUrl: url('EU_BASE_URL', publicBase, '`PUBLIC_BASE_URL`', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac`. Required in production outside `eu`.'),
+  euBaseUrl: optionalUrl('EU_BASE_URL', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac` (unset: the 404 names the region only). Required in production outside `eu`.'),
   docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Log level of the JSON logs on standard output.'),
   databaseUrl: dbUrl('DATABASE_URL', /^postgres(ql)?:$/, 'postgres://user:pass@host:5432/db',
@@ -154,9 +160,11 @@ export const settings = {
   maxUploadBytes: int('MAX_UPLOAD_BYTES', 52428800, 1024, 1073741824, 'Largest PDF upload (50 MiB); larger ones get 413.'),
   maxPages: int('MAX_PAGES', 500, 1, 100000, 'Most pages a document may have; more gets 422.'),
   maxPageMegapixels: int('MAX_PAGE_MEGAPIXELS', 50, 1, 1000, 'Largest render of one page (width × height at the requested dpi); larger gets 422 naming the dpi that fits.'),
-  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run (engine time: waiting for a slow client to take pages does not count, but a client that takes no page for this long is given up on); its worker is then terminated and replaced, and the client gets 422.'),
+  conversionTimeoutMs: int('CONVERSION_TIMEOUT_MS', 60000, 100, 3600000, 'Longest a conversion may run (engine time: waiting for a slow client to take output does not count, see `CLIENT_STALL_TIMEOUT_MS`); its worker is then terminated and replaced, and the client gets 422.'),
   workerMaxJobs: int('WORKER_MAX_JOBS', 200, 1, 1000000, 'Jobs after which a conversion worker is replaced by a fresh one.'),
-  workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 1024, 64, 65536, 'WebAssembly memory (MiB) past which a conversion worker is replaced after its job.'),
+  workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 768, 256, 65536, 'Memory (MiB) one conversion worker may use: its engines\' WebAssembly memory, JS heap and scratch files. A conversion that needs more is stopped with 422; a worker above it after a job is replaced.'),
+  maxOutputBytes: int('MAX_OUTPUT_BYTES', 134217728, 65536, 2147483647, 'Largest answer a conversion may give (128 MiB; the PNG, the zip\'s pages, the PostScript); larger gets 422, before anything is sent where the engine can tell. The largest PostScript of the test corpus is 25 MB.'),
+  clientStallTimeoutMs: int('CLIENT_STALL_TIMEOUT_MS', 30000, 100, 600000, 'A client that takes no bytes of a conversion\'s answer for this long is dropped and its worker freed.'),
 } as const
 
 type Settings = typeof settings

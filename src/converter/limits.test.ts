@@ -4,6 +4,20 @@ import { codes, get, post, startApp } from '../../test/helper.ts'
 import { SKIP_CORPUS, pngSize, real, unzip, upload } from '../../test/convert.ts'
 
 const IMAGE = '/converter/generateImage'
+
+/** a0Page is a one-page PDF of A0 size (2384 x 3370 pt), written by hand. */
+function a0Page(): Buffer {
+  const objects = ['<< /Type /Catalog /Pages 2 0 R >>', '<< /Type /Pages /Kids [3 0 R] /Count 1 >>', '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 2384 3370] >>']
+  let body = '%PDF-1.7\n'
+  const offsets = objects.map((o, i) => {
+    const at = body.length
+    body += `${i + 1} 0 obj\n${o}\nendobj\n`
+    return at
+  })
+  const xref = `xref\n0 4\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n \n`).join('')}`
+  return Buffer.from(`${body}${xref}trailer\n<< /Size 4 /Root 1 0 R >>\nstartxref\n${body.length}\n%%EOF\n`)
+}
+
 const PS = '/converter/generatePostscript'
 
 test('413 for an upload over the limit, 415 for a body that is not multipart', { skip: SKIP_CORPUS }, async (t) => {
@@ -57,6 +71,13 @@ test('422 for too many pages, too many pixels, a missing or wrong password, an u
   assert.equal(pixels!.code, 'PAGE_TOO_LARGE')
   // A4 is 595.28 x 841.89 pt: at 143 dpi, 1183 x 1673 pixels (1.98 MP) fit in 2 megapixels; at 144, 1191 x 1684 do not.
   assert.match(pixels!.message, /Use a dpi of 143 or less/)
+  // An A0 page (2384 x 3370 pt) at 36 dpi is 1192 x 1685 pixels, 2.0 MP: the dpi that fits (35) is below the minimum.
+  const a0 = await upload(app.url, IMAGE, app.key, a0Page(), { dpi: '36' })
+  assert.equal(a0.status, 422)
+  const [any] = await a0.json() as { code: string; message: string }[]
+  assert.equal(any!.code, 'PAGE_TOO_LARGE_AT_ANY_DPI')
+  assert.match(any!.message, /too large at any allowed dpi \(even at 36\)/)
+  assert.doesNotMatch(any!.message, /Use a dpi/)
   assert.equal((await upload(app.url, IMAGE, app.key, real('minimal-document.pdf'), { dpi: '143' })).status, 200)
   assert.equal((await upload(app.url, IMAGE, app.key, real('minimal-document.pdf'), { dpi: '144' })).status, 422)
 
@@ -68,6 +89,7 @@ test('422 for too many pages, too many pixels, a missing or wrong password, an u
     }
     const ok = await upload(app.url, path, app.key, real('libreoffice-writer-password.pdf'), { password: 'openpassword', dpi: '50' })
     assert.equal(ok.status, 200)
+    await ok.arrayBuffer()
   }
   const broken = await upload(app.url, IMAGE, app.key, Buffer.from('%PDF-1.7\nnothing else'))
   assert.equal(broken.status, 422)
@@ -139,7 +161,18 @@ test('workers are recycled after their job limit and past their memory limit, an
   for (let i = 0; i < 3; i++) assert.equal((await upload(jobs.url, IMAGE, jobs.key, real('minimal-document.pdf'), { dpi: '36' })).status, 200)
   assert.ok(jobs.logs.filter((l) => l.includes('recycled after 1 jobs')).length >= 2)
 
-  const memory = await startApp(t, { WORKER_MAX_MEMORY_MB: '64', CONVERTER_WORKERS: '1' })
-  for (let i = 0; i < 2; i++) assert.equal((await upload(memory.url, PS, memory.key, real('pdflatex-4-pages.pdf'))).status, 200)
-  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of WebAssembly memory/.test(l)))
+  // The lowest limit: Ghostscript's heap alone starts at 256 MiB, so every job ends above it (about 290 MiB with MuPDF's and the JS heap).
+  const memory = await startApp(t, { WORKER_MAX_MEMORY_MB: '256', CONVERTER_WORKERS: '1' })
+  const convert = async () => {
+    const res = await upload(memory.url, PS, memory.key, real('pdflatex-4-pages.pdf'))
+    assert.equal(res.status, 200)
+    await res.arrayBuffer() // read to the end: PostScript streams, and an unread answer would hold the app's close up
+  }
+  for (let i = 0; i < 2; i++) await convert()
+  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of memory/.test(l)))
+  // GeoTopo's 49 MB of scratch files do not fit beside the engines in 256 MiB: stopped mid-run, and the next job runs on a fresh worker.
+  const over = await upload(memory.url, PS, memory.key, real('GeoTopo-komprimiert.pdf'))
+  assert.equal(over.status, 422)
+  assert.deepEqual(await codes(over), ['CONVERSION_MEMORY_EXCEEDED'])
+  await convert()
 })

@@ -6,13 +6,15 @@
  * after an engine failure, or when it dies.
  *
  * The time limit counts the engine's time, not the time a worker waits for a slow client
- * to take pages; a client that takes no page for as long as the limit is given up on.
+ * to take output; a client that takes nothing for `stallTimeoutMs` is given up on and its
+ * worker replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps are capped,
+ * its JS heap is bounded by `resourceLimits`, and it checks the whole while it works.
  *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
 import { Worker } from 'node:worker_threads'
-import type { FromWorker, Job, JobResult, ToWorker } from './protocol.ts'
+import { IN_FLIGHT, type FromWorker, type Job, type JobResult, type ToWorker, type WorkerData } from './protocol.ts'
 
 export interface PoolOptions {
   readonly size: number
@@ -20,11 +22,13 @@ export interface PoolOptions {
   readonly timeoutMs: number
   readonly maxJobsPerWorker: number
   readonly maxMemoryBytes: number
+  /** How long a worker may wait for its consumer to take output before the job is given up on. */
+  readonly stallTimeoutMs: number
   /** Told when a worker is replaced, and why (for the log). */
   readonly onRecycle?: (reason: string) => void
 }
 
-export type PoolFailure = 'queue-full' | 'timeout' | 'crashed' | 'failed' | 'closed'
+export type PoolFailure = 'queue-full' | 'timeout' | 'stalled' | 'crashed' | 'failed' | 'closed'
 
 export class PoolError extends Error {
   override name = 'PoolError'
@@ -41,14 +45,24 @@ export interface Handlers {
   onStart?(pages: number, pageCount: number): void
   /** One page, in order. Call `ack` once it has been taken, to let the worker render further. */
   onPage?(page: number, png: Uint8Array): void
+  /** One piece of PostScript, in order; `ack` it once taken, as a page. */
+  onChunk?(bytes: Uint8Array): void
 }
 
 export interface Running {
   readonly result: Promise<JobResult>
-  /** ack tells the worker that a page has been taken. */
+  /** ack tells the worker that a page or piece has been taken. */
   ack(): void
   /** cancel gives up on the job (the client went away): queued, it is dropped; running, its worker is replaced. */
   cancel(): void
+}
+
+/** A place in the pool, taken before the job is known. */
+export interface Reservation {
+  /** run queues the job in the reserved place. */
+  run(job: Job, handlers?: Handlers): Running
+  /** release gives the place back (the upload was refused); a no-op after run. */
+  release(): void
 }
 
 interface Entry {
@@ -66,6 +80,8 @@ interface Entry {
 
 interface Slot {
   readonly worker: Worker
+  /** Pieces of output sent and not yet taken (shared with the worker, which waits on it). */
+  readonly inFlight: Int32Array
   ready: boolean
   busy: Entry | null
   jobs: number
@@ -79,18 +95,47 @@ export class ConversionPool {
   readonly #slots = new Set<Slot>()
   readonly #queue: Entry[] = []
   #nextId = 1
+  #reserved = 0
   #closed = false
 
   constructor(options: PoolOptions) {
     this.#options = options
   }
 
-  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
-  run(job: Job, handlers: Handlers = {}): Running {
+  /**
+   * reserve takes a place for a job that is yet to be read (an upload): it throws
+   * PoolError('queue-full') at once when there is none, so that a refused client is told
+   * before it sends its body. The place is the job's when it runs, or freed by `release`.
+   */
+  reserve(): Reservation {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     // Workers that are free, starting, or yet to start will take a job each before anyone waits.
     const free = [...this.#slots].filter((s) => s.busy === null && !s.retiring).length + Math.max(0, this.#options.size - this.#slots.size)
-    if (this.#queue.length >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
+    if (this.#queue.length + this.#reserved >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
+    this.#reserved++
+    let held = true
+    const give = () => {
+      if (!held) return false
+      held = false
+      this.#reserved--
+      return true
+    }
+    return {
+      run: (job, handlers = {}) => {
+        if (!give()) throw new Error('a reservation runs one job')
+        return this.#enqueue(job, handlers)
+      },
+      release: () => { give() },
+    }
+  }
+
+  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
+  run(job: Job, handlers: Handlers = {}): Running {
+    return this.reserve().run(job, handlers)
+  }
+
+  #enqueue(job: Job, handlers: Handlers): Running {
+    if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
       entry = { id: this.#nextId++, job, handlers, resolve, reject }
@@ -100,7 +145,7 @@ export class ConversionPool {
     this.#dispatch()
     return {
       result,
-      ack: () => entry.slot?.worker.postMessage({ type: 'ack', id: entry.id } satisfies ToWorker),
+      ack: () => this.#ack(entry),
       cancel: () => this.#cancel(entry),
     }
   }
@@ -116,8 +161,14 @@ export class ConversionPool {
   }
 
   #spawn(): void {
-    const worker = new Worker(WORKER_URL)
-    const slot: Slot = { worker, ready: false, busy: null, jobs: 0, retiring: false }
+    const credit = new SharedArrayBuffer(4)
+    const mb = Math.ceil(this.#options.maxMemoryBytes / 1048576)
+    const worker = new Worker(WORKER_URL, {
+      workerData: { credit, maxMemoryBytes: this.#options.maxMemoryBytes } satisfies WorkerData,
+      // The JS heap holds little (the documents live in the engines' heaps): a quarter of the budget, 64 MiB at least.
+      resourceLimits: { maxOldGenerationSizeMb: Math.max(64, Math.floor(mb / 4)), maxYoungGenerationSizeMb: 16 },
+    })
+    const slot: Slot = { worker, inFlight: new Int32Array(credit), ready: false, busy: null, jobs: 0, retiring: false }
     this.#slots.add(slot)
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     worker.on('error', (error) => this.#onDeath(slot, `worker error: ${error.message}`))
@@ -152,10 +203,13 @@ export class ConversionPool {
       case 'page':
         entry.handlers.onPage?.(message.page, message.png)
         return
+      case 'chunk':
+        entry.handlers.onChunk?.(message.bytes)
+        return
       case 'paused':
         clearTimeout(entry.timer)
         entry.remaining = Math.max(0, entry.deadline! - Date.now())
-        entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'the client took no page'), this.#options.timeoutMs)
+        entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'the client took nothing', this.#options.stallTimeoutMs), this.#options.stallTimeoutMs)
         return
       case 'resumed':
         clearTimeout(entry.timer)
@@ -164,9 +218,10 @@ export class ConversionPool {
       case 'done': {
         this.#release(slot, entry)
         entry.resolve(message.result)
-        if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, `recycled after ${slot.jobs} jobs`)
+        if (message.spent) void this.#retire(slot, 'engine stopped mid-run')
+        else if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, `recycled after ${slot.jobs} jobs`)
         else if (message.memoryBytes > this.#options.maxMemoryBytes) {
-          void this.#retire(slot, `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of WebAssembly memory`)
+          void this.#retire(slot, `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of memory`)
         }
         break
       }
@@ -191,11 +246,19 @@ export class ConversionPool {
     entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'conversion'), ms)
   }
 
-  #onTimeout(slot: Slot, entry: Entry, what: string): void {
+  #ack(entry: Entry): void {
+    const slot = entry.slot
+    // A late ack (the job is over) must not give credit to the worker's next job.
+    if (slot === undefined || slot.busy !== entry) return
+    Atomics.sub(slot.inFlight, IN_FLIGHT, 1)
+    Atomics.notify(slot.inFlight, IN_FLIGHT)
+  }
+
+  #onTimeout(slot: Slot, entry: Entry, what: string, ms = this.#options.timeoutMs): void {
     if (slot.busy !== entry) return
     slot.busy = null
-    entry.reject(new PoolError('timeout', `${what} exceeded ${this.#options.timeoutMs} ms`))
-    void this.#retire(slot, 'conversion timed out')
+    entry.reject(new PoolError(what === 'conversion' ? 'timeout' : 'stalled', `${what} (${ms} ms)`))
+    void this.#retire(slot, what === 'conversion' ? 'conversion timed out' : 'the client took nothing')
   }
 
   #onDeath(slot: Slot, why: string): void {

@@ -1,18 +1,21 @@
 /**
  * The conversion group (eu only): PDF to PNG (one page) or a zip of PNGs (several),
- * streamed as the worker renders them, and PDF to PostScript. HTTP in, a job to the worker
- * pool, HTTP out; the engines never run on the event loop.
+ * streamed as the worker renders them, and PDF to PostScript, streamed in pieces as
+ * Ghostscript writes it. HTTP in, a job to the worker pool, HTTP out; the engines never run
+ * on the event loop. A conversion takes its place in the pool before its body is read, so
+ * that a refused client is told at once.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
 import yazl from 'yazl'
-import type { Readable } from 'node:stream'
+import { PassThrough, type Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
-import { ConversionPool, PoolError, type Running } from './pool.ts'
+import { ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
-import { readUpload } from './upload.ts'
+import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
+import { dropWhenStalled } from './stall.ts'
 
 export interface ConverterOptions {
   readonly config: Config
@@ -26,6 +29,8 @@ function refusal(result: Refusal): ApiError {
   return apiError(result.code, result.params)
 }
 
+type Settled = { result: JobResult } | { error: unknown }
+
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
   const { config, pool } = opts
   await app.register(multipart)
@@ -35,8 +40,10 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     if (!(error instanceof PoolError)) throw error
     switch (error.reason) {
       case 'queue-full':
-        return apiError('QUEUE_FULL', { seconds: 5 }, { 'retry-after': '5' })
+        // The body is left unread: closing the connection spares reading what the client still sends.
+        return apiError('QUEUE_FULL', { seconds: 5 }, { 'retry-after': '5', connection: 'close' })
       case 'timeout':
+      case 'stalled':
         return apiError('CONVERSION_TIMEOUT', { seconds: config.conversionTimeoutMs / 1000 })
       case 'crashed':
       case 'failed':
@@ -47,11 +54,28 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     }
   }
 
-  /** submit queues a job and gives it up when the client goes away before the answer is complete. */
-  function submit(request: FastifyRequest, reply: FastifyReply, job: Job, handlers: Parameters<ConversionPool['run']>[1]): Running {
+  /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
+  async function accept(request: FastifyRequest): Promise<{ place: Reservation; upload: Upload }> {
+    requireMultipart(request)
+    let place: Reservation
+    try {
+      place = pool.reserve()
+    } catch (error) {
+      throw failure(request, error)
+    }
+    try {
+      return { place, upload: await readUpload(request, config) }
+    } catch (error) {
+      place.release()
+      throw error
+    }
+  }
+
+  /** submit runs a job in its place and gives it up when the client goes away before the answer is complete. */
+  function submit(request: FastifyRequest, reply: FastifyReply, place: Reservation, job: Job, handlers: Handlers): Running {
     let running: Running
     try {
-      running = pool.run(job, handlers)
+      running = place.run(job, handlers)
     } catch (error) {
       throw failure(request, error)
     }
@@ -61,19 +85,49 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     return running
   }
 
-  const limits = { maxPages: config.maxPages, maxPixels: config.maxPageMegapixels * 1e6 }
+  /**
+   * endWhenSettled ends a streaming answer, or stops it when the conversion fails: with the
+   * error answer while no byte was sent yet (Fastify answers a stream's error with the error
+   * handler until the headers are out), else cut short, as the status is gone.
+   */
+  function endWhenSettled(request: FastifyRequest, settled: Promise<Settled>, end: () => void, stream: Readable): void {
+    void settled.then((done) => {
+      if ('result' in done && done.result.ok) return end()
+      request.log.warn({ outcome: 'error' in done ? String(done.error) : (done.result as Refusal).code }, 'conversion stopped while streaming')
+      let error: Error
+      try {
+        error = 'error' in done ? failure(request, done.error) : refusal(done.result as Refusal)
+      } catch (fault) {
+        error = fault as Error
+      }
+      stream.destroy(error)
+    })
+  }
+
+  /** taken acknowledges a piece once `stream` has room again: the worker makes more only as the client reads. */
+  function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, running: Running): void {
+    if (stream.writableNeedDrain) stream.once('drain', () => running.ack())
+    else running.ack()
+  }
+
+  const limits = {
+    maxPages: config.maxPages,
+    maxPixels: config.maxPageMegapixels * 1e6,
+    maxOutputBytes: config.maxOutputBytes,
+    maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+  }
 
   app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const upload = await readUpload(request, config)
+    const { place, upload } = await accept(request)
     const received: { page: number; png: Uint8Array }[] = []
     let sink: ((page: number, png: Uint8Array) => void) | null = null
     let started!: (shape: { pages: number; pageCount: number }) => void
     const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
-    const running = submit(request, reply, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, place, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (pages, pageCount) => started({ pages, pageCount }),
       onPage: (page, png) => (sink ? sink(page, png) : received.push({ page, png })),
     })
-    const settled = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
+    const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
     const first = await Promise.race([start.then((shape) => ({ shape })), settled])
     if ('error' in first) throw failure(request, first.error)
     if ('result' in first) {
@@ -99,18 +153,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     const zip = new yazl.ZipFile()
     const add = (page: number, png: Uint8Array) => {
       zip.addBuffer(Buffer.from(png.buffer, png.byteOffset, png.byteLength), name(page), { compress: false })
-      // Let the worker render further only while the client keeps up: memory stays bounded.
-      if (reply.raw.writableNeedDrain) reply.raw.once('drain', () => running.ack())
-      else running.ack()
+      taken(reply.raw, running)
     }
     for (const { page, png } of received.splice(0)) add(page, png)
     sink = add
-    void settled.then((done) => {
-      if ('result' in done && done.result.ok) return zip.end()
-      // Too late for an error status: the client sees the download cut short.
-      request.log.warn({ outcome: 'error' in done ? String(done.error) : (done.result as Refusal).code }, 'conversion stopped while streaming')
-      ;(zip.outputStream as Readable).destroy(new Error('conversion stopped'))
-    })
+    endWhenSettled(request, settled, () => zip.end(), zip.outputStream as Readable)
+    dropWhenStalled(reply.raw, config.clientStallTimeoutMs, () => request.log.warn('client took no bytes: dropped'))
     return reply
       .type('application/zip')
       .header('content-disposition', `attachment; filename="${upload.basename}.zip"`)
@@ -118,21 +166,31 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   })
 
   app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const upload = await readUpload(request, config)
-    const running = submit(request, reply, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {})
-    let result: JobResult
-    try {
-      result = await running.result
-    } catch (error) {
-      throw failure(request, error)
+    const { place, upload } = await accept(request)
+    // Small buffer: the pieces wait in the worker's window, not here.
+    const out = new PassThrough({ highWaterMark: 64 * 1024 })
+    let pages = 0
+    let firstPiece!: () => void
+    const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
+    const running = submit(request, reply, place, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+      onStart: (count) => { pages = count },
+      onChunk: (bytes) => {
+        out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+        taken(out, running)
+        firstPiece()
+      },
+    })
+    const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
+    // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
+    const first = await Promise.race([flowing.then(() => null), settled])
+    if (first !== null) {
+      if ('error' in first) throw failure(request, first.error)
+      if (!first.result.ok) throw refusal(first.result)
     }
-    if (!result.ok) throw refusal(result)
-    if (result.op !== 'ps') throw new Error('a PostScript job gave no PostScript')
-    const ps = result.postscript
-    return reply
-      .type('application/postscript')
-      .header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
-      .header('x-page-count', String(result.pages))
-      .send(Buffer.from(ps.buffer, ps.byteOffset, ps.byteLength))
+    endWhenSettled(request, settled, () => out.end(), out)
+    dropWhenStalled(reply.raw, config.clientStallTimeoutMs, () => request.log.warn('client took no bytes: dropped'))
+    reply.type('application/postscript').header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
+    // The worker tells the page count before the first piece.
+    return reply.header('x-page-count', String(pages)).send(out)
   })
 }

@@ -14,7 +14,7 @@ const body = (extra: Record<string, ReturnType<typeof Type.String>>) => Type.Obj
 const CODES: ErrorCode[] = [
   'PDF_REQUIRED', 'NOT_A_PDF', 'PAGES_INVALID', 'COLOR_MODE_INVALID', 'PASSWORD_INVALID', 'PAGES_OUT_OF_RANGE',
   'FILE_TOO_LARGE', 'TOO_MANY_PARTS', 'PDF_UNREADABLE', 'PDF_PASSWORD_REQUIRED', 'TOO_MANY_PAGES',
-  'CONVERSION_TIMEOUT', 'CONVERSION_FAILED', 'QUEUE_FULL',
+  'CONVERSION_TIMEOUT', 'CONVERSION_FAILED', 'QUEUE_FULL', 'OUTPUT_TOO_LARGE', 'CONVERSION_MEMORY_EXCEEDED',
 ]
 // Each header as a bare JSON schema: @fastify/swagger wraps it in the header object's `schema` itself.
 const headers = {
@@ -38,14 +38,14 @@ export const imageSchema = {
         'application/zip': { schema: Type.String({ format: 'binary' }) },
       },
     },
-    ...errorResponses([...CODES, 'DPI_INVALID', 'PAGE_TOO_LARGE']),
+    ...errorResponses([...CODES, 'DPI_INVALID', 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI']),
   },
 }
 
 export const postscriptSchema = {
   operationId: 'generatePostscript',
   summary: 'PDF to printer-friendly vector PostScript',
-  description: "Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages.",
+  description: "Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages, streamed as it is written (at most `MAX_OUTPUT_BYTES`).",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
   body: body({}),

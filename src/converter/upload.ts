@@ -9,6 +9,7 @@ import type { Config } from '../config/config.ts'
 import { ApiError, apiError, type Problem } from '../errors/errors.ts'
 import type { ColorMode } from './engines/engine.ts'
 import { parsePages, type Range } from './pages.ts'
+import { MAX_DPI, MIN_DPI } from './protocol.ts'
 
 export interface Upload {
   readonly pdf: Uint8Array
@@ -56,13 +57,19 @@ async function readParts(request: FastifyRequest, config: Config) {
     const code = (error as { code?: string }).code
     if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('FILE_TOO_LARGE', { limit: config.maxUploadBytes })
     if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw apiError('TOO_MANY_PARTS')
-    throw error
+    // Anything else the parser raises is the body's fault: no boundary, a part never closed, garbage.
+    throw new ApiError([{ code: 'MALFORMED_BODY', params: { contentType: 'multipart/form-data' } }], {}, { cause: error })
   }
   return { fields, otherFiles, file }
 }
 
-export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+/** requireMultipart refuses a body of another type (415) before anything else is done with the request. */
+export function requireMultipart(request: FastifyRequest): void {
   if (!request.isMultipart()) throw apiError('UNSUPPORTED_MEDIA_TYPE')
+}
+
+export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+  requireMultipart(request)
   const { fields, otherFiles, file } = await readParts(request, config)
   const problems: Problem[] = []
   if (file === undefined || file.data.byteLength === 0) {
@@ -73,7 +80,7 @@ export async function readUpload(request: FastifyRequest, config: Config): Promi
   }
   const dpiText = fields.dpi?.trim() ?? ''
   const dpi = dpiText === '' ? 150 : /^\d{1,4}$/.test(dpiText) ? Number(dpiText) : NaN
-  if (!(dpi >= 36 && dpi <= 600)) problems.push({ code: 'DPI_INVALID' })
+  if (!(dpi >= MIN_DPI && dpi <= MAX_DPI)) problems.push({ code: 'DPI_INVALID' })
   const pagesText = fields.pages?.trim() ?? ''
   const pages = pagesText === '' ? null : parsePages(pagesText)
   if (pagesText !== '' && pages === null) problems.push({ code: 'PAGES_INVALID' })

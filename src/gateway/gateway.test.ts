@@ -112,13 +112,21 @@ for (const region of ['us', 'apac']) {
       assert.equal(res.status, 404)
       const body = await res.json() as Record<string, string>
       assert.deepEqual(Object.keys(body), ['message'])
-      assert.ok(body.message!.includes(`https://api-eu.example.net${path}`), body.message)
-      assert.ok(body.message!.includes(region))
+      assert.equal(body.message, `The converter API is served in the eu region only, not in the ${region} region. Call https://api-eu.example.net${path} instead.`)
       assert.equal((await post(app.url, path, undefined, {})).status, 403)
       assert.equal((await post(app.url, path, 'tsr_nope', {})).status, 403)
     }
     const totpOnly = await createCaller(app.store, app.pepper, [[region as 'us', 'totp']])
     assert.equal((await post(app.url, '/converter/generateImage', totpOnly.apiKey, {})).status, 404, 'a valid key learns where the group lives')
+  })
+
+  test(`converter routes in ${region} without EU_BASE_URL: the 404 names the eu region and no URL (not this node's own)`, async (t) => {
+    const app = await startApp(t, { REGION: region, PUBLIC_BASE_URL: 'https://api-us.example.net' })
+    const res = await post(app.url, '/converter/generatePostscript', app.key, {})
+    assert.equal(res.status, 404)
+    const body = await res.json() as Record<string, string>
+    assert.equal(body.message, `The converter API is served in the eu region only, not in the ${region} region.`)
+    assert.doesNotMatch(body.message!, /https?:|example/)
   })
 }
 

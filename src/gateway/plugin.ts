@@ -110,7 +110,9 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   function decideNotServed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, group: Group): void {
     if (!admit(request, reply, grant, denial(grant))) return
     const path = request.url.split('?')[0] ?? ''
-    done(apiError('GROUP_NOT_IN_REGION', { group, region: config.region, baseUrl: config.euBaseUrl, path }))
+    // Without EU_BASE_URL this node knows no eu URL: naming its own would send the client back here.
+    const where = config.euBaseUrl === '' ? '' : ` Call ${config.euBaseUrl}${path} instead.`
+    done(apiError('GROUP_NOT_IN_REGION', { group, region: config.region, where }))
   }
 
   // Callback-style hooks: a cache hit decides synchronously, with no promise in the way.

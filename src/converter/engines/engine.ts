@@ -37,12 +37,29 @@ export interface PostScriptOptions {
   readonly password?: string
 }
 
+/** OutputSink takes the output as it is written; it may block until the consumer has caught up. The bytes are only valid during the call. */
+export type OutputSink = (bytes: Uint8Array) => void
+
+export interface OutputBudget {
+  /** Most bytes of output. */
+  readonly maxOutputBytes: number
+  /** Most bytes the engine may write to its scratch files before the output. */
+  readonly maxScratchBytes: number
+  /** overMemory tells whether the worker's memory (WebAssembly, heap) with `scratchBytes` more is over its limit. */
+  overMemory(scratchBytes: number): boolean
+}
+
+/** The outcome of a PostScript conversion: the bytes written to the sink, or why it was stopped (the engine cannot be used again then). */
+export type PostScriptOutcome =
+  | { readonly ok: true; readonly bytes: number }
+  | { readonly ok: false; readonly reason: 'output' | 'memory'; readonly bytes: number }
+
 export interface PdfEngine {
   readonly name: string
   /** open parses a PDF (authenticating with `password` when it is encrypted). */
   open?(pdf: Uint8Array, password?: string): OpenResult
-  /** postscript writes vector PostScript (DSC-conformant) of the selected pages. */
-  postscript?(pdf: Uint8Array, options: PostScriptOptions): Uint8Array
-  /** memoryBytes is the engine's WebAssembly memory, to decide when to recycle a worker. */
+  /** postscript writes vector PostScript (DSC-conformant) of the selected pages to `sink`, within `budget`. */
+  postscript?(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome
+  /** memoryBytes is the engine's WebAssembly memory. */
   memoryBytes(): number
 }

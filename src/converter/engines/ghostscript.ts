@@ -4,27 +4,73 @@
  * access out of bounds" on a 117-page file of the corpus). ps2write keeps text and vector
  * art as vectors and writes DSC-conformant Level 2 PostScript. The module is loaded once
  * per worker and called once per job on its in-memory file system; -dSAFER all the same.
+ *
+ * ps2write keeps each page in scratch files until the end, then writes the output in one
+ * pass. The output never lands in the file system: each write goes to the job's sink (which
+ * streams it to the client, waiting while the client is behind), and the scratch files count
+ * against the job's budget, so that a document whose PostScript would be too large is
+ * refused before a byte is sent.
  */
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
+interface FsStream {
+  readonly path: string
+  readonly node: Record<string, unknown>
+  position: number
+}
+
+interface GhostscriptFs {
+  writeFile(path: string, data: Uint8Array): void
+  readFile(path: string): Uint8Array
+  unlink(path: string): void
+  open(path: string, flags: string): FsStream
+  close(stream: FsStream): void
+  /** Every write of the program goes through here (Emscripten's FS.write), so it can be replaced. */
+  write(stream: FsStream, buffer: Uint8Array, offset: number, length: number, position?: number, canOwn?: boolean): number
+}
+
 interface GhostscriptModule {
   callMain(args: string[]): number
-  FS: {
-    writeFile(path: string, data: Uint8Array): void
-    readFile(path: string): Uint8Array
-    unlink(path: string): void
-  }
+  FS: GhostscriptFs
 }
 
 type Factory = (options: object) => Promise<GhostscriptModule>
 
 /** The package exports a browser loader; Node takes the Emscripten module beside it, with the wasm read from disk. */
 const ASSETS = new URL('../assets/', import.meta.resolve('@bentopdf/gs-wasm'))
-import type { PdfEngine, PostScriptOptions } from './engine.ts'
+import type { OutputBudget, OutputSink, PdfEngine, PostScriptOptions, PostScriptOutcome } from './engine.ts'
+
+const INPUT = '/in.pdf'
+const OUTPUT = '/out.ps'
+/** How many scratch bytes may be written between two checks of the worker's memory. */
+const CHECK_EVERY = 1 << 20
+
+/**
+ * Stopped is thrown from inside a write to stop a run at once: it unwinds through the
+ * WebAssembly frames and out of callMain. Ghostscript's own error path (a failed write) would
+ * go on through every remaining page first. The instance's state is lost with its stack,
+ * so the engine refuses further runs and the worker is replaced.
+ */
+class Stopped extends Error {
+  override name = 'Stopped'
+  readonly reason: 'output' | 'memory' | 'seek'
+
+  constructor(reason: 'output' | 'memory' | 'seek') {
+    super(`stopped: ${reason}`)
+    this.reason = reason
+  }
+}
 
 export class GhostscriptError extends Error {
   override name = 'GhostscriptError'
+  /** fatal: the instance cannot be used again (the worker is replaced). */
+  readonly fatal: boolean
+
+  constructor(message: string, fatal = false) {
+    super(message)
+    this.fatal = fatal
+  }
 }
 
 /** pageList writes 1-based pages as Ghostscript's -sPageList (ranges collapsed). */
@@ -44,8 +90,73 @@ export interface LoadedGhostscript {
   memory(): WebAssembly.Memory | undefined
 }
 
-/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output. */
-export async function loadGhostscript(printErr: (line: string) => void): Promise<LoadedGhostscript> {
+/**
+ * capGrowth wraps Emscripten's heap-resize import (the one function that grows the memory)
+ * so that the heap stops at `maxBytes`: past it, malloc fails and Ghostscript stops with a
+ * VMerror instead of growing towards the 2 GiB the build allows.
+ */
+function capGrowth(imports: WebAssembly.Imports, maxBytes: number): void {
+  for (const module of Object.values(imports)) {
+    for (const [name, value] of Object.entries(module)) {
+      if (typeof value !== 'function' || !String(value).includes('.grow(')) continue
+      const resize = value as (requested: number) => unknown
+      module[name] = (requested: number) => ((requested >>> 0) > maxBytes ? false : resize(requested))
+      return
+    }
+  }
+  throw new Error('the Ghostscript module has no heap-resize import to cap')
+}
+
+/** The (minified) names of a file node's contents (a Uint8Array with spare room) and of its used length. */
+interface NodeKeys {
+  readonly contents: string
+  readonly used: string
+}
+
+/** nodeKeys finds the names of a file node's fields by writing a probe file and seeing which fields change. */
+function nodeKeys(fs: GhostscriptFs): NodeKeys {
+  const stream = fs.open('/probe', 'w+')
+  try {
+    const node = stream.node
+    fs.write(stream, new Uint8Array(5), 0, 5, 0)
+    const fives = Object.keys(node).filter((k) => node[k] === 5)
+    fs.write(stream, new Uint8Array(2), 0, 2, 5)
+    const used = fives.find((k) => node[k] === 7)
+    const contents = Object.keys(node).find((k) => ArrayBuffer.isView(node[k]))
+    if (used === undefined || contents === undefined) throw new Error('the Ghostscript file system has no recognisable file node')
+    return { contents, used }
+  } finally {
+    fs.close(stream)
+    fs.unlink('/probe')
+  }
+}
+
+/**
+ * makeRoom gives a scratch file room for `need` bytes in a resizable ArrayBuffer that grows in
+ * place. Emscripten's own growth allocates a new array 1.125 times larger and copies: a 256 MB
+ * file left gigabytes of old arrays for the collector, and two such runs took the process past
+ * 1.2 GB. `max` is the largest a file may grow (the scratch budget).
+ */
+function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, max: number): void {
+  // Contents written by the program are slices of its heap: an Int8Array, not a Uint8Array.
+  const current = node[keys.contents] as Int8Array | Uint8Array | null | undefined
+  const held = ArrayBuffer.isView(current) ? current : null
+  if (held !== null && held.length >= need) return
+  const size = Math.min(max, Math.max(need, 65536, Math.ceil((held?.length ?? 0) * 1.25)))
+  const buffer = held?.buffer
+  if (buffer instanceof ArrayBuffer && buffer.resizable && held!.byteOffset === 0 && buffer.maxByteLength >= size) {
+    buffer.resize(size) // the view tracks the buffer's length
+    return
+  }
+  // The same element type as before: copies between the file and the heap stay plain byte copies.
+  const View = held?.constructor === Uint8Array ? Uint8Array : Int8Array
+  const view = new View(new ArrayBuffer(size, { maxByteLength: max }))
+  if (held !== null) view.set(held.subarray(0, node[keys.used] as number))
+  node[keys.contents] = view
+}
+
+/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; its heap stops at `maxHeapBytes`. */
+export async function loadGhostscript(printErr: (line: string) => void, maxHeapBytes = 2 ** 31): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
@@ -54,6 +165,7 @@ export async function loadGhostscript(printErr: (line: string) => void): Promise
     printErr,
     // Instantiated here (Emscripten's documented hook) to keep hold of the memory.
     instantiateWasm(imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void) {
+      capGrowth(imports, maxHeapBytes)
       WebAssembly.instantiate(wasm, imports).then(({ instance, module }) => {
         memory = Object.values(instance.exports).find((e): e is WebAssembly.Memory => e instanceof WebAssembly.Memory)
         receive(instance, module)
@@ -64,29 +176,70 @@ export async function loadGhostscript(printErr: (line: string) => void): Promise
   return { module, memory: () => memory }
 }
 
-export async function createGhostscriptEngine(): Promise<PdfEngine> {
+export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<PdfEngine> {
   let errors: string[] = []
-  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) })
+  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, maxHeapBytes)
   const gs = loaded.module
+  const fs = gs.FS
+  const keys = nodeKeys(fs)
+  const write = fs.write.bind(fs)
+  /** The job being run: its output goes to the sink, every other write counts against its budget. */
+  let job: { readonly sink: OutputSink; readonly budget: OutputBudget; written: number; scratch: number; sinceCheck: number } | null = null
+  let spent = false
+
+  fs.write = (stream, buffer, offset, length, position, canOwn) => {
+    if (job === null) return write(stream, buffer, offset, length, position, canOwn)
+    if (stream.path === OUTPUT) {
+      // ps2write writes its output in one pass at the end (the pages wait in scratch files): it goes straight to the client.
+      if (position !== undefined && position !== stream.position) throw new Stopped('seek')
+      if (job.written + length > job.budget.maxOutputBytes) throw new Stopped('output')
+      job.written += length
+      job.sink(buffer.subarray(offset, offset + length))
+      stream.position += length
+      return length
+    }
+    job.scratch += length
+    job.sinceCheck += length
+    if (job.scratch > job.budget.maxScratchBytes) throw new Stopped('output')
+    if (job.sinceCheck >= CHECK_EVERY) {
+      job.sinceCheck = 0
+      if (job.budget.overMemory(job.scratch)) throw new Stopped('memory')
+    }
+    const end = (position ?? stream.position) + length
+    if (end > job.budget.maxScratchBytes) throw new Stopped('output')
+    makeRoom(stream.node, keys, end, job.budget.maxScratchBytes)
+    return write(stream, buffer, offset, length, position, canOwn)
+  }
 
   return {
     name: 'ghostscript',
-    postscript(pdf: Uint8Array, options: PostScriptOptions): Uint8Array {
+    postscript(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome {
+      if (spent) throw new GhostscriptError('this Ghostscript was stopped mid-run and cannot be used again', true)
       errors = []
-      gs.FS.writeFile('/in.pdf', pdf)
+      fs.writeFile(INPUT, pdf)
+      job = { sink, budget, written: 0, scratch: 0, sinceCheck: 0 }
       try {
-        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=ps2write', '-sOutputFile=/out.ps']
+        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
         if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
         if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
         if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
-        args.push('/in.pdf')
-        const code = gs.callMain(args)
+        args.push(INPUT)
+        let code: number
+        try {
+          code = gs.callMain(args)
+        } catch (error) {
+          if (!(error instanceof Stopped)) throw error
+          spent = true
+          if (error.reason === 'seek') throw new GhostscriptError('ghostscript seeked in its output, which is streamed', true)
+          return { ok: false, reason: error.reason, bytes: job.written }
+        }
         if (code !== 0) throw new GhostscriptError(`ghostscript exited with ${code}: ${errors.join(' | ').slice(0, 500)}`)
-        return gs.FS.readFile('/out.ps')
+        return { ok: true, bytes: job.written }
       } finally {
-        for (const path of ['/in.pdf', '/out.ps']) {
+        job = null
+        for (const path of [INPUT, OUTPUT]) {
           try {
-            gs.FS.unlink(path)
+            fs.unlink(path)
           } catch { /* not written */ }
         }
       }

@@ -1,0 +1,69 @@
+/**
+ * Hostile PDFs for the memory tests, written byte by byte: small files whose conversion to
+ * PostScript would be huge. Built at test time so the repository holds no such file.
+ */
+import { randomBytes } from 'node:crypto'
+import { deflateRawSync, deflateSync, constants } from 'node:zlib'
+
+/** pdf assembles numbered objects (1..n, object 1 the catalogue) into a PDF with a valid xref table. */
+function pdf(objects: readonly Buffer[]): Buffer {
+  const parts: Buffer[] = [Buffer.from('%PDF-1.7\n%\xe2\xe3\xcf\xd3\n', 'latin1')]
+  const offsets: number[] = []
+  let at = parts[0]!.length
+  objects.forEach((body, i) => {
+    offsets.push(at)
+    const obj = Buffer.concat([Buffer.from(`${i + 1} 0 obj\n`), body, Buffer.from('\nendobj\n')])
+    parts.push(obj)
+    at += obj.length
+  })
+  const xref = [`xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`, ...offsets.map((o) => `${String(o).padStart(10, '0')} 00000 n \n`)].join('')
+  parts.push(Buffer.from(`${xref}trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${at}\n%%EOF\n`))
+  return Buffer.concat(parts)
+}
+
+const stream = (dict: string, data: Buffer) => Buffer.concat([Buffer.from(`<< ${dict} /Length ${data.length} >>\nstream\n`), data, Buffer.from('\nendstream')])
+
+/** pagesDrawing makes `pageCount` letter pages, each drawing image object 3 over the whole page. */
+function pagesDrawing(pageCount: number, image: Buffer): Buffer {
+  const first = 4
+  const kids = Array.from({ length: pageCount }, (_, i) => `${first + i} 0 R`).join(' ')
+  const content = stream('', Buffer.from('q 612 0 0 792 0 0 cm /Im0 Do Q'))
+  const contentRef = first + pageCount
+  const pages = Array.from({ length: pageCount }, () =>
+    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im0 3 0 R >> >> /Contents ${contentRef} 0 R >>`))
+  return pdf([
+    Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
+    Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),
+    image,
+    ...pages,
+    content,
+  ])
+}
+
+/** randomImagePages is about 1.2 MB: one image of random (incompressible) pixels, drawn on each of `pageCount` pages. */
+export function randomImagePages(pageCount = 500): Buffer {
+  const side = 632 // 632 x 632 RGB: 1.2 MB
+  return pagesDrawing(pageCount, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8`, randomBytes(side * side * 3)))
+}
+
+/**
+ * zerosZlib is the zlib stream of `bytes` zero bytes, made without producing them: after a
+ * full flush deflate forgets its window, so every further 1 MiB of zeros compresses to the same bytes.
+ */
+function zerosZlib(bytes: number): Buffer {
+  const MiB = 1 << 20
+  if (bytes % MiB !== 0) throw new Error('whole MiB only')
+  const block = deflateRawSync(Buffer.alloc(MiB), { finishFlush: constants.Z_FULL_FLUSH, level: 9 })
+  const end = deflateRawSync(Buffer.alloc(0))
+  const adler = Buffer.alloc(4)
+  adler.writeUInt32BE((bytes % 65521) * 65536 + 1) // a = 1 + sum(0) = 1; b = n * 1 mod 65521
+  return Buffer.concat([Buffer.from([0x78, 0xda]), ...Array<Buffer>(bytes / MiB).fill(block), end, adler])
+}
+
+/** hugeImage is a few KB: one page drawing one 40000 x 40000 RGB image of zeros (4.8 GB of pixels), Flate-compressed twice. */
+export function hugeImage(side = 40000): Buffer {
+  const raw = side * side * 3
+  const padded = Math.ceil(raw / (1 << 20)) * (1 << 20) // extra bytes past the image are ignored by readers
+  const twice = deflateSync(zerosZlib(padded), { level: 9 })
+  return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter [/FlateDecode /FlateDecode]`, twice))
+}

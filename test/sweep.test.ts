@@ -65,7 +65,8 @@ const BODIES: [string, string | undefined, string | Buffer][] = [
   ['other: too large', ct.form, `data=${'x'.repeat(20000)}`],
 ]
 
-const ROUTES = ['/totp/generateQRCode', '/totp/onboardUser', '/totp/getOTP', '/totp/verifyOTP', '/totp/ping', '/nope']
+const ROUTES = ['/totp/generateQRCode', '/totp/onboardUser', '/totp/getOTP', '/totp/verifyOTP', '/totp/ping',
+  '/converter/generateImage', '/converter/generatePostscript', '/healthz', '/nope']
 
 function assertShape(status: number, text: string, what: string): void {
   assert.ok(status < 500, `${what}: ${status} ${text.slice(0, 200)}`)
@@ -102,11 +103,16 @@ async function sweep(app: Running, routes: readonly string[]): Promise<Map<strin
   return seen
 }
 
-test('sweep: malformed bodies of every type on every TOTP route give a 4xx in a documented shape, never a 5xx', async (t) => {
-  const app = await startApp(t, { BODY_LIMIT_BYTES: '16384' }, testClock(Date.UTC(2026, 0, 1)))
+test('sweep: malformed bodies of every type on every route give a 4xx in a documented shape, never a 5xx', async (t) => {
+  const app = await startApp(t, { BODY_LIMIT_BYTES: '16384', PLAN_RATE: '0' }, testClock(Date.UTC(2026, 0, 1)))
   const seen = await sweep(app, ROUTES)
   assert.ok((seen.get('400') ?? 0) > 50, `mostly 400s: ${JSON.stringify([...seen])}`)
   // The node still answers afterwards.
   const ping = await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })
   assert.equal(ping.status, 200)
+})
+
+test('sweep: outside eu, the converter routes answer the eu-only 404 whatever the body', async (t) => {
+  const app = await startApp(t, { REGION: 'us', PLAN_RATE: '0' })
+  await sweep(app, ['/converter/generateImage', '/converter/generatePostscript'])
 })

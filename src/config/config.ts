@@ -147,6 +147,8 @@ export const settings = {
   otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
   qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
   qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
+  qrWorkers: int('QR_WORKERS', 1, 1, 64, 'Worker threads that draw large QR codes (a version-40 symbol costs about 10 ms), so that they never hold the event loop; started on first use. Small ones (about 1 ms or less) are drawn in place.'),
+  qrQueuePerWorker: int('QR_QUEUE_PER_WORKER', 64, 0, 10000, 'Large QR codes that may wait per QR worker; past that, 503 `QR_BUSY` with Retry-After.'),
   converterWorkers: int('CONVERTER_WORKERS', Math.max(1, Math.min(availableParallelism(), 8)), 1, 64,
     'Conversion worker threads (default: the number of CPUs, at most 8). Started on the first conversion.'),
   converterQueuePerWorker: int('CONVERTER_QUEUE_PER_WORKER', 4, 0, 1000, 'Conversions that may wait per worker; past that, 503 with Retry-After.'),

@@ -556,7 +556,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            /**
+             * @description `QR_BUSY`: Too many large QR codes are being drawn. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -566,7 +570,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "SERVICE_UNAVAILABLE";
+                        code: "QR_BUSY" | "SERVICE_UNAVAILABLE";
                         message: string;
                     }[];
                 };
@@ -778,7 +782,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            /**
+             * @description `QR_BUSY`: Too many large QR codes are being drawn. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -788,7 +796,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "SERVICE_UNAVAILABLE";
+                        code: "QR_BUSY" | "SERVICE_UNAVAILABLE";
                         message: string;
                     }[];
                 };

@@ -10,9 +10,10 @@ import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
 
-function configOrExit(): Config {
+/** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
+function orExit<T>(step: () => T): T {
   try {
-    return loadConfig()
+    return step()
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`)
@@ -45,8 +46,8 @@ async function openStoreOrExit(config: Config): Promise<Store> {
   }
 }
 
-const config = configOrExit()
-const pepper = resolvePepper(config)
+const config: Config = orExit(() => loadConfig())
+const pepper = orExit(() => resolvePepper(config))
 const store = await openStoreOrExit(config)
 const demoKey = await ensureDemoAccount(config, store, pepper)
 const app = await buildApp({ config, store, pepper })

@@ -13,6 +13,9 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>
 
+/** The shortest pepper accepted, from PEPPER or from the pepper file. */
+export const MIN_PEPPER_LENGTH = 32
+
 interface Setting<T> {
   readonly env: string
   readonly doc: string
@@ -123,7 +126,7 @@ export const settings = {
   port: int('PORT', 3000, 0, 65535, 'TCP port to listen on.'),
   host: text('HOST', () => '127.0.0.1', '127.0.0.1', 'Address to listen on; `0.0.0.0` to accept connections from other hosts (in a container, behind a proxy).'),
   region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
-  dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file.'),
+  dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file; created with mode 0700, the SQLite files (write-ahead log and shared memory included) and the pepper file 0600.'),
   publicBaseUrl: url('PUBLIC_BASE_URL', publicBase, 'http://localhost:$PORT', 'Base URL clients use for this instance; used in messages and in the OpenAPI document.'),
   euBaseUrl: optionalUrl('EU_BASE_URL', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac` (unset: the 404 names the region only). Required in production outside `eu`.'),
   docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
@@ -140,7 +143,7 @@ export const settings = {
   planQuota: int('PLAN_QUOTA', 0, 0, 1e12, 'Default plan: calls per quota period; 0 means no quota.'),
   planPeriod: oneOf('PLAN_PERIOD', ['day', 'month'], 'month', 'Default plan: the quota window, a UTC calendar `day` or `month`.'),
   usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
-  pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset. Changing it invalidates every API key.'),
+  pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset; a pepper file of fewer than 32 characters stops start-up, naming the file. Changing it invalidates every API key.'),
   trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', 16384, 1024, 1048576, 'Largest request body the TOTP group accepts; larger ones get 413.'),
   requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 30000, 1000, 600000, 'Time a client has to send a whole request.'),
@@ -154,6 +157,8 @@ export const settings = {
   otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
   qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
   qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
+  qrWorkers: int('QR_WORKERS', 1, 1, 64, 'Worker threads that draw large QR codes (a version-40 symbol costs about 10 ms), so that they never hold the event loop; started on first use. Small ones (about 1 ms or less) are drawn in place.'),
+  qrQueuePerWorker: int('QR_QUEUE_PER_WORKER', 64, 0, 10000, 'Large QR codes that may wait per QR worker; past that, 503 `QR_BUSY` with Retry-After.'),
   converterWorkers: int('CONVERTER_WORKERS', Math.max(1, Math.min(availableParallelism(), 8)), 1, 64,
     'Conversion worker threads (default: the number of CPUs, at most 8). Started on the first conversion.'),
   converterQueuePerWorker: int('CONVERTER_QUEUE_PER_WORKER', 4, 0, 1000, 'Conversions that may wait per worker; past that, 503 with Retry-After.'),
@@ -177,7 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     out[key] = (setting as Setting<unknown>).read(env[setting.env], env)
   }
   const config = out as Config
-  if (config.pepper !== '' && config.pepper.length < 32) fail('PEPPER', 'must be at least 32 characters long')
+  if (config.pepper !== '' && config.pepper.length < MIN_PEPPER_LENGTH) fail('PEPPER', `must be at least ${MIN_PEPPER_LENGTH} characters long`)
   if (config.nodeEnv === 'production') {
     if (config.pepper === '') fail('PEPPER', 'is required when NODE_ENV=production')
     if (config.region !== 'eu' && !env.EU_BASE_URL) fail('EU_BASE_URL', `is required when NODE_ENV=production and REGION=${config.region}`)

@@ -63,6 +63,8 @@ export const catalogue = {
   MARGIN_INVALID: entry(400, 'list', 'margin must be a whole number of modules from 0 to 16.', '`margin` is out of range.'),
   COLOR_INVALID: entry(400, 'list', 'color must be a hex colour: #rrggbb or #rrggbbaa.', '`color` is not a hex colour.'),
   BGCOLOR_INVALID: entry(400, 'list', 'bgcolor must be a hex colour: #rrggbb or #rrggbbaa.', '`bgcolor` is not a hex colour.'),
+  QR_BUSY: entry(503, 'list', 'Too many large QR codes are being drawn. Retry in {seconds} seconds.',
+    'The queue of large QR codes (drawn in worker threads: `QR_WORKERS`, `QR_QUEUE_PER_WORKER`) is full; sent with `Retry-After`. Also from onboardUser, which draws one.'),
 
   // onboardUser, getOTP, verifyOTP
   USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),

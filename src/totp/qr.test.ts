@@ -4,6 +4,8 @@ import { PNG } from 'pngjs'
 import QRCode from 'qrcode'
 import { post, startApp, codes } from '../../test/helper.ts'
 import { decodeQr, dataUrlBytes, jsQR } from '../../test/qr.ts'
+import { CAPACITY } from './qr/matrix.ts'
+import { planSymbol } from './qr/segments.ts'
 
 /** svgToText rasterises our SVG (one rect, one path of unit-high runs) and decodes it with jsQR. */
 function svgToText(svg: string): string {
@@ -102,4 +104,68 @@ test('data over the QR capacity of the level is a 400 naming the limit; a lower 
   assert.equal(low.status, 200)
   assert.equal(decodeQr(Buffer.from(await low.arrayBuffer())).text, data)
   assert.deepEqual(await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: 'x'.repeat(2954), ecc: 'L' })), ['DATA_TOO_LONG'])
+})
+
+test('the capacity check is exact: the largest data of each kind fits at every level, one character more does not', async (t) => {
+  const app = await startApp(t)
+  const kinds = { bytes: 'x', alphanumeric: 'A', numeric: '7' } as const
+  for (const ecc of ['L', 'M', 'Q', 'H'] as const) {
+    for (const [kind, ch] of Object.entries(kinds) as [keyof typeof kinds, string][]) {
+      const limit = CAPACITY[ecc][kind]
+      const fits = await post(app.url, '/totp/generateQRCode', app.key, { data: ch.repeat(limit), ecc })
+      assert.equal(fits.status, 200, `${limit} ${kind} at ${ecc} fit`)
+      assert.equal(QRCode.create(ch.repeat(limit), { errorCorrectionLevel: ecc }).version, 40, 'the encoder agrees: version 40')
+      assert.deepEqual(await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: ch.repeat(limit + 1), ecc })), ['DATA_TOO_LONG'], `${limit + 1} ${kind} at ${ecc}`)
+    }
+  }
+  // UTF-8 counts in bytes: 777 three-byte characters are 2331 bytes.
+  assert.equal((await post(app.url, '/totp/generateQRCode', app.key, { data: '✓'.repeat(777) })).status, 200)
+  assert.deepEqual(await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: '✓'.repeat(778) })), ['DATA_TOO_LONG'])
+})
+
+test('mixed text is split into numeric, alphanumeric and byte segments that a decoder reads back', async (t) => {
+  const app = await startApp(t)
+  for (const data of [
+    'ORDER 12345678901234567890 https://example.com/a?b=1 ' + '0123456789'.repeat(30) + ' Grüße ✓ 😀 ' + 'ABCDEF:/'.repeat(20),
+    'a1B2c3'.repeat(60),
+  ]) {
+    const res = await post(app.url, '/totp/generateQRCode', app.key, { data, ecc: 'L' })
+    assert.equal(res.status, 200)
+    assert.equal(decodeQr(Buffer.from(await res.arrayBuffer())).text, data)
+  }
+})
+
+test('the plan never refuses what qrcode itself encodes, and never needs a larger version', () => {
+  const alphabet = ['a', 'B', '1', '2', '3', 'Z', ' ', ':', 'é', '✓', '😀', '%', 'x', '9']
+  let x = 7
+  const random = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648
+  for (let i = 0; i < 150; i++) {
+    const length = 1 + Math.floor(random() ** 2 * 3000)
+    const digits = random()
+    let text = ''
+    for (let j = 0; j < length; j++) text += random() < digits ? alphabet[2 + Math.floor(random() * 2)] : alphabet[Math.floor(random() * alphabet.length)]
+    for (const ecc of ['L', 'M', 'Q', 'H'] as const) {
+      let theirs: number | null = null
+      try {
+        theirs = QRCode.create(text, { errorCorrectionLevel: ecc }).version
+      } catch { /* too big for qrcode's own split */ }
+      const ours = planSymbol(text, ecc)
+      if (theirs !== null) assert.ok(ours !== null && ours.version <= theirs, `${ecc}, ${length} characters: qrcode version ${theirs}, ours ${ours?.version}`)
+    }
+  }
+})
+
+test('large QR codes past the drawing queue get 503 QR_BUSY with Retry-After; small ones are drawn in place meanwhile', async (t) => {
+  const app = await startApp(t, { QR_WORKERS: '1', QR_QUEUE_PER_WORKER: '1', PLAN_RATE: '0' })
+  const data = 'x'.repeat(2000)
+  const answers = await Promise.all(Array.from({ length: 8 }, () => post(app.url, '/totp/generateQRCode', app.key, { data, size: '2048' })))
+  const statuses = answers.map((r) => r.status)
+  assert.ok(statuses.filter((s) => s === 200).length >= 2, `one drawn, one waiting: ${statuses}`)
+  const busy = answers.find((r) => r.status === 503)
+  assert.ok(busy, `the rest turned away: ${statuses}`)
+  assert.equal(busy.headers.get('retry-after'), '1')
+  assert.deepEqual(await codes(busy), ['QR_BUSY'])
+  const drawn = answers.find((r) => r.status === 200)!
+  assert.equal(decodeQr(Buffer.from(await drawn.arrayBuffer())).text, data)
+  assert.equal((await post(app.url, '/totp/generateQRCode', app.key, { data: 'small' })).status, 200)
 })

@@ -11,8 +11,9 @@ import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import { canonicalKey, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
 import { findRecord, secretFingerprint } from './records.ts'
-import { buildMatrix, CAPACITY, type Ecc, type Matrix } from './qr/matrix.ts'
-import { parseColor, renderPng, renderSvg, type Look } from './qr/render.ts'
+import { CAPACITY, type Ecc } from './qr/matrix.ts'
+import { parseColor } from './qr/render.ts'
+import { QrDrawer } from './qr/drawer.ts'
 import { pickQrOutput } from './negotiate.ts'
 import { acceptFields } from '../bodies/fields.ts'
 import {
@@ -45,22 +46,19 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.addHook('onRequest', app.guard('totp'))
   acceptFields(app, config.bodyLimitBytes)
 
-  /** look builds the drawing options; `size` is kept to at least one pixel per module. */
-  function look(modules: number, body: { size?: number; margin?: number; color?: string; bgcolor?: string }): Look {
-    const margin = body.margin ?? 4
-    const total = modules + 2 * margin
-    return {
-      margin,
-      size: Math.max(body.size ?? total * config.qrDefaultScale, total),
+  const drawer = new QrDrawer({ workers: config.qrWorkers, queuePerWorker: config.qrQueuePerWorker })
+  app.addHook('onClose', () => drawer.close())
+
+  /** draw gives the image of a QR code, drawn off the event loop when it is large. */
+  async function draw(text: string, ecc: Ecc, format: 'png' | 'svg', body: { size?: number; margin?: number; color?: string; bgcolor?: string } = {}): Promise<Buffer> {
+    const drawn = await drawer.draw({
+      text, ecc, format, size: body.size, margin: body.margin, scale: config.qrDefaultScale,
       color: body.color ? parseColor(body.color)! : BLACK,
       background: body.bgcolor ? parseColor(body.bgcolor)! : WHITE,
-    }
-  }
-
-  function matrixOf(text: string, ecc: Ecc): Matrix {
-    const matrix = buildMatrix(text, ecc)
-    if (matrix === null) throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
-    return matrix
+    })
+    if (drawn.kind === 'too-long') throw apiError('DATA_TOO_LONG', { ecc, ...CAPACITY[ecc] })
+    if (drawn.kind === 'busy') throw apiError('QR_BUSY', { seconds: 1 }, { 'retry-after': '1' })
+    return Buffer.from(drawn.image.buffer, drawn.image.byteOffset, drawn.image.byteLength)
   }
 
   function params(secret: TotpParams['secret'], body: TotpBody, digits = body.tokenLength ?? 6): TotpParams {
@@ -99,10 +97,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     { schema: qrSchema(config.qrMaxSizePx), config: { fields: qrFields(config.qrMaxSizePx) } },
     async (request, reply) => {
       const body = request.body
-      const matrix = matrixOf(body.data, (body.ecc ?? 'M').toUpperCase() as Ecc)
       const output = pickQrOutput(body.format, request.headers.accept)
-      const drawing = look(matrix.size, body)
-      const image = output.format === 'svg' ? Buffer.from(renderSvg(matrix, drawing)) : renderPng(matrix, drawing)
+      const image = await draw(body.data, (body.ecc ?? 'M').toUpperCase() as Ecc, output.format, body)
       const mime = output.format === 'svg' ? 'image/svg+xml' : 'image/png'
       if (output.json) return { type: 'Success', QRCode: `data:${mime};base64,${image.toString('base64')}` }
       return reply.type(output.format === 'svg' ? 'image/svg+xml; charset=utf-8' : mime).send(image)
@@ -118,7 +114,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const secretKey = toBase32(p.secret)
       const otpURL = otpauthUrl(applicationID, userID, p)
       // Drawn before anything is stored: a URL too long for a QR code leaves no record behind.
-      const matrix = matrixOf(otpURL, 'M')
+      const qrCode = await draw(otpURL, 'M', 'png')
       const t = now()
       await store.onboarding.upsert({
         accountId: request.caller!.accountId,
@@ -133,7 +129,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       return {
         secretKey,
         otpURL,
-        QRCode: `data:image/png;base64,${renderPng(matrix, look(matrix.size, {})).toString('base64')}`,
+        QRCode: `data:image/png;base64,${qrCode.toString('base64')}`,
         otp,
         token: otp,
         tokenValidity: p.period,

@@ -88,7 +88,7 @@ export function qrSchema(maxSize: number) {
           'application/json': { schema: success({ QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) }) },
         },
       },
-      ...errorResponses(['DATA_REQUIRED', 'DATA_INVALID', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID']),
+      ...errorResponses(['DATA_REQUIRED', 'DATA_INVALID', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID', 'QR_BUSY']),
     },
   }
 }
@@ -124,7 +124,7 @@ export const onboardSchema = {
       algorithm: Type.String(),
       expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
     }),
-    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
+    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'QR_BUSY']),
   },
 }
 

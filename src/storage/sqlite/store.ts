@@ -6,7 +6,7 @@
  */
 import { DatabaseSync } from 'node:sqlite'
 import { Worker } from 'node:worker_threads'
-import { mkdirSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type {
@@ -379,10 +379,31 @@ function startMaintenance(options: MaintenanceOptions, report: (error: Error) =>
   }
 }
 
+/**
+ * ownerOnly makes the database readable by its owner alone: its folder is created 0700, the
+ * file 0600 before SQLite opens it (SQLite gives the -wal and -shm files it creates the main
+ * file's mode), and files left by an older version, made 0644, are narrowed to 0600.
+ */
+function ownerOnly(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  try {
+    closeSync(openSync(path, 'wx', 0o600))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+  }
+  for (const name of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      if ((statSync(name).mode & 0o077) !== 0) chmodSync(name, 0o600)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    }
+  }
+}
+
 /** openSqliteStore opens (creating if need be) and migrates the database. */
 export function openSqliteStore(options: SqliteOptions): Store {
   const file = options.path !== ':memory:'
-  if (file) mkdirSync(dirname(options.path), { recursive: true })
+  if (file) ownerOnly(options.path)
   const db = new DatabaseSync(options.path)
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
   migrate(db)

@@ -1,8 +1,10 @@
 /**
- * QR symbols are built by the `qrcode` package (mode selection, Reed-Solomon, masking);
- * this module only exposes its module matrix and the capacity limits.
+ * QR symbols are built by the `qrcode` package (Reed-Solomon, placement, masking) from the
+ * segments and version that `planSymbol` chose; this module exposes the module matrix and
+ * the capacity limits.
  */
 import QRCode from 'qrcode'
+import { planSymbol, type Plan } from './segments.ts'
 
 export const ECC_LEVELS = ['L', 'M', 'Q', 'H'] as const
 export type Ecc = (typeof ECC_LEVELS)[number]
@@ -22,14 +24,20 @@ export interface Matrix {
   readonly data: Uint8Array
 }
 
+/** modulesOf gives the modules per side of a version. */
+export function modulesOf(version: number): number {
+  return 17 + 4 * version
+}
+
+/** matrixOfPlan builds the symbol a plan describes. */
+export function matrixOfPlan(plan: Plan, ecc: Ecc): Matrix {
+  const segments = plan.segments.map((s) => ({ data: s.data, mode: s.mode }) as QRCode.QRCodeSegment)
+  const qr = QRCode.create(segments, { errorCorrectionLevel: ecc, version: plan.version })
+  return { size: qr.modules.size, data: qr.modules.data }
+}
+
 /** buildMatrix returns null when the text does not fit in a QR code at this level. */
 export function buildMatrix(text: string, ecc: Ecc): Matrix | null {
-  let qr: QRCode.QRCode
-  try {
-    qr = QRCode.create(text, { errorCorrectionLevel: ecc })
-  } catch (error) {
-    if (error instanceof Error && /too big/i.test(error.message)) return null
-    throw error
-  }
-  return { size: qr.modules.size, data: qr.modules.data }
+  const plan = planSymbol(text, ecc)
+  return plan === null ? null : matrixOfPlan(plan, ecc)
 }

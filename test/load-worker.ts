@@ -1,0 +1,38 @@
+/** The load of test/load.ts: `connections` loops, each sending the same request as soon as the last is answered. */
+import { parentPort, workerData } from 'node:worker_threads'
+import { request, Agent } from 'node:http'
+import type { LoadOptions } from './load.ts'
+
+const options = workerData as LoadOptions
+const agent = new Agent({ keepAlive: true, maxSockets: options.connections })
+const statuses: Record<string, number> = {}
+let stopping = false
+let started = 0
+
+function send(): Promise<void> {
+  return new Promise((resolve) => {
+    const req = request(options.url + options.path, { method: 'POST', agent, headers: { ...options.headers, 'content-length': Buffer.byteLength(options.body) } }, (res) => {
+      res.resume()
+      res.on('end', () => {
+        statuses[res.statusCode!] = (statuses[res.statusCode!] ?? 0) + 1
+        resolve()
+      })
+    })
+    req.on('error', (error) => {
+      statuses[error.message] = (statuses[error.message] ?? 0) + 1
+      resolve()
+    })
+    req.end(options.body)
+  })
+}
+
+async function loop(): Promise<void> {
+  await send()
+  if (++started === options.connections) parentPort!.postMessage('running')
+  while (!stopping) await send()
+}
+
+parentPort!.on('message', () => { stopping = true })
+await Promise.all(Array.from({ length: options.connections }, loop))
+parentPort!.postMessage(statuses)
+agent.destroy()

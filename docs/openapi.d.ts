@@ -695,6 +695,8 @@ export interface operations {
              *
              *     `ALGORITHM_INVALID`: Algorithm must be one of SHA1, SHA256, SHA512.
              *
+             *     `DATA_TOO_LONG`: Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -706,7 +708,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "MALFORMED_BODY";
+                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };

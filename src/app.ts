@@ -21,6 +21,7 @@ import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
 import { OneLineLogController } from './logging/controller.ts'
 import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
+import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -56,6 +57,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     logController: new OneLineLogController(),
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: httpServerOptions(config),
     trustProxy: config.trustProxy,
     // A well-formed incoming X-Request-Id is kept so that logs join across a proxy.
     genReqId: (req) => {
@@ -66,6 +69,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { allErrors: true, coerceTypes: true } },
     // The errors plugin reads the ajv errors themselves; the message is for the log only.
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
+  })
+
+  let lastCapWarning = 0
+  capConnections(app.server, config.maxConnections, (stats) => {
+    if (Date.now() - lastCapWarning < 60_000) return
+    lastCapWarning = Date.now()
+    app.log.warn({ maxConnections: config.maxConnections, ...stats }, 'connection cap reached: idle connections are closed to make room')
   })
 
   // Each route group registers the body types it takes (TOTP: bodies/fields.ts; converter: multipart).

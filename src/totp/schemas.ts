@@ -124,7 +124,7 @@ export const onboardSchema = {
       algorithm: Type.String(),
       expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
     }),
-    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'QR_BUSY']),
+    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'DATA_TOO_LONG', 'QR_BUSY']),
   },
 }
 

@@ -144,3 +144,13 @@ test('multipart/form-data (curl -F) works on the TOTP routes, with the same limi
   assert.deepEqual(body.map((e) => e.code), ['MALFORMED_BODY'])
   assert.match(body[0]!.message, /multipart\/form-data/)
 })
+
+test('an otpauth URL too long for a QR code is DATA_TOO_LONG from onboardUser, and leaves no record', async (t) => {
+  const app = await startApp(t)
+  // 4 UTF-8 bytes each, 12 characters escaped, twice in the URL (label and issuer): over 9000 characters.
+  const userID = '😀'.repeat(256)
+  const res = await post(app.url, '/totp/onboardUser', app.key, { userID, applicationID: '😀'.repeat(256) })
+  assert.equal(res.status, 400)
+  assert.deepEqual(await codes(res), ['DATA_TOO_LONG'])
+  assert.equal(await app.store.onboarding.get(app.accountId, '😀'.repeat(256), userID), null)
+})

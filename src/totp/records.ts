@@ -41,3 +41,61 @@ export async function findRecord(
   // A fingerprint made for one algorithm says nothing of a record kept for another.
   return record !== null && matches.get(record.secretFingerprint)?.has(record.algorithm) ? record : null
 }
+
+interface Cached {
+  readonly record: OnboardingRecord | null
+  readonly expires: number
+}
+
+/**
+ * RecordCache keeps record lookups, found or not, for a bounded time and count, so that
+ * getOTP and verifyOTP do not read the store on every call (a read cost them more than
+ * the rest of the call). It cannot go stale in a way that matters: a record's parameters
+ * never change for its secret (onboarding again issues a new secret), and a secret that
+ * has no record when it is looked up cannot get one (onboarding draws a fresh random one).
+ * Entries are keyed by an HMAC of the account and the secret, never by the secret itself.
+ */
+export class RecordCache {
+  readonly #entries = new Map<string, Cached>()
+  readonly #store: OnboardingStore
+  readonly #pepper: Pepper
+  readonly #ttlMs: number
+  readonly #max: number
+
+  constructor(store: OnboardingStore, pepper: Pepper, ttlSeconds: number, maxEntries: number) {
+    this.#store = store
+    this.#pepper = pepper
+    this.#ttlMs = ttlSeconds * 1000
+    this.#max = maxEntries
+  }
+
+  #key(accountId: string, secret: Buffer, algorithm: Algorithm | undefined): string {
+    return keyedDigest(this.#pepper, 'record-cache', accountId, algorithm ?? '', secret.toString('latin1'))
+  }
+
+  /**
+   * find is findRecord through the cache: the record (or null) at once when cached, else a
+   * promise of it. Callers answer a hit synchronously (on getOTP a promise per call is a
+   * measurable share of the work).
+   */
+  find(accountId: string, secret: Buffer, algorithm: Algorithm | undefined, now: number): OnboardingRecord | null | Promise<OnboardingRecord | null> {
+    if (this.#ttlMs === 0) return findRecord(this.#store, this.#pepper, accountId, secret, algorithm)
+    const key = this.#key(accountId, secret, algorithm)
+    const hit = this.#entries.get(key)
+    if (hit !== undefined && hit.expires > now) return hit.record
+    return findRecord(this.#store, this.#pepper, accountId, secret, algorithm).then((record) => {
+      this.#remember(key, record, now)
+      return record
+    })
+  }
+
+  #remember(key: string, record: OnboardingRecord | null, now: number): void {
+    this.#entries.delete(key)
+    if (this.#entries.size >= this.#max) {
+      // Maps iterate in insertion order: drop the oldest entry.
+      const oldest = this.#entries.keys().next().value
+      if (oldest !== undefined) this.#entries.delete(oldest)
+    }
+    this.#entries.set(key, { record, expires: now + this.#ttlMs })
+  }
+}

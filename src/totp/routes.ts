@@ -5,12 +5,12 @@
  */
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/config.ts'
-import type { Algorithm, LockPolicy, Store } from '../storage/ports.ts'
+import type { Algorithm, LockPolicy, OnboardingRecord, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import { canonicalKey, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verifyCode } from './verify.ts'
-import { findRecord, secretFingerprint } from './records.ts'
+import { RecordCache, secretFingerprint } from './records.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor } from './qr/render.ts'
 import { QrDrawer } from './qr/drawer.ts'
@@ -43,6 +43,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
   }
 
+  const records = new RecordCache(store.onboarding, pepper, config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
+
   app.addHook('onRequest', app.guard('totp'))
   acceptFields(app, config.bodyLimitBytes)
 
@@ -72,21 +74,26 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   }
 
   /**
-   * paramsOf gives a secret's parameters: each from the request where it gives it, else
-   * from the onboarding record of that secret here, else the default (for digits, in
-   * verifyOTP, the token's length: a secret issued elsewhere, such as by Renda.io). The
-   * record is read only when the request leaves something out.
+   * recordOf gives the onboarding record of a secret when the request leaves a parameter
+   * out (at once from the cache, else a promise), or null when it gives them all.
    */
-  async function paramsOf(secret: Buffer, accountId: string, body: TotpBody, defaultDigits: number): Promise<TotpParams> {
-    const algorithm = body.algorithm?.toUpperCase() as Algorithm | undefined
-    const complete = algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
-    const record = complete ? null : await findRecord(store.onboarding, pepper, accountId, secret, algorithm)
-    return totpParams(secret, algorithm ?? record?.algorithm ?? 'SHA1', body.tokenLength ?? record?.digits ?? defaultDigits,
-      body.tokenValidity ?? record?.period ?? 30)
+  function recordOf(secret: Buffer, accountId: string, body: TotpBody): OnboardingRecord | null | Promise<OnboardingRecord | null> {
+    const complete = body.algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
+    return complete ? null : records.find(accountId, secret, body.algorithm?.toUpperCase() as Algorithm | undefined, now())
   }
 
-  // ping answers synchronously (reply.send, no promise): on a route this cheap the promise
-  // of an async handler is a measurable share of the work (npm run bench).
+  /**
+   * paramsOf gives a secret's parameters: each from the request where it gives it, else
+   * from the onboarding record of that secret here, else the default (for digits, in
+   * verifyOTP, the token's length: a secret issued elsewhere, such as by Renda.io).
+   */
+  function paramsOf(secret: Buffer, body: TotpBody, record: OnboardingRecord | null, defaultDigits: number): TotpParams {
+    return totpParams(secret, (body.algorithm?.toUpperCase() as Algorithm | undefined) ?? record?.algorithm ?? 'SHA1',
+      body.tokenLength ?? record?.digits ?? defaultDigits, body.tokenValidity ?? record?.period ?? 30)
+  }
+
+  // ping and getOTP answer synchronously (reply.send, no promise) where they can: on routes
+  // this cheap the promise of an async handler is a measurable share of the work (npm run bench).
   const PING = Object.freeze({ type: 'Success', message: 'Ping successful' })
   app.get('/totp/ping', { schema: pingSchema }, (_request, reply) => {
     reply.send(PING)
@@ -143,10 +150,18 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.post<{ Body: TotpBody & { secret: string } }>(
     '/totp/getOTP',
     { schema: getOtpSchema, config: { fields: getOtpFields(secretLimits) } },
-    async (request) => {
-      const p = await paramsOf(secretOf(request.body.secret), request.caller!.accountId, request.body, 6)
-      const { otp, expiresIn } = currentCode(p, now())
-      return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
+    // Synchronous when the record is cached or not needed (see ping).
+    (request, reply) => {
+      const { body } = request
+      const secret = secretOf(body.secret)
+      const answer = (record: OnboardingRecord | null) => {
+        const p = paramsOf(secret, body, record, 6)
+        const { otp, expiresIn } = currentCode(p, now())
+        return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
+      }
+      const record = recordOf(secret, request.caller!.accountId, body)
+      if (record instanceof Promise) record.then((r) => reply.send(answer(r)), (error: unknown) => reply.send(error))
+      else reply.send(answer(record))
     },
   )
 
@@ -156,7 +171,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     async (request) => {
       const { token } = request.body
       const accountId = request.caller!.accountId
-      const p = await paramsOf(secretOf(request.body.secret), accountId, request.body, token.length)
+      const secret = secretOf(request.body.secret)
+      const p = paramsOf(secret, request.body, await recordOf(secret, accountId, request.body), token.length)
       // One lockout and replay record per secret as HMAC sees it (any spelling) and time grid;
       // not per digit count, which only truncates the same HMAC.
       const key = keyedDigest(pepper, 'verify', accountId, canonicalKey(p.secret, p.algorithm).toString('hex'), p.algorithm, String(p.period))

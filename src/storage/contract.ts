@@ -121,50 +121,53 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(await onboarding.findBySecret(b.id, []), null)
   })
 
-  withStore('verification state: steps are accepted once, attempts lock with a doubling delay', async ({ verification: v }) => {
-    assert.equal(await v.accept('k', 10, 0), 'accepted')
-    assert.equal(await v.accept('k', 10, 0), 'reused')
-    assert.equal(await v.accept('k', 9, 0), 'reused')
-    assert.equal(await v.accept('k', 11, 0), 'accepted')
-    const allowed = { allowed: true }
-    assert.deepEqual(await v.attempt('k', 1000, policy), allowed)
-    assert.deepEqual(await v.attempt('k', 1000, policy), allowed)
-    assert.deepEqual(await v.attempt('k', 1000, policy), allowed, 'the third attempt runs, and locks for the next')
-    assert.deepEqual(await v.attempt('k', 5000, policy), { allowed: false, lockedUntil: 11_000 })
-    assert.deepEqual(await v.attempt('k', 10_999, policy), { allowed: false, lockedUntil: 11_000 }, 'a refused attempt moves nothing')
-    assert.deepEqual(await v.attempt('k', 11_000, policy), allowed)
-    assert.deepEqual(await v.attempt('k', 30_000, policy), { allowed: false, lockedUntil: 31_000 }, 'doubled: 20 s')
-    assert.deepEqual(await v.attempt('k', 31_000, policy), allowed)
-    assert.deepEqual(await v.attempt('k', 31_000, policy), { allowed: false, lockedUntil: 56_000 }, 'capped at 25 s')
-    assert.equal(await v.accept('k', 12, 60_000), 'accepted')
-    for (let i = 0; i < 3; i++) assert.deepEqual(await v.attempt('k', 60_000, policy), allowed, 'an acceptance ends the run')
-    assert.deepEqual(await v.attempt('k', 60_000, policy), { allowed: false, lockedUntil: 70_000 })
-    assert.deepEqual(await v.attempt('other', 60_000, policy), allowed, 'keys are independent')
+  withStore('verification state: steps are accepted once, failures lock with a doubling delay', async ({ verification: v }) => {
+    const accepted = { kind: 'accepted' }
+    const invalid = { kind: 'invalid' }
+    assert.deepEqual(await v.settle('k', 10, 0, policy), accepted)
+    assert.deepEqual(await v.settle('k', 10, 0, policy), { kind: 'reused' })
+    assert.deepEqual(await v.settle('k', 9, 0, policy), { kind: 'reused' })
+    assert.deepEqual(await v.settle('k', 11, 0, policy), accepted, 'a later step, within the run')
+    assert.deepEqual(await v.settle('k', null, 1000, policy), invalid)
+    assert.deepEqual(await v.settle('k', null, 1000, policy), invalid)
+    assert.deepEqual(await v.settle('k', null, 1000, policy), invalid, 'the third failure locks for the next')
+    assert.deepEqual(await v.settle('k', 12, 5000, policy), { kind: 'locked', lockedUntil: 11_000 }, 'a right code waits too')
+    assert.deepEqual(await v.settle('k', null, 10_999, policy), { kind: 'locked', lockedUntil: 11_000 }, 'a refused attempt moves nothing')
+    assert.deepEqual(await v.settle('k', null, 11_000, policy), invalid)
+    assert.deepEqual(await v.settle('k', null, 30_000, policy), { kind: 'locked', lockedUntil: 31_000 }, 'doubled: 20 s')
+    assert.deepEqual(await v.settle('k', 11, 31_000, policy), { kind: 'reused' }, 'a replay is a failure')
+    assert.deepEqual(await v.settle('k', null, 31_000, policy), { kind: 'locked', lockedUntil: 56_000 }, 'capped at 25 s')
+    assert.deepEqual(await v.settle('k', 12, 60_000, policy), accepted)
+    for (let i = 0; i < 3; i++) assert.deepEqual(await v.settle('k', null, 60_000, policy), invalid, 'an acceptance ends the run')
+    assert.deepEqual(await v.settle('k', null, 60_000, policy), { kind: 'locked', lockedUntil: 70_000 })
+    assert.deepEqual(await v.settle('other', null, 60_000, policy), invalid, 'keys are independent')
   })
 
-  withStore('200 parallel attempts: only maxFailures are allowed before the lock', async ({ verification: v }) => {
+  withStore('200 parallel wrong guesses: only maxFailures are answered before the lock', async ({ verification: v }) => {
     const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
     for (let round = 0; round < 3; round++) {
-      const results = await Promise.all(Array.from({ length: 200 }, () => v.attempt(`guess-${round}`, 1000, strict)))
-      assert.equal(results.filter((r) => r.allowed).length, 5, `round ${round}`)
-      assert.ok(results.every((r) => r.allowed || r.lockedUntil === 61_000))
+      const results = await Promise.all(Array.from({ length: 200 }, () => v.settle(`guess-${round}`, null, 1000, strict)))
+      assert.equal(results.filter((r) => r.kind === 'invalid').length, 5, `round ${round}`)
+      assert.ok(results.every((r) => r.kind === 'invalid' || (r.kind === 'locked' && r.lockedUntil === 61_000)))
     }
   })
 
-  withStore('a correct code sent 100 times at once is accepted once', async ({ verification: v }) => {
+  withStore('a right code sent 100 times at once is accepted once; a right guess among 200 parallel wrong ones wins only inside the policy', async ({ verification: v }) => {
     const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
-    const verify = async () => {
-      const a = await v.attempt('correct', 1000, strict)
-      return a.allowed ? v.accept('correct', 7, 1000) : 'locked'
-    }
-    const results = await Promise.all(Array.from({ length: 100 }, verify))
-    assert.equal(results.filter((r) => r === 'accepted').length, 1)
+    const results = await Promise.all(Array.from({ length: 100 }, () => v.settle('correct', 7, 1000, strict)))
+    assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)
+    const mixed = await Promise.all(Array.from({ length: 200 }, (_, i) => v.settle('mixed', i === 150 ? 7 : null, 1000, strict)))
+    // The store orders them as they come: the right code wins only if it comes before the fifth failure.
+    const failed = mixed.filter((r) => r.kind === 'invalid').length
+    if (mixed[150]!.kind === 'accepted') assert.ok(failed <= 9, `${failed} failures answered`)
+    else assert.deepEqual([mixed[150]!.kind, failed], ['locked', 5])
   })
 
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {
-    const results = await Promise.all(Array.from({ length: 20 }, () => v.accept('race', 5, 0)))
-    assert.equal(results.filter((r) => r === 'accepted').length, 1)
+    const results = await Promise.all(Array.from({ length: 20 }, () => v.settle('race', 5, 0, policy)))
+    assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)
   })
+
 }
 
 export interface TestLimiter {

@@ -114,29 +114,32 @@ export interface LockPolicy {
   readonly maxSeconds: number
 }
 
-/** Attempt: whether a verification may evaluate its code now, or the key is locked until when (epoch ms). */
-export type Attempt =
-  | { readonly allowed: true }
-  | { readonly allowed: false; readonly lockedUntil: number }
+/** Verdict: what one verification came to, as its store decided it. */
+export type Verdict =
+  | { readonly kind: 'accepted' }
+  | { readonly kind: 'invalid' }
+  | { readonly kind: 'reused' }
+  | { readonly kind: 'locked'; readonly lockedUntil: number }
 
-export const ALLOWED: Attempt = Object.freeze({ allowed: true })
+export const ACCEPTED: Verdict = Object.freeze({ kind: 'accepted' })
+export const INVALID: Verdict = Object.freeze({ kind: 'invalid' })
+export const REUSED: Verdict = Object.freeze({ kind: 'reused' })
 
 /**
  * VerificationStore keeps, per verification key (a fingerprint of account + secret), the
- * last accepted time step and the run of failed attempts. Each method is one atomic step,
- * across processes and nodes: a check and a write in two round trips let parallel guesses
- * through the lockout.
+ * last accepted time step and the run of failed attempts.
  */
 export interface VerificationStore {
   /**
-   * attempt takes one attempt: refused while the key is locked; otherwise counted as a
-   * failure before the code is evaluated, with the lock the policy calls for at that count.
-   * However many attempts arrive at once, at most `policy.maxFailures` are allowed before
-   * the lock; `accept` ends the run.
+   * settle decides one verification in one atomic step, across processes and nodes (a
+   * check and a write in two round trips let parallel guesses through the lockout): while
+   * the key is locked, `locked`, and the code's match is not used; else a matching `step`
+   * later than the last accepted one is `accepted` (ending the run of failures); else the
+   * attempt counts as a failure (`invalid` with no match, `reused` for a step at or before
+   * the last accepted one), with the lock the policy calls for. However many arrive at once,
+   * at most `policy.maxFailures` failures are answered before the lock.
    */
-  attempt(key: string, nowMs: number, policy: LockPolicy): Promise<Attempt>
-  /** accept records `step` as used unless it is at or before the last accepted step; an acceptance clears the failures and the lock. */
-  accept(key: string, step: number, nowMs: number): Promise<'accepted' | 'reused'>
+  settle(key: string, step: number | null, nowMs: number, policy: LockPolicy): Promise<Verdict>
 }
 
 /** One day's count of admitted calls of an account to an API group. */

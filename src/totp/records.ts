@@ -53,7 +53,9 @@ interface Cached {
  * the rest of the call). It cannot go stale in a way that matters: a record's parameters
  * never change for its secret (onboarding again issues a new secret), and a secret that
  * has no record when it is looked up cannot get one (onboarding draws a fresh random one).
- * Entries are keyed by an HMAC of the account and the secret, never by the secret itself.
+ * Entries are keyed by account and secret in memory only (as the key cache is keyed by
+ * the presented key): an HMAC here cost as much as the rest of a cached getOTP, and would
+ * hide nothing from whoever can read the process's memory, where the pepper is too.
  */
 export class RecordCache {
   readonly #entries = new Map<string, Cached>()
@@ -70,7 +72,7 @@ export class RecordCache {
   }
 
   #key(accountId: string, secret: Buffer, algorithm: Algorithm | undefined): string {
-    return keyedDigest(this.#pepper, 'record-cache', accountId, algorithm ?? '', secret.toString('latin1'))
+    return `${accountId}\0${algorithm ?? ''}\0${secret.toString('latin1')}`
   }
 
   /**

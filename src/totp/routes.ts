@@ -177,8 +177,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       // not per digit count, which only truncates the same HMAC.
       const key = keyedDigest(pepper, 'verify', accountId, canonicalKey(p.secret, p.algorithm).toString('hex'), p.algorithm, String(p.period))
       const t = now()
-      const evaluate = () => (token.length === p.digits ? matchStep(p, token, t) : null)
-      const outcome = await verifyCode(store.verification, policy, key, evaluate, t)
+      const match = token.length === p.digits ? matchStep(p, token, t) : null
+      const outcome = await verifyCode(store.verification, policy, key, match, t)
       switch (outcome.kind) {
         case 'accepted':
           return { type: 'Success', valid: true, message: 'OTP verified' }

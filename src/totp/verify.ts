@@ -3,9 +3,10 @@
  * side, no second acceptance of a step, and a doubling delay after repeated failures. The
  * outcome is data; the route turns it into HTTP.
  *
- * The attempt is taken (and counted as a failure) before the code is evaluated, in one
- * atomic step of the store: a check and a count in two round trips let parallel guesses
- * through the lockout. A replayed code stays counted as a failed attempt.
+ * The code is matched first (pure computation, no effect), then the store decides the
+ * outcome in one atomic step with the lock and the count: a check and a count in two round
+ * trips let parallel guesses through the lockout. While the secret is locked the match is
+ * not used, so a guess gets an answer only within the policy. A replay counts as a failure.
  */
 import type { LockPolicy, VerificationStore } from '../storage/ports.ts'
 
@@ -15,13 +16,11 @@ export type VerifyOutcome =
   | { readonly kind: 'reused' }
   | { readonly kind: 'locked'; readonly retryAfterSeconds: number }
 
-/** `evaluate` gives the time step whose code matches, or null; it runs only once an attempt is granted. */
+/** `match` gives the time step whose code matches, or null. */
 export async function verifyCode(
-  store: VerificationStore, policy: LockPolicy, key: string, evaluate: () => number | null, nowMs: number,
+  store: VerificationStore, policy: LockPolicy, key: string, match: number | null, nowMs: number,
 ): Promise<VerifyOutcome> {
-  const attempt = await store.attempt(key, nowMs, policy)
-  if (!attempt.allowed) return { kind: 'locked', retryAfterSeconds: Math.max(1, Math.ceil((attempt.lockedUntil - nowMs) / 1000)) }
-  const step = evaluate()
-  if (step === null) return { kind: 'invalid' }
-  return (await store.accept(key, step, nowMs)) === 'accepted' ? { kind: 'accepted' } : { kind: 'reused' }
+  const verdict = await store.settle(key, match, nowMs, policy)
+  if (verdict.kind !== 'locked') return verdict
+  return { kind: 'locked', retryAfterSeconds: Math.max(1, Math.ceil((verdict.lockedUntil - nowMs) / 1000)) }
 }

@@ -11,10 +11,10 @@
 import pg from 'pg'
 import { randomBytes } from 'node:crypto'
 import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, Attempt, Health, KeyGrant, LockPolicy, OnboardingRecord,
-  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, VerificationStore,
+  Account, AccessStore, AccountStatus, ApiKeyInfo, Health, KeyGrant, LockPolicy, OnboardingRecord,
+  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
 } from '../ports.ts'
-import { ALLOWED, UnavailableError } from '../ports.ts'
+import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
 import { migrations } from '../migrations.ts'
 
@@ -212,28 +212,29 @@ function onboardingStore(query: Query): OnboardingStore {
 }
 
 function verificationStore(query: Query): VerificationStore {
+  // The lock delay of lockDelaySeconds after `f` failures, computed in the statement.
+  const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
+  const later = '$6::bigint > s.last_step'
   return {
-    async attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
-      // One statement: the row lock of ON CONFLICT DO UPDATE orders parallel attempts, and
-      // each sees the count and lock the one before it left. The lock delay is lockDelaySeconds.
-      const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
-      const { rows } = await query('otp-attempt', `
-        INSERT INTO otp_state AS s (key, failures, locked_until, updated_at) VALUES ($1, 1, ${lock('1')}, $2)
-        ON CONFLICT (key) DO UPDATE SET failures = s.failures + 1, locked_until = ${lock('(s.failures + 1)')}, updated_at = $2
+    async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
+      // One statement: the row lock of ON CONFLICT DO UPDATE orders parallel verifications,
+      // each sees the state the one before it left, and a locked row is left as it is (no row back).
+      const { rows } = await query('otp-settle', `
+        INSERT INTO otp_state AS s (key, last_step, failures, locked_until, updated_at)
+        VALUES ($1, COALESCE($6::bigint, -1), CASE WHEN $6::bigint IS NULL THEN 1 ELSE 0 END,
+          CASE WHEN $6::bigint IS NULL THEN ${lock('1')} ELSE 0 END, $2)
+        ON CONFLICT (key) DO UPDATE SET
+          last_step = CASE WHEN ${later} THEN $6::bigint ELSE s.last_step END,
+          failures = CASE WHEN ${later} THEN 0 ELSE s.failures + 1 END,
+          locked_until = CASE WHEN ${later} THEN 0 ELSE ${lock('(s.failures + 1)')} END,
+          updated_at = $2
         WHERE s.locked_until <= $2
-        RETURNING failures`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds])
-      if (rows.length > 0) return ALLOWED
+        RETURNING failures`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds, step])
+      if (rows.length > 0) return Number(rows[0]!.failures) === 0 ? ACCEPTED : step === null ? INVALID : REUSED
       const locked = await query('otp-locked', 'SELECT locked_until FROM otp_state WHERE key = $1', [key])
       // Read after the refusal: a lock that ran out in between still answers "wait a second".
       const until = Number(locked.rows[0]?.locked_until ?? 0)
-      return { allowed: false, lockedUntil: until > nowMs ? until : nowMs + 1000 }
-    },
-    async accept(key, step, nowMs) {
-      const r = await query('otp-accept', `
-        INSERT INTO otp_state AS s (key, last_step, failures, locked_until, updated_at) VALUES ($1, $2, 0, 0, $3)
-        ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = 0, locked_until = 0, updated_at = excluded.updated_at
-        WHERE s.last_step < excluded.last_step`, [key, step, nowMs])
-      return (r.rowCount ?? 0) > 0 ? 'accepted' : 'reused'
+      return { kind: 'locked', lockedUntil: until > nowMs ? until : nowMs + 1000 }
     },
   }
 }

@@ -21,11 +21,10 @@ test('redis: two nodes share verification state and hear each other\'s access ch
   const a = await openRedisParts({ url: redisUrl(), prefix })
   const b = await openRedisParts({ url: redisUrl(), prefix })
   t.after(async () => { await a.close(); await b.close() })
-  assert.equal(await a.verification.accept('k', 100, 0), 'accepted')
-  assert.equal(await b.verification.accept('k', 100, 0), 'reused', 'accepted on A is reused on B')
   const policy = { maxFailures: 1, baseSeconds: 60, maxSeconds: 60 }
-  assert.deepEqual(await b.verification.attempt('k', 0, policy), { allowed: true })
-  assert.deepEqual(await a.verification.attempt('k', 0, policy), { allowed: false, lockedUntil: 60_000 }, 'a lock set on B holds on A')
+  assert.deepEqual(await a.verification.settle('k', 100, 0, policy), { kind: 'accepted' })
+  assert.deepEqual(await b.verification.settle('k', 100, 0, policy), { kind: 'reused' }, 'accepted on A is reused on B, and that failure locks')
+  assert.deepEqual(await a.verification.settle('k', 101, 0, policy), { kind: 'locked', lockedUntil: 60_000 }, 'a lock set on B holds on A')
 
   let heard = 0
   b.signal.subscribe(() => { heard++ })
@@ -53,7 +52,7 @@ test('redis: unreachable means UnavailableError at once, not a queued wait', { s
   const parts = await openRedisParts({ url: url.href, prefix: 'x:', timeoutMs: 300 })
   t.after(() => parts.close())
   const start = Date.now()
-  await assert.rejects(parts.verification.accept('k', 1, 0), (error: Error) => error instanceof UnavailableError && error.dependency === 'Redis')
+  await assert.rejects(parts.verification.settle('k', 1, 0, { maxFailures: 5, baseSeconds: 60, maxSeconds: 60 }), (error: Error) => error instanceof UnavailableError && error.dependency === 'Redis')
   await assert.rejects(parts.limiter.take('a', { rate: 1, burst: 1, quota: 0, period: 'day' }, async () => 0), UnavailableError)
   assert.ok(Date.now() - start < 1000)
 })

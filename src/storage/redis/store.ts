@@ -13,8 +13,8 @@
  * Redis must not be a cluster (the limiter builds its window key inside the script).
  */
 import { Redis, type RedisOptions } from 'ioredis'
-import type { Attempt, LimitDecision, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
-import { ALLOWED, UnavailableError } from '../ports.ts'
+import type { LimitDecision, Verdict, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
+import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
 
 export interface RedisStoreOptions {
   readonly url: string
@@ -47,18 +47,20 @@ export interface RedisParts {
 
 const DEPENDENCY = 'Redis'
 
-const ACCEPT = `
-local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '-1')
-if tonumber(ARGV[1]) <= last then return 0 end
-redis.call('HSET', KEYS[1], 'last', ARGV[1], 'fails', 0, 'lock', 0)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1`
-
-/** ATTEMPT: refused while locked ({0, lock}); else the attempt counts as a failure in advance ({1, lock}). */
-const ATTEMPT = `
+/**
+ * SETTLE: one verification. Locked: {0, lock}; a step later than the last accepted one:
+ * {1} (accepted, the run of failures ends); else a failure: {2} (no match) or {3} (replay).
+ */
+const SETTLE = `
 local now, max, base, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local lock = tonumber(redis.call('HGET', KEYS[1], 'lock') or '0')
+local state = redis.call('HMGET', KEYS[1], 'lock', 'last')
+local lock = tonumber(state[1] or '0')
 if lock > now then return {0, string.format('%.0f', lock)} end
+if ARGV[6] ~= '' and tonumber(ARGV[6]) > tonumber(state[2] or '-1') then
+  redis.call('HSET', KEYS[1], 'last', ARGV[6], 'fails', 0, 'lock', 0)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  return {1}
+end
 local f = redis.call('HINCRBY', KEYS[1], 'fails', 1)
 lock = 0
 if f >= max then
@@ -68,7 +70,8 @@ if f >= max then
 end
 redis.call('HSET', KEYS[1], 'lock', string.format('%.0f', lock))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(tonumber(ARGV[5]), lock - now + 1000)))
-return {1, string.format('%.0f', lock)}`
+if ARGV[6] == '' then return {2} end
+return {3}`
 
 /**
  * LIMIT: KEYS[1] the bucket, KEYS[2] the quota key's stem; ARGV rate, burst, quota, period,
@@ -132,8 +135,7 @@ if qkey then redis.call('INCR', qkey) end
 return {'ok', int(math.floor(tokens)), int(refill), int(left), int(qkey and (ends - now) or 0)}`
 
 interface Scripts {
-  tesseraAccept(key: string, step: string, retention: string): Promise<number>
-  tesseraAttempt(key: string, now: string, max: string, base: string, cap: string, retention: string): Promise<[number, string]>
+  tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string): Promise<string[]>
 }
 
@@ -162,8 +164,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   }
   const redis = new Redis(options.url, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
-  redis.defineCommand('tesseraAccept', { numberOfKeys: 1, lua: ACCEPT })
-  redis.defineCommand('tesseraAttempt', { numberOfKeys: 1, lua: ATTEMPT })
+  redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -193,13 +194,10 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const clock = options.limiterClock
 
   const verification: VerificationStore = {
-    async attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
-      const [allowed, lockedUntil] = await call(() => scripts.tesseraAttempt(stateKey(key), String(nowMs),
-        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention))
-      return allowed === 1 ? ALLOWED : { allowed: false, lockedUntil: Number(lockedUntil) }
-    },
-    async accept(key, step) {
-      return (await call(() => scripts.tesseraAccept(stateKey(key), String(step), retention))) === 1 ? 'accepted' : 'reused'
+    async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
+      const [verdict, lockedUntil] = await call(() => scripts.tesseraSettle(stateKey(key), String(nowMs),
+        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention, step === null ? '' : String(step)))
+      return verdict === 1 ? ACCEPTED : verdict === 2 ? INVALID : verdict === 3 ? REUSED : { kind: 'locked', lockedUntil: Number(lockedUntil) }
     },
   }
 

@@ -12,6 +12,8 @@ import { tempDir } from '../../../test/helper.ts'
 storeContract('sqlite', async () => openSqliteStore({ path: ':memory:' }))
 limiterContract('in-process', async (clock) => ({ limiter: new LocalLimiter(clock), close: async () => undefined }))
 
+const POLICY = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
+
 test('sqlite: migrations are recorded and applied once; another connection\'s commit is announced', async (t) => {
   const path = join(tempDir(t), 'db.sqlite')
   const store = openSqliteStore({ path, changePollMs: 20 })
@@ -35,15 +37,15 @@ test('sqlite: writes are durable once answered, and many in one turn share a com
   const path = join(tempDir(t), 'db.sqlite')
   const store = openSqliteStore({ path })
   const keys = Array.from({ length: 200 }, (_, i) => `k${i}`)
-  const results = await Promise.all(keys.map((k) => store.verification.accept(k, 7, 1000)))
-  assert.ok(results.every((r) => r === 'accepted'))
+  const results = await Promise.all(keys.map((k) => store.verification.settle(k, 7, 1000, POLICY)))
+  assert.ok(results.every((r) => r.kind === 'accepted'))
   const other = new DatabaseSync(path)
   assert.equal(Number(other.prepare('SELECT count(*) AS n FROM otp_state').get()?.n), 200, 'committed before the callers were answered')
   other.close()
   await store.close()
   const again = openSqliteStore({ path })
   t.after(() => again.close())
-  assert.equal(await again.verification.accept('k3', 7, 2000), 'reused', 'the accepted step survived a restart')
+  assert.deepEqual(await again.verification.settle('k3', 7, 2000, POLICY), { kind: 'reused' }, 'the accepted step survived a restart')
 })
 
 /** until polls `check` every 10 ms for up to `ms`; it returns whether check came true. */
@@ -66,7 +68,7 @@ test('sqlite: the maintenance thread checkpoints the write-ahead log beside the 
     try {
       await new Promise((r) => setTimeout(r, 300)) // the migrations' pages settle first
       const before = statSync(path).size
-      await Promise.all(Array.from({ length: 500 }, (_, i) => store.verification.accept(`key-${i}`, 1, Date.now())))
+      await Promise.all(Array.from({ length: 500 }, (_, i) => store.verification.settle(`key-${i}`, 1, Date.now(), POLICY)))
       return await until(() => statSync(path).size > before, waitMs)
     } finally {
       await store.close()
@@ -82,10 +84,10 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   const now = Date.now()
   const old = now - 60_000
   // 2 500 stale rows: ten chunks of 250.
-  await Promise.all(Array.from({ length: 2500 }, (_, i) => seed.verification.accept(`stale-${i}`, 1, old)))
-  await seed.verification.accept('recent', 1, now)
+  await Promise.all(Array.from({ length: 2500 }, (_, i) => seed.verification.settle(`stale-${i}`, 1, old, POLICY)))
+  await seed.verification.settle('recent', 1, now, POLICY)
   const policy = { maxFailures: 1, baseSeconds: 3600, maxSeconds: 3600 }
-  await seed.verification.attempt('locked', old, policy)
+  await seed.verification.settle('locked', null, old, policy)
   await seed.close()
 
   const errors: Error[] = []
@@ -96,6 +98,6 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   const keys = () => db.prepare('SELECT key FROM otp_state ORDER BY key').all().map((r) => String(r.key))
   assert.ok(await until(() => keys().length === 2), `left: ${keys().length} rows`)
   assert.deepEqual(keys(), ['locked', 'recent'])
-  assert.deepEqual(await store.verification.attempt('locked', now, policy), { allowed: false, lockedUntil: old + 3_600_000 }, 'the lock outlived the retention')
+  assert.deepEqual(await store.verification.settle('locked', null, now, policy), { kind: 'locked', lockedUntil: old + 3_600_000 }, 'the lock outlived the retention')
   assert.deepEqual(errors, [])
 })

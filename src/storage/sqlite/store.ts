@@ -10,10 +10,10 @@ import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, Attempt, KeyGrant, LockPolicy, OnboardingRecord,
-  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, VerificationStore,
+  Account, AccessStore, AccountStatus, ApiKeyInfo, KeyGrant, LockPolicy, OnboardingRecord,
+  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
 } from '../ports.ts'
-import { ALLOWED, lockDelaySeconds } from '../ports.ts'
+import { ACCEPTED, INVALID, lockDelaySeconds, REUSED } from '../ports.ts'
 import type { Group, Region } from '../../gateway/regions.ts'
 import { migrations } from '../migrations.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
@@ -270,31 +270,30 @@ function onboardingStore(db: DatabaseSync, batch: GroupCommit): OnboardingStore 
 
 function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationStore {
   const q = {
-    state: db.prepare('SELECT failures, locked_until FROM otp_state WHERE key = ?'),
-    accept: db.prepare(`
-      INSERT INTO otp_state (key, last_step, failures, locked_until, updated_at) VALUES (?, ?, 0, 0, ?)
-      ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = 0, locked_until = 0, updated_at = excluded.updated_at
-      WHERE otp_state.last_step < excluded.last_step`),
-    attempt: db.prepare(`
-      INSERT INTO otp_state (key, failures, locked_until, updated_at) VALUES ($key, $failures, $lockedUntil, $now)
-      ON CONFLICT (key) DO UPDATE SET failures = excluded.failures, locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
+    state: db.prepare('SELECT last_step, failures, locked_until FROM otp_state WHERE key = ?'),
+    write: db.prepare(`
+      INSERT INTO otp_state (key, last_step, failures, locked_until, updated_at) VALUES ($key, $last, $failures, $lockedUntil, $now)
+      ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = excluded.failures,
+        locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
   }
   return {
     // The read and the write run in one synchronous step inside the write transaction
-    // (BEGIN IMMEDIATE), so no other attempt, in this process or another, comes between them.
-    attempt(key, nowMs, policy: LockPolicy): Promise<Attempt> {
-      return batch.run(() => {
+    // (BEGIN IMMEDIATE), so no other verification, in this process or another, comes between them.
+    settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
+      return batch.run((): Verdict => {
         const row = q.state.get(key)
         const locked = Number(row?.locked_until ?? 0)
-        if (locked > nowMs) return { allowed: false, lockedUntil: locked }
+        if (locked > nowMs) return { kind: 'locked', lockedUntil: locked }
+        const last = Number(row?.last_step ?? -1)
+        if (step !== null && step > last) {
+          q.write.run({ key, last: step, failures: 0, lockedUntil: 0, now: nowMs })
+          return ACCEPTED
+        }
         const failures = Number(row?.failures ?? 0) + 1
         const delay = lockDelaySeconds(failures, policy)
-        q.attempt.run({ key, failures, lockedUntil: delay > 0 ? nowMs + delay * 1000 : 0, now: nowMs })
-        return ALLOWED
+        q.write.run({ key, last, failures, lockedUntil: delay > 0 ? nowMs + delay * 1000 : 0, now: nowMs })
+        return step === null ? INVALID : REUSED
       })
-    },
-    accept(key, step, nowMs) {
-      return batch.run(() => (Number(q.accept.run(key, step, nowMs).changes) > 0 ? 'accepted' : 'reused'))
     },
   }
 }

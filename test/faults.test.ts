@@ -104,9 +104,12 @@ test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it
   assert.equal(res.headers.get('retry-after'), '5')
   assert.match(JSON.stringify(await res.json()), /SERVICE_UNAVAILABLE.*PostgreSQL is unavailable/)
   assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'a cached key still works for calls that need no PostgreSQL')
-  const secret = 'LVJFKZI5AJZXIZKG'
+  const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' // 160 bits, like the secrets onboardUser issues
   const otp = await post(app.url, '/totp/getOTP', app.key, { secret })
   assert.equal(otp.status, 503, 'getOTP reads the secret\'s onboarding record')
+  const renda = await post(app.url, '/totp/getOTP', app.key, { secret: 'LVJFKZI5AJZXIZKG' })
+  assert.equal(renda.status, 200, 'an 80-bit secret cannot have a record here: no lookup')
+  await renda.arrayBuffer()
   await otp.arrayBuffer()
   const given = await post(app.url, '/totp/getOTP', app.key, { secret, tokenLength: '6', algorithm: 'SHA1', tokenValidity: '30' })
   assert.equal(given.status, 200, 'a request that gives every parameter needs no record')

@@ -13,6 +13,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { isAscii, isUtf8 } from 'node:buffer'
 import querystring from 'node:querystring'
+import fastQuerystring from 'fast-querystring'
 import { Busboy } from '@fastify/busboy'
 
 /** MALFORMED_TEXT stands in for a value that is not text: no string schema accepts it. */
@@ -56,8 +57,8 @@ function unescapeBytes(text: string): Buffer {
 /** parseForm reads urlencoded bytes: `+` is a space, escapes are bytes, the bytes must be UTF-8. */
 export function parseForm(body: Buffer): Record<string, unknown> {
   // The usual body (base32 secrets, digits, names without escapes) has nothing to decode:
-  // querystring's own decoder is exact there and several times cheaper.
-  if (body.indexOf(0x25) === -1 && isAscii(body)) return querystring.parse(body.toString('latin1'), '&', '=', { maxKeys: MAX_FIELDS })
+  // fast-querystring (what @fastify/formbody used) is exact there and several times cheaper.
+  if (body.indexOf(0x25) === -1 && isAscii(body)) return fastQuerystring.parse(body.toString('latin1'))
   // latin1 keeps each raw byte as one character, which unescapeBytes writes back as that byte.
   return querystring.parse(body.toString('latin1'), '&', '=', {
     maxKeys: MAX_FIELDS,

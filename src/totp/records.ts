@@ -7,7 +7,7 @@
 import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
 import type { Algorithm, OnboardingRecord, OnboardingStore } from '../storage/ports.ts'
-import { ALGORITHMS, canonicalKey, toBase32 } from './otp.ts'
+import { ALGORITHMS, canonicalKey, SECRET_BYTES, toBase32 } from './otp.ts'
 
 const LABEL = 'onboarding-secret'
 
@@ -81,6 +81,9 @@ export class RecordCache {
    * measurable share of the work).
    */
   find(accountId: string, secret: Buffer, algorithm: Algorithm | undefined, now: number): OnboardingRecord | null | Promise<OnboardingRecord | null> {
+    // Only onboardUser makes records, and the secrets it issues are SECRET_BYTES long: any
+    // other (Renda.io's 80-bit ones) has none, and costs no lookup.
+    if (secret.length !== SECRET_BYTES) return null
     if (this.#ttlMs === 0) return findRecord(this.#store, this.#pepper, accountId, secret, algorithm)
     const key = this.#key(accountId, secret, algorithm)
     const hit = this.#entries.get(key)

@@ -5,32 +5,19 @@
  * for others).
  */
 import type { KeyGrant } from '../storage/ports.ts'
-
-interface Cached {
-  readonly grant: KeyGrant | null
-  readonly expires: number
-}
+import { BoundedCache } from '../cache/bounded.ts'
 
 export class GrantCache {
-  readonly #entries = new Map<string, Cached>()
-  readonly #ttlMs: number
-  readonly #max: number
+  readonly #entries: BoundedCache<KeyGrant | null>
   #generation = 0
 
   constructor(ttlSeconds: number, maxEntries: number) {
-    this.#ttlMs = ttlSeconds * 1000
-    this.#max = maxEntries
+    this.#entries = new BoundedCache(ttlSeconds, maxEntries)
   }
 
   /** get returns the cached grant (null for a cached miss), or undefined when not cached. */
   get(hash: string, now: number): KeyGrant | null | undefined {
-    const hit = this.#entries.get(hash)
-    if (hit === undefined) return undefined
-    if (hit.expires <= now) {
-      this.#entries.delete(hash)
-      return undefined
-    }
-    return hit.grant
+    return this.#entries.get(hash, now)
   }
 
   /** generation changes at every clear: a lookup that began before a clear must not be cached after it. */
@@ -39,13 +26,7 @@ export class GrantCache {
   }
 
   set(hash: string, grant: KeyGrant | null, now: number, generation: number): void {
-    if (this.#ttlMs === 0 || generation !== this.#generation) return
-    if (this.#entries.size >= this.#max) {
-      // Maps iterate in insertion order: drop the oldest entry.
-      const oldest = this.#entries.keys().next().value
-      if (oldest !== undefined) this.#entries.delete(oldest)
-    }
-    this.#entries.set(hash, { grant, expires: now + this.#ttlMs })
+    if (generation === this.#generation) this.#entries.set(hash, grant, now)
   }
 
   clear(): void {

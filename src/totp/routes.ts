@@ -79,7 +79,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
    */
   function recordOf(secret: Buffer, accountId: string, body: TotpBody): OnboardingRecord | null | Promise<OnboardingRecord | null> {
     const complete = body.algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
-    return complete ? null : records.find(accountId, secret, body.algorithm?.toUpperCase() as Algorithm | undefined, now())
+    return complete ? null : records.find(accountId, secret, now())
   }
 
   /**
@@ -130,7 +130,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         algorithm: p.algorithm,
         digits: p.digits,
         period: p.period,
-        secretFingerprint: secretFingerprint(pepper, p.secret, p.algorithm),
+        secretFingerprint: secretFingerprint(pepper, p.secret),
       }, new Date(t))
       const { otp, expiresIn } = currentCode(p, t)
       return {

@@ -23,7 +23,7 @@ import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
 import { issueKey } from '../src/gateway/keys.ts'
-import { GROUPS, REGIONS } from '../src/gateway/regions.ts'
+import { GROUPS, REGIONS } from '../src/domain/regions.ts'
 import { freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
 import { waitFor } from './wait.ts'
 

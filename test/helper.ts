@@ -16,7 +16,7 @@ import { openStore } from '../src/storage/factory.ts'
 import type { Store } from '../src/storage/ports.ts'
 import { buildApp } from '../src/app.ts'
 import { issueKey } from '../src/gateway/keys.ts'
-import { GROUPS, REGIONS, type Group, type Region } from '../src/gateway/regions.ts'
+import { GROUPS, REGIONS, type Group, type Region } from '../src/domain/regions.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 
 export interface Clock {

@@ -11,7 +11,7 @@ import type { Plan, Store } from '../storage/ports.ts'
 import { defaultPlan } from '../usage/limits.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { issueKey } from '../gateway/keys.ts'
-import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../gateway/regions.ts'
+import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 
 export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 

@@ -7,7 +7,7 @@ import type { Config } from '../config/config.ts'
 import type { Store } from '../storage/ports.ts'
 import { issueKey } from '../gateway/keys.ts'
 import type { Pepper } from '../crypto/keyed.ts'
-import { GROUPS, REGIONS } from '../gateway/regions.ts'
+import { GROUPS, REGIONS } from '../domain/regions.ts'
 
 export async function ensureDemoAccount(config: Config, store: Store, pepper: Pepper): Promise<string | null> {
   if (config.nodeEnv === 'production' || (await store.access.countAccounts()) > 0) return null

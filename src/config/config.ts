@@ -5,7 +5,7 @@
  * `settings` below (npm run docs), so the two cannot drift.
  */
 import { availableParallelism } from 'node:os'
-import { REGIONS, type Region } from '../gateway/regions.ts'
+import { REGIONS, type Region } from '../domain/regions.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'

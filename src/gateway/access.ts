@@ -4,7 +4,7 @@
  * the region of this instance. The reason is for the log only; clients get one answer.
  */
 import type { KeyGrant } from '../storage/ports.ts'
-import type { Group, Region } from './regions.ts'
+import type { Group, Region } from '../domain/regions.ts'
 
 export type DenialReason = 'unknown key' | 'revoked key' | 'account suspended' | 'not subscribed'
 

@@ -17,7 +17,7 @@ import { GrantCache } from './cache.ts'
 import { hashApiKey } from './keys.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { authorize, denial, subscriptionKey, type DenialReason } from './access.ts'
-import type { Group } from './regions.ts'
+import type { Group } from '../domain/regions.ts'
 import type { Limits } from '../usage/limits.ts'
 
 export interface Caller {

@@ -6,7 +6,31 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { LimitDecision, Limiter, LockPolicy, Plan, Store } from './ports.ts'
+import type { AccessStore, Account, ApiKeyInfo, AuditDraft, LimitDecision, Limiter, LockPolicy, NewKey, Plan, Store } from './ports.ts'
+import { CursorError } from './ports.ts'
+import { newId } from './rows.ts'
+import { UNSCOPED } from '../domain/accounts.ts'
+
+/** draft: an audit event for the contract (what it says is not the store's business). */
+export function draft(action: string, target = 'x'): AuditDraft {
+  return { actor: 'cli', action, target: { type: 'account', id: target }, accountId: null, ip: '192.0.2.1', outcome: 'success', detail: { n: 1 } }
+}
+
+export async function makeAccount(access: AccessStore, name: string, createdMs = Date.now()): Promise<Account> {
+  const account: Account = { id: newId('acc'), name, status: 'active', createdAt: new Date(createdMs).toISOString() }
+  await access.createAccount(account, { ...draft('account.create', account.id), accountId: account.id })
+  return account
+}
+
+export function newKey(accountId: string, hash: string, extra: Partial<NewKey> = {}): NewKey {
+  return { id: newId('key'), accountId, name: 'k', hash, hint: hash.slice(-4), createdAt: new Date().toISOString(), expiresAt: null, scope: UNSCOPED, ...extra }
+}
+
+export async function makeKey(access: AccessStore, accountId: string, hash: string, extra: Partial<NewKey> = {}): Promise<NewKey & Pick<ApiKeyInfo, 'id'>> {
+  const key = newKey(accountId, hash, extra)
+  await access.createKey(key, { ...draft('key.create', key.id), accountId })
+  return key
+}
 
 const policy: LockPolicy = { maxFailures: 3, baseSeconds: 10, maxSeconds: 25 }
 
@@ -23,82 +47,238 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
 
   withStore('accounts, keys and subscriptions resolve to one grant', async ({ access }) => {
     assert.equal(await access.countAccounts(), 0)
-    const account = await access.createAccount('Acme')
+    const account = await makeAccount(access, 'Acme')
     assert.equal((await access.getAccount(account.id))?.name, 'Acme')
-    const key = await access.createKey({ accountId: account.id, name: 'k', hash: 'hash-1', hint: 'abcd' })
+    const key = await makeKey(access, account.id, 'hash-1')
     let grant = await access.findGrant('hash-1')
     assert.deepEqual({ ...grant, subscriptions: [...grant!.subscriptions] },
-      { keyId: key.id, accountId: account.id, revoked: false, accountActive: true, subscriptions: [], plan: null })
-    await access.setSubscription(account.id, 'eu', 'totp', 'active')
-    await access.setSubscription(account.id, 'us', 'converter', 'active')
-    await access.setSubscription(account.id, 'us', 'converter', 'inactive')
+      { keyId: key.id, accountId: account.id, revoked: false, accountActive: true, expiresAt: Infinity, subscriptions: [], plan: null })
+    await access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.set'))
+    await access.setSubscription(account.id, 'us', 'converter', 'active', draft('subscription.set'))
+    await access.setSubscription(account.id, 'us', 'converter', 'inactive', draft('subscription.set'))
+    await access.setSubscription(account.id, 'apac', 'totp', 'pending', draft('subscription.set'))
     grant = await access.findGrant('hash-1')
-    assert.deepEqual([...grant!.subscriptions], ['eu:totp'])
-    assert.equal((await access.listSubscriptions(account.id)).length, 2)
-    assert.equal(await access.setAccountStatus(account.id, 'suspended'), true)
+    assert.deepEqual([...grant!.subscriptions], ['eu:totp'], 'inactive and pending subscriptions allow nothing')
+    assert.deepEqual((await access.listSubscriptions(account.id)).map((s) => `${s.region}:${s.group}:${s.status}`),
+      ['apac:totp:pending', 'eu:totp:active', 'us:converter:inactive'])
+    assert.deepEqual(await access.updateAccount(account.id, { status: 'suspended' }, draft('account.update')),
+      { ...account, status: 'suspended' })
     assert.equal((await access.findGrant('hash-1'))?.accountActive, false)
-    assert.equal(await access.setAccountStatus('acc_missing', 'active'), false)
-    assert.equal(await access.revokeKey(key.id), true)
-    assert.equal(await access.revokeKey(key.id), false, 'already revoked')
+    assert.equal((await access.updateAccount(account.id, { name: 'Acme Ltd' }, draft('account.update')))?.name, 'Acme Ltd')
+    assert.equal(await access.updateAccount('acc_missing', { status: 'active' }, draft('account.update')), null)
+    assert.equal(await access.revokeKey(key.id, draft('key.revoke')), true)
+    assert.equal(await access.revokeKey(key.id, draft('key.revoke')), false, 'already revoked')
     assert.equal((await access.findGrant('hash-1'))?.revoked, true)
     assert.equal(await access.findGrant('hash-unknown'), null)
     assert.deepEqual((await access.listKeys(account.id)).map((k) => k.id), [key.id])
-    assert.equal((await access.listAccounts()).length, 1)
+    assert.equal((await access.getKey(key.id))?.revokedAt !== null, true)
+    assert.equal(await access.getKey('key_missing'), null)
+    assert.equal((await access.listAccounts({ limit: 10 })).items.length, 1)
+  })
+
+  withStore('keys: expiry and scope ride on the grant; the listing shows them', async ({ access }) => {
+    const account = await makeAccount(access, 'x')
+    for (const r of ['eu', 'us'] as const) for (const g of ['totp', 'converter'] as const) {
+      await access.setSubscription(account.id, r, g, 'active', draft('subscription.set'))
+    }
+    const expiresAt = '2030-01-02T03:04:05.000Z'
+    const key = await makeKey(access, account.id, 'hash-s', { expiresAt, scope: { groups: ['totp'], regions: null } })
+    const grant = await access.findGrant('hash-s')
+    assert.equal(grant?.expiresAt, Date.parse(expiresAt))
+    assert.deepEqual([...grant!.subscriptions].sort(), ['eu:totp', 'us:totp'], 'only the scope\'s groups')
+    await makeKey(access, account.id, 'hash-r', { scope: { groups: null, regions: ['us'] } })
+    assert.deepEqual([...(await access.findGrant('hash-r'))!.subscriptions].sort(), ['us:converter', 'us:totp'])
+    await makeKey(access, account.id, 'hash-n', { scope: { groups: [], regions: null } })
+    assert.deepEqual([...(await access.findGrant('hash-n'))!.subscriptions], [], 'an empty scope allows nothing')
+    const listed = (await access.listKeys(account.id)).find((k) => k.id === key.id)
+    assert.deepEqual({ expiresAt: listed?.expiresAt, scope: listed?.scope, rolledTo: listed?.rolledTo, lastUsedAt: listed?.lastUsedAt },
+      { expiresAt, scope: { groups: ['totp'], regions: null }, rolledTo: null, lastUsedAt: null })
+  })
+
+  withStore('roll: the old key works until the grace ends (or stops at once), the new one from now on', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    const old = await makeKey(access, account.id, 'hash-old', { scope: { groups: ['totp'], regions: null } })
+    const now = '2026-11-23T10:00:00.000Z'
+    const next = newKey(account.id, 'hash-new', { scope: old.scope })
+    assert.equal(await access.rollKey(old.id, next, now, '2026-11-24T10:00:00.000Z', draft('key.roll', old.id)), true)
+    assert.equal((await access.findGrant('hash-old'))?.expiresAt, Date.parse('2026-11-24T10:00:00.000Z'))
+    assert.equal((await access.findGrant('hash-new'))?.expiresAt, Infinity)
+    const listed = await access.getKey(old.id)
+    assert.deepEqual([listed?.rolledTo, listed?.revokedAt], [next.id, null])
+    assert.equal(await access.rollKey(old.id, newKey(account.id, 'hash-x'), now, null, draft('key.roll', old.id)), false, 'a rolled key rolls once')
+    assert.equal(await access.findGrant('hash-x'), null, 'nothing written')
+    // Grace 0: the old key stops at once.
+    const next2 = newKey(account.id, 'hash-new2')
+    assert.equal(await access.rollKey(next.id, next2, now, null, draft('key.roll', next.id)), true)
+    assert.equal((await access.findGrant('hash-new'))?.revoked, true)
+    // An expired key cannot be rolled.
+    const expired = await makeKey(access, account.id, 'hash-exp', { expiresAt: '2026-11-01T00:00:00.000Z' })
+    assert.equal(await access.rollKey(expired.id, newKey(account.id, 'hash-y'), now, null, draft('key.roll', expired.id)), false)
+    // A grace longer than the old key's own expiry keeps the earlier one.
+    const soon = await makeKey(access, account.id, 'hash-soon', { expiresAt: '2026-11-23T12:00:00.000Z' })
+    assert.equal(await access.rollKey(soon.id, newKey(account.id, 'hash-z'), now, '2026-11-30T00:00:00.000Z', draft('key.roll', soon.id)), true)
+    assert.equal((await access.findGrant('hash-soon'))?.expiresAt, Date.parse('2026-11-23T12:00:00.000Z'))
+    const rolls = (await audit.list({ action: 'key.roll', limit: 10 })).items
+    assert.equal(rolls.length, 3, 'one event per roll that happened')
+  })
+
+  withStore('last use: kept per key, never moved back', async ({ access }) => {
+    const account = await makeAccount(access, 'x')
+    const key = await makeKey(access, account.id, 'hash-u')
+    await access.touchKeys([{ keyId: key.id, atMs: Date.parse('2026-11-23T10:00:00Z'), region: 'us' }])
+    await access.touchKeys([{ keyId: key.id, atMs: Date.parse('2026-11-23T09:00:00Z'), region: 'eu' }, { keyId: 'key_missing', atMs: 0, region: 'eu' }])
+    const k = await access.getKey(key.id)
+    assert.deepEqual([k?.lastUsedAt, k?.lastUsedRegion], ['2026-11-23T10:00:00.000Z', 'us'])
+    await access.touchKeys([])
+  })
+
+  withStore('accounts page in creation order with a cursor, filtered by status and name', async ({ access }) => {
+    const made: Account[] = []
+    for (let i = 0; i < 23; i++) made.push(await makeAccount(access, i % 3 === 0 ? `Big_${i}%` : `small ${i}`, Date.UTC(2026, 0, 1, 0, 0, i % 5)))
+    await access.updateAccount(made[4]!.id, { status: 'suspended' }, draft('account.update'))
+    const seen: string[] = []
+    let cursor: string | undefined
+    let pages = 0
+    do {
+      const page = await access.listAccounts({ limit: 10, ...(cursor === undefined ? {} : { cursor }) })
+      seen.push(...page.items.map((a) => a.id))
+      cursor = page.next ?? undefined
+      pages++
+    } while (cursor !== undefined)
+    assert.equal(pages, 3)
+    const expected = [...made].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id)).map((a) => a.id)
+    assert.deepEqual(seen, expected, 'every account once, oldest first')
+    assert.deepEqual((await access.listAccounts({ limit: 50, status: 'suspended' })).items.map((a) => a.id), [made[4]!.id])
+    const big = await access.listAccounts({ limit: 50, name: 'big_' })
+    assert.equal(big.items.length, 8, 'case-insensitive substring')
+    assert.equal(big.next, null)
+    assert.equal((await access.listAccounts({ limit: 50, name: '_1' })).items.length, 2, '_ is a character, not a wildcard')
+    assert.equal((await access.listAccounts({ limit: 50, name: '%' })).items.length, 8, '% is a character, not a wildcard')
+    await assert.rejects(access.listAccounts({ limit: 10, cursor: 'not-a-cursor' }), CursorError)
+  })
+
+  withStore('every change writes its audit event in its transaction; a failed change writes none', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    await makeKey(access, account.id, 'hash-a')
+    await assert.rejects(access.createKey(newKey(account.id, 'hash-a'), draft('key.create')), 'a duplicate hash fails')
+    await access.setPlan(account.id, { rate: 1, burst: 1, quota: 5, period: 'day', weights: { totp: 2, converter: 1 } }, draft('plan.set'))
+    assert.equal(await access.setPlan('acc_missing', null, draft('plan.delete')), false)
+    const events = (await audit.list({ limit: 50 })).items
+    assert.deepEqual(events.map((e) => e.action), ['plan.set', 'key.create', 'account.create'], 'newest first; none for the failures')
+    const [plan] = events
+    assert.deepEqual({ actor: plan!.actor, target: plan!.target, accountId: plan!.accountId, ip: plan!.ip, outcome: plan!.outcome, detail: plan!.detail },
+      { actor: 'cli', target: { type: 'account', id: 'x' }, accountId: null, ip: '192.0.2.1', outcome: 'success', detail: { n: 1 } })
+    assert.ok(Math.abs(Date.parse(plan!.at) - Date.now()) < 60_000)
+    const failure = await audit.append({ ...draft('key.revoke'), outcome: 'failure', detail: { reason: 'no such key' } })
+    assert.equal((await audit.list({ limit: 1 })).items[0]?.id, failure.id)
+  })
+
+  withStore('audit events page newest first with a cursor, filtered by account, actor and action; retention prunes the oldest', async ({ audit }) => {
+    for (let i = 0; i < 25; i++) {
+      await audit.append({ ...draft(i % 2 === 0 ? 'key.create' : 'key.revoke'), actor: i % 5 === 0 ? 'admin-token:tok_1' : 'cli', accountId: i < 10 ? 'acc_a' : 'acc_b', detail: { i } })
+    }
+    const seen: number[] = []
+    let cursor: string | undefined
+    do {
+      const page = await audit.list({ limit: 7, ...(cursor === undefined ? {} : { cursor }) })
+      seen.push(...page.items.map((e) => Number(e.detail.i)))
+      cursor = page.next ?? undefined
+    } while (cursor !== undefined)
+    assert.deepEqual(seen, Array.from({ length: 25 }, (_, i) => 24 - i))
+    assert.deepEqual((await audit.list({ limit: 50, accountId: 'acc_a', action: 'key.revoke' })).items.map((e) => e.detail.i), [9, 7, 5, 3, 1])
+    assert.deepEqual((await audit.list({ limit: 50, actor: 'admin-token:tok_1' })).items.map((e) => e.detail.i), [20, 15, 10, 5, 0])
+    await assert.rejects(audit.list({ limit: 5, cursor: 'evt_bad' }), CursorError)
+    assert.equal(await audit.prune(new Date(Date.now() - 3_600_000).toISOString()), 0, 'nothing is that old')
+    assert.equal(await audit.prune(new Date(Date.now() + 3_600_000).toISOString()), 25)
+  })
+
+  withStore('admin tokens are found by hash until revoked', async ({ adminTokens, audit }) => {
+    const token = { id: 'adm_1', name: 'ops', scope: 'read' as const, createdAt: new Date().toISOString(), revokedAt: null }
+    await adminTokens.create({ ...token, hash: 'th-1' }, draft('admin-token.create', 'adm_1'))
+    assert.deepEqual(await adminTokens.find('th-1'), token)
+    assert.equal(await adminTokens.find('th-2'), null)
+    assert.deepEqual((await adminTokens.list()).map((t) => t.id), ['adm_1'])
+    assert.equal(await adminTokens.revoke('adm_1', draft('admin-token.revoke', 'adm_1')), true)
+    assert.equal(await adminTokens.revoke('adm_1', draft('admin-token.revoke', 'adm_1')), false)
+    assert.equal(await adminTokens.find('th-1'), null)
+    assert.notEqual((await adminTokens.list())[0]?.revokedAt, null)
+    assert.deepEqual((await audit.list({ limit: 5 })).items.map((e) => e.action), ['admin-token.revoke', 'admin-token.create'])
   })
 
   withStore('plans: an account\'s own plan rides on its grant until reset', async ({ access }) => {
-    const account = await access.createAccount('x')
-    await access.createKey({ accountId: account.id, name: 'k', hash: 'hash-p', hint: 'abcd' })
+    const account = await makeAccount(access, 'x')
+    await makeKey(access, account.id, 'hash-p')
     assert.equal(await access.getPlan(account.id), null)
-    const plan: Plan = { rate: 2.5, burst: 10, quota: 1000, period: 'day' }
-    assert.equal(await access.setPlan(account.id, plan), true)
+    const plan: Plan = { rate: 2.5, burst: 10, quota: 1000, period: 'day', weights: { totp: 2, converter: 1 } }
+    assert.equal(await access.setPlan(account.id, plan, draft('plan.set')), true)
     assert.deepEqual(await access.getPlan(account.id), plan)
     assert.deepEqual((await access.findGrant('hash-p'))?.plan, plan)
-    const changed: Plan = { rate: 0, burst: 1, quota: 0, period: 'month' }
-    assert.equal(await access.setPlan(account.id, changed), true)
+    const changed: Plan = { rate: 0, burst: 1, quota: 0, period: 'month', weights: { totp: 0, converter: 5 } }
+    assert.equal(await access.setPlan(account.id, changed, draft('plan.set')), true)
     assert.deepEqual((await access.findGrant('hash-p'))?.plan, changed)
-    assert.equal(await access.setPlan(account.id, null), true)
+    assert.equal(await access.setPlan(account.id, null, draft('plan.delete')), true)
     assert.equal((await access.findGrant('hash-p'))?.plan, null)
-    assert.equal(await access.setPlan('acc_missing', plan), false)
-    assert.equal(await access.setPlan('acc_missing', null), false)
+    assert.equal(await access.setPlan('acc_missing', plan, draft('plan.set')), false)
+    assert.equal(await access.setPlan('acc_missing', null, draft('plan.delete')), false)
   })
 
-  withStore('usage counts add up per account, day and group', async ({ usage }) => {
+  withStore('usage adds up per account, key, region, day and group, in calls and units', async ({ usage }) => {
+    const row = (accountId: string, keyId: string, region: 'eu' | 'us', day: string, group: 'totp' | 'converter', count: number) =>
+      ({ accountId, keyId, region, day, group, count, units: group === 'totp' ? count * 2 : count })
     await usage.add([
-      { accountId: 'a', day: '2026-11-20', group: 'totp', count: 3 },
-      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 1 },
-      { accountId: 'b', day: '2026-11-21', group: 'totp', count: 7 },
+      row('a', 'k1', 'eu', '2026-11-20', 'totp', 3),
+      row('a', 'k1', 'eu', '2026-11-21', 'totp', 1),
+      row('b', 'k9', 'eu', '2026-11-21', 'totp', 7),
     ])
     await usage.add([
-      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 2 },
-      { accountId: 'a', day: '2026-11-21', group: 'converter', count: 5 },
+      row('a', 'k1', 'eu', '2026-11-21', 'totp', 2),
+      row('a', 'k2', 'us', '2026-11-21', 'totp', 4),
+      row('a', 'k2', 'eu', '2026-11-21', 'converter', 5),
     ])
     await usage.add([])
-    assert.deepEqual(await usage.list('a', '2026-11-21'), [
-      { accountId: 'a', day: '2026-11-21', group: 'converter', count: 5 },
-      { accountId: 'a', day: '2026-11-21', group: 'totp', count: 3 },
+    assert.deepEqual(await usage.report('a', '2026-11-21', '2026-11-21', 'day'), [
+      { day: '2026-11-21', group: 'converter', count: 5, units: 5 },
+      { day: '2026-11-21', group: 'totp', count: 7, units: 14 },
     ])
-    assert.equal((await usage.list('a', '2026-01-01')).length, 3)
-    assert.equal(await usage.total('a', '2026-11-01', '2026-11-30'), 11)
-    assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 8)
+    assert.deepEqual(await usage.report('a', '2026-11-01', '2026-11-30', 'key'), [
+      { keyId: 'k1', group: 'totp', count: 6, units: 12 },
+      { keyId: 'k2', group: 'converter', count: 5, units: 5 },
+      { keyId: 'k2', group: 'totp', count: 4, units: 8 },
+    ])
+    assert.deepEqual(await usage.report('a', '2026-11-01', '2026-11-30', 'region'), [
+      { region: 'eu', group: 'converter', count: 5, units: 5 },
+      { region: 'eu', group: 'totp', count: 6, units: 12 },
+      { region: 'us', group: 'totp', count: 4, units: 8 },
+    ])
+    assert.equal((await usage.report('a', '2026-11-01', '2026-11-30', 'day')).length, 3)
+    assert.equal(await usage.total('a', '2026-11-01', '2026-11-30'), 31, 'in units')
+    assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 25)
     assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
   })
 
   withStore('changes made through the store are announced', async ({ access }) => {
     let calls = 0
+    let commits = 0
     const off = access.onChange(() => { calls++ })
-    const account = await access.createAccount('x')
-    await access.setSubscription(account.id, 'eu', 'totp', 'active')
-    await access.setPlan(account.id, { rate: 1, burst: 1, quota: 0, period: 'day' })
-    assert.ok(calls >= 3)
+    const offCommit = access.onCommit(() => { commits++ })
+    const account = await makeAccount(access, 'x')
+    await access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.set'))
+    await access.setPlan(account.id, { rate: 1, burst: 1, quota: 0, period: 'day', weights: { totp: 1, converter: 1 } }, draft('plan.set'))
+    const key = await makeKey(access, account.id, 'hash-c')
+    await access.revokeKey(key.id, draft('key.revoke'))
+    await access.updateAccount(account.id, { status: 'suspended' }, draft('account.update'))
+    assert.ok(calls >= 6)
+    assert.equal(commits, 6)
     off()
+    offCommit()
     const before = calls
-    await access.createAccount('y')
+    await makeAccount(access, 'y')
     assert.equal(calls, before, 'no calls after unsubscribing')
+    assert.equal(commits, 6)
   })
 
   withStore('onboarding records are replaced per account, application and user', async ({ access, onboarding }) => {
-    const account = await access.createAccount('x')
+    const account = await makeAccount(access, 'x')
     const base = { accountId: account.id, applicationId: 'app', userId: 'u', algorithm: 'SHA1', digits: 6, period: 30 } as const
     const first = await onboarding.upsert({ ...base, secretFingerprint: 'f1' }, new Date(1000))
     const second = await onboarding.upsert({ ...base, algorithm: 'SHA256', secretFingerprint: 'f2' }, new Date(2000))
@@ -110,7 +290,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
   })
 
   withStore('onboarding records are found by secret fingerprint, within their account', async ({ access, onboarding }) => {
-    const [a, b] = [await access.createAccount('a'), await access.createAccount('b')]
+    const [a, b] = [await makeAccount(access, 'a'), await makeAccount(access, 'b')]
     const base = { applicationId: 'app', algorithm: 'SHA1', digits: 8, period: 30 } as const
     await onboarding.upsert({ ...base, accountId: a.id, userId: 'u1', secretFingerprint: 'f1' }, new Date(1000))
     await onboarding.upsert({ ...base, accountId: a.id, userId: 'u2', digits: 7, secretFingerprint: 'f1' }, new Date(3000))
@@ -161,6 +341,16 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     const failed = mixed.filter((r) => r.kind === 'invalid').length
     if (mixed[150]!.kind === 'accepted') assert.ok(failed <= 9, `${failed} failures answered`)
     else assert.deepEqual([mixed[150]!.kind, failed], ['locked', 5])
+  })
+
+  withStore('clearing a lockout lets the secret be tried again at once; the last accepted step stays refused', async ({ verification: v }) => {
+    assert.deepEqual(await v.settle('c', 10, 0, policy), { kind: 'accepted' })
+    for (let i = 0; i < 3; i++) await v.settle('c', null, 1000, policy)
+    assert.equal((await v.settle('c', 11, 1000, policy)).kind, 'locked')
+    assert.equal(await v.clear('c'), true)
+    assert.deepEqual(await v.settle('c', 10, 1000, policy), { kind: 'reused' }, 'no replay after a clear')
+    assert.deepEqual(await v.settle('c', 11, 1000, policy), { kind: 'accepted' })
+    assert.equal(await v.clear('never-seen'), false)
   })
 
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {

@@ -158,4 +158,115 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX onboarding_secret ON onboarding(account_id, secret_fingerprint);
     `,
   },
+  {
+    version: 4,
+    name: 'keys that expire, roll and are scoped; pending subscriptions; plan weights; usage per key and region; audit trail; admin tokens',
+    sqlite: `
+      ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN scope_groups TEXT;
+      ALTER TABLE api_keys ADD COLUMN scope_regions TEXT;
+      ALTER TABLE api_keys ADD COLUMN rolled_to TEXT;
+      ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN last_used_region TEXT;
+      CREATE TABLE subscriptions_v4 (
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        region TEXT NOT NULL,
+        api_group TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'inactive', 'pending')),
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, region, api_group)
+      );
+      INSERT INTO subscriptions_v4 SELECT account_id, region, api_group, status, updated_at FROM subscriptions;
+      DROP TABLE subscriptions;
+      ALTER TABLE subscriptions_v4 RENAME TO subscriptions;
+      ALTER TABLE plans ADD COLUMN weight_totp INTEGER NOT NULL DEFAULT 1 CHECK (weight_totp >= 0);
+      ALTER TABLE plans ADD COLUMN weight_converter INTEGER NOT NULL DEFAULT 1 CHECK (weight_converter >= 0);
+      ALTER TABLE usage_daily ADD COLUMN units INTEGER NOT NULL DEFAULT 0;
+      UPDATE usage_daily SET units = count;
+      CREATE TABLE usage_keys (
+        account_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        api_group TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        units INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, region, api_group)
+      ) WITHOUT ROWID;
+      CREATE INDEX accounts_created ON accounts(created_at, id);
+      CREATE TABLE audit_events (
+        id TEXT PRIMARY KEY,
+        at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target_type TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        account_id TEXT,
+        ip TEXT,
+        outcome TEXT NOT NULL CHECK (outcome IN ('success', 'failure')),
+        detail TEXT NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX audit_events_account ON audit_events(account_id, id);
+      CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events
+        BEGIN SELECT RAISE(ABORT, 'audit events cannot be changed'); END;
+      CREATE TABLE admin_tokens (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('read', 'write')),
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+      );
+    `,
+    postgres: `
+      ALTER TABLE api_keys ADD COLUMN expires_at timestamptz;
+      ALTER TABLE api_keys ADD COLUMN scope_groups text;
+      ALTER TABLE api_keys ADD COLUMN scope_regions text;
+      ALTER TABLE api_keys ADD COLUMN rolled_to text;
+      ALTER TABLE api_keys ADD COLUMN last_used_at timestamptz;
+      ALTER TABLE api_keys ADD COLUMN last_used_region text;
+      ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_status_check;
+      ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_status_check CHECK (status IN ('active', 'inactive', 'pending'));
+      ALTER TABLE plans ADD COLUMN weight_totp integer NOT NULL DEFAULT 1 CHECK (weight_totp >= 0);
+      ALTER TABLE plans ADD COLUMN weight_converter integer NOT NULL DEFAULT 1 CHECK (weight_converter >= 0);
+      ALTER TABLE usage_daily ADD COLUMN units bigint NOT NULL DEFAULT 0;
+      UPDATE usage_daily SET units = count;
+      CREATE TABLE usage_keys (
+        account_id text NOT NULL,
+        day text NOT NULL,
+        key_id text NOT NULL,
+        region text NOT NULL,
+        api_group text NOT NULL,
+        count bigint NOT NULL,
+        units bigint NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, region, api_group)
+      );
+      CREATE INDEX accounts_created ON accounts(created_at, id);
+      CREATE TABLE audit_events (
+        id text PRIMARY KEY,
+        at timestamptz NOT NULL,
+        actor text NOT NULL,
+        action text NOT NULL,
+        target_type text NOT NULL,
+        target_id text NOT NULL,
+        account_id text,
+        ip text,
+        outcome text NOT NULL CHECK (outcome IN ('success', 'failure')),
+        detail jsonb NOT NULL
+      );
+      CREATE INDEX audit_events_account ON audit_events(account_id, id);
+      CREATE FUNCTION audit_events_immutable() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN RAISE EXCEPTION 'audit events cannot be changed'; END $$;
+      CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events
+        FOR EACH ROW EXECUTE FUNCTION audit_events_immutable();
+      CREATE TABLE admin_tokens (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        scope text NOT NULL CHECK (scope IN ('read', 'write')),
+        token_hash text NOT NULL UNIQUE,
+        created_at timestamptz NOT NULL,
+        revoked_at timestamptz
+      );
+    `,
+  },
 ]

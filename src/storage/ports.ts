@@ -3,11 +3,12 @@
  * Adapters (SQLite, PostgreSQL, Redis) implement them, and one contract suite
  * (storage/contract.ts) runs against each.
  */
-import type { Group, Region } from '../gateway/regions.ts'
+import type { Group, Region } from '../domain/regions.ts'
+import type {
+  AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus,
+} from '../domain/accounts.ts'
 
-export type AccountStatus = 'active' | 'suspended'
-export type SubscriptionStatus = 'active' | 'inactive'
-export type Algorithm = 'SHA1' | 'SHA256' | 'SHA512'
+export type { AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus }
 
 export interface Account {
   readonly id: string
@@ -24,6 +25,26 @@ export interface ApiKeyInfo {
   readonly hint: string
   readonly createdAt: string
   readonly revokedAt: string | null
+  /** When the key stops working (set at creation, or by a roll's grace period); null: never. */
+  readonly expiresAt: string | null
+  readonly scope: KeyScope
+  /** The key that replaced this one in a roll. */
+  readonly rolledTo: string | null
+  /** Last admitted call (written at most once a minute per key) and the region it was made in. */
+  readonly lastUsedAt: string | null
+  readonly lastUsedRegion: Region | null
+}
+
+/** NewKey: a key as the accounts layer made it; only its hash reaches the store. */
+export interface NewKey {
+  readonly id: string
+  readonly accountId: string
+  readonly name: string
+  readonly hash: string
+  readonly hint: string
+  readonly createdAt: string
+  readonly expiresAt: string | null
+  readonly scope: KeyScope
 }
 
 export interface Subscription {
@@ -34,56 +55,133 @@ export interface Subscription {
   readonly updatedAt: string
 }
 
-export type QuotaPeriod = 'day' | 'month'
-
-/**
- * Plan: an account's throttle (token bucket: `rate` requests per second refilled, up to
- * `burst` at once; rate 0 = no throttle) and quota (`quota` requests per UTC calendar day
- * or month; 0 = no quota).
- */
-export interface Plan {
-  readonly rate: number
-  readonly burst: number
-  readonly quota: number
-  readonly period: QuotaPeriod
-}
-
 /** KeyGrant is everything the gateway needs to decide on a key, in one lookup. */
 export interface KeyGrant {
   readonly keyId: string
   readonly accountId: string
   readonly revoked: boolean
   readonly accountActive: boolean
-  /** Active subscriptions as `region:group`. */
+  /** When the key stops working (epoch ms); Infinity: never. */
+  readonly expiresAt: number
+  /** Active subscriptions within the key's scope, as `region:group` (see subscriptionKey). */
   readonly subscriptions: ReadonlySet<string>
   /** The account's own plan; null means the configured default plan. */
   readonly plan: Plan | null
 }
 
+/** One page of a list, and the cursor of the next page (null on the last). */
+export interface Page<T> {
+  readonly items: T[]
+  readonly next: string | null
+}
+
+export interface AccountQuery {
+  readonly status?: AccountStatus
+  /** Accounts whose name contains this (case-insensitive). */
+  readonly name?: string
+  /** A `next` cursor of an earlier page. */
+  readonly cursor?: string
+  readonly limit: number
+}
+
+/** KeyUse: a key's latest admitted call, as a node saw it. */
+export interface KeyUse {
+  readonly keyId: string
+  readonly atMs: number
+  readonly region: Region
+}
+
+/**
+ * AccessStore is the accounts repository. Every change takes the audit event that records
+ * it and commits both in one transaction: a change is never without its event, nor an event
+ * without its change. Changes that find nothing to change (no such account, a key revoked
+ * already) write neither and say so in their result.
+ */
 export interface AccessStore {
-  createAccount(name: string): Promise<Account>
+  createAccount(account: Account, audit: AuditDraft): Promise<void>
   getAccount(id: string): Promise<Account | null>
-  listAccounts(): Promise<Account[]>
+  /** listAccounts pages through accounts in creation order. A malformed cursor throws CursorError. */
+  listAccounts(query: AccountQuery): Promise<Page<Account>>
   countAccounts(): Promise<number>
-  /** setAccountStatus returns false when there is no such account. */
-  setAccountStatus(id: string, status: AccountStatus): Promise<boolean>
+  /** updateAccount returns the account as changed, or null when there is no such account. */
+  updateAccount(id: string, patch: { readonly name?: string; readonly status?: AccountStatus }, audit: AuditDraft): Promise<Account | null>
   /** createKey stores a key by its hash; the key itself never reaches the store. */
-  createKey(input: { accountId: string; name: string; hash: string; hint: string }): Promise<ApiKeyInfo>
+  createKey(key: NewKey, audit: AuditDraft): Promise<void>
+  getKey(id: string): Promise<ApiKeyInfo | null>
+  /**
+   * rollKey replaces a live key (not revoked, not expired at `nowIso`) by `next`: the old one
+   * then works until `graceEndsAt` (or its own earlier expiry), or stops at once when
+   * `graceEndsAt` is null. False (nothing written) when the old key is not live.
+   */
+  rollKey(oldId: string, next: NewKey, nowIso: string, graceEndsAt: string | null, audit: AuditDraft): Promise<boolean>
   /** revokeKey returns false when there is no such key or it was revoked already. */
-  revokeKey(keyId: string): Promise<boolean>
+  revokeKey(keyId: string, audit: AuditDraft): Promise<boolean>
   listKeys(accountId?: string): Promise<ApiKeyInfo[]>
-  setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus): Promise<void>
+  setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus, audit: AuditDraft): Promise<void>
   listSubscriptions(accountId: string): Promise<Subscription[]>
   findGrant(keyHash: string): Promise<KeyGrant | null>
   /** setPlan gives an account its own plan (null: back to the default); false when there is no such account. */
-  setPlan(accountId: string, plan: Plan | null): Promise<boolean>
+  setPlan(accountId: string, plan: Plan | null, audit: AuditDraft): Promise<boolean>
   getPlan(accountId: string): Promise<Plan | null>
+  /** touchKeys records keys' last use (no audit: it is use, not a change). */
+  touchKeys(uses: readonly KeyUse[]): Promise<void>
   /**
-   * onChange calls `listener` after accounts, keys or subscriptions change: at once for
-   * changes made through this store, and as soon as the adapter can tell for changes made
-   * by other processes. Returns the unsubscribe function.
+   * onChange calls `listener` after accounts, keys, subscriptions or plans change: at once for
+   * changes made through this store, and as soon as the adapter can tell for changes made by
+   * other processes. Returns the unsubscribe function.
    */
   onChange(listener: () => void): () => void
+  /** onCommit calls `listener` after each change committed through this store (not others'). */
+  onCommit(listener: () => void): () => void
+}
+
+/** CursorError: a cursor this store did not give out (the caller answers 400). */
+export class CursorError extends Error {
+  constructor() {
+    super('malformed cursor')
+    this.name = 'CursorError'
+  }
+}
+
+export interface AuditQuery {
+  readonly accountId?: string
+  /** As actorName writes it: `admin-token:ID`, `cli`, … */
+  readonly actor?: string
+  readonly action?: string
+  /** A `next` cursor of an earlier page. */
+  readonly cursor?: string
+  readonly limit: number
+}
+
+/**
+ * AuditStore: the trail of every change, newest first. Events are appended (by the access
+ * store, with their change, or here for failures) and never changed; only retention removes
+ * them, oldest first.
+ */
+export interface AuditStore {
+  append(draft: AuditDraft): Promise<AuditEvent>
+  list(query: AuditQuery): Promise<Page<AuditEvent>>
+  /** prune deletes the events older than `beforeIso` (retention); returns how many. */
+  prune(beforeIso: string): Promise<number>
+}
+
+export type AdminScope = 'read' | 'write'
+
+export interface AdminToken {
+  readonly id: string
+  readonly name: string
+  readonly scope: AdminScope
+  readonly createdAt: string
+  readonly revokedAt: string | null
+}
+
+/** AdminTokenStore keeps operators' bearer tokens, by HMAC like API keys. */
+export interface AdminTokenStore {
+  create(token: AdminToken & { readonly hash: string }, audit: AuditDraft): Promise<void>
+  /** find gives the live (not revoked) token of this hash, or null. */
+  find(hash: string): Promise<AdminToken | null>
+  list(): Promise<AdminToken[]>
+  revoke(id: string, audit: AuditDraft): Promise<boolean>
 }
 
 export interface OnboardingRecord {
@@ -140,24 +238,41 @@ export interface VerificationStore {
    * at most `policy.maxFailures` failures are answered before the lock.
    */
   settle(key: string, step: number | null, nowMs: number, policy: LockPolicy): Promise<Verdict>
+  /** clear forgets a key's run of failures and its lock (an operator's unlock); false when there was none. */
+  clear(key: string): Promise<boolean>
 }
 
-/** One day's count of admitted calls of an account to an API group. */
+/** One day's count of a key's admitted calls to an API group in a region, and their units. */
 export interface UsageRow {
   readonly accountId: string
+  readonly keyId: string
+  readonly region: Region
   /** UTC day, YYYY-MM-DD. */
   readonly day: string
-  readonly group: string
+  readonly group: Group
   readonly count: number
+  readonly units: number
 }
 
-/** UsageStore keeps the durable counts of admitted calls, per account, UTC day and API group. */
+export type UsageBy = 'day' | 'key' | 'region'
+
+/** A usage report line: calls and units of a group, for one day, key or region (per `by`). */
+export interface UsageLine {
+  readonly day?: string
+  readonly keyId?: string
+  readonly region?: Region
+  readonly group: Group
+  readonly count: number
+  readonly units: number
+}
+
+/** UsageStore keeps the durable counts of admitted calls, per account, key, region, UTC day and API group. */
 export interface UsageStore {
   /** add adds the counts (summing with what is there), all or nothing. */
   add(rows: readonly UsageRow[]): Promise<void>
-  /** list gives an account's rows from `fromDay` on (inclusive), by day then group. */
-  list(accountId: string, fromDay: string): Promise<UsageRow[]>
-  /** total sums an account's counts over all groups from `fromDay` to `toDay` (inclusive). */
+  /** report sums an account's counts from `fromDay` to `toDay` (inclusive) per day, key or region, and group. */
+  report(accountId: string, fromDay: string, toDay: string, by: UsageBy): Promise<UsageLine[]>
+  /** total sums an account's units over all groups from `fromDay` to `toDay` (inclusive). */
   total(accountId: string, fromDay: string, toDay: string): Promise<number>
 }
 
@@ -176,12 +291,13 @@ export type LimitDecision =
 
 /**
  * Limiter applies a plan to one call of an account: atomically, it refills the bucket,
- * checks the quota window and the bucket, and takes one token and one unit of quota only
- * when both allow it (a refused call consumes nothing). `seed` gives the quota already used
- * in the window from the durable usage counts, for a window the limiter has no count of.
+ * checks the quota window and the bucket, and takes one token and `cost` units of quota only
+ * when both allow it (a refused call consumes nothing; a call is refused when fewer than
+ * `cost` units are left). `seed` gives the units already used in the window from the durable
+ * usage counts, for a window the limiter has no count of.
  */
 export interface Limiter {
-  take(accountId: string, plan: Plan, seed: (windowStartMs: number, windowEndMs: number) => Promise<number>): Promise<LimitDecision>
+  take(accountId: string, plan: Plan, cost: number, seed: (windowStartMs: number, windowEndMs: number) => Promise<number>): Promise<LimitDecision>
 }
 
 /** UnavailableError: a dependency (named) cannot be reached; the caller gets 503, not 500. */
@@ -203,6 +319,8 @@ export interface Store {
   readonly onboarding: OnboardingStore
   readonly verification: VerificationStore
   readonly usage: UsageStore
+  readonly audit: AuditStore
+  readonly adminTokens: AdminTokenStore
   /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */

@@ -13,7 +13,7 @@ import { apiError, type ApiError } from '../errors/errors.ts'
 import { LocalLimiter } from './local.ts'
 import { UsageRecorder } from './recorder.ts'
 import { quotaWindow, utcDay } from './windows.ts'
-import type { Group } from '../gateway/regions.ts'
+import type { Group } from '../domain/regions.ts'
 
 export interface LimitsOptions {
   readonly config: Config

@@ -15,7 +15,7 @@ import type {
   OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
 } from '../ports.ts'
 import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
-import type { Group, Region } from '../../gateway/regions.ts'
+import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 
 export interface PostgresOptions {

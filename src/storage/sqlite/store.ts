@@ -14,7 +14,7 @@ import type {
   OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
 } from '../ports.ts'
 import { ACCEPTED, INVALID, lockDelaySeconds, REUSED } from '../ports.ts'
-import type { Group, Region } from '../../gateway/regions.ts'
+import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 

@@ -116,6 +116,23 @@ function bool(env: string, def: boolean, doc: string): Setting<boolean> {
   })
 }
 
+/** An address to listen on, `host:port` (IPv6 hosts in brackets), or `off`. */
+export interface Listen {
+  readonly host: string
+  readonly port: number
+}
+
+function adminListen(env: string, def: string, doc: string): Setting<Listen | null> {
+  const parse = (raw: string): Listen | null => {
+    if (raw === 'off') return null
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):(\d{1,5})$/.exec(raw)
+    const port = Number(m?.[3])
+    if (!m || port > 65535) fail(env, `must be host:port (such as 127.0.0.1:3001) or off (got "${raw}")`)
+    return { host: m[1] ?? m[2]!, port }
+  }
+  return { env, doc, defaultDoc: def, read: (raw) => parse(raw === undefined || raw.trim() === '' ? def : raw.trim()) }
+}
+
 const portOf = (env: Env) => env.PORT || '3000'
 const publicBase = (env: Env) => (env.PUBLIC_BASE_URL || `http://localhost:${portOf(env)}`).replace(/\/+$/, '')
 
@@ -140,10 +157,14 @@ export const settings = {
   storeTimeoutMs: int('STORE_TIMEOUT_MS', 2000, 100, 60000, 'Longest wait for PostgreSQL or Redis (connection or command) before the call answers 503.'),
   planRate: num('PLAN_RATE', 100, 0, 1e6, 'Default plan: steady calls per second an account may make (token bucket refill); 0 turns the throttle off. `npm run admin -- plan set` gives an account its own plan.'),
   planBurst: int('PLAN_BURST', 200, 1, 1e9, 'Default plan: calls an account may make at once (bucket size).'),
-  planQuota: int('PLAN_QUOTA', 0, 0, 1e12, 'Default plan: calls per quota period; 0 means no quota.'),
+  planQuota: int('PLAN_QUOTA', 0, 0, 1e12, 'Default plan: units per quota period (a call costs its group\'s weight, `PLAN_WEIGHT_*`); 0 means no quota. Renda.io\'s free plan is 50 a month.'),
   planPeriod: oneOf('PLAN_PERIOD', ['day', 'month'], 'month', 'Default plan: the quota window, a UTC calendar `day` or `month`.'),
+  planWeightTotp: int('PLAN_WEIGHT_TOTP', 2, 0, 1000000, 'Default plan: units one call of the TOTP group costs against the quota (Renda.io: 2).'),
+  planWeightConverter: int('PLAN_WEIGHT_CONVERTER', 1, 0, 1000000, 'Default plan: units one call of the conversion group costs against the quota (Renda.io: 1).'),
   usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
   pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset; a pepper file of fewer than 32 characters stops start-up, naming the file. Changing it invalidates every API key.'),
+  adminListen: adminListen('ADMIN_LISTEN', '127.0.0.1:3001', 'Where the admin API listens, `host:port`, or `off`. Keep it on a private address: it answers only to admin tokens (`npm run admin -- admin token create`), but it is the door to every account.'),
+  auditRetentionDays: int('AUDIT_RETENTION_DAYS', 400, 1, 36500, 'Audit events older than this many days are deleted (daily); no door can change or delete them before.'),
   trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', 16384, 1024, 1048576, 'Largest request body the TOTP group accepts; larger ones get 413.'),
   requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 30000, 100, 600000, 'Time a client has to send a whole request (headers and body); the connection is then closed, within a second.'),

@@ -7,9 +7,9 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, OnboardingRecord, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
-import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
-import { canonicalKey, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
-import { verifyCode } from './verify.ts'
+import type { Pepper } from '../crypto/keyed.ts'
+import { currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
+import { verificationKey, verifyCode } from './verify.ts'
 import { RecordCache, secretFingerprint } from './records.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor } from './qr/render.ts'
@@ -173,9 +173,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const accountId = request.caller!.accountId
       const secret = secretOf(request.body.secret)
       const p = paramsOf(secret, request.body, await recordOf(secret, accountId, request.body), token.length)
-      // One lockout and replay record per secret as HMAC sees it (any spelling) and time grid;
-      // not per digit count, which only truncates the same HMAC.
-      const key = keyedDigest(pepper, 'verify', accountId, canonicalKey(p.secret, p.algorithm).toString('hex'), p.algorithm, String(p.period))
+      const key = verificationKey(pepper, accountId, p.secret, p.algorithm, p.period)
       const t = now()
       const match = token.length === p.digits ? matchStep(p, token, t) : null
       const outcome = await verifyCode(store.verification, policy, key, match, t)
@@ -187,6 +185,8 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         case 'reused':
           throw apiError('OTP_REUSED')
         case 'locked':
+          // The fingerprint (a keyed HMAC, not the secret) is what an operator gives to clear the lockout.
+          request.log.info({ lockout: key, retryAfterSeconds: outcome.retryAfterSeconds }, 'TOTP secret locked')
           throw apiError('OTP_LOCKED', { seconds: outcome.retryAfterSeconds }, { 'retry-after': String(outcome.retryAfterSeconds) })
       }
     },

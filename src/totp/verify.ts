@@ -8,7 +8,23 @@
  * trips let parallel guesses through the lockout. While the secret is locked the match is
  * not used, so a guess gets an answer only within the policy. A replay counts as a failure.
  */
-import type { LockPolicy, VerificationStore } from '../storage/ports.ts'
+import type { Algorithm, LockPolicy, VerificationStore } from '../storage/ports.ts'
+import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
+import { ALGORITHMS, canonicalKey } from './otp.ts'
+
+/**
+ * verificationKey names the lockout and replay record of a secret: one per secret as HMAC
+ * sees it (any spelling) and time grid, not per digit count (which only truncates the same
+ * HMAC). It is a keyed fingerprint (HMAC under the pepper), safe to log and to show.
+ */
+export function verificationKey(pepper: Pepper, accountId: string, secret: Buffer, algorithm: Algorithm, period: number): string {
+  return keyedDigest(pepper, 'verify', accountId, canonicalKey(secret, algorithm).toString('hex'), algorithm, String(period))
+}
+
+/** verificationKeys: the records a secret may have at `period`, one per algorithm (an operator's unlock clears all). */
+export function verificationKeys(pepper: Pepper, accountId: string, secret: Buffer, period: number): string[] {
+  return ALGORITHMS.map((algorithm) => verificationKey(pepper, accountId, secret, algorithm, period))
+}
 
 export type VerifyOutcome =
   | { readonly kind: 'accepted' }

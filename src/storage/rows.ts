@@ -29,6 +29,11 @@ export function eventId(ms: number): string {
   return `evt_${lastEventMs.toString(16).padStart(12, '0')}${eventSeq.toString(16).padStart(4, '0')}${randomBytes(3).toString('hex')}`
 }
 
+/** eventIdBefore: a bound below every id of an event at or after `iso` (ids sort by time). */
+export function eventIdBefore(iso: string): string {
+  return `evt_${Date.parse(iso).toString(16).padStart(12, '0')}`
+}
+
 export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : String(value))
 const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
 const list = <T extends string>(value: unknown): readonly T[] | null => (value === null || value === undefined ? null : (String(value) === '' ? [] : String(value).split(',') as T[]))

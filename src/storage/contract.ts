@@ -379,65 +379,113 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     })
   const noSeed = async () => { throw new Error('no quota, no seed') }
   const T0 = Date.UTC(2026, 10, 21, 12, 0, 0)
+  // The limiter is given each call's cost; the weights are the caller's business.
+  const weights = { totp: 1, converter: 1 }
 
   withLimiter('the bucket holds the burst, refills at the rate, and a refused call consumes nothing', T0, async (l, clock) => {
-    const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day' }
+    const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day', weights }
     const taken: LimitDecision[] = []
-    for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, noSeed))
+    for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, 1, noSeed))
     assert.deepEqual(taken.map((d) => d.admitted && d.tokens), [2, 1, 0])
     assert.deepEqual(taken[2], { admitted: true, tokens: 0, refillMs: 300, left: Infinity, windowEndsMs: 0 })
-    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
-    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
+    assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
+    assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
     clock.t += 100
-    assert.equal((await l.take('a', plan, noSeed)).admitted, true, 'one token after 1/rate')
-    assert.equal((await l.take('a', plan, noSeed)).admitted, false)
-    assert.equal((await l.take('b', plan, noSeed)).admitted, true, 'accounts have buckets of their own')
+    assert.equal((await l.take('a', plan, 1, noSeed)).admitted, true, 'one token after 1/rate')
+    assert.equal((await l.take('a', plan, 1, noSeed)).admitted, false)
+    assert.equal((await l.take('b', plan, 1, noSeed)).admitted, true, 'accounts have buckets of their own')
     clock.t += 10_000
-    assert.equal(((await l.take('a', plan, noSeed)) as { tokens: number }).tokens, 2, 'refilled to the burst, not past it')
+    assert.equal(((await l.take('a', plan, 1, noSeed)) as { tokens: number }).tokens, 2, 'refilled to the burst, not past it')
   })
 
   withLimiter('concurrent calls: exactly the burst is admitted', T0, async (l) => {
-    const plan: Plan = { rate: 1, burst: 5, quota: 0, period: 'day' }
-    const results = await Promise.all(Array.from({ length: 20 }, () => l.take('race', plan, noSeed)))
+    const plan: Plan = { rate: 1, burst: 5, quota: 0, period: 'day', weights }
+    const results = await Promise.all(Array.from({ length: 20 }, () => l.take('race', plan, 1, noSeed)))
     assert.equal(results.filter((d) => d.admitted).length, 5)
   })
 
   withLimiter('the daily quota is seeded once per window from the usage counts, and resets at UTC midnight', T0, async (l, clock) => {
-    const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day' }
+    const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day', weights }
     const seeds: [number, number][] = []
     const seed = async (start: number, end: number) => { seeds.push([start, end]); return 1 }
-    const first = await l.take('a', plan, seed)
+    const first = await l.take('a', plan, 1, seed)
     assert.deepEqual(first, { admitted: true, tokens: Infinity, refillMs: 0, left: 1, windowEndsMs: 12 * 3600_000 })
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 })
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 })
     assert.deepEqual(seeds, [[Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22)]])
     clock.t = Date.UTC(2026, 10, 22, 0, 0, 0)
-    assert.equal((await l.take('a', plan, seed)).admitted, true, 'a new day')
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true, 'a new day')
     assert.deepEqual(seeds.at(-1), [Date.UTC(2026, 10, 22), Date.UTC(2026, 10, 23)])
   })
 
   withLimiter('monthly windows follow the calendar (leap February, December to January)', Date.UTC(2028, 1, 10), async (l, clock) => {
-    const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month' }
+    const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month', weights }
     const seeds: [number, number][] = []
     const seed = async (start: number, end: number) => { seeds.push([start, end]); return 0 }
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
     assert.deepEqual(seeds[0], [Date.UTC(2028, 1, 1), Date.UTC(2028, 2, 1)])
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
     clock.t = Date.UTC(2028, 11, 31, 23, 59, 59)
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
     assert.deepEqual(seeds[1], [Date.UTC(2028, 11, 1), Date.UTC(2029, 0, 1)])
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 1000 })
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: 1000 })
   })
 
   withLimiter('throttle and quota together: a throttled call uses no quota', T0, async (l, clock) => {
-    const plan: Plan = { rate: 1, burst: 1, quota: 2, period: 'day' }
+    const plan: Plan = { rate: 1, burst: 1, quota: 2, period: 'day', weights }
     const seed = async () => 0
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
     clock.t += 1000
-    const second = await l.take('a', plan, seed)
+    const second = await l.take('a', plan, 1, seed)
     assert.equal(second.admitted && second.left, 0, 'the throttled call took no quota')
     clock.t += 1000
-    assert.equal((await l.take('a', plan, seed) as { reason?: string }).reason, 'quota')
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+  })
+
+  withLimiter('a call costs its units of quota: refused when fewer are left, and the refusal takes none', T0, async (l) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 5, period: 'day', weights: { totp: 2, converter: 1 } }
+    const seed = async () => 0
+    const lefts: (number | false)[] = []
+    for (let i = 0; i < 2; i++) lefts.push((d => d.admitted && d.left)(await l.take('a', plan, 2, seed)))
+    assert.deepEqual(lefts, [3, 1])
+    assert.deepEqual(await l.take('a', plan, 2, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 }, '1 unit left, 2 asked')
+    const cheap = await l.take('a', plan, 1, seed)
+    assert.deepEqual(cheap, { admitted: true, tokens: Infinity, refillMs: 0, left: 0, windowEndsMs: 12 * 3600_000 }, 'the refused call took nothing')
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+  })
+
+  withLimiter('a free call (cost 0) passes an exhausted quota, but still takes a token', T0, async (l, clock) => {
+    const plan: Plan = { rate: 1, burst: 2, quota: 2, period: 'day', weights: { totp: 2, converter: 0 } }
+    const seed = async () => 0
+    assert.deepEqual(await l.take('a', plan, 2, seed), { admitted: true, tokens: 1, refillMs: 1000, left: 0, windowEndsMs: 12 * 3600_000 })
+    assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: true, tokens: 0, refillMs: 2000, left: 0, windowEndsMs: 12 * 3600_000 })
+    assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
+    clock.t += 1000
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+    assert.equal((await l.take('a', plan, 0, seed)).admitted, true, 'the quota refusal took no token')
+  })
+
+  withLimiter('the seed counts units: what is left is the quota less the units used', T0, async (l) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 10, period: 'day', weights }
+    const first = await l.take('a', plan, 2, async () => 7)
+    assert.equal(first.admitted && first.left, 1, '10 - 7 - 2')
+    assert.equal((await l.take('a', plan, 2, noSeed) as { reason?: string }).reason, 'quota')
+    const last = await l.take('a', plan, 1, noSeed)
+    assert.equal(last.admitted && last.left, 0)
+    // Used past the quota (a plan lowered in the window): nothing left, free calls still pass.
+    assert.equal((await l.take('b', plan, 1, async () => 12) as { reason?: string }).reason, 'quota')
+    const free = await l.take('b', plan, 0, noSeed)
+    assert.equal(free.admitted && free.left, 0)
+  })
+
+  withLimiter('concurrent calls of cost 3 on a quota of 30: exactly 10 admitted, one token each', T0, async (l) => {
+    const plan: Plan = { rate: 1, burst: 100, quota: 30, period: 'day', weights: { totp: 3, converter: 1 } }
+    const results = await Promise.all(Array.from({ length: 50 }, () => l.take('race', plan, 3, async () => 0)))
+    const admitted = results.filter((d) => d.admitted)
+    assert.equal(admitted.length, 10)
+    assert.deepEqual(admitted.map((d) => d.left).sort((a, b) => b - a), [27, 24, 21, 18, 15, 12, 9, 6, 3, 0])
+    assert.deepEqual(admitted.map((d) => d.tokens).sort((a, b) => b - a), [99, 98, 97, 96, 95, 94, 93, 92, 91, 90])
+    assert.ok(results.every((d) => d.admitted || d.reason === 'quota'))
   })
 }

@@ -9,6 +9,7 @@ import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
+import { Accounts } from './accounts/service.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {
@@ -49,7 +50,8 @@ async function openStoreOrExit(config: Config): Promise<Store> {
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const store = await openStoreOrExit(config)
-const demoKey = await ensureDemoAccount(config, store, pepper)
+const accounts = new Accounts({ store, pepper, config })
+const demoKey = await ensureDemoAccount(config, accounts)
 const app = await buildApp({ config, store, pepper })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 

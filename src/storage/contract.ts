@@ -122,6 +122,26 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(rolls.length, 3, 'one event per roll that happened')
   })
 
+  withStore('roll: of 10 parallel rolls of one key, exactly one succeeds', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    const old = await makeKey(access, account.id, 'hash-race')
+    const nexts = Array.from({ length: 10 }, (_, i) => newKey(account.id, `hash-race-${i}`))
+    const results = await Promise.all(nexts.map((next) =>
+      access.rollKey(old.id, next, new Date().toISOString(), null, draft('key.roll', old.id))))
+    assert.equal(results.filter((r) => r).length, 1)
+    const winner = nexts[results.indexOf(true)]!
+    assert.equal((await access.getKey(old.id))?.rolledTo, winner.id)
+    assert.deepEqual((await access.listKeys(account.id)).map((k) => k.id).sort(), [old.id, winner.id].sort(), 'the losers wrote no key')
+    assert.equal((await audit.list({ action: 'key.roll', limit: 20 })).items.length, 1, 'nor an event')
+  })
+
+  withStore('a duplicate account id fails and leaves no audit event', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    await assert.rejects(access.createAccount({ ...account, name: 'y' }, draft('account.create', account.id)))
+    assert.equal((await access.getAccount(account.id))?.name, 'x')
+    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['account.create'])
+  })
+
   withStore('last use: kept per key, never moved back', async ({ access }) => {
     const account = await makeAccount(access, 'x')
     const key = await makeKey(access, account.id, 'hash-u')
@@ -152,7 +172,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     const big = await access.listAccounts({ limit: 50, name: 'big_' })
     assert.equal(big.items.length, 8, 'case-insensitive substring')
     assert.equal(big.next, null)
-    assert.equal((await access.listAccounts({ limit: 50, name: '_1' })).items.length, 3, '_ is a character, not a wildcard')
+    assert.equal((await access.listAccounts({ limit: 50, name: '_1' })).items.length, 3, '_ is a character, not a wildcard (Big_12%, Big_15%, Big_18%)')
     assert.equal((await access.listAccounts({ limit: 50, name: '%' })).items.length, 8, '% is a character, not a wildcard')
     await assert.rejects(access.listAccounts({ limit: 10, cursor: 'not-a-cursor' }), CursorError)
   })

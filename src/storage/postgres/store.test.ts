@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import pg from 'pg'
-import { storeContract } from '../contract.ts'
+import { draft, storeContract } from '../contract.ts'
 import { migrations } from '../migrations.ts'
 import { UnavailableError } from '../ports.ts'
 import { openPostgresStore } from './store.ts'
@@ -39,7 +39,8 @@ test('postgres: an unreachable server is UnavailableError, at start-up and per c
   assert.equal(await store.access.countAccounts(), 0)
   await proxy.cut()
   await assert.rejects(store.access.countAccounts(), (error: Error) => error instanceof UnavailableError && error.dependency === 'PostgreSQL')
-  await assert.rejects(store.access.createAccount('x'), UnavailableError)
+  const account = { id: 'acc_x', name: 'x', status: 'active' as const, createdAt: new Date().toISOString() }
+  await assert.rejects(store.access.createAccount(account, draft('account.create')), UnavailableError)
   await proxy.restore()
   assert.equal(await store.access.countAccounts(), 0, 'the pool reconnects by itself')
 })

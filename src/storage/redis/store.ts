@@ -136,7 +136,18 @@ end
 if qkey and cost > 0 then redis.call('INCRBY', qkey, ARGV[7]) end
 return {'ok', int(math.floor(tokens)), int(refill), int(left), int(qkey and (ends - now) or 0)}`
 
+/**
+ * CLEAR: an operator's unlock. The run of failures and the lock go, the last accepted step
+ * stays (a clear must not let an accepted code be replayed); 1 when there was something to clear.
+ */
+const CLEAR = `
+local state = redis.call('HMGET', KEYS[1], 'fails', 'lock')
+if tonumber(state[1] or '0') == 0 and tonumber(state[2] or '0') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'fails', 0, 'lock', 0)
+return 1`
+
 interface Scripts {
+  tesseraClear(key: string): Promise<number>
   tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
 }
@@ -167,6 +178,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const redis = new Redis(options.url, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
+  redis.defineCommand('tesseraClear', { numberOfKeys: 1, lua: CLEAR })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -200,6 +212,9 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
       const [verdict, lockedUntil] = await call(() => scripts.tesseraSettle(stateKey(key), String(nowMs),
         String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention, step === null ? '' : String(step)))
       return verdict === 1 ? ACCEPTED : verdict === 2 ? INVALID : verdict === 3 ? REUSED : { kind: 'locked', lockedUntil: Number(lockedUntil) }
+    },
+    async clear(key) {
+      return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
     },
   }
 

@@ -276,6 +276,20 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
   })
 
+  withStore('usage by key over ranges that cut months: whole months and edge days add up to the days\' sum', async ({ usage }) => {
+    const days = ['2026-07-31', '2026-08-01', '2026-08-15', '2026-08-31', '2026-09-01', '2026-09-30', '2026-10-01', '2026-10-02', '2026-12-31', '2027-01-01']
+    await usage.add(days.map((day, i) => ({ accountId: 'a', keyId: `k${i % 3}`, region: 'eu' as const, day, group: 'totp' as const, count: 1 + i, units: 2 + 2 * i })))
+    const ranges = [['2026-07-31', '2027-01-01'], ['2026-08-01', '2026-09-30'], ['2026-08-02', '2026-09-30'], ['2026-08-01', '2026-10-01'],
+      ['2026-08-15', '2026-08-15'], ['2026-09-01', '2026-09-30'], ['2026-08-31', '2026-10-01'], ['2026-10-03', '2026-12-30'], ['2026-12-01', '2027-01-31']]
+    for (const [from, to] of ranges) {
+      const expected = new Map<string, number>()
+      days.forEach((day, i) => { if (day >= from! && day <= to!) expected.set(`k${i % 3}`, (expected.get(`k${i % 3}`) ?? 0) + 1 + i) })
+      const got = await usage.report('a', from!, to!, 'key')
+      assert.deepEqual(got.map((l) => [l.keyId, l.count]), [...expected].sort(), `${from} to ${to}`)
+      assert.ok(got.every((l) => l.units === 2 * l.count))
+    }
+  })
+
   withStore('changes made through the store are announced', async ({ access }) => {
     let calls = 0
     let commits = 0

@@ -14,7 +14,7 @@ import type { Health, LockPolicy, OnboardingStore, Store, UsageBy, UsageLine, Us
 import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
-import { toOnboarding, type Row } from '../rows.ts'
+import { toOnboarding, usageSpans, type Row } from '../rows.ts'
 import { accessParts, type Query } from './accounts.ts'
 
 export interface PostgresOptions {
@@ -122,40 +122,55 @@ function verificationStore(query: Query): VerificationStore {
   }
 }
 
-/** The usage_keys column a report goes by. */
-const USAGE_COLUMNS: Record<UsageBy, string> = { day: 'day', key: 'key_id', region: 'region' }
 
 function usageStore(query: Query): UsageStore {
+  const line = (r: Row) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
   return {
     async add(rows) {
       if (rows.length === 0) return
-      // One statement for both tables (all or nothing). Rows of one conflict key are summed
+      // One statement for every table (all or nothing). Rows of one conflict key are summed
       // first (ON CONFLICT cannot touch a row twice in a statement), and taken in key order,
       // so that nodes adding overlapping batches lock rows in the same order.
+      const upsert = (table: string, columns: string) => `INSERT INTO ${table} AS u (${columns}, count, units)
+          SELECT ${columns}, sum(count), sum(units) FROM r GROUP BY ${columns} ORDER BY ${columns}
+          ON CONFLICT (${columns}) DO UPDATE SET count = u.count + excluded.count, units = u.units + excluded.units`
       await query('usage-add', `
-        WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+        WITH r AS (SELECT *, left(day, 7) AS month FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
           AS t(account_id, key_id, region, day, api_group, count, units)),
-        d AS (INSERT INTO usage_daily AS u (account_id, day, api_group, count, units)
-          SELECT account_id, day, api_group, sum(count), sum(units) FROM r GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-          ON CONFLICT (account_id, day, api_group) DO UPDATE SET count = u.count + excluded.count, units = u.units + excluded.units)
-        INSERT INTO usage_keys AS u (account_id, day, key_id, region, api_group, count, units)
-        SELECT account_id, day, key_id, region, api_group, sum(count), sum(units) FROM r GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (account_id, day, key_id, region, api_group) DO UPDATE SET count = u.count + excluded.count, units = u.units + excluded.units`,
+        d AS (${upsert('usage_daily', 'account_id, day, api_group')}),
+        k AS (${upsert('usage_keys', 'account_id, day, key_id, api_group')}),
+        m AS (${upsert('usage_keys_monthly', 'account_id, month, key_id, api_group')})
+        ${upsert('usage_regions', 'account_id, day, region, api_group')}`,
       [rows.map((r) => r.accountId), rows.map((r) => r.keyId), rows.map((r) => r.region), rows.map((r) => r.day),
         rows.map((r) => r.group), rows.map((r) => r.count), rows.map((r) => r.units)])
     },
     async report(accountId, fromDay, toDay, by) {
-      const column = USAGE_COLUMNS[by]
       // COLLATE "C": byte order, as SQLite sorts, whatever the database's collation.
-      const { rows } = await query(`usage-report-${by}`, `
-        SELECT ${column} AS at, api_group, sum(count) AS count, sum(units) AS units FROM usage_keys
-        WHERE account_id = $1 AND day >= $2 AND day <= $3
-        GROUP BY ${column}, api_group ORDER BY ${column} COLLATE "C", api_group COLLATE "C"`, [accountId, fromDay, toDay])
-      return rows.map((r): UsageLine => {
-        const at = String(r.at)
-        const of = by === 'day' ? { day: at } : by === 'key' ? { keyId: at } : { region: at as Region }
-        return { ...of, group: r.api_group as Group, count: Number(r.count), units: Number(r.units) }
+      if (by === 'day') {
+        const { rows } = await query('usage-by-day', `SELECT day, api_group, count, units FROM usage_daily
+          WHERE account_id = $1 AND day >= $2 AND day <= $3 ORDER BY day COLLATE "C", api_group COLLATE "C"`, [accountId, fromDay, toDay])
+        return rows.map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
+      }
+      if (by === 'region') {
+        const { rows } = await query('usage-by-region', `SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
+          WHERE account_id = $1 AND day >= $2 AND day <= $3 GROUP BY region, api_group ORDER BY region COLLATE "C", api_group COLLATE "C"`,
+        [accountId, fromDay, toDay])
+        return rows.map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
+      }
+      const spans = usageSpans(fromDay, toDay)
+      const values: string[] = [accountId]
+      const parts = spans.days.map(([a, b]) => {
+        values.push(a, b)
+        return `SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
       })
+      if (spans.months !== null) {
+        values.push(...spans.months)
+        parts.push(`SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`)
+      }
+      const { rows } = await query(`usage-by-key-${spans.days.length}-${spans.months === null ? 0 : 1}`, `
+        SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
+        GROUP BY key_id, api_group ORDER BY key_id COLLATE "C", api_group COLLATE "C"`, values)
+      return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {
       const { rows } = await query('usage-total', 'SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3',

@@ -4,7 +4,7 @@
  * through one group commit (BEGIN IMMEDIATE per event-loop turn) so that several processes
  * on one file stay correct and a busy node pays one commit for many writes.
  */
-import { DatabaseSync } from 'node:sqlite'
+import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import { Worker } from 'node:worker_threads'
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -12,7 +12,7 @@ import type { LockPolicy, OnboardingStore, Store, UsageLine, UsageStore, Verdict
 import { ACCEPTED, INVALID, lockDelaySeconds, REUSED } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
-import { toOnboarding } from '../rows.ts'
+import { toOnboarding, usageSpans } from '../rows.ts'
 import { GroupCommit } from './batch.ts'
 import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
@@ -111,34 +111,44 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
 }
 
 function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
-  const daily = db.prepare(`INSERT INTO usage_daily (account_id, day, api_group, count, units) VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (account_id, day, api_group) DO UPDATE SET count = count + excluded.count, units = units + excluded.units`)
-  const perKey = db.prepare(`INSERT INTO usage_keys (account_id, day, key_id, region, api_group, count, units) VALUES (?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (account_id, day, key_id, region, api_group) DO UPDATE SET count = count + excluded.count, units = units + excluded.units`)
+  const upsert = (table: string, columns: string) => db.prepare(`INSERT INTO ${table} (${columns}, count, units)
+    VALUES (${columns.split(',').map(() => '?').join(', ')}, ?, ?)
+    ON CONFLICT (${columns}) DO UPDATE SET count = count + excluded.count, units = units + excluded.units`)
+  const daily = upsert('usage_daily', 'account_id, day, api_group')
+  const perKey = upsert('usage_keys', 'account_id, day, key_id, api_group')
+  const perKeyMonth = upsert('usage_keys_monthly', 'account_id, month, key_id, api_group')
+  const perRegion = upsert('usage_regions', 'account_id, day, region, api_group')
   const total = db.prepare('SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = ? AND day >= ? AND day <= ?')
-  const reports = {
-    day: db.prepare(`SELECT day, api_group, sum(count) AS count, sum(units) AS units FROM usage_daily
-      WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY day, api_group ORDER BY day, api_group`),
-    key: db.prepare(`SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM usage_keys
-      WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY key_id, api_group ORDER BY key_id, api_group`),
-    region: db.prepare(`SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_keys
-      WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY region, api_group ORDER BY region, api_group`),
-  }
+  const byDay = db.prepare(`SELECT day, api_group, count, units FROM usage_daily
+    WHERE account_id = ? AND day >= ? AND day <= ? ORDER BY day, api_group`)
+  const byRegion = db.prepare(`SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
+    WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY region, api_group ORDER BY region, api_group`)
+  const byKey = new Map<string, StatementSync>()
   return {
     add(rows) {
-      // Both tables, every row, or nothing (a SAVEPOINT inside the turn's transaction).
+      // Every table, every row, or nothing (a SAVEPOINT inside the turn's transaction).
       return batch.atomic(() => {
         for (const r of rows) {
           daily.run(r.accountId, r.day, r.group, r.count, r.units)
-          perKey.run(r.accountId, r.day, r.keyId, r.region, r.group, r.count, r.units)
+          perKey.run(r.accountId, r.day, r.keyId, r.group, r.count, r.units)
+          perKeyMonth.run(r.accountId, r.day.slice(0, 7), r.keyId, r.group, r.count, r.units)
+          perRegion.run(r.accountId, r.day, r.region, r.group, r.count, r.units)
         }
       })
     },
     async report(accountId, fromDay, toDay, by) {
-      return reports[by].all(accountId, fromDay, toDay).map((r): UsageLine => {
-        const line = { group: r.api_group as Group, count: Number(r.count), units: Number(r.units) }
-        return by === 'day' ? { day: String(r.day), ...line } : by === 'key' ? { keyId: String(r.key_id), ...line } : { region: r.region as Region, ...line }
-      })
+      const line = (r: Record<string, unknown>) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
+      if (by === 'day') return byDay.all(accountId, fromDay, toDay).map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
+      if (by === 'region') return byRegion.all(accountId, fromDay, toDay).map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
+      const spans = usageSpans(fromDay, toDay)
+      const parts = spans.days.map(() => 'SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?')
+      if (spans.months !== null) parts.push('SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = ? AND month >= ? AND month <= ?')
+      const text = `SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')})
+        GROUP BY key_id, api_group ORDER BY key_id, api_group`
+      let statement = byKey.get(text)
+      if (statement === undefined) byKey.set(text, statement = db.prepare(text))
+      const values = [...spans.days, ...(spans.months === null ? [] : [spans.months])].flatMap(([a, b]) => [accountId, a, b])
+      return statement.all(...values).map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {
       return Number(total.get(accountId, fromDay, toDay)?.n ?? 0)

@@ -44,3 +44,16 @@ test('postgres: an unreachable server is UnavailableError, at start-up and per c
   await proxy.restore()
   assert.equal(await store.access.countAccounts(), 0, 'the pool reconnects by itself')
 })
+
+test('postgres: an audit event cannot be changed, even with SQL on the table', { skip }, async (t) => {
+  const schema = uniqueName('t')
+  t.after(() => dropSchema(schema))
+  const store = await openPostgresStore({ url: databaseUrl(), schema })
+  t.after(() => store.close())
+  const event = await store.audit.append(draft('account.create'))
+  const client = new pg.Client({ connectionString: databaseUrl() })
+  await client.connect()
+  t.after(() => client.end())
+  await assert.rejects(client.query(`UPDATE ${schema}.audit_events SET outcome = 'failure' WHERE id = $1`, [event.id]), /audit events cannot be changed/)
+  assert.equal((await store.audit.list({ limit: 1 })).items[0]?.outcome, 'success')
+})

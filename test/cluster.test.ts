@@ -8,7 +8,7 @@ import pg from 'pg'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
-import { Accounts } from '../src/accounts/service.ts'
+import { Accounts, isFailure } from '../src/accounts/service.ts'
 import { CLI } from '../src/domain/accounts.ts'
 
 const CTX = { actor: CLI }
@@ -25,7 +25,7 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   t.after(() => dropPrefix(prefix))
   const env = {
     NODE_ENV: 'test', PEPPER, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl(), REDIS_PREFIX: prefix,
-    KEY_CACHE_TTL_SECONDS: '60',
+    KEY_CACHE_TTL_SECONDS: '60', ADMIN_LISTEN: '127.0.0.1:0',
   }
   // The operator's side: the same store the CLI opens.
   const config = loadConfig({ ...env, DATA_DIR: tempDir(t) })
@@ -99,6 +99,46 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
     assert.equal(refused.length, 15)
     assert.deepEqual(await refused[0]!.json(), { message: 'Limit Exceeded' })
     assert.match(admitted[0]!.headers.get('ratelimit-policy') ?? '', /"day";q=25;w=86400/)
+  })
+
+  await t.test('changes made through the admin API of one node hold on the other within 2 s: key, roll with grace, revoke, suspension', async (st) => {
+    const [adminA] = nodes.map((n) => `http://${/"admin":"([\d.]+:\d+)"/.exec(n.output())![1]}/admin/v1`)
+    const created = await accounts.createAdminToken(CTX, { name: 'cluster', scope: 'write' })
+    assert.ok(!isFailure(created))
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(adminA + path, {
+        method,
+        headers: { authorization: `Bearer ${created.secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+      assert.ok(res.status < 300, `${method} ${path}: ${res.status} ${await res.clone().text()}`)
+      return res.status === 204 ? null : await res.json() as Record<string, unknown>
+    }
+    /** seenOnB waits until node b answers `status` with `key`, and gives how long it took (at most 2 s). */
+    const seenOnB = async (key: string, status: number) => {
+      const since = Date.now()
+      while ((await get(b, '/totp/ping', key)).status !== status) {
+        assert.ok(Date.now() - since < 2000, `node b answers ${status} within 2 s`)
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      return Date.now() - since
+    }
+    const account = await call('POST', '/accounts', { name: 'Across nodes' }) as { id: string }
+    await call('PUT', `/accounts/${account.id}/subscriptions/eu/totp`, { status: 'active' })
+    const first = await call('POST', `/accounts/${account.id}/keys`, { name: 'prod' }) as { id: string; apiKey: string }
+    const times: Record<string, number> = { created: await seenOnB(first.apiKey, 200) }
+    const rolled = await call('POST', `/keys/${first.id}/roll`, { graceSeconds: 3600 }) as { id: string; apiKey: string }
+    times.rolled = await seenOnB(rolled.apiKey, 200)
+    assert.equal((await get(b, '/totp/ping', first.apiKey)).status, 200, 'the old key works within the grace, on the other node too')
+    await call('DELETE', `/keys/${first.id}`)
+    times.revoked = await seenOnB(first.apiKey, 403)
+    await call('PATCH', `/accounts/${account.id}`, { status: 'suspended' })
+    times.suspended = await seenOnB(rolled.apiKey, 403)
+    st.diagnostic(`seen on the other node after (ms): ${JSON.stringify(times)}`)
+    const trail = await call('GET', `/audit-events?account=${account.id}`) as { items: { action: string; actor: string; ip: string | null }[] }
+    assert.deepEqual(trail.items.map((e) => e.action),
+      ['account.suspend', 'key.revoke', 'key.roll', 'key.create', 'subscription.set', 'account.create'])
+    assert.ok(trail.items.every((e) => e.actor === `admin-token:${created.token.id}` && e.ip === '127.0.0.1'))
   })
 
   await t.test('a node killed mid-load loses no onboarding it answered', async (st) => {

@@ -151,6 +151,7 @@ export class Accounts {
 
   async updateAccount(ctx: Context, id: string, patch: { readonly name?: string; readonly status?: string }): Promise<Account | Failure> {
     const target: AuditTarget = { type: 'account', id }
+    if (patch.name === undefined && patch.status === undefined) return fail('invalid', 'give a name or a status to change', 'name')
     if (patch.name !== undefined) {
       const bad = checkName(patch.name, 'name')
       if (bad) return bad

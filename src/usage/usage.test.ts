@@ -75,17 +75,41 @@ test('plans in units (Renda.io\'s free plan): 50 a month, a TOTP call costs 2, a
   assert.equal(first.headers.get('ratelimit-policy'), '"month";q=50;w=2592000')
   assert.match(first.headers.get('ratelimit') ?? '', /^"month";r=48;t=\d+$/)
   for (let i = 1; i < 24; i++) assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200)
-  // 48 units used: one TOTP call (2) fits, then only a conversion (1) would.
-  const last = await post(app.url, '/totp/getOTP', app.key, { secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' })
-  assert.equal(last.status, 200)
-  assert.match(last.headers.get('ratelimit') ?? '', /^"month";r=0;t=\d+$/)
+  // 48 units used: a conversion (1 unit) fits, then a TOTP call (2) no longer does, while another conversion does.
+  const convert = () => fetch(`${app.url}/converter/generateImage`, { method: 'POST', headers: { 'x-api-key': app.key } })
+  const conversion = await convert()
+  assert.equal(conversion.status, 415, 'admitted (and counted), then refused for its body')
+  assert.match(conversion.headers.get('ratelimit') ?? '', /^"month";r=1;t=\d+$/)
   const refused = await get(app.url, '/totp/ping', app.key)
-  assert.equal(refused.status, 429)
+  assert.equal(refused.status, 429, '2 units asked, 1 left')
   assert.equal(await refused.text(), '{"message":"Limit Exceeded"}')
-  // An account's own plan: free TOTP calls, conversions at 1 unit.
+  const last = await convert()
+  assert.equal(last.status, 415)
+  assert.match(last.headers.get('ratelimit') ?? '', /^"month";r=0;t=\d+$/)
+  assert.equal((await convert()).status, 429)
+  // An account's own plan: free TOTP calls.
   assert.ok('weights' in (await app.accounts.setPlan(CTX, app.accountId, { quota: 2, weights: { totp: 0 } })))
   for (let i = 0; i < 5; i++) assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'weight 0: free')
   await app.app.close()
   const report = await app.store.usage.report(app.accountId, '2026-11-01', '2026-11-30', 'region')
-  assert.deepEqual(report, [{ region: 'eu', group: 'totp', count: 30, units: 50 }])
+  assert.deepEqual(report, [{ region: 'eu', group: 'converter', count: 2, units: 2 }, { region: 'eu', group: 'totp', count: 29, units: 48 }])
+})
+
+test('a key\'s last use (time and region) is saved with the usage counts, at most once a minute', async (t) => {
+  const clock = testClock(Date.UTC(2026, 10, 21, 12))
+  const app = await startApp(t, { REGION: 'us', USAGE_FLUSH_MS: '100' }, clock)
+  assert.equal((await app.accounts.getKey(app.keyId))?.lastUsedAt, null)
+  assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200)
+  const saved = async (at: string) => {
+    for (let i = 0; i < 100 && (await app.accounts.getKey(app.keyId))?.lastUsedAt !== at; i++) await new Promise((r) => setTimeout(r, 20))
+    return app.accounts.getKey(app.keyId)
+  }
+  const first = await saved('2026-11-21T12:00:00.000Z')
+  assert.deepEqual([first?.lastUsedAt, first?.lastUsedRegion], ['2026-11-21T12:00:00.000Z', 'us'])
+  clock.advance(30_000)
+  assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200)
+  await new Promise((r) => setTimeout(r, 400))
+  assert.equal((await app.accounts.getKey(app.keyId))?.lastUsedAt, '2026-11-21T12:00:00.000Z', 'not written again within the minute')
+  clock.advance(30_000)
+  assert.equal((await saved('2026-11-21T12:00:30.000Z'))?.lastUsedAt, '2026-11-21T12:00:30.000Z', 'the latest use, once the minute is over')
 })

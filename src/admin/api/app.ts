@@ -82,6 +82,8 @@ export function validationProblems(errors: readonly AjvError[], context: string 
     } else if (e.keyword === 'additionalProperties' && e.params.additionalProperty) {
       path.push(e.params.additionalProperty)
       reason = `is not a field of this ${context === 'body' ? 'body' : 'request'}`
+    } else if (e.keyword === 'minProperties') {
+      reason = 'give at least one field'
     } else if (e.keyword === 'enum' && e.params.allowedValues) {
       reason = `must be one of ${e.params.allowedValues.join(', ')}`
     }

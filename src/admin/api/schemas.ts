@@ -33,7 +33,7 @@ function errors(codes: readonly ErrorCode[], opts: { write?: boolean; body?: boo
 }
 
 const id = (what: string, example: string) => Type.String({ minLength: 1, maxLength: 100, description: `The ${what}'s id.`, examples: [example] })
-const time = (description: string) => Type.String({ format: 'date-time', description })
+const time = (description?: string) => Type.String(description === undefined ? { format: 'date-time' } : { format: 'date-time', description })
 const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description })
 const name = (what: string) => Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `The ${what}'s name: 1 to ${MAX_NAME_LENGTH} characters of text, no control characters.` })
 
@@ -62,11 +62,11 @@ export const apiKey = Type.Object({
   name: Type.String(),
   hint: Type.String({ description: 'The key\'s last four characters, to tell keys apart; the key itself is shown once, at creation.' }),
   createdAt: time('When the key was created.'),
-  revokedAt: nullable(time(''), 'When the key was revoked; null: it was not.'),
-  expiresAt: nullable(time(''), 'When the key stops working (set at creation, or by a roll\'s grace); null: never.'),
+  revokedAt: nullable(time(), 'When the key was revoked; null: it was not.'),
+  expiresAt: nullable(time(), 'When the key stops working (set at creation, or by a roll\'s grace); null: never.'),
   scope,
   rolledTo: nullable(Type.String(), 'The key that replaced this one in a roll.'),
-  lastUsedAt: nullable(time(''), 'Its last admitted call (recorded at most once a minute).'),
+  lastUsedAt: nullable(time(), 'Its last admitted call (recorded at most once a minute).'),
   lastUsedRegion: nullable(Type.String({ enum: [...REGIONS] }), 'The region of that call.'),
 }, { examples: [KEY_EXAMPLE] })
 

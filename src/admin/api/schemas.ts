@@ -145,6 +145,11 @@ const keyParams = Type.Object({ id: id('key', 'key_01JD3Q7B2M') })
 
 const strict = { additionalProperties: false }
 
+/** created: a 201 answer, with the Location of what was made. */
+const created = (schema: TSchema, description: string) => ({
+  ...schema, description, headers: { Location: { type: 'string', description: 'The path of what was created.' } },
+})
+
 // Accounts
 
 export const createAccountSchema = {
@@ -153,7 +158,7 @@ export const createAccountSchema = {
   description: 'The account starts `active`, with no key, no subscription and the default plan.',
   tags: ['accounts'],
   body: Type.Object({ name: name('account') }, { ...strict, examples: [{ name: 'Acme Ltd' }] }),
-  response: { 201: { ...account, description: 'The account.' }, ...errors([], { write: true, body: true }) },
+  response: { 201: created(account, 'The account.'), ...errors([], { write: true, body: true }) },
 }
 
 export const listAccountsSchema = {
@@ -207,7 +212,7 @@ export const createKeySchema = {
       regions: Type.Optional(nullable(Type.Array(Type.String({ enum: [...REGIONS] }), { maxItems: 10 }), 'Regions it may call; null: all.')),
     }, strict), 'What the key may call, within the account\'s subscriptions; absent or null: all.')),
   }, { ...strict, examples: [{ name: 'production', scope: { groups: ['totp'] } }] }),
-  response: { 201: { ...keyCreated, description: 'The key, and the key itself (once).' }, ...errors(['NOT_FOUND'], { write: true, body: true }) },
+  response: { 201: created(keyCreated, 'The key, and the key itself (once).'), ...errors(['NOT_FOUND'], { write: true, body: true }) },
 }
 
 export const listKeysSchema = {
@@ -237,10 +242,8 @@ export const rollKeySchema = {
     name: Type.Optional(Type.String({ maxLength: MAX_NAME_LENGTH, description: 'A name for the new key; default: the old key\'s.' })),
   }, { ...strict, examples: [{ graceSeconds: 3600 }] }),
   response: {
-    201: {
-      ...Type.Object({ key: apiKey, apiKey: keyCreated.properties.apiKey, old: apiKey }),
-      description: 'The new key, the key itself (once), and the old key as it now stands.',
-    },
+    201: created(Type.Object({ key: apiKey, apiKey: keyCreated.properties.apiKey, old: apiKey }),
+      'The new key, the key itself (once), and the old key as it now stands.'),
     ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }),
   },
 }

@@ -332,7 +332,7 @@ test('usage: JSON per day, key and region, and CSV with a header row and RFC 418
   const text = await csv.text()
   const lines = text.split('\r\n')
   assert.equal(lines.pop(), '', 'every line ends with CRLF')
-  assert.equal(lines[0], 'key_id,group,count,units')
+  assert.equal(lines[0], 'keyId,group,count,units', 'the JSON field names')
   assert.deepEqual(lines.slice(1).sort(), [`${one.key.id},totp,3,6`, `${two.key.id},totp,1,2`].sort())
   // JSON when JSON is preferred, or anything is accepted.
   for (const accept of ['application/json, text/csv;q=0.5', '*/*']) {

@@ -66,7 +66,7 @@ export function wantsCsv(accept: string | undefined): boolean {
 /** The CSV columns of each kind of report: the line's own, then the group and the counts. */
 const CSV_COLUMNS: Record<UsageBy, readonly [string, keyof UsageLine][]> = {
   day: [['day', 'day'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
-  key: [['key_id', 'keyId'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
+  key: [['keyId', 'keyId'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
   region: [['region', 'region'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
 }
 

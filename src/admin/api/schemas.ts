@@ -349,7 +349,7 @@ export const usageSchema = {
           }, { examples: [{ accountId: 'acc_01JD3Q5Z8X', from: '2026-11-01', to: '2026-11-23', by: 'day', items: [{ day: '2026-11-22', group: 'totp', count: 1520, units: 3040 }] }] }),
         },
         'text/csv': {
-          schema: Type.String({ description: 'A header row (day, key_id or region; then group, count, units), then one row per line; CRLF line ends.', examples: ['day,group,count,units\r\n2026-11-22,totp,1520,3040\r\n'] }),
+          schema: Type.String({ description: 'A header row with the JSON field names (day, keyId or region; then group, count, units), then one row per line; CRLF line ends.', examples: ['day,group,count,units\r\n2026-11-22,totp,1520,3040\r\n'] }),
         },
       },
     },

@@ -17,7 +17,8 @@ import { HOTP, Secret } from 'otpauth'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
-import { issueKey } from '../src/gateway/keys.ts'
+import { Accounts, isFailure } from '../src/accounts/service.ts'
+import { SYSTEM } from '../src/domain/accounts.ts'
 import { existsSync } from 'node:fs'
 import { convertBench } from './convert.ts'
 import { waitFor } from './wait.ts'
@@ -45,14 +46,18 @@ async function makeKey(): Promise<{ dataDir: string; apiKey: string }> {
   const config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' })
   const pepper = resolvePepper(config)
   const store = await openStore(config)
-  const account = await store.access.createAccount('bench')
+  const accounts = new Accounts({ store, pepper, config })
+  const ctx = { actor: SYSTEM }
+  const account = await accounts.createAccount(ctx, { name: 'bench' })
+  if (isFailure(account)) throw new Error(account.message)
   // The bench measures the service, not the throttle: no limits for its account.
-  await store.access.setPlan(account.id, { rate: 0, burst: 1, quota: 0, period: 'month' })
-  await store.access.setSubscription(account.id, config.region, 'totp', 'active')
-  await store.access.setSubscription(account.id, config.region, 'converter', 'active')
-  const { apiKey } = await issueKey(store.access, pepper, account.id, 'bench')
+  await accounts.setPlan(ctx, account.id, { rate: 0, burst: 1, quota: 0, period: 'month' })
+  await accounts.setSubscription(ctx, account.id, config.region, 'totp', 'active')
+  await accounts.setSubscription(ctx, account.id, config.region, 'converter', 'active')
+  const issued = await accounts.issueKey(ctx, account.id, { name: 'bench' })
+  if (isFailure(issued)) throw new Error(issued.message)
   await store.close()
-  return { dataDir, apiKey }
+  return { dataDir, apiKey: issued.apiKey }
 }
 
 async function totpBench(): Promise<void> {

@@ -22,8 +22,9 @@ import { HOTP, Secret } from 'otpauth'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
-import { issueKey } from '../src/gateway/keys.ts'
-import { GROUPS, REGIONS } from '../src/domain/regions.ts'
+import { Accounts, isFailure } from '../src/accounts/service.ts'
+import { SYSTEM } from '../src/domain/accounts.ts'
+import { GROUPS, REGIONS, groupServedIn } from '../src/domain/regions.ts'
 import { freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
 import { waitFor } from './wait.ts'
 
@@ -34,10 +35,15 @@ async function keyFor(env: Record<string, string>): Promise<string> {
   const config = loadConfig({ NODE_ENV: 'test', PEPPER, ...env })
   const store = await openStore(config)
   try {
-    const account = await store.access.createAccount('bench')
-    for (const r of REGIONS) for (const g of GROUPS) await store.access.setSubscription(account.id, r, g, 'active')
-    await store.access.setPlan(account.id, PLAN)
-    return (await issueKey(store.access, resolvePepper(config), account.id, 'bench')).apiKey
+    const accounts = new Accounts({ store, pepper: resolvePepper(config), config })
+    const ctx = { actor: SYSTEM }
+    const account = await accounts.createAccount(ctx, { name: 'bench' })
+    if (isFailure(account)) throw new Error(account.message)
+    for (const r of REGIONS) for (const g of GROUPS) if (groupServedIn(g, r)) await accounts.setSubscription(ctx, account.id, r, g, 'active')
+    await accounts.setPlan(ctx, account.id, PLAN)
+    const issued = await accounts.issueKey(ctx, account.id, { name: 'bench' })
+    if (isFailure(issued)) throw new Error(issued.message)
+    return issued.apiKey
   } finally {
     await store.close()
   }

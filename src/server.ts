@@ -51,9 +51,11 @@ async function openStoreOrExit(config: Config): Promise<Store> {
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const store = await openStoreOrExit(config)
-const demoKey = await ensureDemoAccount(config, store, pepper)
+const accounts = new Accounts({ store, pepper, config })
+const demoKey = await ensureDemoAccount(config, accounts)
+const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
 const app = await buildApp({ config, store, pepper })
-const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts: new Accounts({ store, pepper, config }) })
+const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */
@@ -80,6 +82,7 @@ async function shutdown(signal: string): Promise<void> {
   // Both before the store: their in-flight requests still use it.
   await Promise.all([app.close(), admin?.close()])
   clearInterval(sweep)
+  stopAuditRetention()
   await store.close()
   clearTimeout(force)
   process.exit(0)

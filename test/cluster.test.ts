@@ -8,7 +8,10 @@ import pg from 'pg'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
-import type { Plan } from '../src/storage/ports.ts'
+import { Accounts } from '../src/accounts/service.ts'
+import { CLI } from '../src/domain/accounts.ts'
+
+const CTX = { actor: CLI }
 import { createCaller, get, post, tempDir } from './helper.ts'
 import { startServer } from './process.ts'
 import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
@@ -29,12 +32,13 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   const store = await openStore(config)
   t.after(() => store.close())
   const pepper = resolvePepper(config)
+  const accounts = new Accounts({ store, pepper, config })
 
   const nodes = [startServer({ ...env, DATA_DIR: tempDir(t) }, t), startServer({ ...env, DATA_DIR: tempDir(t) }, t)]
   const [a, b] = (await Promise.all(nodes.map((n) => n.ready))).map((r) => r.url) as [string, string]
 
   await t.test('an OTP accepted on one node is rejected as reused on the other', async () => {
-    const { apiKey } = await createCaller(store, pepper)
+    const { apiKey } = await createCaller(accounts)
     const onboard = await (await post(a, '/totp/onboardUser', apiKey, { userID: 'u', applicationID: 'app' })).json() as { secretKey: string; otp: string }
     assert.equal((await post(a, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })).status, 200)
     const again = await post(b, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })
@@ -43,10 +47,10 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   })
 
   await t.test('a key revoked through the store is refused by both nodes at once (pub/sub), not after the cache TTL', async (st) => {
-    const { apiKey, keyId } = await createCaller(store, pepper)
+    const { apiKey, keyId } = await createCaller(accounts)
     for (const node of [a, b]) assert.equal((await get(node, '/totp/ping', apiKey)).status, 200, 'cached as valid')
     const revokedAt = Date.now()
-    await store.access.revokeKey(keyId)
+    await accounts.revokeKey(CTX, keyId)
     const seen: number[] = []
     for (const node of [a, b]) {
       while ((await get(node, '/totp/ping', apiKey)).status !== 403) {
@@ -59,9 +63,9 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   })
 
   await t.test('a throttle of 20 calls/s holds across both nodes together', async (st) => {
-    const { apiKey, accountId } = await createCaller(store, pepper)
-    const plan: Plan = { rate: 20, burst: 20, quota: 0, period: 'day' }
-    await store.access.setPlan(accountId, plan)
+    const { apiKey, accountId } = await createCaller(accounts)
+    const plan = { rate: 20, burst: 20, quota: 0, period: 'day' } as const
+    await accounts.setPlan(CTX, accountId, plan)
     const statuses: number[] = []
     const started = Date.now()
     const until = started + 2000
@@ -86,8 +90,8 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   })
 
   await t.test('a quota of 25 calls a day holds across both nodes together', async () => {
-    const { apiKey, accountId } = await createCaller(store, pepper)
-    await store.access.setPlan(accountId, { rate: 0, burst: 1, quota: 25, period: 'day' })
+    const { apiKey, accountId } = await createCaller(accounts)
+    await accounts.setPlan(CTX, accountId, { rate: 0, burst: 1, quota: 25, period: 'day', weights: { totp: 1 } })
     const results = await Promise.all(Array.from({ length: 40 }, (_, i) => get(i % 2 ? a : b, '/totp/ping', apiKey)))
     const admitted = results.filter((r) => r.status === 200)
     const refused = results.filter((r) => r.status === 429)
@@ -98,7 +102,7 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   })
 
   await t.test('a node killed mid-load loses no onboarding it answered', async (st) => {
-    const { apiKey, accountId } = await createCaller(store, pepper)
+    const { apiKey, accountId } = await createCaller(accounts)
     const answered: string[] = []
     let failed = 0
     let n = 0

@@ -15,8 +15,9 @@ import type { Pepper } from '../src/crypto/keyed.ts'
 import { openStore } from '../src/storage/factory.ts'
 import type { Store } from '../src/storage/ports.ts'
 import { buildApp } from '../src/app.ts'
-import { issueKey } from '../src/gateway/keys.ts'
-import { GROUPS, REGIONS, type Group, type Region } from '../src/domain/regions.ts'
+import { GROUPS, REGIONS, groupServedIn, type Group, type Region } from '../src/domain/regions.ts'
+import { Accounts, isFailure, type KeyInput } from '../src/accounts/service.ts'
+import { SYSTEM } from '../src/domain/accounts.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 
 export interface Clock {
@@ -36,13 +37,16 @@ export interface Running {
   readonly store: Store
   readonly config: Config
   readonly pepper: Pepper
+  /** The accounts layer over the same store, on the same clock. */
+  readonly accounts: Accounts
   readonly clock: Clock
   readonly dataDir: string
   /** Every log line written so far. */
   readonly logs: string[]
-  /** A key of an active account subscribed to every group in every region. */
+  /** A key of an active account subscribed to every group in every region that serves it. */
   readonly key: string
   readonly accountId: string
+  readonly keyId: string
 }
 
 export function tempDir(t: TestContext, prefix = 'tessera-test-'): string {
@@ -72,19 +76,27 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
     const mismatches = stopChecking()
     if (mismatches.length > 0) throw new Error(`answers not described by the OpenAPI document:\n${mismatches.join('\n')}`)
   })
-  const { apiKey, accountId } = await createCaller(store, pepper)
-  return { url, app, store, config, pepper, clock, dataDir, logs, key: apiKey, accountId }
+  const accounts = new Accounts({ store, pepper, config, now: clock.now })
+  const { apiKey, accountId, keyId } = await createCaller(accounts)
+  return { url, app, store, config, pepper, accounts, clock, dataDir, logs, key: apiKey, accountId, keyId }
 }
 
-/** createCaller makes an account with a key and the given active subscriptions (default: all). */
+/** createCaller makes an account with a key and the given active subscriptions (default: every group where it is served). */
 export async function createCaller(
-  store: Store, pepper: Pepper,
-  subscriptions: readonly (readonly [Region, Group])[] = REGIONS.flatMap((r) => GROUPS.map((g) => [r, g] as const)),
+  accounts: Accounts,
+  subscriptions: readonly (readonly [Region, Group])[] = REGIONS.flatMap((r) => GROUPS.filter((g) => groupServedIn(g, r)).map((g) => [r, g] as const)),
+  key: KeyInput = { name: 'test key' },
 ): Promise<{ apiKey: string; accountId: string; keyId: string }> {
-  const account = await store.access.createAccount('test')
-  for (const [region, group] of subscriptions) await store.access.setSubscription(account.id, region, group, 'active')
-  const { info, apiKey } = await issueKey(store.access, pepper, account.id, 'test key')
-  return { apiKey, accountId: account.id, keyId: info.id }
+  const ctx = { actor: SYSTEM }
+  const account = await accounts.createAccount(ctx, { name: 'test' })
+  if (isFailure(account)) throw new Error(account.message)
+  for (const [region, group] of subscriptions) {
+    const set = await accounts.setSubscription(ctx, account.id, region, group, 'active')
+    if (isFailure(set)) throw new Error(set.message)
+  }
+  const issued = await accounts.issueKey(ctx, account.id, key)
+  if (isFailure(issued)) throw new Error(issued.message)
+  return { apiKey: issued.apiKey, accountId: account.id, keyId: issued.key.id }
 }
 
 /** post sends form fields (application/x-www-form-urlencoded) with a key. */

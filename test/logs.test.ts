@@ -1,3 +1,4 @@
+import { CLI } from '../src/domain/accounts.ts'
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Secret, TOTP } from 'otpauth'
@@ -5,8 +6,8 @@ import { createCaller, get, post, startApp } from './helper.ts'
 
 test('logs carry request ids and key ids, never keys, secrets, codes or bodies', async (t) => {
   const app = await startApp(t, { LOG_LEVEL: 'trace' })
-  const revoked = await createCaller(app.store, app.pepper)
-  await app.store.access.revokeKey(revoked.keyId)
+  const revoked = await createCaller(app.accounts)
+  await app.accounts.revokeKey({ actor: CLI }, revoked.keyId)
 
   const userID = 'log-probe-user@example.com'
   const onboard = await (await post(app.url, '/totp/onboardUser', app.key, { userID, applicationID: 'LogProbeApp' })).json() as Record<string, string>

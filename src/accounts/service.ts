@@ -342,6 +342,17 @@ export class Accounts {
     return this.#store.audit.prune(new Date(this.#now() - this.#config.auditRetentionDays * 86_400_000).toISOString())
   }
 
+  /**
+   * keepAuditRetention prunes the trail now and then every 6 hours (every node may: pruning
+   * is idempotent); failures go to `report`. Returns the stop function.
+   */
+  keepAuditRetention(report: (error: Error) => void): () => void {
+    const prune = () => { this.pruneAudit().catch(report) }
+    prune()
+    const timer = setInterval(prune, 6 * 3_600_000).unref()
+    return () => clearInterval(timer)
+  }
+
   // TOTP lockouts
 
   /**

@@ -103,9 +103,9 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100', USAGE_FLUSH_MS: '100' })
   const shown = await json<{ plan: unknown; default: boolean }>(dataDir, ['plan', 'show', '--account', app.accountId])
-  assert.deepEqual(shown, { accountId: app.accountId, plan: { rate: 100, burst: 200, quota: 0, period: 'month' }, default: true })
-  const set = await json<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day'])
-  assert.deepEqual(set.plan, { rate: 100, burst: 200, quota: 3, period: 'day' }, 'unset flags keep their value')
+  assert.deepEqual(shown, { accountId: app.accountId, plan: { rate: 100, burst: 200, quota: 0, period: 'month', weights: { totp: 2, converter: 1 } }, default: true })
+  const set = await json<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day', '--weight-totp', '1'])
+  assert.deepEqual(set.plan, { rate: 100, burst: 200, quota: 3, period: 'day', weights: { totp: 1, converter: 1 } }, 'unset flags keep their value')
   await until(async () => (await get(app.url, '/totp/ping', app.key)).headers.get('ratelimit-policy')?.includes('"day";q=3') === true, 3000)
   const statuses = []
   for (let i = 0; i < 4; i++) statuses.push((await get(app.url, '/totp/ping', app.key)).status)
@@ -113,9 +113,11 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
 
   await until(async () => (await json<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId])).usage.length > 0, 3000)
   const usage = await json<{ usage: { day: string; group: string; count: number }[] }>(dataDir, ['usage', '--account', app.accountId])
-  assert.deepEqual(usage.usage, [{ day: new Date().toISOString().slice(0, 10), group: 'totp', count: 3 }])
+  assert.deepEqual(usage.usage, [{ day: new Date().toISOString().slice(0, 10), group: 'totp', count: 3, units: 3 }])
   const human = await admin(dataDir, ['usage', '--account', app.accountId])
-  assert.match(human.stdout, /^day\s+group\s+count\n\d{4}-\d\d-\d\d\s+totp\s+3$/m)
+  assert.match(human.stdout, /^day\s+group\s+count\s+units\n\d{4}-\d\d-\d\d\s+totp\s+3\s+3$/m)
+  const byKey = await json<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId, '--by', 'key'])
+  assert.deepEqual(byKey.usage, [{ keyId: app.keyId, group: 'totp', count: 3, units: 3 }])
 
   const bad = await admin(dataDir, ['plan', 'set', '--account', app.accountId, '--burst', '0'])
   assert.equal(bad.code, 2)
@@ -123,4 +125,61 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
   const reset = await json<{ default: boolean }>(dataDir, ['plan', 'reset', '--account', app.accountId])
   assert.equal(reset.default, true)
   assert.equal((await admin(dataDir, ['plan', 'show', '--account', 'acc_nope'])).code, 1)
+})
+
+test('keys roll with a grace period, expire and are scoped; admin tokens; every change is in the audit trail as the CLI\'s', async (t) => {
+  const dataDir = tempDir(t)
+  const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100' })
+  const { accountId } = await json<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Rolling'])
+  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'all'])
+  const { keyId, apiKey } = await json<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
+  await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
+
+  const rolled = await json<{ keyId: string; apiKey: string; old: { keyId: string; expiresAt: string } }>(dataDir, ['key', 'roll', keyId, '--grace', '3600'])
+  assert.notEqual(rolled.apiKey, apiKey)
+  assert.ok(Math.abs(Date.parse(rolled.old.expiresAt) - Date.now() - 3_600_000) < 60_000, 'the old key works for the grace period')
+  await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 200, 2000)
+  assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 200, 'the old key still works within the grace')
+  const again = await admin(dataDir, ['key', 'roll', keyId])
+  assert.equal(again.code, 1)
+  assert.match(again.stderr, /^error: key key_[0-9a-f]+ is revoked, expired or rolled already\n$/)
+  const now = await json<{ apiKey: string }>(dataDir, ['key', 'roll', rolled.keyId, '--grace', '0'])
+  await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 403, 2000)
+  assert.equal((await get(app.url, '/totp/ping', now.apiKey)).status, 200)
+
+  const scoped = await json<{ apiKey: string; scope: unknown }>(dataDir, ['key', 'create', '--account', accountId, '--groups', 'converter', '--regions', 'eu'])
+  assert.deepEqual(scoped.scope, { groups: ['converter'], regions: ['eu'] })
+  await until(async () => (await get(app.url, '/totp/ping', now.apiKey)).status === 200, 2000)
+  assert.equal((await get(app.url, '/totp/ping', scoped.apiKey)).status, 403, 'outside its scope')
+  const human = await admin(dataDir, ['key', 'create', '--account', accountId, '--expires', '2099-01-01T00:00:00Z', '--name', 'temp'])
+  assert.match(human.stdout, /^Created key key_[0-9a-f]+ for account acc_[0-9a-f]+ expiring 2099-01-01T00:00:00.000Z\.\nAPI key \(shown once, store it now\): tsr_[0-9a-f]{40}\n$/)
+  for (const [args, message] of [
+    [['key', 'create', '--account', accountId, '--expires', '2001-01-01T00:00:00Z'], /^error: expiresAt must be in the future\n$/],
+    [['key', 'create', '--account', accountId, '--groups', 'email'], /^error: scope.groups: "email" is not one of totp, converter\n$/],
+    [['key', 'roll', keyId, '--grace', '604801'], /^error: --grace must be a whole number from 0 to 604800/],
+  ] as const) {
+    const r = await admin(dataDir, [...args])
+    assert.notEqual(r.code, 0, args.join(' '))
+    assert.match(r.stderr, message)
+  }
+
+  const token = await json<{ tokenId: string; token: string; scope: string }>(dataDir, ['admin', 'token', 'create', '--name', 'ops', '--scope', 'read'])
+  assert.match(token.token, /^tsa_[\w-]{32}$/)
+  const tokens = await admin(dataDir, ['admin', 'token', 'list'])
+  assert.match(tokens.stdout, new RegExp(`^${token.tokenId}\\s+ops\\s+read\\s`, 'm'))
+  assert.ok(!tokens.stdout.includes(token.token), 'the token is shown once')
+  await json(dataDir, ['admin', 'token', 'revoke', token.tokenId])
+  assert.equal((await admin(dataDir, ['admin', 'token', 'revoke', token.tokenId])).code, 1)
+
+  const trail = await json<{ items: { actor: string; action: string; outcome: string; target: { id: string }; detail: Record<string, unknown> }[] }>(dataDir, ['audit', '--account', accountId, '--limit', '100'])
+  const actions = trail.items.map((e) => `${e.action}:${e.outcome}`).reverse()
+  assert.deepEqual(actions.slice(0, 2), ['account.create:success', 'subscription.set:success'])
+  for (const expected of ['key.create:success', 'key.roll:success', 'key.roll:failure']) assert.ok(actions.includes(expected), expected)
+  assert.ok(trail.items.every((e) => e.actor === 'cli'))
+  assert.ok(!JSON.stringify(trail).includes(apiKey.slice(4)), 'no key in the trail')
+  const tokenTrail = await json<{ items: { action: string; outcome: string }[] }>(dataDir, ['audit', '--action', 'admin-token.revoke'])
+  assert.deepEqual(tokenTrail.items.map((e) => `${e.action}:${e.outcome}`), ['admin-token.revoke:failure', 'admin-token.revoke:success'], 'newest first; the refused second revoke too')
+  const table = await admin(dataDir, ['audit', '--account', accountId, '--limit', '1'])
+  assert.match(table.stdout, /^at\s+actor\s+action\s+target\s+accountId\s+ip\s+outcome\s+detail\n\S+\s+cli\s+key\.create/)
+  assert.match(table.stdout, /\(more: --after evt_[0-9a-f]{22}\)$/m)
 })

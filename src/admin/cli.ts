@@ -4,32 +4,48 @@
  * with --json, exits 0 on success and non-zero with a one-line error otherwise.
  */
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig, type Config } from '../config/config.ts'
+import { ConfigError, loadConfig } from '../config/config.ts'
 import { resolvePepper } from '../config/pepper.ts'
 import { openStore } from '../storage/factory.ts'
-import type { Plan, Store } from '../storage/ports.ts'
-import { defaultPlan } from '../usage/limits.ts'
-import type { Pepper } from '../crypto/keyed.ts'
-import { issueKey } from '../gateway/keys.ts'
+import type { Store } from '../storage/ports.ts'
+import { Accounts, isFailure, type Failure } from '../accounts/service.ts'
+import { CLI, type Plan } from '../domain/accounts.ts'
 import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 
 export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 
   account create --name NAME          create an account
   account suspend ID | activate ID    refuse or allow every call of an account
-  account list
-  key create --account ID [--name L]  create an API key (shown once)
+  account rename ID --name NAME
+  account list [--status active|suspended] [--name TEXT] [--limit N] [--after CURSOR]
+  key create --account ID [--name L] [--expires ISO-TIME] [--groups totp,converter] [--regions eu,us,apac]
+                                      create an API key (shown once), optionally expiring
+                                      and scoped to fewer groups or regions than the account
+  key roll KEYID [--grace SECONDS]    replace a key by a new one (shown once); the old one
+                                      works for the grace period (0 to 604800, default 0)
   key revoke KEYID
   key list [--account ID]
   subscription grant  --account ID --region eu|us|apac|all --group totp|converter|all
   subscription revoke --account ID --region eu|us|apac|all --group totp|converter|all
+  subscription approve --account ID --region R --group G   approve a pending request
   subscription list --account ID
   plan set --account ID [--rate R] [--burst B] [--quota Q] [--period day|month]
+           [--weight-totp U] [--weight-converter U]
                                       give an account its own plan (unset flags keep
-                                      their current value); rate 0 = no throttle, quota 0 = no quota
+                                      their current value); rate 0 = no throttle, quota 0 =
+                                      no quota; the quota counts units, a call costs its
+                                      group's weight
   plan reset --account ID             back to the default plan (PLAN_* settings)
   plan show --account ID
-  usage --account ID [--days N]       calls per UTC day and API group, last N days (31)
+  usage --account ID [--days N] [--by day|key|region]
+                                      calls and units per UTC day (key, region) and API
+                                      group, last N days (31)
+  audit [--account ID] [--actor A] [--action A] [--limit N] [--after CURSOR]
+                                      the audit trail, newest first
+  admin token create --name N --scope read|write
+                                      a token for the admin API (shown once)
+  admin token list
+  admin token revoke ID
   migrate                             apply pending schema migrations`
 
 class UsageError extends Error {}
@@ -43,7 +59,11 @@ interface Output {
 type Flags = {
   name?: string; account?: string; region?: string; group?: string
   rate?: string; burst?: string; quota?: string; period?: string; days?: string
+  status?: string; limit?: string; after?: string; expires?: string; groups?: string; regions?: string; grace?: string
+  by?: string; actor?: string; action?: string; scope?: string; 'weight-totp'?: string; 'weight-converter'?: string
 }
+
+const CTX = { actor: CLI }
 
 function need(value: string | undefined, flag: string): string {
   if (value === undefined || value === '') throw new UsageError(`missing --${flag}`)
@@ -64,10 +84,6 @@ function table(rows: readonly Record<string, unknown>[], columns: readonly strin
   return [line(columns), ...cells.map(line)].join('\n')
 }
 
-async function requireAccount(store: Store, id: string): Promise<void> {
-  if ((await store.access.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
-}
-
 function number(value: string | undefined, flag: string, min: number, max: number, whole: boolean): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
@@ -77,100 +93,197 @@ function number(value: string | undefined, flag: string, min: number, max: numbe
   return n
 }
 
-const describePlan = (p: Plan) =>
-  `rate ${p.rate === 0 ? 'unlimited' : `${p.rate}/s`}, burst ${p.burst}, quota ${p.quota === 0 ? 'none' : `${p.quota} per ${p.period}`}`
+/** ok turns a service failure into the CLI's error (exit 1, one line). */
+function ok<T>(result: T | Failure): T {
+  if (isFailure(result)) throw new CommandError(result.message)
+  return result
+}
 
-async function run(store: Store, pepper: Pepper, config: Config, words: readonly string[], flags: Flags): Promise<Output> {
-  const [noun, verb, arg] = words
-  const access = store.access
+const list = (value: string | undefined): string[] | null => (value === undefined ? null : value.split(',').map((v) => v.trim()).filter((v) => v !== ''))
+
+const describePlan = (p: Plan) =>
+  `rate ${p.rate === 0 ? 'unlimited' : `${p.rate}/s`}, burst ${p.burst}, quota ${p.quota === 0 ? 'none' : `${p.quota} units per ${p.period}`}, ` +
+  `units per call: totp ${p.weights.totp}, converter ${p.weights.converter}`
+
+const describeKey = (k: { expiresAt: string | null; scope: { groups: readonly string[] | null; regions: readonly string[] | null } }) =>
+  [k.expiresAt === null ? '' : ` expiring ${k.expiresAt}`,
+    k.scope.groups === null ? '' : ` for ${k.scope.groups.join(', ') || 'no group'}`,
+    k.scope.regions === null ? '' : ` in ${k.scope.regions.join(', ') || 'no region'}`].join('')
+
+async function requireAccount(accounts: Accounts, id: string): Promise<void> {
+  if ((await accounts.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
+}
+
+async function run(accounts: Accounts, store: Store, words: readonly string[], flags: Flags): Promise<Output> {
+  const [noun, verb, arg, extra] = words
   switch (`${noun} ${verb}`) {
     case 'account create': {
-      const account = await access.createAccount(need(flags.name, 'name'))
+      const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
       return { json: { accountId: account.id }, human: `Created account ${account.id} (${account.name})` }
     }
     case 'account suspend':
     case 'account activate': {
       const id = need(arg, 'account id')
-      if (!(await access.setAccountStatus(id, verb === 'suspend' ? 'suspended' : 'active'))) throw new CommandError(`no account ${id}`)
       const status = verb === 'suspend' ? 'suspended' : 'active'
+      ok(await accounts.updateAccount(CTX, id, { status }))
       return { json: { accountId: id, status }, human: `Account ${id} is ${status}` }
     }
+    case 'account rename': {
+      const id = need(arg, 'account id')
+      const account = ok(await accounts.updateAccount(CTX, id, { name: need(flags.name, 'name') }))
+      return { json: account, human: `Account ${id} is now named ${account.name}` }
+    }
     case 'account list': {
-      const accounts = await access.listAccounts()
-      return { json: accounts, human: table(accounts as never[], ['id', 'name', 'status', 'createdAt']) }
+      const status = flags.status
+      if (status !== undefined && status !== 'active' && status !== 'suspended') throw new UsageError(`--status must be active or suspended (got "${status}")`)
+      const page = await accounts.listAccounts({
+        limit: number(flags.limit, 'limit', 1, 100_000, true) ?? 1000,
+        ...(status === undefined ? {} : { status }),
+        ...(flags.name === undefined ? {} : { name: flags.name }),
+        ...(flags.after === undefined ? {} : { cursor: flags.after }),
+      })
+      const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+      return { json: page.next === null ? page.items : page, human: table(page.items as never[], ['id', 'name', 'status', 'createdAt']) + more }
     }
     case 'key create': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      const { info, apiKey } = await issueKey(access, pepper, accountId, flags.name ?? '')
+      const issued = ok(await accounts.issueKey(CTX, accountId, {
+        name: flags.name ?? '',
+        ...(flags.expires === undefined ? {} : { expiresAt: flags.expires }),
+        ...(flags.groups === undefined && flags.regions === undefined ? {} : { scope: { groups: list(flags.groups), regions: list(flags.regions) } }),
+      }))
       return {
-        json: { keyId: info.id, apiKey },
-        human: `Created key ${info.id} for account ${accountId}.\nAPI key (shown once, store it now): ${apiKey}`,
+        json: { keyId: issued.key.id, apiKey: issued.apiKey, expiresAt: issued.key.expiresAt, scope: issued.key.scope },
+        human: `Created key ${issued.key.id} for account ${accountId}${describeKey(issued.key)}.\nAPI key (shown once, store it now): ${issued.apiKey}`,
+      }
+    }
+    case 'key roll': {
+      const id = need(arg, 'key id')
+      const grace = number(flags.grace, 'grace', 0, 604_800, true) ?? 0
+      const rolled = ok(await accounts.rollKey(CTX, id, { graceSeconds: grace }))
+      const until = grace === 0 ? 'stopped now' : `works until ${rolled.old.expiresAt}`
+      return {
+        json: { keyId: rolled.key.id, apiKey: rolled.apiKey, old: { keyId: id, expiresAt: rolled.old.expiresAt, revokedAt: rolled.old.revokedAt } },
+        human: `Key ${id} rolled to ${rolled.key.id} (the old key ${until}).\nAPI key (shown once, store it now): ${rolled.apiKey}`,
       }
     }
     case 'key revoke': {
       const id = need(arg, 'key id')
-      if (!(await access.revokeKey(id))) throw new CommandError(`no active key ${id}`)
+      const revoked = await accounts.revokeKey(CTX, id)
+      if (isFailure(revoked)) throw new CommandError(`no active key ${id}`)
       return { json: { keyId: id, revoked: true }, human: `Key ${id} is revoked` }
     }
     case 'key list': {
-      const keys = await access.listKeys(flags.account)
-      const rows = keys.map((k) => ({ ...k, hint: `…${k.hint}`, revokedAt: k.revokedAt ?? '' }))
-      return { json: keys, human: table(rows, ['id', 'accountId', 'name', 'hint', 'createdAt', 'revokedAt']) }
+      const keys = await accounts.listKeys(flags.account)
+      const rows = keys.map((k) => ({
+        ...k, hint: `…${k.hint}`, revokedAt: k.revokedAt ?? '', expiresAt: k.expiresAt ?? '',
+        scope: k.scope.groups === null && k.scope.regions === null ? 'all' : describeKey({ ...k, expiresAt: null }).trim(),
+        lastUsed: k.lastUsedAt === null ? '' : `${k.lastUsedAt} (${k.lastUsedRegion})`,
+      }))
+      return { json: keys, human: table(rows, ['id', 'accountId', 'name', 'hint', 'createdAt', 'expiresAt', 'revokedAt', 'scope', 'lastUsed']) }
     }
     case 'subscription grant':
     case 'subscription revoke': {
       const accountId = need(flags.account, 'account')
       const regions: readonly Region[] = expand(need(flags.region, 'region'), REGIONS, isRegion, 'region')
       const groups: readonly Group[] = expand(need(flags.group, 'group'), GROUPS, isGroup, 'group')
-      await requireAccount(store, accountId)
+      await requireAccount(accounts, accountId)
       const status = verb === 'grant' ? 'active' : 'inactive'
-      for (const region of regions) for (const group of groups) await access.setSubscription(accountId, region, group, status)
-      const pairs = regions.flatMap((r) => groups.map((g) => `${r}:${g}`))
+      const pairs: string[] = []
+      for (const region of regions) {
+        for (const group of groups) {
+          const set = await accounts.setSubscription(CTX, accountId, region, group, status)
+          // `all` skips what is not served (the converter outside eu); naming it alone is an error.
+          if (isFailure(set)) {
+            if (regions.length * groups.length === 1) throw new CommandError(set.message)
+            continue
+          }
+          pairs.push(`${region}:${group}`)
+        }
+      }
       return { json: { accountId, status, subscriptions: pairs }, human: `${pairs.join(', ')} ${status} for account ${accountId}` }
+    }
+    case 'subscription approve': {
+      const accountId = need(flags.account, 'account')
+      const sub = ok(await accounts.setSubscription(CTX, accountId, need(flags.region, 'region'), need(flags.group, 'group'), 'approved'))
+      return { json: sub, human: `${sub.region}:${sub.group} active for account ${accountId}` }
     }
     case 'subscription list': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      const subs = await access.listSubscriptions(accountId)
+      await requireAccount(accounts, accountId)
+      const subs = await accounts.listSubscriptions(accountId)
       return { json: subs, human: table(subs as never[], ['region', 'group', 'status', 'updatedAt']) }
     }
     case 'plan set': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      const current = (await access.getPlan(accountId)) ?? defaultPlan(config)
-      const period = flags.period ?? current.period
-      if (period !== 'day' && period !== 'month') throw new UsageError(`--period must be day or month (got "${period}")`)
-      const plan: Plan = {
-        rate: number(flags.rate, 'rate', 0, 1e6, false) ?? current.rate,
-        burst: number(flags.burst, 'burst', 1, 1e9, true) ?? current.burst,
-        quota: number(flags.quota, 'quota', 0, 1e12, true) ?? current.quota,
-        period,
-      }
-      await access.setPlan(accountId, plan)
+      const period = flags.period
+      if (period !== undefined && period !== 'day' && period !== 'month') throw new UsageError(`--period must be day or month (got "${period}")`)
+      const weightTotp = number(flags['weight-totp'], 'weight-totp', 0, 1e6, true)
+      const weightConverter = number(flags['weight-converter'], 'weight-converter', 0, 1e6, true)
+      const plan = ok(await accounts.setPlan(CTX, accountId, {
+        ...(flags.rate === undefined ? {} : { rate: number(flags.rate, 'rate', 0, 1e6, false)! }),
+        ...(flags.burst === undefined ? {} : { burst: number(flags.burst, 'burst', 1, 1e9, true)! }),
+        ...(flags.quota === undefined ? {} : { quota: number(flags.quota, 'quota', 0, 1e12, true)! }),
+        ...(period === undefined ? {} : { period }),
+        weights: { ...(weightTotp === undefined ? {} : { totp: weightTotp }), ...(weightConverter === undefined ? {} : { converter: weightConverter }) },
+      }))
       return { json: { accountId, plan }, human: `Account ${accountId}: ${describePlan(plan)}` }
     }
     case 'plan reset': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      await access.setPlan(accountId, null)
-      const plan = defaultPlan(config)
+      const plan = ok(await accounts.resetPlan(CTX, accountId))
       return { json: { accountId, plan, default: true }, human: `Account ${accountId}: default plan (${describePlan(plan)})` }
     }
     case 'plan show': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      const own = await access.getPlan(accountId)
-      const plan = own ?? defaultPlan(config)
-      return { json: { accountId, plan, default: own === null }, human: `Account ${accountId}: ${own === null ? 'default plan, ' : ''}${describePlan(plan)}` }
+      const found = await accounts.getPlan(accountId)
+      if (found === null) throw new CommandError(`no account ${accountId}`)
+      return { json: { accountId, plan: found.plan, default: !found.own }, human: `Account ${accountId}: ${found.own ? '' : 'default plan, '}${describePlan(found.plan)}` }
     }
     case 'usage undefined': {
       const accountId = need(flags.account, 'account')
-      await requireAccount(store, accountId)
-      const days = number(flags.days, 'days', 1, 3660, true) ?? 31
+      const days = number(flags.days, 'days', 1, 400, true) ?? 31
+      const by = flags.by ?? 'day'
+      if (by !== 'day' && by !== 'key' && by !== 'region') throw new UsageError(`--by must be day, key or region (got "${by}")`)
+      const to = new Date().toISOString().slice(0, 10)
       const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10)
-      const rows = (await store.usage.list(accountId, from)).map(({ day, group, count }) => ({ day, group, count }))
-      return { json: { accountId, from, usage: rows }, human: table(rows, ['day', 'group', 'count']) }
+      const rows = ok(await accounts.usage(accountId, from, to, by))
+      const column = by === 'day' ? 'day' : by === 'key' ? 'keyId' : 'region'
+      return { json: { accountId, from, to, by, usage: rows }, human: table(rows as never[], [column, 'group', 'count', 'units']) }
+    }
+    case 'audit undefined': {
+      const page = await accounts.auditEvents({
+        limit: number(flags.limit, 'limit', 1, 10_000, true) ?? 50,
+        ...(flags.account === undefined ? {} : { accountId: flags.account }),
+        ...(flags.actor === undefined ? {} : { actor: flags.actor }),
+        ...(flags.action === undefined ? {} : { action: flags.action }),
+        ...(flags.after === undefined ? {} : { cursor: flags.after }),
+      })
+      const rows = page.items.map((e) => ({ ...e, target: `${e.target.type}:${e.target.id}`, ip: e.ip ?? '', accountId: e.accountId ?? '', detail: JSON.stringify(e.detail) }))
+      const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+      return { json: page, human: table(rows, ['at', 'actor', 'action', 'target', 'accountId', 'ip', 'outcome', 'detail']) + more }
+    }
+    case 'admin token': {
+      switch (arg) {
+        case 'create': {
+          const created = ok(await accounts.createAdminToken(CTX, { name: need(flags.name, 'name'), scope: need(flags.scope, 'scope') }))
+          return {
+            json: { tokenId: created.token.id, token: created.secret, scope: created.token.scope },
+            human: `Created ${created.token.scope} admin token ${created.token.id} (${created.token.name}).\nToken (shown once, store it now): ${created.secret}`,
+          }
+        }
+        case 'list': {
+          const tokens = await accounts.listAdminTokens()
+          return { json: tokens, human: table(tokens.map((t) => ({ ...t, revokedAt: t.revokedAt ?? '' })), ['id', 'name', 'scope', 'createdAt', 'revokedAt']) }
+        }
+        case 'revoke': {
+          const id = need(extra, 'token id')
+          ok(await accounts.revokeAdminToken(CTX, id))
+          return { json: { tokenId: id, revoked: true }, human: `Admin token ${id} is revoked` }
+        }
+        default:
+          throw new UsageError(`unknown command "${words.join(' ')}"`)
+      }
     }
     case 'migrate undefined':
       // Opening the store applies pending migrations.
@@ -198,6 +311,19 @@ export async function main(argv: readonly string[]): Promise<number> {
         quota: { type: 'string' },
         period: { type: 'string' },
         days: { type: 'string' },
+        status: { type: 'string' },
+        limit: { type: 'string' },
+        after: { type: 'string' },
+        expires: { type: 'string' },
+        groups: { type: 'string' },
+        regions: { type: 'string' },
+        grace: { type: 'string' },
+        by: { type: 'string' },
+        actor: { type: 'string' },
+        action: { type: 'string' },
+        scope: { type: 'string' },
+        'weight-totp': { type: 'string' },
+        'weight-converter': { type: 'string' },
       },
     })
   } catch (error) {
@@ -214,7 +340,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const config = loadConfig()
     const pepper = resolvePepper(config)
     store = await openStore(config, { maintenance: false })
-    const out = await run(store, pepper, config, positionals, values)
+    const accounts = new Accounts({ store, pepper, config })
+    const out = await run(accounts, store, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return 0
   } catch (error) {

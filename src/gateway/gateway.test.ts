@@ -1,6 +1,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createCaller, get, post, startApp } from '../../test/helper.ts'
+import { isFailure } from '../accounts/service.ts'
+import { CLI } from '../domain/accounts.ts'
+
+const CTX = { actor: CLI }
 
 /** headerShape is every response header but the two that differ per request by design. */
 function headerShape(res: Response): string {
@@ -9,15 +13,26 @@ function headerShape(res: Response): string {
 
 test('every refusal is the same 403, byte for byte, headers included', async (t) => {
   const app = await startApp(t, { REGION: 'eu' })
-  const { store, pepper } = app
-  const revoked = await createCaller(store, pepper)
-  await store.access.revokeKey(revoked.keyId)
-  const suspended = await createCaller(store, pepper)
-  await store.access.setAccountStatus(suspended.accountId, 'suspended')
-  const inactive = await createCaller(store, pepper, [['eu', 'totp']])
-  await store.access.setSubscription(inactive.accountId, 'eu', 'totp', 'inactive')
-  const otherGroup = await createCaller(store, pepper, [['eu', 'converter']])
-  const otherRegion = await createCaller(store, pepper, [['us', 'totp'], ['apac', 'totp']])
+  const { accounts, clock } = app
+  const revoked = await createCaller(accounts)
+  await accounts.revokeKey(CTX, revoked.keyId)
+  const suspended = await createCaller(accounts)
+  await accounts.updateAccount(CTX, suspended.accountId, { status: 'suspended' })
+  const inactive = await createCaller(accounts, [['eu', 'totp']])
+  await accounts.setSubscription(CTX, inactive.accountId, 'eu', 'totp', 'inactive')
+  const pending = await createCaller(accounts, [])
+  await accounts.setSubscription(CTX, pending.accountId, 'eu', 'totp', 'pending')
+  const otherGroup = await createCaller(accounts, [['eu', 'converter']])
+  const otherRegion = await createCaller(accounts, [['us', 'totp'], ['apac', 'totp']])
+  const expired = await createCaller(accounts, undefined, { expiresAt: new Date(clock.now() + 60_000).toISOString() })
+  const outOfScopeGroup = await createCaller(accounts, undefined, { scope: { groups: ['converter'] } })
+  const outOfScopeRegion = await createCaller(accounts, undefined, { scope: { regions: ['us', 'apac'] } })
+  const rolledAway = await createCaller(accounts)
+  const rolled = await accounts.rollKey(CTX, rolledAway.keyId, { graceSeconds: 0 })
+  assert.ok(!isFailure(rolled))
+  const graceOver = await createCaller(accounts)
+  assert.ok(!isFailure(await accounts.rollKey(CTX, graceOver.keyId, { graceSeconds: 30 })))
+  clock.advance(60_000)
 
   const causes: [string, string | undefined][] = [
     ['missing key', undefined],
@@ -29,6 +44,12 @@ test('every refusal is the same 403, byte for byte, headers included', async (t)
     ['inactive subscription', inactive.apiKey],
     ['group not subscribed', otherGroup.apiKey],
     ['region not subscribed', otherRegion.apiKey],
+    ['pending subscription', pending.apiKey],
+    ['expired key', expired.apiKey],
+    ['key scoped to another group', outOfScopeGroup.apiKey],
+    ['key scoped to other regions', outOfScopeRegion.apiKey],
+    ['key rolled without grace', rolledAway.apiKey],
+    ['key rolled, grace over', graceOver.apiKey],
   ]
   const answers = []
   for (const [cause, key] of causes) {
@@ -53,9 +74,9 @@ test('every refusal is the same 403, byte for byte, headers included', async (t)
 
 test('refusals take the same time whatever the cause (medians within noise)', async (t) => {
   const app = await startApp(t)
-  const revoked = await createCaller(app.store, app.pepper)
-  await app.store.access.revokeKey(revoked.keyId)
-  const unsubscribed = await createCaller(app.store, app.pepper, [])
+  const revoked = await createCaller(app.accounts)
+  await app.accounts.revokeKey(CTX, revoked.keyId)
+  const unsubscribed = await createCaller(app.accounts, [])
   const keys: Record<string, string | undefined> = {
     missing: undefined, unknown: 'tsr_ffffffffffffffffffffffffffffffffffffffff', revoked: revoked.apiKey, unsubscribed: unsubscribed.apiKey,
   }
@@ -81,25 +102,25 @@ test('refusals take the same time whatever the cause (medians within noise)', as
 
 test('a change made through this process takes effect at once, cached or not', async (t) => {
   const app = await startApp(t)
-  const caller = await createCaller(app.store, app.pepper)
+  const caller = await createCaller(app.accounts)
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200, 'now cached')
-  await app.store.access.setAccountStatus(caller.accountId, 'suspended')
+  await app.accounts.updateAccount(CTX, caller.accountId, { status: 'suspended' })
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
-  await app.store.access.setAccountStatus(caller.accountId, 'active')
+  await app.accounts.updateAccount(CTX, caller.accountId, { status: 'active' })
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
-  await app.store.access.setSubscription(caller.accountId, 'eu', 'totp', 'inactive')
+  await app.accounts.setSubscription(CTX, caller.accountId, 'eu', 'totp', 'inactive')
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
-  await app.store.access.setSubscription(caller.accountId, 'eu', 'totp', 'active')
+  await app.accounts.setSubscription(CTX, caller.accountId, 'eu', 'totp', 'active')
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 200)
-  await app.store.access.revokeKey(caller.keyId)
+  await app.accounts.revokeKey(CTX, caller.keyId)
   assert.equal((await get(app.url, '/totp/ping', caller.apiKey)).status, 403)
 })
 
 test('the instance serves its own region: a key subscribed elsewhere only is refused', async (t) => {
   const app = await startApp(t, { REGION: 'apac' })
-  const usOnly = await createCaller(app.store, app.pepper, [['us', 'totp']])
-  const apac = await createCaller(app.store, app.pepper, [['apac', 'totp']])
+  const usOnly = await createCaller(app.accounts, [['us', 'totp']])
+  const apac = await createCaller(app.accounts, [['apac', 'totp']])
   assert.equal((await get(app.url, '/totp/ping', usOnly.apiKey)).status, 403)
   assert.equal((await get(app.url, '/totp/ping', apac.apiKey)).status, 200)
 })
@@ -116,7 +137,7 @@ for (const region of ['us', 'apac']) {
       assert.equal((await post(app.url, path, undefined, {})).status, 403)
       assert.equal((await post(app.url, path, 'tsr_nope', {})).status, 403)
     }
-    const totpOnly = await createCaller(app.store, app.pepper, [[region as 'us', 'totp']])
+    const totpOnly = await createCaller(app.accounts, [[region as 'us', 'totp']])
     assert.equal((await post(app.url, '/converter/generateImage', totpOnly.apiKey, {})).status, 404, 'a valid key learns where the group lives')
   })
 

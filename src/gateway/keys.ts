@@ -4,7 +4,6 @@
  */
 import { randomBytes } from 'node:crypto'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
-import type { AccessStore, ApiKeyInfo } from '../storage/ports.ts'
 
 export const KEY_PREFIX = 'tsr_'
 
@@ -14,11 +13,4 @@ export function generateApiKey(): string {
 
 export function hashApiKey(pepper: Pepper, key: string): string {
   return keyedDigest(pepper, 'api-key', key)
-}
-
-/** issueKey creates a key for an account and returns its one and only plaintext copy. */
-export async function issueKey(access: AccessStore, pepper: Pepper, accountId: string, name: string): Promise<{ info: ApiKeyInfo; apiKey: string }> {
-  const apiKey = generateApiKey()
-  const info = await access.createKey({ accountId, name, hash: hashApiKey(pepper, apiKey), hint: apiKey.slice(-4) })
-  return { info, apiKey }
 }

@@ -104,11 +104,11 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   interface Guarded { readonly group: Group; readonly subscription: string }
 
   function decideGuarded(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, g: Guarded): void {
-    if (admit(request, reply, grant, authorize(grant, g.subscription))) limits.admit(grant, g.group, reply, done)
+    if (admit(request, reply, grant, authorize(grant, g.subscription, now()))) limits.admit(grant, g.group, reply, done)
   }
 
   function decideNotServed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, group: Group): void {
-    if (!admit(request, reply, grant, denial(grant))) return
+    if (!admit(request, reply, grant, denial(grant, now()))) return
     const path = request.url.split('?')[0] ?? ''
     // Without EU_BASE_URL this node knows no eu URL: naming its own would send the client back here.
     const where = config.euBaseUrl === '' ? '' : ` Call ${config.euBaseUrl}${path} instead.`

@@ -122,6 +122,26 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(rolls.length, 3, 'one event per roll that happened')
   })
 
+  withStore('roll: of 10 parallel rolls of one key, exactly one succeeds', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    const old = await makeKey(access, account.id, 'hash-race')
+    const nexts = Array.from({ length: 10 }, (_, i) => newKey(account.id, `hash-race-${i}`))
+    const results = await Promise.all(nexts.map((next) =>
+      access.rollKey(old.id, next, new Date().toISOString(), null, draft('key.roll', old.id))))
+    assert.equal(results.filter((r) => r).length, 1)
+    const winner = nexts[results.indexOf(true)]!
+    assert.equal((await access.getKey(old.id))?.rolledTo, winner.id)
+    assert.deepEqual((await access.listKeys(account.id)).map((k) => k.id).sort(), [old.id, winner.id].sort(), 'the losers wrote no key')
+    assert.equal((await audit.list({ action: 'key.roll', limit: 20 })).items.length, 1, 'nor an event')
+  })
+
+  withStore('a duplicate account id fails and leaves no audit event', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    await assert.rejects(access.createAccount({ ...account, name: 'y' }, draft('account.create', account.id)))
+    assert.equal((await access.getAccount(account.id))?.name, 'x')
+    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['account.create'])
+  })
+
   withStore('last use: kept per key, never moved back', async ({ access }) => {
     const account = await makeAccount(access, 'x')
     const key = await makeKey(access, account.id, 'hash-u')
@@ -152,7 +172,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     const big = await access.listAccounts({ limit: 50, name: 'big_' })
     assert.equal(big.items.length, 8, 'case-insensitive substring')
     assert.equal(big.next, null)
-    assert.equal((await access.listAccounts({ limit: 50, name: '_1' })).items.length, 2, '_ is a character, not a wildcard')
+    assert.equal((await access.listAccounts({ limit: 50, name: '_1' })).items.length, 3, '_ is a character, not a wildcard (Big_12%, Big_15%, Big_18%)')
     assert.equal((await access.listAccounts({ limit: 50, name: '%' })).items.length, 8, '% is a character, not a wildcard')
     await assert.rejects(access.listAccounts({ limit: 10, cursor: 'not-a-cursor' }), CursorError)
   })
@@ -251,9 +271,23 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
       { region: 'us', group: 'totp', count: 4, units: 8 },
     ])
     assert.equal((await usage.report('a', '2026-11-01', '2026-11-30', 'day')).length, 3)
-    assert.equal(await usage.total('a', '2026-11-01', '2026-11-30'), 31, 'in units')
-    assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 25)
+    assert.equal(await usage.total('a', '2026-11-01', '2026-11-30'), 25, 'in units')
+    assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 19)
     assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
+  })
+
+  withStore('usage by key over ranges that cut months: whole months and edge days add up to the days\' sum', async ({ usage }) => {
+    const days = ['2026-07-31', '2026-08-01', '2026-08-15', '2026-08-31', '2026-09-01', '2026-09-30', '2026-10-01', '2026-10-02', '2026-12-31', '2027-01-01']
+    await usage.add(days.map((day, i) => ({ accountId: 'a', keyId: `k${i % 3}`, region: 'eu' as const, day, group: 'totp' as const, count: 1 + i, units: 2 + 2 * i })))
+    const ranges = [['2026-07-31', '2027-01-01'], ['2026-08-01', '2026-09-30'], ['2026-08-02', '2026-09-30'], ['2026-08-01', '2026-10-01'],
+      ['2026-08-15', '2026-08-15'], ['2026-09-01', '2026-09-30'], ['2026-08-31', '2026-10-01'], ['2026-10-03', '2026-12-30'], ['2026-12-01', '2027-01-31']]
+    for (const [from, to] of ranges) {
+      const expected = new Map<string, number>()
+      days.forEach((day, i) => { if (day >= from! && day <= to!) expected.set(`k${i % 3}`, (expected.get(`k${i % 3}`) ?? 0) + 1 + i) })
+      const got = await usage.report('a', from!, to!, 'key')
+      assert.deepEqual(got.map((l) => [l.keyId, l.count]), [...expected].sort(), `${from} to ${to}`)
+      assert.ok(got.every((l) => l.units === 2 * l.count))
+    }
   })
 
   withStore('changes made through the store are announced', async ({ access }) => {
@@ -379,65 +413,113 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     })
   const noSeed = async () => { throw new Error('no quota, no seed') }
   const T0 = Date.UTC(2026, 10, 21, 12, 0, 0)
+  // The limiter is given each call's cost; the weights are the caller's business.
+  const weights = { totp: 1, converter: 1 }
 
   withLimiter('the bucket holds the burst, refills at the rate, and a refused call consumes nothing', T0, async (l, clock) => {
-    const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day' }
+    const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day', weights }
     const taken: LimitDecision[] = []
-    for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, noSeed))
+    for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, 1, noSeed))
     assert.deepEqual(taken.map((d) => d.admitted && d.tokens), [2, 1, 0])
     assert.deepEqual(taken[2], { admitted: true, tokens: 0, refillMs: 300, left: Infinity, windowEndsMs: 0 })
-    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
-    assert.deepEqual(await l.take('a', plan, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
+    assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
+    assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
     clock.t += 100
-    assert.equal((await l.take('a', plan, noSeed)).admitted, true, 'one token after 1/rate')
-    assert.equal((await l.take('a', plan, noSeed)).admitted, false)
-    assert.equal((await l.take('b', plan, noSeed)).admitted, true, 'accounts have buckets of their own')
+    assert.equal((await l.take('a', plan, 1, noSeed)).admitted, true, 'one token after 1/rate')
+    assert.equal((await l.take('a', plan, 1, noSeed)).admitted, false)
+    assert.equal((await l.take('b', plan, 1, noSeed)).admitted, true, 'accounts have buckets of their own')
     clock.t += 10_000
-    assert.equal(((await l.take('a', plan, noSeed)) as { tokens: number }).tokens, 2, 'refilled to the burst, not past it')
+    assert.equal(((await l.take('a', plan, 1, noSeed)) as { tokens: number }).tokens, 2, 'refilled to the burst, not past it')
   })
 
   withLimiter('concurrent calls: exactly the burst is admitted', T0, async (l) => {
-    const plan: Plan = { rate: 1, burst: 5, quota: 0, period: 'day' }
-    const results = await Promise.all(Array.from({ length: 20 }, () => l.take('race', plan, noSeed)))
+    const plan: Plan = { rate: 1, burst: 5, quota: 0, period: 'day', weights }
+    const results = await Promise.all(Array.from({ length: 20 }, () => l.take('race', plan, 1, noSeed)))
     assert.equal(results.filter((d) => d.admitted).length, 5)
   })
 
   withLimiter('the daily quota is seeded once per window from the usage counts, and resets at UTC midnight', T0, async (l, clock) => {
-    const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day' }
+    const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day', weights }
     const seeds: [number, number][] = []
     const seed = async (start: number, end: number) => { seeds.push([start, end]); return 1 }
-    const first = await l.take('a', plan, seed)
+    const first = await l.take('a', plan, 1, seed)
     assert.deepEqual(first, { admitted: true, tokens: Infinity, refillMs: 0, left: 1, windowEndsMs: 12 * 3600_000 })
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 })
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 })
     assert.deepEqual(seeds, [[Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22)]])
     clock.t = Date.UTC(2026, 10, 22, 0, 0, 0)
-    assert.equal((await l.take('a', plan, seed)).admitted, true, 'a new day')
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true, 'a new day')
     assert.deepEqual(seeds.at(-1), [Date.UTC(2026, 10, 22), Date.UTC(2026, 10, 23)])
   })
 
   withLimiter('monthly windows follow the calendar (leap February, December to January)', Date.UTC(2028, 1, 10), async (l, clock) => {
-    const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month' }
+    const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month', weights }
     const seeds: [number, number][] = []
     const seed = async (start: number, end: number) => { seeds.push([start, end]); return 0 }
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
     assert.deepEqual(seeds[0], [Date.UTC(2028, 1, 1), Date.UTC(2028, 2, 1)])
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
     clock.t = Date.UTC(2028, 11, 31, 23, 59, 59)
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
     assert.deepEqual(seeds[1], [Date.UTC(2028, 11, 1), Date.UTC(2029, 0, 1)])
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'quota', retryAfterMs: 1000 })
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: 1000 })
   })
 
   withLimiter('throttle and quota together: a throttled call uses no quota', T0, async (l, clock) => {
-    const plan: Plan = { rate: 1, burst: 1, quota: 2, period: 'day' }
+    const plan: Plan = { rate: 1, burst: 1, quota: 2, period: 'day', weights }
     const seed = async () => 0
-    assert.equal((await l.take('a', plan, seed)).admitted, true)
-    assert.deepEqual(await l.take('a', plan, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
+    assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
+    assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
     clock.t += 1000
-    const second = await l.take('a', plan, seed)
+    const second = await l.take('a', plan, 1, seed)
     assert.equal(second.admitted && second.left, 0, 'the throttled call took no quota')
     clock.t += 1000
-    assert.equal((await l.take('a', plan, seed) as { reason?: string }).reason, 'quota')
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+  })
+
+  withLimiter('a call costs its units of quota: refused when fewer are left, and the refusal takes none', T0, async (l) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 5, period: 'day', weights: { totp: 2, converter: 1 } }
+    const seed = async () => 0
+    const lefts: (number | false)[] = []
+    for (let i = 0; i < 2; i++) lefts.push((d => d.admitted && d.left)(await l.take('a', plan, 2, seed)))
+    assert.deepEqual(lefts, [3, 1])
+    assert.deepEqual(await l.take('a', plan, 2, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 }, '1 unit left, 2 asked')
+    const cheap = await l.take('a', plan, 1, seed)
+    assert.deepEqual(cheap, { admitted: true, tokens: Infinity, refillMs: 0, left: 0, windowEndsMs: 12 * 3600_000 }, 'the refused call took nothing')
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+  })
+
+  withLimiter('a free call (cost 0) passes an exhausted quota, but still takes a token', T0, async (l, clock) => {
+    const plan: Plan = { rate: 1, burst: 2, quota: 2, period: 'day', weights: { totp: 2, converter: 0 } }
+    const seed = async () => 0
+    assert.deepEqual(await l.take('a', plan, 2, seed), { admitted: true, tokens: 1, refillMs: 1000, left: 0, windowEndsMs: 12 * 3600_000 })
+    assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: true, tokens: 0, refillMs: 2000, left: 0, windowEndsMs: 12 * 3600_000 })
+    assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
+    clock.t += 1000
+    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+    assert.equal((await l.take('a', plan, 0, seed)).admitted, true, 'the quota refusal took no token')
+  })
+
+  withLimiter('the seed counts units: what is left is the quota less the units used', T0, async (l) => {
+    const plan: Plan = { rate: 0, burst: 1, quota: 10, period: 'day', weights }
+    const first = await l.take('a', plan, 2, async () => 7)
+    assert.equal(first.admitted && first.left, 1, '10 - 7 - 2')
+    assert.equal((await l.take('a', plan, 2, noSeed) as { reason?: string }).reason, 'quota')
+    const last = await l.take('a', plan, 1, noSeed)
+    assert.equal(last.admitted && last.left, 0)
+    // Used past the quota (a plan lowered in the window): nothing left, free calls still pass.
+    assert.equal((await l.take('b', plan, 1, async () => 12) as { reason?: string }).reason, 'quota')
+    const free = await l.take('b', plan, 0, noSeed)
+    assert.equal(free.admitted && free.left, 0)
+  })
+
+  withLimiter('concurrent calls of cost 3 on a quota of 30: exactly 10 admitted, one token each', T0, async (l) => {
+    const plan: Plan = { rate: 1, burst: 100, quota: 30, period: 'day', weights: { totp: 3, converter: 1 } }
+    const results = await Promise.all(Array.from({ length: 50 }, () => l.take('race', plan, 3, async () => 0)))
+    const admitted = results.filter((d) => d.admitted)
+    assert.equal(admitted.length, 10)
+    assert.deepEqual(admitted.map((d) => d.left).sort((a, b) => b - a), [27, 24, 21, 18, 15, 12, 9, 6, 3, 0])
+    assert.deepEqual(admitted.map((d) => d.tokens).sort((a, b) => b - a), [99, 98, 97, 96, 95, 94, 93, 92, 91, 90])
+    assert.ok(results.every((d) => d.admitted || d.reason === 'quota'))
   })
 }

@@ -66,6 +66,8 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     onboarding: relational.onboarding,
     verification: redis.verification,
     usage: relational.usage,
+    audit: relational.audit,
+    adminTokens: relational.adminTokens,
     sharedLimiter: redis.limiter,
     async health(): Promise<Health> {
       const [own, shared] = await Promise.all([
@@ -82,21 +84,17 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
   }
 }
 
-/** signalled publishes every change to accounts, keys, subscriptions and plans to the other nodes. */
+/**
+ * signalled publishes every change committed through this store to the other nodes: one
+ * after-commit hook of the store, so that no change can be left out.
+ */
 function signalled(access: AccessStore, signal: AccessSignal, report: (error: Error, what: string) => void): AccessStore {
-  const publish = async <T>(result: T): Promise<T> => {
+  access.onCommit(() => {
     // The change is committed; if the signal is lost, other nodes see it within the key cache TTL.
-    await signal.publish().catch((error: Error) => report(error, 'Redis (access-change signal)'))
-    return result
-  }
+    signal.publish().catch((error: Error) => report(error, 'Redis (access-change signal)'))
+  })
   return {
     ...access,
-    createAccount: async (name) => publish(await access.createAccount(name)),
-    setAccountStatus: async (id, status) => publish(await access.setAccountStatus(id, status)),
-    createKey: async (input) => publish(await access.createKey(input)),
-    revokeKey: async (keyId) => publish(await access.revokeKey(keyId)),
-    setSubscription: async (accountId, region, group, status) => publish(await access.setSubscription(accountId, region, group, status)),
-    setPlan: async (accountId, plan) => publish(await access.setPlan(accountId, plan)),
     onChange(listener) {
       const offStore = access.onChange(listener)
       const offSignal = signal.subscribe(listener)

@@ -187,11 +187,28 @@ export const migrations: readonly Migration[] = [
         account_id TEXT NOT NULL,
         day TEXT NOT NULL,
         key_id TEXT NOT NULL,
+        api_group TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        units INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, api_group)
+      ) WITHOUT ROWID;
+      CREATE TABLE usage_keys_monthly (
+        account_id TEXT NOT NULL,
+        month TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        api_group TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        units INTEGER NOT NULL,
+        PRIMARY KEY (account_id, month, key_id, api_group)
+      ) WITHOUT ROWID;
+      CREATE TABLE usage_regions (
+        account_id TEXT NOT NULL,
+        day TEXT NOT NULL,
         region TEXT NOT NULL,
         api_group TEXT NOT NULL,
         count INTEGER NOT NULL,
         units INTEGER NOT NULL,
-        PRIMARY KEY (account_id, day, key_id, region, api_group)
+        PRIMARY KEY (account_id, day, region, api_group)
       ) WITHOUT ROWID;
       CREATE INDEX accounts_created ON accounts(created_at, id);
       CREATE TABLE audit_events (
@@ -235,11 +252,28 @@ export const migrations: readonly Migration[] = [
         account_id text NOT NULL,
         day text NOT NULL,
         key_id text NOT NULL,
+        api_group text NOT NULL,
+        count bigint NOT NULL,
+        units bigint NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, api_group)
+      );
+      CREATE TABLE usage_keys_monthly (
+        account_id text NOT NULL,
+        month text NOT NULL,
+        key_id text NOT NULL,
+        api_group text NOT NULL,
+        count bigint NOT NULL,
+        units bigint NOT NULL,
+        PRIMARY KEY (account_id, month, key_id, api_group)
+      );
+      CREATE TABLE usage_regions (
+        account_id text NOT NULL,
+        day text NOT NULL,
         region text NOT NULL,
         api_group text NOT NULL,
         count bigint NOT NULL,
         units bigint NOT NULL,
-        PRIMARY KEY (account_id, day, key_id, region, api_group)
+        PRIMARY KEY (account_id, day, region, api_group)
       );
       CREATE INDEX accounts_created ON accounts(created_at, id);
       CREATE TABLE audit_events (

@@ -106,7 +106,7 @@ test('a record is the account\'s own: another account\'s verifyOTP takes the tok
   const app = await startApp(t, {}, testClock(T0))
   const { secretKey } = await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'u', applicationID: 'a', tokenLength: '8' })).json() as { secretKey: string }
   const { createCaller } = await import('../../test/helper.ts')
-  const other = await createCaller(app.store, app.pepper)
+  const other = await createCaller(app.accounts)
   const res = await post(app.url, '/totp/verifyOTP', other.apiKey, { secret: secretKey, token: code(secretKey, T0) })
   assert.equal(res.status, 200, 'no record in this account: 6 digits, from the token')
 })

@@ -4,13 +4,14 @@ import { openSqliteStore } from '../storage/sqlite/store.ts'
 import type { OnboardingStore } from '../storage/ports.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
 import { RecordCache, secretFingerprint } from './records.ts'
+import { makeAccount } from '../storage/contract.ts'
 import { newSecret, toBase32 } from './otp.ts'
 
 test('RecordCache answers a repeated lookup from memory, found or not, until its TTL; it is bounded', async (t) => {
   const store = openSqliteStore({ path: ':memory:', maintenance: false })
   t.after(() => store.close())
   const pepper = Buffer.alloc(32, 7)
-  const account = await store.access.createAccount('a')
+  const account = await makeAccount(store.access, 'a')
   const secret = newSecret()
   await store.onboarding.upsert({
     accountId: account.id, applicationId: 'app', userId: 'u', algorithm: 'SHA256', digits: 8, period: 60,
@@ -51,7 +52,7 @@ test('a record written before fingerprints were canonical is still found for a s
   const store = openSqliteStore({ path: ':memory:', maintenance: false })
   t.after(() => store.close())
   const pepper = Buffer.alloc(32, 7)
-  const account = await store.access.createAccount('a')
+  const account = await makeAccount(store.access, 'a')
   const secret = newSecret()
   secret[secret.length - 1] = 0
   await store.onboarding.upsert({

@@ -13,6 +13,7 @@ import { apiError, type ApiError } from '../errors/errors.ts'
 import { LocalLimiter } from './local.ts'
 import { UsageRecorder } from './recorder.ts'
 import { quotaWindow, utcDay } from './windows.ts'
+import { defaultPlan } from '../accounts/service.ts'
 import type { Group } from '../domain/regions.ts'
 
 export interface LimitsOptions {
@@ -22,10 +23,6 @@ export interface LimitsOptions {
   readonly log: FastifyBaseLogger
 }
 
-/** defaultPlan is the plan of accounts without one of their own (PLAN_* settings). */
-export function defaultPlan(config: Config): Plan {
-  return Object.freeze({ rate: config.planRate, burst: config.planBurst, quota: config.planQuota, period: config.planPeriod })
-}
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
@@ -48,7 +45,7 @@ export class Limits {
     this.#now = opts.now
     this.#log = opts.log
     this.#local = new LocalLimiter(opts.now)
-    this.#recorder = new UsageRecorder(opts.store.usage, opts.now)
+    this.#recorder = new UsageRecorder(opts.store.usage, opts.store.access, config.region, opts.now)
     this.#timer = setInterval(() => {
       this.#recorder.flush().catch((error: Error) => this.#log.warn({ err: error }, 'usage counts not saved yet; will retry'))
     }, config.usageFlushMs).unref()
@@ -60,24 +57,25 @@ export class Limits {
    */
   admit(grant: KeyGrant, group: Group, reply: FastifyReply, done: (error?: Error) => void): void {
     const plan = grant.plan ?? this.#defaultPlan
+    const cost = plan.weights[group]
     if (plan.rate === 0 && plan.quota === 0) {
-      this.#recorder.count(grant.accountId, group)
+      this.#recorder.count(grant.accountId, grant.keyId, group, cost)
       return done()
     }
     const finish = (decision: LimitDecision) => {
       const refused = this.#apply(decision, plan, reply)
       if (refused) return done(refused)
-      this.#recorder.count(grant.accountId, group)
+      this.#recorder.count(grant.accountId, grant.keyId, group, cost)
       done()
     }
     const shared = this.#store.sharedLimiter
     if (shared === null) {
-      const now = this.#local.takeNow(grant.accountId, plan)
+      const now = this.#local.takeNow(grant.accountId, plan, cost)
       if (now !== null) return finish(now)
-      this.#local.take(grant.accountId, plan, this.#seed(grant.accountId)).then(finish, done)
+      this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
       return
     }
-    shared.take(grant.accountId, plan, this.#seed(grant.accountId)).then((decision) => {
+    shared.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then((decision) => {
       if (this.#fallback) {
         this.#fallback = false
         this.#log.info('shared limits are back: throttle and quota hold across nodes again')
@@ -89,7 +87,7 @@ export class Limits {
         this.#fallback = true
         this.#log.warn({ err: error }, 'Redis unreachable: throttle and quota fall back to per-node limits until it is back')
       }
-      this.#local.take(grant.accountId, plan, this.#seed(grant.accountId)).then(finish, done)
+      this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
     })
   }
 

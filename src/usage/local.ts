@@ -1,8 +1,9 @@
 /**
  * LocalLimiter applies plans in process: the limiter of a single node, and every node's
  * fallback while the shared one (Redis) is unreachable. Same rules as the shared one: a
- * token bucket refilled continuously, a quota per UTC window seeded once from the durable
- * usage counts, nothing consumed by a refused call.
+ * token bucket refilled continuously (one token a call), a quota of units per UTC window
+ * seeded once from the durable usage counts (`cost` units a call), nothing consumed by a
+ * refused call.
  */
 import type { LimitDecision, Limiter, Plan } from '../storage/ports.ts'
 import { quotaWindow, type Window } from './windows.ts'
@@ -22,17 +23,21 @@ export class LocalLimiter implements Limiter {
     this.#now = now
   }
 
-  async take(accountId: string, plan: Plan, seed: (start: number, end: number) => Promise<number>): Promise<LimitDecision> {
-    const decision = this.takeNow(accountId, plan)
+  async take(accountId: string, plan: Plan, cost: number, seed: (start: number, end: number) => Promise<number>): Promise<LimitDecision> {
+    const decision = this.takeNow(accountId, plan, cost)
     if (decision !== null) return decision
     const window = quotaWindow(this.#now(), plan.period)
     const used = await seed(window.start, window.end)
     this.#seed(accountId, plan, window, used)
-    return this.takeNow(accountId, plan) ?? { admitted: false, reason: 'quota', retryAfterMs: 1000 }
+    return this.takeNow(accountId, plan, cost) ?? { admitted: false, reason: 'quota', retryAfterMs: 1000 }
   }
 
-  /** takeNow decides synchronously, or returns null when the quota window needs seeding first. */
-  takeNow(accountId: string, plan: Plan): LimitDecision | null {
+  /**
+   * takeNow decides synchronously, or returns null when the quota window needs seeding first
+   * (a free call too: its `left` is the window's).
+   */
+  takeNow(accountId: string, plan: Plan, cost: number): LimitDecision | null {
+    checkCost(cost)
     const now = this.#now()
     let state = this.#states.get(accountId)
     if (state === undefined) {
@@ -43,8 +48,10 @@ export class LocalLimiter implements Limiter {
     let windowEndsMs = 0
     if (plan.quota > 0) {
       if (state.window === null || now >= state.window.end || now < state.window.start) return null
-      if (state.used >= plan.quota) return { admitted: false, reason: 'quota', retryAfterMs: state.window.end - now }
-      left = plan.quota - state.used - 1
+      // Seeded usage may pass the quota (a plan lowered mid-window): nothing is left then.
+      left = Math.max(plan.quota - state.used, 0)
+      if (cost > left) return { admitted: false, reason: 'quota', retryAfterMs: state.window.end - now }
+      left -= cost
       windowEndsMs = state.window.end - now
     }
     let tokens = Infinity
@@ -57,7 +64,7 @@ export class LocalLimiter implements Limiter {
       state.at = Math.max(now, state.at)
       refillMs = Math.ceil(((plan.burst - tokens) * 1000) / plan.rate)
     }
-    if (plan.quota > 0) state.used++
+    if (plan.quota > 0) state.used += cost
     return { admitted: true, tokens: Math.floor(tokens), refillMs, left, windowEndsMs }
   }
 
@@ -70,4 +77,9 @@ export class LocalLimiter implements Limiter {
     }
     this.#states.set(accountId, state)
   }
+}
+
+/** checkCost refuses what no plan's weight can be: the quota counts whole units. */
+function checkCost(cost: number): void {
+  if (!Number.isSafeInteger(cost) || cost < 0) throw new RangeError(`a call's cost is a whole number of units >= 0, not ${cost}`)
 }

@@ -1,39 +1,74 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { UsageRow, UsageStore } from '../storage/ports.ts'
+import type { KeyUse, UsageRow, UsageStore } from '../storage/ports.ts'
 import { UsageRecorder } from './recorder.ts'
 
-test('usage counts are kept per day, account and group, and a failed save keeps them for the next', async () => {
-  let up = false
-  const saved: UsageRow[] = []
-  const store: UsageStore = {
+function fakeStores() {
+  const state = { up: false, saved: [] as UsageRow[], touched: [] as KeyUse[] }
+  const usage: UsageStore = {
     async add(rows) {
-      if (!up) throw new Error('store away')
-      saved.push(...rows)
+      if (!state.up) throw new Error('store away')
+      state.saved.push(...rows)
     },
-    list: async () => [],
+    report: async () => [],
     total: async () => 0,
   }
+  const access = {
+    async touchKeys(uses: readonly KeyUse[]) {
+      if (!state.up) throw new Error('store away')
+      state.touched.push(...uses)
+    },
+  }
+  return { state, usage, access }
+}
+
+test('usage is kept per day, key and group in calls and units, and a failed save keeps it for the next', async () => {
+  const { state, usage, access } = fakeStores()
   let now = Date.UTC(2026, 10, 21, 23, 59, 59)
-  const recorder = new UsageRecorder(store, () => now)
-  recorder.count('a', 'totp')
-  recorder.count('a', 'totp')
-  recorder.count('a', 'converter')
-  recorder.count('b', 'totp')
+  const recorder = new UsageRecorder(usage, access, 'us', () => now)
+  recorder.count('a', 'k1', 'totp', 2)
+  recorder.count('a', 'k1', 'totp', 2)
+  recorder.count('a', 'k2', 'converter', 1)
+  recorder.count('b', 'k9', 'totp', 2)
   now += 1000
-  recorder.count('a', 'totp')
-  assert.equal(recorder.pending('a', '2026-11-21', '2026-11-21'), 3)
-  assert.equal(recorder.pending('a', '2026-11-01', '2026-11-30'), 4)
+  recorder.count('a', 'k1', 'totp', 2)
+  assert.equal(recorder.pending('a', '2026-11-21', '2026-11-21'), 5, 'in units')
+  assert.equal(recorder.pending('a', '2026-11-01', '2026-11-30'), 7)
   await assert.rejects(recorder.flush(), /store away/)
-  recorder.count('a', 'totp')
-  assert.equal(recorder.pending('a', '2026-11-22', '2026-11-22'), 2, 'kept, and added to')
-  up = true
+  recorder.count('a', 'k1', 'totp', 2)
+  assert.equal(recorder.pending('a', '2026-11-22', '2026-11-22'), 4, 'kept, and added to')
+  state.up = true
   await recorder.flush()
-  assert.deepEqual(saved.sort((x, y) => `${x.day}${x.accountId}${x.group}`.localeCompare(`${y.day}${y.accountId}${y.group}`)), [
-    { accountId: 'a', day: '2026-11-21', group: 'converter', count: 1 },
-    { accountId: 'a', day: '2026-11-21', group: 'totp', count: 2 },
-    { accountId: 'b', day: '2026-11-21', group: 'totp', count: 1 },
-    { accountId: 'a', day: '2026-11-22', group: 'totp', count: 2 },
+  const key = (r: UsageRow) => `${r.day}${r.keyId}${r.group}`
+  assert.deepEqual(state.saved.sort((x, y) => key(x).localeCompare(key(y))), [
+    { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-21', group: 'totp', count: 2, units: 4 },
+    { accountId: 'a', keyId: 'k2', region: 'us', day: '2026-11-21', group: 'converter', count: 1, units: 1 },
+    { accountId: 'b', keyId: 'k9', region: 'us', day: '2026-11-21', group: 'totp', count: 1, units: 2 },
+    { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-22', group: 'totp', count: 2, units: 4 },
   ])
   assert.equal(recorder.pending('a', '2000-01-01', '2999-12-31'), 0)
+})
+
+test('a key\'s last use is written at most once a minute, and its latest time is what is written', async () => {
+  const { state, usage, access } = fakeStores()
+  state.up = true
+  let now = Date.UTC(2026, 10, 21, 12)
+  const recorder = new UsageRecorder(usage, access, 'eu', () => now)
+  recorder.count('a', 'k1', 'totp', 1)
+  await recorder.flush()
+  assert.deepEqual(state.touched, [{ keyId: 'k1', atMs: now, region: 'eu' }])
+  for (let i = 0; i < 59; i++) {
+    now += 1000
+    recorder.count('a', 'k1', 'totp', 1)
+    await recorder.flush()
+  }
+  assert.equal(state.touched.length, 1, 'not again within the minute')
+  now += 1000
+  recorder.count('a', 'k1', 'totp', 1)
+  await recorder.flush()
+  assert.deepEqual(state.touched.at(-1), { keyId: 'k1', atMs: now, region: 'eu' })
+  assert.equal(state.touched.length, 2)
+  now += 120_000
+  await recorder.flush()
+  assert.equal(state.touched.length, 2, 'no use, no write')
 })

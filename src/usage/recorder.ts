@@ -1,20 +1,41 @@
 /**
- * UsageRecorder counts admitted calls per account, UTC day and API group in memory and adds
- * them to the store every USAGE_FLUSH_MS and at shutdown: one write per flush, not one per
- * call. A flush that fails (store away) keeps its counts for the next one, so nothing is
- * lost while the process lives; a process killed outright loses at most one interval.
+ * UsageRecorder counts admitted calls per key (and so per account), UTC day and API group,
+ * in calls and in units, in memory, and adds them to the store every USAGE_FLUSH_MS and at
+ * shutdown: one write per flush, not one per call. A flush that fails (store away) keeps its
+ * counts for the next one, so nothing is lost while the process lives; a process killed
+ * outright loses at most one interval.
+ *
+ * It also keeps each key's last use, and writes it with a flush at most once a minute per
+ * key: the hot path only sets a number.
  */
-import type { UsageRow, UsageStore } from '../storage/ports.ts'
+import type { KeyUse, UsageRow, UsageStore, AccessStore } from '../storage/ports.ts'
+import type { Group, Region } from '../domain/regions.ts'
 import { utcDay } from './windows.ts'
 
 const DAY = 86_400_000
+/** A key's last use is written at most this often. */
+export const LAST_USE_WRITE_MS = 60_000
 
-/** day → account → group → count */
-type Counts = Map<string, Map<string, Map<string, number>>>
+/** One key's counts of one day: a fixed shape, so that counting allocates nothing. */
+interface Tally {
+  readonly accountId: string
+  count: Record<Group, number>
+  units: Record<Group, number>
+}
+
+interface LastUse {
+  /** The latest use seen, and when it was last written (0: never). */
+  atMs: number
+  writtenMs: number
+}
 
 export class UsageRecorder {
-  #pending: Counts = new Map()
-  readonly #store: UsageStore
+  /** day → key id → tally */
+  #pending = new Map<string, Map<string, Tally>>()
+  readonly #lastUse = new Map<string, LastUse>()
+  readonly #usage: UsageStore
+  readonly #access: Pick<AccessStore, 'touchKeys'>
+  readonly #region: Region
   readonly #now: () => number
   #flushing: Promise<void> | null = null
   // The current day's name and bounds: a call costs no date formatting.
@@ -22,58 +43,94 @@ export class UsageRecorder {
   #dayStart = 0
   #dayEnd = 0
 
-  constructor(store: UsageStore, now: () => number) {
-    this.#store = store
+  constructor(usage: UsageStore, access: Pick<AccessStore, 'touchKeys'>, region: Region, now: () => number) {
+    this.#usage = usage
+    this.#access = access
+    this.#region = region
     this.#now = now
   }
 
-  count(accountId: string, group: string): void {
+  count(accountId: string, keyId: string, group: Group, units: number): void {
     const now = this.#now()
     if (now >= this.#dayEnd || now < this.#dayStart) {
       this.#dayStart = Math.floor(now / DAY) * DAY
       this.#dayEnd = this.#dayStart + DAY
       this.#day = utcDay(now)
     }
-    add(this.#pending, this.#day, accountId, group, 1)
+    const tally = tallyOf(this.#pending, this.#day, accountId, keyId)
+    tally.count[group]++
+    tally.units[group] += units
+    const last = this.#lastUse.get(keyId)
+    if (last === undefined) this.#lastUse.set(keyId, { atMs: now, writtenMs: 0 })
+    else if (now > last.atMs) last.atMs = now
   }
 
-  /** pending sums the counts not yet in the store for an account from `fromDay` to `toDay`. */
+  /** pending sums the units not yet in the store for an account from `fromDay` to `toDay`. */
   pending(accountId: string, fromDay: string, toDay: string): number {
     let n = 0
-    for (const [day, accounts] of this.#pending) {
+    for (const [day, keys] of this.#pending) {
       if (day < fromDay || day > toDay) continue
-      for (const count of accounts.get(accountId)?.values() ?? []) n += count
+      for (const tally of keys.values()) if (tally.accountId === accountId) n += tally.units.totp + tally.units.converter
     }
     return n
   }
 
-  /** flush adds the pending counts to the store; on failure they stay pending and it throws. */
+  /** flush adds the pending counts (and last uses due) to the store; on failure the counts stay pending and it throws. */
   flush(): Promise<void> {
     this.#flushing ??= this.#flush().finally(() => { this.#flushing = null })
     return this.#flushing
   }
 
   async #flush(): Promise<void> {
+    await this.#flushLastUse()
     if (this.#pending.size === 0) return
     const batch = this.#pending
     this.#pending = new Map()
     const rows: UsageRow[] = []
-    for (const [day, accounts] of batch) {
-      for (const [accountId, groups] of accounts) for (const [group, count] of groups) rows.push({ accountId, day, group, count })
+    for (const [day, keys] of batch) {
+      for (const [keyId, tally] of keys) {
+        for (const group of ['totp', 'converter'] as const) {
+          if (tally.count[group] === 0) continue
+          rows.push({ accountId: tally.accountId, keyId, region: this.#region, day, group, count: tally.count[group], units: tally.units[group] })
+        }
+      }
     }
     try {
-      await this.#store.add(rows)
+      await this.#usage.add(rows)
     } catch (error) {
-      for (const r of rows) add(this.#pending, r.day, r.accountId, r.group, r.count)
+      for (const r of rows) {
+        const tally = tallyOf(this.#pending, r.day, r.accountId, r.keyId)
+        tally.count[r.group] += r.count
+        tally.units[r.group] += r.units
+      }
       throw error
     }
   }
+
+  async #flushLastUse(): Promise<void> {
+    const now = this.#now()
+    const due: KeyUse[] = []
+    for (const [keyId, last] of this.#lastUse) {
+      if (last.atMs > last.writtenMs && now - last.writtenMs >= LAST_USE_WRITE_MS) due.push({ keyId, atMs: last.atMs, region: this.#region })
+      // A key unused for an hour is forgotten here (its last use is in the store): the map stays bounded by the keys in use.
+      else if (now - last.atMs > 3_600_000 && last.writtenMs >= last.atMs) this.#lastUse.delete(keyId)
+    }
+    if (due.length === 0) return
+    // Last use is a convenience: a failure waits for the next flush, and never holds the counts back.
+    try {
+      await this.#access.touchKeys(due)
+      for (const u of due) {
+        const last = this.#lastUse.get(u.keyId)
+        if (last !== undefined) last.writtenMs = now
+      }
+    } catch { /* retried at the next flush */ }
+  }
 }
 
-function add(counts: Counts, day: string, accountId: string, group: string, n: number): void {
-  let accounts = counts.get(day)
-  if (accounts === undefined) counts.set(day, accounts = new Map())
-  let groups = accounts.get(accountId)
-  if (groups === undefined) accounts.set(accountId, groups = new Map())
-  groups.set(group, (groups.get(group) ?? 0) + n)
+function tallyOf(pending: Map<string, Map<string, Tally>>, day: string, accountId: string, keyId: string): Tally {
+  let keys = pending.get(day)
+  if (keys === undefined) pending.set(day, keys = new Map())
+  let tally = keys.get(keyId)
+  if (tally === undefined) keys.set(keyId, tally = { accountId, count: { totp: 0, converter: 0 }, units: { totp: 0, converter: 0 } })
+  return tally
 }

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import pg from 'pg'
-import { storeContract } from '../contract.ts'
+import { draft, storeContract } from '../contract.ts'
 import { migrations } from '../migrations.ts'
 import { UnavailableError } from '../ports.ts'
 import { openPostgresStore } from './store.ts'
@@ -39,7 +39,21 @@ test('postgres: an unreachable server is UnavailableError, at start-up and per c
   assert.equal(await store.access.countAccounts(), 0)
   await proxy.cut()
   await assert.rejects(store.access.countAccounts(), (error: Error) => error instanceof UnavailableError && error.dependency === 'PostgreSQL')
-  await assert.rejects(store.access.createAccount('x'), UnavailableError)
+  const account = { id: 'acc_x', name: 'x', status: 'active' as const, createdAt: new Date().toISOString() }
+  await assert.rejects(store.access.createAccount(account, draft('account.create')), UnavailableError)
   await proxy.restore()
   assert.equal(await store.access.countAccounts(), 0, 'the pool reconnects by itself')
+})
+
+test('postgres: an audit event cannot be changed, even with SQL on the table', { skip }, async (t) => {
+  const schema = uniqueName('t')
+  t.after(() => dropSchema(schema))
+  const store = await openPostgresStore({ url: databaseUrl(), schema })
+  t.after(() => store.close())
+  const event = await store.audit.append(draft('account.create'))
+  const client = new pg.Client({ connectionString: databaseUrl() })
+  await client.connect()
+  t.after(() => client.end())
+  await assert.rejects(client.query(`UPDATE ${schema}.audit_events SET outcome = 'failure' WHERE id = $1`, [event.id]), /audit events cannot be changed/)
+  assert.equal((await store.audit.list({ limit: 1 })).items[0]?.outcome, 'success')
 })

@@ -1,22 +1,21 @@
 /**
  * The PostgreSQL store (`DATABASE_URL`), through the `pg` driver and one pool per process:
- * accounts, keys, subscriptions, plans, onboarding records, usage counts, and the
- * verification state when no Redis is configured. Every write is one statement (atomic on
- * its own); callers are answered after PostgreSQL has committed it.
+ * accounts, keys, subscriptions, plans, the audit trail, admin tokens (accounts.ts),
+ * onboarding records, usage counts, and the verification state when no Redis is configured.
+ * Every write is one statement (atomic on its own, a change with its audit event); callers
+ * are answered after PostgreSQL has committed it.
  *
  * Connection-level failures (refused, dropped, timed out, server shutting down) become
  * UnavailableError, which callers answer with 503; the pool reconnects by itself on the
  * next query, so service resumes without a restart when PostgreSQL is back.
  */
 import pg from 'pg'
-import { randomBytes } from 'node:crypto'
-import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, Health, KeyGrant, LockPolicy, OnboardingRecord,
-  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
-} from '../ports.ts'
+import type { Health, LockPolicy, OnboardingStore, Store, UsageBy, UsageLine, UsageStore, Verdict, VerificationStore } from '../ports.ts'
 import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
+import { toOnboarding, usageSpans, type Row } from '../rows.ts'
+import { accessParts, type Query } from './accounts.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -31,11 +30,7 @@ export interface PostgresOptions {
   readonly onBackgroundError?: (error: Error) => void
 }
 
-type Row = Record<string, unknown>
 const DEPENDENCY = 'PostgreSQL'
-
-const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`
-const iso = (value: unknown) => (value instanceof Date ? value.toISOString() : String(value))
 
 /** A SQLSTATE that says the statement was wrong (a bug, a constraint), not that the server is away. */
 function isStatementError(error: unknown): boolean {
@@ -43,20 +38,6 @@ function isStatementError(error: unknown): boolean {
   if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return false
   return !code.startsWith('08') && !code.startsWith('57P') && !code.startsWith('53')
 }
-
-const toAccount = (r: Row): Account => ({ id: String(r.id), name: String(r.name), status: r.status as AccountStatus, createdAt: iso(r.created_at) })
-const toKey = (r: Row): ApiKeyInfo => ({
-  id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
-  createdAt: iso(r.created_at), revokedAt: r.revoked_at === null ? null : iso(r.revoked_at),
-})
-const toPlan = (r: Row): Plan => ({ rate: Number(r.rate), burst: Number(r.burst), quota: Number(r.quota), period: r.period as Plan['period'] })
-const toOnboarding = (r: Row): OnboardingRecord => ({
-  accountId: String(r.account_id), applicationId: String(r.application_id), userId: String(r.user_id),
-  algorithm: r.algorithm as OnboardingRecord['algorithm'], digits: Number(r.digits), period: Number(r.period),
-  secretFingerprint: String(r.secret_fingerprint), createdAt: iso(r.created_at), updatedAt: iso(r.updated_at),
-})
-
-type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
 
 async function migrate(pool: pg.Pool, schema: string | undefined): Promise<void> {
   const client = await pool.connect()
@@ -78,109 +59,6 @@ async function migrate(pool: pg.Pool, schema: string | undefined): Promise<void>
     throw error
   } finally {
     client.release()
-  }
-}
-
-function accessStore(query: Query): AccessStore {
-  const listeners = new Set<() => void>()
-  const changed = () => { for (const l of listeners) l() }
-  return {
-    async createAccount(name) {
-      const now = new Date().toISOString()
-      const account: Account = { id: newId('acc'), name, status: 'active', createdAt: now }
-      await query(null, 'INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [account.id, name, account.status, now])
-      changed()
-      return account
-    },
-    async getAccount(id) {
-      const { rows } = await query('get-account', 'SELECT * FROM accounts WHERE id = $1', [id])
-      return rows[0] ? toAccount(rows[0]) : null
-    },
-    async listAccounts() {
-      return (await query(null, 'SELECT * FROM accounts ORDER BY created_at, id')).rows.map(toAccount)
-    },
-    async countAccounts() {
-      return Number((await query(null, 'SELECT count(*) AS n FROM accounts')).rows[0]?.n)
-    },
-    async setAccountStatus(id, status) {
-      const r = await query(null, 'UPDATE accounts SET status = $1, updated_at = now() WHERE id = $2', [status, id])
-      changed()
-      return (r.rowCount ?? 0) > 0
-    },
-    async createKey({ accountId, name, hash, hint }) {
-      const key: ApiKeyInfo = { id: newId('key'), accountId, name, hint, createdAt: new Date().toISOString(), revokedAt: null }
-      await query(null, 'INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
-        [key.id, accountId, name, hash, hint, key.createdAt])
-      changed()
-      return key
-    },
-    async revokeKey(keyId) {
-      const r = await query(null, 'UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL', [keyId])
-      changed()
-      return (r.rowCount ?? 0) > 0
-    },
-    async listKeys(accountId) {
-      const r = accountId === undefined
-        ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
-        : await query(null, 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
-      return r.rows.map(toKey)
-    },
-    async setSubscription(accountId, region, group, status) {
-      await query(null, `INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, now())
-        ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`,
-      [accountId, region, group, status])
-      changed()
-    },
-    async listSubscriptions(accountId) {
-      const { rows } = await query(null, 'SELECT * FROM subscriptions WHERE account_id = $1 ORDER BY region, api_group', [accountId])
-      return rows.map((r): Subscription => ({
-        accountId: String(r.account_id), region: r.region as Region, group: r.api_group as Group,
-        status: r.status as SubscriptionStatus, updatedAt: iso(r.updated_at),
-      }))
-    },
-    async findGrant(keyHash) {
-      const { rows } = await query('find-grant', `
-        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.status,
-          (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
-            WHERE s.account_id = k.account_id AND s.status = 'active') AS subs,
-          p.rate, p.burst, p.quota, p.period
-        FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
-        WHERE k.key_hash = $1`, [keyHash])
-      const r = rows[0]
-      if (r === undefined) return null
-      const grant: KeyGrant = {
-        keyId: String(r.id),
-        accountId: String(r.account_id),
-        revoked: r.revoked === true,
-        accountActive: r.status === 'active',
-        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
-        plan: r.rate === null ? null : toPlan(r),
-      }
-      return grant
-    },
-    async setPlan(accountId, plan) {
-      let r
-      if (plan === null) {
-        await query(null, 'DELETE FROM plans WHERE account_id = $1', [accountId])
-        r = await query(null, 'SELECT 1 FROM accounts WHERE id = $1', [accountId])
-      } else {
-        r = await query(null, `INSERT INTO plans (account_id, rate, burst, quota, period, updated_at)
-          SELECT id, $2, $3, $4, $5, now() FROM accounts WHERE id = $1
-          ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
-            period = excluded.period, updated_at = excluded.updated_at`,
-        [accountId, plan.rate, plan.burst, plan.quota, plan.period])
-      }
-      changed()
-      return (r.rowCount ?? 0) > 0
-    },
-    async getPlan(accountId) {
-      const { rows } = await query(null, 'SELECT * FROM plans WHERE account_id = $1', [accountId])
-      return rows[0] ? toPlan(rows[0]) : null
-    },
-    onChange(listener) {
-      listeners.add(listener)
-      return () => listeners.delete(listener)
-    },
   }
 }
 
@@ -236,25 +114,66 @@ function verificationStore(query: Query): VerificationStore {
       const until = Number(locked.rows[0]?.locked_until ?? 0)
       return { kind: 'locked', lockedUntil: until > nowMs ? until : nowMs + 1000 }
     },
+    async clear(key) {
+      // The last accepted step stays: a cleared lock must not let an accepted code be replayed.
+      const r = await query('otp-clear', 'UPDATE otp_state SET failures = 0, locked_until = 0 WHERE key = $1 AND (failures > 0 OR locked_until > 0)', [key])
+      return (r.rowCount ?? 0) > 0
+    },
   }
 }
 
+
 function usageStore(query: Query): UsageStore {
+  const line = (r: Row) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
   return {
     async add(rows) {
       if (rows.length === 0) return
+      // One statement for every table (all or nothing). Rows of one conflict key are summed
+      // first (ON CONFLICT cannot touch a row twice in a statement), and taken in key order,
+      // so that nodes adding overlapping batches lock rows in the same order.
+      const upsert = (table: string, columns: string) => `INSERT INTO ${table} AS u (${columns}, count, units)
+          SELECT ${columns}, sum(count), sum(units) FROM r GROUP BY ${columns} ORDER BY ${columns}
+          ON CONFLICT (${columns}) DO UPDATE SET count = u.count + excluded.count, units = u.units + excluded.units`
       await query('usage-add', `
-        INSERT INTO usage_daily AS u (account_id, day, api_group, count)
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
-        ON CONFLICT (account_id, day, api_group) DO UPDATE SET count = u.count + excluded.count`,
-      [rows.map((r) => r.accountId), rows.map((r) => r.day), rows.map((r) => r.group), rows.map((r) => r.count)])
+        WITH r AS (SELECT *, left(day, 7) AS month FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+          AS t(account_id, key_id, region, day, api_group, count, units)),
+        d AS (${upsert('usage_daily', 'account_id, day, api_group')}),
+        k AS (${upsert('usage_keys', 'account_id, day, key_id, api_group')}),
+        m AS (${upsert('usage_keys_monthly', 'account_id, month, key_id, api_group')})
+        ${upsert('usage_regions', 'account_id, day, region, api_group')}`,
+      [rows.map((r) => r.accountId), rows.map((r) => r.keyId), rows.map((r) => r.region), rows.map((r) => r.day),
+        rows.map((r) => r.group), rows.map((r) => r.count), rows.map((r) => r.units)])
     },
-    async list(accountId, fromDay) {
-      const { rows } = await query(null, 'SELECT * FROM usage_daily WHERE account_id = $1 AND day >= $2 ORDER BY day, api_group', [accountId, fromDay])
-      return rows.map((r): UsageRow => ({ accountId: String(r.account_id), day: String(r.day), group: String(r.api_group), count: Number(r.count) }))
+    async report(accountId, fromDay, toDay, by) {
+      // COLLATE "C": byte order, as SQLite sorts, whatever the database's collation.
+      if (by === 'day') {
+        const { rows } = await query('usage-by-day', `SELECT day, api_group, count, units FROM usage_daily
+          WHERE account_id = $1 AND day >= $2 AND day <= $3 ORDER BY day COLLATE "C", api_group COLLATE "C"`, [accountId, fromDay, toDay])
+        return rows.map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
+      }
+      if (by === 'region') {
+        const { rows } = await query('usage-by-region', `SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
+          WHERE account_id = $1 AND day >= $2 AND day <= $3 GROUP BY region, api_group ORDER BY region COLLATE "C", api_group COLLATE "C"`,
+        [accountId, fromDay, toDay])
+        return rows.map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
+      }
+      const spans = usageSpans(fromDay, toDay)
+      const values: string[] = [accountId]
+      const parts = spans.days.map(([a, b]) => {
+        values.push(a, b)
+        return `SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
+      })
+      if (spans.months !== null) {
+        values.push(...spans.months)
+        parts.push(`SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`)
+      }
+      const { rows } = await query(`usage-by-key-${spans.days.length}-${spans.months === null ? 0 : 1}`, `
+        SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
+        GROUP BY key_id, api_group ORDER BY key_id COLLATE "C", api_group COLLATE "C"`, values)
+      return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {
-      const { rows } = await query('usage-total', 'SELECT coalesce(sum(count), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3',
+      const { rows } = await query('usage-total', 'SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3',
         [accountId, fromDay, toDay])
       return Number(rows[0]?.n ?? 0)
     },
@@ -299,7 +218,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   let closed = false
   return {
     kind: 'postgres',
-    access: accessStore(query),
+    ...accessParts(query),
     onboarding: onboardingStore(query),
     verification: verificationStore(query),
     usage: usageStore(query),

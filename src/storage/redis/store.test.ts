@@ -37,11 +37,11 @@ test('redis: two nodes share verification state and hear each other\'s access ch
 test('redis: the limiter runs on the server\'s clock', { skip }, async (t) => {
   const parts = await openTestRedis()
   t.after(() => parts.close())
-  const plan: Plan = { rate: 1, burst: 2, quota: 0, period: 'day' }
+  const plan: Plan = { rate: 1, burst: 2, quota: 0, period: 'day', weights: { totp: 1, converter: 1 } }
   const seed = async () => 0
-  assert.equal((await parts.limiter.take('a', plan, seed)).admitted, true)
-  assert.equal((await parts.limiter.take('a', plan, seed)).admitted, true)
-  const refused = await parts.limiter.take('a', plan, seed)
+  assert.equal((await parts.limiter.take('a', plan, 1, seed)).admitted, true)
+  assert.equal((await parts.limiter.take('a', plan, 1, seed)).admitted, true)
+  const refused = await parts.limiter.take('a', plan, 1, seed)
   assert.equal(refused.admitted, false)
   assert.ok(!refused.admitted && refused.retryAfterMs > 900 && refused.retryAfterMs <= 1000, JSON.stringify(refused))
 })
@@ -53,7 +53,7 @@ test('redis: unreachable means UnavailableError at once, not a queued wait', { s
   t.after(() => parts.close())
   const start = Date.now()
   await assert.rejects(parts.verification.settle('k', 1, 0, { maxFailures: 5, baseSeconds: 60, maxSeconds: 60 }), (error: Error) => error instanceof UnavailableError && error.dependency === 'Redis')
-  await assert.rejects(parts.limiter.take('a', { rate: 1, burst: 1, quota: 0, period: 'day' }, async () => 0), UnavailableError)
+  await assert.rejects(parts.limiter.take('a', { rate: 1, burst: 1, quota: 0, period: 'day', weights: { totp: 1, converter: 1 } }, 1, async () => 0), UnavailableError)
   assert.ok(Date.now() - start < 1000)
 })
 

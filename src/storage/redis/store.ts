@@ -75,8 +75,9 @@ return {3}`
 
 /**
  * LIMIT: KEYS[1] the bucket, KEYS[2] the quota key's stem; ARGV rate, burst, quota, period,
- * seed ('' = none), clock ('' = TIME). The window is the UTC day or calendar month of the
- * server's time (days to civil date: H. Hinnant's algorithm).
+ * seed ('' = none), clock ('' = TIME), cost (units of quota; the bucket gives one token a
+ * call whatever it costs). The window is the UTC day or calendar month of the server's time
+ * (days to civil date: H. Hinnant's algorithm).
  */
 const LIMIT = `
 local now
@@ -85,7 +86,7 @@ if ARGV[6] ~= '' then now = tonumber(ARGV[6]) else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function int(x) return string.format('%.0f', x) end
-local rate, burst, quota = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local rate, burst, quota, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[7])
 local left, ends, qkey = -1, 0, nil
 if quota > 0 then
   local day = math.floor(now / 86400000)
@@ -115,9 +116,10 @@ if quota > 0 then
     used = ARGV[5]
     redis.call('SET', qkey, used, 'PX', int(ends - now + 3600000))
   end
-  used = tonumber(used)
-  if used >= quota then return {'quota', int(ends - now)} end
-  left = quota - used - 1
+  -- Seeded usage may pass the quota (a plan lowered mid-window): nothing is left then.
+  left = math.max(quota - tonumber(used), 0)
+  if cost > left then return {'quota', int(ends - now)} end
+  left = left - cost
 end
 local tokens, refill = -1, 0
 if rate > 0 then
@@ -131,12 +133,23 @@ if rate > 0 then
   redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'ts', int(now))
   redis.call('PEXPIRE', KEYS[1], int(refill + 1000))
 end
-if qkey then redis.call('INCR', qkey) end
+if qkey and cost > 0 then redis.call('INCRBY', qkey, ARGV[7]) end
 return {'ok', int(math.floor(tokens)), int(refill), int(left), int(qkey and (ends - now) or 0)}`
 
+/**
+ * CLEAR: an operator's unlock. The run of failures and the lock go, the last accepted step
+ * stays (a clear must not let an accepted code be replayed); 1 when there was something to clear.
+ */
+const CLEAR = `
+local state = redis.call('HMGET', KEYS[1], 'fails', 'lock')
+if tonumber(state[1] or '0') == 0 and tonumber(state[2] or '0') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'fails', 0, 'lock', 0)
+return 1`
+
 interface Scripts {
+  tesseraClear(key: string): Promise<number>
   tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
-  tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string): Promise<string[]>
+  tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
 }
 
 /** A reply error is Redis refusing a command (a bug); anything else means Redis is not there. */
@@ -165,6 +178,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const redis = new Redis(options.url, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
+  redis.defineCommand('tesseraClear', { numberOfKeys: 1, lua: CLEAR })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -199,18 +213,23 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
         String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention, step === null ? '' : String(step)))
       return verdict === 1 ? ACCEPTED : verdict === 2 ? INVALID : verdict === 3 ? REUSED : { kind: 'locked', lockedUntil: Number(lockedUntil) }
     },
+    async clear(key) {
+      return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
+    },
   }
 
-  const limit = (accountId: string, plan: Plan, seed: string) => call(() => scripts.tesseraLimit(
+  const limit = (accountId: string, plan: Plan, cost: number, seed: string) => call(() => scripts.tesseraLimit(
     `bucket:${accountId}`, `quota:${accountId}`, String(plan.rate), String(plan.burst), String(plan.quota), plan.period,
-    seed, clock ? String(clock()) : ''))
+    seed, clock ? String(clock()) : '', String(cost)))
 
   const limiter: Limiter = {
-    async take(accountId, plan, seed): Promise<LimitDecision> {
-      let reply = await limit(accountId, plan, '')
+    async take(accountId, plan, cost, seed): Promise<LimitDecision> {
+      // INCRBY counts whole units; anything else is a bug upstream, not Redis being away.
+      if (!Number.isSafeInteger(cost) || cost < 0) throw new RangeError(`a call's cost is a whole number of units >= 0, not ${cost}`)
+      let reply = await limit(accountId, plan, cost, '')
       if (reply[0] === 'seed') {
         const used = await seed(Number(reply[1]), Number(reply[2]))
-        reply = await limit(accountId, plan, String(used))
+        reply = await limit(accountId, plan, cost, String(used))
       }
       switch (reply[0]) {
         case 'ok':

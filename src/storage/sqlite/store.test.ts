@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { statSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
-import { limiterContract, storeContract } from '../contract.ts'
+import { draft, limiterContract, storeContract } from '../contract.ts'
 import { LocalLimiter } from '../../usage/local.ts'
 import { openSqliteStore } from './store.ts'
 import { migrations } from '../migrations.ts'
@@ -100,4 +100,15 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   assert.deepEqual(keys(), ['locked', 'recent'])
   assert.deepEqual(await store.verification.settle('locked', null, now, policy), { kind: 'locked', lockedUntil: old + 3_600_000 }, 'the lock outlived the retention')
   assert.deepEqual(errors, [])
+})
+
+test('sqlite: an audit event cannot be changed, even with SQL on the file', async (t) => {
+  const path = join(tempDir(t), 'db.sqlite')
+  const store = openSqliteStore({ path, maintenance: false })
+  t.after(() => store.close())
+  const event = await store.audit.append(draft('account.create'))
+  const db = new DatabaseSync(path)
+  t.after(() => db.close())
+  assert.throws(() => db.prepare("UPDATE audit_events SET outcome = 'failure' WHERE id = ?").run(event.id), /audit events cannot be changed/)
+  assert.equal((await store.audit.list({ limit: 1 })).items[0]?.outcome, 'success')
 })

@@ -4,18 +4,17 @@
  * through one group commit (BEGIN IMMEDIATE per event-loop turn) so that several processes
  * on one file stay correct and a busy node pays one commit for many writes.
  */
-import { DatabaseSync } from 'node:sqlite'
+import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import { Worker } from 'node:worker_threads'
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { randomBytes } from 'node:crypto'
-import type {
-  Account, AccessStore, AccountStatus, ApiKeyInfo, KeyGrant, LockPolicy, OnboardingRecord,
-  OnboardingStore, Plan, Store, Subscription, SubscriptionStatus, UsageRow, UsageStore, Verdict, VerificationStore,
-} from '../ports.ts'
+import type { LockPolicy, OnboardingStore, Store, UsageLine, UsageStore, Verdict, VerificationStore } from '../ports.ts'
 import { ACCEPTED, INVALID, lockDelaySeconds, REUSED } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
+import { toOnboarding, usageSpans } from '../rows.ts'
+import { GroupCommit } from './batch.ts'
+import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
@@ -33,10 +32,6 @@ export interface SqliteOptions {
   readonly onBackgroundError?: (error: Error) => void
 }
 
-type Row = Record<string, unknown>
-
-const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`
-
 function migrate(db: DatabaseSync): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
   const applied = new Set(db.prepare('SELECT version FROM schema_migrations').all().map((r) => Number(r.version)))
@@ -51,194 +46,6 @@ function migrate(db: DatabaseSync): void {
       db.exec('ROLLBACK')
       throw error
     }
-  }
-}
-
-/**
- * GroupCommit runs writes at once, inside one BEGIN IMMEDIATE transaction per turn of the
- * event loop, and resolves each caller once that transaction has committed: a commit costs
- * about ten times one upsert, so under load many verifications share it. Results are
- * computed synchronously inside the transaction, so each write stays atomic (across
- * processes too), and nobody is answered before their write is durable.
- */
-class GroupCommit {
-  readonly #db: DatabaseSync
-  #open = false
-  #waiting: { resolve: () => void; reject: (error: unknown) => void }[] = []
-
-  constructor(db: DatabaseSync) {
-    this.#db = db
-  }
-
-  run<T>(work: () => T): Promise<T> {
-    if (!this.#open) {
-      this.#db.exec('BEGIN IMMEDIATE')
-      this.#open = true
-      setImmediate(() => this.flush())
-    }
-    let result: T
-    try {
-      result = work()
-    } catch (error) {
-      // A failed statement is undone on its own; the others in the transaction stand.
-      return Promise.reject(error)
-    }
-    return new Promise<T>((resolve, reject) => {
-      this.#waiting.push({ resolve: () => resolve(result), reject })
-    })
-  }
-
-  /** flush commits the open transaction, if any, and answers its callers. */
-  flush(): void {
-    if (!this.#open) return
-    this.#open = false
-    const waiting = this.#waiting
-    this.#waiting = []
-    try {
-      this.#db.exec('COMMIT')
-    } catch (error) {
-      if (this.#db.isTransaction) this.#db.exec('ROLLBACK')
-      for (const w of waiting) w.reject(error)
-      return
-    }
-    for (const w of waiting) w.resolve()
-  }
-}
-
-const toAccount = (r: Row): Account => ({
-  id: String(r.id), name: String(r.name), status: r.status as AccountStatus, createdAt: String(r.created_at),
-})
-const toKey = (r: Row): ApiKeyInfo => ({
-  id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
-  createdAt: String(r.created_at), revokedAt: r.revoked_at === null ? null : String(r.revoked_at),
-})
-const toPlan = (r: Row): Plan => ({
-  rate: Number(r.rate), burst: Number(r.burst), quota: Number(r.quota), period: r.period as Plan['period'],
-})
-const toOnboarding = (r: Row): OnboardingRecord => ({
-  accountId: String(r.account_id), applicationId: String(r.application_id), userId: String(r.user_id),
-  algorithm: r.algorithm as OnboardingRecord['algorithm'], digits: Number(r.digits), period: Number(r.period),
-  secretFingerprint: String(r.secret_fingerprint), createdAt: String(r.created_at), updatedAt: String(r.updated_at),
-})
-
-function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
-  const listeners = new Set<() => void>()
-  const changed = () => { for (const l of listeners) l() }
-  const q = {
-    grant: db.prepare(`
-      SELECT k.id, k.account_id, k.revoked_at, a.status,
-        (SELECT group_concat(s.region || ':' || s.api_group) FROM subscriptions s
-          WHERE s.account_id = k.account_id AND s.status = 'active') AS subs,
-        p.rate, p.burst, p.quota, p.period
-      FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
-      WHERE k.key_hash = ?`),
-    dataVersion: db.prepare('PRAGMA data_version'),
-  }
-  let poller: NodeJS.Timeout | undefined
-  let lastVersion = Number(q.dataVersion.get()?.data_version)
-
-  return {
-    async createAccount(name) {
-      const now = new Date().toISOString()
-      const account: Account = { id: newId('acc'), name, status: 'active', createdAt: now }
-      await batch.run(() => db.prepare('INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
-        .run(account.id, name, account.status, now, now))
-      changed()
-      return account
-    },
-    async getAccount(id) {
-      const row = db.prepare('SELECT * FROM accounts WHERE id = ?').get(id)
-      return row ? toAccount(row) : null
-    },
-    async listAccounts() {
-      return db.prepare('SELECT * FROM accounts ORDER BY created_at, id').all().map(toAccount)
-    },
-    async countAccounts() {
-      return Number(db.prepare('SELECT count(*) AS n FROM accounts').get()?.n)
-    },
-    async setAccountStatus(id, status) {
-      const r = await batch.run(() => db.prepare('UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, new Date().toISOString(), id))
-      changed()
-      return Number(r.changes) > 0
-    },
-    async createKey({ accountId, name, hash, hint }) {
-      const key: ApiKeyInfo = { id: newId('key'), accountId, name, hint, createdAt: new Date().toISOString(), revokedAt: null }
-      await batch.run(() => db.prepare('INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(key.id, accountId, name, hash, hint, key.createdAt))
-      changed()
-      return key
-    },
-    async revokeKey(keyId) {
-      const r = await batch.run(() => db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), keyId))
-      changed()
-      return Number(r.changes) > 0
-    },
-    async listKeys(accountId) {
-      const rows = accountId === undefined
-        ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
-        : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
-      return rows.map(toKey)
-    },
-    async setSubscription(accountId, region, group, status) {
-      await batch.run(() => db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
-        ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
-        .run(accountId, region, group, status, new Date().toISOString()))
-      changed()
-    },
-    async listSubscriptions(accountId) {
-      return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId)
-        .map((r): Subscription => ({
-          accountId: String(r.account_id), region: r.region as Region, group: r.api_group as Group,
-          status: r.status as SubscriptionStatus, updatedAt: String(r.updated_at),
-        }))
-    },
-    async findGrant(keyHash) {
-      const r = q.grant.get(keyHash)
-      if (!r) return null
-      const grant: KeyGrant = {
-        keyId: String(r.id),
-        accountId: String(r.account_id),
-        revoked: r.revoked_at !== null,
-        accountActive: r.status === 'active',
-        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
-        plan: r.rate === null ? null : toPlan(r),
-      }
-      return grant
-    },
-    async setPlan(accountId, plan) {
-      const r = await batch.run(() => {
-        if (db.prepare('SELECT 1 FROM accounts WHERE id = ?').get(accountId) === undefined) return false
-        if (plan === null) db.prepare('DELETE FROM plans WHERE account_id = ?').run(accountId)
-        else {
-          db.prepare(`INSERT INTO plans (account_id, rate, burst, quota, period, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
-              period = excluded.period, updated_at = excluded.updated_at`)
-            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, new Date().toISOString())
-        }
-        return true
-      })
-      changed()
-      return r
-    },
-    async getPlan(accountId) {
-      const row = db.prepare('SELECT * FROM plans WHERE account_id = ?').get(accountId)
-      return row ? toPlan(row) : null
-    },
-    onChange(listener) {
-      listeners.add(listener)
-      if (poller === undefined) {
-        // data_version moves when another connection (the admin CLI) commits.
-        poller = setInterval(() => {
-          const version = Number(q.dataVersion.get()?.data_version)
-          if (version !== lastVersion) {
-            lastVersion = version
-            changed()
-          }
-        }, changePollMs).unref()
-        timers.add(poller)
-      }
-      return () => listeners.delete(listener)
-    },
   }
 }
 
@@ -275,6 +82,7 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
       INSERT INTO otp_state (key, last_step, failures, locked_until, updated_at) VALUES ($key, $last, $failures, $lockedUntil, $now)
       ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = excluded.failures,
         locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
+    clear: db.prepare('UPDATE otp_state SET failures = 0, locked_until = 0 WHERE key = ? AND (failures > 0 OR locked_until > 0)'),
   }
   return {
     // The read and the write run in one synchronous step inside the write transaction
@@ -295,33 +103,52 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
         return step === null ? INVALID : REUSED
       })
     },
+    async clear(key) {
+      const r = await batch.run(() => q.clear.run(key))
+      return Number(r.changes) > 0
+    },
   }
 }
 
 function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
-  const add = db.prepare(`INSERT INTO usage_daily (account_id, day, api_group, count) VALUES (?, ?, ?, ?)
-    ON CONFLICT (account_id, day, api_group) DO UPDATE SET count = count + excluded.count`)
-  const list = db.prepare('SELECT * FROM usage_daily WHERE account_id = ? AND day >= ? ORDER BY day, api_group')
-  const total = db.prepare('SELECT coalesce(sum(count), 0) AS n FROM usage_daily WHERE account_id = ? AND day >= ? AND day <= ?')
+  const upsert = (table: string, columns: string) => db.prepare(`INSERT INTO ${table} (${columns}, count, units)
+    VALUES (${columns.split(',').map(() => '?').join(', ')}, ?, ?)
+    ON CONFLICT (${columns}) DO UPDATE SET count = count + excluded.count, units = units + excluded.units`)
+  const daily = upsert('usage_daily', 'account_id, day, api_group')
+  const perKey = upsert('usage_keys', 'account_id, day, key_id, api_group')
+  const perKeyMonth = upsert('usage_keys_monthly', 'account_id, month, key_id, api_group')
+  const perRegion = upsert('usage_regions', 'account_id, day, region, api_group')
+  const total = db.prepare('SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = ? AND day >= ? AND day <= ?')
+  const byDay = db.prepare(`SELECT day, api_group, count, units FROM usage_daily
+    WHERE account_id = ? AND day >= ? AND day <= ? ORDER BY day, api_group`)
+  const byRegion = db.prepare(`SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
+    WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY region, api_group ORDER BY region, api_group`)
+  const byKey = new Map<string, StatementSync>()
   return {
     add(rows) {
-      // One statement at a time inside the turn's transaction: SAVEPOINT makes the set all or nothing.
-      return batch.run(() => {
-        db.exec('SAVEPOINT usage_add')
-        try {
-          for (const r of rows) add.run(r.accountId, r.day, r.group, r.count)
-          db.exec('RELEASE usage_add')
-        } catch (error) {
-          db.exec('ROLLBACK TO usage_add')
-          db.exec('RELEASE usage_add')
-          throw error
+      // Every table, every row, or nothing (a SAVEPOINT inside the turn's transaction).
+      return batch.atomic(() => {
+        for (const r of rows) {
+          daily.run(r.accountId, r.day, r.group, r.count, r.units)
+          perKey.run(r.accountId, r.day, r.keyId, r.group, r.count, r.units)
+          perKeyMonth.run(r.accountId, r.day.slice(0, 7), r.keyId, r.group, r.count, r.units)
+          perRegion.run(r.accountId, r.day, r.region, r.group, r.count, r.units)
         }
       })
     },
-    async list(accountId, fromDay) {
-      return list.all(accountId, fromDay).map((r): UsageRow => ({
-        accountId: String(r.account_id), day: String(r.day), group: String(r.api_group), count: Number(r.count),
-      }))
+    async report(accountId, fromDay, toDay, by) {
+      const line = (r: Record<string, unknown>) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
+      if (by === 'day') return byDay.all(accountId, fromDay, toDay).map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
+      if (by === 'region') return byRegion.all(accountId, fromDay, toDay).map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
+      const spans = usageSpans(fromDay, toDay)
+      const parts = spans.days.map(() => 'SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?')
+      if (spans.months !== null) parts.push('SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = ? AND month >= ? AND month <= ?')
+      const text = `SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')})
+        GROUP BY key_id, api_group ORDER BY key_id, api_group`
+      let statement = byKey.get(text)
+      if (statement === undefined) byKey.set(text, statement = db.prepare(text))
+      const values = [...spans.days, ...(spans.months === null ? [] : [spans.months])].flatMap(([a, b]) => [accountId, a, b])
+      return statement.all(...values).map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {
       return Number(total.get(accountId, fromDay, toDay)?.n ?? 0)
@@ -429,6 +256,8 @@ export function openSqliteStore(options: SqliteOptions): Store {
     onboarding: onboardingStore(db, batch),
     verification: verificationStore(db, batch),
     usage: usageStore(db, batch),
+    audit: auditStore(db, batch),
+    adminTokens: adminTokenStore(db, batch),
     sharedLimiter: null,
     async health() {
       try {

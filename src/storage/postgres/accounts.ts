@@ -1,0 +1,263 @@
+/**
+ * The PostgreSQL accounts repository, audit trail and admin tokens. Every change is one
+ * statement: the change in a data-modifying CTE and its audit event inserted from the CTE's
+ * rows, so both commit together (one round trip, no transaction to hold open), a change that
+ * finds nothing writes no event, and a change that fails (a duplicate id or hash) takes its
+ * event with it.
+ */
+import type pg from 'pg'
+import type { AccessStore, Account, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
+import {
+  accountCursor, auditValues, likePattern, readAccountCursor, readEventCursor, scopeColumns, toAccount, toAdminToken,
+  toAuditEvent, toKey, toPlan, toSubscription, type Row,
+} from '../rows.ts'
+
+export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
+
+/**
+ * auditInsert inserts one event per row of `source` (none: no event; null: one event), its
+ * values the parameters from `$first` on, in auditValues' order.
+ */
+function auditInsert(first: number, source: string | null): string {
+  const types = ['text', 'timestamptz', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'jsonb']
+  return `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+    SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}${source === null ? '' : ` FROM ${source}`}`
+}
+
+const audited = (draft: AuditDraft) => auditValues(draft, Date.now()).values
+
+export interface AccessParts {
+  readonly access: AccessStore
+  readonly audit: AuditStore
+  readonly adminTokens: AdminTokenStore
+}
+
+export function accessParts(query: Query): AccessParts {
+  const changeListeners = new Set<() => void>()
+  const commitListeners = new Set<() => void>()
+  // Called once PostgreSQL has committed a change (the statement has returned).
+  const committed = () => {
+    for (const l of commitListeners) l()
+    for (const l of changeListeners) l()
+  }
+
+  const access: AccessStore = {
+    async createAccount(account, audit) {
+      await query('account-create', `
+        WITH a AS (INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) RETURNING id)
+        ${auditInsert(5, 'a')}`,
+      [account.id, account.name, account.status, account.createdAt, ...audited(audit)])
+      committed()
+    },
+    async getAccount(id) {
+      const { rows } = await query('account-get', 'SELECT * FROM accounts WHERE id = $1', [id])
+      return rows[0] ? toAccount(rows[0]) : null
+    },
+    async listAccounts({ status, name, cursor, limit }): Promise<Page<Account>> {
+      const where: string[] = []
+      const values: unknown[] = []
+      const param = (value: unknown) => `$${values.push(value)}`
+      if (cursor !== undefined) {
+        const after = readAccountCursor(cursor)
+        // A row comparison, so the (created_at, id) index serves the page.
+        where.push(`(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`)
+      }
+      if (status !== undefined) where.push(`status = ${param(status)}`)
+      if (name !== undefined) where.push(`name ILIKE ${param(likePattern(name))} ESCAPE '\\'`)
+      const { rows } = await query(null, `SELECT * FROM accounts ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY created_at, id LIMIT ${param(limit + 1)}`, values)
+      // One row more than the page tells whether there is a next one.
+      const items = rows.slice(0, limit).map(toAccount)
+      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+    },
+    async countAccounts() {
+      return Number((await query('account-count', 'SELECT count(*) AS n FROM accounts')).rows[0]?.n)
+    },
+    async updateAccount(id, patch, audit) {
+      const { rows } = await query('account-update', `
+        WITH u AS (UPDATE accounts SET name = COALESCE($2::text, name), status = COALESCE($3::text, status), updated_at = now()
+          WHERE id = $1 RETURNING *),
+        e AS (${auditInsert(4, 'u')})
+        SELECT * FROM u`,
+      [id, patch.name ?? null, patch.status ?? null, ...audited(audit)])
+      if (rows[0] === undefined) return null
+      committed()
+      return toAccount(rows[0])
+    },
+    async createKey(key, audit) {
+      await query('key-create', `
+        WITH k AS (INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id)
+        ${auditInsert(10, 'k')}`,
+      [key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope), ...audited(audit)])
+      committed()
+    },
+    async getKey(id) {
+      const { rows } = await query('key-get', 'SELECT * FROM api_keys WHERE id = $1', [id])
+      return rows[0] ? toKey(rows[0]) : null
+    },
+    async rollKey(oldId, next, nowIso, graceEndsAt, audit) {
+      // The UPDATE's conditions are checked again on the committed row when another roll got
+      // there first (READ COMMITTED re-evaluates them after the row lock): of parallel rolls,
+      // exactly one finds the key live and unrolled; the others change, insert and log nothing.
+      // The new key belongs to the old key's account, whatever `next` says.
+      const r = await query('key-roll', `
+        WITH old AS (
+          UPDATE api_keys SET rolled_to = $4::text,
+            revoked_at = CASE WHEN $3::timestamptz IS NULL THEN $2::timestamptz ELSE revoked_at END,
+            expires_at = CASE WHEN $3::timestamptz IS NULL THEN expires_at ELSE LEAST(expires_at, $3::timestamptz) END
+          WHERE id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz)
+          RETURNING account_id),
+        k AS (
+          INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
+          SELECT $4::text, account_id, $5::text, $6::text, $7::text, $8::timestamptz, $9::timestamptz, $10::text, $11::text FROM old
+          RETURNING id)
+        ${auditInsert(12, 'k')}`,
+      [oldId, nowIso, graceEndsAt, next.id, next.name, next.hash, next.hint, next.createdAt, next.expiresAt,
+        ...scopeColumns(next.scope), ...audited(audit)])
+      if ((r.rowCount ?? 0) === 0) return false
+      committed()
+      return true
+    },
+    async revokeKey(keyId, audit) {
+      const r = await query('key-revoke', `
+        WITH k AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        ${auditInsert(2, 'k')}`, [keyId, ...audited(audit)])
+      if ((r.rowCount ?? 0) === 0) return false
+      committed()
+      return true
+    },
+    async listKeys(accountId) {
+      const r = accountId === undefined
+        ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
+        : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
+      return r.rows.map(toKey)
+    },
+    async setSubscription(accountId, region, group, status, audit) {
+      await query('subscription-set', `
+        WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, now())
+          ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
+          RETURNING 1)
+        ${auditInsert(5, 's')}`,
+      [accountId, region, group, status, ...audited(audit)])
+      committed()
+    },
+    async listSubscriptions(accountId) {
+      const { rows } = await query('subscription-list', 'SELECT * FROM subscriptions WHERE account_id = $1 ORDER BY region, api_group', [accountId])
+      return rows.map(toSubscription)
+    },
+    async findGrant(keyHash) {
+      // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.
+      const { rows } = await query('find-grant', `
+        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, a.status,
+          (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
+            WHERE s.account_id = k.account_id AND s.status = 'active'
+              AND (k.scope_groups IS NULL OR s.api_group = ANY (string_to_array(k.scope_groups, ',')))
+              AND (k.scope_regions IS NULL OR s.region = ANY (string_to_array(k.scope_regions, ',')))) AS subs,
+          p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
+        FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
+        WHERE k.key_hash = $1`, [keyHash])
+      const r = rows[0]
+      if (r === undefined) return null
+      const grant: KeyGrant = {
+        keyId: String(r.id),
+        accountId: String(r.account_id),
+        revoked: r.revoked === true,
+        accountActive: r.status === 'active',
+        expiresAt: r.expires_at === null ? Infinity : (r.expires_at as Date).getTime(),
+        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        plan: r.rate === null ? null : toPlan(r),
+      }
+      return grant
+    },
+    async setPlan(accountId, plan, audit) {
+      const r = plan === null
+        // Removing a plan the account does not have is still a change asked of an account that exists.
+        ? await query('plan-delete', `
+          WITH d AS (DELETE FROM plans WHERE account_id = $1), a AS (SELECT id FROM accounts WHERE id = $1)
+          ${auditInsert(2, 'a')}`, [accountId, ...audited(audit)])
+        : await query('plan-set', `
+          WITH p AS (INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at)
+            SELECT id, $2::double precision, $3::integer, $4::bigint, $5::text, $6::integer, $7::integer, now() FROM accounts WHERE id = $1
+            ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
+              period = excluded.period, weight_totp = excluded.weight_totp, weight_converter = excluded.weight_converter,
+              updated_at = excluded.updated_at
+            RETURNING 1)
+          ${auditInsert(8, 'p')}`,
+        [accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, ...audited(audit)])
+      if ((r.rowCount ?? 0) === 0) return false
+      committed()
+      return true
+    },
+    async getPlan(accountId) {
+      const { rows } = await query('plan-get', 'SELECT * FROM plans WHERE account_id = $1', [accountId])
+      return rows[0] ? toPlan(rows[0]) : null
+    },
+    async touchKeys(uses) {
+      if (uses.length === 0) return
+      // One statement for the batch; a key's latest use in it, and only when later than the stored one.
+      await query('key-touch', `
+        UPDATE api_keys k SET last_used_at = u.at, last_used_region = u.region
+        FROM (SELECT DISTINCT ON (id) id, at, region FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS t(id, at, region)
+          ORDER BY id, at DESC) u
+        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
+      [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)])
+    },
+    onChange(listener) {
+      changeListeners.add(listener)
+      return () => changeListeners.delete(listener)
+    },
+    onCommit(listener) {
+      commitListeners.add(listener)
+      return () => commitListeners.delete(listener)
+    },
+  }
+
+  const audit: AuditStore = {
+    async append(draft) {
+      const { event, values } = auditValues(draft, Date.now())
+      await query('audit-append', auditInsert(1, null), values)
+      return event
+    },
+    async list({ accountId, actor, action, cursor, limit }) {
+      const where: string[] = []
+      const values: unknown[] = []
+      const param = (value: unknown) => `$${values.push(value)}`
+      if (cursor !== undefined) where.push(`id < ${param(readEventCursor(cursor))}`)
+      if (accountId !== undefined) where.push(`account_id = ${param(accountId)}`)
+      if (actor !== undefined) where.push(`actor = ${param(actor)}`)
+      if (action !== undefined) where.push(`action = ${param(action)}`)
+      const { rows } = await query(null, `SELECT * FROM audit_events ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY id DESC LIMIT ${param(limit + 1)}`, values)
+      const items = rows.slice(0, limit).map(toAuditEvent)
+      return { items, next: rows.length > limit && items.length > 0 ? items.at(-1)!.id : null }
+    },
+    async prune(beforeIso) {
+      return (await query(null, 'DELETE FROM audit_events WHERE at < $1', [beforeIso])).rowCount ?? 0
+    },
+  }
+
+  const adminTokens: AdminTokenStore = {
+    async create(token, audit) {
+      await query('admin-token-create', `
+        WITH t AS (INSERT INTO admin_tokens (id, name, scope, token_hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id)
+        ${auditInsert(7, 't')}`,
+      [token.id, token.name, token.scope, token.hash, token.createdAt, token.revokedAt, ...audited(audit)])
+    },
+    async find(hash) {
+      const { rows } = await query('admin-token-find', 'SELECT * FROM admin_tokens WHERE token_hash = $1 AND revoked_at IS NULL', [hash])
+      return rows[0] ? toAdminToken(rows[0]) : null
+    },
+    async list() {
+      return (await query(null, 'SELECT * FROM admin_tokens ORDER BY created_at, id')).rows.map(toAdminToken)
+    },
+    async revoke(id, audit) {
+      const r = await query('admin-token-revoke', `
+        WITH t AS (UPDATE admin_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        ${auditInsert(2, 't')}`, [id, ...audited(audit)])
+      return (r.rowCount ?? 0) > 0
+    },
+  }
+
+  return { access, audit, adminTokens }
+}

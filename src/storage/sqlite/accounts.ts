@@ -1,0 +1,282 @@
+/**
+ * The SQLite accounts repository: accounts, keys, subscriptions and plans (AccessStore),
+ * the audit trail and admin tokens. Every change and its audit event are one SAVEPOINT
+ * within the group commit (batch.ts): both or neither.
+ */
+import type { DatabaseSync, StatementSync } from 'node:sqlite'
+import type { AccessStore, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
+import {
+  accountCursor, auditValues, eventIdBefore, likePattern, readAccountCursor, readEventCursor, scopeColumns, toAccount, toAdminToken,
+  toAuditEvent, toKey, toPlan, toSubscription, type Row,
+} from '../rows.ts'
+import type { GroupCommit } from './batch.ts'
+
+const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+/** page cuts `limit + 1` rows to a page and its cursor. */
+function page<T>(rows: readonly Row[], limit: number, map: (r: Row) => T, cursor: (item: T) => string): Page<T> {
+  const items = rows.slice(0, limit).map(map)
+  return { items, next: rows.length > limit && items.length > 0 ? cursor(items.at(-1)!) : null }
+}
+
+export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
+  const listeners = new Set<() => void>()
+  const committers = new Set<() => void>()
+  const changed = () => {
+    for (const l of committers) l()
+    for (const l of listeners) l()
+  }
+  const insertEvent = db.prepare(INSERT_EVENT)
+  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  /** write runs a change and its event as one; `changed` follows the commit when the change happened. */
+  const write = async <T>(work: () => T, happened: (result: T) => boolean = () => true): Promise<T> => {
+    const result = await batch.atomic(work)
+    if (happened(result)) changed()
+    return result
+  }
+  const q = {
+    grant: db.prepare(`
+      SELECT k.id, k.account_id, k.revoked_at, k.expires_at, k.scope_groups, k.scope_regions, a.status,
+        (SELECT group_concat(s.region || ':' || s.api_group) FROM subscriptions s
+          WHERE s.account_id = k.account_id AND s.status = 'active'
+            AND (k.scope_groups IS NULL OR instr(',' || k.scope_groups || ',', ',' || s.api_group || ',') > 0)
+            AND (k.scope_regions IS NULL OR instr(',' || k.scope_regions || ',', ',' || s.region || ',') > 0)) AS subs,
+        p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
+      FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
+      WHERE k.key_hash = ?`),
+    dataVersion: db.prepare('PRAGMA data_version'),
+    account: db.prepare('SELECT * FROM accounts WHERE id = ?'),
+    key: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
+    insertKey: db.prepare(`INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    touch: db.prepare(`UPDATE api_keys SET last_used_at = ?, last_used_region = ?
+      WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
+  }
+  const insertKey = (key: Parameters<AccessStore['createKey']>[0]) =>
+    q.insertKey.run(key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope))
+  let poller: NodeJS.Timeout | undefined
+  let lastVersion = Number(q.dataVersion.get()?.data_version)
+
+  return {
+    async createAccount(account, event) {
+      await write(() => {
+        db.prepare('INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
+          .run(account.id, account.name, account.status, account.createdAt, account.createdAt)
+        audit(event)
+      })
+    },
+    async getAccount(id) {
+      const row = q.account.get(id)
+      return row ? toAccount(row) : null
+    },
+    async listAccounts({ status, name, cursor, limit }) {
+      const where: string[] = []
+      const values: (string | number)[] = []
+      if (cursor !== undefined) {
+        const after = readAccountCursor(cursor)
+        where.push('(created_at, id) > (?, ?)')
+        values.push(after.createdAt, after.id)
+      }
+      if (status !== undefined) {
+        where.push('status = ?')
+        values.push(status)
+      }
+      if (name !== undefined && name !== '') {
+        // LIKE is case-insensitive for ASCII in SQLite; lower() on both sides covers the rest.
+        where.push("lower(name) LIKE lower(?) ESCAPE '\\'")
+        values.push(likePattern(name))
+      }
+      const rows = db.prepare(`SELECT * FROM accounts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY created_at, id LIMIT ?`).all(...values, limit + 1)
+      return page(rows, limit, toAccount, accountCursor)
+    },
+    async countAccounts() {
+      return Number(db.prepare('SELECT count(*) AS n FROM accounts').get()?.n)
+    },
+    async updateAccount(id, patch, event) {
+      return write(() => {
+        const row = db.prepare(`UPDATE accounts SET name = coalesce(?, name), status = coalesce(?, status), updated_at = ?
+          WHERE id = ? RETURNING *`).get(patch.name ?? null, patch.status ?? null, new Date().toISOString(), id)
+        if (row === undefined) return null
+        audit(event)
+        return toAccount(row)
+      }, (account) => account !== null)
+    },
+    async createKey(key, event) {
+      await write(() => {
+        insertKey(key)
+        audit(event)
+      })
+    },
+    async getKey(id) {
+      const row = q.key.get(id)
+      return row ? toKey(row) : null
+    },
+    async rollKey(oldId, next, nowIso, graceEndsAt, event) {
+      return write(() => {
+        // One synchronous step in the write transaction: no other roll comes between the check and the change.
+        const changed = graceEndsAt === null
+          ? db.prepare(`UPDATE api_keys SET revoked_at = ?, rolled_to = ?
+              WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
+            .run(nowIso, next.id, oldId, nowIso)
+          : db.prepare(`UPDATE api_keys SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > ? THEN ? ELSE expires_at END, rolled_to = ?
+              WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
+            .run(graceEndsAt, graceEndsAt, next.id, oldId, nowIso)
+        if (Number(changed.changes) === 0) return false
+        insertKey(next)
+        audit(event)
+        return true
+      }, (rolled) => rolled)
+    },
+    async revokeKey(keyId, event) {
+      return write(() => {
+        const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), keyId)
+        if (Number(r.changes) === 0) return false
+        audit(event)
+        return true
+      }, (revoked) => revoked)
+    },
+    async listKeys(accountId) {
+      const rows = accountId === undefined
+        ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
+        : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      return rows.map(toKey)
+    },
+    async setSubscription(accountId, region, group, status, event) {
+      await write(() => {
+        db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
+          ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
+          .run(accountId, region, group, status, new Date().toISOString())
+        audit(event)
+      })
+    },
+    async listSubscriptions(accountId) {
+      return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId).map(toSubscription)
+    },
+    async findGrant(keyHash) {
+      const r = q.grant.get(keyHash)
+      if (!r) return null
+      const grant: KeyGrant = {
+        keyId: String(r.id),
+        accountId: String(r.account_id),
+        revoked: r.revoked_at !== null,
+        accountActive: r.status === 'active',
+        expiresAt: r.expires_at === null ? Infinity : Date.parse(String(r.expires_at)),
+        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        plan: r.rate === null ? null : toPlan(r),
+      }
+      return grant
+    },
+    async setPlan(accountId, plan, event) {
+      return write(() => {
+        if (q.account.get(accountId) === undefined) return false
+        if (plan === null) db.prepare('DELETE FROM plans WHERE account_id = ?').run(accountId)
+        else {
+          db.prepare(`INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
+              period = excluded.period, weight_totp = excluded.weight_totp, weight_converter = excluded.weight_converter,
+              updated_at = excluded.updated_at`)
+            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, new Date().toISOString())
+        }
+        audit(event)
+        return true
+      }, (set) => set)
+    },
+    async getPlan(accountId) {
+      const row = db.prepare('SELECT * FROM plans WHERE account_id = ?').get(accountId)
+      return row ? toPlan(row) : null
+    },
+    async touchKeys(uses) {
+      if (uses.length === 0) return
+      await batch.run(() => {
+        for (const u of uses) {
+          const at = new Date(u.atMs).toISOString()
+          q.touch.run(at, u.region, u.keyId, at)
+        }
+      })
+    },
+    onChange(listener) {
+      listeners.add(listener)
+      if (poller === undefined) {
+        // data_version moves when another connection (the admin CLI) commits.
+        poller = setInterval(() => {
+          const version = Number(q.dataVersion.get()?.data_version)
+          if (version !== lastVersion) {
+            lastVersion = version
+            for (const l of listeners) l()
+          }
+        }, changePollMs).unref()
+        timers.add(poller)
+      }
+      return () => listeners.delete(listener)
+    },
+    onCommit(listener) {
+      committers.add(listener)
+      return () => committers.delete(listener)
+    },
+  }
+}
+
+export function auditStore(db: DatabaseSync, batch: GroupCommit): AuditStore {
+  const insert = db.prepare(INSERT_EVENT)
+  // Ids begin with their time: the prefix of `before` bounds the old ones, along the primary key.
+  const prune = db.prepare('DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE id < ? ORDER BY id LIMIT 1000)')
+  const statements = new Map<string, StatementSync>()
+  return {
+    async append(draft) {
+      const { event, values } = auditValues(draft, Date.now())
+      await batch.run(() => insert.run(...values))
+      return event
+    },
+    async list({ accountId, actor, action, cursor, limit }) {
+      const where: string[] = []
+      const values: string[] = []
+      if (cursor !== undefined) { where.push('id < ?'); values.push(readEventCursor(cursor)) }
+      if (accountId !== undefined) { where.push('account_id = ?'); values.push(accountId) }
+      if (actor !== undefined) { where.push('actor = ?'); values.push(actor) }
+      if (action !== undefined) { where.push('action = ?'); values.push(action) }
+      const text = `SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`
+      let statement = statements.get(text)
+      if (statement === undefined) statements.set(text, statement = db.prepare(text))
+      return page(statement.all(...values, limit + 1), limit, toAuditEvent, (e) => e.id)
+    },
+    async prune(beforeIso) {
+      // In chunks, each its own commit: a large backlog never holds the write lock long.
+      let total = 0
+      for (;;) {
+        const n = Number((await batch.run(() => prune.run(eventIdBefore(beforeIso)))).changes)
+        total += n
+        if (n < 1000) return total
+      }
+    },
+  }
+}
+
+export function adminTokenStore(db: DatabaseSync, batch: GroupCommit): AdminTokenStore {
+  const insertEvent = db.prepare(INSERT_EVENT)
+  return {
+    async create(token, event) {
+      await batch.atomic(() => {
+        db.prepare('INSERT INTO admin_tokens (id, name, scope, token_hash, created_at) VALUES (?, ?, ?, ?, ?)')
+          .run(token.id, token.name, token.scope, token.hash, token.createdAt)
+        insertEvent.run(...auditValues(event, Date.now()).values)
+      })
+    },
+    async find(hash) {
+      const row = db.prepare('SELECT * FROM admin_tokens WHERE token_hash = ? AND revoked_at IS NULL').get(hash)
+      return row ? toAdminToken(row) : null
+    },
+    async list() {
+      return db.prepare('SELECT * FROM admin_tokens ORDER BY created_at, id').all().map(toAdminToken)
+    },
+    async revoke(id, event) {
+      return batch.atomic(() => {
+        const r = db.prepare('UPDATE admin_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), id)
+        if (Number(r.changes) === 0) return false
+        insertEvent.run(...auditValues(event, Date.now()).values)
+        return true
+      })
+    },
+  }
+}

@@ -7,6 +7,8 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
+ * BENCH_ONLY=totp|scale|convert|admin runs one part (admin: the admin API's paging and
+ * usage reports on 100 000 accounts, bench/admin.ts).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -24,6 +26,7 @@ import { convertBench } from './convert.ts'
 import { waitFor } from './wait.ts'
 import { CONNECTIONS, freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
 import { scaleBench } from './scale.ts'
+import { adminBench } from './admin.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -177,3 +180,4 @@ if (only === undefined || only === 'convert') {
     process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
   } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
 }
+if (only === undefined || only === 'admin') await adminBench()

@@ -1,7 +1,7 @@
 /**
- * The process: configuration, store, the app, listening, and a graceful close on
- * SIGTERM/SIGINT (stop accepting, finish in-flight requests up to SHUTDOWN_TIMEOUT_MS,
- * close the store, exit 0).
+ * The process: configuration, store, the app and the admin API (on ADMIN_LISTEN unless
+ * `off`), listening, and a graceful close on SIGTERM/SIGINT (stop accepting, finish
+ * in-flight requests of both up to SHUTDOWN_TIMEOUT_MS, close the store, exit 0).
  */
 import { ConfigError, loadConfig, type Config } from './config/config.ts'
 import { resolvePepper } from './config/pepper.ts'
@@ -9,6 +9,7 @@ import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
+import { buildAdminApp } from './admin/api/app.ts'
 import { Accounts } from './accounts/service.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
@@ -54,7 +55,14 @@ const accounts = new Accounts({ store, pepper, config })
 const demoKey = await ensureDemoAccount(config, accounts)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
 const app = await buildApp({ config, store, pepper })
+const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
+
+/** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */
+function adminAddress(address: ReturnType<typeof app.server.address>): string {
+  if (address === null || typeof address === 'string') return String(address)
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
+}
 
 let closing = false
 async function shutdown(signal: string): Promise<void> {
@@ -67,8 +75,12 @@ async function shutdown(signal: string): Promise<void> {
   }, config.shutdownTimeoutMs).unref()
   // A keep-alive connection whose response was under way at SIGTERM becomes idle only after
   // it: close those as they go idle, or they would hold the close until their timeout.
-  const sweep = setInterval(() => app.server.closeIdleConnections(), 100)
-  await app.close()
+  const sweep = setInterval(() => {
+    app.server.closeIdleConnections()
+    admin?.server.closeIdleConnections()
+  }, 100)
+  // Both before the store: their in-flight requests still use it.
+  await Promise.all([app.close(), admin?.close()])
   clearInterval(sweep)
   stopAuditRetention()
   await store.close()
@@ -79,5 +91,8 @@ process.on('SIGTERM', () => void shutdown('SIGTERM'))
 process.on('SIGINT', () => void shutdown('SIGINT'))
 
 await app.listen({ port: config.port, host: config.host })
-app.log.info({ region: config.region, store: store.kind }, 'serving')
+if (admin !== null && config.adminListen !== null) {
+  await admin.listen({ port: config.adminListen.port, host: config.adminListen.host, listenTextResolver: (address) => `Admin API listening at ${address}` })
+}
+app.log.info({ region: config.region, store: store.kind, admin: admin === null ? 'off' : adminAddress(admin.server.address()) }, 'serving')
 if (demoKey !== null) process.stdout.write(demoBanner(demoKey, config.publicBaseUrl))

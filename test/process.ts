@@ -17,7 +17,8 @@ export interface ServerProcess {
 }
 
 export function startServer(env: Record<string, string>, t?: TestContext): ServerProcess {
-  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // The admin listener is off unless a test asks for it: its default port (3001) would collide between servers.
+  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
   child.stdout!.on('data', (d) => { out += d })

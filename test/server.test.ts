@@ -83,3 +83,27 @@ test('SIGTERM: the node stops accepting, finishes the conversion in flight, and 
   assert.deepEqual(await exit, [0, null], node.output().split('\n').slice(-6).join('\n'))
   assert.match(node.output(), /"msg":"shutting down"/)
 })
+
+test('the admin API listens on ADMIN_LISTEN, named in the "serving" line, and closes with the process on SIGTERM', async (t) => {
+  const dataDir = tempDir(t)
+  const server = start({ DATA_DIR: dataDir, ADMIN_LISTEN: '127.0.0.1:0' })
+  t.after(() => server.child.kill('SIGKILL'))
+  const { port } = await server.ready
+  const admin = /"admin":"127\.0\.0\.1:(\d+)"/.exec(server.output())?.[1]
+  assert.ok(admin, server.output())
+  assert.notEqual(Number(admin), port)
+  const res = await fetch(`http://127.0.0.1:${admin}/admin/v1/accounts`)
+  assert.equal(res.status, 401)
+  assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="tessera-admin"')
+  assert.equal((await fetch(`http://127.0.0.1:${admin}/admin/v1/openapi.json`)).status, 200)
+  assert.equal((await fetch(`http://127.0.0.1:${port}/admin/v1/accounts`)).status, 404, 'not on the public listener')
+  server.child.kill('SIGTERM')
+  assert.deepEqual(await once(server.child, 'exit'), [0, null])
+
+  const off = start({ DATA_DIR: dataDir, ADMIN_LISTEN: 'off' })
+  t.after(() => off.child.kill('SIGKILL'))
+  await off.ready
+  assert.match(off.output(), /"admin":"off"/)
+  off.child.kill('SIGTERM')
+  await once(off.child, 'exit')
+})

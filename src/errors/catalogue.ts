@@ -110,6 +110,24 @@ export const catalogue = {
   CONVERSION_TIMEOUT: entry(422, 'list', 'The conversion took longer than the limit of {seconds} seconds and was stopped.', 'A conversion exceeded `CONVERSION_TIMEOUT_MS`; its worker was replaced.'),
   CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),
+
+  // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape
+  ADMIN_TOKEN_REQUIRED: entry(401, 'list', 'An admin token is required: send it as Authorization: Bearer <token>.',
+    'No `Authorization: Bearer` header; sent with `WWW-Authenticate: Bearer realm="tessera-admin"`. Tokens come from `npm run admin -- admin token create`.'),
+  ADMIN_TOKEN_INVALID: entry(401, 'list', 'The admin token is unknown or revoked.',
+    'The bearer token is not a live admin token; sent with `WWW-Authenticate: Bearer realm="tessera-admin", error="invalid_token"`.'),
+  ADMIN_READ_ONLY: entry(403, 'list', 'This admin token may only read: changes need a token of scope write.',
+    'A token of scope `read` asked for a change (POST, PUT, PATCH, DELETE); sent with `WWW-Authenticate: Bearer realm="tessera-admin", error="insufficient_scope"`.'),
+  NOT_FOUND: entry(404, 'list', 'Not found: {reason}.', 'The account or key the path names does not exist.'),
+  ADMIN_ROUTE_NOT_FOUND: entry(404, 'list', 'No such route (or method) in the admin API; its routes are listed at /admin/v1/openapi.json.',
+    'No such route or method in the admin API (audit events, for one, have no route that changes or deletes them).'),
+  FIELD_INVALID: entry(400, 'list', 'Invalid {field}: {reason}.',
+    'A field of the path, query or JSON body is missing, of the wrong type, out of range or unknown; one problem per bad field, all at once.'),
+  CONFLICT: entry(409, 'list', 'Conflict: {reason}.',
+    'The change does not apply to the resource as it stands: a key revoked, expired or rolled already; approving a subscription that is not pending.'),
+  BAD_CURSOR: entry(400, 'list', 'The cursor in after is not one this API gave out: start again without it.',
+    '`after` is not a `next` cursor of an earlier page of the same list.'),
+  JSON_REQUIRED: entry(415, 'list', 'The admin API takes application/json bodies.', 'A body of another Content-Type.'),
 } as const satisfies Record<string, Entry>
 
 export type ErrorCode = keyof typeof catalogue

@@ -3,7 +3,7 @@
  * document's description (what the /docs page shows) both carry it, so that a reader of
  * either has every code without the repository.
  */
-import { catalogue, ERROR_CODES } from './catalogue.ts'
+import { catalogue, ERROR_CODES, type ErrorCode } from './catalogue.ts'
 
 const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n+/g, ' ')
 
@@ -17,9 +17,9 @@ export const ERROR_SHAPES = [
   '`{name}` in a message is filled in when the error is raised. Any status other than 200 means the call did not do what it was asked: for `verifyOTP`, "not verified".',
 ].join('\n')
 
-/** errorTable renders one row per catalogue code: status, shape, client message, when it is sent. */
-export function errorTable(): string {
-  const rows = ERROR_CODES.map((code) => {
+/** errorTable renders one row per catalogue code (or per code of `codes`): status, shape, client message, when it is sent. */
+export function errorTable(codes: readonly ErrorCode[] = ERROR_CODES): string {
+  const rows = codes.map((code) => {
     const e = catalogue[code]
     return `| \`${code}\` | ${e.status} | ${e.shape === 'list' ? 'list' : 'message'} | ${cell(e.message)} | ${cell(e.doc)} |`
   })

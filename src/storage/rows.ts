@@ -117,23 +117,49 @@ export function likePattern(text: string): string {
 }
 
 /**
- * usageSpans splits a range of days for the per-key report: whole calendar months come from
- * the monthly rollup, the days before the first and after the last whole month from the
- * daily rows. A 90-day report then reads about 2 000 monthly rows and at most 60 days of
- * daily ones per 1 000 keys, instead of 90 days' worth.
+ * usageSpans splits a range of days for the per-key report between the daily rows and the
+ * monthly rollup. Whole months come from the rollup. A month the range cuts comes either from
+ * its daily rows within the range, or from its monthly row less its daily rows outside the
+ * range (`minus`), whichever reads fewer days: a cut month then costs at most half its days.
+ * A 90-day report over 1 000 keys reads at most about 30 days of daily rows and three months
+ * of monthly ones, where reading the cut months' days inside the range took up to 60 (from
+ * the 2nd of a month to the 29th of the month after next: 105 ms on SQLite, bench/admin.ts).
  */
-export function usageSpans(fromDay: string, toDay: string): { days: [string, string][]; months: [string, string] | null } {
-  const from = new Date(`${fromDay}T00:00:00Z`)
-  const to = new Date(`${toDay}T00:00:00Z`)
-  // The first whole month starts at fromDay if it is the 1st, else on the next 1st; the last ends at toDay if it is a month's last day.
-  const firstMonth = from.getUTCDate() === 1 ? from : new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth() + 1, 1))
-  const dayAfter = new Date(to.getTime() + 86_400_000)
-  const endMonth = dayAfter.getUTCDate() === 1 ? dayAfter : new Date(Date.UTC(to.getUTCFullYear(), to.getUTCMonth(), 1))
-  if (firstMonth >= endMonth) return { days: [[fromDay, toDay]], months: null }
-  const day = (d: Date) => d.toISOString().slice(0, 10)
+export function usageSpans(fromDay: string, toDay: string): { days: [string, string][]; minus: [string, string][]; months: [string, string] | null } {
+  const DAY_MS = 86_400_000
+  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+  const from = Date.parse(`${fromDay}T00:00:00Z`)
+  const to = Date.parse(`${toDay}T00:00:00Z`)
+  const monthStart = (ms: number) => { const d = new Date(ms); return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1) }
+  const monthEnd = (ms: number) => { const d = new Date(ms); return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - DAY_MS }
   const days: [string, string][] = []
-  if (firstMonth > from) days.push([fromDay, day(new Date(firstMonth.getTime() - 86_400_000))])
-  if (endMonth <= to) days.push([day(endMonth), toDay])
-  const lastMonth = new Date(Date.UTC(endMonth.getUTCFullYear(), endMonth.getUTCMonth() - 1, 1))
-  return { days, months: [day(firstMonth).slice(0, 7), day(lastMonth).slice(0, 7)] }
+  const minus: [string, string][] = []
+  // A month's row counts as one day's rows: a cut month is taken whole when its days outside the range, plus one, are fewer than those inside.
+  const wholeIsCheaper = (inside: number, outside: number) => outside + 1 < inside
+  if (monthStart(from) === monthStart(to)) {
+    const start = monthStart(from)
+    const end = monthEnd(from)
+    const outside = (from - start + end - to) / DAY_MS
+    if (!wholeIsCheaper((to - from) / DAY_MS + 1, outside)) return { days: [[fromDay, toDay]], minus, months: null }
+    if (from > start) minus.push([day(start), day(from - DAY_MS)])
+    if (to < end) minus.push([day(to + DAY_MS), day(end)])
+    return { days, minus, months: [fromDay.slice(0, 7), fromDay.slice(0, 7)] }
+  }
+  // The months the rollup gives: every whole month between the cut ones, and the cut ones it is cheaper to take whole.
+  let first = from === monthStart(from) ? from : monthEnd(from) + DAY_MS
+  let last = to === monthEnd(to) ? to : monthStart(to) - DAY_MS
+  if (from !== monthStart(from)) {
+    if (wholeIsCheaper((monthEnd(from) - from) / DAY_MS + 1, (from - monthStart(from)) / DAY_MS)) {
+      first = monthStart(from)
+      minus.push([day(first), day(from - DAY_MS)])
+    } else days.push([fromDay, day(monthEnd(from))])
+  }
+  if (to !== monthEnd(to)) {
+    if (wholeIsCheaper((to - monthStart(to)) / DAY_MS + 1, (monthEnd(to) - to) / DAY_MS)) {
+      last = monthEnd(to)
+      minus.push([day(to + DAY_MS), day(last)])
+    } else days.push([day(monthStart(to)), toDay])
+  }
+  if (first > last) return { days: [[fromDay, toDay]], minus: [], months: null }
+  return { days, minus, months: [day(first).slice(0, 7), day(last).slice(0, 7)] }
 }

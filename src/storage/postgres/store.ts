@@ -159,17 +159,19 @@ function usageStore(query: Query): UsageStore {
       }
       const spans = usageSpans(fromDay, toDay)
       const values: string[] = [accountId]
-      const parts = spans.days.map(([a, b]) => {
+      const daily = (sign: string) => ([a, b]: [string, string]) => {
         values.push(a, b)
-        return `SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
-      })
+        return `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
+      }
+      const parts = [...spans.days.map(daily('')), ...spans.minus.map(daily('-'))]
       if (spans.months !== null) {
         values.push(...spans.months)
         parts.push(`SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`)
       }
-      const { rows } = await query(`usage-by-key-${spans.days.length}-${spans.months === null ? 0 : 1}`, `
+      // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
+      const { rows } = await query(`usage-by-key-${spans.days.length}-${spans.minus.length}-${spans.months === null ? 0 : 1}`, `
         SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
-        GROUP BY key_id, api_group ORDER BY key_id COLLATE "C", api_group COLLATE "C"`, values)
+        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id COLLATE "C", api_group COLLATE "C"`, values)
       return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {

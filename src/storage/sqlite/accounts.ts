@@ -83,8 +83,11 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
         values.push(status)
       }
       if (name !== undefined && name !== '') {
-        // LIKE is case-insensitive for ASCII in SQLite; lower() on both sides covers the rest.
-        where.push("lower(name) LIKE lower(?) ESCAPE '\\'")
+        // LIKE is case-insensitive for ASCII letters. lower() on both sides added nothing to
+        // that (without ICU, as node:sqlite is built, it folds ASCII only too) but its cost: a
+        // search that matches nothing reads every row, 44 ms for 100 000 accounts (bench/admin.ts).
+        // Non-ASCII letters match their own case only here; PostgreSQL's ILIKE folds them.
+        where.push("name LIKE ? ESCAPE '\\'")
         values.push(likePattern(name))
       }
       const rows = db.prepare(`SELECT * FROM accounts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}

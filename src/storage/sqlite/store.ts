@@ -141,13 +141,15 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
       if (by === 'day') return byDay.all(accountId, fromDay, toDay).map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
       if (by === 'region') return byRegion.all(accountId, fromDay, toDay).map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
       const spans = usageSpans(fromDay, toDay)
-      const parts = spans.days.map(() => 'SELECT key_id, api_group, count, units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?')
+      const daily = (sign: string) => `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?`
+      const parts = [...spans.days.map(() => daily('')), ...spans.minus.map(() => daily('-'))]
       if (spans.months !== null) parts.push('SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = ? AND month >= ? AND month <= ?')
+      // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
       const text = `SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')})
-        GROUP BY key_id, api_group ORDER BY key_id, api_group`
+        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id, api_group`
       let statement = byKey.get(text)
       if (statement === undefined) byKey.set(text, statement = db.prepare(text))
-      const values = [...spans.days, ...(spans.months === null ? [] : [spans.months])].flatMap(([a, b]) => [accountId, a, b])
+      const values = [...spans.days, ...spans.minus, ...(spans.months === null ? [] : [spans.months])].flatMap(([a, b]) => [accountId, a, b])
       return statement.all(...values).map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {

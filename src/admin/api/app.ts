@@ -1,0 +1,209 @@
+/**
+ * buildAdminApp: the operators' JSON API, a Fastify instance of its own on its own listener
+ * (ADMIN_LISTEN), so that it can stay on a private address while the public API faces the
+ * world. Every change goes through the accounts service with the operator's token as actor
+ * and the source address, which the audit trail records. It serves its own OpenAPI 3.1
+ * document at /admin/v1/openapi.json.
+ *
+ * Errors are catalogue bodies in the list shape; expected refusals of the service (`Failure`)
+ * become 404, 400 or 409 in routes.ts, and everything else is mapped here.
+ */
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import swagger from '@fastify/swagger'
+import { randomUUID } from 'node:crypto'
+import type { Config } from '../../config/config.ts'
+import type { Accounts } from '../../accounts/service.ts'
+import type { ErrorCode } from '../../errors/catalogue.ts'
+import { ApiError, answerError, apiError, type Problem } from '../../errors/errors.ts'
+import { sendProblems } from '../../errors/plugin.ts'
+import { errorTable } from '../../errors/reference.ts'
+import { CursorError, UnavailableError } from '../../storage/ports.ts'
+import { lazyChildLoggerFactory } from '../../logging/lazy-child.ts'
+import { OneLineLogController } from '../../logging/controller.ts'
+import { httpServerOptions } from '../../ops/connections.ts'
+import { VERSION } from '../../version.ts'
+import { adminGuard } from './auth.ts'
+import adminRoutes from './routes.ts'
+import { TAGS } from './schemas.ts'
+
+export const ADMIN_TITLE = 'Tessera admin API'
+export const ADMIN_DOCUMENT_PATH = '/admin/v1/openapi.json'
+
+/** Admin bodies are a few fields: 64 KiB is ample. */
+export const ADMIN_BODY_LIMIT = 65_536
+
+/** The codes the admin API answers (its document's error table). */
+export const ADMIN_CODES: readonly ErrorCode[] = [
+  'ADMIN_TOKEN_REQUIRED', 'ADMIN_TOKEN_INVALID', 'ADMIN_READ_ONLY', 'NOT_FOUND', 'ADMIN_ROUTE_NOT_FOUND', 'FIELD_INVALID',
+  'CONFLICT', 'BAD_CURSOR', 'MALFORMED_BODY', 'BODY_TOO_LARGE', 'JSON_REQUIRED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE',
+]
+
+const DESCRIPTION = [
+  'The operators\' API: accounts, keys, subscriptions, plans, usage, the audit trail and TOTP lockouts. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.',
+  '',
+  'Every call needs `Authorization: Bearer <admin token>`; tokens are created, listed and revoked with `npm run admin -- admin token …` and shown once. A `read` token may only read (GET). Every change is recorded in the audit trail with the token and the source address.',
+  '',
+  'Lists come as `{"items": [...], "next": cursor}`: pass `next` as `after` for the following page (null on the last).',
+  '',
+  '## Errors',
+  '',
+  'Every error body is a list, `[{"type":"Error","code":"…","message":"…"}]`, with all the problems of the request at once.',
+  '',
+  errorTable(ADMIN_CODES),
+].join('\n')
+
+export interface AdminAppOptions {
+  readonly config: Config
+  readonly accounts: Accounts
+  /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
+  readonly now?: () => number
+  /** Where logs go (default: standard output). */
+  readonly logStream?: { write(line: string): void }
+}
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+
+interface AjvError {
+  keyword: string
+  instancePath: string
+  message?: string
+  params: { missingProperty?: string; additionalProperty?: string; allowedValues?: unknown[] }
+}
+
+/** validationProblems: one FIELD_INVALID per bad field (path, query or body), named as the caller wrote it. */
+export function validationProblems(errors: readonly AjvError[], context: string | undefined): Problem[] {
+  const seen = new Map<string, string>()
+  for (const e of errors) {
+    const path = e.instancePath.split('/').filter(Boolean)
+    let reason = e.message ?? 'is not valid'
+    if (e.keyword === 'required' && e.params.missingProperty) {
+      path.push(e.params.missingProperty)
+      reason = 'is required'
+    } else if (e.keyword === 'additionalProperties' && e.params.additionalProperty) {
+      path.push(e.params.additionalProperty)
+      reason = `is not a field of this ${context === 'body' ? 'body' : 'request'}`
+    } else if (e.keyword === 'minProperties') {
+      reason = 'give at least one field'
+    } else if (e.keyword === 'enum' && e.params.allowedValues) {
+      reason = `must be one of ${e.params.allowedValues.join(', ')}`
+    }
+    const field = path.join('.') || (context === 'querystring' ? 'query' : context ?? 'request')
+    // One problem per field: a union's branches each report the same field.
+    if (!seen.has(field)) seen.set(field, reason)
+  }
+  return [...seen].map(([field, reason]) => ({ code: 'FIELD_INVALID', params: { field, reason } }))
+}
+
+function toApiError(error: FastifyError): ApiError | undefined {
+  if (error instanceof ApiError) return error
+  if (error instanceof CursorError) return apiError('BAD_CURSOR')
+  if (error instanceof UnavailableError) return apiError('SERVICE_UNAVAILABLE', { what: error.dependency }, { 'retry-after': '5' })
+  if (error.validation) return new ApiError(validationProblems(error.validation as AjvError[], error.validationContext))
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return apiError('BODY_TOO_LARGE', { limit: ADMIN_BODY_LIMIT })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return apiError('JSON_REQUIRED')
+  }
+  const status = error.statusCode ?? 500
+  if (status >= 400 && status < 500) return apiError('MALFORMED_BODY', { contentType: 'application/json' })
+  return undefined
+}
+
+export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
+  const { config, accounts } = opts
+  const now = opts.now ?? Date.now
+  const logger: FastifyServerOptions['logger'] = {
+    level: config.logLevel,
+    name: 'admin',
+    ...(opts.logStream ? { stream: opts.logStream } : {}),
+    serializers: {
+      // The path only: a query string could carry anything.
+      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
+      // The operator by token id, never by token.
+      res: (reply: { statusCode: number; request?: { adminToken: { id: string } | null } }) => {
+        const token = reply.request?.adminToken
+        return token ? { statusCode: reply.statusCode, adminTokenId: token.id } : { statusCode: reply.statusCode }
+      },
+    },
+  }
+  const app = Fastify({
+    logger,
+    childLoggerFactory: lazyChildLoggerFactory,
+    logController: new OneLineLogController(),
+    bodyLimit: ADMIN_BODY_LIMIT,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: httpServerOptions(config),
+    // Not TRUST_PROXY: the audit trail records request.ip, and on a listener that may not sit
+    // behind the public proxy an X-Forwarded-For header would let a caller write any address there.
+    trustProxy: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    // Every bad field at once; unknown fields are refused, not dropped (a misspelt `stauts`
+    // must not answer 200 having changed nothing).
+    ajv: { customOptions: { allErrors: true, coerceTypes: true, removeAdditional: false } },
+    schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
+    // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
+    frameworkErrors: (_error, request, reply) => {
+      sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400)
+      void request
+    },
+  })
+
+  app.decorateRequest('adminToken', null)
+  app.removeContentTypeParser('text/plain')
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    // Answers carry API keys (once) and customers' data: no cache may keep them.
+    reply.header('cache-control', 'no-store')
+    done()
+  })
+  // A POST with no body at all (a roll with the default grace) is an empty object, not a type error.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
+    done()
+  })
+
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const known = toApiError(error)
+    if (known) {
+      if (known.statusCode >= 500) request.log.error({ err: error }, 'request failed')
+      return sendProblems(reply, known.problems, known.statusCode, known.headers)
+    }
+    request.log.error({ err: error }, 'unhandled error')
+    return sendProblems(reply, [{ code: 'INTERNAL_ERROR', params: { requestId: request.id } }], 500)
+  })
+  app.setNotFoundHandler((_request, reply) => sendProblems(reply, [{ code: 'ADMIN_ROUTE_NOT_FOUND' }], 404))
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: ADMIN_TITLE,
+        version: VERSION,
+        description: DESCRIPTION,
+        license: { name: 'AGPL-3.0-or-later', identifier: 'AGPL-3.0-or-later' },
+      },
+      // Relative: the document is served by the listener it describes, whatever address reaches it (a tunnel, a proxy).
+      servers: [{ url: '/', description: 'The admin listener that serves this document (ADMIN_LISTEN)' }],
+      components: {
+        securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'An admin token (`npm run admin -- admin token create`).' } },
+      },
+      security: [{ adminToken: [] }],
+      tags: TAGS,
+    },
+  })
+  // The document needs no token: it holds no data, only what the routes take and answer,
+  // and tools (client generators, API browsers) fetch it without credentials. Every route it
+  // describes needs a token.
+  app.get(ADMIN_DOCUMENT_PATH, { schema: { hide: true } }, async () => app.swagger())
+
+  await app.register(async (guarded) => {
+    guarded.addHook('onRequest', adminGuard(accounts))
+    await guarded.register(adminRoutes, { accounts, now })
+  })
+  return app
+}

@@ -1,0 +1,212 @@
+/**
+ * The admin API's routes: each reads its input (validated by its schema), asks the accounts
+ * service with the operator's token as actor and the source address, and turns the service's
+ * expected refusals into answers: not_found → 404, invalid → 400 naming the field,
+ * conflict → 409.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { isFailure, type Accounts, type Context, type Failure, type KeyInput, type PlanInput } from '../../accounts/service.ts'
+import type { AccountStatus, UsageBy, UsageLine } from '../../storage/ports.ts'
+import { apiError } from '../../errors/errors.ts'
+import { csv } from './csv.ts'
+import {
+  auditEventsSchema, clearLockoutSchema, createAccountSchema, createKeySchema, DEFAULT_LIMIT, DEFAULT_USAGE_DAYS, getAccountSchema,
+  getKeySchema, getPlanSchema, listAccountsSchema, listKeysSchema, listSubscriptionsSchema, resetPlanSchema, revokeKeySchema,
+  rollKeySchema, setPlanSchema, setSubscriptionSchema, updateAccountSchema, usageSchema,
+} from './schemas.ts'
+
+const V1 = '/admin/v1'
+
+/** context: who asks (the operator's token) and from where, for the audit trail. */
+function context(request: FastifyRequest): Context {
+  return { actor: { type: 'admin-token', id: request.adminToken!.id }, ip: request.ip }
+}
+
+/** refusal turns a service Failure into the catalogue's answer. */
+function refusal(failure: Failure): Error {
+  const reason = failure.message.replace(/\.$/, '')
+  switch (failure.failure) {
+    case 'not_found':
+      return apiError('NOT_FOUND', { reason })
+    case 'conflict':
+      return apiError('CONFLICT', { reason })
+    case 'invalid': {
+      const field = failure.field ?? 'request'
+      // The service's messages start with the field ("name must be…"): the catalogue's message names it already.
+      const rest = reason.startsWith(`${field}: `) ? reason.slice(field.length + 2) : reason.startsWith(`${field} `) ? reason.slice(field.length + 1) : reason
+      return apiError('FIELD_INVALID', { field, reason: rest })
+    }
+  }
+}
+
+/** ok gives the service's result, or throws its refusal. */
+function ok<T>(result: T | Failure): T {
+  if (isFailure(result)) throw refusal(result)
+  return result
+}
+
+const noAccount = (id: string) => apiError('NOT_FOUND', { reason: `no account ${id}` })
+
+/** wantsCsv: does the Accept header rank text/csv above JSON (JSON wins ties and wildcards)? */
+export function wantsCsv(accept: string | undefined): boolean {
+  if (!accept) return false
+  let csvQ = 0
+  let jsonQ = 0
+  for (const part of accept.split(',')) {
+    const [range = '', ...params] = part.trim().toLowerCase().split(';').map((s) => s.trim())
+    const qParam = params.find((p) => p.startsWith('q='))
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2))
+    if (!(q > 0)) continue
+    if (range === 'text/csv') csvQ = Math.max(csvQ, q)
+    else if (range === 'application/json') jsonQ = Math.max(jsonQ, q)
+  }
+  return csvQ > jsonQ
+}
+
+/** The CSV columns of each kind of report: the line's own, then the group and the counts. */
+const CSV_COLUMNS: Record<UsageBy, readonly [string, keyof UsageLine][]> = {
+  day: [['day', 'day'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
+  key: [['keyId', 'keyId'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
+  region: [['region', 'region'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
+}
+
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+export default async function adminRoutes(app: FastifyInstance, opts: { accounts: Accounts; now: () => number }): Promise<void> {
+  const { accounts, now } = opts
+
+  /** account gives the account or answers 404, for the reads of what belongs to one. */
+  async function requireAccount(id: string): Promise<void> {
+    if ((await accounts.getAccount(id)) === null) throw noAccount(id)
+  }
+
+  // Accounts
+
+  app.post(`${V1}/accounts`, { schema: createAccountSchema }, async (request, reply) => {
+    const { name } = request.body as { name: string }
+    const account = ok(await accounts.createAccount(context(request), { name }))
+    return reply.code(201).header('location', `${V1}/accounts/${account.id}`).send(account)
+  })
+
+  app.get(`${V1}/accounts`, { schema: listAccountsSchema }, async (request) => {
+    const q = request.query as { status?: AccountStatus; name?: string; after?: string; limit?: number }
+    return accounts.listAccounts({
+      limit: q.limit ?? DEFAULT_LIMIT,
+      ...(q.status === undefined ? {} : { status: q.status }),
+      ...(q.name === undefined ? {} : { name: q.name }),
+      ...(q.after === undefined ? {} : { cursor: q.after }),
+    })
+  })
+
+  app.get(`${V1}/accounts/:id`, { schema: getAccountSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return (await accounts.getAccount(id)) ?? Promise.reject(noAccount(id))
+  })
+
+  app.patch(`${V1}/accounts/:id`, { schema: updateAccountSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return ok(await accounts.updateAccount(context(request), id, request.body as { name?: string; status?: string }))
+  })
+
+  // Keys
+
+  app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
+    const { id } = request.params as { id: string }
+    const created = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
+    return reply.code(201).header('location', `${V1}/keys/${created.key.id}`).send(created)
+  })
+
+  app.get(`${V1}/accounts/:id/keys`, { schema: listKeysSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    await requireAccount(id)
+    return { items: await accounts.listKeys(id), next: null }
+  })
+
+  app.get(`${V1}/keys/:id`, { schema: getKeySchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return (await accounts.getKey(id)) ?? Promise.reject(apiError('NOT_FOUND', { reason: `no key ${id}` }))
+  })
+
+  app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema }, async (request, reply) => {
+    const { id } = request.params as { id: string }
+    const rolled = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
+    return reply.code(201).header('location', `${V1}/keys/${rolled.key.id}`).send(rolled)
+  })
+
+  app.delete(`${V1}/keys/:id`, { schema: revokeKeySchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return ok(await accounts.revokeKey(context(request), id))
+  })
+
+  // Subscriptions
+
+  app.get(`${V1}/accounts/:id/subscriptions`, { schema: listSubscriptionsSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    await requireAccount(id)
+    return { items: await accounts.listSubscriptions(id), next: null }
+  })
+
+  app.put(`${V1}/accounts/:id/subscriptions/:region/:group`, { schema: setSubscriptionSchema }, async (request) => {
+    const { id, region, group } = request.params as { id: string; region: string; group: string }
+    const { status } = request.body as { status: string }
+    return ok(await accounts.setSubscription(context(request), id, region, group, status))
+  })
+
+  // Plans
+
+  app.get(`${V1}/accounts/:id/plan`, { schema: getPlanSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return (await accounts.getPlan(id)) ?? Promise.reject(noAccount(id))
+  })
+
+  app.put(`${V1}/accounts/:id/plan`, { schema: setPlanSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return { plan: ok(await accounts.setPlan(context(request), id, request.body as PlanInput)), own: true }
+  })
+
+  app.delete(`${V1}/accounts/:id/plan`, { schema: resetPlanSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return { plan: ok(await accounts.resetPlan(context(request), id)), own: false }
+  })
+
+  // Usage
+
+  app.get(`${V1}/accounts/:id/usage`, { schema: usageSchema }, async (request, reply) => {
+    const { id } = request.params as { id: string }
+    const q = request.query as { from?: string; to?: string; by?: UsageBy }
+    const by = q.by ?? 'day'
+    const to = q.to ?? dayOf(now())
+    // Without `from`: the DEFAULT_USAGE_DAYS days that end with `to` (a `to` the service will refuse keeps its own error).
+    const toMs = Date.parse(to)
+    const from = q.from ?? (Number.isNaN(toMs) ? to : dayOf(toMs - (DEFAULT_USAGE_DAYS - 1) * 86_400_000))
+    const items = ok(await accounts.usage(id, from, to, by))
+    if (wantsCsv(request.headers.accept)) {
+      const columns = CSV_COLUMNS[by]
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="usage-${id.replace(/[^\w-]/g, '_')}-${from}-${to}-by-${by}.csv"`)
+        .send(csv(columns.map(([title]) => title), items.map((line) => columns.map(([, field]) => line[field]))))
+    }
+    return reply.type('application/json; charset=utf-8').send({ accountId: id, from, to, by, items })
+  })
+
+  // The trail: a read, and nothing else. No route changes or deletes an event.
+
+  app.get(`${V1}/audit-events`, { schema: auditEventsSchema }, async (request) => {
+    const q = request.query as { account?: string; actor?: string; action?: string; after?: string; limit?: number }
+    return accounts.auditEvents({
+      limit: q.limit ?? DEFAULT_LIMIT,
+      ...(q.account === undefined ? {} : { accountId: q.account }),
+      ...(q.actor === undefined ? {} : { actor: q.actor }),
+      ...(q.action === undefined ? {} : { action: q.action }),
+      ...(q.after === undefined ? {} : { cursor: q.after }),
+    })
+  })
+
+  // TOTP lockouts
+
+  app.post(`${V1}/accounts/:id/totp-lockouts/clear`, { schema: clearLockoutSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return ok(await accounts.clearLockout(context(request), id, request.body as { secret?: string; fingerprint?: string; period?: number }))
+  })
+}

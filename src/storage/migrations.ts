@@ -276,6 +276,19 @@ export const migrations: readonly Migration[] = [
         PRIMARY KEY (account_id, day, region, api_group)
       );
       CREATE INDEX accounts_created ON accounts(created_at, id);
+      -- Account search by any part of the name (ILIKE '%…%') reads every row without a trigram
+      -- index (about 110 ms for 100 000 accounts). pg_trgm ships with PostgreSQL and is a trusted
+      -- extension; where it cannot be had (no privilege, a trimmed build), search still works, slower.
+      DO $$ BEGIN
+        CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
+      EXCEPTION WHEN OTHERS THEN
+        RAISE NOTICE 'pg_trgm is not available (%): account search by name reads every account', SQLERRM;
+      END $$;
+      DO $$ BEGIN
+        CREATE INDEX accounts_name_trgm ON accounts USING gin (name public.gin_trgm_ops);
+      EXCEPTION WHEN OTHERS THEN
+        RAISE NOTICE 'no trigram index on account names (%)', SQLERRM;
+      END $$;
       CREATE TABLE audit_events (
         id text PRIMARY KEY,
         at timestamptz NOT NULL,

@@ -86,7 +86,8 @@ async function errorCodes(res: Response, status: number): Promise<string[]> {
 
 interface Account { id: string; name: string; status: string }
 interface Key { id: string; accountId: string; name: string; hint: string; expiresAt: string | null; revokedAt: string | null; rolledTo: string | null; scope: unknown }
-interface Created { key: Key; apiKey: string }
+/** A created or rolled key: its fields and the key itself. */
+type Created = Key & { apiKey: string }
 
 async function createAccount(a: Admin, name = 'Acme'): Promise<Account> {
   return json<Account>(await call(a, 'POST', '/admin/v1/accounts', a.write.secret, { name }), 201)
@@ -146,7 +147,7 @@ test('admin tokens: 401 with WWW-Authenticate without, with a bad or a revoked t
     await res.arrayBuffer()
   }
   // …and changes nothing.
-  const { key } = await createKey(a, account.id)
+  const key = await createKey(a, account.id)
   const writes: [string, string, unknown][] = [
     ['POST', '/admin/v1/accounts', { name: 'x' }],
     ['PATCH', `/admin/v1/accounts/${account.id}`, { status: 'suspended' }],
@@ -191,44 +192,44 @@ test('keys: created once, working at once; rolled with and without grace; revoke
 
   const created = await createKey(a, account.id, { name: 'production' })
   assert.match(created.apiKey, /^tsr_[0-9a-f]{40}$/)
-  assert.equal(created.key.hint, created.apiKey.slice(-4))
-  assert.equal(created.key.accountId, account.id)
+  assert.equal(created.hint, created.apiKey.slice(-4))
+  assert.equal(created.accountId, account.id)
   await assertWorks(a, created.apiKey, 'a new key')
   const listing = await call(a, 'GET', `/admin/v1/accounts/${account.id}/keys`, a.write.secret)
   const listed = await listing.clone().text()
   assert.ok(!listed.includes(created.apiKey), 'the key is never shown again')
-  assert.deepEqual((JSON.parse(listed) as { items: Key[] }).items.map((k) => k.id), [created.key.id])
-  assert.ok(!(await (await call(a, 'GET', `/admin/v1/keys/${created.key.id}`, a.write.secret)).text()).includes(created.apiKey))
+  assert.deepEqual((JSON.parse(listed) as { items: Key[] }).items.map((k) => k.id), [created.id])
+  assert.ok(!(await (await call(a, 'GET', `/admin/v1/keys/${created.id}`, a.write.secret)).text()).includes(created.apiKey))
 
   // Roll with a grace: both keys work, then only the new one.
-  const rolled = await json<Created & { old: Key }>(await call(a, 'POST', `/admin/v1/keys/${created.key.id}/roll`, a.write.secret, { graceSeconds: 60 }), 201)
+  const rolled = await json<Created & { old: Key }>(await call(a, 'POST', `/admin/v1/keys/${created.id}/roll`, a.write.secret, { graceSeconds: 60 }), 201)
   assert.notEqual(rolled.apiKey, created.apiKey)
-  assert.equal(rolled.key.name, 'production')
-  assert.equal(rolled.old.rolledTo, rolled.key.id)
+  assert.equal(rolled.name, 'production')
+  assert.equal(rolled.old.rolledTo, rolled.id)
   await assertWorks(a, created.apiKey, 'the old key within its grace')
   await assertWorks(a, rolled.apiKey, 'the new key')
   a.clock.advance(61_000)
   await assertRefused(a, created.apiKey, 'the old key after its grace')
   await assertWorks(a, rolled.apiKey, 'the new key after the grace')
   // Rolled already: 409.
-  assert.deepEqual(await errorCodes(await call(a, 'POST', `/admin/v1/keys/${created.key.id}/roll`, a.write.secret, { graceSeconds: 0 }), 409), ['CONFLICT'])
+  assert.deepEqual(await errorCodes(await call(a, 'POST', `/admin/v1/keys/${created.id}/roll`, a.write.secret, { graceSeconds: 0 }), 409), ['CONFLICT'])
 
   // Roll with no grace (and with no body at all: the default is 0): the old key stops at once.
-  const again = await json<Created>(await call(a, 'POST', `/admin/v1/keys/${rolled.key.id}/roll`, a.write.secret), 201)
+  const again = await json<Created>(await call(a, 'POST', `/admin/v1/keys/${rolled.id}/roll`, a.write.secret), 201)
   await assertRefused(a, rolled.apiKey, 'the old key of a roll without grace')
   await assertWorks(a, again.apiKey, 'its successor')
 
   // Revoke: refused at once; revoking again is a conflict.
-  const revoked = await json<Key>(await call(a, 'DELETE', `/admin/v1/keys/${again.key.id}`, a.write.secret), 200)
+  const revoked = await json<Key>(await call(a, 'DELETE', `/admin/v1/keys/${again.id}`, a.write.secret), 200)
   assert.ok(revoked.revokedAt !== null)
   await assertRefused(a, again.apiKey, 'a revoked key')
-  assert.deepEqual(await errorCodes(await call(a, 'DELETE', `/admin/v1/keys/${again.key.id}`, a.write.secret), 409), ['CONFLICT'])
+  assert.deepEqual(await errorCodes(await call(a, 'DELETE', `/admin/v1/keys/${again.id}`, a.write.secret), 409), ['CONFLICT'])
   assert.deepEqual(await errorCodes(await call(a, 'DELETE', '/admin/v1/keys/key_none', a.write.secret), 404), ['NOT_FOUND'])
 
   // Expiry: works until expiresAt on the service's clock, refused after.
   const expiresAt = new Date(a.clock.now() + 3_600_000).toISOString()
   const expiring = await createKey(a, account.id, { expiresAt })
-  assert.equal(expiring.key.expiresAt, expiresAt)
+  assert.equal(expiring.expiresAt, expiresAt)
   await assertWorks(a, expiring.apiKey, 'a key before its expiry')
   a.clock.advance(3_601_000)
   await assertRefused(a, expiring.apiKey, 'an expired key')
@@ -237,7 +238,7 @@ test('keys: created once, working at once; rolled with and without grace; revoke
   // Scope: a converter-only key is refused on the TOTP group, with the same 403.
   await subscribe(a, account.id, 'eu', 'converter')
   const scoped = await createKey(a, account.id, { scope: { groups: ['converter'] } })
-  assert.deepEqual(scoped.key.scope, { groups: ['converter'], regions: null })
+  assert.deepEqual(scoped.scope, { groups: ['converter'], regions: null })
   await assertRefused(a, scoped.apiKey, 'a key scoped to the converter, on TOTP')
   const regionScoped = await createKey(a, account.id, { scope: { regions: ['us'] } })
   await assertRefused(a, regionScoped.apiKey, 'a key scoped to us, in eu')
@@ -322,7 +323,7 @@ test('usage: JSON per day, key and region, and CSV with a header row and RFC 418
   assert.deepEqual(report.items, [{ day: today, group: 'totp', count: 4, units: 8 }])
 
   const byKey = await json<Report>(await call(a, 'GET', `${path}?by=key`, a.read.secret), 200)
-  assert.deepEqual(byKey.items.map((l) => [l.keyId, l.count]).sort(), [[one.key.id, 3], [two.key.id, 1]].sort())
+  assert.deepEqual(byKey.items.map((l) => [l.keyId, l.count]).sort(), [[one.id, 3], [two.id, 1]].sort())
   const byRegion = await json<Report>(await call(a, 'GET', `${path}?by=region&from=${today}&to=${today}`, a.read.secret), 200)
   assert.deepEqual(byRegion.items, [{ region: 'eu', group: 'totp', count: 4, units: 8 }])
 
@@ -333,7 +334,7 @@ test('usage: JSON per day, key and region, and CSV with a header row and RFC 418
   const lines = text.split('\r\n')
   assert.equal(lines.pop(), '', 'every line ends with CRLF')
   assert.equal(lines[0], 'keyId,group,count,units', 'the JSON field names')
-  assert.deepEqual(lines.slice(1).sort(), [`${one.key.id},totp,3,6`, `${two.key.id},totp,1,2`].sort())
+  assert.deepEqual(lines.slice(1).sort(), [`${one.id},totp,3,6`, `${two.id},totp,1,2`].sort())
   // JSON when JSON is preferred, or anything is accepted.
   for (const accept of ['application/json, text/csv;q=0.5', '*/*']) {
     await json(await call(a, 'GET', path, a.read.secret, undefined, { accept }), 200)
@@ -352,7 +353,7 @@ test('audit events: newest first, paged by cursor, filtered; recorded with the t
   const a = await startAdmin(t)
   const first = await createAccount(a, 'first')
   const second = await createAccount(a, 'second')
-  const { key } = await createKey(a, first.id)
+  const key = await createKey(a, first.id)
   await json(await call(a, 'POST', `/admin/v1/keys/${key.id}/roll`, a.write.secret, { graceSeconds: 10 }), 201)
   await call(a, 'PATCH', `/admin/v1/accounts/${second.id}`, a.write.secret, { status: 'suspended' })
   // A refused change leaves an event too.
@@ -491,7 +492,7 @@ test('accounts: create, get, list with filters and cursor paging, rename', async
 test('bad input gets a 4xx catalogue answer, never a 5xx, and changes nothing', async (t) => {
   const a = await startAdmin(t)
   const account = await createAccount(a)
-  const { key } = await createKey(a, account.id)
+  const key = await createKey(a, account.id)
   const W = a.write.secret
   const cases: [string, string, unknown, Record<string, string>, number, string][] = [
     ['POST', '/admin/v1/accounts', '{"name": "x"', {}, 400, 'MALFORMED_BODY'],

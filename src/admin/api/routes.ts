@@ -112,8 +112,8 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
-    const created = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
-    return reply.code(201).header('location', `${V1}/keys/${created.key.id}`).send(created)
+    const { key, apiKey } = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
+    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey })
   })
 
   app.get(`${V1}/accounts/:id/keys`, { schema: listKeysSchema }, async (request) => {
@@ -129,8 +129,8 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
-    const rolled = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
-    return reply.code(201).header('location', `${V1}/keys/${rolled.key.id}`).send(rolled)
+    const { key, apiKey, old } = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
+    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey, old })
   })
 
   app.delete(`${V1}/keys/:id`, { schema: revokeKeySchema }, async (request) => {

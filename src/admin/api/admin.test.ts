@@ -277,6 +277,8 @@ for (const [name, env, skip] of stores) {
     const listedAll = await json<{ items: Key[]; next: null }>(await call(a, 'GET', `/admin/v1/accounts/${account.id}/keys`, a.read.secret), 200)
     assert.equal(listedAll.items.length, 7)
     assert.equal(listedAll.next, null)
+    const logs = [...a.logs, ...a.pub.logs].join('')
+    for (const k of [created, rolled, again, expiring, scoped, regionScoped, whole]) assert.ok(!logs.includes(k.apiKey), 'no key in any log')
   })
 
   test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict`, { skip }, async (t) => {

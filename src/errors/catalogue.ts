@@ -112,7 +112,7 @@ export const catalogue = {
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),
 
   // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape
-  ADMIN_TOKEN_REQUIRED: entry(401, 'list', 'An admin token is required: send it as Authorization: Bearer <token>.',
+  ADMIN_TOKEN_REQUIRED: entry(401, 'list', 'An admin token is required: send it in the header Authorization: Bearer followed by the token.',
     'No `Authorization: Bearer` header; sent with `WWW-Authenticate: Bearer realm="tessera-admin"`. Tokens come from `npm run admin -- admin token create`.'),
   ADMIN_TOKEN_INVALID: entry(401, 'list', 'The admin token is unknown or revoked.',
     'The bearer token is not a live admin token; sent with `WWW-Authenticate: Bearer realm="tessera-admin", error="invalid_token"`.'),

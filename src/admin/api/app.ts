@@ -147,9 +147,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     ajv: { customOptions: { allErrors: true, coerceTypes: true, removeAdditional: false } },
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
     // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
-    frameworkErrors: (_error, request, reply) => {
+    frameworkErrors: (_error, _request, reply) => {
       sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400)
-      void request
     },
   })
 

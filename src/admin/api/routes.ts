@@ -75,7 +75,7 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 export default async function adminRoutes(app: FastifyInstance, opts: { accounts: Accounts; now: () => number }): Promise<void> {
   const { accounts, now } = opts
 
-  /** account gives the account or answers 404, for the reads of what belongs to one. */
+  /** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */
   async function requireAccount(id: string): Promise<void> {
     if ((await accounts.getAccount(id)) === null) throw noAccount(id)
   }
@@ -100,7 +100,9 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.get(`${V1}/accounts/:id`, { schema: getAccountSchema }, async (request) => {
     const { id } = request.params as { id: string }
-    return (await accounts.getAccount(id)) ?? Promise.reject(noAccount(id))
+    const account = await accounts.getAccount(id)
+    if (account === null) throw noAccount(id)
+    return account
   })
 
   app.patch(`${V1}/accounts/:id`, { schema: updateAccountSchema }, async (request) => {
@@ -112,8 +114,8 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
-    const created = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
-    return reply.code(201).header('location', `${V1}/keys/${created.key.id}`).send(created)
+    const { key, apiKey } = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
+    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey })
   })
 
   app.get(`${V1}/accounts/:id/keys`, { schema: listKeysSchema }, async (request) => {
@@ -124,13 +126,15 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.get(`${V1}/keys/:id`, { schema: getKeySchema }, async (request) => {
     const { id } = request.params as { id: string }
-    return (await accounts.getKey(id)) ?? Promise.reject(apiError('NOT_FOUND', { reason: `no key ${id}` }))
+    const key = await accounts.getKey(id)
+    if (key === null) throw apiError('NOT_FOUND', { reason: `no key ${id}` })
+    return key
   })
 
   app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
-    const rolled = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
-    return reply.code(201).header('location', `${V1}/keys/${rolled.key.id}`).send(rolled)
+    const { key, apiKey, old } = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
+    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey, old })
   })
 
   app.delete(`${V1}/keys/:id`, { schema: revokeKeySchema }, async (request) => {
@@ -156,7 +160,9 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.get(`${V1}/accounts/:id/plan`, { schema: getPlanSchema }, async (request) => {
     const { id } = request.params as { id: string }
-    return (await accounts.getPlan(id)) ?? Promise.reject(noAccount(id))
+    const plan = await accounts.getPlan(id)
+    if (plan === null) throw noAccount(id)
+    return plan
   })
 
   app.put(`${V1}/accounts/:id/plan`, { schema: setPlanSchema }, async (request) => {

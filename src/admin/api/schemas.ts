@@ -194,10 +194,10 @@ export const updateAccountSchema = {
 
 // Keys
 
-const keyCreated = Type.Object({
-  key: apiKey,
-  apiKey: Type.String({ description: 'The API key itself, shown this once: only its HMAC is stored.' }),
-}, { examples: [{ key: KEY_EXAMPLE, apiKey: 'tsr_0c1d9a4e5b7f2e8c3a6d1b0f4e7a2c5d8b9f3a' }] })
+/** A key as created or rolled: its fields and, this once, the key itself. */
+const theKey = Type.String({ description: 'The API key itself, shown this once: only its HMAC is stored.' })
+const keyCreated = Type.Object({ ...apiKey.properties, apiKey: theKey },
+  { examples: [{ ...KEY_EXAMPLE, apiKey: 'tsr_0c1d9a4e5b7f2e8c3a6d1b0f4e7a2c5d8b9f3a' }] })
 
 export const createKeySchema = {
   operationId: 'createKey',
@@ -212,7 +212,7 @@ export const createKeySchema = {
       regions: Type.Optional(nullable(Type.Array(Type.String({ enum: [...REGIONS] }), { maxItems: 10 }), 'Regions it may call; null: all.')),
     }, strict), 'What the key may call, within the account\'s subscriptions; absent or null: all.')),
   }, { ...strict, examples: [{ name: 'production', scope: { groups: ['totp'] } }] }),
-  response: { 201: created(keyCreated, 'The key, and the key itself (once).'), ...errors(['NOT_FOUND'], { write: true, body: true }) },
+  response: { 201: created(keyCreated, 'The key, with the key itself (once).'), ...errors(['NOT_FOUND'], { write: true, body: true }) },
 }
 
 export const listKeysSchema = {
@@ -242,8 +242,8 @@ export const rollKeySchema = {
     name: Type.Optional(Type.String({ maxLength: MAX_NAME_LENGTH, description: 'A name for the new key; default: the old key\'s.' })),
   }, { ...strict, examples: [{ graceSeconds: 3600 }] }),
   response: {
-    201: created(Type.Object({ key: apiKey, apiKey: keyCreated.properties.apiKey, old: apiKey }),
-      'The new key, the key itself (once), and the old key as it now stands.'),
+    201: created(Type.Object({ ...apiKey.properties, apiKey: theKey, old: { ...apiKey, description: 'The old key as it now stands (its grace is its expiresAt).' } }),
+      'The new key with the key itself (once), and the old key.'),
     ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }),
   },
 }

@@ -281,12 +281,14 @@ export class Accounts {
     }
     if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, action, target, null, fail('not_found', `no account ${accountId}`))
     const current = (await this.#store.access.listSubscriptions(accountId)).find((s) => s.region === region && s.group === group)
-    if (status === 'approved' && current?.status !== 'pending') {
-      return this.#refuse(ctx, action, target, accountId, fail('conflict', `${region}/${group} is not pending for account ${accountId}`))
-    }
     const next: SubscriptionStatus = status === 'approved' ? 'active' : status as SubscriptionStatus
-    await this.#store.access.setSubscription(accountId, region, group, next,
-      this.#draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }))
+    const notPending = fail('conflict', `${region}/${group} is not pending for account ${accountId}`)
+    if (status === 'approved' && current?.status !== 'pending') return this.#refuse(ctx, action, target, accountId, notPending)
+    // An approval applies only if the request is still pending when written: of two at once, one wins.
+    const set = await this.#store.access.setSubscription(accountId, region, group, next,
+      this.#draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }),
+      status === 'approved' ? 'pending' : undefined)
+    if (!set) return this.#refuse(ctx, action, target, accountId, notPending)
     return { accountId, region, group, status: next, updatedAt: this.#iso() }
   }
 

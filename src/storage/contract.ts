@@ -142,6 +142,17 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['account.create'])
   })
 
+  withStore('a pending subscription is approved once, however many approvals arrive at once', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'x')
+    await access.setSubscription(account.id, 'eu', 'totp', 'pending', draft('subscription.set'))
+    const results = await Promise.all(Array.from({ length: 20 }, () =>
+      access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.approve'), 'pending')))
+    assert.equal(results.filter(Boolean).length, 1)
+    assert.equal((await audit.list({ action: 'subscription.approve', limit: 50 })).items.length, 1, 'one event, for the one change')
+    assert.equal(await access.setSubscription(account.id, 'us', 'totp', 'active', draft('subscription.approve'), 'pending'), false, 'no row is not pending')
+    assert.deepEqual((await access.listSubscriptions(account.id)).map((s) => s.status), ['active'])
+  })
+
   withStore('last use: kept per key, never moved back', async ({ access }) => {
     const account = await makeAccount(access, 'x')
     const key = await makeKey(access, account.id, 'hash-u')

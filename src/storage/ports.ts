@@ -117,7 +117,11 @@ export interface AccessStore {
   /** revokeKey returns false when there is no such key or it was revoked already. */
   revokeKey(keyId: string, audit: AuditDraft): Promise<boolean>
   listKeys(accountId?: string): Promise<ApiKeyInfo[]>
-  setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus, audit: AuditDraft): Promise<void>
+  /**
+   * setSubscription sets a subscription's status; with `from`, only when its status is `from`
+   * now (an approval of a pending request), atomically. False when nothing was changed.
+   */
+  setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus, audit: AuditDraft, from?: SubscriptionStatus): Promise<boolean>
   listSubscriptions(accountId: string): Promise<Subscription[]>
   findGrant(keyHash: string): Promise<KeyGrant | null>
   /** setPlan gives an account its own plan (null: back to the default); false when there is no such account. */

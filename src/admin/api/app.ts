@@ -20,7 +20,7 @@ import { errorTable } from '../../errors/reference.ts'
 import { CursorError, UnavailableError } from '../../storage/ports.ts'
 import { lazyChildLoggerFactory } from '../../logging/lazy-child.ts'
 import { OneLineLogController } from '../../logging/controller.ts'
-import { httpServerOptions } from '../../ops/connections.ts'
+import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
 import adminRoutes from './routes.ts'
@@ -151,6 +151,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
       sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400)
     },
   })
+  // The public listener's cap and timeouts hold here too: a flood of idle connections must not lock operators out.
+  capConnections(app.server, config.maxConnections)
 
   app.decorateRequest('adminToken', null)
   app.removeContentTypeParser('text/plain')

@@ -133,14 +133,23 @@ export function accessParts(query: Query): AccessParts {
         : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
       return r.rows.map(toKey)
     },
-    async setSubscription(accountId, region, group, status, audit) {
-      await query('subscription-set', `
-        WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, now())
-          ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
-          RETURNING 1)
-        ${auditInsert(5, 's')}`,
-      [accountId, region, group, status, ...audited(audit)])
+    async setSubscription(accountId, region, group, status, audit, from) {
+      // With `from`, a conditional UPDATE: of two approvals at once, the second finds the row no longer pending.
+      const r = from === undefined
+        ? await query('subscription-set', `
+          WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, now())
+            ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
+            RETURNING 1)
+          ${auditInsert(5, 's')}`,
+        [accountId, region, group, status, ...audited(audit)])
+        : await query('subscription-move', `
+          WITH s AS (UPDATE subscriptions SET status = $4, updated_at = now()
+            WHERE account_id = $1 AND region = $2 AND api_group = $3 AND status = $15 RETURNING 1)
+          ${auditInsert(5, 's')}`,
+        [accountId, region, group, status, ...audited(audit), from])
+      if ((r.rowCount ?? 0) === 0) return false
       committed()
+      return true
     },
     async listSubscriptions(accountId) {
       const { rows } = await query('subscription-list', 'SELECT * FROM subscriptions WHERE account_id = $1 ORDER BY region, api_group', [accountId])

@@ -146,13 +146,19 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
         : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
       return rows.map(toKey)
     },
-    async setSubscription(accountId, region, group, status, event) {
-      await write(() => {
-        db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
-          ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
-          .run(accountId, region, group, status, new Date().toISOString())
+    async setSubscription(accountId, region, group, status, event, from) {
+      return write(() => {
+        // With `from`, the check and the change are one synchronous step of the write transaction.
+        const r = from === undefined
+          ? db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
+              ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
+            .run(accountId, region, group, status, new Date().toISOString())
+          : db.prepare('UPDATE subscriptions SET status = ?, updated_at = ? WHERE account_id = ? AND region = ? AND api_group = ? AND status = ?')
+            .run(status, new Date().toISOString(), accountId, region, group, from)
+        if (Number(r.changes) === 0) return false
         audit(event)
-      })
+        return true
+      }, (set) => set)
     },
     async listSubscriptions(accountId) {
       return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId).map(toSubscription)

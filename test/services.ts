@@ -103,3 +103,13 @@ export async function createDatabase(t: { after(fn: () => Promise<void>): void }
   url.pathname = `/${name}`
   return url.href
 }
+
+/** StoreEnv: the settings that put a test app on a store (the embedded one: none). */
+export type StoreEnv = (t: { after(fn: () => Promise<void>): void }) => Promise<Record<string, string>>
+
+/** redisEnv: Redis settings with a prefix of the test's own, dropped after it. */
+export async function redisEnv(t: { after(fn: () => Promise<void>): void }): Promise<Record<string, string>> {
+  const prefix = `${uniqueName('t')}:`
+  t.after(() => dropPrefix(prefix))
+  return { REDIS_URL: redisUrl(), REDIS_PREFIX: prefix }
+}

@@ -3,11 +3,11 @@
  * service runs on; and what decides a secret's parameters (one lockout per secret as HMAC
  * sees it; digits, algorithm and period from its onboarding record).
  */
-import { test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Secret, TOTP } from 'otpauth'
 import { post, startApp, codes, testClock, type Running } from '../../test/helper.ts'
-import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from '../../test/services.ts'
+import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../test/services.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
@@ -23,13 +23,6 @@ function wrongCode(secret: string, at: number): string {
 const verify = (app: Running, secret: string, token: string, extra: Record<string, string> = {}) =>
   post(app.url, '/totp/verifyOTP', app.key, { secret, token, ...extra })
 
-type Env = (t: TestContext) => Promise<Record<string, string>>
-
-async function redisEnv(t: TestContext): Promise<Record<string, string>> {
-  const prefix = `${uniqueName('t')}:`
-  t.after(() => dropPrefix(prefix))
-  return { REDIS_URL: redisUrl(), REDIS_PREFIX: prefix }
-}
 
 const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],

@@ -13,7 +13,7 @@ import { promisify } from 'node:util'
 import { Secret, TOTP } from 'otpauth'
 import { get, post, startApp, tempDir, testClock, type Clock, type Running } from '../../../test/helper.ts'
 import { checkAnswersFrom, type OpenApiDocument } from '../../../test/conformance.ts'
-import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from '../../../test/services.ts'
+import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../../test/services.ts'
 import { CLI } from '../../domain/accounts.ts'
 import { isFailure } from '../../accounts/service.ts'
 import { catalogue } from '../../errors/catalogue.ts'
@@ -125,13 +125,6 @@ async function assertRefused(a: Admin, key: string, what: string, path = '/totp/
 
 const code = (secret: string, at: number) => new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at })
 
-type Env = (t: TestContext) => Promise<Record<string, string>>
-
-async function redisEnv(t: TestContext): Promise<Record<string, string>> {
-  const prefix = `${uniqueName('t')}:`
-  t.after(() => dropPrefix(prefix))
-  return { REDIS_URL: redisUrl(), REDIS_PREFIX: prefix }
-}
 
 /** The stores the admin API is run on: the embedded one, and the cluster's (PostgreSQL and Redis) when the test services are there. */
 const stores: [string, Env, false | string][] = [

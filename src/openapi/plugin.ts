@@ -1,11 +1,11 @@
 /**
  * OpenAPI 3.1 generated from the route schemas (@fastify/swagger), served at /openapi.json,
- * with the interactive page at /docs (@fastify/swagger-ui, assets served locally).
+ * and the reference page made from it at /docs (reference.ts).
  */
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
-import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { REFERENCE_CSS, renderReference } from './reference.ts'
 import type { Config } from '../config/config.ts'
 import { ERROR_SHAPES, errorTable } from '../errors/reference.ts'
 
@@ -48,8 +48,35 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
       ],
     },
   })
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+  serveReference(app, '/docs', () => app.swagger() as unknown as Record<string, unknown>, {
+    intro: ['Every `/totp/*` and `/converter/*` call needs a key in the `x-api-key` header. Errors come as `[{"type":"Error","code":…,"message":…}]` (a problem with the request), or as `{"message":…}` (the gateway: 403, 404, 429); the table at the end lists every code.'],
+  })
 }
 
 export default fp(openapiPlugin, { name: 'openapi', fastify: '5.x' })
+
+/** The reference page's headers: nothing runs, nothing loads but its own stylesheet, no framing. */
+export function referenceHeaders(reply: FastifyReply): FastifyReply {
+  return reply.headers({
+    'content-security-policy': "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'cache-control': 'no-cache',
+  })
+}
+
+/**
+ * serveReference serves the reference page of a document at `path` (made once, on first
+ * request: the document is complete only once every route is registered) and its stylesheet.
+ */
+export function serveReference(app: FastifyInstance, path: string, doc: () => Record<string, unknown>, opts: { intro: readonly string[]; codes?: Parameters<typeof renderReference>[1]['codes'] }): void {
+  let page: string | undefined
+  app.get(path, { schema: { hide: true } }, async (_request, reply) => {
+    page ??= renderReference(doc(), { ...opts, stylesheet: `${path.split('/').pop()}/reference.css` })
+    return referenceHeaders(reply).type('text/html; charset=utf-8').send(page)
+  })
+  app.get(`${path}/reference.css`, { schema: { hide: true } }, async (_request, reply) =>
+    referenceHeaders(reply).type('text/css; charset=utf-8').send(REFERENCE_CSS))
+}

@@ -23,6 +23,7 @@ import { OneLineLogController } from '../../logging/controller.ts'
 import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
+import { serveReference } from '../../openapi/plugin.ts'
 import adminRoutes from './routes.ts'
 import { TAGS } from './schemas.ts'
 
@@ -201,6 +202,11 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   // and tools (client generators, API browsers) fetch it without credentials. Every route it
   // describes needs a token.
   app.get(ADMIN_DOCUMENT_PATH, { schema: { hide: true } }, async () => app.swagger())
+  // Its reference page likewise, made from it (the public API's /docs renderer).
+  serveReference(app, '/admin/v1/docs', () => app.swagger() as unknown as Record<string, unknown>, {
+    codes: ADMIN_CODES,
+    intro: ['Every call needs `Authorization: Bearer <admin token>` (`npm run admin -- admin token create --name N --scope read|write`); a `read` token may only read. Lists are pages of `{"items": […], "next": cursor}`: pass `after=<next>` for the following one.'],
+  })
 
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))

@@ -14,6 +14,8 @@ import openapi from './openapi/plugin.ts'
 import opsRoutes from './ops/routes.ts'
 import totpRoutes from './totp/routes.ts'
 import converterRoutes from './converter/routes.ts'
+import portal from './portal/plugin.ts'
+import { Passwords } from './portal/passwords.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
 import { VERSION } from './version.ts'
@@ -94,6 +96,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(openapi, { config, version: VERSION })
 
   await app.register(opsRoutes, { store })
+  // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
+  if (config.portalEnabled) await app.register(portal, { prefix: '/portal', config, store, pepper, passwords: new Passwords(), now })
   await app.register(totpRoutes, { config, store, pepper, now })
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({

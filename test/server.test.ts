@@ -38,12 +38,14 @@ test('npm start on an empty store creates it and a demo key that works at once; 
   assert.deepEqual(await once(second.child, 'exit'), [0, null])
 })
 
-test('production makes no demo account and will not start without a pepper', async (t) => {
+test('production makes no demo account and will not start without a pepper, nor take sign-ups without SMTP', async (t) => {
   const dataDir = tempDir(t)
   const refused = start({ DATA_DIR: dataDir, NODE_ENV: 'production' })
   await assert.rejects(refused.ready, /exited 1: Invalid configuration: PEPPER is required when NODE_ENV=production/)
+  const noSmtp = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40) })
+  await assert.rejects(noSmtp.ready, /exited 1: Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=open/)
 
-  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40) })
+  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' })
   t.after(() => prod.child.kill('SIGKILL'))
   await prod.ready
   assert.doesNotMatch(prod.output(), /tsr_/)

@@ -38,5 +38,86 @@ test('a bad value is refused with a message naming the variable', () => {
     [{ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us' }, /EU_BASE_URL is required when NODE_ENV=production and REGION=us/],
   ]
   for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
-  assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us', EU_BASE_URL: 'https://eu.example.com' }))
+  assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us', EU_BASE_URL: 'https://eu.example.com', SMTP_URL: 'smtp://smtp.example.com' }))
+})
+
+test('portal settings: defaults', () => {
+  const config = loadConfig({})
+  assert.equal(config.portalEnabled, true)
+  assert.equal(config.signupMode, 'open')
+  assert.equal(config.subscriptionApproval, 'auto')
+  assert.deepEqual(config.regionUrls, { eu: 'http://localhost:3000' }, 'this node\'s region at PUBLIC_BASE_URL')
+  assert.ok(Object.isFrozen(config.regionUrls))
+  assert.deepEqual(loadConfig({ REGION: 'US', PUBLIC_BASE_URL: 'https://us.example.com/' }).regionUrls, { us: 'https://us.example.com' })
+  assert.equal(config.smtpUrl, '')
+  assert.equal(config.mailFrom, 'Tessera <no-reply@localhost>')
+  assert.equal(config.sessionTtlHours, 168)
+  assert.equal(config.portalSecureCookies, false, 'auto, and PUBLIC_BASE_URL is http')
+})
+
+test('portal settings: values are read', () => {
+  const config = loadConfig({
+    PORTAL_ENABLED: 'false', SIGNUP_MODE: 'Approval', SUBSCRIPTION_APPROVAL: 'operator',
+    REGION_URLS: ' eu=https://eu.example.com/ , US=https://us.example.com,apac=http://10.0.0.3:3000',
+    SMTP_URL: 'smtps://user:pass@smtp.example.com:465', MAIL_FROM: 'Zoë Ops <ops@example.com>', SESSION_TTL_HOURS: '12',
+  })
+  assert.equal(config.portalEnabled, false)
+  assert.equal(config.signupMode, 'approval')
+  assert.equal(config.subscriptionApproval, 'operator')
+  assert.deepEqual(config.regionUrls, { eu: 'https://eu.example.com', us: 'https://us.example.com', apac: 'http://10.0.0.3:3000' })
+  assert.equal(config.smtpUrl, 'smtps://user:pass@smtp.example.com:465')
+  assert.equal(config.mailFrom, 'Zoë Ops <ops@example.com>')
+  assert.equal(config.sessionTtlHours, 12)
+  assert.equal(loadConfig({ SMTP_URL: 'smtp://localhost:2525' }).smtpUrl, 'smtp://localhost:2525')
+  assert.equal(loadConfig({ MAIL_FROM: 'no-reply@example.com' }).mailFrom, 'no-reply@example.com')
+  assert.deepEqual(loadConfig({ REGION_URLS: 'us=https://us.example.com', PUBLIC_BASE_URL: 'https://eu.example.com' }).regionUrls,
+    { eu: 'https://eu.example.com', us: 'https://us.example.com' }, 'this node\'s region, left out, is at PUBLIC_BASE_URL')
+  assert.deepEqual(loadConfig({ REGION_URLS: 'eu=https://portal.example.com', PUBLIC_BASE_URL: 'https://api.example.com' }).regionUrls,
+    { eu: 'https://portal.example.com' }, 'and given, it is as given')
+  assert.ok(Object.isFrozen(loadConfig({ REGION_URLS: 'us=https://us.example.com' }).regionUrls))
+})
+
+test('PORTAL_SECURE_COOKIES: auto follows PUBLIC_BASE_URL; true and false override it', () => {
+  assert.equal(loadConfig({ PUBLIC_BASE_URL: 'https://api.example.com' }).portalSecureCookies, true)
+  assert.equal(loadConfig({ PUBLIC_BASE_URL: 'HTTPS://api.example.com' }).portalSecureCookies, true)
+  assert.equal(loadConfig({ PUBLIC_BASE_URL: 'http://api.example.com', PORTAL_SECURE_COOKIES: 'auto' }).portalSecureCookies, false)
+  assert.equal(loadConfig({ PUBLIC_BASE_URL: 'http://localhost:3000', PORTAL_SECURE_COOKIES: 'true' }).portalSecureCookies, true)
+  assert.equal(loadConfig({ PUBLIC_BASE_URL: 'https://api.example.com', PORTAL_SECURE_COOKIES: 'false' }).portalSecureCookies, false)
+})
+
+test('portal settings: a bad value is refused with a message naming the variable', () => {
+  const bad: [Record<string, string>, RegExp][] = [
+    [{ PORTAL_ENABLED: 'perhaps' }, /PORTAL_ENABLED must be true or false/],
+    [{ SIGNUP_MODE: 'invite' }, /SIGNUP_MODE must be one of open, approval, closed/],
+    [{ SUBSCRIPTION_APPROVAL: 'manual' }, /SUBSCRIPTION_APPROVAL must be one of auto, operator/],
+    [{ REGION_URLS: 'eu=https://a.example.com,eu=https://b.example.com' }, /REGION_URLS names the region eu twice/],
+    [{ REGION_URLS: 'mars=https://a.example.com' }, /REGION_URLS names an unknown region "mars"/],
+    [{ REGION_URLS: 'eu=ftp://a.example.com' }, /REGION_URLS must give an http\(s\) URL for eu/],
+    [{ REGION_URLS: 'eu=not-a-url' }, /REGION_URLS must give an absolute http\(s\) URL for eu/],
+    [{ REGION_URLS: 'https://a.example.com' }, /REGION_URLS must be a list like/],
+    [{ REGION_URLS: 'eu=https://a.example.com,' }, /REGION_URLS must be a list like/],
+    [{ SMTP_URL: 'http://smtp.example.com' }, /SMTP_URL must be a URL like smtps:\/\/.* \(got scheme "http:"\)/],
+    [{ SMTP_URL: 'smtp.example.com:25' }, /SMTP_URL must be a URL like/],
+    [{ MAIL_FROM: 'nobody' }, /MAIL_FROM must be an address like/],
+    [{ MAIL_FROM: 'Ops <ops@example.com>\r\nBcc: victim@example.com' }, /MAIL_FROM must be an address like/],
+    [{ SESSION_TTL_HOURS: '0' }, /SESSION_TTL_HOURS must be from 1 to/],
+    [{ PORTAL_SECURE_COOKIES: 'always' }, /PORTAL_SECURE_COOKIES must be one of auto, true, false/],
+  ]
+  for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
+})
+
+test('an SMTP_URL refused is not echoed: it may carry a password', () => {
+  assert.throws(() => loadConfig({ SMTP_URL: 'http://user:s3cret@smtp.example.com' }), (e: unknown) => e instanceof ConfigError && !e.message.includes('s3cret'))
+})
+
+test('production: a portal that takes sign-ups needs SMTP_URL', () => {
+  const prod = { NODE_ENV: 'production', PEPPER: 'p'.repeat(32) }
+  for (const mode of ['open', 'approval']) {
+    assert.throws(() => loadConfig({ ...prod, SIGNUP_MODE: mode }),
+      (e: unknown) => e instanceof ConfigError && new RegExp(`^Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${mode}`).test(e.message), mode)
+  }
+  assert.doesNotThrow(() => loadConfig({ ...prod, SMTP_URL: 'smtp://smtp.example.com:587' }))
+  assert.doesNotThrow(() => loadConfig({ ...prod, SIGNUP_MODE: 'closed' }), 'no sign-up, no email needed to start')
+  assert.doesNotThrow(() => loadConfig({ ...prod, PORTAL_ENABLED: 'false' }))
+  assert.doesNotThrow(() => loadConfig({ SIGNUP_MODE: 'open' }), 'development prints the links instead')
 })

@@ -5,7 +5,7 @@
  * `settings` below (npm run docs), so the two cannot drift.
  */
 import { availableParallelism } from 'node:os'
-import { REGIONS, type Region } from '../domain/regions.ts'
+import { isRegion, REGIONS, type Region } from '../domain/regions.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -133,13 +133,73 @@ function adminListen(env: string, def: string, doc: string): Setting<Listen | nu
   return { env, doc, defaultDoc: def, read: (raw) => parse(raw === undefined || raw.trim() === '' ? def : raw.trim()) }
 }
 
+/** regionUrls reads `eu=https://…,us=…`: each region at most once, each an http(s) URL (trailing slashes dropped). */
+function regionUrls(env: string, doc: string): Setting<Readonly<Partial<Record<Region, string>>>> {
+  const parse = (raw: string): Readonly<Partial<Record<Region, string>>> => {
+    const out: Partial<Record<Region, string>> = {}
+    for (const part of raw.split(',')) {
+      const m = /^\s*([a-z]+)\s*=\s*(\S+)\s*$/i.exec(part)
+      if (!m) fail(env, `must be a list like eu=https://eu.example.com,us=https://us.example.com (got "${part.trim()}")`)
+      const region = m[1]!.toLowerCase()
+      if (!isRegion(region)) fail(env, `names an unknown region "${m[1]}" (regions: ${REGIONS.join(', ')})`)
+      if (out[region] !== undefined) fail(env, `names the region ${region} twice`)
+      let parsed: URL
+      try {
+        parsed = new URL(m[2]!)
+      } catch {
+        fail(env, `must give an absolute http(s) URL for ${region} (got "${m[2]}")`)
+      }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') fail(env, `must give an http(s) URL for ${region} (got "${m[2]}")`)
+      out[region] = m[2]!.replace(/\/+$/, '')
+    }
+    return out
+  }
+  return {
+    env,
+    doc,
+    defaultDoc: '$REGION=$PUBLIC_BASE_URL',
+    // This node's own region is always there: when the list leaves it out, it is PUBLIC_BASE_URL
+    // (read through the settings it names, as the other defaults are).
+    read: (raw, all) => {
+      const given = raw === undefined || raw.trim() === '' ? {} : parse(raw)
+      const own = settings.region.read(all.REGION, all)
+      return Object.freeze({ [own]: settings.publicBaseUrl.read(all.PUBLIC_BASE_URL, all), ...given })
+    },
+  }
+}
+
+/** mailAddress reads an address, bare (`a@b.example`) or with a display name (`Name <a@b.example>`). */
+function mailAddress(env: string, def: string, doc: string): Setting<string> {
+  const read = setting(env, def, doc, (raw) => {
+    const value = raw.trim()
+    const m = /^(?:[^<>\r\n]*<([^<>\s]+)>|([^<>\s]+))$/.exec(value)
+    const address = m?.[1] ?? m?.[2]
+    if (address === undefined || !/^[^@\s]+@[^@\s]+$/.test(address)) fail(env, `must be an address like "Tessera <no-reply@example.com>" or no-reply@example.com (got "${raw}")`)
+    return value
+  })
+  // In backticks: with its space the docs would leave it bare, and Markdown takes <…> for a tag.
+  return { ...read, defaultDoc: `\`${def}\`` }
+}
+
+/** secureCookies reads `auto`, `true` or `false` into whether cookies are marked Secure; `auto` follows PUBLIC_BASE_URL. */
+function secureCookies(env: string, doc: string): Setting<boolean> {
+  const choice = oneOf(env, ['auto', 'true', 'false'], 'auto', doc)
+  return {
+    ...choice,
+    read: (raw, all) => {
+      const value = choice.read(raw, all)
+      return value === 'auto' ? new URL(settings.publicBaseUrl.read(all.PUBLIC_BASE_URL, all)).protocol === 'https:' : value === 'true'
+    },
+  }
+}
+
 const portOf = (env: Env) => env.PORT || '3000'
 const publicBase = (env: Env) => (env.PUBLIC_BASE_URL || `http://localhost:${portOf(env)}`).replace(/\/+$/, '')
 
 /** settings lists every environment variable the service reads, in README order. */
 export const settings = {
   nodeEnv: oneOf('NODE_ENV', ['development', 'production', 'test'], 'development',
-    '`production` turns off the demo account and requires `PEPPER`.'),
+    '`production` turns off the demo account and requires `PEPPER`, and `SMTP_URL` while the portal takes sign-ups.'),
   port: int('PORT', 3000, 0, 65535, 'TCP port to listen on.'),
   host: text('HOST', () => '127.0.0.1', '127.0.0.1', 'Address to listen on; `0.0.0.0` to accept connections from other hosts (in a container, behind a proxy).'),
   region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
@@ -194,6 +254,15 @@ export const settings = {
   workerMaxMemoryMb: int('WORKER_MAX_MEMORY_MB', 768, 256, 65536, 'Memory (MiB) one conversion worker may use: its engines\' WebAssembly memory, JS heap and scratch files. A conversion that needs more is stopped with 422; a worker above it after a job is replaced.'),
   maxOutputBytes: int('MAX_OUTPUT_BYTES', 134217728, 65536, 2147483647, 'Largest answer a conversion may give (128 MiB; the PNG, the zip\'s pages, the PostScript); larger gets 422, before anything is sent where the engine can tell. The largest PostScript of the test corpus is 25 MB.'),
   clientStallTimeoutMs: int('CLIENT_STALL_TIMEOUT_MS', 30000, 100, 600000, 'A client that takes no bytes of a conversion\'s answer for this long is dropped and its worker freed.'),
+  portalEnabled: bool('PORTAL_ENABLED', true, 'Serve the developer portal at `/portal` (sign-up, keys, teams, usage).'),
+  signupMode: oneOf('SIGNUP_MODE', ['open', 'approval', 'closed'], 'open', 'Who may sign up on the portal: `open` (anyone with a confirmed address), `approval` (an operator approves each new account) or `closed` (invitations and operators only).'),
+  subscriptionApproval: oneOf('SUBSCRIPTION_APPROVAL', ['auto', 'operator'], 'auto', 'Whether a subscription asked for on the portal starts at once (`auto`) or waits for an operator (`operator`).'),
+  regionUrls: regionUrls('REGION_URLS', 'Base URL of each region\'s portal, as `eu=https://eu.example.com,us=https://us.example.com,apac=…` (each region at most once), for the portal\'s region links. This node\'s region, when left out, is at `PUBLIC_BASE_URL`.'),
+  smtpUrl: dbUrl('SMTP_URL', /^smtps?:$/, 'smtps://user:pass@smtp.example.com:465',
+    'The SMTP server the portal\'s emails (address confirmation, password reset, invitations, operator notices) go through; `smtp://` upgrades with STARTTLS when offered. Unset: outside production each email\'s recipient, subject and text (with its link) are written to the log instead; in production the service will not start without it unless `SIGNUP_MODE=closed` or `PORTAL_ENABLED=false`.'),
+  mailFrom: mailAddress('MAIL_FROM', 'Tessera <no-reply@localhost>', 'The sender of the portal\'s emails, `Name <address>` or a bare address.'),
+  sessionTtlHours: int('SESSION_TTL_HOURS', 168, 1, 8760, 'How long a portal session lasts without use; each use extends it (sliding).'),
+  portalSecureCookies: secureCookies('PORTAL_SECURE_COOKIES', 'Mark the portal\'s session cookie `Secure` (sent over HTTPS only): `true`, `false`, or `auto`, which does when `PUBLIC_BASE_URL` is https.'),
 } as const
 
 type Settings = typeof settings
@@ -210,6 +279,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.nodeEnv === 'production') {
     if (config.pepper === '') fail('PEPPER', 'is required when NODE_ENV=production')
     if (config.region !== 'eu' && !env.EU_BASE_URL) fail('EU_BASE_URL', `is required when NODE_ENV=production and REGION=${config.region}`)
+    // Without SMTP nobody could confirm an address or reset a password: say so now, not at the first sign-up.
+    if (config.portalEnabled && config.signupMode !== 'closed' && config.smtpUrl === '') fail('SMTP_URL', `is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${config.signupMode} (set SMTP_URL, or SIGNUP_MODE=closed, or PORTAL_ENABLED=false)`)
   }
   if (config.otpLockMaxSeconds < config.otpLockBaseSeconds) fail('OTP_LOCK_MAX_SECONDS', 'must not be below OTP_LOCK_BASE_SECONDS')
   return Object.freeze(config)

@@ -6,8 +6,10 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { AccessStore, Account, ApiKeyInfo, AuditDraft, LimitDecision, Limiter, LockPolicy, NewKey, Plan, Store } from './ports.ts'
-import { CursorError } from './ports.ts'
+import type {
+  AccessStore, Account, ApiKeyInfo, AuditDraft, LimitDecision, Limiter, LockPolicy, NewEmailToken, NewKey, NewUser, Plan, PortalStore, Store,
+} from './ports.ts'
+import { CursorError, LastOwnerError } from './ports.ts'
 import { newId } from './rows.ts'
 import { UNSCOPED } from '../domain/accounts.ts'
 
@@ -405,6 +407,260 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)
   })
 
+  portalContract(withStore)
+}
+
+type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
+
+export async function makeUser(portal: PortalStore, email: string, extra: Partial<NewUser> = {}): Promise<NewUser> {
+  const user: NewUser = {
+    id: newId('usr'), email, passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA', emailVerifiedAt: null, status: 'active',
+    operator: false, totpSecret: null, totpEnabledAt: null, createdAt: new Date().toISOString(), ...extra,
+  }
+  assert.equal(await portal.createUser(user, { ...draft('user.create', user.id), target: { type: 'user', id: user.id } }), true)
+  return user
+}
+
+/** The portal's users, members, sessions, email tokens and recovery codes (a block of storeContract). */
+function portalContract(withStore: WithStore): void {
+  const later = (ms: number) => new Date(Date.now() + ms).toISOString()
+  const HOUR = 3_600_000
+
+  withStore('portal users: one per email in any case; found, changed and listed', async ({ portal, audit }) => {
+    const user = await makeUser(portal, 'Élodie.Martin@Example.com')
+    assert.equal(await portal.createUser({ ...user, id: newId('usr'), email: 'élodie.martin@EXAMPLE.COM' }, draft('user.create')), false,
+      'the same email in another case (non-ASCII letters too) is taken')
+    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['user.create'], 'no event for the refused one')
+    const found = await portal.findUserByEmail('ÉLODIE.MARTIN@example.com')
+    assert.deepEqual(found, { ...user, updatedAt: user.createdAt }, 'found in any case, the email as given')
+    assert.deepEqual(await portal.getUser(user.id), found)
+    assert.equal(await portal.getUser('usr_missing'), null)
+    assert.equal(await portal.findUserByEmail('nobody@example.com'), null)
+
+    const verified = '2026-11-23T10:00:00.000Z'
+    const changed = await portal.updateUser(user.id, { emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP' },
+      { ...draft('user.update'), target: { type: 'user', id: user.id } })
+    assert.deepEqual({ ...changed, updatedAt: undefined },
+      { ...user, emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP', updatedAt: undefined }, 'only the patch changed')
+    assert.ok(changed!.updatedAt >= user.createdAt)
+    const cleared = await portal.updateUser(user.id, { passwordHash: null, totpSecret: null, status: 'disabled' }, null)
+    assert.deepEqual([cleared?.passwordHash, cleared?.totpSecret, cleared?.status, cleared?.operator, cleared?.emailVerifiedAt],
+      [null, null, 'disabled', true, verified], 'null clears; a field left out stays')
+    assert.deepEqual(await portal.getUser(user.id), cleared)
+    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['user.update', 'user.create'], 'audit null: no event')
+    assert.equal(await portal.updateUser('usr_missing', { status: 'active' }, draft('user.update')), null)
+    assert.equal((await audit.list({ limit: 10 })).items.length, 2, 'nothing changed, no event')
+  })
+
+  withStore('portal users page in creation order with a cursor, filtered by status and email', async ({ portal }) => {
+    const made: NewUser[] = []
+    for (let i = 0; i < 13; i++) {
+      made.push(await makeUser(portal, i % 3 === 0 ? `Big_${i}%@Example.com` : `small${i}@example.com`,
+        { createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i % 4)).toISOString(), status: i === 4 ? 'pending' : 'active' }))
+    }
+    const seen: string[] = []
+    let cursor: string | undefined
+    do {
+      const page = await portal.listUsers({ limit: 5, ...(cursor === undefined ? {} : { cursor }) })
+      seen.push(...page.items.map((u) => u.id))
+      cursor = page.next ?? undefined
+    } while (cursor !== undefined)
+    assert.deepEqual(seen, [...made].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id)).map((u) => u.id))
+    assert.deepEqual((await portal.listUsers({ limit: 50, status: 'pending' })).items.map((u) => u.id), [made[4]!.id])
+    assert.equal((await portal.listUsers({ limit: 50, email: 'BIG_' })).items.length, 5, 'case-insensitive substring')
+    assert.equal((await portal.listUsers({ limit: 50, email: '_1' })).items.length, 1, '_ is a character, not a wildcard (Big_12% only)')
+    assert.equal((await portal.listUsers({ limit: 50, email: '%@' })).items.length, 5, '% is a character, not a wildcard')
+    await assert.rejects(portal.listUsers({ limit: 5, cursor: 'nope' }), CursorError)
+  })
+
+  withStore('members: added once, listed both ways, roles changed, removed; each change with its event', async ({ access, portal, audit }) => {
+    const [acme, beta] = [await makeAccount(access, 'Acme'), await makeAccount(access, 'Beta')]
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'Bob@example.com')]
+    const ev = (action: string) => ({ ...draft(action), target: { type: 'member' as const, id: 'm' } })
+    assert.equal(await portal.addMember(acme.id, ann.id, 'owner', ev('member.add')), true)
+    assert.equal(await portal.addMember(acme.id, bob.id, 'viewer', ev('member.add')), true)
+    assert.equal(await portal.addMember(beta.id, bob.id, 'admin', ev('member.add')), true)
+    assert.equal(await portal.addMember(acme.id, bob.id, 'admin', ev('member.add')), false, 'a member already')
+    assert.equal(await portal.addMember('acc_missing', bob.id, 'admin', ev('member.add')), false)
+    assert.equal(await portal.addMember(acme.id, 'usr_missing', 'admin', ev('member.add')), false)
+    // Oldest first; SQLite dates to the millisecond, so members added within one tie (and go by id): compared as sets.
+    const sorted = <T extends readonly string[]>(rows: T[]) => rows.sort((x, y) => x[0]!.localeCompare(y[0]!))
+    assert.deepEqual(sorted((await portal.listMembers(acme.id)).map((m) => [m.userId, m.email, m.role])),
+      sorted([[ann.id, 'ann@example.com', 'owner'], [bob.id, 'Bob@example.com', 'viewer']]))
+    assert.deepEqual(sorted((await portal.membershipsOf(bob.id)).map((m) => [m.accountId, m.accountName, m.accountStatus, m.role])),
+      sorted([[acme.id, 'Acme', 'active', 'viewer'], [beta.id, 'Beta', 'active', 'admin']]))
+    assert.deepEqual(await portal.membershipsOf('usr_missing'), [])
+    assert.equal(await portal.setRole(acme.id, bob.id, 'developer', ev('member.role')), true)
+    assert.equal(await portal.setRole(acme.id, 'usr_missing', 'developer', ev('member.role')), false)
+    assert.equal(await portal.setRole(beta.id, ann.id, 'developer', ev('member.role')), false, 'not a member of that account')
+    assert.equal((await portal.listMembers(acme.id)).find((m) => m.userId === bob.id)?.role, 'developer')
+    assert.equal(await portal.removeMember(acme.id, bob.id, ev('member.remove')), true)
+    assert.equal(await portal.removeMember(acme.id, bob.id, ev('member.remove')), false)
+    assert.deepEqual((await portal.listMembers(acme.id)).map((m) => m.userId), [ann.id])
+    const actions = (await audit.list({ limit: 50 })).items.map((e) => e.action).filter((a) => a.startsWith('member.'))
+    assert.deepEqual(actions, ['member.remove', 'member.role', 'member.add', 'member.add', 'member.add'], 'one event per change made')
+  })
+
+  withStore('members: an account keeps an owner', async ({ access, portal, audit }) => {
+    const account = await makeAccount(access, 'x')
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
+    await portal.addMember(account.id, ann.id, 'owner', draft('member.add'))
+    await assert.rejects(portal.setRole(account.id, ann.id, 'admin', draft('member.role')), LastOwnerError)
+    await assert.rejects(portal.removeMember(account.id, ann.id, draft('member.remove')), LastOwnerError)
+    assert.equal(await portal.setRole(account.id, ann.id, 'owner', draft('member.role')), true, 'an owner stays owner')
+    assert.deepEqual((await portal.listMembers(account.id)).map((m) => m.role), ['owner'], 'nothing written')
+    assert.equal((await audit.list({ action: 'member.remove', limit: 5 })).items.length, 0)
+    await portal.addMember(account.id, bob.id, 'developer', draft('member.add'))
+    assert.equal(await portal.setRole(account.id, bob.id, 'owner', draft('member.role')), true, 'a second owner')
+    assert.equal(await portal.setRole(account.id, ann.id, 'viewer', draft('member.role')), true, 'then the first may step down')
+    await assert.rejects(portal.removeMember(account.id, bob.id, draft('member.remove')), LastOwnerError)
+    assert.equal(await portal.removeMember(account.id, ann.id, draft('member.remove')), true, 'a non-owner goes freely')
+    assert.equal(await portal.removeMember(account.id, 'usr_missing', draft('member.remove')), false, 'no such member is not the last owner')
+  })
+
+  withStore('members: of two owners demoted or removed at once, exactly one change is made', async ({ access, portal, audit }) => {
+    const users = [await makeUser(portal, 'a@example.com'), await makeUser(portal, 'b@example.com')]
+    const changes = [
+      (accountId: string, userId: string) => portal.setRole(accountId, userId, 'admin', draft('member.change')),
+      (accountId: string, userId: string) => portal.removeMember(accountId, userId, draft('member.change')),
+    ]
+    for (let round = 0; round < 12; round++) {
+      const account = await makeAccount(access, `x${round}`)
+      for (const u of users) await portal.addMember(account.id, u.id, 'owner', draft('member.add'))
+      // Demote both, remove both, one of each (each way round).
+      const [first, second] = [changes[round % 2]!, changes[Math.floor(round / 2) % 2]!]
+      const results = await Promise.allSettled([first(account.id, users[0]!.id), second(account.id, users[1]!.id)])
+      assert.equal(results.filter((r) => r.status === 'fulfilled' && r.value === true).length, 1, `round ${round}: one change`)
+      const refused = results.find((r) => r.status === 'rejected')
+      assert.ok(refused?.status === 'rejected' && refused.reason instanceof LastOwnerError, `round ${round}: the other refused`)
+      assert.equal((await portal.listMembers(account.id)).filter((m) => m.role === 'owner').length, 1, `round ${round}: one owner left`)
+    }
+    assert.equal((await audit.list({ action: 'member.change', limit: 50 })).items.length, 12, 'one event per change made')
+  })
+
+  withStore('sessions: found live with their user, slid, upgraded once, signed out one or all', async ({ portal }) => {
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
+    const now = new Date().toISOString()
+    const created = await portal.createSession({ idHash: 'sh-1', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: true, ip: '192.0.2.7', userAgent: 'UA' })
+    assert.deepEqual({ ...created, createdAt: undefined, lastSeenAt: undefined },
+      { idHash: 'sh-1', userId: ann.id, expiresAt: created.expiresAt, twoFactorPending: true, ip: '192.0.2.7', userAgent: 'UA', createdAt: undefined, lastSeenAt: undefined })
+    assert.ok(Math.abs(Date.parse(created.createdAt) - Date.now()) < 60_000)
+    const found = await portal.findSession('sh-1', now)
+    assert.deepEqual(found?.session, created)
+    assert.equal(found?.user.email, 'ann@example.com')
+    assert.equal(await portal.findSession('sh-unknown', now), null)
+    assert.equal(await portal.findSession('sh-1', later(2 * HOUR)), null, 'expired')
+
+    // Sliding expiry: later, never earlier; an expired session is not revived.
+    const [seen, slid] = [later(60_000), later(3 * HOUR)]
+    assert.equal(await portal.touchSession('sh-1', seen, slid), true)
+    let s = (await portal.findSession('sh-1', now))!.session
+    assert.deepEqual([s.lastSeenAt, s.expiresAt], [seen, slid])
+    assert.equal(await portal.touchSession('sh-1', seen, later(HOUR / 2)), true)
+    assert.equal((await portal.findSession('sh-1', now))?.session.expiresAt, slid, 'never shortened')
+    assert.equal(await portal.touchSession('sh-1', later(4 * HOUR), later(5 * HOUR)), false, 'expired by then: not revived')
+    assert.equal(await portal.touchSession('sh-unknown', seen, later(HOUR)), false)
+
+    // The second factor is completed once; with a new id, the pending one stops working.
+    assert.equal(await portal.completeTwoFactor('sh-1', 'sh-1b'), true)
+    assert.equal(await portal.findSession('sh-1', now), null, 'the pending id is gone')
+    s = (await portal.findSession('sh-1b', now))!.session
+    assert.equal(s.twoFactorPending, false)
+    assert.equal(await portal.completeTwoFactor('sh-1b'), false, 'not pending any more')
+    await portal.createSession({ idHash: 'sh-p', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: true, ip: null, userAgent: null })
+    const completions = await Promise.all(Array.from({ length: 10 }, () => portal.completeTwoFactor('sh-p')))
+    assert.equal(completions.filter(Boolean).length, 1, 'of parallel completions, one')
+    assert.equal((await portal.findSession('sh-p', now))?.session.twoFactorPending, false)
+
+    // Sign out: one session, everywhere but this one, everywhere.
+    for (const id of ['sh-2', 'sh-3']) await portal.createSession({ idHash: id, userId: ann.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+    await portal.createSession({ idHash: 'sh-b', userId: bob.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+    assert.equal(await portal.deleteSession('sh-2'), true)
+    assert.equal(await portal.deleteSession('sh-2'), false)
+    assert.equal(await portal.deleteSessionsOf(ann.id, 'sh-3'), 2, 'sh-1b and sh-p')
+    assert.notEqual(await portal.findSession('sh-3', now), null, 'the one kept')
+    assert.equal(await portal.deleteSessionsOf(ann.id), 1)
+    assert.equal(await portal.findSession('sh-3', now), null)
+    assert.notEqual(await portal.findSession('sh-b', now), null, 'another user\'s session stays')
+
+    await portal.createSession({ idHash: 'sh-old', userId: bob.id, expiresAt: later(-1000), twoFactorPending: false, ip: null, userAgent: null })
+    assert.equal(await portal.pruneSessions(new Date().toISOString()), 1, 'only the expired one')
+    assert.notEqual(await portal.findSession('sh-b', now), null)
+  })
+
+  withStore('email tokens: consumed once, for their purpose, before they expire', async ({ access, portal }) => {
+    const account = await makeAccount(access, 'x')
+    const ann = await makeUser(portal, 'ann@example.com')
+    const token = await portal.createToken({ tokenHash: 'th-1', purpose: 'reset-password', email: 'ann@example.com', userId: ann.id, expiresAt: later(HOUR) })
+    assert.deepEqual({ ...token, createdAt: undefined }, {
+      tokenHash: 'th-1', purpose: 'reset-password', email: 'ann@example.com', userId: ann.id, accountId: null, role: null,
+      expiresAt: token.expiresAt, usedAt: null, createdAt: undefined,
+    })
+    const now = new Date().toISOString()
+    assert.equal(await portal.consumeToken('th-1', 'verify-email', now), null, 'another purpose')
+    assert.equal(await portal.consumeToken('th-1', 'reset-password', later(2 * HOUR)), null, 'expired')
+    assert.equal(await portal.consumeToken('th-unknown', 'reset-password', now), null)
+    assert.deepEqual(await portal.consumeToken('th-1', 'reset-password', now), { ...token, usedAt: now })
+    assert.equal(await portal.consumeToken('th-1', 'reset-password', now), null, 'used')
+
+    await portal.createToken({ tokenHash: 'th-race', purpose: 'verify-email', email: 'ann@example.com', userId: ann.id, expiresAt: later(HOUR) })
+    const results = await Promise.all(Array.from({ length: 100 }, () => portal.consumeToken('th-race', 'verify-email', new Date().toISOString())))
+    assert.equal(results.filter((r) => r !== null).length, 1, 'of 100 at once, one')
+
+    const invite = await portal.createToken({ tokenHash: 'th-inv', purpose: 'invite', email: 'New@example.com', accountId: account.id, role: 'developer', expiresAt: later(HOUR) })
+    await portal.createToken({ tokenHash: 'th-inv-old', purpose: 'invite', email: 'old@example.com', accountId: account.id, role: 'viewer', expiresAt: later(-1000) })
+    assert.deepEqual(await portal.pendingInvites(account.id, new Date().toISOString()), [invite], 'not the expired one')
+    assert.equal(await portal.deleteToken('th-inv'), true)
+    assert.equal(await portal.deleteToken('th-inv'), false)
+    assert.deepEqual(await portal.pendingInvites(account.id, new Date().toISOString()), [])
+    await portal.createToken({ tokenHash: 'th-live', purpose: 'verify-email', email: 'ann@example.com', expiresAt: later(HOUR) })
+    assert.equal(await portal.pruneTokens(new Date().toISOString()), 3, 'the used ones and the expired one')
+    assert.notEqual(await portal.consumeToken('th-live', 'verify-email', new Date().toISOString()), null, 'the live one stays')
+  })
+
+  withStore('email tokens: a new link replaces the unused ones of its purpose, user (or email) and account', async ({ access, portal }) => {
+    const [a, b] = [await makeAccount(access, 'a'), await makeAccount(access, 'b')]
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
+    const token = (tokenHash: string, extra: Partial<NewEmailToken> = {}) =>
+      portal.createToken({ tokenHash, purpose: 'reset-password', email: 'ann@example.com', userId: ann.id, expiresAt: later(HOUR), ...extra })
+    await token('r-1')
+    await token('v-1', { purpose: 'verify-email' })
+    await token('r-bob', { userId: bob.id, email: 'bob@example.com' })
+    await token('r-2')
+    const now = () => new Date().toISOString()
+    assert.equal(await portal.consumeToken('r-1', 'reset-password', now()), null, 'replaced by r-2')
+    assert.notEqual(await portal.consumeToken('r-2', 'reset-password', now()), null)
+    assert.notEqual(await portal.consumeToken('v-1', 'verify-email', now()), null, 'another purpose stays')
+    assert.notEqual(await portal.consumeToken('r-bob', 'reset-password', now()), null, 'another user\'s stays')
+    const invite = (tokenHash: string, accountId: string, email: string) =>
+      token(tokenHash, { purpose: 'invite', userId: null, email, accountId, role: 'viewer' })
+    await invite('i-1', a.id, 'new@example.com')
+    await invite('i-2', b.id, 'new@example.com')
+    await invite('i-3', a.id, 'other@example.com')
+    await invite('i-4', a.id, 'new@example.com')
+    assert.deepEqual((await portal.pendingInvites(a.id, now())).map((t) => t.tokenHash).sort(), ['i-3', 'i-4'], 'i-1 replaced; another invitee stays')
+    assert.deepEqual((await portal.pendingInvites(b.id, now())).map((t) => t.tokenHash), ['i-2'], 'another account\'s stays')
+  })
+
+  withStore('recovery codes: replaced as a set, each used once', async ({ portal }) => {
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
+    await portal.setRecoveryCodes(ann.id, ['c1', 'c2', 'c3'])
+    await portal.setRecoveryCodes(bob.id, ['c1'])
+    assert.equal(await portal.recoveryCodesLeft(ann.id), 3)
+    assert.equal(await portal.useRecoveryCode(ann.id, 'c2'), true)
+    assert.equal(await portal.useRecoveryCode(ann.id, 'c2'), false, 'used')
+    assert.equal(await portal.useRecoveryCode(ann.id, 'c9'), false, 'not one of hers')
+    assert.equal(await portal.recoveryCodesLeft(ann.id), 2)
+    assert.equal(await portal.recoveryCodesLeft(bob.id), 1, 'another user\'s codes are their own')
+    const results = await Promise.all(Array.from({ length: 20 }, () => portal.useRecoveryCode(ann.id, 'c3')))
+    assert.equal(results.filter(Boolean).length, 1, 'of 20 at once, one')
+    await portal.setRecoveryCodes(ann.id, ['c2', 'c4', 'c4'])
+    assert.equal(await portal.recoveryCodesLeft(ann.id), 2, 'the new set, unused (a repeated hash once)')
+    assert.equal(await portal.useRecoveryCode(ann.id, 'c1'), false, 'the old set is gone')
+    assert.equal(await portal.useRecoveryCode(ann.id, 'c2'), true, 'a hash of the new set is unused, whatever it was before')
+    await portal.setRecoveryCodes(ann.id, [])
+    assert.equal(await portal.recoveryCodesLeft(ann.id), 0)
+  })
 }
 
 export interface TestLimiter {

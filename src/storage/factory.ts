@@ -68,6 +68,7 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     usage: relational.usage,
     audit: relational.audit,
     adminTokens: relational.adminTokens,
+    portal: relational.portal,
     sharedLimiter: redis.limiter,
     async health(): Promise<Health> {
       const [own, shared] = await Promise.all([

@@ -316,4 +316,128 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 5,
+    name: 'portal users, team members, sessions, email tokens, recovery codes',
+    sqlite: `
+      -- Portal users. The email is unique by its key (emailKey in domain/portal.ts: lowercased in code, so
+      -- that both stores fold alike) and kept as given. totp_secret is the user's own
+      -- two-factor secret, kept as given: it must be read back to check codes, and its
+      -- encryption at rest is an issue of its own.
+      CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        email TEXT NOT NULL,
+        email_key TEXT NOT NULL UNIQUE,
+        password_hash TEXT,
+        email_verified_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('active', 'pending', 'disabled')),
+        operator INTEGER NOT NULL CHECK (operator IN (0, 1)),
+        totp_secret TEXT,
+        totp_enabled_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX users_created ON users(created_at, id);
+      CREATE TABLE members (
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        user_id TEXT NOT NULL REFERENCES users(id),
+        role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'developer', 'viewer')),
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, user_id)
+      );
+      CREATE INDEX members_user ON members(user_id);
+      -- Only a hash of a session's id is kept.
+      CREATE TABLE sessions (
+        id_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        last_seen_at TEXT NOT NULL,
+        two_factor_pending INTEGER NOT NULL CHECK (two_factor_pending IN (0, 1)),
+        ip TEXT,
+        user_agent TEXT
+      );
+      CREATE INDEX sessions_user ON sessions(user_id);
+      CREATE INDEX sessions_expires ON sessions(expires_at);
+      CREATE TABLE email_tokens (
+        token_hash TEXT PRIMARY KEY,
+        purpose TEXT NOT NULL CHECK (purpose IN ('verify-email', 'reset-password', 'invite')),
+        email TEXT NOT NULL,
+        user_id TEXT REFERENCES users(id),
+        account_id TEXT REFERENCES accounts(id),
+        role TEXT CHECK (role IN ('owner', 'admin', 'developer', 'viewer')),
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        used_at TEXT
+      );
+      CREATE INDEX email_tokens_account ON email_tokens(account_id) WHERE account_id IS NOT NULL;
+      CREATE INDEX email_tokens_expires ON email_tokens(expires_at);
+      CREATE TABLE recovery_codes (
+        user_id TEXT NOT NULL REFERENCES users(id),
+        code_hash TEXT NOT NULL,
+        used_at TEXT,
+        PRIMARY KEY (user_id, code_hash)
+      ) WITHOUT ROWID;
+    `,
+    postgres: `
+      -- Portal users. The email is unique by its key (emailKey in domain/portal.ts: lowercased in code, so
+      -- that both stores fold alike) and kept as given. totp_secret is the user's own
+      -- two-factor secret, kept as given: it must be read back to check codes, and its
+      -- encryption at rest is an issue of its own.
+      CREATE TABLE users (
+        id text PRIMARY KEY,
+        email text NOT NULL,
+        email_key text NOT NULL UNIQUE,
+        password_hash text,
+        email_verified_at timestamptz,
+        status text NOT NULL CHECK (status IN ('active', 'pending', 'disabled')),
+        operator boolean NOT NULL,
+        totp_secret text,
+        totp_enabled_at timestamptz,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      );
+      CREATE INDEX users_created ON users(created_at, id);
+      CREATE TABLE members (
+        account_id text NOT NULL REFERENCES accounts(id),
+        user_id text NOT NULL REFERENCES users(id),
+        role text NOT NULL CHECK (role IN ('owner', 'admin', 'developer', 'viewer')),
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (account_id, user_id)
+      );
+      CREATE INDEX members_user ON members(user_id);
+      -- Only a hash of a session's id is kept.
+      CREATE TABLE sessions (
+        id_hash text PRIMARY KEY,
+        user_id text NOT NULL REFERENCES users(id),
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        last_seen_at timestamptz NOT NULL,
+        two_factor_pending boolean NOT NULL,
+        ip text,
+        user_agent text
+      );
+      CREATE INDEX sessions_user ON sessions(user_id);
+      CREATE INDEX sessions_expires ON sessions(expires_at);
+      CREATE TABLE email_tokens (
+        token_hash text PRIMARY KEY,
+        purpose text NOT NULL CHECK (purpose IN ('verify-email', 'reset-password', 'invite')),
+        email text NOT NULL,
+        user_id text REFERENCES users(id),
+        account_id text REFERENCES accounts(id),
+        role text CHECK (role IN ('owner', 'admin', 'developer', 'viewer')),
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        used_at timestamptz
+      );
+      CREATE INDEX email_tokens_account ON email_tokens(account_id) WHERE account_id IS NOT NULL;
+      CREATE INDEX email_tokens_expires ON email_tokens(expires_at);
+      CREATE TABLE recovery_codes (
+        user_id text NOT NULL REFERENCES users(id),
+        code_hash text NOT NULL,
+        used_at timestamptz,
+        PRIMARY KEY (user_id, code_hash)
+      );
+    `,
+  },
 ]

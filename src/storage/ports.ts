@@ -8,7 +8,12 @@ import type {
   AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus,
 } from '../domain/accounts.ts'
 
+import type {
+  EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus,
+} from '../domain/portal.ts'
+
 export type { AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus }
+export type { EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus }
 
 export interface Account {
   readonly id: string
@@ -145,6 +150,114 @@ export class CursorError extends Error {
     super('malformed cursor')
     this.name = 'CursorError'
   }
+}
+
+export interface UserQuery {
+  readonly status?: UserStatus
+  /** Users whose email contains this (case-insensitive). */
+  readonly email?: string
+  /** A `next` cursor of an earlier page. */
+  readonly cursor?: string
+  readonly limit: number
+}
+
+/**
+ * LastOwnerError: the change would leave an account without an owner (the caller answers
+ * 409); nothing was written.
+ */
+export class LastOwnerError extends Error {
+  constructor() {
+    super('an account keeps at least one owner')
+    this.name = 'LastOwnerError'
+  }
+}
+
+/**
+ * PortalStore keeps the developer portal's users, account memberships, sessions, email
+ * tokens and recovery codes. Changes to users and memberships take their audit event, as
+ * AccessStore's do (both or neither); sessions, tokens and recovery codes are the
+ * mechanics of signing in, recorded by the caller when it matters. Every single-use and
+ * every limit (a token consumed once, a code used once, an account's last owner) is decided
+ * in one atomic step, across processes and nodes. Times are ISO strings as toISOString writes
+ * them (SQLite compares them as text).
+ */
+export interface PortalStore {
+  /** createUser: false (nothing written) when a user has this email already, in any case. */
+  createUser(user: NewUser, audit: AuditDraft): Promise<boolean>
+  /** findUserByEmail finds a user by email, case-insensitively (emailKey). */
+  findUserByEmail(email: string): Promise<User | null>
+  getUser(id: string): Promise<User | null>
+  /** updateUser returns the user as changed, or null when there is no such user; `audit` null: no event (a rehash on sign-in). */
+  updateUser(id: string, patch: UserPatch, audit: AuditDraft | null): Promise<User | null>
+  /** listUsers pages through users in creation order. A malformed cursor throws CursorError. */
+  listUsers(query: UserQuery): Promise<Page<User>>
+
+  /** addMember: false (nothing written) when the user is a member already, or there is no such account or user. */
+  addMember(accountId: string, userId: string, role: Role, audit: AuditDraft): Promise<boolean>
+  /** listMembers: an account's members, oldest first. */
+  listMembers(accountId: string): Promise<Member[]>
+  /** membershipsOf: the accounts a user belongs to, oldest membership first. */
+  membershipsOf(userId: string): Promise<Membership[]>
+  /**
+   * setRole changes a member's role; false when there is no such member. Throws
+   * LastOwnerError when it would demote the account's last owner: of owners demoted or
+   * removed at once, however many, at least one stays.
+   */
+  setRole(accountId: string, userId: string, role: Role, audit: AuditDraft): Promise<boolean>
+  /** removeMember: false when there is no such member; LastOwnerError for the last owner, as setRole. */
+  removeMember(accountId: string, userId: string, audit: AuditDraft): Promise<boolean>
+
+  /** createSession stores a session by the hash of its id, created and last seen now. */
+  createSession(session: NewSession): Promise<Session>
+  /**
+   * findSession gives a live session (not expired at `nowIso`, not deleted) and its user, or
+   * null. The user comes as they are now: refusing a disabled one is the caller's business.
+   */
+  findSession(idHash: string, nowIso: string): Promise<{ session: Session; user: User } | null>
+  /**
+   * touchSession records a live session's use and moves its expiry to `newExpiresIso` (a
+   * sliding expiry; never earlier than it was); false when it is gone or expired at
+   * `lastSeenIso`. How often to call it is the caller's business.
+   */
+  touchSession(idHash: string, lastSeenIso: string, newExpiresIso: string): Promise<boolean>
+  /**
+   * completeTwoFactor marks a session's second factor done, once: false when it was not
+   * pending (or is gone). With `newIdHash`, the session takes that id in the same step (a
+   * new id at a change of privilege, as OWASP advises: a copy of the pending id is worth nothing).
+   */
+  completeTwoFactor(idHash: string, newIdHash?: string): Promise<boolean>
+  /** deleteSession signs one session out; false when there was none. */
+  deleteSession(idHash: string): Promise<boolean>
+  /** deleteSessionsOf signs a user out everywhere (but the session `exceptIdHash`); returns how many. */
+  deleteSessionsOf(userId: string, exceptIdHash?: string): Promise<number>
+  /** pruneSessions deletes the sessions expired at `nowIso`; returns how many. */
+  pruneSessions(nowIso: string): Promise<number>
+
+  /**
+   * createToken stores a token by its hash and, in the same step, withdraws the unused ones it
+   * replaces (a new link makes the earlier ones dead, as the Copenhagen Book advises): those of
+   * the same purpose and account (none but for invitations), and of the same user, or when
+   * the token has none, the same email.
+   */
+  createToken(token: NewEmailToken): Promise<EmailToken>
+  /**
+   * consumeToken uses a token of this purpose, not expired at `nowIso` and not used, and
+   * returns it (with usedAt); null otherwise. Atomic: of any number at once, one gets it.
+   */
+  consumeToken(tokenHash: string, purpose: TokenPurpose, nowIso: string): Promise<EmailToken | null>
+  /** pendingInvites: an account's invitations neither used nor expired at `nowIso`, oldest first. */
+  pendingInvites(accountId: string, nowIso: string): Promise<EmailToken[]>
+  /** deleteToken withdraws a token (an invitation cancelled); false when there was none. */
+  deleteToken(tokenHash: string): Promise<boolean>
+  /** pruneTokens deletes tokens expired at `nowIso`, or used; returns how many. */
+  pruneTokens(nowIso: string): Promise<number>
+
+  /** setRecoveryCodes replaces a user's recovery codes (by their hashes), all at once. */
+  setRecoveryCodes(userId: string, codeHashes: readonly string[]): Promise<void>
+  /** useRecoveryCode uses an unused code of the user: true once, atomically. */
+  useRecoveryCode(userId: string, codeHash: string): Promise<boolean>
+  /** recoveryCodesLeft counts a user's unused codes. */
+  recoveryCodesLeft(userId: string): Promise<number>
 }
 
 export interface AuditQuery {
@@ -325,6 +438,7 @@ export interface Store {
   readonly usage: UsageStore
   readonly audit: AuditStore
   readonly adminTokens: AdminTokenStore
+  readonly portal: PortalStore
   /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */

@@ -4,7 +4,10 @@
  * mappers take either.
  */
 import { randomBytes } from 'node:crypto'
-import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, OnboardingRecord, Plan, Subscription } from './ports.ts'
+import type {
+  Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, EmailToken, Member, Membership, OnboardingRecord, Plan, Role, Session,
+  Subscription, TokenPurpose, User, UserStatus,
+} from './ports.ts'
 import { CursorError } from './ports.ts'
 import type { AuditDraft, KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
 import type { Group, Region } from '../domain/regions.ts'
@@ -82,6 +85,44 @@ export const toAdminToken = (r: Row): AdminToken => ({
   id: String(r.id), name: String(r.name), scope: r.scope as AdminToken['scope'], createdAt: iso(r.created_at), revokedAt: isoOrNull(r.revoked_at),
 })
 
+const textOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : String(value))
+/** SQLite gives booleans as 0 or 1, pg as booleans. */
+const bool = (value: unknown): boolean => value === true || Number(value) === 1
+
+export const toUser = (r: Row): User => ({
+  id: String(r.id), email: String(r.email), passwordHash: textOrNull(r.password_hash), emailVerifiedAt: isoOrNull(r.email_verified_at),
+  status: r.status as UserStatus, operator: bool(r.operator), totpSecret: textOrNull(r.totp_secret), totpEnabledAt: isoOrNull(r.totp_enabled_at),
+  createdAt: iso(r.created_at), updatedAt: iso(r.updated_at),
+})
+
+export const toMember = (r: Row): Member => ({
+  accountId: String(r.account_id), userId: String(r.user_id), email: String(r.email), role: r.role as Role, createdAt: iso(r.created_at),
+})
+
+export const toMembership = (r: Row): Membership => ({
+  accountId: String(r.account_id), accountName: String(r.account_name), accountStatus: r.account_status as AccountStatus,
+  role: r.role as Role, createdAt: iso(r.created_at),
+})
+
+/** toSession reads a session's own columns (`s_` prefixed beside a user's, as findSession joins them). */
+export const toSession = (r: Row, prefix = ''): Session => ({
+  idHash: String(r[`${prefix}id_hash`]), userId: String(r[`${prefix}user_id`]), createdAt: iso(r[`${prefix}created_at`]),
+  expiresAt: iso(r[`${prefix}expires_at`]), lastSeenAt: iso(r[`${prefix}last_seen_at`]), twoFactorPending: bool(r[`${prefix}two_factor_pending`]),
+  ip: textOrNull(r[`${prefix}ip`]), userAgent: textOrNull(r[`${prefix}user_agent`]),
+})
+
+export const toEmailToken = (r: Row): EmailToken => ({
+  tokenHash: String(r.token_hash), purpose: r.purpose as TokenPurpose, email: String(r.email), userId: textOrNull(r.user_id),
+  accountId: textOrNull(r.account_id), role: textOrNull(r.role) as Role | null, createdAt: iso(r.created_at), expiresAt: iso(r.expires_at),
+  usedAt: isoOrNull(r.used_at),
+})
+
+/** The user columns an update may set, by UserPatch field. */
+export const USER_COLUMNS = {
+  passwordHash: 'password_hash', emailVerifiedAt: 'email_verified_at', status: 'status', operator: 'operator',
+  totpSecret: 'totp_secret', totpEnabledAt: 'totp_enabled_at',
+} as const
+
 /** auditValues: an event's columns in table order (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail). */
 export function auditValues(draft: AuditDraft, atMs: number): { event: AuditEvent; values: (string | null)[] } {
   const event: AuditEvent = { ...draft, id: eventId(atMs), at: new Date(atMs).toISOString() }
@@ -91,9 +132,9 @@ export function auditValues(draft: AuditDraft, atMs: number): { event: AuditEven
   }
 }
 
-/** Account cursors carry the last item's creation time and id (the list's order). */
-export function accountCursor(account: Account): string {
-  return Buffer.from(JSON.stringify([account.createdAt, account.id])).toString('base64url')
+/** Account (and user) cursors carry the last item's creation time and id (the list's order). */
+export function accountCursor(item: { readonly createdAt: string; readonly id: string }): string {
+  return Buffer.from(JSON.stringify([item.createdAt, item.id])).toString('base64url')
 }
 
 export function readAccountCursor(cursor: string): { createdAt: string; id: string } {

@@ -18,13 +18,13 @@ export type Query = (name: string | null, text: string, values?: unknown[]) => P
  * auditInsert inserts one event per row of `source` (none: no event; null: one event), its
  * values the parameters from `$first` on, in auditValues' order.
  */
-function auditInsert(first: number, source: string | null): string {
+export function auditInsert(first: number, source: string | null): string {
   const types = ['text', 'timestamptz', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'jsonb']
   return `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
     SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}${source === null ? '' : ` FROM ${source}`}`
 }
 
-const audited = (draft: AuditDraft) => auditValues(draft, Date.now()).values
+export const audited = (draft: AuditDraft) => auditValues(draft, Date.now()).values
 
 export interface AccessParts {
   readonly access: AccessStore

@@ -1,6 +1,7 @@
 /**
  * The PostgreSQL store (`DATABASE_URL`), through the `pg` driver and one pool per process:
- * accounts, keys, subscriptions, plans, the audit trail, admin tokens (accounts.ts),
+ * accounts, keys, subscriptions, plans, the audit trail, admin tokens (accounts.ts), the
+ * portal's users, members, sessions, email tokens and recovery codes (portal.ts),
  * onboarding records, usage counts, and the verification state when no Redis is configured.
  * Every write is one statement (atomic on its own, a change with its audit event); callers
  * are answered after PostgreSQL has committed it.
@@ -16,6 +17,7 @@ import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
 import { accessParts, type Query } from './accounts.ts'
+import { portalStore } from './portal.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -224,6 +226,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     onboarding: onboardingStore(query),
     verification: verificationStore(query),
     usage: usageStore(query),
+    portal: portalStore(query),
     sharedLimiter: null,
     async health(): Promise<Health> {
       try {

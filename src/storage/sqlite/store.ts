@@ -15,6 +15,7 @@ import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans } from '../rows.ts'
 import { GroupCommit } from './batch.ts'
 import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
+import { portalStore } from './portal.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
@@ -260,6 +261,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     usage: usageStore(db, batch),
     audit: auditStore(db, batch),
     adminTokens: adminTokenStore(db, batch),
+    portal: portalStore(db, batch),
     sharedLimiter: null,
     async health() {
       try {

@@ -1,0 +1,120 @@
+/**
+ * The developer portal's domain: its users, their memberships of accounts (with a role),
+ * their sessions, the single-use links sent by email, and two-factor recovery codes.
+ * Nothing here imports anything of ours but domain/. Passwords, session ids, email tokens
+ * and recovery codes appear only as hashes (the TOTP secret, which must be read back to
+ * verify codes, as it is: see migration 5).
+ */
+
+import type { AccountStatus } from './accounts.ts'
+
+/**
+ * A member's role in an account: `owner` (everything, including the team and its owners),
+ * `admin` (the team but not its owners), `developer` (keys and subscriptions), `viewer`
+ * (read only). An account keeps at least one owner.
+ */
+export type Role = 'owner' | 'admin' | 'developer' | 'viewer'
+export const ROLES: readonly Role[] = ['owner', 'admin', 'developer', 'viewer']
+
+/**
+ * A portal user is `active`, `pending` (signed up while SIGNUP_MODE=approval, waiting for an
+ * operator) or `disabled` (by an operator: no sign-in).
+ */
+export type UserStatus = 'active' | 'pending' | 'disabled'
+export const USER_STATUSES: readonly UserStatus[] = ['active', 'pending', 'disabled']
+
+/** What a link sent by email is for. */
+export type TokenPurpose = 'verify-email' | 'reset-password' | 'invite'
+export const TOKEN_PURPOSES: readonly TokenPurpose[] = ['verify-email', 'reset-password', 'invite']
+
+/**
+ * emailKey is the form an email address is unique in: `Jane@Example.com` and
+ * `jane@example.com` are one user. Lowercased here, not by the database, so that both stores
+ * fold every letter alike (SQLite's lower() folds ASCII only).
+ */
+export function emailKey(email: string): string {
+  return email.normalize('NFC').toLowerCase()
+}
+
+export interface User {
+  readonly id: string
+  /** As the user gave it (shown, and mailed to); unique by emailKey. */
+  readonly email: string
+  /** The encoded hash, with its algorithm and parameters; null for an invited user who has not set a password. */
+  readonly passwordHash: string | null
+  readonly emailVerifiedAt: string | null
+  readonly status: UserStatus
+  /** Operators manage every account from the portal, as the admin API does. */
+  readonly operator: boolean
+  /** The user's own TOTP secret for two-factor sign-in (set while enrolling; in use once totpEnabledAt is set). */
+  readonly totpSecret: string | null
+  readonly totpEnabledAt: string | null
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export type NewUser = Omit<User, 'updatedAt'>
+
+/** What updateUser may change: a field left out stays; null clears a nullable one. */
+export interface UserPatch {
+  readonly passwordHash?: string | null
+  readonly emailVerifiedAt?: string | null
+  readonly status?: UserStatus
+  readonly operator?: boolean
+  readonly totpSecret?: string | null
+  readonly totpEnabledAt?: string | null
+}
+
+/** A member of an account, as the account's team page lists them. */
+export interface Member {
+  readonly accountId: string
+  readonly userId: string
+  readonly email: string
+  readonly role: Role
+  readonly createdAt: string
+}
+
+/** An account a user belongs to, as the user's own pages list them. */
+export interface Membership {
+  readonly accountId: string
+  readonly accountName: string
+  readonly accountStatus: AccountStatus
+  readonly role: Role
+  readonly createdAt: string
+}
+
+/**
+ * A signed-in session. Only a hash of its id is kept: a copy of the database gives no
+ * session away. `twoFactorPending`: the password was right, the second factor is still due,
+ * and the session allows nothing else.
+ */
+export interface Session {
+  readonly idHash: string
+  readonly userId: string
+  readonly createdAt: string
+  readonly expiresAt: string
+  readonly lastSeenAt: string
+  readonly twoFactorPending: boolean
+  readonly ip: string | null
+  readonly userAgent: string | null
+}
+
+export type NewSession = Pick<Session, 'idHash' | 'userId' | 'expiresAt' | 'twoFactorPending' | 'ip' | 'userAgent'>
+
+/** A single-use link sent by email, kept by the hash of its token. */
+export interface EmailToken {
+  readonly tokenHash: string
+  readonly purpose: TokenPurpose
+  /** The address it was sent to (an invitation's invitee, who may have no user yet). */
+  readonly email: string
+  readonly userId: string | null
+  /** An invitation's account and the role it gives. */
+  readonly accountId: string | null
+  readonly role: Role | null
+  readonly createdAt: string
+  readonly expiresAt: string
+  readonly usedAt: string | null
+}
+
+export type NewEmailToken = Pick<EmailToken, 'tokenHash' | 'purpose' | 'email' | 'expiresAt'>
+  & { readonly userId?: string | null; readonly accountId?: string | null; readonly role?: Role | null }

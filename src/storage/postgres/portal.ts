@@ -1,0 +1,220 @@
+/**
+ * The PostgreSQL portal store: users, members, sessions, email tokens and recovery codes.
+ * As in accounts.ts, every write is one statement: a change and its audit event commit
+ * together, and every single-use or limit rule is decided by the statement's own row locks
+ * (READ COMMITTED re-checks a locked row's conditions on its committed version), never by a
+ * read and a write in two round trips.
+ */
+import { emailKey } from '../../domain/portal.ts'
+import type { PortalStore, UserPatch } from '../ports.ts'
+import { LastOwnerError } from '../ports.ts'
+import {
+  accountCursor, likePattern, readAccountCursor, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+} from '../rows.ts'
+import { audited, auditInsert, type Query } from './accounts.ts'
+
+/**
+ * OWNERS locks the account's owners, in one order (no deadlock between two changes), before
+ * a change that could take an owner away. A row another change holds is read again once that
+ * change commits: an owner demoted or removed meanwhile is no longer counted, so of two
+ * owners demoted at once the second finds one owner left and changes nothing. (An owner
+ * added meanwhile is not counted either: a refusal then errs on the side of keeping owners.)
+ */
+const OWNERS = `owners AS (SELECT user_id FROM members WHERE account_id = $1 AND role = 'owner' ORDER BY user_id FOR UPDATE)`
+/** KEEPS_OWNER: the member $2 is not an owner (now), or is not the last. */
+const KEEPS_OWNER = '(NOT EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) OR (SELECT count(*) FROM owners) > 1)'
+/** OUTCOME: whether the change was made, and whether $2 is the account's last owner (why it was refused, if it was). */
+const OUTCOME = (change: string) => `SELECT (SELECT count(*) FROM ${change})::int AS changed,
+  (EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) AND (SELECT count(*) FROM owners) <= 1) AS last_owner`
+
+export function portalStore(query: Query): PortalStore {
+  /** memberChange reads OUTCOME: true when changed, LastOwnerError when refused for the last owner, false when no such member. */
+  const memberChange = (row: Record<string, unknown> | undefined, demotes: boolean): boolean => {
+    if (Number(row?.changed) > 0) return true
+    if (demotes && row?.last_owner === true) throw new LastOwnerError()
+    return false
+  }
+
+  return {
+    async createUser(user, audit) {
+      const r = await query('portal-user-create', `
+        WITH u AS (INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret,
+            totp_enabled_at, created_at, updated_at)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (email_key) DO NOTHING RETURNING id)
+        ${auditInsert(11, 'u')}`,
+      [user.id, user.email, emailKey(user.email), user.passwordHash, user.emailVerifiedAt, user.status, user.operator,
+        user.totpSecret, user.totpEnabledAt, user.createdAt, ...audited(audit)])
+      return (r.rowCount ?? 0) > 0
+    },
+    async findUserByEmail(email) {
+      const { rows } = await query('portal-user-by-email', 'SELECT * FROM users WHERE email_key = $1', [emailKey(email)])
+      return rows[0] ? toUser(rows[0]) : null
+    },
+    async getUser(id) {
+      const { rows } = await query('portal-user-get', 'SELECT * FROM users WHERE id = $1', [id])
+      return rows[0] ? toUser(rows[0]) : null
+    },
+    async updateUser(id, patch, audit) {
+      const { sets, values } = userSets(patch, 2)
+      const update = `UPDATE users SET ${[...sets, 'updated_at = now()'].join(', ')} WHERE id = $1 RETURNING *`
+      const { rows } = audit === null
+        ? await query(null, update, [id, ...values])
+        : await query(null, `WITH u AS (${update}), e AS (${auditInsert(2 + values.length, 'u')}) SELECT * FROM u`,
+          [id, ...values, ...audited(audit)])
+      return rows[0] ? toUser(rows[0]) : null
+    },
+    async listUsers({ status, email, cursor, limit }) {
+      const where: string[] = []
+      const values: unknown[] = []
+      const param = (value: unknown) => `$${values.push(value)}`
+      if (cursor !== undefined) {
+        const after = readAccountCursor(cursor)
+        where.push(`(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`)
+      }
+      if (status !== undefined) where.push(`status = ${param(status)}`)
+      // The key is lowercased already: a lowercased pattern matches any case.
+      if (email !== undefined && email !== '') where.push(`email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`)
+      const { rows } = await query(null, `SELECT * FROM users ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY created_at, id LIMIT ${param(limit + 1)}`, values)
+      const items = rows.slice(0, limit).map(toUser)
+      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+    },
+
+    async addMember(accountId, userId, role, audit) {
+      const r = await query('portal-member-add', `
+        WITH m AS (INSERT INTO members (account_id, user_id, role, created_at)
+          SELECT a.id, u.id, $3::text, now() FROM accounts a, users u WHERE a.id = $1 AND u.id = $2
+          ON CONFLICT (account_id, user_id) DO NOTHING RETURNING 1)
+        ${auditInsert(4, 'm')}`, [accountId, userId, role, ...audited(audit)])
+      return (r.rowCount ?? 0) > 0
+    },
+    async listMembers(accountId) {
+      const { rows } = await query('portal-members', `
+        SELECT m.account_id, m.user_id, m.role, m.created_at, u.email FROM members m JOIN users u ON u.id = m.user_id
+        WHERE m.account_id = $1 ORDER BY m.created_at, m.user_id COLLATE "C"`, [accountId])
+      return rows.map(toMember)
+    },
+    async membershipsOf(userId) {
+      const { rows } = await query('portal-memberships', `
+        SELECT m.account_id, a.name AS account_name, a.status AS account_status, m.role, m.created_at
+        FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = $1 ORDER BY m.created_at, m.account_id COLLATE "C"`, [userId])
+      return rows.map(toMembership)
+    },
+    async setRole(accountId, userId, role, audit) {
+      const { rows } = await query('portal-member-role', `
+        WITH ${OWNERS},
+        c AS (UPDATE members SET role = $3::text WHERE account_id = $1 AND user_id = $2 AND ($3::text = 'owner' OR ${KEEPS_OWNER})
+          RETURNING 1),
+        e AS (${auditInsert(4, 'c')})
+        ${OUTCOME('c')}`, [accountId, userId, role, ...audited(audit)])
+      return memberChange(rows[0], role !== 'owner')
+    },
+    async removeMember(accountId, userId, audit) {
+      const { rows } = await query('portal-member-remove', `
+        WITH ${OWNERS},
+        c AS (DELETE FROM members WHERE account_id = $1 AND user_id = $2 AND ${KEEPS_OWNER} RETURNING 1),
+        e AS (${auditInsert(3, 'c')})
+        ${OUTCOME('c')}`, [accountId, userId, ...audited(audit)])
+      return memberChange(rows[0], true)
+    },
+
+    async createSession(session) {
+      const { rows } = await query('portal-session-create', `
+        INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
+        VALUES ($1, $2, now(), $3, now(), $4, $5, $6) RETURNING *`,
+      [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent])
+      return toSession(rows[0]!)
+    },
+    async findSession(idHash, nowIso) {
+      const { rows } = await query('portal-session-find', `
+        SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
+          s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
+        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1 AND s.expires_at > $2`, [idHash, nowIso])
+      return rows[0] ? { session: toSession(rows[0], 's_'), user: toUser(rows[0]) } : null
+    },
+    async touchSession(idHash, lastSeenIso, newExpiresIso) {
+      const r = await query('portal-session-touch', `
+        UPDATE sessions SET last_seen_at = $2, expires_at = GREATEST(expires_at, $3::timestamptz)
+        WHERE id_hash = $1 AND expires_at > $2`, [idHash, lastSeenIso, newExpiresIso])
+      return (r.rowCount ?? 0) > 0
+    },
+    async completeTwoFactor(idHash, newIdHash) {
+      const r = await query('portal-session-2fa', `
+        UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
+        WHERE id_hash = $1 AND two_factor_pending`, [idHash, newIdHash ?? null])
+      return (r.rowCount ?? 0) > 0
+    },
+    async deleteSession(idHash) {
+      return ((await query('portal-session-delete', 'DELETE FROM sessions WHERE id_hash = $1', [idHash])).rowCount ?? 0) > 0
+    },
+    async deleteSessionsOf(userId, exceptIdHash) {
+      const r = await query('portal-sessions-delete', 'DELETE FROM sessions WHERE user_id = $1 AND id_hash IS DISTINCT FROM $2::text',
+        [userId, exceptIdHash ?? null])
+      return r.rowCount ?? 0
+    },
+    async pruneSessions(nowIso) {
+      return (await query(null, 'DELETE FROM sessions WHERE expires_at <= $1', [nowIso])).rowCount ?? 0
+    },
+
+    async createToken(token) {
+      // The tokens replaced and the new one are different rows: one statement does both.
+      const { rows } = await query('portal-token-create', `
+        WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
+          AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END)
+        INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, now(), $7) RETURNING *`,
+      [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt])
+      return toEmailToken(rows[0]!)
+    },
+    async consumeToken(tokenHash, purpose, nowIso) {
+      // Of parallel consumptions, the first takes the row lock; the others, once it commits,
+      // find used_at set on the row they re-read, and change (and return) nothing.
+      const { rows } = await query('portal-token-consume', `
+        UPDATE email_tokens SET used_at = $3
+        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 RETURNING *`, [tokenHash, purpose, nowIso])
+      return rows[0] ? toEmailToken(rows[0]) : null
+    },
+    async pendingInvites(accountId, nowIso) {
+      const { rows } = await query('portal-invites', `
+        SELECT * FROM email_tokens WHERE account_id = $1 AND purpose = 'invite' AND used_at IS NULL AND expires_at > $2
+        ORDER BY created_at, token_hash COLLATE "C"`, [accountId, nowIso])
+      return rows.map(toEmailToken)
+    },
+    async deleteToken(tokenHash) {
+      return ((await query('portal-token-delete', 'DELETE FROM email_tokens WHERE token_hash = $1', [tokenHash])).rowCount ?? 0) > 0
+    },
+    async pruneTokens(nowIso) {
+      return (await query(null, 'DELETE FROM email_tokens WHERE expires_at <= $1 OR used_at IS NOT NULL', [nowIso])).rowCount ?? 0
+    },
+
+    async setRecoveryCodes(userId, codeHashes) {
+      // One statement: the codes not in the new set go, the new set is there unused. The two
+      // parts touch different rows (a CTE and the main statement see one snapshot).
+      await query('portal-codes-set', `
+        WITH d AS (DELETE FROM recovery_codes WHERE user_id = $1 AND code_hash <> ALL ($2::text[]))
+        INSERT INTO recovery_codes (user_id, code_hash, used_at) SELECT DISTINCT $1::text, h, NULL::timestamptz FROM unnest($2::text[]) AS h
+        ON CONFLICT (user_id, code_hash) DO UPDATE SET used_at = NULL`, [userId, codeHashes])
+    },
+    async useRecoveryCode(userId, codeHash) {
+      const r = await query('portal-code-use', `
+        UPDATE recovery_codes SET used_at = now() WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`, [userId, codeHash])
+      return (r.rowCount ?? 0) > 0
+    },
+    async recoveryCodesLeft(userId) {
+      const { rows } = await query('portal-codes-left', 'SELECT count(*) AS n FROM recovery_codes WHERE user_id = $1 AND used_at IS NULL', [userId])
+      return Number(rows[0]?.n ?? 0)
+    },
+  }
+}
+
+/** userSets: the SET clauses of a patch, its values numbered from `$first` (fields left out stay as they are). */
+function userSets(patch: UserPatch, first: number): { sets: string[]; values: unknown[] } {
+  const sets: string[] = []
+  const values: unknown[] = []
+  for (const [field, column] of Object.entries(USER_COLUMNS) as [keyof UserPatch, string][]) {
+    if (patch[field] === undefined) continue
+    values.push(patch[field])
+    sets.push(`${column} = $${first + values.length - 1}`)
+  }
+  return { sets, values }
+}

@@ -1,0 +1,238 @@
+/**
+ * The SQLite portal store: users, members, sessions, email tokens and recovery codes. Writes
+ * go through the group commit (batch.ts); each check and its write run in one synchronous
+ * step inside the write transaction (BEGIN IMMEDIATE), so no other write, of this process or
+ * another, comes between them. A change with its audit event is one SAVEPOINT: both or neither.
+ */
+import type { DatabaseSync } from 'node:sqlite'
+import { emailKey } from '../../domain/portal.ts'
+import type { AuditDraft, PortalStore, UserPatch } from '../ports.ts'
+import { LastOwnerError } from '../ports.ts'
+import {
+  accountCursor, auditValues, likePattern, readAccountCursor, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+} from '../rows.ts'
+import type { GroupCommit } from './batch.ts'
+
+const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const flag = (value: boolean) => (value ? 1 : 0)
+
+export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
+  const insertEvent = db.prepare(INSERT_EVENT)
+  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const q = {
+    user: db.prepare('SELECT * FROM users WHERE id = ?'),
+    userByEmail: db.prepare('SELECT * FROM users WHERE email_key = ?'),
+    insertUser: db.prepare(`INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret,
+      totp_enabled_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email_key) DO NOTHING`),
+    insertMember: db.prepare(`INSERT INTO members (account_id, user_id, role, created_at)
+      SELECT a.id, u.id, ?, ? FROM accounts a, users u WHERE a.id = ? AND u.id = ?
+      ON CONFLICT (account_id, user_id) DO NOTHING`),
+    role: db.prepare('SELECT role FROM members WHERE account_id = ? AND user_id = ?'),
+    owners: db.prepare("SELECT count(*) AS n FROM members WHERE account_id = ? AND role = 'owner'"),
+    setRole: db.prepare('UPDATE members SET role = ? WHERE account_id = ? AND user_id = ?'),
+    removeMember: db.prepare('DELETE FROM members WHERE account_id = ? AND user_id = ?'),
+    members: db.prepare(`SELECT m.account_id, m.user_id, m.role, m.created_at, u.email FROM members m JOIN users u ON u.id = m.user_id
+      WHERE m.account_id = ? ORDER BY m.created_at, m.user_id`),
+    memberships: db.prepare(`SELECT m.account_id, a.name AS account_name, a.status AS account_status, m.role, m.created_at
+      FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = ? ORDER BY m.created_at, m.account_id`),
+    insertSession: db.prepare(`INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
+    session: db.prepare(`SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
+      s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
+      FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ? AND s.expires_at > ?`),
+    touch: db.prepare(`UPDATE sessions SET last_seen_at = ?, expires_at = max(expires_at, ?)
+      WHERE id_hash = ? AND expires_at > ?`),
+    complete: db.prepare(`UPDATE sessions SET two_factor_pending = 0, id_hash = coalesce(?, id_hash)
+      WHERE id_hash = ? AND two_factor_pending = 1`),
+    deleteSession: db.prepare('DELETE FROM sessions WHERE id_hash = ?'),
+    deleteSessionsOf: db.prepare('DELETE FROM sessions WHERE user_id = ? AND id_hash IS NOT ?'),
+    pruneSessions: db.prepare('DELETE FROM sessions WHERE expires_at <= ?'),
+    replaceTokens: db.prepare(`DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = ? AND account_id IS ?
+      AND CASE WHEN ? IS NOT NULL THEN user_id = ? ELSE email = ? END`),
+    insertToken: db.prepare(`INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
+    consume: db.prepare(`UPDATE email_tokens SET used_at = ?
+      WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? RETURNING *`),
+    invites: db.prepare(`SELECT * FROM email_tokens WHERE account_id = ? AND purpose = 'invite' AND used_at IS NULL AND expires_at > ?
+      ORDER BY created_at, token_hash`),
+    deleteToken: db.prepare('DELETE FROM email_tokens WHERE token_hash = ?'),
+    pruneTokens: db.prepare('DELETE FROM email_tokens WHERE expires_at <= ? OR used_at IS NOT NULL'),
+    deleteCodes: db.prepare('DELETE FROM recovery_codes WHERE user_id = ?'),
+    insertCode: db.prepare('INSERT INTO recovery_codes (user_id, code_hash) VALUES (?, ?) ON CONFLICT DO NOTHING'),
+    useCode: db.prepare('UPDATE recovery_codes SET used_at = ? WHERE user_id = ? AND code_hash = ? AND used_at IS NULL'),
+    codesLeft: db.prepare('SELECT count(*) AS n FROM recovery_codes WHERE user_id = ? AND used_at IS NULL'),
+  }
+
+  /**
+   * keepsOwner throws LastOwnerError when taking `userId`'s owner role away would leave the
+   * account without one. Called inside the write step, before the change.
+   */
+  const keepsOwner = (accountId: string, userId: string) => {
+    if (q.role.get(accountId, userId)?.role === 'owner' && Number(q.owners.get(accountId)?.n) <= 1) throw new LastOwnerError()
+  }
+
+  return {
+    async createUser(user, event) {
+      return batch.atomic(() => {
+        const r = q.insertUser.run(user.id, user.email, emailKey(user.email), user.passwordHash, user.emailVerifiedAt, user.status,
+          flag(user.operator), user.totpSecret, user.totpEnabledAt, user.createdAt, user.createdAt)
+        if (Number(r.changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    async findUserByEmail(email) {
+      const row = q.userByEmail.get(emailKey(email))
+      return row ? toUser(row) : null
+    },
+    async getUser(id) {
+      const row = q.user.get(id)
+      return row ? toUser(row) : null
+    },
+    async updateUser(id, patch, event) {
+      const { sets, values } = userSets(patch)
+      return batch.atomic(() => {
+        const row = db.prepare(`UPDATE users SET ${[...sets, 'updated_at = ?'].join(', ')} WHERE id = ? RETURNING *`)
+          .get(...values, new Date().toISOString(), id)
+        if (row === undefined) return null
+        if (event !== null) audit(event)
+        return toUser(row)
+      })
+    },
+    async listUsers({ status, email, cursor, limit }) {
+      const where: string[] = []
+      const values: (string | number)[] = []
+      if (cursor !== undefined) {
+        const after = readAccountCursor(cursor)
+        where.push('(created_at, id) > (?, ?)')
+        values.push(after.createdAt, after.id)
+      }
+      if (status !== undefined) {
+        where.push('status = ?')
+        values.push(status)
+      }
+      if (email !== undefined && email !== '') {
+        // The key is lowercased already: a lowercased pattern matches any case.
+        where.push("email_key LIKE ? ESCAPE '\\'")
+        values.push(likePattern(emailKey(email)))
+      }
+      const rows = db.prepare(`SELECT * FROM users ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY created_at, id LIMIT ?`).all(...values, limit + 1)
+      const items = rows.slice(0, limit).map(toUser)
+      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+    },
+
+    async addMember(accountId, userId, role, event) {
+      return batch.atomic(() => {
+        const r = q.insertMember.run(role, new Date().toISOString(), accountId, userId)
+        if (Number(r.changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    async listMembers(accountId) {
+      return q.members.all(accountId).map(toMember)
+    },
+    async membershipsOf(userId) {
+      return q.memberships.all(userId).map(toMembership)
+    },
+    async setRole(accountId, userId, role, event) {
+      return batch.atomic(() => {
+        if (role !== 'owner') keepsOwner(accountId, userId)
+        const r = q.setRole.run(role, accountId, userId)
+        if (Number(r.changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    async removeMember(accountId, userId, event) {
+      return batch.atomic(() => {
+        keepsOwner(accountId, userId)
+        const r = q.removeMember.run(accountId, userId)
+        if (Number(r.changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+
+    async createSession(session) {
+      const now = new Date().toISOString()
+      const row = await batch.run(() => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now,
+        flag(session.twoFactorPending), session.ip, session.userAgent)!)
+      return toSession(row)
+    },
+    async findSession(idHash, nowIso) {
+      const row = q.session.get(idHash, nowIso)
+      return row ? { session: toSession(row, 's_'), user: toUser(row) } : null
+    },
+    async touchSession(idHash, lastSeenIso, newExpiresIso) {
+      const r = await batch.run(() => q.touch.run(lastSeenIso, newExpiresIso, idHash, lastSeenIso))
+      return Number(r.changes) > 0
+    },
+    async completeTwoFactor(idHash, newIdHash) {
+      const r = await batch.run(() => q.complete.run(newIdHash ?? null, idHash))
+      return Number(r.changes) > 0
+    },
+    async deleteSession(idHash) {
+      return Number((await batch.run(() => q.deleteSession.run(idHash))).changes) > 0
+    },
+    async deleteSessionsOf(userId, exceptIdHash) {
+      return Number((await batch.run(() => q.deleteSessionsOf.run(userId, exceptIdHash ?? null))).changes)
+    },
+    async pruneSessions(nowIso) {
+      return Number((await batch.run(() => q.pruneSessions.run(nowIso))).changes)
+    },
+
+    async createToken(token) {
+      const [userId, accountId] = [token.userId ?? null, token.accountId ?? null]
+      const row = await batch.atomic(() => {
+        q.replaceTokens.run(token.purpose, accountId, userId, userId, token.email)
+        return q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null,
+          new Date().toISOString(), token.expiresAt)!
+      })
+      return toEmailToken(row)
+    },
+    async consumeToken(tokenHash, purpose, nowIso) {
+      const row = await batch.run(() => q.consume.get(nowIso, tokenHash, purpose, nowIso))
+      return row ? toEmailToken(row) : null
+    },
+    async pendingInvites(accountId, nowIso) {
+      return q.invites.all(accountId, nowIso).map(toEmailToken)
+    },
+    async deleteToken(tokenHash) {
+      return Number((await batch.run(() => q.deleteToken.run(tokenHash))).changes) > 0
+    },
+    async pruneTokens(nowIso) {
+      return Number((await batch.run(() => q.pruneTokens.run(nowIso))).changes)
+    },
+
+    async setRecoveryCodes(userId, codeHashes) {
+      await batch.atomic(() => {
+        q.deleteCodes.run(userId)
+        for (const hash of codeHashes) q.insertCode.run(userId, hash)
+      })
+    },
+    async useRecoveryCode(userId, codeHash) {
+      const r = await batch.run(() => q.useCode.run(new Date().toISOString(), userId, codeHash))
+      return Number(r.changes) > 0
+    },
+    async recoveryCodesLeft(userId) {
+      return Number(q.codesLeft.get(userId)?.n ?? 0)
+    },
+  }
+}
+
+/** userSets: the SET clauses and values of a patch (fields left out stay as they are). */
+function userSets(patch: UserPatch): { sets: string[]; values: (string | number | null)[] } {
+  const sets: string[] = []
+  const values: (string | number | null)[] = []
+  for (const [field, column] of Object.entries(USER_COLUMNS) as [keyof UserPatch, string][]) {
+    const value = patch[field]
+    if (value === undefined) continue
+    sets.push(`${column} = ?`)
+    values.push(typeof value === 'boolean' ? flag(value) : value)
+  }
+  return { sets, values }
+}

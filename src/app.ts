@@ -16,6 +16,9 @@ import totpRoutes from './totp/routes.ts'
 import converterRoutes from './converter/routes.ts'
 import portal from './portal/plugin.ts'
 import { Passwords } from './portal/passwords.ts'
+import { SignInThrottle } from './portal/throttle.ts'
+import { openMailer } from './mail/mailer.ts'
+import { Accounts } from './accounts/service.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
 import { VERSION } from './version.ts'
@@ -97,7 +100,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   await app.register(opsRoutes, { store })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
-  if (config.portalEnabled) await app.register(portal, { prefix: '/portal', config, store, pepper, passwords: new Passwords(), now })
+  if (config.portalEnabled) {
+    const mailer = openMailer(config, app.log)
+    app.addHook('onClose', () => mailer.close())
+    await app.register(portal, {
+      prefix: '/portal', config, store, pepper, now, mailer,
+      accounts: new Accounts({ store, pepper, config, now }),
+      passwords: new Passwords(),
+      throttle: new SignInThrottle(store, config, now),
+    })
+  }
   await app.register(totpRoutes, { config, store, pepper, now })
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({

@@ -92,8 +92,9 @@ test('sign in and out: a wrong password and an unknown email get the same answer
   assert.equal(crossSite.status, 403)
 
   await page.getByRole('button', { name: 'Sign out', exact: true }).click()
-  await page.waitForURL(/\/portal\/sign-in$/)
+  await page.waitForURL(/\/portal\/sign-in\?notice=signed-out$/)
+  assert.equal(await page.getByRole('status').innerText(), 'You are signed out.')
   await page.goto(`${app.url}/portal/home`)
-  assert.match(page.url(), /\/portal\/sign-in$/, 'signed out: home leads to sign-in')
+  assert.match(page.url(), /\/portal\/sign-in\?next=%2Fportal%2Fhome$/, 'signed out: home leads to sign-in, and back')
   assert.equal(await app.store.portal.findSession(sessionIdHash(session.value), new Date().toISOString()), null, 'the session is gone from the store')
 })

@@ -113,3 +113,14 @@ export function signupToApprove(input: { readonly email: string; readonly accoun
     { link: input.link },
   ])
 }
+
+/** alreadyRegistered: someone signed up with an address that has an account already (the page said "check your inbox" either way). */
+export function alreadyRegistered(input: { readonly signInUrl: string; readonly resetUrl: string }): Email {
+  return compose(`You already have a ${PRODUCT} account`, [
+    `Someone (we hope you) tried to sign up for ${PRODUCT} with this address, which already has an account. Sign in here:`,
+    { link: input.signInUrl },
+    'Forgot the password? Choose a new one here:',
+    { link: input.resetUrl },
+    'If it was not you, ignore this email: nothing changes.',
+  ])
+}

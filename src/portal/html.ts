@@ -8,15 +8,34 @@ import { html, type SafeHtml } from '@remix-run/html-template'
 export { html }
 export type Html = SafeHtml
 
+export interface PageUser {
+  readonly email: string
+  readonly operator: boolean
+  /** The session's CSRF token, for the sign-out form in the header. */
+  readonly csrf: string
+}
+
 export interface PageOptions {
   readonly title: string
-  /** The signed-in user's email, for the header; null on the sign-in pages. */
-  readonly user?: string | null
+  /** The signed-in user, for the header's menu; null on the sign-in pages. */
+  readonly user?: PageUser | null
+  /** An account's navigation, on its pages. */
+  readonly nav?: Html | null
   readonly body: Html
 }
 
+const userMenu = (user: PageUser) => html`<nav aria-label="Your portal" class="who">
+<p>Signed in as ${user.email}</p>
+<ul class="menu">
+<li><a href="/portal/home">Your accounts</a></li>
+<li><a href="/portal/security">Security</a></li>
+${user.operator ? html`<li><a href="/portal/operator">Operator</a></li>` : ''}
+<li><form method="post" action="/portal/sign-out" class="inline"><input type="hidden" name="_csrf" value="${user.csrf}"><button type="submit" class="link">Sign out</button></form></li>
+</ul>
+</nav>`
+
 /** page wraps a page's body in the portal's layout: landmarks, a skip link, the one stylesheet and script. */
-export function page({ title, user = null, body }: PageOptions): string {
+export function page({ title, user = null, nav = null, body }: PageOptions): string {
   return String(html`<!doctype html>
 <html lang="en">
 <head>
@@ -26,13 +45,15 @@ export function page({ title, user = null, body }: PageOptions): string {
 <link rel="stylesheet" href="/portal/assets/portal.css">
 <meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}'>
 <script src="/portal/assets/htmx.min.js" defer></script>
+<script src="/portal/assets/portal.js" defer></script>
 </head>
 <body>
 <a class="skip" href="#main">Skip to the content</a>
 <header>
 <p class="brand"><a href="/portal">Tessera developer portal</a></p>
-${user === null ? '' : html`<p class="who">Signed in as ${user}</p>`}
+${user === null ? '' : userMenu(user)}
 </header>
+${nav ?? ''}
 <main id="main">
 <h1>${title}</h1>
 ${body}

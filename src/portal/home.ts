@@ -1,0 +1,52 @@
+/**
+ * The portal's home: the accounts the signed-in user belongs to (one leads straight to its
+ * getting-started page), and a form to create another, of which the user is the owner.
+ */
+import type { FastifyInstance } from 'fastify'
+import { html } from './html.ts'
+import type { Kit } from './kit.ts'
+import { actorOf, csrfField, formExpired, formField, formOk, sendPage, sessionOf, signedIn } from './kit.ts'
+import { isFailure } from '../accounts/service.ts'
+
+export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { store, accounts } = kit
+
+  app.get('/', { schema: { hide: true } }, async (request, reply) =>
+    reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303))
+
+  app.get('/home', { schema: { hide: true } }, async (request, reply) => {
+    const current = await signedIn(kit, request, reply)
+    if (current === null) return reply
+    const memberships = await store.portal.membershipsOf(current.user.id)
+    return sendPage(kit, reply, { title: 'Your accounts', current, body: html`
+${memberships.length === 0 ? html`<p>You do not belong to any account yet. Create one below, or ask an account owner to invite you.</p>` : html`
+<table>
+<caption>Accounts you belong to</caption>
+<thead><tr><th scope="col">Account</th><th scope="col">Your role</th><th scope="col">Status</th></tr></thead>
+<tbody>${memberships.map((m) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(m.accountId)}/start">${m.accountName}</a></td><td>${m.role}</td><td>${m.accountStatus}</td></tr>`)}</tbody>
+</table>`}
+<h2>Create an account</h2>
+<form method="post" action="/portal/accounts">
+${csrfField(kit, current)}
+<label for="name">Account name</label>
+<input id="name" name="name" type="text" required maxlength="200" autocomplete="organization">
+<button type="submit">Create account</button>
+</form>` })
+  })
+
+  app.post('/accounts', { schema: { hide: true } }, async (request, reply) => {
+    const current = await signedIn(kit, request, reply)
+    if (current === null) return reply
+    if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
+    const ctx = actorOf(current, request)
+    const account = await accounts.createAccount(ctx, { name: formField(request, 'name') })
+    if (isFailure(account)) return sendPage(kit, reply, { title: 'Your accounts', status: 422, current, body: html`<p class="error" role="alert">${account.message}. <a href="/portal/home">Back</a></p>` })
+    await store.portal.addMember(account.id, current.user.id, 'owner', {
+      actor: `portal-user:${current.user.id}`, action: 'member.add', target: { type: 'member', id: current.user.id }, accountId: account.id, ip: request.ip, outcome: 'success', detail: { role: 'owner' },
+    })
+    return reply.redirect(`/portal/accounts/${encodeURIComponent(account.id)}/start`, 303)
+  })
+
+  app.get<{ Params: { accountId: string } }>('/accounts/:accountId', { schema: { hide: true } }, async (request, reply) =>
+    reply.redirect(`/portal/accounts/${encodeURIComponent(request.params.accountId)}/start`, 303))
+}

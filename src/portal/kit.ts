@@ -1,0 +1,182 @@
+/**
+ * The portal's kit: what every page module of the portal is given (the services it calls,
+ * and the few request helpers every page needs: who is signed in, may they see this
+ * account, is this form genuine, send a page). Page modules are plain Fastify plugins
+ * registered by plugin.ts with `(scope, kit)`: they never open anything themselves.
+ *
+ * Roles, from least to most: viewer (reads), developer (keys, subscriptions), admin (the
+ * team, but not its owners), owner. Operators (a user flag set with the CLI) act as owners
+ * of every account.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../config/config.ts'
+import type { Pepper } from '../crypto/keyed.ts'
+import type { Store } from '../storage/ports.ts'
+import type { Accounts, Context } from '../accounts/service.ts'
+import type { Mailer } from '../mail/mailer.ts'
+import type { Membership, Role, Session, User } from '../domain/portal.ts'
+import type { Account } from '../storage/ports.ts'
+import type { Passwords } from './passwords.ts'
+import type { SignInThrottle } from './throttle.ts'
+import { html, page, type Html } from './html.ts'
+import { checkCsrf, csrfToken, isToken, readCookie, sameOrigin, sessionIdHash } from './session.ts'
+
+export interface Kit {
+  readonly config: Config
+  readonly store: Store
+  readonly accounts: Accounts
+  readonly mailer: Mailer
+  readonly passwords: Passwords
+  readonly throttle: SignInThrottle
+  readonly pepper: Pepper
+  readonly now: () => number
+  /** The session cookie's name (with `__Host-` behind HTTPS). */
+  readonly sessionCookie: string
+  readonly sessionTtlMs: number
+}
+
+/** Current: the signed-in user of a request, their session and its token. */
+export interface Current {
+  readonly session: Session
+  readonly user: User
+  readonly token: string
+}
+
+/** An account page's subject: the account, and the role the signed-in user has in it. */
+export interface InAccount extends Current {
+  readonly account: Account
+  readonly role: Role
+}
+
+const RANK: Readonly<Record<Role, number>> = { viewer: 0, developer: 1, admin: 2, owner: 3 }
+
+/** atLeast: `role` may do what `needed` may. */
+export function atLeast(role: Role, needed: Role): boolean {
+  return RANK[role] >= RANK[needed]
+}
+
+/** The accounts layer's context for a portal user's change. */
+export function actorOf(current: Current, request: FastifyRequest): Context {
+  return { actor: { type: 'portal-user', id: current.user.id }, ip: request.ip }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/** sessionOf: the signed-in user of a request, or null (no cookie, unknown, expired, disabled, or a second factor still due). */
+export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pendingToo?: boolean } = {}): Promise<Current | null> {
+  const token = readCookie(request.headers.cookie, kit.sessionCookie)
+  if (token === null || !isToken(token)) return null
+  const found = await kit.store.portal.findSession(sessionIdHash(token), iso(kit.now()))
+  if (found === null || found.user.status !== 'active') return null
+  if (found.session.twoFactorPending && options.pendingToo !== true) return null
+  // Sliding expiry, written at most once a minute per session.
+  if (kit.now() - Date.parse(found.session.lastSeenAt) > 60_000) {
+    await kit.store.portal.touchSession(found.session.idHash, iso(kit.now()), iso(kit.now() + kit.sessionTtlMs))
+  }
+  return { ...found, token }
+}
+
+/** signedIn: the signed-in user, or null after redirecting to sign-in (which brings them back here). */
+export async function signedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+  const current = await sessionOf(kit, request)
+  if (current === null) {
+    const back = request.method === 'GET' ? `?next=${encodeURIComponent(request.url.split('?')[0]!)}` : ''
+    await reply.redirect(`/portal/sign-in${back}`, 303)
+  }
+  return current
+}
+
+/**
+ * inAccount: the signed-in user and the account of the `:accountId` in the path, when they
+ * may act in it with at least `needed`; otherwise the answer is sent (sign-in, or a 404 that
+ * does not tell an account someone else's from one that does not exist, or 403 for a member
+ * whose role is short) and null returned.
+ */
+export async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
+  const current = await signedIn(kit, request, reply)
+  if (current === null) return null
+  const accountId = (request.params as { accountId?: string }).accountId ?? ''
+  const membership = await membershipOf(kit, current.user, accountId)
+  const account = membership === null ? null : await kit.store.access.getAccount(accountId)
+  if (membership === null || account === null) {
+    await notFound(kit, reply, current)
+    return null
+  }
+  if (!atLeast(membership.role, needed)) {
+    await sendPage(kit, reply, { title: 'Not allowed', current, status: 403, body: html`<p role="alert">Your role in ${account.name} (${membership.role}) does not allow this. An owner or admin of the account can change it.</p>` })
+    return null
+  }
+  return { ...current, account, role: membership.role }
+}
+
+/** membershipOf: the user's membership of an account; operators are owners of every account. */
+export async function membershipOf(kit: Kit, user: User, accountId: string): Promise<Pick<Membership, 'accountId' | 'role'> | null> {
+  const own = (await kit.store.portal.membershipsOf(user.id)).find((m) => m.accountId === accountId)
+  if (own !== undefined) return user.operator ? { accountId, role: 'owner' } : own
+  if (user.operator && (await kit.store.access.getAccount(accountId)) !== null) return { accountId, role: 'owner' }
+  return null
+}
+
+/** csrfField: the hidden field every form of a signed-in page carries. */
+export function csrfField(kit: Kit, current: Current): Html {
+  return html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
+}
+
+/** formOk: a form post came from this site and carries its session's CSRF token. */
+export function formOk(kit: Kit, request: FastifyRequest, current: Current): boolean {
+  const body = (request.body ?? {}) as Record<string, unknown>
+  return sameOrigin(request.headers, originsOf(kit, request)) && checkCsrf(kit.pepper, current.session.idHash, body._csrf)
+}
+
+/** The origins a form may come from: the public URL's, and the one this request was sent to. */
+export function originsOf(kit: Kit, request: FastifyRequest): string[] {
+  return [new URL(kit.config.publicBaseUrl).origin, `${request.protocol}://${request.host}`]
+}
+
+/** formField: a form's text field, trimmed ('' when missing or not text). */
+export function formField(request: FastifyRequest, name: string): string {
+  const value = ((request.body ?? {}) as Record<string, unknown>)[name]
+  return typeof value === 'string' ? value.trim() : ''
+}
+
+export interface SendOptions {
+  readonly title: string
+  readonly body: Html
+  readonly status?: number
+  readonly current?: Current | null
+  /** An account page: the account's navigation is shown, with this page marked. */
+  readonly account?: { readonly id: string; readonly name: string; readonly here: AccountPage } | null
+}
+
+export type AccountPage = 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team'
+
+const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
+  ['start', 'Getting started'], ['keys', 'Keys'], ['subscriptions', 'Subscriptions'], ['usage', 'Usage'], ['team', 'Team'], ['audit', 'Audit'],
+]
+
+/** accountNav: the links between an account's pages. */
+function accountNav(account: NonNullable<SendOptions['account']>): Html {
+  const id = encodeURIComponent(account.id)
+  return html`<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(([slug, label]) =>
+    html`<li><a href="/portal/accounts/${id}/${slug}"${slug === account.here ? html` aria-current="page"` : ''}>${label}</a></li>`)}</ul></nav>`
+}
+
+/** sendPage sends a portal page (with the user's menu when signed in, the account's navigation on account pages). */
+export function sendPage(kit: Kit, reply: FastifyReply, options: SendOptions): FastifyReply {
+  const { title, body, status = 200, current = null, account = null } = options
+  return reply.code(status).type('text/html; charset=utf-8').send(page({
+    title,
+    user: current === null ? null : { email: current.user.email, operator: current.user.operator, csrf: csrfToken(kit.pepper, current.session.idHash) },
+    nav: account === null ? null : accountNav(account),
+    body,
+  }))
+}
+
+export function notFound(kit: Kit, reply: FastifyReply, current: Current | null = null): FastifyReply {
+  return sendPage(kit, reply, { title: 'Page not found', status: 404, current, body: html`<p>There is no such page, or it is not yours to see. <a href="/portal">Back to the portal</a>.</p>` })
+}
+
+/** formExpired: the answer to a form without its CSRF token or from another site (nothing done). */
+export function formExpired(kit: Kit, reply: FastifyReply, current: Current | null, back: string): FastifyReply {
+  return sendPage(kit, reply, { title: 'Form expired', status: 403, current, body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. <a href="${back}">Go back</a> and try again.</p>` })
+}

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { once } from 'node:events'
 import { tempDir } from './helper.ts'
 import { startServer } from './process.ts'
+import { PortalClient } from './portal-helper.ts'
 import { SKIP_CORPUS, real, unzip, upload } from './convert.ts'
 
 test('the suite runs on Node 24, the runtime the npm node package pins', () => {
@@ -13,7 +14,7 @@ test('the suite runs on Node 24, the runtime the npm node package pins', () => {
 
 const start = (env: Record<string, string>) => startServer(env)
 
-test('npm start on an empty store creates it and a demo key that works at once; SIGTERM exits 0', async (t) => {
+test('npm start on an empty store creates it, a demo key that works at once and a demo portal sign-in; SIGTERM exits 0', async (t) => {
   const dataDir = tempDir(t)
   const first = start({ DATA_DIR: dataDir })
   t.after(() => first.child.kill('SIGKILL'))
@@ -24,6 +25,12 @@ test('npm start on an empty store creates it and a demo key that works at once; 
   assert.match(first.output(), new RegExp(`curl -H 'x-api-key: ${key}' http://localhost:0/totp/ping`))
   const res = await fetch(`http://127.0.0.1:${port}/totp/ping`, { headers: { 'x-api-key': key } })
   assert.equal(res.status, 200)
+  assert.match(first.output(), /Developer portal: http:\/\/localhost:0\/portal/)
+  const signIn = /sign in as (\S+) with the password (\S+) \(shown this once/.exec(first.output())
+  assert.ok(signIn, first.output())
+  const portal = new PortalClient(`http://127.0.0.1:${port}`)
+  await portal.signIn(signIn[1]!, signIn[2]!)
+  assert.match((await portal.follow('/portal/home')).text, /<a href="\/portal\/accounts\/[^"]+\/start">demo<\/a><\/td><td>owner<\/td>/)
   first.child.kill('SIGTERM')
   const [code] = await once(first.child, 'exit')
   assert.equal(code, 0)

@@ -6,46 +6,9 @@ import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { once } from 'node:events'
-import { SMTPServer, type SMTPServerOptions } from 'smtp-server'
+import { smtp } from '../../test/smtp.ts'
 import { MailError, openMailer, type MailLog } from './mailer.ts'
 import { duration, escapeHtml, invitation, resetPassword, signupAwaitingApproval, signupToApprove, verifyEmail } from './templates.ts'
-
-interface Received {
-  readonly from: string
-  readonly to: readonly string[]
-  readonly raw: string
-}
-
-/** smtp starts a real SMTP server on port 0 and collects what it accepts. */
-async function smtp(t: TestContext, options: Partial<SMTPServerOptions> = {}): Promise<{ port: number; received: Received[] }> {
-  const received: Received[] = []
-  const server = new SMTPServer({
-    // No TLS here: nodemailer would upgrade and then refuse the server's self-signed certificate.
-    disabledCommands: ['STARTTLS'],
-    authOptional: true,
-    allowInsecureAuth: true,
-    logger: false,
-    // A test closes its mailers first; this bounds the wait for a pooled connection left open by a failed one.
-    closeTimeout: 1000,
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = []
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk))
-      stream.on('end', () => {
-        received.push({
-          from: session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address,
-          to: session.envelope.rcptTo.map((r) => r.address),
-          raw: Buffer.concat(chunks).toString('utf8'),
-        })
-        callback()
-      })
-    },
-    ...options,
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server.server, 'listening')
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  return { port: (server.server.address() as AddressInfo).port, received }
-}
 
 /** A log that keeps its entries, to check what is and is not written. */
 function memoryLog(): MailLog & { lines: string[] } {

@@ -1,0 +1,35 @@
+/**
+ * Portal sessions live in the store, so every node of a deployment (PostgreSQL + Redis) knows
+ * them: a session made on one node works on the other, and signing out everywhere on one is
+ * refused on the other at its next request.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { startApp, testClock } from './helper.ts'
+import { PortalClient, portalUser } from './portal-helper.ts'
+import { createDatabase, redisEnv, skipUnless } from './services.ts'
+
+test('two nodes on PostgreSQL and Redis share sessions: signed out everywhere on one, refused on the other', { skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') }, async (t) => {
+  const env = { DATABASE_URL: await createDatabase(t), ...await redisEnv(t), PEPPER: 'a pepper both nodes share, at least 32 characters' }
+  const clock = testClock()
+  const a = await startApp(t, env, clock)
+  const b = await startApp(t, env, clock)
+  const user = await portalUser(a)
+
+  // Two browsers of the same user, one on each node.
+  const onA = new PortalClient(a.url)
+  await onA.signIn(user.email, user.password)
+  const onB = new PortalClient(b.url)
+  await onB.signIn(user.email, user.password)
+  // The cookie of node A's session, presented to node B: the same session.
+  const crossed = await fetch(`${b.url}/portal/home`, { redirect: 'manual', headers: { cookie: onA.cookieHeader } })
+  assert.equal(crossed.status, 200, 'a session made on A works on B')
+
+  assert.equal((await onB.get('/portal/home')).status, 200)
+  const out = await onA.post('/portal/sign-out', { everywhere: '1' }, { from: '/portal/home' })
+  assert.equal(out.status, 303)
+  const refused = await onB.get('/portal/home')
+  assert.equal(refused.status, 303, 'signed out everywhere on A: refused on B')
+  assert.match(refused.location ?? '', /^\/portal\/sign-in/)
+  assert.equal((await fetch(`${b.url}/portal/home`, { redirect: 'manual', headers: { cookie: onB.cookieHeader } })).status, 303)
+})

@@ -356,3 +356,26 @@ test('the team page and an invitation in a browser: labelled controls, no seriou
   assert.equal(await invited.getByRole('row', { name: /newbie@example\.com \(you\) admin/ }).count(), 1)
   assert.deepEqual(await seriousViolations(invited), [])
 })
+
+test('the team page of 50 members and 20 invitations takes as many store calls as that of one', async (t) => {
+  const app = await startApp(t)
+  const { client } = await signedInClient(app)
+  const portal = app.store.portal as unknown as Record<string, (...args: unknown[]) => unknown>
+  const calls: string[] = []
+  for (const name of Object.keys(portal)) {
+    const original = portal[name]!
+    if (typeof original === 'function') portal[name] = (...args: unknown[]) => { calls.push(name); return original.apply(app.store.portal, args) }
+  }
+  const count = async () => {
+    calls.length = 0
+    assert.equal((await client.get(teamOf(app))).status, 200)
+    return [...calls]
+  }
+  const alone = await count()
+  assert.ok(alone.includes('listMembers') && alone.includes('pendingInvites'), alone.join(','))
+  for (let i = 0; i < 49; i++) await portalUser(app, { role: 'developer' })
+  for (let i = 0; i < 20; i++) await invite(app, client, `invitee-${i}@example.com`, 'viewer')
+  const page = await client.get(teamOf(app))
+  assert.equal(page.text.match(/<th scope="row">/g)?.length, 70)
+  assert.deepEqual(await count(), alone)
+})

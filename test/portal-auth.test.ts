@@ -153,7 +153,8 @@ test('password reset: the same answer for any address; the link works once, sets
 
 test('next after sign-in stays inside the portal', () => {
   assert.equal(safeNext('/portal/accounts/acc_1/keys'), '/portal/accounts/acc_1/keys')
-  for (const bad of ['https://evil.example/', '//evil.example/portal/', '/portal//evil.example', '/portal/../admin', '/totp/ping', 'javascript:alert(1)', '/portal/\\evil', undefined, 42]) {
+  assert.equal(safeNext('/portal/invitations/accept?token=abc_-1&account=acc_1'), '/portal/invitations/accept?token=abc_-1&account=acc_1')
+  for (const bad of ['https://evil.example/', '//evil.example/portal/', '/portal//evil.example', '/portal/../admin', '/totp/ping', 'javascript:alert(1)', '/portal/\\evil', '/portal/x?next=//evil.example', '/portal/x?a=<b>', undefined, 42]) {
     assert.equal(safeNext(bad), '/portal/home', String(bad))
   }
 })

@@ -126,7 +126,7 @@ test('an invitation to an existing user: signed out, a link to sign in; signed i
   assert.equal(await roleOf(app, bob.user.id, other.id), 'owner', 'their other account is untouched')
 })
 
-test('signing in from an invitation comes back to it', { todo: 'safeNext in auth.ts drops a query: the diff is in the team helper\'s report' }, async (t) => {
+test('signing in from an invitation comes back to it', async (t) => {
   const app = await startApp(t)
   const { client: owner } = await signedInClient(app)
   const bob = await portalUser(app, { email: 'bob@example.com', accountId: null })

@@ -37,7 +37,7 @@ export function checkEmail(email: string): string | null {
 
 /** safeNext: a portal page to go to after sign-in, or the home page (never another site). */
 export function safeNext(next: unknown): string {
-  return typeof next === 'string' && /^\/portal\/[\w\-/.%]*$/.test(next) && !next.includes('//') && !next.includes('..') ? next : '/portal/home'
+  return typeof next === 'string' && /^\/portal\/[\w\-/.%]*(\?[\w\-.%=&]*)?$/.test(next) && !next.includes('//') && !next.includes('..') ? next : '/portal/home'
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()

@@ -59,6 +59,10 @@ test('a new account from nothing to a first call: subscribe, create a key and co
   // Create a key
   await submit(page, 'link', 'Keys')
   await checked('keys, none yet')
+  assert.equal(await submit(page, 'button', 'Create key'), 422, 'a key needs a name')
+  assert.equal(await page.getByRole('alert').innerText(), 'The key was not created: give the key a name.')
+  assert.equal(await page.getByLabel('Key name').getAttribute('aria-invalid'), 'true')
+  await checked('keys, a refused form')
   await page.getByLabel('Key name').fill('ci-deploy')
   await page.getByLabel('Expires').selectOption({ label: 'In 90 days' })
   await page.getByRole('group', { name: 'API groups it may call (none checked: all)' }).getByRole('checkbox', { name: 'TOTP' }).check()

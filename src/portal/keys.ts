@@ -1,8 +1,176 @@
-/** The portal's keys pages (issue 13: to come). */
-import type { FastifyInstance } from 'fastify'
-import type { Kit } from './kit.ts'
+/**
+ * The keys of an account: listed to its viewers; created, rolled and revoked by its
+ * developers (and up) through the accounts layer, which writes the audit events. A new key
+ * is shown once, in the answer to the post that made it (a `no-store` page): never in a
+ * URL, a redirect, a cookie or the log, as unkey's portal does.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { html } from './html.ts'
+import type { InAccount, Kit } from './kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, notFound, sendPage } from './kit.ts'
+import { isFailure, MAX_NAME_LENGTH, type Failure } from '../accounts/service.ts'
+import type { ApiKeyInfo } from '../storage/ports.ts'
+import { accountPath } from './labels.ts'
+import {
+  confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,
+} from './keys-view.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
-export const css = ''
+export const css = `
+table.keys td form.row { margin-bottom: .4rem; }
+table.keys td form.inline button { margin-top: .2rem; }
+fieldset .choices { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; }
+fieldset .choices label { font-weight: 400; margin-left: .3rem; }
+details > summary { cursor: pointer; font-weight: 700; margin: 1rem 0 .5rem; }
+`
 
-export default async function keysPages(_app: FastifyInstance, _kit: Kit): Promise<void> {}
+type KeyParams = { accountId: string; keyId: string }
+
+const DAY_MS = 86_400_000
+
+/** listOf: a form field that may come once or several times (checkboxes), as strings. */
+function listOf(request: FastifyRequest, name: string): string[] {
+  const value = ((request.body ?? {}) as Record<string, unknown>)[name]
+  const all = Array.isArray(value) ? value : value === undefined ? [] : [value]
+  return all.filter((v): v is string => typeof v === 'string').slice(0, 10)
+}
+
+export default async function keysPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { accounts } = kit
+  const today = () => new Date(kit.now()).toISOString().slice(0, 10)
+  const tomorrow = () => new Date(kit.now() + DAY_MS).toISOString().slice(0, 10)
+
+  /** keysPage sends the list, with the create form for developers (filled again after a problem). */
+  async function keysPage(reply: FastifyReply, who: InAccount, opts: { status?: number; values?: CreateValues; problem?: Problem | null; revokedId?: string } = {}): Promise<FastifyReply> {
+    const base = accountPath(who.account.id, 'keys')
+    const keys = await accounts.listKeys(who.account.id)
+    const revoked = opts.revokedId === undefined ? undefined : keys.find((k) => k.id === opts.revokedId && k.revokedAt !== null)
+    const developer = atLeast(who.role, 'developer')
+    const csrf = developer ? csrfField(kit, who) : null
+    const problem = opts.problem ?? null
+    return sendPage(kit, reply, {
+      title: 'Keys', current: who, status: opts.status ?? 200, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      body: html`${revoked === undefined ? '' : html`<p class="notice" role="status">Key ${fullLabel(revoked)} is revoked: calls with it get 403.</p>`}${problem === null ? '' : html`<p class="error" role="alert">The key was not created: ${problem.text}</p>`}
+<p>A key lets your code call the API: send it in the <code>x-api-key</code> header. It works in the regions this account is <a href="${accountPath(who.account.id, 'subscriptions')}">subscribed</a> in, within its scope.</p>
+${keyList({ base, keys, nowMs: kit.now(), csrf })}
+${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a developer, admin or owner of the account creates, rolls and revokes them.</p>` : createForm(base, csrf, opts.values ?? EMPTY_FORM, problem, tomorrow())}`,
+    })
+  }
+
+  /** keyOf: the key of the path when it belongs to the account of the path; otherwise a 404 is sent and null returned. */
+  async function keyOf(request: FastifyRequest<{ Params: KeyParams }>, reply: FastifyReply, who: InAccount): Promise<ApiKeyInfo | null> {
+    const key = await accounts.getKey(request.params.keyId)
+    if (key === null || key.accountId !== who.account.id) {
+      await notFound(kit, reply, who)
+      return null
+    }
+    return key
+  }
+
+  /** refused: a change the accounts layer turned down, told on a page of its own with the way back. */
+  function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
+    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' ? 409 : 422
+    return sendPage(kit, reply, {
+      title, current: who, status, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'keys')}">Back to the keys</a></p>`,
+    })
+  }
+
+  /** shown: the page that shows a new key, once. */
+  function shown(reply: FastifyReply, who: InAccount, title: string, made: { key: ApiKeyInfo; apiKey: string; old?: ApiKeyInfo }): FastifyReply {
+    return sendPage(kit, reply, {
+      title, current: who, status: 201, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      body: shownOnce(accountPath(who.account.id, 'keys'), made.key, made.apiKey, made.old ?? null),
+    })
+  }
+
+  app.get<{ Params: { accountId: string }; Querystring: { revoked?: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
+    const who = await inAccount(kit, request, reply, 'viewer')
+    if (who === null) return reply
+    return keysPage(reply, who, typeof request.query.revoked === 'string' ? { revokedId: request.query.revoked } : {})
+  })
+
+  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
+    const who = await inAccount(kit, request, reply, 'developer')
+    if (who === null) return reply
+    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+    const values: CreateValues = {
+      name: formField(request, 'name'), expires: formField(request, 'expires') || 'never', date: formField(request, 'date'),
+      groups: listOf(request, 'groups'), regions: listOf(request, 'regions'),
+    }
+    const again = (problem: Problem) => keysPage(reply, who, { status: 422, values, problem })
+    if (values.name === '') return again({ field: 'name', text: 'give the key a name.' })
+    if (values.name.length > MAX_NAME_LENGTH) return again({ field: 'name', text: `use at most ${MAX_NAME_LENGTH} characters for the name.` })
+    const expiresAt = expiryOf(values)
+    if (typeof expiresAt === 'object' && expiresAt !== null) return again(expiresAt)
+    const made = await accounts.issueKey(actorOf(who, request), who.account.id, {
+      name: values.name, expiresAt,
+      scope: { groups: values.groups.length === 0 ? null : values.groups, regions: values.regions.length === 0 ? null : values.regions },
+    })
+    if (isFailure(made)) {
+      if (made.failure !== 'invalid') return refused(reply, who, 'Key not created', made)
+      return again({ field: made.field === 'name' ? 'name' : made.field === 'expiresAt' ? 'expires' : 'scope', text: `${made.message}.` })
+    }
+    return shown(reply, who, 'Key created', made)
+  })
+
+  /** expiryOf: the expiry chosen on the create form, as an ISO time (null: never), or what is wrong with it. */
+  function expiryOf(values: CreateValues): string | null | Problem {
+    if (values.expires === 'never') return null
+    if (values.expires === 'date') {
+      if (!/^\d{4}-\d\d-\d\d$/.test(values.date) || Number.isNaN(Date.parse(values.date))) return { field: 'expires', text: 'choose the expiry date (such as 2027-01-31), or another expiry.' }
+      if (values.date <= today()) return { field: 'expires', text: 'choose an expiry date after today.' }
+      if (values.date > '9999-12-31') return { field: 'expires', text: 'choose an earlier expiry date.' }
+      return `${values.date}T00:00:00.000Z`
+    }
+    const days = EXPIRIES.find(([v]) => v === values.expires && /^\d+$/.test(v))
+    if (days === undefined) return { field: 'expires', text: 'choose one of the expiries offered.' }
+    return new Date(kit.now() + Number(days[0]) * DAY_MS).toISOString()
+  }
+
+  app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/roll', { schema: { hide: true } }, async (request, reply) => {
+    const who = await inAccount(kit, request, reply, 'developer')
+    if (who === null) return reply
+    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+    const key = await keyOf(request, reply, who)
+    if (key === null) return reply
+    const grace = GRACES.find(([s]) => String(s) === formField(request, 'grace'))
+    if (grace === undefined) return refused(reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
+    const rolled = await accounts.rollKey(actorOf(who, request), key.id, { graceSeconds: grace[0] })
+    if (isFailure(rolled)) return refused(reply, who, 'Key not rolled', rolled)
+    return shown(reply, who, 'Key rolled', rolled)
+  })
+
+  app.get<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', { schema: { hide: true } }, async (request, reply) => {
+    const who = await inAccount(kit, request, reply, 'developer')
+    if (who === null) return reply
+    const key = await keyOf(request, reply, who)
+    if (key === null) return reply
+    return askToRevoke(reply, who, key)
+  })
+
+  /** askToRevoke: the confirmation, naming the key as the list's buttons do (told apart from live keys of the same name). */
+  async function askToRevoke(reply: FastifyReply, who: InAccount, key: ApiKeyInfo): Promise<FastifyReply> {
+    const keysPath = accountPath(who.account.id, 'keys')
+    const path = `${keysPath}/${encodeURIComponent(key.id)}/revoke`
+    if (key.revokedAt !== null) return refused(reply, who, 'Revoke a key', { failure: 'conflict', message: `key ${fullLabel(key)} is revoked already` })
+    const shared = sharedNames(liveKeys(await accounts.listKeys(who.account.id), kit.now()))
+    return sendPage(kit, reply, {
+      title: 'Revoke a key', current: who, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      body: confirmRevoke(path, csrfField(kit, who), keyLabel(key, shared), keysPath),
+    })
+  }
+
+  app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', { schema: { hide: true } }, async (request, reply) => {
+    const who = await inAccount(kit, request, reply, 'developer')
+    if (who === null) return reply
+    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+    const key = await keyOf(request, reply, who)
+    if (key === null) return reply
+    // Only the confirmation page's button revokes; any other post asks first.
+    if (formField(request, 'confirm') !== '1') return askToRevoke(reply, who, key)
+    const revoked = await accounts.revokeKey(actorOf(who, request), key.id)
+    if (isFailure(revoked)) return refused(reply, who, 'Key not revoked', revoked)
+    return reply.redirect(`${accountPath(who.account.id, 'keys')}?revoked=${encodeURIComponent(key.id)}`, 303)
+  })
+}

@@ -1,0 +1,192 @@
+/**
+ * The markup of the keys pages: the list (live keys first, then expired and revoked ones),
+ * the create form, the page that shows a new key once, and the revoke confirmation. Built
+ * from one list of keys and no further lookups, so that an account with a thousand keys
+ * costs one query.
+ */
+import type { ApiKeyInfo } from '../storage/ports.ts'
+import { GROUPS, REGIONS } from '../domain/regions.ts'
+import { html, type Html } from './html.ts'
+import { GROUP_NAMES, when } from './labels.ts'
+
+export type KeyState = 'active' | 'expiring' | 'expired' | 'revoked'
+
+/** keyState: what a key is at `nowMs` (expiring: rolled, the old key in its grace period). */
+export function keyState(key: ApiKeyInfo, nowMs: number): KeyState {
+  if (key.revokedAt !== null) return 'revoked'
+  if (key.expiresAt !== null && Date.parse(key.expiresAt) <= nowMs) return 'expired'
+  return key.rolledTo === null ? 'active' : 'expiring'
+}
+
+const BADGE: Readonly<Record<KeyState, Html>> = {
+  active: html`<span class="badge ok">active</span>`,
+  expiring: html`<span class="badge warn">expiring (rolled)</span>`,
+  expired: html`<span class="badge off">expired</span>`,
+  revoked: html`<span class="badge bad">revoked</span>`,
+}
+
+/** The grace a roll may give the old key, in seconds, with its words. */
+export const GRACES: readonly (readonly [number, string])[] = [[0, 'none (stops at once)'], [3600, '1 hour'], [86_400, '24 hours'], [604_800, '7 days']]
+const DEFAULT_GRACE = 86_400
+/** The grace options, made once: a thousand rows share them. */
+const GRACE_OPTIONS = html`${GRACES.map(([s, words]) => html`<option value="${s}"${s === DEFAULT_GRACE ? html` selected` : ''}>${words}</option>`)}`
+
+/** The expiries the create form offers, in days (`date`: the date field). */
+export const EXPIRIES: readonly (readonly [string, string])[] = [['never', 'Never'], ['30', 'In 30 days'], ['90', 'In 90 days'], ['365', 'In 365 days'], ['date', 'On the date below']]
+
+/**
+ * keyLabel: how controls name a key: its name, told apart by its last characters when the
+ * name is empty or shared with another key of the list.
+ */
+export function keyLabel(key: ApiKeyInfo, shared: ReadonlySet<string> = new Set()): string {
+  if (key.name === '') return `ending in ${key.hint}`
+  return shared.has(key.name) ? `${key.name} (ending in ${key.hint})` : key.name
+}
+
+/** fullLabel: a key's name and its last characters, whatever the other keys are called. */
+export function fullLabel(key: ApiKeyInfo): string {
+  return keyLabel(key, new Set([key.name]))
+}
+
+/** liveKeys: the keys that still work at `nowMs` (active, or rolled and in their grace). */
+export function liveKeys(keys: readonly ApiKeyInfo[], nowMs: number): ApiKeyInfo[] {
+  return keys.filter((k) => { const s = keyState(k, nowMs); return s === 'active' || s === 'expiring' })
+}
+
+/** sharedNames: the names more than one of `keys` has. */
+export function sharedNames(keys: readonly ApiKeyInfo[]): Set<string> {
+  const seen = new Set<string>()
+  const shared = new Set<string>()
+  for (const k of keys) (seen.has(k.name) ? shared : seen).add(k.name)
+  return shared
+}
+
+function scopeText(key: ApiKeyInfo): string {
+  const { groups, regions } = key.scope
+  if (groups === null && regions === null) return 'all'
+  return `${groups === null ? 'all groups' : groups.map((g) => GROUP_NAMES[g]).join(', ')}; ${regions === null ? 'all regions' : regions.join(', ')}`
+}
+
+export interface ListView {
+  readonly base: string
+  readonly keys: readonly ApiKeyInfo[]
+  readonly nowMs: number
+  /** The form fields of every form on the page (the CSRF token), or null: no changes offered (viewers). */
+  readonly csrf: Html | null
+}
+
+function expiryCell(key: ApiKeyInfo, state: KeyState): Html | string {
+  if (state === 'revoked') return html`revoked ${when(key.revokedAt)}`
+  if (state === 'expiring') return html`grace ends ${when(key.expiresAt)}`
+  return when(key.expiresAt)
+}
+
+function actions(view: ListView, key: ApiKeyInfo, state: KeyState, label: string): Html {
+  const path = `${view.base}/${encodeURIComponent(key.id)}`
+  const roll = state !== 'active' ? '' : html`<form method="post" action="${path}/roll" class="row">${view.csrf}<div><label for="grace-${key.id}">Grace<span class="visually-hidden"> for the old key when rolling ${label}</span></label>
+<select id="grace-${key.id}" name="grace">${GRACE_OPTIONS}</select></div>
+<button type="submit" class="secondary">Roll key ${label}</button></form>`
+  return html`<td>${roll}<form method="get" action="${path}/revoke" class="inline"><button type="submit" class="danger">Revoke key ${label}</button></form></td>`
+}
+
+function row(view: ListView, key: ApiKeyInfo, state: KeyState, shared: ReadonlySet<string>, live: boolean): Html {
+  const label = keyLabel(key, shared)
+  const used = key.lastUsedAt === null ? 'never' : html`${when(key.lastUsedAt)}${key.lastUsedRegion === null ? '' : ` in ${key.lastUsedRegion}`}`
+  return html`<tr><th scope="row">${key.name === '' ? html`<span class="hint">(no name)</span>` : key.name}</th><td><code>…${key.hint}</code></td><td>${when(key.createdAt)}</td><td>${used}</td><td>${expiryCell(key, state)}</td><td>${scopeText(key)}</td><td>${BADGE[state]}</td>${live && view.csrf !== null ? actions(view, key, state, label) : ''}</tr>`
+}
+
+function table(view: ListView, caption: string, keys: readonly (readonly [ApiKeyInfo, KeyState])[], shared: ReadonlySet<string>, live: boolean): Html {
+  const acting = live && view.csrf !== null
+  return html`<table class="keys">
+<caption>${caption}</caption>
+<thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Scope</th><th scope="col">State</th>${acting ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+<tbody>${keys.map(([k, state]) => row(view, k, state, shared, live))}</tbody>
+</table>`
+}
+
+/** keyList: the live keys (active, then in their grace), newest first; then the expired and revoked ones. */
+export function keyList(view: ListView): Html {
+  const rank: Readonly<Record<KeyState, number>> = { active: 0, expiring: 1, expired: 2, revoked: 2 }
+  const sorted = view.keys.map((k) => [k, keyState(k, view.nowMs)] as const)
+    .sort(([a, sa], [b, sb]) => rank[sa] - rank[sb] || (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
+  const live = sorted.filter(([, s]) => s === 'active' || s === 'expiring')
+  const old = sorted.filter(([, s]) => s === 'expired' || s === 'revoked')
+  const shared = sharedNames(live.map(([k]) => k))
+  return html`${live.length === 0 ? html`<p>This account has no key in use.</p>` : table(view, `Keys in use (${live.length})`, live, shared, true)}
+${old.length === 0 ? '' : html`<details${live.length === 0 ? html` open` : ''}><summary>Expired and revoked keys (${old.length})</summary>${table(view, 'Expired and revoked keys', old, shared, false)}</details>`}`
+}
+
+export interface CreateValues {
+  readonly name: string
+  readonly expires: string
+  readonly date: string
+  readonly groups: readonly string[]
+  readonly regions: readonly string[]
+}
+
+export const EMPTY_FORM: CreateValues = { name: '', expires: 'never', date: '', groups: [], regions: [] }
+
+/** Problem: what is wrong with a field of the create form ('name', 'expires' or 'scope'). */
+export interface Problem {
+  readonly field: string
+  readonly text: string
+}
+
+const invalid = (problem: Problem | null, field: string, hint?: string) => {
+  const ids = [hint ?? '', problem?.field === field ? `key-${field}-error` : ''].filter(Boolean).join(' ')
+  return html`${ids === '' ? '' : html` aria-describedby="${ids}"`}${problem?.field === field ? html` aria-invalid="true"` : ''}`
+}
+const fieldError = (problem: Problem | null, field: string) =>
+  problem?.field === field ? html`<p class="error" id="key-${field}-error">${problem.text}</p>` : ''
+
+function checkboxes(legend: string, name: string, values: readonly (readonly [string, string])[], checked: readonly string[], problem: Problem | null): Html {
+  return html`<fieldset${problem?.field === 'scope' ? html` aria-describedby="key-scope-error"` : ''}><legend>${legend}</legend><div class="choices">${values.map(([value, words]) =>
+    html`<div><input type="checkbox" id="key-${name}-${value}" name="${name}" value="${value}"${checked.includes(value) ? html` checked` : ''}><label for="key-${name}-${value}">${words}</label></div>`)}</div></fieldset>`
+}
+
+/** createForm: the form that creates a key, filled with `values`, with `problem` shown at its field. */
+export function createForm(base: string, csrf: Html, values: CreateValues, problem: Problem | null, minDate: string): Html {
+  return html`<h2 id="create">Create a key</h2>
+<form method="post" action="${base}" novalidate>
+${csrf}
+<label for="key-name">Key name</label>
+<p class="hint" id="key-name-hint">To tell your keys apart, such as ci-deploy; at most 200 characters.</p>
+${fieldError(problem, 'name')}
+<input id="key-name" name="name" type="text" required maxlength="200" autocomplete="off" value="${values.name}"${invalid(problem, 'name', 'key-name-hint')}>
+<label for="key-expires">Expires</label>
+${fieldError(problem, 'expires')}
+<select id="key-expires" name="expires"${invalid(problem, 'expires')}>${EXPIRIES.map(([v, words]) => html`<option value="${v}"${v === values.expires ? html` selected` : ''}>${words}</option>`)}</select>
+<label for="key-date">Expiry date (with “On the date below”)</label>
+<p class="hint" id="key-date-hint">The key stops working at the start of that day (00:00 UTC).</p>
+<input id="key-date" name="date" type="date" min="${minDate}" value="${values.date}"${invalid(problem, 'expires', 'key-date-hint')}>
+${fieldError(problem, 'scope')}
+${checkboxes('API groups it may call (none checked: all)', 'groups', GROUPS.map((g) => [g, GROUP_NAMES[g]] as const), values.groups, problem)}
+${checkboxes('Regions it may call (none checked: all)', 'regions', REGIONS.map((r) => [r, r] as const), values.regions, problem)}
+<button type="submit">Create key</button>
+</form>`
+}
+
+/** shownOnce: the body of the page that shows a new key, the only time it is ever shown. */
+export function shownOnce(keysPath: string, key: ApiKeyInfo, apiKey: string, old: ApiKeyInfo | null): Html {
+  const oldWords = old === null ? '' : old.revokedAt !== null
+    ? html`<p>The old key (ending in ${old.hint}) stopped working at once.</p>`
+    : html`<p>The old key (ending in ${old.hint}) keeps working until ${when(old.expiresAt)}, then stops: move your clients to the new key before then.</p>`
+  return html`<p role="status" class="notice">${old === null ? 'Key' : 'The new key'} ${keyLabel(key)} is ready.</p>
+${oldWords}
+<p><strong>Copy it now: it will not be shown again.</strong> We keep only a fingerprint of it; if it is lost, roll the key to get a new one.</p>
+<p class="secret" id="new-key">${apiKey}</p>
+<p><button type="button" data-copy="new-key" hidden>Copy key</button> <span role="status" id="new-key-status"></span></p>
+<p>Send it in the <code>x-api-key</code> header of each call.</p>
+<p><a href="${keysPath}">Back to the keys</a></p>`
+}
+
+/** confirmRevoke: the question asked before a key is revoked. */
+export function confirmRevoke(path: string, csrf: Html, label: string, keysPath: string): Html {
+  return html`<p>Revoke key ${label}? Calls with it will get 403 at once. This cannot be undone.</p>
+<form method="post" action="${path}" class="row">
+${csrf}
+<input type="hidden" name="confirm" value="1">
+<button type="submit" class="danger">Revoke key ${label}</button>
+<a href="${keysPath}">Keep it: back to the keys</a>
+</form>`
+}

@@ -70,7 +70,8 @@ export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pe
   if (found === null || found.user.status !== 'active') return null
   if (found.session.twoFactorPending && options.pendingToo !== true) return null
   // Sliding expiry, written at most once a minute per session.
-  if (kit.now() - Date.parse(found.session.lastSeenAt) > 60_000) {
+  // Never a pending one: its ten minutes to give the second factor must not grow by visiting.
+  if (!found.session.twoFactorPending && kit.now() - Date.parse(found.session.lastSeenAt) > 60_000) {
     await kit.store.portal.touchSession(found.session.idHash, iso(kit.now()), iso(kit.now() + kit.sessionTtlMs))
   }
   return { ...found, token }

@@ -146,6 +146,22 @@ export function readAccountCursor(cursor: string): { createdAt: string; id: stri
   throw new CursorError()
 }
 
+/** Pending-subscription cursors carry the last item's request time, account, region and group (the queue's order). */
+export function subscriptionCursor(item: Subscription): string {
+  return Buffer.from(JSON.stringify([item.updatedAt, item.accountId, item.region, item.group])).toString('base64url')
+}
+
+export function readSubscriptionCursor(cursor: string): { updatedAt: string; accountId: string; region: string; group: string } {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+    if (Array.isArray(value) && value.length === 4 && value.every((v) => typeof v === 'string')) {
+      const [at, accountId, region, group] = value as [string, string, string, string]
+      if (!Number.isNaN(Date.parse(at))) return { updatedAt: new Date(at).toISOString(), accountId, region, group }
+    }
+  } catch { /* below */ }
+  throw new CursorError()
+}
+
 /** Audit cursors are the last event's id (the list goes by id, newest first). */
 export function readEventCursor(cursor: string): string {
   if (!/^evt_[0-9a-f]{22}$/.test(cursor)) throw new CursorError()

@@ -169,7 +169,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     const seen: string[] = []
     let cursor: string | undefined
     do {
-      const page = await access.listPendingSubscriptions({ limit: 3, ...(cursor === undefined ? {} : { cursor }) })
+      const page = await access.listPendingSubscriptions({ limit: 2, ...(cursor === undefined ? {} : { cursor }) })
       assert.ok(page.items.every((s) => s.status === 'pending' && s.group === 'totp'))
       seen.push(...page.items.map((s) => `${s.accountName}:${s.region}`))
       cursor = page.next ?? undefined

@@ -157,15 +157,16 @@ export function accessParts(query: Query): AccessParts {
     },
     async listPendingSubscriptions({ cursor, limit }) {
       const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
-      // Times in milliseconds, as the cursor carries them (now() has microseconds): no row is met twice.
-      const at = "date_trunc('milliseconds', s.updated_at)"
-      const { rows } = await query(null, `SELECT s.account_id, s.region, s.api_group, s.status, ${at} AS updated_at, a.name AS account_name
+      // The cursor keeps the time to the microsecond (now() has them), so that no row is met twice.
+      const { rows } = await query(null, `SELECT s.*, a.name AS account_name,
+          to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS exact_at
         FROM subscriptions s JOIN accounts a ON a.id = s.account_id
-        WHERE s.status = 'pending'${after === null ? '' : ` AND (${at}, s.account_id, s.region, s.api_group) > ($2::timestamptz, $3::text, $4::text, $5::text)`}
-        ORDER BY ${at}, s.account_id, s.region, s.api_group LIMIT $1`,
+        WHERE s.status = 'pending'${after === null ? '' : ' AND (s.updated_at, s.account_id, s.region, s.api_group) > ($2::timestamptz, $3::text, $4::text, $5::text)'}
+        ORDER BY s.updated_at, s.account_id, s.region, s.api_group LIMIT $1`,
       [limit + 1, ...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group])])
       const items = rows.slice(0, limit).map((r) => ({ ...toSubscription(r), accountName: String(r.account_name) }))
-      return { items, next: rows.length > limit && items.length > 0 ? subscriptionCursor(items.at(-1)!) : null }
+      const last = rows[items.length - 1]
+      return { items, next: rows.length > limit && last !== undefined ? subscriptionCursor(items.at(-1)!, String(last.exact_at)) : null }
     },
     async findGrant(keyHash) {
       // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.

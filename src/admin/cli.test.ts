@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { get, startApp, tempDir } from '../../test/helper.ts'
+import { PortalClient, portalUser, signedInClient } from '../../test/portal-helper.ts'
 
 const run = promisify(execFile)
 const CLI = new URL('./cli.ts', import.meta.url).pathname
@@ -182,4 +183,52 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
   const table = await admin(dataDir, ['audit', '--account', accountId, '--limit', '1'])
   assert.match(table.stdout, /^at\s+actor\s+action\s+target\s+accountId\s+ip\s+outcome\s+detail\n\S+\s+cli\s+key\.create/)
   assert.match(table.stdout, /\(more: --after evt_[0-9a-f]{22}\)$/m)
+})
+
+test('operator grant/revoke/list: the portal\'s operator pages follow at once; user list/approve/disable; every change audited as the CLI\'s', async (t) => {
+  const dataDir = tempDir(t)
+  const app = await startApp(t, { DATA_DIR: dataDir, SIGNUP_MODE: 'approval' })
+  const { client, user } = await signedInClient(app, { email: 'Ops@Example.com', accountId: null })
+  assert.equal((await client.get('/portal/operator')).status, 404)
+
+  const granted = await admin(dataDir, ['operator', 'grant', '--email', 'ops@example.com'])
+  assert.equal(granted.code, 0, granted.stderr)
+  assert.equal(granted.stdout, 'Ops@Example.com is an operator now\n')
+  assert.equal((await client.get('/portal/operator')).status, 200, 'the next page sees the flag')
+  assert.equal((await admin(dataDir, ['operator', 'grant', '--email', 'ops@example.com'])).stdout, 'Ops@Example.com is an operator already\n')
+  const operators = await json<{ id: string; email: string; operator: boolean }[]>(dataDir, ['operator', 'list'])
+  assert.deepEqual(operators.map((o) => [o.id, o.email, o.operator]), [[user.id, 'Ops@Example.com', true]])
+  assert.match((await admin(dataDir, ['operator', 'list'])).stdout, /^id\s+email\s+status\s+confirmed\s+createdAt\nusr_\w+\s+Ops@Example\.com\s+active\s+yes\s/)
+
+  const revoked = await json<{ operator: boolean; changed: boolean }>(dataDir, ['operator', 'revoke', '--email', 'ops@example.com'])
+  assert.deepEqual([revoked.operator, revoked.changed], [false, true])
+  assert.equal((await client.get('/portal/operator')).status, 404)
+  assert.deepEqual(await json(dataDir, ['operator', 'list']), [])
+
+  const waiting = await portalUser(app, { email: 'waiting@example.com', accountId: null })
+  await app.store.portal.updateUser(waiting.user.id, { status: 'pending' }, null)
+  const pending = await json<{ items: { email: string; status: string }[]; next: string | null }>(dataDir, ['user', 'list', '--status', 'pending'])
+  assert.deepEqual(pending, { items: [{ ...pending.items[0]!, email: 'waiting@example.com', status: 'pending' }], next: null })
+  const approved = await admin(dataDir, ['user', 'approve', '--email', 'waiting@example.com'])
+  assert.equal(approved.stdout, 'waiting@example.com is approved and may sign in (emailed)\n')
+  assert.match(approved.stderr, /"to":"waiting@example\.com","subject":"Your Tessera account is approved"/, 'the log mailer (no SMTP_URL) writes the email')
+  const signedIn = new PortalClient(app.url)
+  await signedIn.signIn(waiting.email, waiting.password)
+  const disabled = await admin(dataDir, ['user', 'disable', '--email', 'waiting@example.com'])
+  assert.equal(disabled.stdout, 'waiting@example.com is disabled; 1 session(s) ended\n')
+  assert.equal((await signedIn.get('/portal/home')).status, 303, 'signed out')
+
+  const trail = await json<{ items: { actor: string; action: string; target: { id: string } }[] }>(dataDir, ['audit', '--actor', 'cli'])
+  assert.deepEqual(trail.items.map((e) => `${e.action}:${e.target.id === user.id ? 'ops' : 'waiting'}`).reverse(),
+    ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.disable:waiting'], 'the repeated grant wrote nothing')
+  for (const [args, message] of [
+    [['operator', 'grant', '--email', 'nobody@example.com'], /^error: no portal user nobody@example\.com\n$/],
+    [['operator', 'grant'], /^error: missing --email\n/],
+    [['user', 'list', '--status', 'asleep'], /^error: --status must be one of active, pending, disabled/],
+    [['operator', 'promote'], /^error: unknown command "operator promote"\n/],
+  ] as const) {
+    const r = await admin(dataDir, [...args])
+    assert.notEqual(r.code, 0, args.join(' '))
+    assert.match(r.stderr, message, args.join(' '))
+  }
 })

@@ -9,7 +9,11 @@ import { resolvePepper } from '../config/pepper.ts'
 import { openStore } from '../storage/factory.ts'
 import type { Store } from '../storage/ports.ts'
 import { Accounts, isFailure, type Failure } from '../accounts/service.ts'
-import { CLI, type Plan } from '../domain/accounts.ts'
+import { actorName, CLI, type AuditDraft, type Plan } from '../domain/accounts.ts'
+import { USER_STATUSES, type User, type UserPatch, type UserStatus } from '../domain/portal.ts'
+import { openMailer } from '../mail/mailer.ts'
+import { signupApproved } from '../mail/templates.ts'
+import type { Config } from '../config/config.ts'
 import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 
 export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
@@ -42,6 +46,13 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       group, last N days (31)
   audit [--account ID] [--actor A] [--action A] [--limit N] [--after CURSOR]
                                       the audit trail, newest first
+  operator grant --email E             let a portal user see and act in every account
+  operator revoke --email E
+  operator list                       the portal's operators
+  user list [--status pending|active|disabled] [--email TEXT] [--limit N] [--after CURSOR]
+                                      portal users, oldest first
+  user approve --email E              let a pending sign-up in (and email them)
+  user disable --email E              refuse a user's sign-in and end their sessions
   admin token create --name N --scope read|write
                                       a token for the admin API (shown once)
   admin token list
@@ -61,6 +72,7 @@ type Flags = {
   rate?: string; burst?: string; quota?: string; period?: string; days?: string
   status?: string; limit?: string; after?: string; expires?: string; groups?: string; regions?: string; grace?: string
   by?: string; actor?: string; action?: string; scope?: string; 'weight-totp'?: string; 'weight-converter'?: string
+  email?: string
 }
 
 const CTX = { actor: CLI }
@@ -114,8 +126,99 @@ async function requireAccount(accounts: Accounts, id: string): Promise<void> {
   if ((await accounts.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
 }
 
-async function run(accounts: Accounts, store: Store, words: readonly string[], flags: Flags): Promise<Output> {
+async function userByEmail(store: Store, email: string): Promise<User> {
+  const user = await store.portal.findUserByEmail(email)
+  if (user === null) throw new CommandError(`no portal user ${email}`)
+  return user
+}
+
+/** userDraft: the audit event of a CLI change to a portal user. */
+const userDraft = (user: User, action: string, detail: Record<string, unknown>): AuditDraft =>
+  ({ actor: actorName(CLI), action, target: { type: 'user', id: user.id }, accountId: null, ip: null, outcome: 'success', detail })
+
+/** changeUser applies a patch to the user of `--email`, unless it is in place already (then nothing is written). */
+async function changeUser(store: Store, email: string | undefined, patch: UserPatch, action: string, done: (user: User) => boolean): Promise<{ user: User; changed: boolean }> {
+  const user = await userByEmail(store, need(email, 'email'))
+  if (done(user)) return { user, changed: false }
+  const changed = await store.portal.updateUser(user.id, patch, userDraft(user, action, { ...patch }))
+  if (changed === null) throw new CommandError(`no portal user ${email}`)
+  return { user: changed, changed: true }
+}
+
+const userRow = (u: User) => ({ id: u.id, email: u.email, status: u.status, confirmed: u.emailVerifiedAt === null ? 'no' : 'yes', operator: u.operator ? 'yes' : '', createdAt: u.createdAt })
+const userJson = (u: User) => ({ id: u.id, email: u.email, status: u.status, emailVerifiedAt: u.emailVerifiedAt, operator: u.operator, createdAt: u.createdAt })
+
+/** mailApproval tells an approved user they can sign in; a failure is a warning (the approval stands). */
+async function mailApproval(config: Config, user: User): Promise<void> {
+  const line = (level: string) => (fields: object, message: string) => process.stderr.write(`${JSON.stringify({ level, ...fields, msg: message })}\n`)
+  const mailer = openMailer(config, { info: line('info'), warn: line('warn') })
+  try {
+    await mailer.send({ to: user.email, ...signupApproved({ signInUrl: `${config.publicBaseUrl}/portal/sign-in` }) })
+  } catch (error) {
+    process.stderr.write(`warning: ${(error as Error).message}\n`)
+  } finally {
+    mailer.close()
+  }
+}
+
+async function runUsers(config: Config, store: Store, verb: string | undefined, flags: Flags): Promise<Output> {
+  switch (verb) {
+    case 'list': {
+      const status = flags.status
+      if (status !== undefined && !USER_STATUSES.includes(status as UserStatus)) throw new UsageError(`--status must be one of ${USER_STATUSES.join(', ')} (got "${status}")`)
+      const page = await store.portal.listUsers({
+        limit: number(flags.limit, 'limit', 1, 100_000, true) ?? 1000,
+        ...(status === undefined ? {} : { status: status as UserStatus }),
+        ...(flags.email === undefined ? {} : { email: flags.email }),
+        ...(flags.after === undefined ? {} : { cursor: flags.after }),
+      })
+      const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+      return { json: { items: page.items.map(userJson), next: page.next }, human: table(page.items.map(userRow), ['id', 'email', 'status', 'confirmed', 'operator', 'createdAt']) + more }
+    }
+    case 'approve': {
+      const { user, changed } = await changeUser(store, flags.email, { status: 'active' }, 'user.approve', (u) => u.status === 'active')
+      if (changed) await mailApproval(config, user)
+      return { json: userJson(user), human: changed ? `${user.email} is approved and may sign in (emailed)` : `${user.email} is active already` }
+    }
+    case 'disable': {
+      const { user, changed } = await changeUser(store, flags.email, { status: 'disabled' }, 'user.disable', (u) => u.status === 'disabled')
+      const ended = await store.portal.deleteSessionsOf(user.id)
+      return { json: { ...userJson(user), sessionsEnded: ended }, human: `${user.email} is disabled${changed ? '' : ' already'}; ${ended} session(s) ended` }
+    }
+    default:
+      throw new UsageError(`unknown command "user ${verb ?? ''}"`)
+  }
+}
+
+async function runOperators(store: Store, verb: string | undefined, flags: Flags): Promise<Output> {
+  switch (verb) {
+    case 'grant':
+    case 'revoke': {
+      const operator = verb === 'grant'
+      const { user, changed } = await changeUser(store, flags.email, { operator }, `user.operator-${verb}`, (u) => u.operator === operator)
+      const state = operator ? 'is an operator' : 'is not an operator'
+      return { json: { ...userJson(user), changed }, human: `${user.email} ${state}${changed ? ' now' : ' already'}` }
+    }
+    case 'list': {
+      // No store query for operators: they are few, and this walks the users once, in pages.
+      const found: User[] = []
+      let cursor: string | undefined
+      do {
+        const page = await store.portal.listUsers({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) })
+        found.push(...page.items.filter((u) => u.operator))
+        cursor = page.next ?? undefined
+      } while (cursor !== undefined)
+      return { json: found.map(userJson), human: table(found.map(userRow), ['id', 'email', 'status', 'confirmed', 'createdAt']) }
+    }
+    default:
+      throw new UsageError(`unknown command "operator ${verb ?? ''}"`)
+  }
+}
+
+async function run(config: Config, accounts: Accounts, store: Store, words: readonly string[], flags: Flags): Promise<Output> {
   const [noun, verb, arg, extra] = words
+  if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
+  if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
   switch (`${noun} ${verb}`) {
     case 'account create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
@@ -324,6 +427,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         scope: { type: 'string' },
         'weight-totp': { type: 'string' },
         'weight-converter': { type: 'string' },
+        email: { type: 'string' },
       },
     })
   } catch (error) {
@@ -341,7 +445,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const pepper = resolvePepper(config)
     store = await openStore(config, { maintenance: false })
     const accounts = new Accounts({ store, pepper, config })
-    const out = await run(accounts, store, positionals, values)
+    const out = await run(config, accounts, store, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return 0
   } catch (error) {

@@ -124,3 +124,11 @@ export function alreadyRegistered(input: { readonly signInUrl: string; readonly 
     'If it was not you, ignore this email: nothing changes.',
   ])
 }
+
+/** signupApproved: to a new user, when an operator approved their sign-up (SIGNUP_MODE=approval). */
+export function signupApproved(input: { readonly signInUrl: string }): Email {
+  return compose(`Your ${PRODUCT} account is approved`, [
+    `Good news: an operator approved your sign-up for ${PRODUCT}. You can sign in now:`,
+    { link: input.signInUrl },
+  ])
+}

@@ -155,6 +155,33 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.deepEqual((await access.listSubscriptions(account.id)).map((s) => s.status), ['active'])
   })
 
+  withStore('pending subscriptions of every account page oldest request first, with their account\'s name', async ({ access }) => {
+    const accounts = [await makeAccount(access, 'one'), await makeAccount(access, 'two'), await makeAccount(access, 'three')]
+    const asked: string[] = []
+    for (const region of ['eu', 'us', 'apac'] as const) {
+      for (const account of accounts) {
+        await access.setSubscription(account.id, region, 'totp', 'pending', draft('subscription.set'))
+        asked.push(`${account.name}:${region}`)
+      }
+    }
+    await access.setSubscription(accounts[0]!.id, 'eu', 'converter', 'active', draft('subscription.set'))
+    await access.setSubscription(accounts[1]!.id, 'us', 'totp', 'active', draft('subscription.approve'), 'pending')
+    const seen: string[] = []
+    let cursor: string | undefined
+    do {
+      const page = await access.listPendingSubscriptions({ limit: 2, ...(cursor === undefined ? {} : { cursor }) })
+      assert.ok(page.items.every((s) => s.status === 'pending' && s.group === 'totp'))
+      seen.push(...page.items.map((s) => `${s.accountName}:${s.region}`))
+      cursor = page.next ?? undefined
+    } while (cursor !== undefined)
+    // Requests made in one millisecond come in account order; the order of the requests is kept otherwise.
+    assert.deepEqual([...seen].sort(), asked.filter((a) => a !== 'two:us').sort(), 'every pending request once, the approved one gone')
+    assert.equal(new Set(seen).size, seen.length)
+    const times = (await access.listPendingSubscriptions({ limit: 50 })).items.map((s) => s.updatedAt)
+    assert.deepEqual(times, [...times].sort(), 'oldest first')
+    await assert.rejects(access.listPendingSubscriptions({ limit: 10, cursor: 'not-a-cursor' }), CursorError)
+  })
+
   withStore('last use: kept per key, never moved back', async ({ access }) => {
     const account = await makeAccount(access, 'x')
     const key = await makeKey(access, account.id, 'hash-u')

@@ -80,6 +80,11 @@ export interface Page<T> {
   readonly next: string | null
 }
 
+/** A subscription asked for and waiting for an operator, with its account's name (the operators' queue). */
+export interface PendingSubscription extends Subscription {
+  readonly accountName: string
+}
+
 export interface AccountQuery {
   readonly status?: AccountStatus
   /** Accounts whose name contains this (case-insensitive). */
@@ -128,6 +133,11 @@ export interface AccessStore {
    */
   setSubscription(accountId: string, region: Region, group: Group, status: SubscriptionStatus, audit: AuditDraft, from?: SubscriptionStatus): Promise<boolean>
   listSubscriptions(accountId: string): Promise<Subscription[]>
+  /**
+   * listPendingSubscriptions pages through every account's pending subscriptions, oldest
+   * request first (the operators' queue). A malformed cursor throws CursorError.
+   */
+  listPendingSubscriptions(query: { readonly cursor?: string; readonly limit: number }): Promise<Page<PendingSubscription>>
   findGrant(keyHash: string): Promise<KeyGrant | null>
   /** setPlan gives an account its own plan (null: back to the default); false when there is no such account. */
   setPlan(accountId: string, plan: Plan | null, audit: AuditDraft): Promise<boolean>

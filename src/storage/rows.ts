@@ -146,6 +146,28 @@ export function readAccountCursor(cursor: string): { createdAt: string; id: stri
   throw new CursorError()
 }
 
+/**
+ * Pending-subscription cursors carry the last item's request time, account, region and group
+ * (the queue's order). The time is kept as the store wrote it (`exactAt`: PostgreSQL's has
+ * microseconds), so that the next page starts exactly after it.
+ */
+export function subscriptionCursor(item: Subscription, exactAt: string = item.updatedAt): string {
+  return Buffer.from(JSON.stringify([exactAt, item.accountId, item.region, item.group])).toString('base64url')
+}
+
+const EXACT_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$/
+
+export function readSubscriptionCursor(cursor: string): { updatedAt: string; accountId: string; region: string; group: string } {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+    if (Array.isArray(value) && value.length === 4 && value.every((v) => typeof v === 'string')) {
+      const [updatedAt, accountId, region, group] = value as [string, string, string, string]
+      if (EXACT_TIME.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt))) return { updatedAt, accountId, region, group }
+    }
+  } catch { /* below */ }
+  throw new CursorError()
+}
+
 /** Audit cursors are the last event's id (the list goes by id, newest first). */
 export function readEventCursor(cursor: string): string {
   if (!/^evt_[0-9a-f]{22}$/.test(cursor)) throw new CursorError()

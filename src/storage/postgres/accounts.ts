@@ -8,8 +8,8 @@
 import type pg from 'pg'
 import type { AccessStore, Account, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  accountCursor, auditValues, likePattern, readAccountCursor, readEventCursor, scopeColumns, toAccount, toAdminToken,
-  toAuditEvent, toKey, toPlan, toSubscription, type Row,
+  accountCursor, auditValues, likePattern, readAccountCursor, readEventCursor, readSubscriptionCursor, scopeColumns, subscriptionCursor,
+  toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
 } from '../rows.ts'
 
 export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
@@ -154,6 +154,19 @@ export function accessParts(query: Query): AccessParts {
     async listSubscriptions(accountId) {
       const { rows } = await query('subscription-list', 'SELECT * FROM subscriptions WHERE account_id = $1 ORDER BY region, api_group', [accountId])
       return rows.map(toSubscription)
+    },
+    async listPendingSubscriptions({ cursor, limit }) {
+      const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
+      // The cursor keeps the time to the microsecond (now() has them), so that no row is met twice.
+      const { rows } = await query(null, `SELECT s.*, a.name AS account_name,
+          to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS exact_at
+        FROM subscriptions s JOIN accounts a ON a.id = s.account_id
+        WHERE s.status = 'pending'${after === null ? '' : ' AND (s.updated_at, s.account_id, s.region, s.api_group) > ($2::timestamptz, $3::text, $4::text, $5::text)'}
+        ORDER BY s.updated_at, s.account_id, s.region, s.api_group LIMIT $1`,
+      [limit + 1, ...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group])])
+      const items = rows.slice(0, limit).map((r) => ({ ...toSubscription(r), accountName: String(r.account_name) }))
+      const last = rows[items.length - 1]
+      return { items, next: rows.length > limit && last !== undefined ? subscriptionCursor(items.at(-1)!, String(last.exact_at)) : null }
     },
     async findGrant(keyHash) {
       // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.

@@ -6,8 +6,8 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
 import type { AccessStore, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  accountCursor, auditValues, eventIdBefore, likePattern, readAccountCursor, readEventCursor, scopeColumns, toAccount, toAdminToken,
-  toAuditEvent, toKey, toPlan, toSubscription, type Row,
+  accountCursor, auditValues, eventIdBefore, likePattern, readAccountCursor, readEventCursor, readSubscriptionCursor, scopeColumns,
+  subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 
@@ -162,6 +162,14 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
     },
     async listSubscriptions(accountId) {
       return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId).map(toSubscription)
+    },
+    async listPendingSubscriptions({ cursor, limit }) {
+      const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
+      const rows = db.prepare(`SELECT s.*, a.name AS account_name FROM subscriptions s JOIN accounts a ON a.id = s.account_id
+        WHERE s.status = 'pending'${after === null ? '' : ' AND (s.updated_at, s.account_id, s.region, s.api_group) > (?, ?, ?, ?)'}
+        ORDER BY s.updated_at, s.account_id, s.region, s.api_group LIMIT ?`)
+        .all(...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group]), limit + 1)
+      return page(rows, limit, (r) => ({ ...toSubscription(r), accountName: String(r.account_name) }), subscriptionCursor)
     },
     async findGrant(keyHash) {
       const r = q.grant.get(keyHash)

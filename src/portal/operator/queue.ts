@@ -1,0 +1,126 @@
+/**
+ * The operators' queues: sign-ups waiting for approval (SIGNUP_MODE=approval) and
+ * subscriptions waiting for approval (SUBSCRIPTION_APPROVAL=operator), across accounts,
+ * oldest first, each with its approve and refuse buttons.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { html } from '../html.ts'
+import type { Current, Kit } from '../kit.ts'
+import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { isFailure } from '../../accounts/service.ts'
+import { actorName, type AuditDraft } from '../../domain/accounts.ts'
+import type { User } from '../../domain/portal.ts'
+import * as mail from '../../mail/templates.ts'
+import { decisionForms } from './accounts.ts'
+import {
+  alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when,
+} from './common.ts'
+
+export default async function operatorQueues(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { store, accounts } = kit
+
+  app.get('/operator/sign-ups', { schema: { hide: true } }, async (request, reply) => {
+    const current = await asOperator(kit, request, reply)
+    if (current === null) return reply
+    const after = query(request, 'after', 1000)
+    const found = await listed(kit, reply, current, 'sign-ups', 'Sign-ups', () =>
+      store.portal.listUsers({ status: 'pending', limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+    if (found === null) return reply
+    const accountsOf = await Promise.all(found.items.map(async (u) => (await store.portal.membershipsOf(u.id))[0] ?? null))
+    const decide = (user: User, verb: 'approve' | 'refuse') => html`<form method="post" action="/portal/operator/sign-ups/${encodeURIComponent(user.id)}/${verb}" class="inline">
+${csrfField(kit, current)}<button type="submit"${verb === 'refuse' ? html` class="secondary"` : ''}>${verb === 'approve' ? 'Approve' : 'Refuse'} ${user.email}</button></form>`
+    return sendOperatorPage(kit, reply, current, 'sign-ups', 'Sign-ups', html`
+${notice(request)}
+${kit.config.signupMode === 'approval' ? '' : html`<p>Sign-ups do not wait for approval on this service (SIGNUP_MODE=${kit.config.signupMode}); users listed here signed up while they did.</p>`}
+${found.items.length === 0 ? html`<p>No sign-up is waiting for approval.</p>` : html`<table>
+<caption>Sign-ups waiting for approval, oldest first</caption>
+<thead><tr><th scope="col">Email</th><th scope="col">Address confirmed</th><th scope="col">Signed up</th><th scope="col">Account</th><th scope="col">Decision</th></tr></thead>
+<tbody>${found.items.map((u, i) => {
+  const account = accountsOf[i]
+  return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
+<td>${account === null || account === undefined ? 'none' : html`<a href="/portal/operator/accounts/${encodeURIComponent(account.accountId)}">${account.accountName}</a>`}</td>
+<td>${decide(u, 'approve')} ${decide(u, 'refuse')}</td></tr>`
+})}</tbody>
+</table>`}
+${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
+  })
+
+  /** decideUser approves (active) or refuses (disabled) a pending sign-up; a user no longer pending is left as they are. */
+  async function decideUser(request: FastifyRequest, current: Current, verb: 'approve' | 'refuse'): Promise<'done' | 'gone' | 'decided'> {
+    const user = await store.portal.getUser((request.params as { userId: string }).userId)
+    if (user === null) return 'gone'
+    if (user.status !== 'pending') return 'decided'
+    const account = (await store.portal.membershipsOf(user.id))[0]
+    const draft: AuditDraft = {
+      actor: actorName(actorOf(current, request).actor), action: `user.${verb}`, target: { type: 'user', id: user.id },
+      accountId: account?.accountId ?? null, ip: request.ip, outcome: 'success', detail: { email: user.email },
+    }
+    const changed = await store.portal.updateUser(user.id, { status: verb === 'approve' ? 'active' : 'disabled' }, draft)
+    if (changed === null) return 'gone'
+    if (verb === 'approve') {
+      // In the background: the answer must not wait for the SMTP server.
+      kit.mailer.send({ to: user.email, ...mail.signupApproved({ signInUrl: `${kit.config.publicBaseUrl}/portal/sign-in` }) })
+        .catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
+    }
+    return 'done'
+  }
+
+  for (const verb of ['approve', 'refuse'] as const) {
+    app.post(`/operator/sign-ups/:userId/${verb}`, { schema: { hide: true } }, async (request, reply) => {
+      const current = await operatorForm(kit, request, reply, '/portal/operator/sign-ups')
+      if (current === null) return reply
+      const outcome = await decideUser(request, current, verb)
+      if (outcome === 'gone') return notFound(kit, reply, current)
+      if (outcome === 'decided') {
+        return sendOperatorPage(kit, reply, current, 'sign-ups', 'Sign-ups', html`${alert('This sign-up was decided already (by another operator, or in another tab); nothing was changed.')}<p><a href="/portal/operator/sign-ups">Back to the sign-ups</a></p>`, 409)
+      }
+      return reply.redirect(`/portal/operator/sign-ups?done=user-${verb === 'approve' ? 'approved' : 'refused'}`, 303)
+    })
+  }
+
+  app.get('/operator/subscriptions', { schema: { hide: true } }, async (request, reply) => {
+    const current = await asOperator(kit, request, reply)
+    if (current === null) return reply
+    const after = query(request, 'after', 1000)
+    const found = await listed(kit, reply, current, 'subscriptions', 'Subscription requests', () =>
+      store.access.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+    if (found === null) return reply
+    return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`
+${notice(request)}
+${kit.config.subscriptionApproval === 'operator' ? '' : html`<p>Subscriptions start at once on this service (SUBSCRIPTION_APPROVAL=auto); requests listed here were made while they waited.</p>`}
+${found.items.length === 0 ? html`<p>No subscription request is waiting.</p>` : html`<table>
+<caption>Subscription requests waiting for approval, oldest first</caption>
+<thead><tr><th scope="col">Account</th><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Asked</th><th scope="col">Decision</th></tr></thead>
+<tbody>${found.items.map((s) => html`<tr><td><a href="/portal/operator/accounts/${encodeURIComponent(s.accountId)}">${s.accountName}</a></td>
+<td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${when(s.updatedAt)}</td><td>${decisionForms(kit, current, s, s.accountName, 'queue')}</td></tr>`)}</tbody>
+</table>`}
+${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`)
+  })
+
+  app.post('/operator/subscriptions/decide', { schema: { hide: true } }, async (request, reply) => {
+    const current = await operatorForm(kit, request, reply, '/portal/operator/subscriptions')
+    if (current === null) return reply
+    const accountId = formField(request, 'accountId')
+    const decision = formField(request, 'decision')
+    const back = formField(request, 'back') === 'account' && accountId !== ''
+      ? `/portal/operator/accounts/${encodeURIComponent(accountId)}` : '/portal/operator/subscriptions'
+    if (decision !== 'approve' && decision !== 'refuse') {
+      return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`${alert('Choose to approve or to refuse the request.')}<p><a href="${back}">Back</a></p>`, 400)
+    }
+    const ctx = actorOf(current, request)
+    const region = formField(request, 'region')
+    const group = formField(request, 'group')
+    // A refusal applies to a request still pending only, as an approval does (setSubscription checks the approval atomically).
+    if (decision === 'refuse') {
+      const pending = (await accounts.listSubscriptions(accountId)).some((s) => s.region === region && s.group === group && s.status === 'pending')
+      if (!pending) return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`${alert('This request is no longer pending (another operator decided it); nothing was changed.')}<p><a href="${back}">Back</a></p>`, 409)
+    }
+    const set = await accounts.setSubscription(ctx, accountId, region, group, decision === 'approve' ? 'approved' : 'inactive')
+    if (isFailure(set)) {
+      const status = set.failure === 'not_found' ? 404 : set.failure === 'conflict' ? 409 : 400
+      const words = set.failure === 'conflict' ? 'This request is no longer pending (another operator decided it); nothing was changed.' : `${set.message}.`
+      return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`${alert(words)}<p><a href="${back}">Back</a></p>`, status)
+    }
+    return reply.redirect(`${back}?done=${decision === 'approve' ? 'approved' : 'refused'}${back.includes('/accounts/') ? '#subscriptions' : ''}`, 303)
+  })
+}

@@ -268,26 +268,28 @@ export class Accounts {
 
   /**
    * setSubscription sets a group in a region to `active`, `inactive` or `pending` (asked for);
-   * `approved` makes a pending one active and is refused for any other.
+   * `approved` makes a pending one active and `refused` makes it inactive, each refused for
+   * any other (atomically: of an approval and a refusal at once, one wins).
    */
   async setSubscription(ctx: Context, accountId: string, region: string, group: string, status: string): Promise<Subscription | Failure> {
     if (!isRegion(region)) return fail('invalid', `region must be one of ${REGIONS.join(', ')}`, 'region')
     if (!isGroup(group)) return fail('invalid', `group must be one of ${GROUPS.join(', ')}`, 'group')
-    if (!['active', 'inactive', 'pending', 'approved'].includes(status)) return fail('invalid', 'status must be active, inactive, pending or approved', 'status')
+    if (!['active', 'inactive', 'pending', 'approved', 'refused'].includes(status)) return fail('invalid', 'status must be active, inactive, pending, approved or refused', 'status')
     const target: AuditTarget = { type: 'subscription', id: `${accountId}/${region}/${group}` }
-    const action = `subscription.${status === 'approved' ? 'approve' : 'set'}`
-    if (!groupServedIn(group, region) && status !== 'inactive') {
+    const decision = status === 'approved' || status === 'refused'
+    const action = `subscription.${status === 'approved' ? 'approve' : status === 'refused' ? 'refuse' : 'set'}`
+    if (!groupServedIn(group, region) && status !== 'inactive' && status !== 'refused') {
       return this.#refuse(ctx, action, target, accountId, fail('invalid', `the ${group} group is not served in ${region}`, 'group'))
     }
     if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, action, target, null, fail('not_found', `no account ${accountId}`))
     const current = (await this.#store.access.listSubscriptions(accountId)).find((s) => s.region === region && s.group === group)
-    const next: SubscriptionStatus = status === 'approved' ? 'active' : status as SubscriptionStatus
+    const next: SubscriptionStatus = status === 'approved' ? 'active' : status === 'refused' ? 'inactive' : status as SubscriptionStatus
     const notPending = fail('conflict', `${region}/${group} is not pending for account ${accountId}`)
-    if (status === 'approved' && current?.status !== 'pending') return this.#refuse(ctx, action, target, accountId, notPending)
-    // An approval applies only if the request is still pending when written: of two at once, one wins.
+    if (decision && current?.status !== 'pending') return this.#refuse(ctx, action, target, accountId, notPending)
+    // A decision applies only if the request is still pending when written: of two at once, one wins.
     const set = await this.#store.access.setSubscription(accountId, region, group, next,
       this.#draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }),
-      status === 'approved' ? 'pending' : undefined)
+      decision ? 'pending' : undefined)
     if (!set) return this.#refuse(ctx, action, target, accountId, notPending)
     return { accountId, region, group, status: next, updatedAt: this.#iso() }
   }

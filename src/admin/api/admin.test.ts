@@ -274,7 +274,7 @@ for (const [name, env, skip] of stores) {
     for (const k of [created, rolled, again, expiring, scoped, regionScoped, whole]) assert.ok(!logs.includes(k.apiKey), 'no key in any log')
   })
 
-  test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict`, { skip }, async (t) => {
+  test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict, of an approval and a refusal at once one applies`, { skip }, async (t) => {
     const a = await start(t)
     const account = await createAccount(a)
     const set = await subscribe(a, account.id, 'us', 'totp', 'active')
@@ -285,6 +285,12 @@ for (const [name, env, skip] of stores) {
     assert.equal(approved.status, 'active')
     const list = await json<{ items: { region: string; group: string; status: string }[] }>(await call(a, 'GET', `/admin/v1/accounts/${account.id}/subscriptions`, a.read.secret), 200)
     assert.deepEqual(list.items.map((s) => `${s.region}/${s.group}:${s.status}`).sort(), ['eu/totp:active', 'us/totp:active'])
+    // An approval and a refusal of one request at once: one applies, the other is a conflict.
+    await subscribe(a, account.id, 'apac', 'totp', 'pending')
+    const decisions = await Promise.all(['approved', 'refused', 'approved', 'refused'].map((status) =>
+      call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/apac/totp`, a.write.secret, { status }).then((r) => r.status)))
+    assert.deepEqual(decisions.filter((s) => s === 200).length, 1, decisions.join(','))
+    assert.deepEqual(decisions.filter((s) => s === 409).length, 3, decisions.join(','))
 
     assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/mars/totp`, a.write.secret, { status: 'active' }), 400), ['FIELD_INVALID'])
     assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/us/converter`, a.write.secret, { status: 'active' }), 400), ['FIELD_INVALID'], 'the converter is served in eu only')

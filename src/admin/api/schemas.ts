@@ -278,7 +278,7 @@ export const setSubscriptionSchema = {
     group: Type.String({ enum: [...GROUPS], description: 'The API group.' }),
   }),
   body: Type.Object({
-    status: Type.String({ enum: ['active', 'inactive', 'pending', 'approved'], description: '`active`, `inactive`, `pending` (asked for), or `approved` for a pending request.' }),
+    status: Type.String({ enum: ['active', 'inactive', 'pending', 'approved', 'refused'], description: '`active`, `inactive`, `pending` (asked for), or, for a pending request only, `approved` (it becomes active) or `refused` (inactive): of two decisions at once, one applies, the other gets 409.' }),
   }, { ...strict, examples: [{ status: 'active' }] }),
   response: { 200: { ...subscription, description: 'The subscription as set.' }, ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }) },
 }

@@ -110,12 +110,7 @@ ${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`)
     const ctx = actorOf(current, request)
     const region = formField(request, 'region')
     const group = formField(request, 'group')
-    // A refusal applies to a request still pending only, as an approval does (setSubscription checks the approval atomically).
-    if (decision === 'refuse') {
-      const pending = (await accounts.listSubscriptions(accountId)).some((s) => s.region === region && s.group === group && s.status === 'pending')
-      if (!pending) return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`${alert('This request is no longer pending (another operator decided it); nothing was changed.')}<p><a href="${back}">Back</a></p>`, 409)
-    }
-    const set = await accounts.setSubscription(ctx, accountId, region, group, decision === 'approve' ? 'approved' : 'inactive')
+    const set = await accounts.setSubscription(ctx, accountId, region, group, decision === 'approve' ? 'approved' : 'refused')
     if (isFailure(set)) {
       const status = set.failure === 'not_found' ? 404 : set.failure === 'conflict' ? 409 : 400
       const words = set.failure === 'conflict' ? 'This request is no longer pending (another operator decided it); nothing was changed.' : `${set.message}.`

@@ -214,13 +214,22 @@ test('operator grant/revoke/list: the portal\'s operator pages follow at once; u
   assert.match(approved.stderr, /"to":"waiting@example\.com","subject":"Your Tessera account is approved"/, 'the log mailer (no SMTP_URL) writes the email')
   const signedIn = new PortalClient(app.url)
   await signedIn.signIn(waiting.email, waiting.password)
+  // A lost phone: the operator turns the second factor off; the user's sessions end.
+  await app.store.portal.updateUser(waiting.user.id, { totpSecret: 'JBSWY3DPEHPK3PXP', totpEnabledAt: new Date().toISOString() }, null)
+  await app.store.portal.setRecoveryCodes(waiting.user.id, ['a'.repeat(64)])
+  const off = await admin(dataDir, ['user', 'two-factor-off', '--email', 'waiting@example.com'])
+  assert.equal(off.stdout, 'waiting@example.com signs in with the password alone now; 1 session(s) ended\n')
+  const after = await app.store.portal.getUser(waiting.user.id)
+  assert.deepEqual([after?.totpSecret, after?.totpEnabledAt, await app.store.portal.recoveryCodesLeft(waiting.user.id)], [null, null, 0])
+  assert.equal((await admin(dataDir, ['user', 'two-factor-off', '--email', 'waiting@example.com'])).stdout, 'waiting@example.com has no two-factor sign-in\n')
+  await signedIn.signIn(waiting.email, waiting.password)
   const disabled = await admin(dataDir, ['user', 'disable', '--email', 'waiting@example.com'])
   assert.equal(disabled.stdout, 'waiting@example.com is disabled; 1 session(s) ended\n')
   assert.equal((await signedIn.get('/portal/home')).status, 303, 'signed out')
 
   const trail = await json<{ items: { actor: string; action: string; target: { id: string } }[] }>(dataDir, ['audit', '--actor', 'cli'])
   assert.deepEqual(trail.items.map((e) => `${e.action}:${e.target.id === user.id ? 'ops' : 'waiting'}`).reverse(),
-    ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.disable:waiting'], 'the repeated grant wrote nothing')
+    ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.2fa-off:waiting', 'user.disable:waiting'], 'the repeated grant and 2fa-off wrote nothing')
   for (const [args, message] of [
     [['operator', 'grant', '--email', 'nobody@example.com'], /^error: no portal user nobody@example\.com\n$/],
     [['operator', 'grant'], /^error: missing --email\n/],

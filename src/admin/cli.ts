@@ -53,6 +53,8 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       portal users, oldest first
   user approve --email E              let a pending sign-up in (and email them)
   user disable --email E              refuse a user's sign-in and end their sessions
+  user two-factor-off --email E       turn off a user's two-factor sign-in (a lost phone and lost
+                                      recovery codes: check who asks first) and end their sessions
   admin token create --name N --scope read|write
                                       a token for the admin API (shown once)
   admin token list
@@ -184,6 +186,13 @@ async function runUsers(config: Config, store: Store, verb: string | undefined, 
       const { user, changed } = await changeUser(store, flags.email, { status: 'disabled' }, 'user.disable', (u) => u.status === 'disabled')
       const ended = await store.portal.deleteSessionsOf(user.id)
       return { json: { ...userJson(user), sessionsEnded: ended }, human: `${user.email} is disabled${changed ? '' : ' already'}; ${ended} session(s) ended` }
+    }
+    case 'two-factor-off': {
+      const { user, changed } = await changeUser(store, flags.email, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off', (u) => u.totpEnabledAt === null && u.totpSecret === null)
+      // Unused recovery codes of the old enrolment must not outlive it.
+      if (changed) await store.portal.setRecoveryCodes(user.id, [])
+      const ended = changed ? await store.portal.deleteSessionsOf(user.id) : 0
+      return { json: { ...userJson(user), sessionsEnded: ended }, human: changed ? `${user.email} signs in with the password alone now; ${ended} session(s) ended` : `${user.email} has no two-factor sign-in` }
     }
     default:
       throw new UsageError(`unknown command "user ${verb ?? ''}"`)

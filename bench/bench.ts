@@ -27,6 +27,7 @@ import { waitFor } from './wait.ts'
 import { CONNECTIONS, freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
 import { scaleBench } from './scale.ts'
 import { adminBench } from './admin.ts'
+import { portalBench } from './portal.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -181,3 +182,4 @@ if (only === undefined || only === 'convert') {
   } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
 }
 if (only === undefined || only === 'admin') await adminBench()
+if (only === undefined || only === 'portal') await portalBench()

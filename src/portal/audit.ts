@@ -19,8 +19,9 @@ const ACTION = /^[a-z][a-z-]{0,40}(\.[a-z][a-z-]{0,40}){0,3}$/
 /** The actions an account's trail holds, offered as suggestions (the field takes any action). */
 const KNOWN_ACTIONS = [
   'account.create', 'account.update', 'account.suspend', 'account.activate', 'key.create', 'key.roll', 'key.revoke',
-  'subscription.set', 'subscription.approve', 'plan.set', 'plan.reset', 'totp-lockout.clear', 'member.add', 'member.remove',
-  'member.role', 'user.sign-in', 'user.sign-out',
+  'subscription.set', 'subscription.approve', 'subscription.refuse', 'plan.set', 'plan.reset', 'totp-lockout.clear',
+  'member.add', 'member.invite', 'member.invite-cancel', 'member.join', 'member.role', 'member.remove',
+  'user.sign-in', 'user.sign-out', 'user.recovery-codes', 'user.password-check',
 ]
 
 /** Styles of these pages, added to the portal's one stylesheet. */

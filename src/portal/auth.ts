@@ -12,7 +12,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
-import { formField, originsOf, sendPage, sessionOf } from './kit.ts'
+import { formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type User } from '../domain/portal.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import { isFailure } from '../accounts/service.ts'
@@ -65,22 +65,9 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
   const formCookie = cookieName(PRESESSION_COOKIE, secure)
   const base = config.publicBaseUrl
 
-  /** The pre-session of the signed-out forms (made when missing): what their CSRF token is bound to. */
-  function formToken(request: FastifyRequest, reply: FastifyReply): string {
-    const existing = readCookie(request.headers.cookie, formCookie)
-    if (existing !== null && isToken(existing)) return existing
-    const { token } = newSessionToken()
-    reply.header('set-cookie', setCookie(PRESESSION_COOKIE, token, secure, 3600))
-    return token
-  }
-  const formCsrf = (request: FastifyRequest, reply: FastifyReply) => csrfToken(pepper, sessionIdHash(formToken(request, reply)))
+  const formCsrf = (request: FastifyRequest, reply: FastifyReply) => preSessionCsrf(kit, request, reply)
   const csrfInput = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`
-  /** A signed-out form is genuine: from this site, with the CSRF token of its pre-session. */
-  function signedOutFormOk(request: FastifyRequest): boolean {
-    const pre = readCookie(request.headers.cookie, formCookie)
-    const body = (request.body ?? {}) as Record<string, unknown>
-    return sameOrigin(request.headers, originsOf(kit, request)) && pre !== null && isToken(pre) && checkCsrf(pepper, sessionIdHash(pre), body._csrf)
-  }
+  const formOkSignedOut = (request: FastifyRequest) => signedOutFormOk(kit, request)
 
   /** send mails in the background: the answer must not wait for (or tell anything by) the SMTP server. */
   function sendMail(request: FastifyRequest, to: string, email: mail.Email): void {
@@ -133,7 +120,7 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
 
   app.post('/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(formField(request, 'next'))
-    if (!signedOutFormOk(request)) {
+    if (!formOkSignedOut(request)) {
       return sendPage(kit, reply, { title: 'Sign in', status: 403, body: signInForm(formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }) })
     }
     const pre = readCookie(request.headers.cookie, formCookie)!
@@ -219,7 +206,7 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     const accountName = formField(request, 'account')
     const body = request.body as Record<string, unknown>
     const password = typeof body.password === 'string' ? body.password : ''
-    if (!signedOutFormOk(request)) {
+    if (!formOkSignedOut(request)) {
       return sendPage(kit, reply, { title: 'Sign up', status: 403, body: html`${alert('This form has expired. Please try again.')}${signUpForm(formCsrf(request, reply), { email, account: accountName })}` })
     }
     const problems: Problem[] = []
@@ -277,7 +264,7 @@ ${csrfInput(formCsrf(request, reply))}
   })
 
   app.post('/verify-email', { schema: { hide: true } }, async (request, reply) => {
-    if (!signedOutFormOk(request)) return deadLink(reply, 'confirmation', html`Open the link from the email again.`)
+    if (!formOkSignedOut(request)) return deadLink(reply, 'confirmation', html`Open the link from the email again.`)
     const token = tokenOf(request)
     const used = token === '' ? null : await store.portal.consumeToken(sessionIdHash(token), 'verify-email', iso(now()))
     const user = used?.userId ? await store.portal.getUser(used.userId) : null
@@ -323,7 +310,7 @@ ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username' }
     sendPage(kit, reply, { title: 'Reset your password', body: resetForm(formCsrf(request, reply)) }))
 
   app.post('/reset', { schema: { hide: true } }, async (request, reply) => {
-    if (!signedOutFormOk(request)) return sendPage(kit, reply, { title: 'Reset your password', status: 403, body: html`${alert('This form has expired. Please try again.')}${resetForm(formCsrf(request, reply))}` })
+    if (!formOkSignedOut(request)) return sendPage(kit, reply, { title: 'Reset your password', status: 403, body: html`${alert('This form has expired. Please try again.')}${resetForm(formCsrf(request, reply))}` })
     const email = formField(request, 'email')
     // The same answer whatever the address; the lookup and the email happen after it is sent.
     setImmediate(() => {
@@ -351,7 +338,7 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
 
   app.post('/reset/confirm', { schema: { hide: true } }, async (request, reply) => {
     const again = html`<a href="/portal/reset">Ask for a new link</a>.`
-    if (!signedOutFormOk(request)) return deadLink(reply, 'reset', again)
+    if (!formOkSignedOut(request)) return deadLink(reply, 'reset', again)
     const token = tokenOf(request)
     const body = request.body as Record<string, unknown>
     const password = typeof body.password === 'string' ? body.password : ''

@@ -11,14 +11,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
-import { csrfField, formExpired, formOk, originsOf, sendPage, sessionOf } from './kit.ts'
+import { csrfField, formExpired, formOk, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type EmailToken, type User } from '../domain/portal.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import type { Account } from '../storage/ports.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
-import {
-  checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, SESSION_COOKIE, sessionIdHash, setCookie,
-} from './session.ts'
+import { isToken, newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, sessionIdHash, setCookie } from './session.ts'
 
 const ACCEPT = '/invitations/accept'
 
@@ -37,24 +35,9 @@ interface Found {
 const passwordRule = `At least ${MIN_PASSWORD_LENGTH} characters; a passphrase of several words is best.`
 
 export default async function invitationPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { store, config, pepper, now } = kit
+  const { store, config, now } = kit
   const secure = config.portalSecureCookies
-  const formCookie = cookieName(PRESESSION_COOKIE, secure)
   const iso = (ms: number) => new Date(ms).toISOString()
-
-  // The signed-out form's CSRF token is bound to the pre-session cookie, as auth.ts does (the same cookie).
-  function formToken(request: FastifyRequest, reply: FastifyReply): string {
-    const existing = readCookie(request.headers.cookie, formCookie)
-    if (existing !== null && isToken(existing)) return existing
-    const { token } = newSessionToken()
-    reply.header('set-cookie', setCookie(PRESESSION_COOKIE, token, secure, 3600))
-    return token
-  }
-  function signedOutFormOk(request: FastifyRequest): boolean {
-    const pre = readCookie(request.headers.cookie, formCookie)
-    const body = (request.body ?? {}) as Record<string, unknown>
-    return sameOrigin(request.headers, originsOf(kit, request)) && pre !== null && isToken(pre) && checkCsrf(pepper, sessionIdHash(pre), body._csrf)
-  }
 
   const param = (request: FastifyRequest, name: string): string => {
     const value = (request.query as Record<string, unknown>)[name] ?? ((request.body ?? {}) as Record<string, unknown>)[name]
@@ -115,7 +98,7 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
       return sendPage(kit, reply, { title, body: html`${what(found)}
 <p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a> as ${found.invite.email}.</p>` })
     }
-    return sendPage(kit, reply, { title, body: newUserForm(found, csrfToken(pepper, sessionIdHash(formToken(request, reply)))) })
+    return sendPage(kit, reply, { title, body: newUserForm(found, preSessionCsrf(kit, request, reply)) })
   })
 
   const joinDraft = (found: Found, user: User, request: FastifyRequest): AuditDraft => ({
@@ -129,7 +112,7 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
   app.post('/invitations/accept', { schema: { hide: true } }, async (request, reply) => {
     const current = await sessionOf(kit, request)
     if (current !== null) return acceptSignedIn(request, reply, current)
-    if (!signedOutFormOk(request)) {
+    if (!signedOutFormOk(kit, request)) {
       return sendPage(kit, reply, { title: 'Form expired', status: 403, body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>` })
     }
     const found = await find(request)
@@ -141,7 +124,7 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
     const password = param(request, 'password')
     // The rule first: a password refused does not use the invitation up; nor does a hash refused when too many run.
     const bad = checkPassword(password)
-    if (bad !== null) return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 422, body: newUserForm(found, csrfToken(pepper, sessionIdHash(formToken(request, reply))), `Choose a password of ${bad}.`) })
+    if (bad !== null) return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 422, body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`) })
     const passwordHash = await kit.passwords.hash(password)
     if (!(await consume(found))) return deadLink(reply, null)
     const user: User = {

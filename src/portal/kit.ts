@@ -19,7 +19,7 @@ import type { Account } from '../storage/ports.ts'
 import type { Passwords } from './passwords.ts'
 import type { SignInThrottle } from './throttle.ts'
 import { html, page, type Html } from './html.ts'
-import { checkCsrf, csrfToken, isToken, readCookie, sameOrigin, sessionIdHash } from './session.ts'
+import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
 
 export interface Kit {
   readonly config: Config
@@ -127,6 +127,31 @@ export function csrfField(kit: Kit, current: Current): Html {
 export function formOk(kit: Kit, request: FastifyRequest, current: Current): boolean {
   const body = (request.body ?? {}) as Record<string, unknown>
   return sameOrigin(request.headers, originsOf(kit, request)) && checkCsrf(kit.pepper, current.session.idHash, body._csrf)
+}
+
+/**
+ * preSession: the pre-session of the signed-out forms (sign-in, sign-up, links from emails),
+ * made when missing: what their CSRF token is bound to.
+ */
+export function preSession(kit: Kit, request: FastifyRequest, reply: FastifyReply): string {
+  const secure = kit.config.portalSecureCookies
+  const existing = readCookie(request.headers.cookie, cookieName(PRESESSION_COOKIE, secure))
+  if (existing !== null && isToken(existing)) return existing
+  const { token } = newSessionToken()
+  reply.header('set-cookie', setCookie(PRESESSION_COOKIE, token, secure, 3600))
+  return token
+}
+
+/** preSessionCsrf: the CSRF token of a signed-out form (making the pre-session when missing). */
+export function preSessionCsrf(kit: Kit, request: FastifyRequest, reply: FastifyReply): string {
+  return csrfToken(kit.pepper, sessionIdHash(preSession(kit, request, reply)))
+}
+
+/** signedOutFormOk: a signed-out form came from this site with the CSRF token of its pre-session. */
+export function signedOutFormOk(kit: Kit, request: FastifyRequest): boolean {
+  const pre = readCookie(request.headers.cookie, cookieName(PRESESSION_COOKIE, kit.config.portalSecureCookies))
+  const body = (request.body ?? {}) as Record<string, unknown>
+  return sameOrigin(request.headers, originsOf(kit, request)) && pre !== null && isToken(pre) && checkCsrf(kit.pepper, sessionIdHash(pre), body._csrf)
 }
 
 /** The origins a form may come from: the public URL's, and the one this request was sent to. */

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type {
-  Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, EmailToken, Member, Membership, OnboardingRecord, Plan, Role, Session,
+  Account, AccountStatus, Page, AdminToken, ApiKeyInfo, AuditEvent, EmailToken, Member, Membership, OnboardingRecord, Plan, Role, Session,
   Subscription, TokenPurpose, User, UserStatus,
 } from './ports.ts'
 import { CursorError } from './ports.ts'
@@ -144,6 +144,33 @@ export function readAccountCursor(cursor: string): { createdAt: string; id: stri
       && !Number.isNaN(Date.parse(value[0]))) return { createdAt: new Date(value[0]).toISOString(), id: value[1] }
   } catch { /* below */ }
   throw new CursorError()
+}
+
+/**
+ * createdOrderPage is the SELECT of one page of `table` in creation order (created_at, id):
+ * after the cursor's row (a row comparison, so that the (created_at, id) index serves it),
+ * with the filters `where` gives, one row more than `limit` (which tells whether there is a
+ * next page: see pageOf). `param` places a value and gives its placeholder (`?`, or `$n`
+ * with `cast` for PostgreSQL's typed comparison); the filters are asked for after the
+ * cursor, so that positional placeholders stay in order. A malformed cursor throws CursorError.
+ */
+export function createdOrderPage(table: string, query: { readonly cursor?: string | undefined; readonly limit: number },
+  param: (value: unknown) => string, cast: boolean, where: () => readonly (string | null)[]): string {
+  const conditions: string[] = []
+  if (query.cursor !== undefined) {
+    const after = readAccountCursor(query.cursor)
+    conditions.push(cast
+      ? `(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`
+      : `(created_at, id) > (${param(after.createdAt)}, ${param(after.id)})`)
+  }
+  for (const condition of where()) if (condition !== null) conditions.push(condition)
+  return `SELECT * FROM ${table} ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''} ORDER BY created_at, id LIMIT ${param(query.limit + 1)}`
+}
+
+/** pageOf turns the rows of a createdOrderPage query into a page and its next cursor. */
+export function pageOf<T extends { readonly createdAt: string; readonly id: string }>(rows: readonly Row[], limit: number, map: (r: Row) => T): Page<T> {
+  const items = rows.slice(0, limit).map(map)
+  return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
 }
 
 /**

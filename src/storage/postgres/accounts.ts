@@ -8,8 +8,9 @@
 import type pg from 'pg'
 import type { AccessStore, Account, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  accountCursor, auditValues, likePattern, readAccountCursor, readEventCursor, readSubscriptionCursor, scopeColumns, subscriptionCursor,
+  auditValues, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, subscriptionCursor,
   toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
+  createdOrderPage, pageOf,
 } from '../rows.ts'
 
 export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
@@ -54,21 +55,13 @@ export function accessParts(query: Query): AccessParts {
       return rows[0] ? toAccount(rows[0]) : null
     },
     async listAccounts({ status, name, cursor, limit }): Promise<Page<Account>> {
-      const where: string[] = []
       const values: unknown[] = []
       const param = (value: unknown) => `$${values.push(value)}`
-      if (cursor !== undefined) {
-        const after = readAccountCursor(cursor)
-        // A row comparison, so the (created_at, id) index serves the page.
-        where.push(`(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`)
-      }
-      if (status !== undefined) where.push(`status = ${param(status)}`)
-      if (name !== undefined) where.push(`name ILIKE ${param(likePattern(name))} ESCAPE '\\'`)
-      const { rows } = await query(null, `SELECT * FROM accounts ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY created_at, id LIMIT ${param(limit + 1)}`, values)
-      // One row more than the page tells whether there is a next one.
-      const items = rows.slice(0, limit).map(toAccount)
-      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+      const sql = createdOrderPage('accounts', { cursor, limit }, param, true, () => [
+        status === undefined ? null : `status = ${param(status)}`,
+        name === undefined ? null : `name ILIKE ${param(likePattern(name))} ESCAPE '\\'`,
+      ])
+      return pageOf((await query(null, sql, values)).rows, limit, toAccount)
     },
     async countAccounts() {
       return Number((await query('account-count', 'SELECT count(*) AS n FROM accounts')).rows[0]?.n)

@@ -9,7 +9,8 @@ import { emailKey } from '../../domain/portal.ts'
 import type { PortalStore, UserPatch } from '../ports.ts'
 import { LastOwnerError } from '../ports.ts'
 import {
-  accountCursor, likePattern, readAccountCursor, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+  likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+  createdOrderPage, pageOf,
 } from '../rows.ts'
 import { audited, auditInsert, type Query } from './accounts.ts'
 
@@ -64,20 +65,14 @@ export function portalStore(query: Query): PortalStore {
       return rows[0] ? toUser(rows[0]) : null
     },
     async listUsers({ status, email, cursor, limit }) {
-      const where: string[] = []
       const values: unknown[] = []
       const param = (value: unknown) => `$${values.push(value)}`
-      if (cursor !== undefined) {
-        const after = readAccountCursor(cursor)
-        where.push(`(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`)
-      }
-      if (status !== undefined) where.push(`status = ${param(status)}`)
-      // The key is lowercased already: a lowercased pattern matches any case.
-      if (email !== undefined && email !== '') where.push(`email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`)
-      const { rows } = await query(null, `SELECT * FROM users ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY created_at, id LIMIT ${param(limit + 1)}`, values)
-      const items = rows.slice(0, limit).map(toUser)
-      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+      const sql = createdOrderPage('users', { cursor, limit }, param, true, () => [
+        status === undefined ? null : `status = ${param(status)}`,
+        // The key is lowercased already: a lowercased pattern matches any case.
+        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
+      ])
+      return pageOf((await query(null, sql, values)).rows, limit, toUser)
     },
 
     async addMember(accountId, userId, role, audit) {

@@ -6,8 +6,9 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
 import type { AccessStore, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  accountCursor, auditValues, eventIdBefore, likePattern, readAccountCursor, readEventCursor, readSubscriptionCursor, scopeColumns,
+  auditValues, eventIdBefore, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns,
   subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
+  createdOrderPage, pageOf,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 
@@ -71,28 +72,17 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
       return row ? toAccount(row) : null
     },
     async listAccounts({ status, name, cursor, limit }) {
-      const where: string[] = []
-      const values: (string | number)[] = []
-      if (cursor !== undefined) {
-        const after = readAccountCursor(cursor)
-        where.push('(created_at, id) > (?, ?)')
-        values.push(after.createdAt, after.id)
-      }
-      if (status !== undefined) {
-        where.push('status = ?')
-        values.push(status)
-      }
-      if (name !== undefined && name !== '') {
-        // LIKE is case-insensitive for ASCII letters. lower() on both sides added nothing to
-        // that (without ICU, as node:sqlite is built, it folds ASCII only too) but its cost: a
-        // search that matches nothing reads every row, 44 ms for 100 000 accounts (bench/admin.ts).
-        // Non-ASCII letters match their own case only here; PostgreSQL's ILIKE folds them.
-        where.push("name LIKE ? ESCAPE '\\'")
-        values.push(likePattern(name))
-      }
-      const rows = db.prepare(`SELECT * FROM accounts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY created_at, id LIMIT ?`).all(...values, limit + 1)
-      return page(rows, limit, toAccount, accountCursor)
+      const values: unknown[] = []
+      const param = (value: unknown) => { values.push(value); return '?' }
+      // LIKE is case-insensitive for ASCII letters. lower() on both sides added nothing to
+      // that (without ICU, as node:sqlite is built, it folds ASCII only too) but its cost: a
+      // search that matches nothing reads every row, 44 ms for 100 000 accounts (bench/admin.ts).
+      // Non-ASCII letters match their own case only here; PostgreSQL's ILIKE folds them.
+      const sql = createdOrderPage('accounts', { cursor, limit }, param, false, () => [
+        status === undefined ? null : `status = ${param(status)}`,
+        name === undefined || name === '' ? null : `name LIKE ${param(likePattern(name))} ESCAPE '\\'`,
+      ])
+      return pageOf(db.prepare(sql).all(...values as (string | number)[]), limit, toAccount)
     },
     async countAccounts() {
       return Number(db.prepare('SELECT count(*) AS n FROM accounts').get()?.n)

@@ -9,7 +9,8 @@ import { emailKey } from '../../domain/portal.ts'
 import type { AuditDraft, PortalStore, UserPatch } from '../ports.ts'
 import { LastOwnerError } from '../ports.ts'
 import {
-  accountCursor, auditValues, likePattern, readAccountCursor, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+  auditValues, likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+  createdOrderPage, pageOf,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 
@@ -102,26 +103,14 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
       })
     },
     async listUsers({ status, email, cursor, limit }) {
-      const where: string[] = []
-      const values: (string | number)[] = []
-      if (cursor !== undefined) {
-        const after = readAccountCursor(cursor)
-        where.push('(created_at, id) > (?, ?)')
-        values.push(after.createdAt, after.id)
-      }
-      if (status !== undefined) {
-        where.push('status = ?')
-        values.push(status)
-      }
-      if (email !== undefined && email !== '') {
+      const values: unknown[] = []
+      const param = (value: unknown) => { values.push(value); return '?' }
+      const sql = createdOrderPage('users', { cursor, limit }, param, false, () => [
+        status === undefined ? null : `status = ${param(status)}`,
         // The key is lowercased already: a lowercased pattern matches any case.
-        where.push("email_key LIKE ? ESCAPE '\\'")
-        values.push(likePattern(emailKey(email)))
-      }
-      const rows = db.prepare(`SELECT * FROM users ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY created_at, id LIMIT ?`).all(...values, limit + 1)
-      const items = rows.slice(0, limit).map(toUser)
-      return { items, next: rows.length > limit && items.length > 0 ? accountCursor(items.at(-1)!) : null }
+        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
+      ])
+      return pageOf(db.prepare(sql).all(...values as (string | number)[]), limit, toUser)
     },
 
     async addMember(accountId, userId, role, event) {

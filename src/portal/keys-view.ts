@@ -73,7 +73,19 @@ export interface ListView {
   readonly nowMs: number
   /** The form fields of every form on the page (the CSRF token), or null: no changes offered (viewers). */
   readonly csrf: Html | null
+  /** Which keys: those in use, or the expired and revoked ones. */
+  readonly show: 'live' | 'old'
+  /** The page of that list (1-based), KEYS_PER_PAGE keys a page. */
+  readonly page: number
+  /** Only keys whose name or last characters contain this (any case); '' for all. */
+  readonly filter: string
 }
+
+/**
+ * KEYS_PER_PAGE: an account may hold a thousand keys; a page of them all, each row with its
+ * roll and revoke forms, was a megabyte of HTML and 180 ms at p95 (bench/portal.ts).
+ */
+export const KEYS_PER_PAGE = 50
 
 function expiryCell(key: ApiKeyInfo, state: KeyState): Html | string {
   if (state === 'revoked') return html`revoked ${when(key.revokedAt)}`
@@ -104,16 +116,44 @@ function table(view: ListView, caption: string, keys: readonly (readonly [ApiKey
 </table>`
 }
 
-/** keyList: the live keys (active, then in their grace), newest first; then the expired and revoked ones. */
+/** keyList: a page of the keys in use (active, then in their grace) or of the expired and revoked ones, newest first, with the filter and the pages. */
 export function keyList(view: ListView): Html {
   const rank: Readonly<Record<KeyState, number>> = { active: 0, expiring: 1, expired: 2, revoked: 2 }
+  const needle = view.filter.toLowerCase()
   const sorted = view.keys.map((k) => [k, keyState(k, view.nowMs)] as const)
     .sort(([a, sa], [b, sb]) => rank[sa] - rank[sb] || (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
   const live = sorted.filter(([, s]) => s === 'active' || s === 'expiring')
   const old = sorted.filter(([, s]) => s === 'expired' || s === 'revoked')
+  // Names told apart among every live key, not only this page's: a label names one key wherever it is shown.
   const shared = sharedNames(live.map(([k]) => k))
-  return html`${live.length === 0 ? html`<p>This account has no key in use.</p>` : table(view, `Keys in use (${live.length})`, live, shared, true)}
-${old.length === 0 ? '' : html`<details${live.length === 0 ? html` open` : ''}><summary>Expired and revoked keys (${old.length})</summary>${table(view, 'Expired and revoked keys', old, shared, false)}</details>`}`
+  const chosen = (view.show === 'live' ? live : old).filter(([k]) => needle === '' || k.name.toLowerCase().includes(needle) || k.hint.toLowerCase().includes(needle))
+  const pages = Math.max(1, Math.ceil(chosen.length / KEYS_PER_PAGE))
+  const page = Math.min(view.page, pages)
+  const shown = chosen.slice((page - 1) * KEYS_PER_PAGE, page * KEYS_PER_PAGE)
+  const link = (show: 'live' | 'old', p: number, words: string, rel = '') => {
+    const query = new URLSearchParams({ ...(show === 'old' ? { show } : {}), ...(p > 1 ? { page: String(p) } : {}), ...(view.filter === '' ? {} : { filter: view.filter }) }).toString()
+    return html`<a href="${view.base}${query === '' ? '' : `?${query}`}"${rel === '' ? '' : html` rel="${rel}"`}>${words}</a>`
+  }
+  const range = pages === 1 ? '' : `, ${(page - 1) * KEYS_PER_PAGE + 1} to ${(page - 1) * KEYS_PER_PAGE + shown.length}`
+  const caption = `${view.show === 'live' ? 'Keys in use' : 'Expired and revoked keys'}${view.filter === '' ? '' : ` matching “${view.filter}”`} (${chosen.length})${range}`
+  return html`<form method="get" action="${view.base}" class="row" role="search">
+${view.show === 'old' ? html`<input type="hidden" name="show" value="old">` : ''}
+<div><label for="key-filter">Find keys by name</label><input id="key-filter" name="filter" type="search" value="${view.filter}" maxlength="200"></div>
+<button type="submit" class="secondary">Find keys</button>
+</form>
+${view.show === 'old' ? html`<p>${link('live', 1, 'Back to the keys in use')}</p>` : ''}
+${shown.length === 0
+    ? html`<p>${view.filter !== '' ? 'No key matches.' : view.show === 'live' ? 'This account has no key in use.' : 'No key has expired or been revoked.'}</p>`
+    : table(view, caption, shown, shared, view.show === 'live')}
+${view.show === 'live' && view.filter === '' && page === 1 && old.length > 0 ? html`<details${live.length === 0 ? html` open` : ''}><summary>Expired and revoked keys (${old.length})</summary>
+${table(view, `Expired and revoked keys${old.length > KEYS_PER_PAGE ? `, the ${KEYS_PER_PAGE} newest` : ''}`, old.slice(0, KEYS_PER_PAGE), shared, false)}
+${old.length > KEYS_PER_PAGE ? html`<p>${link('old', 1, `All ${old.length} expired and revoked keys`)}</p>` : ''}
+</details>` : ''}
+${pages > 1 ? html`<nav aria-label="Pages of keys"><ul class="menu">
+${page > 1 ? html`<li>${link(view.show, page - 1, 'Newer keys', 'prev')}</li>` : ''}
+<li>Page ${page} of ${pages}</li>
+${page < pages ? html`<li>${link(view.show, page + 1, 'Older keys', 'next')}</li>` : ''}
+</ul></nav>` : ''}`
 }
 
 export interface CreateValues {

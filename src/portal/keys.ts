@@ -13,6 +13,7 @@ import type { ApiKeyInfo } from '../storage/ports.ts'
 import { accountPath } from './labels.ts'
 import {
   confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,
+  type ListView,
 } from './keys-view.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
@@ -41,7 +42,7 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
   const tomorrow = () => new Date(kit.now() + DAY_MS).toISOString().slice(0, 10)
 
   /** keysPage sends the list, with the create form for developers (filled again after a problem). */
-  async function keysPage(reply: FastifyReply, who: InAccount, opts: { status?: number; values?: CreateValues; problem?: Problem | null; revokedId?: string } = {}): Promise<FastifyReply> {
+  async function keysPage(reply: FastifyReply, who: InAccount, opts: { status?: number; values?: CreateValues; problem?: Problem | null; revokedId?: string; list?: Pick<ListView, 'show' | 'page' | 'filter'> } = {}): Promise<FastifyReply> {
     const base = accountPath(who.account.id, 'keys')
     const keys = await accounts.listKeys(who.account.id)
     const revoked = opts.revokedId === undefined ? undefined : keys.find((k) => k.id === opts.revokedId && k.revokedAt !== null)
@@ -52,7 +53,7 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
       title: 'Keys', current: who, status: opts.status ?? 200, account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: html`${revoked === undefined ? '' : html`<p class="notice" role="status">Key ${fullLabel(revoked)} is revoked: calls with it get 403.</p>`}${problem === null ? '' : html`<p class="error" role="alert">The key was not created: ${problem.text}</p>`}
 <p>A key lets your code call the API: send it in the <code>x-api-key</code> header. It works in the regions this account is <a href="${accountPath(who.account.id, 'subscriptions')}">subscribed</a> in, within its scope.</p>
-${keyList({ base, keys, nowMs: kit.now(), csrf })}
+${keyList({ base, keys, nowMs: kit.now(), csrf, ...(opts.list ?? { show: 'live', page: 1, filter: '' }) })}
 ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a developer, admin or owner of the account creates, rolls and revokes them.</p>` : createForm(base, csrf, opts.values ?? EMPTY_FORM, problem, tomorrow())}`,
     })
   }
@@ -84,10 +85,17 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     })
   }
 
-  app.get<{ Params: { accountId: string }; Querystring: { revoked?: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
+  app.get<{ Params: { accountId: string }; Querystring: { revoked?: unknown; show?: unknown; page?: unknown; filter?: unknown } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
     const who = await inAccount(kit, request, reply, 'viewer')
     if (who === null) return reply
-    return keysPage(reply, who, typeof request.query.revoked === 'string' ? { revokedId: request.query.revoked } : {})
+    const { revoked, show, page, filter } = request.query
+    const list = {
+      show: show === 'old' ? 'old' as const : 'live' as const,
+      // A page past the last shows the last; anything but a small whole number, the first.
+      page: typeof page === 'string' && /^[1-9]\d{0,5}$/.test(page) ? Number(page) : 1,
+      filter: typeof filter === 'string' ? filter.trim().slice(0, 200) : '',
+    }
+    return keysPage(reply, who, { list, ...(typeof revoked === 'string' ? { revokedId: revoked } : {}) })
   })
 
   app.post<{ Params: { accountId: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {

@@ -130,8 +130,8 @@ test('the store sees keyed digests under the pepper: neither the email nor the a
   t.after(() => store.close())
   const seen: string[] = []
   const spy = new Proxy(store.verification, {
-    get: (target, name: keyof VerificationStore) => (key: string, ...rest: never[]) => {
-      seen.push(key)
+    get: (target, name: keyof VerificationStore) => (key: string | string[], ...rest: never[]) => {
+      seen.push(...[key].flat())
       return (target[name] as (...args: unknown[]) => unknown).call(target, key, ...rest)
     },
   })

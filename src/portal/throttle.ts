@@ -104,14 +104,15 @@ export class SignInThrottle {
    */
   async settle(email: string, ip: string, ok: boolean): Promise<number> {
     const now = this.#now()
-    const [byEmail, byAddress] = this.#limits(email, ip, now)
+    const limits = this.#limits(email, ip, now)
     const v = this.#store.verification
     if (ok) {
-      await Promise.all([v.clear(byEmail!.key), ...(byAddress ? [v.forgive(byAddress.key, byAddress.policy)] : [])])
+      const [byEmail, ...byAddress] = limits
+      await Promise.all([v.clear(byEmail!.key), ...byAddress.map((l) => v.forgive(l.key, l.policy))])
       return 0
     }
     // The failure was counted by `blocked`: only the wait is left to tell.
-    const until = await this.#lockedUntil([byEmail!, ...(byAddress ? [byAddress] : [])], now)
+    const until = await this.#lockedUntil(limits, now)
     return until > 0 ? secondsFrom(now, until) : 0
   }
 
@@ -121,9 +122,9 @@ export class SignInThrottle {
     await Promise.all(this.#limits(email, ip, this.#now()).map((l) => v.forgive(l.key, l.policy)))
   }
 
-  async #lockedUntil(limits: readonly Limit[], now: number): Promise<number> {
-    const v = this.#store.verification
-    return Math.max(0, ...(await Promise.all(limits.map((l) => v.lockedUntil(l.key, now)))))
+  /** #lockedUntil: when the last lock of `limits` ends, or 0; one read of the store for all. */
+  #lockedUntil(limits: readonly Limit[], now: number): Promise<number> {
+    return this.#store.verification.lockedUntil(limits.map((l) => l.key), now)
   }
 
   /**

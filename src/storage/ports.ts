@@ -358,11 +358,11 @@ export interface VerificationStore {
   /** clear forgets a key's run of failures and its lock (an operator's unlock); false when there was none. */
   clear(key: string): Promise<boolean>
   /**
-   * lockedUntil tells, reading only (one round trip, no write), when the key's lock ends
-   * (epoch ms), or 0 when the key is not locked at `nowMs`: a caller can refuse before any
-   * costly work (a password hash), and refusals cost the store no write.
+   * lockedUntil tells, reading only (one round trip for all the keys, no write), when the
+   * last lock of `keys` ends (epoch ms), or 0 when none is locked at `nowMs`: a caller can
+   * refuse before any costly work (a password hash), and refusals cost the store no write.
    */
-  lockedUntil(key: string, nowMs: number): Promise<number>
+  lockedUntil(keys: readonly string[], nowMs: number): Promise<number>
   /**
    * forgive takes back one failure of the key's run, atomically: an attempt counted before it
    * was tried (settle with no step) that turned out right, or was never tried. When the run

@@ -146,6 +146,15 @@ if tonumber(state[1] or '0') == 0 and tonumber(state[2] or '0') == 0 then return
 redis.call('HSET', KEYS[1], 'fails', 0, 'lock', 0)
 return 1`
 
+/** LOCKED: the last lock end of KEYS (0: none), read only. */
+const LOCKED = `
+local latest = 0
+for _, key in ipairs(KEYS) do
+  local lock = tonumber(redis.call('HGET', key, 'lock') or '0')
+  if lock > latest then latest = lock end
+end
+return string.format('%.0f', latest)`
+
 /**
  * FORGIVE: one failure of the run taken back (ARGV[1]: the policy's maxFailures, below which
  * the lock goes too); 0 when there was none. A key that expired stays absent.
@@ -160,6 +169,8 @@ return 1`
 interface Scripts {
   tesseraClear(key: string): Promise<number>
   tesseraForgive(key: string, max: string): Promise<number>
+  /** Defined without numberOfKeys: the first argument is how many keys follow. */
+  tesseraLocked(keyCount: number, ...keys: string[]): Promise<string>
   tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
 }
@@ -192,6 +203,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
   redis.defineCommand('tesseraClear', { numberOfKeys: 1, lua: CLEAR })
   redis.defineCommand('tesseraForgive', { numberOfKeys: 1, lua: FORGIVE })
+  redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -229,8 +241,9 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     async clear(key) {
       return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
     },
-    async lockedUntil(key, nowMs) {
-      const until = Number(await call(() => redis.hget(stateKey(key), 'lock')) ?? 0)
+    async lockedUntil(keys, nowMs) {
+      if (keys.length === 0) return 0
+      const until = Number(await call(() => scripts.tesseraLocked(keys.length, ...keys.map(stateKey))))
       return until > nowMs ? until : 0
     },
     async forgive(key, policy: LockPolicy) {

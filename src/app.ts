@@ -17,6 +17,7 @@ import converterRoutes from './converter/routes.ts'
 import portal from './portal/plugin.ts'
 import { Passwords } from './portal/passwords.ts'
 import { SignInThrottle } from './portal/throttle.ts'
+import { keepPortalTidy } from './portal/maintenance.ts'
 import { openMailer } from './mail/mailer.ts'
 import { Accounts } from './accounts/service.ts'
 import { ConversionPool } from './converter/pool.ts'
@@ -107,8 +108,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       prefix: '/portal', config, store, pepper, now, mailer,
       accounts: new Accounts({ store, pepper, config, now }),
       passwords: new Passwords(),
-      throttle: new SignInThrottle(store, config, now),
+      throttle: new SignInThrottle(store, config, now, pepper),
     })
+    const stopTidying = keepPortalTidy(store, now, (error) => app.log.warn({ err: error }, 'portal sessions and tokens not pruned'))
+    // On close, before the caller closes the store: a pass under way finishes first.
+    app.addHook('onClose', () => stopTidying())
   }
   await app.register(totpRoutes, { config, store, pepper, now })
   if (groupServedIn('converter', config.region)) {

@@ -121,3 +121,17 @@ test('production: a portal that takes sign-ups needs SMTP_URL', () => {
   assert.doesNotThrow(() => loadConfig({ ...prod, PORTAL_ENABLED: 'false' }))
   assert.doesNotThrow(() => loadConfig({ SIGNUP_MODE: 'open' }), 'development prints the links instead')
 })
+
+test('portal sign-in throttle: defaults, values, and a delay cap below its base is refused', () => {
+  const config = loadConfig({})
+  assert.deepEqual([config.signinMaxFailures, config.signinIpMaxFailures, config.signinLockBaseSeconds, config.signinLockMaxSeconds], [5, 50, 1, 900])
+  const set = loadConfig({ SIGNIN_MAX_FAILURES: '3', SIGNIN_IP_MAX_FAILURES: '0', SIGNIN_LOCK_BASE_SECONDS: '2', SIGNIN_LOCK_MAX_SECONDS: '60' })
+  assert.deepEqual([set.signinMaxFailures, set.signinIpMaxFailures, set.signinLockBaseSeconds, set.signinLockMaxSeconds], [3, 0, 2, 60], '0: no limit per address')
+  const bad: [Record<string, string>, RegExp][] = [
+    [{ SIGNIN_MAX_FAILURES: '0' }, /SIGNIN_MAX_FAILURES must be from 1 to 100/],
+    [{ SIGNIN_IP_MAX_FAILURES: '-1' }, /SIGNIN_IP_MAX_FAILURES must be a whole number/],
+    [{ SIGNIN_LOCK_BASE_SECONDS: '0' }, /SIGNIN_LOCK_BASE_SECONDS must be from 1 to 86400/],
+    [{ SIGNIN_LOCK_BASE_SECONDS: '60', SIGNIN_LOCK_MAX_SECONDS: '30' }, /SIGNIN_LOCK_MAX_SECONDS must not be below SIGNIN_LOCK_BASE_SECONDS/],
+  ]
+  for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
+})

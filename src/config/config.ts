@@ -263,6 +263,10 @@ export const settings = {
   mailFrom: mailAddress('MAIL_FROM', 'Tessera <no-reply@localhost>', 'The sender of the portal\'s emails, `Name <address>` or a bare address.'),
   sessionTtlHours: int('SESSION_TTL_HOURS', 168, 1, 8760, 'How long a portal session lasts without use; each use extends it (sliding).'),
   portalSecureCookies: secureCookies('PORTAL_SECURE_COOKIES', 'Mark the portal\'s session cookie `Secure` (sent over HTTPS only): `true`, `false`, or `auto`, which does when `PUBLIC_BASE_URL` is https.'),
+  signinMaxFailures: int('SIGNIN_MAX_FAILURES', 5, 1, 100, 'Failed portal sign-ins in a row for one email address, known or not, before each further attempt waits (each attempt counts before its password is checked, so parallel attempts get no more; a success ends the run).'),
+  signinIpMaxFailures: int('SIGNIN_IP_MAX_FAILURES', 50, 0, 1000000, 'Failed portal sign-ins from one source address (IPv6: its /64) within a clock hour, whatever the emails, before each further attempt from it waits. A success is not counted but does not end the run. 0 turns this limit off (do so, or set `TRUST_PROXY`, when every client reaches the service through one proxy address).'),
+  signinLockBaseSeconds: int('SIGNIN_LOCK_BASE_SECONDS', 1, 1, 86400, 'First delay after `SIGNIN_MAX_FAILURES` (or `SIGNIN_IP_MAX_FAILURES`) failures; it doubles with each further failure.'),
+  signinLockMaxSeconds: int('SIGNIN_LOCK_MAX_SECONDS', 900, 1, 604800, 'Longest delay between portal sign-in attempts for one email address or source address.'),
 } as const
 
 type Settings = typeof settings
@@ -283,5 +287,6 @@ export function loadConfig(env: Env = process.env): Config {
     if (config.portalEnabled && config.signupMode !== 'closed' && config.smtpUrl === '') fail('SMTP_URL', `is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${config.signupMode} (set SMTP_URL, or SIGNUP_MODE=closed, or PORTAL_ENABLED=false)`)
   }
   if (config.otpLockMaxSeconds < config.otpLockBaseSeconds) fail('OTP_LOCK_MAX_SECONDS', 'must not be below OTP_LOCK_BASE_SECONDS')
+  if (config.signinLockMaxSeconds < config.signinLockBaseSeconds) fail('SIGNIN_LOCK_MAX_SECONDS', 'must not be below SIGNIN_LOCK_BASE_SECONDS')
   return Object.freeze(config)
 }

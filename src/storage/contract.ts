@@ -429,6 +429,58 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal(await v.clear('never-seen'), false)
   })
 
+  withStore('lockedUntil reads the last lock of its keys and moves nothing', async ({ verification: v }) => {
+    assert.equal(await v.lockedUntil(['r'], 0), 0, 'a key never seen')
+    assert.equal(await v.lockedUntil([], 0), 0, 'no keys')
+    for (let i = 0; i < 3; i++) await v.settle('r', null, 1000, policy)
+    for (let i = 0; i < 5; i++) assert.equal(await v.lockedUntil(['r'], 5000), 11_000)
+    assert.equal(await v.lockedUntil(['r'], 11_000), 0, 'a lock that has run out')
+    assert.deepEqual(await v.settle('r', null, 10_999, policy), { kind: 'locked', lockedUntil: 11_000 }, 'reads counted nothing')
+    assert.deepEqual(await v.settle('r', null, 11_000, policy), { kind: 'invalid' })
+    assert.equal(await v.lockedUntil(['r'], 11_000), 31_000, 'the fourth failure: 20 s')
+    for (let i = 0; i < 3; i++) await v.settle('s', null, 1000, policy)
+    assert.equal(await v.lockedUntil(['s', 'r', 'never-seen'], 11_000), 31_000, 'the last of several')
+    assert.equal(await v.lockedUntil(['never-seen', 's'], 5000), 11_000)
+    assert.equal(await v.lockedUntil(['s', 'never-seen'], 11_000), 0, 'none locked now')
+  })
+
+  withStore('forgive takes one failure back, and the lock with it below the threshold; the last accepted step stays', async ({ verification: v }) => {
+    assert.equal(await v.forgive('f', policy), false, 'a key never seen')
+    assert.deepEqual(await v.settle('f', 5, 0, policy), { kind: 'accepted' })
+    assert.equal(await v.forgive('f', policy), false, 'no failure to take back')
+    for (let i = 0; i < 3; i++) await v.settle('f', null, 1000, policy)
+    assert.equal(await v.lockedUntil(['f'], 1000), 11_000)
+    assert.equal(await v.forgive('f', policy), true)
+    assert.equal(await v.lockedUntil(['f'], 1000), 0, 'two failures: no lock')
+    assert.deepEqual(await v.settle('f', null, 1000, policy), { kind: 'invalid' }, 'the third failure again')
+    assert.equal(await v.lockedUntil(['f'], 1000), 11_000, 'and its lock again')
+    assert.deepEqual(await v.settle('f', null, 11_000, policy), { kind: 'invalid' })
+    assert.equal(await v.forgive('f', policy), true)
+    assert.equal(await v.lockedUntil(['f'], 11_000), 31_000, 'three failures left: the lock stays')
+    assert.deepEqual(await v.settle('f', 5, 40_000, policy), { kind: 'reused' }, 'no replay after a forgiveness')
+    assert.equal(await v.clear('f'), true)
+    assert.equal(await v.forgive('f', policy), false, 'never below none')
+    assert.deepEqual(await v.settle('f', 6, 40_000, policy), { kind: 'accepted' })
+  })
+
+  withStore('100 parallel sign-ins counted before their password check: at most maxFailures wrong ones are checked', async ({ verification: v }) => {
+    const signIn: LockPolicy = { maxFailures: 5, baseSeconds: 1, maxSeconds: 900 }
+    // As the portal's throttle does: refuse on a read, count before the check, forgive a right one.
+    const attempt = async (key: string, right: boolean): Promise<'refused' | 'wrong' | 'right'> => {
+      if ((await v.lockedUntil([key], 1000)) > 0) return 'refused'
+      if ((await v.settle(key, null, 1000, signIn)).kind === 'locked') return 'refused'
+      if (right) await v.forgive(key, signIn)
+      return right ? 'right' : 'wrong'
+    }
+    const wrong = await Promise.all(Array.from({ length: 100 }, () => attempt('signin-a', false)))
+    assert.equal(wrong.filter((r) => r === 'wrong').length, 5)
+    assert.equal(await v.lockedUntil(['signin-a'], 1000), 2000)
+    const mixed = await Promise.all(Array.from({ length: 100 }, (_, i) => attempt('signin-b', i % 3 === 0)))
+    const checked = mixed.filter((r) => r === 'wrong').length
+    assert.ok(checked <= 5, `${checked} wrong passwords checked`)
+    assert.ok(mixed.filter((r) => r !== 'refused').length >= 5, 'right ones do not take the wrong ones\' places')
+  })
+
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {
     const results = await Promise.all(Array.from({ length: 20 }, () => v.settle('race', 5, 0, policy)))
     assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)

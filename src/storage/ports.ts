@@ -367,6 +367,19 @@ export interface VerificationStore {
   settle(key: string, step: number | null, nowMs: number, policy: LockPolicy): Promise<Verdict>
   /** clear forgets a key's run of failures and its lock (an operator's unlock); false when there was none. */
   clear(key: string): Promise<boolean>
+  /**
+   * lockedUntil tells, reading only (one round trip for all the keys, no write), when the
+   * last lock of `keys` ends (epoch ms), or 0 when none is locked at `nowMs`: a caller can
+   * refuse before any costly work (a password hash), and refusals cost the store no write.
+   */
+  lockedUntil(keys: readonly string[], nowMs: number): Promise<number>
+  /**
+   * forgive takes back one failure of the key's run, atomically: an attempt counted before it
+   * was tried (settle with no step) that turned out right, or was never tried. When the run
+   * falls below `policy.maxFailures` its lock goes too; the last accepted step stays. False
+   * when the run had no failure to take back.
+   */
+  forgive(key: string, policy: LockPolicy): Promise<boolean>
 }
 
 /** One day's count of a key's admitted calls to an API group in a region, and their units. */

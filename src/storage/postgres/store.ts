@@ -121,6 +121,17 @@ function verificationStore(query: Query): VerificationStore {
       const r = await query('otp-clear', 'UPDATE otp_state SET failures = 0, locked_until = 0 WHERE key = $1 AND (failures > 0 OR locked_until > 0)', [key])
       return (r.rowCount ?? 0) > 0
     },
+    async lockedUntil(keys, nowMs) {
+      const { rows } = await query('otp-locked-any', 'SELECT max(locked_until) AS until FROM otp_state WHERE key = ANY($1)', [keys])
+      const until = Number(rows[0]?.until ?? 0)
+      return until > nowMs ? until : 0
+    },
+    async forgive(key, policy: LockPolicy) {
+      // SET reads the row as it was: `failures - 1` is the run after this forgiveness.
+      const r = await query('otp-forgive', `UPDATE otp_state SET failures = failures - 1,
+        locked_until = CASE WHEN failures - 1 < $2 THEN 0 ELSE locked_until END WHERE key = $1 AND failures > 0`, [key, policy.maxFailures])
+      return (r.rowCount ?? 0) > 0
+    },
   }
 }
 

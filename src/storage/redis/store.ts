@@ -146,8 +146,31 @@ if tonumber(state[1] or '0') == 0 and tonumber(state[2] or '0') == 0 then return
 redis.call('HSET', KEYS[1], 'fails', 0, 'lock', 0)
 return 1`
 
+/** LOCKED: the last lock end of KEYS (0: none), read only. */
+const LOCKED = `
+local latest = 0
+for _, key in ipairs(KEYS) do
+  local lock = tonumber(redis.call('HGET', key, 'lock') or '0')
+  if lock > latest then latest = lock end
+end
+return string.format('%.0f', latest)`
+
+/**
+ * FORGIVE: one failure of the run taken back (ARGV[1]: the policy's maxFailures, below which
+ * the lock goes too); 0 when there was none. A key that expired stays absent.
+ */
+const FORGIVE = `
+local fails = tonumber(redis.call('HGET', KEYS[1], 'fails') or '0')
+if fails <= 0 then return 0 end
+redis.call('HSET', KEYS[1], 'fails', fails - 1)
+if fails - 1 < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'lock', 0) end
+return 1`
+
 interface Scripts {
   tesseraClear(key: string): Promise<number>
+  tesseraForgive(key: string, max: string): Promise<number>
+  /** Defined without numberOfKeys: the first argument is how many keys follow. */
+  tesseraLocked(keyCount: number, ...keys: string[]): Promise<string>
   tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
 }
@@ -179,6 +202,8 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
   redis.defineCommand('tesseraClear', { numberOfKeys: 1, lua: CLEAR })
+  redis.defineCommand('tesseraForgive', { numberOfKeys: 1, lua: FORGIVE })
+  redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   const scripts = redis as unknown as Scripts
 
@@ -215,6 +240,14 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     },
     async clear(key) {
       return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
+    },
+    async lockedUntil(keys, nowMs) {
+      if (keys.length === 0) return 0
+      const until = Number(await call(() => scripts.tesseraLocked(keys.length, ...keys.map(stateKey))))
+      return until > nowMs ? until : 0
+    },
+    async forgive(key, policy: LockPolicy) {
+      return (await call(() => scripts.tesseraForgive(stateKey(key), String(policy.maxFailures)))) === 1
     },
   }
 

@@ -84,6 +84,9 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
       ON CONFLICT (key) DO UPDATE SET last_step = excluded.last_step, failures = excluded.failures,
         locked_until = excluded.locked_until, updated_at = excluded.updated_at`),
     clear: db.prepare('UPDATE otp_state SET failures = 0, locked_until = 0 WHERE key = ? AND (failures > 0 OR locked_until > 0)'),
+    lock: db.prepare('SELECT max(locked_until) AS until FROM otp_state WHERE key IN (SELECT value FROM json_each(?))'),
+    forgive: db.prepare(`UPDATE otp_state SET failures = failures - 1,
+      locked_until = CASE WHEN failures - 1 < $max THEN 0 ELSE locked_until END WHERE key = $key AND failures > 0`),
   }
   return {
     // The read and the write run in one synchronous step inside the write transaction
@@ -106,6 +109,16 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
     },
     async clear(key) {
       const r = await batch.run(() => q.clear.run(key))
+      return Number(r.changes) > 0
+    },
+    // A read outside the write turn: it sees what this process has written (committed or in
+    // the turn's open transaction) and what other processes have committed.
+    async lockedUntil(keys, nowMs) {
+      const locked = Number(q.lock.get(JSON.stringify(keys))?.until ?? 0)
+      return locked > nowMs ? locked : 0
+    },
+    async forgive(key, policy: LockPolicy) {
+      const r = await batch.run(() => q.forgive.run({ key, max: policy.maxFailures }))
       return Number(r.changes) > 0
     },
   }

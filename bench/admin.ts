@@ -16,12 +16,11 @@
  * report add up to the same units), so that a figure is never the time of an error.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
+import { onEachStore } from './stores.ts'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore, SQLITE_FILE } from '../src/storage/factory.ts'
@@ -512,31 +511,7 @@ function unitsByDay(seed: Seed): Map<string, number> {
 /** adminBench runs the bench on every store it can reach, printing each store's table as it is done. */
 export async function adminBench(): Promise<void> {
   const seed = makeSeed(Date.now())
-  const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-admin-'))
-  try {
-    process.stdout.write(`${await benchStore('SQLite', 'sqlite', { DATA_DIR: dataDir }, seed, dataDir)}\n`)
-  } finally {
-    rmSync(dataDir, { recursive: true, force: true })
-  }
-  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL
-  if (adminUrl === undefined || adminUrl === '') {
-    process.stdout.write('Admin bench on PostgreSQL skipped: set BENCH_DATABASE_URL (or TEST_DATABASE_URL) to a server to create a scratch database on.\n\n')
-    return
-  }
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  const db = `tessera_bench_admin_${hex(4)}`
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${db}`
-  const pgDir = mkdtempSync(join(tmpdir(), 'tessera-bench-admin-'))
-  try {
-    process.stdout.write(`${await benchStore('PostgreSQL', 'postgres', { DATA_DIR: pgDir, DATABASE_URL: url.href }, seed, pgDir)}\n`)
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
-    await admin.end()
-    rmSync(pgDir, { recursive: true, force: true })
-  }
+  await onEachStore('admin', (name, env, dataDir) => benchStore(name, name === 'SQLite' ? 'sqlite' : 'postgres', env, seed, dataDir))
 }
 
 if (import.meta.main) await adminBench()

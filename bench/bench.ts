@@ -28,6 +28,7 @@ import { CONNECTIONS, freePort, median, pinned, run, serve, type Figures, type L
 import { scaleBench } from './scale.ts'
 import { adminBench } from './admin.ts'
 import { portalBench } from './portal.ts'
+import { signinBench } from './signin.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -183,3 +184,4 @@ if (only === undefined || only === 'convert') {
 }
 if (only === undefined || only === 'admin') await adminBench()
 if (only === undefined || only === 'portal') await portalBench()
+if (only === undefined || only === 'signin') await signinBench()

@@ -18,11 +18,10 @@
  * so that a figure is never the time of an error.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
+import { onEachStore } from './stores.ts'
 import { loadConfig, type Config } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
@@ -353,31 +352,7 @@ async function benchStore(label: string, env: Record<string, string>): Promise<s
 
 /** portalBench runs the bench on every store it can reach, printing each store's table as it is done. */
 export async function portalBench(): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-portal-'))
-  try {
-    process.stdout.write(`${await benchStore('SQLite', { DATA_DIR: dataDir })}\n`)
-  } finally {
-    rmSync(dataDir, { recursive: true, force: true })
-  }
-  const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL
-  if (adminUrl === undefined || adminUrl === '') {
-    process.stdout.write('Portal bench on PostgreSQL skipped: set BENCH_DATABASE_URL (or TEST_DATABASE_URL) to a server to create a scratch database on.\n\n')
-    return
-  }
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  const db = `tessera_bench_portal_${hex(4)}`
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = new URL(adminUrl)
-  url.pathname = `/${db}`
-  const pgDir = mkdtempSync(join(tmpdir(), 'tessera-bench-portal-'))
-  try {
-    process.stdout.write(`${await benchStore('PostgreSQL', { DATA_DIR: pgDir, DATABASE_URL: url.href })}\n`)
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
-    await admin.end()
-    rmSync(pgDir, { recursive: true, force: true })
-  }
+  await onEachStore('portal', (name, env) => benchStore(name, env))
 }
 
 if (import.meta.main) await portalBench()

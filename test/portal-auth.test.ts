@@ -151,6 +151,20 @@ test('password reset: the same answer for any address; the link works once, sets
   assert.deepEqual(answers.filter((s) => s === 303).length, 1, answers.join(','))
 })
 
+test('a password reset ends the lock that guesses put on the address', async (t) => {
+  const app = await startApp(t)
+  const user = await portalUser(app, { email: 'locked@example.com' })
+  const client = new PortalClient(app.url)
+  for (let i = 0; i < 6; i++) await client.post('/portal/sign-in', { email: user.email, password: `wrong guess ${i}` }, { from: '/portal/sign-in' })
+  const locked = await client.post('/portal/sign-in', { email: user.email, password: user.password }, { from: '/portal/sign-in' })
+  assert.equal(locked.status, 429, 'locked: even the right password waits')
+  await client.post('/portal/reset', { email: user.email }, { from: '/portal/reset' })
+  const token = new URL(linkIn(await waitForMail(app, user.email))).searchParams.get('token')!
+  await client.get(`/portal/reset/confirm?token=${token}`)
+  assert.equal((await client.post('/portal/reset/confirm', { token, password: 'the owner is back in' })).status, 303)
+  await client.signIn(user.email, 'the owner is back in')
+})
+
 test('next after sign-in stays inside the portal', () => {
   assert.equal(safeNext('/portal/accounts/acc_1/keys'), '/portal/accounts/acc_1/keys')
   assert.equal(safeNext('/portal/invitations/accept?token=abc_-1&account=acc_1'), '/portal/invitations/accept?token=abc_-1&account=acc_1')

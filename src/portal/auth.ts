@@ -137,7 +137,14 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     }
     const user = email === '' || email.length > MAX_EMAIL ? null : await store.portal.findUserByEmail(email)
     // An unknown email takes as long as a wrong password (a dummy hash), and gets the same words.
-    const ok = await passwords.verify(password, user?.passwordHash ?? null)
+    let ok: boolean
+    try {
+      ok = await passwords.verify(password, user?.passwordHash ?? null)
+    } catch (error) {
+      // Never checked (the hash queue was full: 503): not counted either.
+      await kit.throttle.release(emailKey(email), request.ip)
+      throw error
+    }
     const lockedFor = await kit.throttle.settle(emailKey(email), request.ip, ok && user !== null)
     if (!ok || user === null) {
       await audit(request, user, 'user.sign-in', 'failure', { reason: 'wrong email or password' }, emailKey(email))
@@ -352,6 +359,8 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
       actor: actorName({ type: 'portal-user', id: user.id }), action: 'user.reset-password', target: { type: 'user', id: user.id }, accountId: null, ip: request.ip, outcome: 'success', detail: {},
     })
     await store.portal.deleteSessionsOf(user.id)
+    // The link proved the address: the guesses that locked it are no reason to keep its owner out.
+    await kit.throttle.forget(emailKey(user.email))
     return reply.redirect('/portal/sign-in?notice=reset', 303)
   })
 }

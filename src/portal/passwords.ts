@@ -10,6 +10,7 @@
  * rehash them at the next sign-in (`needsRehash`).
  */
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto'
+import { availableParallelism } from 'node:os'
 
 export interface ScryptParams {
   /** log2 of N, the CPU/memory cost. */
@@ -56,7 +57,12 @@ function derive(password: string, salt: Buffer, params: ScryptParams): Promise<B
 
 export interface PasswordsOptions {
   readonly params?: ScryptParams
-  /** Hashes at once (default 2: half of libuv's default pool of 4). */
+  /**
+   * Hashes at once (default: half the CPUs, at least 1, at most 2 (half of libuv's default pool
+   * of 4)): each hash is 32 MiB and a core's worth of work for tens of milliseconds, and the
+   * event loop must keep a core (bench/signin.ts: with two at once on two cores, /totp/ping's
+   * p99 under a storm of sign-ins was 306 ms against 79 ms with one).
+   */
   readonly concurrency?: number
   /** Hashes that may wait (default 64); past that, PasswordsBusy. */
   readonly queue?: number
@@ -73,7 +79,7 @@ export class Passwords {
 
   constructor(opts: PasswordsOptions = {}) {
     this.#params = opts.params ?? DEFAULT_PARAMS
-    this.#concurrency = opts.concurrency ?? 2
+    this.#concurrency = opts.concurrency ?? Math.min(2, Math.max(1, Math.floor(availableParallelism() / 2)))
     this.#queueLimit = opts.queue ?? 64
   }
 

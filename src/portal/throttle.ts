@@ -116,6 +116,12 @@ export class SignInThrottle {
     return until > 0 ? secondsFrom(now, until) : 0
   }
 
+  /** forget ends an email's run of failures and its lock (a password reset proved the address). */
+  async forget(email: string): Promise<void> {
+    const [byEmail] = this.#limits(email, '0.0.0.0', this.#now())
+    await this.#store.verification.clear(byEmail!.key)
+  }
+
   /** release takes back an attempt `blocked` counted that was never checked (the password queue was full). */
   async release(email: string, ip: string): Promise<void> {
     const v = this.#store.verification

@@ -41,7 +41,7 @@ async function start(script: string, env: Record<string, string>): Promise<{ url
   for (let i = 0; i < 100 && !/tsr_[0-9a-f]{40}/.test(out); i++) await new Promise((r) => setTimeout(r, 50))
   return { url, key: /tsr_[0-9a-f]{40}/.exec(out)?.[0] ?? '' }
 }
-const env = (extra: Record<string, string> = {}) => ({ DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ...extra })
+const env = (extra: Record<string, string> = {}) => ({ DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', ...extra })
 const old = await start(resolve(BASELINE, 'src/server.ts'), env())
 const now = await start(new URL('../src/server.ts', import.meta.url).pathname, env())
 const barePort = await freePort()

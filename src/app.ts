@@ -27,6 +27,8 @@ import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
 import { OneLineLogController } from './logging/controller.ts'
 import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
+import { createMetrics, type Metrics } from './metrics/metrics.ts'
+import metricsRoute from './metrics/route.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
@@ -37,6 +39,8 @@ export interface AppOptions {
   readonly now?: () => number
   /** Where logs go (default: standard output). */
   readonly logStream?: { write(line: string): void }
+  /** The process's metrics, shared with the admin listener (default: the app's own). */
+  readonly metrics?: Metrics
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
@@ -44,6 +48,7 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config, store, pepper } = opts
   const now = opts.now ?? Date.now
+  const metrics = opts.metrics ?? createMetrics({ region: config.region })
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
     ...(opts.logStream ? { stream: opts.logStream } : {}),
@@ -60,7 +65,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger,
     childLoggerFactory: lazyChildLoggerFactory,
-    logController: new OneLineLogController(),
+    // Each completed request is counted by its route's pattern, never its path: label values stay a closed set.
+    logController: new OneLineLogController((request, reply) => {
+      metrics.observeRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
+    }),
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -91,12 +99,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     done()
   })
 
-  const limits = new Limits({ config, store, now, log: app.log })
+  if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
+
+  const limits = new Limits({ config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause) })
   // After the server has stopped: the last usage counts are saved before the store closes.
   app.addHook('onClose', () => limits.close())
 
   await app.register(errors, { config })
-  await app.register(gateway, { config, store, pepper, now, limits })
+  await app.register(gateway, { config, store, pepper, now, limits, metrics })
   await app.register(openapi, { config, version: VERSION })
 
   await app.register(opsRoutes, { store })
@@ -114,7 +124,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // On close, before the caller closes the store: a pass under way finishes first.
     app.addHook('onClose', () => stopTidying())
   }
-  await app.register(totpRoutes, { config, store, pepper, now })
+  await app.register(totpRoutes, { config, store, pepper, now, metrics })
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({
       size: config.converterWorkers,

@@ -9,6 +9,7 @@ import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
+import { createMetrics } from './metrics/metrics.ts'
 import { buildAdminApp } from './admin/api/app.ts'
 import { Accounts } from './accounts/service.ts'
 
@@ -54,8 +55,9 @@ const store = await openStoreOrExit(config)
 const accounts = new Accounts({ store, pepper, config })
 const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
-const app = await buildApp({ config, store, pepper })
-const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts })
+const metrics = createMetrics({ region: config.region })
+const app = await buildApp({ config, store, pepper, metrics })
+const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */

@@ -33,6 +33,8 @@ test('a bad value is refused with a message naming the variable', () => {
     [{ TRUST_PROXY: 'maybe' }, /TRUST_PROXY must be true or false/],
     [{ DOCS_URL: 'not a url' }, /DOCS_URL must be an absolute http\(s\) URL/],
     [{ PEPPER: 'x'.repeat(31) }, /PEPPER must be at least 32 characters/],
+    [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be at least 32 characters, without spaces$/],
+    [{ METRICS_TOKEN: `${'t'.repeat(32)} x` }, /METRICS_TOKEN must be at least 32 characters, without spaces$/],
     [{ OTP_LOCK_BASE_SECONDS: '600', OTP_LOCK_MAX_SECONDS: '60' }, /OTP_LOCK_MAX_SECONDS must not be below OTP_LOCK_BASE_SECONDS/],
     [{ NODE_ENV: 'production' }, /PEPPER is required when NODE_ENV=production/],
     [{ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us' }, /EU_BASE_URL is required when NODE_ENV=production and REGION=us/],

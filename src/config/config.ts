@@ -223,6 +223,7 @@ export const settings = {
   planWeightConverter: int('PLAN_WEIGHT_CONVERTER', 1, 0, 1000000, 'Default plan: units one call of the conversion group costs against the quota (Renda.io: 1).'),
   usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
   pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset; a pepper file of fewer than 32 characters stops start-up, naming the file. Changing it invalidates every API key.'),
+  metricsToken: text('METRICS_TOKEN', () => '', 'unset', 'Bearer token (at least 32 characters) for `GET /metrics`: set, the public port serves the metrics to a scrape that presents it, and so does the admin listener; unset, only the admin listener serves them, openly (it is a private address).'),
   adminListen: adminListen('ADMIN_LISTEN', '127.0.0.1:3001', 'Where the admin API listens, `host:port`, or `off`. Keep it on a private address: it answers only to admin tokens (`npm run admin -- admin token create`), but it is the door to every account.'),
   auditRetentionDays: int('AUDIT_RETENTION_DAYS', 400, 1, 36500, 'Audit events older than this many days are deleted (daily); no door can change or delete them before.'),
   trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
@@ -280,6 +281,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const config = out as Config
   if (config.pepper !== '' && config.pepper.length < MIN_PEPPER_LENGTH) fail('PEPPER', `must be at least ${MIN_PEPPER_LENGTH} characters long`)
+  // A short token on the public port could be guessed; it is compared as a whole, never echoed.
+  if (config.metricsToken !== '' && (config.metricsToken.length < 32 || /\s/.test(config.metricsToken))) fail('METRICS_TOKEN', 'must be at least 32 characters, without spaces')
   if (config.nodeEnv === 'production') {
     if (config.pepper === '') fail('PEPPER', 'is required when NODE_ENV=production')
     if (config.region !== 'eu' && !env.EU_BASE_URL) fail('EU_BASE_URL', `is required when NODE_ENV=production and REGION=${config.region}`)

@@ -17,6 +17,7 @@ import { GrantCache } from './cache.ts'
 import { hashApiKey } from './keys.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { authorize, denial, subscriptionKey, type DenialReason } from './access.ts'
+import type { Metrics, RefusalCause } from '../metrics/metrics.ts'
 import type { Group } from '../domain/regions.ts'
 import type { Limits } from '../usage/limits.ts'
 
@@ -45,6 +46,12 @@ export interface GatewayOptions {
   readonly now: () => number
   /** The account's plan, applied to every call the gateway lets through. */
   readonly limits: Limits
+  readonly metrics: Metrics
+}
+
+/** The metrics' name of each denial reason ('unknown' becomes 'missing' when no key was sent). */
+const CAUSES: Readonly<Record<DenialReason, RefusalCause>> = {
+  'unknown key': 'unknown', 'revoked key': 'revoked', 'expired key': 'expired', 'account suspended': 'suspended', 'not subscribed': 'not subscribed',
 }
 
 async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
@@ -93,6 +100,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     reply.header('cache-control', 'no-store')
     if (reason !== null) {
       request.log.info({ keyId: grant?.keyId, reason }, 'access denied')
+      opts.metrics.refused(reason === 'unknown key' && typeof request.headers['x-api-key'] !== 'string' ? 'missing' : CAUSES[reason])
       reply.code(403).type('application/json; charset=utf-8').send(denied)
       return false
     }

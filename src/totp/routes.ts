@@ -4,6 +4,7 @@
  * encode them).
  */
 import type { FastifyInstance } from 'fastify'
+import type { Metrics } from '../metrics/metrics.ts'
 import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, OnboardingRecord, Store } from '../storage/ports.ts'
 import { apiError } from '../errors/errors.ts'
@@ -25,6 +26,7 @@ export interface TotpOptions {
   readonly store: Store
   readonly pepper: Pepper
   readonly now: () => number
+  readonly metrics: Pick<Metrics, 'verified'>
 }
 
 interface TotpBody {
@@ -177,6 +179,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const t = now()
       const match = token.length === p.digits ? matchStep(p, token, t) : null
       const outcome = await verifyCode(store.verification, policy, key, match, t)
+      opts.metrics.verified(outcome.kind)
       switch (outcome.kind) {
         case 'accepted':
           return { type: 'Success', valid: true, message: 'OTP verified' }

@@ -21,6 +21,8 @@ export interface LimitsOptions {
   readonly store: Store
   readonly now: () => number
   readonly log: FastifyBaseLogger
+  /** Told of each call refused by the plan (the metrics' refusal causes). */
+  readonly onRefused?: (cause: 'throttled' | 'over quota') => void
 }
 
 
@@ -29,6 +31,7 @@ const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 export class Limits {
   readonly #defaultPlan: Plan
   readonly #store: Store
+  readonly #onRefused: (cause: 'throttled' | 'over quota') => void
   readonly #now: () => number
   readonly #log: FastifyBaseLogger
   readonly #local: LocalLimiter
@@ -44,6 +47,7 @@ export class Limits {
     this.#store = opts.store
     this.#now = opts.now
     this.#log = opts.log
+    this.#onRefused = opts.onRefused ?? (() => undefined)
     this.#local = new LocalLimiter(opts.now)
     this.#recorder = new UsageRecorder(opts.store.usage, opts.store.access, config.region, opts.now)
     this.#timer = setInterval(() => {
@@ -128,6 +132,7 @@ export class Limits {
     reply.header('ratelimit-policy', this.#policy(plan))
     if (!decision.admitted) {
       const retry = String(seconds(decision.retryAfterMs))
+      this.#onRefused(decision.reason === 'quota' ? 'over quota' : 'throttled')
       return decision.reason === 'quota'
         ? apiError('QUOTA_EXCEEDED', {}, { 'retry-after': retry })
         : apiError('THROTTLED', {}, { 'retry-after': retry })

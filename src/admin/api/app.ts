@@ -11,6 +11,8 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import { randomUUID } from 'node:crypto'
+import type { Metrics } from '../../metrics/metrics.ts'
+import metricsRoute from '../../metrics/route.ts'
 import type { Config } from '../../config/config.ts'
 import type { Accounts } from '../../accounts/service.ts'
 import type { ErrorCode } from '../../errors/catalogue.ts'
@@ -60,6 +62,8 @@ export interface AdminAppOptions {
   readonly now?: () => number
   /** Where logs go (default: standard output). */
   readonly logStream?: { write(line: string): void }
+  /** The process's metrics, served at /metrics on this listener (none: no /metrics here). */
+  readonly metrics?: Metrics
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
@@ -212,5 +216,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     guarded.addHook('onRequest', adminGuard(accounts))
     await guarded.register(adminRoutes, { accounts, now })
   })
+  // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.
+  if (opts.metrics !== undefined) await app.register(metricsRoute, { metrics: opts.metrics, token: config.metricsToken })
   return app
 }

@@ -56,7 +56,7 @@ const WINDOWS = [
 // Seeding ---------------------------------------------------------------------------------
 
 /** mulberry32: a small seeded generator, so that every run seeds the same names and counts. */
-function generator(seed: number): () => number {
+export function generator(seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0

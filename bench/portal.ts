@@ -22,6 +22,7 @@ import { join } from 'node:path'
 import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import { onEachStore } from './stores.ts'
+import { generator } from './admin.ts'
 import { loadConfig, type Config } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
@@ -45,18 +46,6 @@ const PASSWORD = 'correct horse battery staple'
 const DAY = 86_400_000
 const hex = (bytes: number) => randomBytes(bytes).toString('hex')
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
-
-/** mulberry32: a small seeded generator, so that every run seeds the same counts. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 interface Seeded {
   readonly accountId: string

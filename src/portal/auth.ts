@@ -14,10 +14,10 @@ import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
 import { formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type User } from '../domain/portal.ts'
-import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import { isFailure } from '../accounts/service.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
 import * as mail from '../mail/templates.ts'
+import { auditUser, userDraft } from './two-factor.ts'
 import {
   checkCsrf, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, SESSION_COOKIE, sessionIdHash, setCookie, cookieName,
 } from './session.ts'
@@ -81,15 +81,10 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
     return `${base}/portal/${path}?token=${token}`
   }
 
-  /** audit records a user's event in each of their accounts (so that each account's audit page shows it), or once with none. */
+  /** audit records a user's event in each of their accounts (auditUser), or an unknown email's attempt once, as anonymous. */
   async function audit(request: FastifyRequest, user: User | null, action: string, outcome: 'success' | 'failure', detail: Record<string, unknown>, target?: string): Promise<void> {
-    const draft: AuditDraft = {
-      actor: user === null ? 'anonymous' : actorName({ type: 'portal-user', id: user.id }),
-      action, target: { type: 'user', id: user?.id ?? (target ?? '').slice(0, 320) }, accountId: null, ip: request.ip, outcome, detail,
-    }
-    const accounts = user === null ? [] : (await store.portal.membershipsOf(user.id)).slice(0, 20)
-    if (accounts.length === 0) await store.audit.append(draft)
-    for (const m of accounts) await store.audit.append({ ...draft, accountId: m.accountId })
+    if (user !== null) return auditUser(kit, request, user, action, outcome, detail)
+    await store.audit.append({ actor: 'anonymous', action, target: { type: 'user', id: (target ?? '').slice(0, 320) }, accountId: null, ip: request.ip, outcome, detail })
   }
 
   // Sign in
@@ -232,7 +227,7 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
       status: config.signupMode === 'approval' ? 'pending' : 'active', operator: false, totpSecret: null, totpEnabledAt: null,
       createdAt: iso(now()), updatedAt: iso(now()),
     }
-    const draft = { actor: actorName({ type: 'portal-user', id: user.id }), action: 'user.sign-up', target: { type: 'user' as const, id: user.id }, accountId: null, ip: request.ip, outcome: 'success' as const, detail: { mode: config.signupMode } }
+    const draft = userDraft(request, user, 'user.sign-up', { mode: config.signupMode })
     if (await store.portal.createUser(user, draft)) {
       const ctx = { actor: { type: 'portal-user' as const, id: user.id }, ip: request.ip }
       const account = await kit.accounts.createAccount(ctx, { name: accountName === '' ? email.slice(0, 200) : accountName })
@@ -277,9 +272,7 @@ ${csrfInput(formCsrf(request, reply))}
     const user = used?.userId ? await store.portal.getUser(used.userId) : null
     if (used === null || user === null) return deadLink(reply, 'confirmation', html`<a href="/portal/sign-in">Sign in</a> to get a new one.`)
     if (user.emailVerifiedAt === null) {
-      await store.portal.updateUser(user.id, { emailVerifiedAt: iso(now()) }, {
-        actor: actorName({ type: 'portal-user', id: user.id }), action: 'user.verify-email', target: { type: 'user', id: user.id }, accountId: null, ip: request.ip, outcome: 'success', detail: {},
-      })
+      await store.portal.updateUser(user.id, { emailVerifiedAt: iso(now()) }, userDraft(request, user, 'user.verify-email'))
     }
     if (user.status === 'pending') {
       await notifyOperators(request, user)
@@ -355,9 +348,7 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
     const used = token === '' ? null : await store.portal.consumeToken(sessionIdHash(token), 'reset-password', iso(now()))
     const user = used?.userId ? await store.portal.getUser(used.userId) : null
     if (used === null || user === null) return deadLink(reply, 'reset', again)
-    await store.portal.updateUser(user.id, { passwordHash: await passwords.hash(password), ...(user.emailVerifiedAt === null ? { emailVerifiedAt: iso(now()) } : {}) }, {
-      actor: actorName({ type: 'portal-user', id: user.id }), action: 'user.reset-password', target: { type: 'user', id: user.id }, accountId: null, ip: request.ip, outcome: 'success', detail: {},
-    })
+    await store.portal.updateUser(user.id, { passwordHash: await passwords.hash(password), ...(user.emailVerifiedAt === null ? { emailVerifiedAt: iso(now()) } : {}) }, userDraft(request, user, 'user.reset-password'))
     await store.portal.deleteSessionsOf(user.id)
     // The link proved the address: the guesses that locked it are no reason to keep its owner out.
     await kit.throttle.forget(emailKey(user.email))

@@ -120,7 +120,7 @@ export function userDraft(request: FastifyRequest, user: User, action: string, d
   return { actor: actorName({ type: 'portal-user', id: user.id }), action, target: { type: 'user', id: user.id }, accountId: null, ip: request.ip, outcome: 'success', detail }
 }
 
-/** auditUser records a user's event in each of their accounts (so each account's audit page shows it), or once with none, as auth.ts does. */
+/** auditUser records a user's event in each of their accounts (so each account's audit page shows it), or once with none (auth.ts's sign-ins and sign-outs too). */
 export async function auditUser(kit: Kit, request: FastifyRequest, user: User, action: string, outcome: 'success' | 'failure', detail: Record<string, unknown>): Promise<void> {
   const draft: AuditDraft = { ...userDraft(request, user, action, detail), outcome }
   const accounts = (await kit.store.portal.membershipsOf(user.id)).slice(0, 20)

@@ -2,12 +2,16 @@
  * The service's Prometheus metrics (prom-client), made once per process with their own
  * registry: names in Prometheus style with their units (`_seconds`, `_bytes`, `_total`), label
  * values from closed sets only (a route's pattern, never its path; a refusal's cause; an
- * outcome), so that no key, secret, user or account name can reach a label. Issue 14, first
- * step: HTTP requests, gateway refusals, verification outcomes, and the process's defaults.
+ * outcome; a store operation's name), so that no key, secret, user or account name can reach
+ * a label. Account IDs appear only where the operator asks for them (METRICS_PER_ACCOUNT).
  *
- * The hot path: a request costs one map lookup and a few additions (see RequestSeries).
+ * The hot path (every request, every store call, every key-cache lookup) costs a map lookup
+ * and a few additions on plain numbers (see PlainHistogram); prom-client's own metrics are
+ * used where a call is rare (refusals, conversions, sign-ins), and gauges are read when
+ * Prometheus scrapes (queue depth, workers, pool connections, dependencies).
  */
-import { collectDefaultMetrics, Counter, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { VERSION } from '../version.ts'
 
 /**
  * Buckets that resolve a 200 µs getOTP and a 30 s conversion alike: 100 µs to 60 s, about
@@ -16,116 +20,296 @@ import { collectDefaultMetrics, Counter, Registry } from 'prom-client'
 export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
 /** Why the gateway refused a call (the client is told none of them: one 403 for all, 429 for the plan). */
-export type RefusalCause = 'missing' | 'unknown' | 'revoked' | 'expired' | 'suspended' | 'not subscribed' | 'throttled' | 'over quota'
-export const REFUSAL_CAUSES: readonly RefusalCause[] = ['missing', 'unknown', 'revoked', 'expired', 'suspended', 'not subscribed', 'throttled', 'over quota']
+export type RefusalCause = 'missing' | 'unknown' | 'revoked' | 'expired' | 'suspended' | 'not subscribed' | 'out of scope' | 'throttled' | 'over quota'
+export const REFUSAL_CAUSES: readonly RefusalCause[] = ['missing', 'unknown', 'revoked', 'expired', 'suspended', 'not subscribed', 'out of scope', 'throttled', 'over quota']
 
 export type VerificationOutcome = 'accepted' | 'invalid' | 'reused' | 'locked'
 export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['accepted', 'invalid', 'reused', 'locked']
 
+/** How a conversion ended: its answer (ok, the document refused) or why there was none. */
+export type ConversionOutcome = 'ok' | 'refused' | 'queue full' | 'timeout' | 'failed' | 'cancelled' | 'unavailable'
+export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = ['ok', 'refused', 'queue full', 'timeout', 'failed', 'cancelled', 'unavailable']
+export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript'] as const
+export type ConversionRoute = typeof CONVERSION_ROUTES[number]
+
 /**
- * RequestSeries: one (route, method, status)'s counts, kept as plain numbers. prom-client's
- * labelled children hash their label object at every increment and observation (sorting its
- * keys into a string): on GET /totp/ping that alone took 16% of the throughput (bench/ab.ts).
- * These are turned into samples only when Prometheus scrapes.
+ * Why a conversion worker was replaced: its job ran out of time, it reached its job count or
+ * memory threshold, its engine trapped or stopped, it died, its client cancelled or stalled.
  */
-interface RequestSeries {
-  readonly labels: Readonly<Record<'route' | 'method' | 'status', string>>
-  count: number
-  sum: number
-  /** Observations per bucket (not cumulative: summed at scrape). */
-  readonly buckets: Float64Array
+export type ReplacementReason = 'timeout' | 'job count' | 'memory' | 'trap' | 'death' | 'cancelled' | 'stalled'
+export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'job count', 'memory', 'trap', 'death', 'cancelled', 'stalled']
+
+export type SignInOutcome = 'ok' | 'wrong' | 'throttled' | 'second factor' | 'unconfirmed' | 'disabled'
+export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = ['ok', 'wrong', 'throttled', 'second factor', 'unconfirmed', 'disabled']
+
+/** The conversion pool as a scrape sees it. */
+export interface PoolGauges {
+  readonly queued: number
+  readonly capacity: number
+  readonly alive: number
+  readonly busy: number
+  readonly size: number
+}
+
+/** The store's connections as a scrape sees them (each part only where the store has it). */
+export interface StoreGauges {
+  readonly postgresPool?: { readonly inUse: number; readonly idle: number; readonly waiting: number; readonly max: number }
+  readonly redisConnected?: boolean
 }
 
 type Sample = { metricName: string; labels: Record<string, string | number>; value: number }
 
-/** requestMetrics: the requests counter and duration histogram, read from `series` at scrape time. */
-function requestMetrics(series: ReadonlyMap<string, RequestSeries>) {
-  const counterName = 'tessera_http_requests_total'
-  const histogramName = 'tessera_http_request_duration_seconds'
-  const counter = {
-    name: counterName, help: 'HTTP requests answered, by route pattern, method and status.', type: 'counter', aggregator: 'sum',
-    get: async () => ({ ...counter, values: [...series.values()].map((s): Sample => ({ metricName: counterName, labels: s.labels, value: s.count })) }),
-    reset: () => undefined,
+/**
+ * PlainHistogram: a histogram (and its counter, when named) whose series are plain numbers,
+ * turned into samples only when Prometheus scrapes. prom-client's labelled children hash their
+ * label object at every observation (sorting its keys into a string): on GET /totp/ping that
+ * alone took 16% of the throughput (bench/ab.ts). Label sets are closed (routes, operations),
+ * so the map is bounded.
+ */
+class PlainHistogram<L extends string> {
+  readonly #series = new Map<string, { labels: Readonly<Record<L, string>>; count: number; sum: number; buckets: Float64Array }>()
+  readonly #buckets: readonly number[]
+
+  constructor(buckets: readonly number[]) {
+    this.#buckets = buckets
   }
-  const histogram = {
-    name: histogramName, help: 'Time from a request\'s arrival to its answer, by route pattern, method and status.', type: 'histogram', aggregator: 'sum',
-    get: async () => {
-      const values: Sample[] = []
-      for (const s of series.values()) {
-        let cumulative = 0
-        DURATION_BUCKETS.forEach((le, i) => {
-          cumulative += s.buckets[i]!
-          values.push({ metricName: `${histogramName}_bucket`, labels: { ...s.labels, le }, value: cumulative })
-        })
-        values.push({ metricName: `${histogramName}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count })
-        values.push({ metricName: `${histogramName}_sum`, labels: s.labels, value: s.sum })
-        values.push({ metricName: `${histogramName}_count`, labels: s.labels, value: s.count })
+
+  /** observe adds one observation to the series of `labels`, found by `key` (the caller's cheap join of the label values). */
+  observe(key: string, labels: () => Record<L, string>, seconds: number): void {
+    let one = this.#series.get(key)
+    if (one === undefined) {
+      one = { labels: labels(), count: 0, sum: 0, buckets: new Float64Array(this.#buckets.length) }
+      this.#series.set(key, one)
+    }
+    one.count++
+    one.sum += seconds
+    // The first bucket that holds it (above the last: only +Inf, which is the count). Not cumulative: summed at scrape.
+    for (let i = 0; i < this.#buckets.length; i++) {
+      if (seconds <= this.#buckets[i]!) {
+        one.buckets[i]!++
+        break
       }
-      return { ...histogram, values }
-    },
-    reset: () => undefined,
+    }
   }
-  return [counter, histogram]
+
+  /** collectors: the histogram named `name`, and a counter of the same observations when `counterName` is given. */
+  collectors(name: string, help: string, counter?: { name: string; help: string }): object[] {
+    const series = this.#series
+    const buckets = this.#buckets
+    const histogram = {
+      name, help, type: 'histogram', aggregator: 'sum', reset: () => undefined,
+      get: async () => {
+        const values: Sample[] = []
+        for (const s of series.values()) {
+          let cumulative = 0
+          buckets.forEach((le, i) => {
+            cumulative += s.buckets[i]!
+            values.push({ metricName: `${name}_bucket`, labels: { ...s.labels, le }, value: cumulative })
+          })
+          values.push({ metricName: `${name}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count })
+          values.push({ metricName: `${name}_sum`, labels: s.labels, value: s.sum })
+          values.push({ metricName: `${name}_count`, labels: s.labels, value: s.count })
+        }
+        return { ...histogram, values }
+      },
+    }
+    if (counter === undefined) return [histogram]
+    const total = {
+      name: counter.name, help: counter.help, type: 'counter', aggregator: 'sum', reset: () => undefined,
+      get: async () => ({ ...total, values: [...series.values()].map((s): Sample => ({ metricName: counter.name, labels: s.labels, value: s.count })) }),
+    }
+    return [total, histogram]
+  }
+}
+
+/** A counter kept as a plain number (for the hot path), read at scrape. */
+function plainCounter(name: string, help: string, read: () => number): object {
+  const metric = {
+    name, help, type: 'counter', aggregator: 'sum', reset: () => undefined,
+    get: async () => ({ ...metric, values: [{ metricName: name, labels: {}, value: read() }] }),
+  }
+  return metric
 }
 
 export interface Metrics {
   readonly registry: Registry
+  /** Whether account IDs label the per-account series (METRICS_PER_ACCOUNT). */
+  readonly perAccount: boolean
   /** observeRequest counts one answered request; `route` is the route's pattern (or 'unmatched'). */
   observeRequest(route: string, method: string, status: number, seconds: number): void
+  /** accountRequest counts a call an account made (only with METRICS_PER_ACCOUNT; a no-op otherwise). */
+  accountRequest(accountId: string, group: string, status: number): void
   refused(cause: RefusalCause): void
+  keyCache(hit: boolean): void
   verified(outcome: VerificationOutcome): void
+  /** A secret became locked (its failure count reached the threshold). */
+  lockoutStarted(): void
+  conversion(route: ConversionRoute, outcome: ConversionOutcome, done?: { pages: number; outputBytes: number; engineSeconds: number }): void
+  queueWaited(seconds: number): void
+  workerReplaced(reason: ReplacementReason): void
+  /** storeOperation gives the recorder of one store operation's calls (made once per operation, called per call). */
+  storeOperation(adapter: string, operation: string): (seconds: number, failed: boolean) => void
+  usageFlushed(ok: boolean): void
+  signIn(outcome: SignInOutcome): void
+  signUp(): void
+  email(sent: boolean): void
+  /** The conversion pool's gauges, read at each scrape (the last one given wins). */
+  watchPool(read: () => PoolGauges): void
+  /** The store's connection gauges, read at each scrape. */
+  watchStore(read: () => StoreGauges): void
+  /** Each dependency's health (1 up, 0 down), asked at each scrape. */
+  watchDependencies(read: () => Promise<Record<string, boolean>>): void
+  /** Seconds since the oldest usage count still waiting to be saved (0 when none waits). */
+  watchUsageLag(read: () => number): void
+}
+
+export interface MetricsOptions {
+  readonly region: string
+  /** Label per-account series with account IDs (they multiply series: off by default). */
+  readonly perAccount?: boolean
 }
 
 /** createMetrics makes the registry and every metric, with the process's defaults (event-loop lag, heap, RSS, handles). */
-export function createMetrics(opts: { readonly region: string }): Metrics {
+export function createMetrics(opts: MetricsOptions): Metrics {
   const registry = new Registry()
   registry.setDefaultLabels({ region: opts.region })
   collectDefaultMetrics({ register: registry })
   // Gauges named like counters, which `promtool check metrics` refuses; their per-type gauges
   // (nodejs_active_handles{type} and the rest) hold the same numbers.
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
-
-  // Bounded: routes × methods × statuses are finite (unmatched paths share one route label).
-  const series = new Map<string, RequestSeries>()
+  const registers = [registry]
   // prom-client takes any object with get() (its own metrics are such objects); its types list only its own classes.
-  for (const metric of requestMetrics(series)) registry.registerMetric(metric as unknown as Counter)
-  const refusals = new Counter({
-    name: 'tessera_gateway_refusals_total', help: 'Calls the gateway refused, by cause (clients see one 403, or 429 for the plan).',
-    labelNames: ['cause'] as const, registers: [registry],
-  })
-  const verifications = new Counter({
-    name: 'tessera_otp_verifications_total', help: 'verifyOTP outcomes: accepted, invalid, reused, locked.',
-    labelNames: ['outcome'] as const, registers: [registry],
-  })
-  // Every cause and outcome from the start, at 0: a rate over a series that appears late misses its first increase.
+  const register = (metric: object) => registry.registerMetric(metric as unknown as Counter)
+  // Every label value from the start, at 0: a rate over a series that appears late misses its first increase.
   const zero = <T extends { inc(n: number): void }>(child: T): T => { child.inc(0); return child }
+
+  new Gauge({ name: 'tessera_build_info', help: 'Always 1; the running version in its label.', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1)
+
+  // Requests: plain numbers (the hot path).
+  const requests = new PlainHistogram<'route' | 'method' | 'status'>(DURATION_BUCKETS)
+  for (const metric of requests.collectors(
+    'tessera_http_request_duration_seconds', 'Time from a request\'s arrival to its answer, by route pattern, method and status.',
+    { name: 'tessera_http_requests_total', help: 'HTTP requests answered, by route pattern, method and status.' },
+  )) register(metric)
+  const perAccount = opts.perAccount === true
+  const accountRequests = perAccount
+    ? new Counter({ name: 'tessera_account_requests_total', help: 'Calls by account ID, group and status class (METRICS_PER_ACCOUNT).', labelNames: ['account_id', 'group', 'status_class'] as const, registers })
+    : null
+
+  // Gateway.
+  const refusals = new Counter({ name: 'tessera_gateway_refusals_total', help: 'Calls the gateway refused, by cause (clients see one 403, or 429 for the plan).', labelNames: ['cause'] as const, registers })
   const refusalChildren = new Map(REFUSAL_CAUSES.map((cause) => [cause, zero(refusals.labels({ cause }))]))
+  let cacheHits = 0
+  let cacheMisses = 0
+  register(plainCounter('tessera_key_cache_hits_total', 'Key lookups the gateway answered from its cache.', () => cacheHits))
+  register(plainCounter('tessera_key_cache_misses_total', 'Key lookups that went to the store.', () => cacheMisses))
+
+  // TOTP.
+  const verifications = new Counter({ name: 'tessera_otp_verifications_total', help: 'verifyOTP outcomes: accepted, invalid, reused, locked.', labelNames: ['outcome'] as const, registers })
   const verificationChildren = new Map(VERIFICATION_OUTCOMES.map((outcome) => [outcome, zero(verifications.labels({ outcome }))]))
+  const lockouts = new Counter({ name: 'tessera_otp_lockouts_total', help: 'Secrets locked after too many failed verifications.', registers })
+
+  // Conversions.
+  const conversions = new Counter({ name: 'tessera_conversions_total', help: 'Conversions by route and outcome (ok, refused, queue full, timeout, failed, cancelled, unavailable).', labelNames: ['route', 'outcome'] as const, registers })
+  for (const route of CONVERSION_ROUTES) for (const outcome of CONVERSION_OUTCOMES) zero(conversions.labels({ route, outcome }))
+  const pages = new Counter({ name: 'tessera_conversion_pages_total', help: 'Pages rendered by conversions that completed, by route.', labelNames: ['route'] as const, registers })
+  const outputBytes = new Counter({ name: 'tessera_conversion_output_bytes_total', help: 'Bytes of PNG or PostScript produced by conversions that completed, by route.', labelNames: ['route'] as const, registers })
+  for (const route of CONVERSION_ROUTES) { zero(pages.labels({ route })); zero(outputBytes.labels({ route })) }
+  const engine = new Histogram({ name: 'tessera_conversion_engine_seconds', help: 'Engine time of each completed conversion (time paused for a slow client left out), by route.', labelNames: ['route'] as const, buckets: DURATION_BUCKETS, registers })
+  const wait = new Histogram({ name: 'tessera_conversion_queue_wait_seconds', help: 'Time a conversion waited in the queue for a worker.', buckets: DURATION_BUCKETS, registers })
+  const replacements = new Counter({ name: 'tessera_conversion_worker_replacements_total', help: 'Conversion workers replaced, by reason (timeout, job count, memory, trap, death, cancelled, stalled).', labelNames: ['reason'] as const, registers })
+  const replacementChildren = new Map(REPLACEMENT_REASONS.map((reason) => [reason, zero(replacements.labels({ reason }))]))
+  let pool: (() => PoolGauges) | null = null
+  const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) => new Gauge({
+    name, help, registers,
+    collect() { if (pool !== null) this.set(pick(pool())) },
+  })
+  poolGauge('tessera_conversion_queue_depth', 'Conversions waiting for a worker (uploads being read included).', (g) => g.queued)
+  poolGauge('tessera_conversion_queue_capacity', 'Conversions that may wait before the queue refuses more (CONVERTER_WORKERS × CONVERTER_QUEUE_PER_WORKER).', (g) => g.capacity)
+  poolGauge('tessera_conversion_workers_alive', 'Conversion workers running (started and not retiring).', (g) => g.alive)
+  poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
+  poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
+
+  // The store.
+  const operations = new PlainHistogram<'adapter' | 'operation'>(DURATION_BUCKETS)
+  for (const metric of operations.collectors('tessera_store_operation_duration_seconds', 'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.')) register(metric)
+  const operationErrors = new Counter({ name: 'tessera_store_operation_errors_total', help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.', labelNames: ['adapter', 'operation'] as const, registers })
+  let storeGauges: (() => StoreGauges) | null = null
+  new Gauge({
+    name: 'tessera_postgres_pool_connections', help: 'PostgreSQL pool connections, by state (in use, idle).', labelNames: ['state'] as const, registers,
+    collect() {
+      const p = storeGauges?.().postgresPool
+      if (p !== undefined) { this.set({ state: 'in use' }, p.inUse); this.set({ state: 'idle' }, p.idle) }
+    },
+  })
+  new Gauge({ name: 'tessera_postgres_pool_waiting', help: 'Queries waiting for a PostgreSQL pool connection.', registers, collect() { const p = storeGauges?.().postgresPool; if (p !== undefined) this.set(p.waiting) } })
+  new Gauge({ name: 'tessera_postgres_pool_max', help: 'The PostgreSQL pool\'s size (DATABASE_POOL_SIZE).', registers, collect() { const p = storeGauges?.().postgresPool; if (p !== undefined) this.set(p.max) } })
+  new Gauge({ name: 'tessera_redis_connected', help: '1 while the Redis connection is ready, 0 otherwise.', registers, collect() { const r = storeGauges?.().redisConnected; if (r !== undefined) this.set(r ? 1 : 0) } })
+  let dependencies: (() => Promise<Record<string, boolean>>) | null = null
+  new Gauge({
+    name: 'tessera_dependency_up', help: 'Each dependency (sqlite, postgres, redis) as the readiness check sees it: 1 up, 0 down.', labelNames: ['dependency'] as const, registers,
+    async collect() {
+      if (dependencies === null) return
+      for (const [dependency, up] of Object.entries(await dependencies())) this.set({ dependency }, up ? 1 : 0)
+    },
+  })
+
+  // Usage counts.
+  const flushes = new Counter({ name: 'tessera_usage_flushes_total', help: 'Saves of the pending usage counts to the store, by outcome (ok, failed).', labelNames: ['outcome'] as const, registers })
+  const flushOk = zero(flushes.labels({ outcome: 'ok' }))
+  const flushFailed = zero(flushes.labels({ outcome: 'failed' }))
+  let usageLag: (() => number) | null = null
+  new Gauge({ name: 'tessera_usage_flush_lag_seconds', help: 'Age of the oldest usage count not yet saved to the store (0 when none waits).', registers, collect() { this.set(usageLag?.() ?? 0) } })
+
+  // Portal.
+  const signIns = new Counter({ name: 'tessera_portal_sign_ins_total', help: 'Portal sign-ins by outcome (ok, wrong, throttled, second factor, unconfirmed, disabled).', labelNames: ['outcome'] as const, registers })
+  const signInChildren = new Map(SIGN_IN_OUTCOMES.map((outcome) => [outcome, zero(signIns.labels({ outcome }))]))
+  const signUps = new Counter({ name: 'tessera_portal_sign_ups_total', help: 'Portal sign-ups accepted (a new user waiting to confirm the address).', registers })
+  const emails = new Counter({ name: 'tessera_emails_total', help: 'Emails handed to SMTP, by outcome (sent, failed).', labelNames: ['outcome'] as const, registers })
+  const emailSent = zero(emails.labels({ outcome: 'sent' }))
+  const emailFailed = zero(emails.labels({ outcome: 'failed' }))
 
   return {
     registry,
+    perAccount,
     observeRequest(route, method, status, seconds) {
-      const key = `${status}${method}${route}`
-      let one = series.get(key)
-      if (one === undefined) {
-        one = { labels: { route, method, status: String(status) }, count: 0, sum: 0, buckets: new Float64Array(DURATION_BUCKETS.length) }
-        series.set(key, one)
+      requests.observe(`${status}${method}${route}`, () => ({ route, method, status: String(status) }), seconds)
+    },
+    accountRequest(accountId, group, status) {
+      accountRequests?.inc({ account_id: accountId, group, status_class: `${Math.floor(status / 100)}xx` })
+    },
+    refused(cause) { refusalChildren.get(cause)!.inc() },
+    keyCache(hit) {
+      if (hit) cacheHits++
+      else cacheMisses++
+    },
+    verified(outcome) { verificationChildren.get(outcome)!.inc() },
+    lockoutStarted() { lockouts.inc() },
+    conversion(route, outcome, done) {
+      conversions.inc({ route, outcome })
+      if (done === undefined) return
+      pages.inc({ route }, done.pages)
+      outputBytes.inc({ route }, done.outputBytes)
+      engine.observe({ route }, done.engineSeconds)
+    },
+    queueWaited(seconds) { wait.observe(seconds) },
+    workerReplaced(reason) { replacementChildren.get(reason)!.inc() },
+    storeOperation(adapter, operation) {
+      const key = `${adapter}.${operation}`
+      const labels = () => ({ adapter, operation })
+      const errors = operationErrors.labels({ adapter, operation })
+      return (seconds, failed) => {
+        operations.observe(key, labels, seconds)
+        if (failed) errors.inc()
       }
-      one.count++
-      one.sum += seconds
-      // The first bucket that holds it (above the last: only +Inf, which is the count).
-      for (let i = 0; i < DURATION_BUCKETS.length; i++) {
-        if (seconds <= DURATION_BUCKETS[i]!) {
-          one.buckets[i]!++
-          break
-        }
-      }
     },
-    refused(cause) {
-      refusalChildren.get(cause)!.inc()
-    },
-    verified(outcome) {
-      verificationChildren.get(outcome)!.inc()
-    },
+    usageFlushed(ok) { (ok ? flushOk : flushFailed).inc() },
+    signIn(outcome) { signInChildren.get(outcome)!.inc() },
+    signUp() { signUps.inc() },
+    email(sent) { (sent ? emailSent : emailFailed).inc() },
+    watchPool(read) { pool = read },
+    watchStore(read) { storeGauges = read },
+    watchDependencies(read) { dependencies = read },
+    watchUsageLag(read) { usageLag = read },
   }
 }

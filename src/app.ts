@@ -25,6 +25,7 @@ import { groupServedIn } from './domain/regions.ts'
 import { VERSION } from './version.ts'
 import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
 import { OneLineLogController } from './logging/controller.ts'
+import { logDestination } from './logging/format.ts'
 import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
@@ -51,7 +52,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const metrics = opts.metrics ?? createMetrics({ region: config.region })
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
-    ...(opts.logStream ? { stream: opts.logStream } : {}),
+    ...(await logDestination(config, opts.logStream)),
     serializers: {
       // The path only: a query string could carry anything.
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),

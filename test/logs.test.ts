@@ -1,8 +1,11 @@
 import { CLI } from '../src/domain/accounts.ts'
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
 import { Secret, TOTP } from 'otpauth'
-import { createCaller, get, post, startApp } from './helper.ts'
+import { createCaller, get, post, startApp, tempDir } from './helper.ts'
+import { startServer, type ServerProcess } from './process.ts'
+import { logFormatOf } from '../src/logging/format.ts'
 
 test('logs carry request ids and key ids, never keys, secrets, codes or bodies', async (t) => {
   const app = await startApp(t, { LOG_LEVEL: 'trace' })
@@ -48,4 +51,92 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
   for (const otp of [code, got.otp, onboard.otp!, '99999999']) {
     assert.ok(!new RegExp(`(?<![\\d.])${otp}(?![\\d])`).test(text), `logs contain the code ${otp}`)
   }
+})
+
+/** until waits (up to 5 s) for `probe` to hold: a request's line is written once its answer has gone. */
+async function until(probe: () => boolean): Promise<void> {
+  for (let i = 0; i < 250 && !probe(); i++) await new Promise((r) => setTimeout(r, 20))
+}
+
+/** demoKey: the demo account's key, from the banner a fresh development server prints. */
+function demoKey(server: ServerProcess): string {
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())?.[1]
+  assert.ok(key, server.output())
+  return key
+}
+
+test('LOG_FORMAT=pretty: one readable line per request with its id, method, path, status and caller, and no secret; auto through a pipe: JSON', async (t) => {
+  const pretty = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', LOG_FORMAT: 'pretty', ADMIN_LISTEN: '127.0.0.1:0' }, t)
+  const auto = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', LOG_FORMAT: 'auto' }, t)
+  const [{ url }, { url: autoUrl }] = await Promise.all([pretty.ready, auto.ready])
+  const key = demoKey(pretty)
+
+  const secret = new Secret().base32
+  assert.equal((await get(url, '/totp/ping', key, { 'x-request-id': 'pretty-probe-1' })).status, 200)
+  const got = await post(url, '/totp/getOTP', key, { secret }, { 'x-request-id': 'pretty-probe-2' })
+  const { otp } = await got.json() as { otp: string }
+  assert.equal((await get(url, '/totp/ping?secret=query-probe', 'tsr_probe_unknown_key', { 'x-request-id': 'pretty-probe-3' })).status, 403)
+  const admin = /\(admin\): Admin API listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(pretty.output())?.[1]
+  assert.ok(admin, pretty.output())
+  const token = await fetch(`${admin}/admin/v1/accounts`, { headers: { authorization: 'Bearer adm_probe_token', 'x-request-id': 'admin-probe' } })
+  assert.equal(token.status, 401)
+  await until(() => pretty.output().includes('[pretty-probe-3] GET') && pretty.output().includes('[admin-probe] GET'))
+
+  const lines = pretty.output().split('\n')
+  const line = (id: string) => lines.find((l) => l.includes(`[${id}] GET`) || l.includes(`[${id}] POST`)) ?? ''
+  assert.match(line('pretty-probe-1'), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: \[pretty-probe-1\] GET \/totp\/ping 200 \d+\.\d ms request completed keyId=key_[0-9a-f]+ accountId=acc_[0-9a-f]+$/)
+  assert.match(line('pretty-probe-2'), /^\[[\d:.]+\] INFO: \[pretty-probe-2\] POST \/totp\/getOTP 200 \d+\.\d ms request completed keyId=/)
+  assert.match(line('pretty-probe-3'), /^\[[\d:.]+\] INFO: \[pretty-probe-3\] GET \/totp\/ping 403 \d+\.\d ms request completed$/)
+  assert.match(line('admin-probe'), /^\[[\d:.]+\] INFO \(admin\): \[admin-probe\] GET \/admin\/v1\/accounts 401 \d+\.\d ms request completed$/, 'the admin listener writes the same format')
+  assert.ok(lines.some((l) => /^\[[\d:.]+\] INFO: \[pretty-probe-3\] access denied \{"reason":"unknown key"\}$/.test(l)), 'a line of the request names its id too')
+  assert.ok(lines.every((l) => !l.startsWith('{')), 'no JSON line')
+  assert.doesNotMatch(pretty.output(), /\u001b\[/, 'no colours through a pipe')
+
+  const text = pretty.output()
+  assert.equal(text.split(key).length - 1, 2, 'the key is printed in the banner and the curl line only')
+  for (const s of [secret, 'tsr_probe_unknown_key', 'query-probe', 'adm_probe_token']) assert.ok(!text.includes(s), `the logs contain ${s.slice(0, 12)}…`)
+  assert.doesNotMatch(text, new RegExp(`(?<![\\d.])${otp}(?![\\d])`), 'the logs contain the code')
+
+  const refused = await get(autoUrl, '/totp/ping', undefined, { 'x-request-id': 'auto-probe' })
+  await until(() => auto.output().includes('"reqId":"auto-probe","req"'))
+  const entry = JSON.parse(auto.output().split('\n').find((l) => l.includes('"reqId":"auto-probe","req"')) ?? 'null') as Record<string, unknown>
+  assert.equal(entry.msg, 'request completed')
+  assert.deepEqual(entry.req, { method: 'GET', path: '/totp/ping', ip: '127.0.0.1' })
+  assert.deepEqual(entry.res, { statusCode: refused.status })
+  assert.ok(auto.output().split('\n').filter((l) => l.startsWith('{')).every((l) => JSON.parse(l)), 'every log line is JSON')
+})
+
+const hasScript = spawnSync('script', ['--version']).status === 0
+
+test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in production', { skip: hasScript ? false : 'needs script(1) (util-linux) for a pseudo-terminal', timeout: 30_000 }, async (t) => {
+  /** onTerminal runs the server with its standard output on a pseudo-terminal (script(1)) until it has said it serves. */
+  const onTerminal = async (env: Record<string, string>): Promise<string> => {
+    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} src/server.ts`, '/dev/null'], {
+      cwd: new URL('..', import.meta.url).pathname,
+      env: { ...process.env, PORT: '0', ADMIN_LISTEN: 'off', DATA_DIR: tempDir(t), LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    await until(() => /serving/.test(out))
+    child.kill('SIGTERM')
+    return out
+  }
+  const [development, production] = await Promise.all([
+    onTerminal({ NODE_ENV: 'development', LOG_FORMAT: 'auto' }),
+    onTerminal({ NODE_ENV: 'production', LOG_FORMAT: 'auto', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' }),
+  ])
+  assert.match(development, /\] \u001b\[32mINFO\u001b\[39m: \u001b\[36mServer listening at http:\/\/127\.0\.0\.1:\d+/, development)
+  assert.match(production, /^\{"level":30,.*"msg":"Server listening at http:\/\/127\.0\.0\.1:\d+"\}\r?$/m, production)
+})
+
+test('LOG_FORMAT: auto is pretty only in development on a terminal; json and pretty are taken as they are', () => {
+  assert.equal(logFormatOf('auto', 'development', true), 'pretty')
+  assert.equal(logFormatOf('auto', 'development', false), 'json')
+  assert.equal(logFormatOf('auto', 'production', true), 'json')
+  assert.equal(logFormatOf('auto', 'test', true), 'json')
+  assert.equal(logFormatOf('json', 'development', true), 'json')
+  assert.equal(logFormatOf('pretty', 'production', false), 'pretty')
 })

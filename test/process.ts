@@ -18,7 +18,8 @@ export interface ServerProcess {
 
 export function startServer(env: Record<string, string>, t?: TestContext): ServerProcess {
   // The admin listener is off unless a test asks for it: its default port (3001) would collide between servers.
-  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // JSON logs unless a test asks otherwise: tests read them, whatever LOG_FORMAT the shell has.
+  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
   child.stdout!.on('data', (d) => { out += d })
@@ -26,8 +27,9 @@ export function startServer(env: Record<string, string>, t?: TestContext): Serve
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
   const ready = new Promise<{ port: number; url: string }>((resolve, reject) => {
     child.stdout!.on('data', () => {
-      const m = /"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(out)
-      if (m && out.includes('"msg":"serving"')) setTimeout(() => resolve({ port: Number(m[1]), url: `http://127.0.0.1:${m[1]}` }), 50)
+      // Either format: a JSON line's "msg":"…", or a pretty line's "INFO: …".
+      const m = /(?:"msg":"|INFO: )Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
+      if (m && /(?:"msg":"|INFO: )serving\b/.test(out)) setTimeout(() => resolve({ port: Number(m[1]), url: `http://127.0.0.1:${m[1]}` }), 50)
     })
     child.on('exit', (code) => reject(new Error(`exited ${code}: ${err}`)))
   })

@@ -22,6 +22,7 @@ import { errorTable } from '../../errors/reference.ts'
 import { CursorError, UnavailableError } from '../../storage/ports.ts'
 import { lazyChildLoggerFactory } from '../../logging/lazy-child.ts'
 import { OneLineLogController } from '../../logging/controller.ts'
+import { logDestination } from '../../logging/format.ts'
 import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
@@ -121,7 +122,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
     name: 'admin',
-    ...(opts.logStream ? { stream: opts.logStream } : {}),
+    ...(await logDestination(config, opts.logStream)),
     serializers: {
       // The path only: a query string could carry anything.
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),

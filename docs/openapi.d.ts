@@ -29,7 +29,7 @@ export interface paths {
         };
         /**
          * Readiness: each dependency answers
-         * @description 503 when the store (SQLite or PostgreSQL) is down; 200 `degraded` when only Redis is (verifyOTP then answers 503).
+         * @description 503 when the store (SQLite or PostgreSQL) is down; 200 `degraded` when only Redis is down (verifyOTP then answers 503) or the SMTP server is (the portal's emails then fail). The SMTP server is asked at most every 30 s, and the answer never waits longer than `STORE_TIMEOUT_MS` for a dependency.
          */
         get: operations["checkReadiness"];
         put?: never;
@@ -203,6 +203,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: string;
+                        /** @description The version of Tessera this node runs. */
+                        version: string;
                     };
                 };
             };
@@ -225,7 +227,9 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ok" | "degraded" | "unavailable";
-                        /** @description Each dependency by name (`sqlite`, `postgres`, `redis`): `ok` or `unavailable` (the log says why). */
+                        /** @description The version of Tessera this node runs. */
+                        version: string;
+                        /** @description Each dependency by name: the store (`sqlite` or `postgres`), and `redis` and `smtp` when configured: `ok` or `unavailable` (the log says why). */
                         checks: {
                             [key: string]: string;
                         };
@@ -240,7 +244,9 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ok" | "degraded" | "unavailable";
-                        /** @description Each dependency by name (`sqlite`, `postgres`, `redis`): `ok` or `unavailable` (the log says why). */
+                        /** @description The version of Tessera this node runs. */
+                        version: string;
+                        /** @description Each dependency by name: the store (`sqlite` or `postgres`), and `redis` and `smtp` when configured: `ok` or `unavailable` (the log says why). */
                         checks: {
                             [key: string]: string;
                         };

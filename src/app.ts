@@ -110,10 +110,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(gateway, { config, store, pepper, now, limits, metrics })
   await app.register(openapi, { config, version: VERSION })
 
-  await app.register(opsRoutes, { store })
+  // The portal's mailer, opened once: readyz asks its SMTP server through it, not through a second transport.
+  const mailer = config.portalEnabled ? openMailer(config, app.log) : null
+  await app.register(opsRoutes, { store, mailer, now, timeoutMs: config.storeTimeoutMs })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
-  if (config.portalEnabled) {
-    const mailer = openMailer(config, app.log)
+  if (mailer !== null) {
     app.addHook('onClose', () => mailer.close())
     await app.register(portal, {
       prefix: '/portal', config, store, pepper, now, mailer,

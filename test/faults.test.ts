@@ -6,6 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { post, get, startApp, type Running } from './helper.ts'
 import { TcpProxy } from './proxy.ts'
+import { VERSION } from '../src/version.ts'
 import { createDatabase, redisUrl, skipUnless, uniqueName, dropPrefix } from './services.ts'
 
 const skip = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
@@ -84,13 +85,13 @@ test('Redis unreachable: verifyOTP fails closed with 503, the rest works on per-
   assert.ok(app.logs.some((l) => l.includes('fall back to per-node limits')), 'the fallback is logged')
   const ready = await get(app.url, '/readyz', undefined)
   assert.equal(ready.status, 200)
-  assert.deepEqual(await ready.json(), { status: 'degraded', checks: { postgres: 'ok', redis: 'unavailable' } })
+  assert.deepEqual(await ready.json(), { status: 'degraded', version: VERSION, checks: { postgres: 'ok', redis: 'unavailable' } })
 
   await redisProxy.restore()
   const took = await until(10_000, async () => (await post(app.url, '/totp/verifyOTP', app.key, during)).status === 200)
   t.diagnostic(`verifyOTP answered 200 again ${took} ms after Redis came back`)
   assert.equal((await post(app.url, '/totp/verifyOTP', app.key, during)).status, 400, 'and replay protection is back')
-  assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', checks: { postgres: 'ok', redis: 'ok' } })
+  assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', version: VERSION, checks: { postgres: 'ok', redis: 'ok' } })
 })
 
 test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it, and service resumes without a restart', { skip, timeout: 60_000 }, async (t) => {
@@ -116,7 +117,7 @@ test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it
   await given.arrayBuffer()
   const ready = await get(app.url, '/readyz', undefined)
   assert.equal(ready.status, 503)
-  assert.deepEqual(await ready.json(), { status: 'unavailable', checks: { postgres: 'unavailable', redis: 'ok' } })
+  assert.deepEqual(await ready.json(), { status: 'unavailable', version: VERSION, checks: { postgres: 'unavailable', redis: 'ok' } })
 
   await pgProxy.restore()
   const took = await until(10_000, async () => (await onboard('after')).status === 200)

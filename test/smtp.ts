@@ -13,8 +13,8 @@ export interface Received {
   readonly raw: string
 }
 
-/** smtp starts a real SMTP server on port 0 and collects what it accepts. */
-export async function smtp(t: TestContext, options: Partial<SMTPServerOptions> = {}): Promise<{ port: number; url: string; received: Received[] }> {
+/** smtp starts a real SMTP server on port 0 and collects what it accepts; `close` stops it before the test ends. */
+export async function smtp(t: TestContext, options: Partial<SMTPServerOptions> = {}): Promise<{ port: number; url: string; received: Received[]; close(): Promise<void> }> {
   const received: Received[] = []
   const server = new SMTPServer({
     // No TLS here: nodemailer would upgrade and then refuse the server's self-signed certificate.
@@ -40,9 +40,11 @@ export async function smtp(t: TestContext, options: Partial<SMTPServerOptions> =
   })
   server.listen(0, '127.0.0.1')
   await once(server.server, 'listening')
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  let closed: Promise<void> | undefined
+  const close = () => (closed ??= new Promise<void>((resolve) => server.close(() => resolve())))
+  t.after(close)
   const port = (server.server.address() as AddressInfo).port
-  return { port, url: `smtp://127.0.0.1:${port}`, received }
+  return { port, url: `smtp://127.0.0.1:${port}`, received, close }
 }
 
 /** messageTo waits (up to 5 s) for the `n`th message (1-based) to `address`. */

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { createCaller, get, post, startApp } from '../../test/helper.ts'
 import { isFailure } from '../accounts/service.ts'
 import { CLI } from '../domain/accounts.ts'
+import { VERSION } from '../version.ts'
 
 const CTX = { actor: CLI }
 
@@ -166,8 +167,8 @@ test('unknown routes answer 404 "Unsupported API request", key or not', async (t
 
 test('operational routes need no key', async (t) => {
   const app = await startApp(t)
-  assert.deepEqual(await (await get(app.url, '/healthz', undefined)).json(), { status: 'ok' })
-  assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', checks: { sqlite: 'ok' } })
+  assert.deepEqual(await (await get(app.url, '/healthz', undefined)).json(), { status: 'ok', version: VERSION })
+  assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', version: VERSION, checks: { sqlite: 'ok' } })
   const doc = await (await get(app.url, '/openapi.json', undefined)).json() as { openapi: string; paths: Record<string, unknown> }
   assert.equal(doc.openapi, '3.1.0')
   assert.ok(doc.paths['/totp/verifyOTP'])
@@ -181,7 +182,7 @@ test('readyz says 503 when the store is gone', async (t) => {
   await app.store.close()
   const res = await get(app.url, '/readyz', undefined)
   assert.equal(res.status, 503)
-  assert.deepEqual(await res.json(), { status: 'unavailable', checks: { sqlite: 'unavailable' } })
+  assert.deepEqual(await res.json(), { status: 'unavailable', version: VERSION, checks: { sqlite: 'unavailable' } })
 })
 
 test('a request id is returned, and a well-formed incoming one is kept', async (t) => {

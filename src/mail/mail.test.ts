@@ -134,6 +134,10 @@ test('with authentication on: the URL\'s credentials are used, and wrong ones fa
   t.after(() => bad.close())
   await assert.rejects(bad.send({ to: 'dev@example.com', ...verifyEmail({ link: 'https://x.example/v?t=2', validForMs: 86_400_000 }) }),
     (e: unknown) => e instanceof MailError && /^Could not send the email "Confirm your email address for Tessera" to dev@example.com: .*535/.test(e.message) && !e.message.includes('wrong'))
+  // verify (readyz's check) signs in as sending does, and fails the same way.
+  await good.verify!()
+  await assert.rejects(bad.verify!(), (e: unknown) => e instanceof MailError && /535/.test(e.message) && !e.message.includes('wrong'))
+  assert.deepEqual(logins, ['mailer', 'mailer', 'mailer', 'mailer'])
   const none = openMailer({ ...dev, smtpUrl: `smtp://127.0.0.1:${server.port}` }, memoryLog())
   t.after(() => none.close())
   await assert.rejects(none.send({ to: 'dev@example.com', ...verifyEmail({ link: 'https://x.example/v?t=3', validForMs: 86_400_000 }) }), MailError)
@@ -173,6 +177,9 @@ test('a server that never answers fails within the timeout; a closed port at onc
     (e: unknown) => e instanceof MailError && /Greeting never received|timeout/i.test(e.message))
   const took = performance.now() - started
   assert.ok(took >= 450 && took < 3000, `failed after ${Math.round(took)} ms (timeout 500 ms)`)
+  const checked = performance.now()
+  await assert.rejects(mailer.verify!(), (e: unknown) => e instanceof MailError && /Greeting never received|timeout|no answer within/i.test(e.message))
+  assert.ok(performance.now() - checked < 1500, 'verify is bounded by the same timeout')
 
   // A port nobody listens on: the one just closed.
   const closed = createServer()
@@ -190,6 +197,7 @@ test('a server that never answers fails within the timeout; a closed port at onc
 
 test('without SMTP_URL: outside production the text (with its link) goes to the log; in production sending is refused', async () => {
   const log = memoryLog()
+  assert.equal(openMailer({ ...dev, smtpUrl: '' }, log).verify, undefined, 'no server to verify')
   const email = verifyEmail({ link: 'https://portal.example.com/portal/verify?token=dev_token', validForMs: 86_400_000 })
   await openMailer({ ...dev, smtpUrl: '' }, log).send({ to: { name: 'Dev', address: 'dev@example.com' }, ...email })
   assert.equal(log.lines.length, 1)

@@ -25,6 +25,12 @@ export interface Mailer {
   send(message: Message): Promise<void>
   /** close ends the pooled connections (at shutdown). */
   close(): void
+  /**
+   * verify connects to the SMTP server, greets it and signs in (when SMTP_URL has credentials),
+   * within the mailer's timeout, on a connection of its own; it rejects with a MailError. The
+   * log mailer has none: there is no server to ask.
+   */
+  verify?(): Promise<void>
 }
 
 /** The part of the logger the mailer uses (pino's, as `app.log`). */
@@ -81,6 +87,20 @@ function smtpMailer(config: MailerConfig, log: MailLog, timeoutMs: number): Mail
     },
     close() {
       transport.close()
+    },
+    async verify() {
+      let timer: NodeJS.Timeout | undefined
+      // nodemailer bounds each step (connection, greeting, each reply); this bounds the whole.
+      const late = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)
+      })
+      try {
+        await Promise.race([transport.verify(), late])
+      } catch (error) {
+        throw new MailError(`The SMTP server check failed: ${(error as Error).message}`, { cause: error })
+      } finally {
+        clearTimeout(timer)
+      }
     },
   }
 }

@@ -5,7 +5,8 @@ import { spawn, spawnSync } from 'node:child_process'
 import { Secret, TOTP } from 'otpauth'
 import { createCaller, get, post, startApp, tempDir } from './helper.ts'
 import { startServer, type ServerProcess } from './process.ts'
-import { logFormatOf } from '../src/logging/format.ts'
+import { createRequire } from 'node:module'
+import { logDestination, logFormatOf } from '../src/logging/format.ts'
 
 test('logs carry request ids and key ids, never keys, secrets, codes or bodies', async (t) => {
   const app = await startApp(t, { LOG_LEVEL: 'trace' })
@@ -139,4 +140,15 @@ test('LOG_FORMAT: auto is pretty only in development on a terminal; json and pre
   assert.equal(logFormatOf('auto', 'test', true), 'json')
   assert.equal(logFormatOf('json', 'development', true), 'json')
   assert.equal(logFormatOf('pretty', 'production', false), 'pretty')
+})
+
+test('pino-pretty is loaded only when the pretty format is chosen', async () => {
+  const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes('/node_modules/pino-pretty/'))
+  assert.deepEqual(await logDestination({ logFormat: 'json', nodeEnv: 'development' }), {})
+  assert.deepEqual(await logDestination({ logFormat: 'auto', nodeEnv: 'production' }), {})
+  const given = { write: () => undefined }
+  assert.equal((await logDestination({ logFormat: 'pretty', nodeEnv: 'development' }, given)).stream, given, 'a stream given (tests) wins')
+  assert.equal(loaded(), false)
+  assert.ok((await logDestination({ logFormat: 'pretty', nodeEnv: 'production' })).stream)
+  assert.equal(loaded(), true)
 })

@@ -29,6 +29,7 @@ import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
+import { instrumentStore } from './metrics/store.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
@@ -46,9 +47,11 @@ export interface AppOptions {
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
-  const { config, store, pepper } = opts
+  const { config, pepper } = opts
   const now = opts.now ?? Date.now
-  const metrics = opts.metrics ?? createMetrics({ region: config.region })
+  const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
+  // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
+  const store = instrumentStore(opts.store, metrics)
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
     ...(opts.logStream ? { stream: opts.logStream } : {}),

@@ -5,7 +5,9 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp } from './helper.ts'
+import { createCaller, post, startApp } from './helper.ts'
+import { TcpProxy } from './proxy.ts'
+import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { createMetrics } from '../src/metrics/metrics.ts'
 
@@ -84,4 +86,59 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
   assert.ok(a2 !== null && typeof a2 !== 'string')
   assert.equal((await fetch(`http://127.0.0.1:${a2.port}/metrics`)).status, 401)
   assert.equal((await fetch(`http://127.0.0.1:${a2.port}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200)
+})
+
+const skipServices = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
+
+test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', { skip: skipServices, timeout: 60_000 }, async (t) => {
+  const databaseUrl = await createDatabase(t)
+  const redisProxy = await TcpProxy.start(redisUrl())
+  const prefix = `${uniqueName('t')}:`
+  t.after(async () => { await redisProxy.close(); await dropPrefix(prefix) })
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, DATABASE_URL: databaseUrl, REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '500' })
+  const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  const ping = (key: string) => fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': key } })
+  const verify = (secret: string, token: string) => post(app.url, '/totp/verifyOTP', app.key, { secret, token })
+
+  for (let i = 0; i < 3; i++) assert.equal((await ping(app.key)).status, 200)
+  const scoped = await createCaller(app.accounts, undefined, { name: 'converter only', scope: { groups: ['converter'] } })
+  const elsewhere = await createCaller(app.accounts, [['us', 'totp']])
+  assert.equal((await ping(scoped.apiKey)).status, 403)
+  assert.equal((await ping(elsewhere.apiKey)).status, 403)
+
+  // OTP_MAX_FAILURES is 5: the fifth wrong code locks, the sixth is answered 429.
+  for (let i = 0; i < 6; i++) assert.equal((await verify(SECRET, '000000')).status, i < 5 ? 400 : 429)
+  const parallel = await Promise.all(Array.from({ length: 40 }, () => verify('KRSXG5DSNFXGOIDUNBSSA43FMNZGK5BA', '000000')))
+  assert.equal(parallel.filter((r) => r.status === 400).length, 5)
+
+  let text = await scrape()
+  assert.equal(sample(text, 'tessera_otp_lockouts_total', {}), 2, 'one lockout started per secret, however many guesses raced')
+  assert.equal(sample(text, 'tessera_otp_verifications_total', { outcome: 'invalid' }), 10)
+  assert.equal(sample(text, 'tessera_otp_verifications_total', { outcome: 'locked' }), 36)
+  assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'out of scope' }), 1)
+  assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'not subscribed' }), 1)
+  // One lookup per guarded call; each key's first misses (the app key's again once new keys emptied the cache, and
+  // perhaps once more when the Redis signal of that change arrives late); the rest hit.
+  const misses = sample(text, 'tessera_key_cache_misses_total', {})
+  assert.equal(misses + sample(text, 'tessera_key_cache_hits_total', {}), 3 + 2 + 46)
+  assert.ok(misses >= 4 && misses <= 6, `${misses} misses`)
+  assert.ok(sample(text, 'tessera_store_operation_duration_seconds_count', { adapter: 'postgres', operation: 'access.findGrant' }) >= 3)
+  assert.equal(sample(text, 'tessera_store_operation_duration_seconds_count', { adapter: 'redis', operation: 'verification.settle' }), 46)
+  assert.equal(sample(text, 'tessera_store_operation_duration_seconds_bucket', { adapter: 'redis', operation: 'verification.settle', le: '+Inf' }), 46)
+  assert.equal(sample(text, 'tessera_redis_connected', {}), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'redis' }), 1)
+  assert.equal(sample(text, 'tessera_postgres_pool_max', {}), 10)
+  assert.ok(sample(text, 'tessera_postgres_pool_connections', { state: 'idle' }) >= 1)
+  assert.equal(sample(text, 'tessera_postgres_pool_waiting', {}), 0)
+  assert.doesNotMatch(text, /tessera_store_operation_errors_total\{/, 'no store errors yet')
+
+  await redisProxy.cut()
+  assert.equal((await verify('GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ', '000000')).status, 503)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_store_operation_errors_total', { adapter: 'redis', operation: 'verification.settle' }), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'redis' }), 0)
+  assert.equal(sample(text, 'tessera_redis_connected', {}), 0)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 1)
+  for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId]) assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
 })

@@ -12,6 +12,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { VERSION } from '../version.ts'
+import type { StoreGauges } from '../storage/ports.ts'
 
 /**
  * Buckets that resolve a 200 µs getOTP and a 30 s conversion alike: 100 µs to 60 s, about
@@ -51,11 +52,6 @@ export interface PoolGauges {
   readonly size: number
 }
 
-/** The store's connections as a scrape sees them (each part only where the store has it). */
-export interface StoreGauges {
-  readonly postgresPool?: { readonly inUse: number; readonly idle: number; readonly waiting: number; readonly max: number }
-  readonly redisConnected?: boolean
-}
 
 type Sample = { metricName: string; labels: Record<string, string | number>; value: number }
 

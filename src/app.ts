@@ -136,11 +136,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       maxJobsPerWorker: config.workerMaxJobs,
       maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
       stallTimeoutMs: config.clientStallTimeoutMs,
-      onRecycle: (reason) => app.log.info({ reason }, 'conversion worker replaced'),
+      onRecycle: (reason, detail) => {
+        metrics.workerReplaced(reason)
+        app.log.info({ reason, detail }, 'conversion worker replaced')
+      },
+      onQueueWait: (seconds) => metrics.queueWaited(seconds),
     })
+    metrics.watchPool(() => pool.gauges())
     // After the server has stopped and in-flight requests (conversions included) are done.
     app.addHook('onClose', () => pool.close())
-    await app.register(converterRoutes, { config, pool })
+    await app.register(converterRoutes, { config, pool, metrics })
   } else {
     await app.register(async (scope) => {
       scope.all('/converter/*', { onRequest: scope.guardNotServed('converter'), schema: { hide: true } }, async () => undefined)

@@ -104,7 +104,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
 
-  const limits = new Limits({ config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause) })
+  const limits = new Limits({
+    config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause), onFlushed: (ok) => metrics.usageFlushed(ok),
+  })
+  metrics.watchUsageLag(() => limits.usageLagMs() / 1000)
   // After the server has stopped: the last usage counts are saved before the store closes.
   app.addHook('onClose', () => limits.close())
 

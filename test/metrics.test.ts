@@ -92,10 +92,14 @@ const skipServices = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
 
 test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', { skip: skipServices, timeout: 60_000 }, async (t) => {
   const databaseUrl = await createDatabase(t)
+  const pgProxy = await TcpProxy.start(databaseUrl)
   const redisProxy = await TcpProxy.start(redisUrl())
   const prefix = `${uniqueName('t')}:`
-  t.after(async () => { await redisProxy.close(); await dropPrefix(prefix) })
-  const app = await startApp(t, { METRICS_TOKEN: TOKEN, DATABASE_URL: databaseUrl, REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '500' })
+  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
+  const app = await startApp(t, {
+    METRICS_TOKEN: TOKEN, DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix,
+    STORE_TIMEOUT_MS: '500', USAGE_FLUSH_MS: '100',
+  })
   const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
   const ping = (key: string) => fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': key } })
   const verify = (secret: string, token: string) => post(app.url, '/totp/verifyOTP', app.key, { secret, token })
@@ -132,6 +136,10 @@ test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis 
   assert.ok(sample(text, 'tessera_postgres_pool_connections', { state: 'idle' }) >= 1)
   assert.equal(sample(text, 'tessera_postgres_pool_waiting', {}), 0)
   assert.doesNotMatch(text, /tessera_store_operation_errors_total\{/, 'no store errors yet')
+  await until(async () => sample(await scrape(), 'tessera_usage_flushes_total', { outcome: 'ok' }) >= 1)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_usage_flushes_total', { outcome: 'failed' }), 0)
+  assert.equal(sample(text, 'tessera_usage_flush_lag_seconds', {}), 0, 'every count saved')
 
   await redisProxy.cut()
   assert.equal((await verify('GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ', '000000')).status, 503)
@@ -140,5 +148,26 @@ test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis 
   assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'redis' }), 0)
   assert.equal(sample(text, 'tessera_redis_connected', {}), 0)
   assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 1)
+
+  // PostgreSQL away: the cached key still pings, its count waits, each save fails, the lag grows on the node's clock.
+  await pgProxy.cut()
+  assert.equal((await ping(app.key)).status, 200)
+  app.clock.advance(90_000)
+  await until(async () => sample(await scrape(), 'tessera_usage_flushes_total', { outcome: 'failed' }) >= 1)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_usage_flush_lag_seconds', {}), 90)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 0)
+  assert.ok(sample(text, 'tessera_store_operation_errors_total', { adapter: 'postgres', operation: 'usage.add' }) >= 1)
+  await pgProxy.restore()
+  await until(async () => sample(await scrape(), 'tessera_usage_flush_lag_seconds', {}) === 0)
+
   for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId]) assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
 })
+
+async function until(probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const start = Date.now()
+  while (!(await probe())) {
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}

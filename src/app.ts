@@ -18,7 +18,7 @@ import portal from './portal/plugin.ts'
 import { Passwords } from './portal/passwords.ts'
 import { SignInThrottle } from './portal/throttle.ts'
 import { keepPortalTidy } from './portal/maintenance.ts'
-import { openMailer } from './mail/mailer.ts'
+import { countedMailer, openMailer } from './mail/mailer.ts'
 import { Accounts } from './accounts/service.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
@@ -52,6 +52,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
   // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
   const store = instrumentStore(opts.store, metrics)
+  const perAccount = metrics.perAccount
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
     ...(opts.logStream ? { stream: opts.logStream } : {}),
@@ -70,7 +71,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     childLoggerFactory: lazyChildLoggerFactory,
     // Each completed request is counted by its route's pattern, never its path: label values stay a closed set.
     logController: new OneLineLogController((request, reply) => {
-      metrics.observeRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
+      const route = request.routeOptions.url ?? 'unmatched'
+      metrics.observeRequest(route, request.method, reply.statusCode, reply.elapsedTime / 1000)
+      // Only where the operator asked (METRICS_PER_ACCOUNT), and only for callers the gateway let through.
+      // (`caller` is unset, not null, on a request answered before the gateway's scope: /metrics itself.)
+      const caller = perAccount ? request.caller : null
+      if (caller) metrics.accountRequest(caller.accountId, route.startsWith('/converter/') ? 'converter' : 'totp', reply.statusCode)
     }),
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
@@ -118,10 +124,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(opsRoutes, { store })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (config.portalEnabled) {
-    const mailer = openMailer(config, app.log)
+    const mailer = countedMailer(openMailer(config, app.log), metrics)
     app.addHook('onClose', () => mailer.close())
     await app.register(portal, {
-      prefix: '/portal', config, store, pepper, now, mailer,
+      prefix: '/portal', config, store, pepper, now, mailer, metrics,
       accounts: new Accounts({ store, pepper, config, now }),
       passwords: new Passwords(),
       throttle: new SignInThrottle(store, config, now, pepper),

@@ -7,6 +7,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createCaller, post, startApp } from './helper.ts'
 import { TcpProxy } from './proxy.ts'
+import { PortalClient, portalUser } from './portal-helper.ts'
+import { messageTo, smtp } from './smtp.ts'
 import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { createMetrics } from '../src/metrics/metrics.ts'
@@ -171,3 +173,53 @@ async function until(probe: () => Promise<boolean>, ms = 10_000): Promise<void> 
     await new Promise((r) => setTimeout(r, 50))
   }
 }
+
+test('portal: sign-ups, sign-in attempts by outcome, emails sent and refused by a real SMTP server', async (t) => {
+  const mail = await smtp(t, {
+    onRcptTo(address, _session, callback) {
+      if (address.address.startsWith('refused')) callback(Object.assign(new Error('mailbox unavailable'), { responseCode: 550 }))
+      else callback()
+    },
+  })
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, SMTP_URL: mail.url })
+  const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  const client = new PortalClient(app.url)
+  const PASSWORD = 'correct horse battery staple'
+  assert.equal((await client.post('/portal/sign-up', { email: 'new-user@example.com', password: PASSWORD }, { from: '/portal/sign-up' })).status, 200)
+  await messageTo(mail.received, 'new-user@example.com')
+  assert.equal((await client.post('/portal/sign-up', { email: 'refused@example.com', password: PASSWORD }, { from: '/portal/sign-up' })).status, 200)
+  const known = await portalUser(app)
+  assert.equal((await client.post('/portal/sign-in', { email: known.email, password: 'wrong password!' }, { from: '/portal/sign-in' })).status, 401)
+  assert.equal((await client.post('/portal/sign-in', { email: 'nobody@example.com', password: PASSWORD }, { from: '/portal/sign-in' })).status, 401)
+  assert.equal((await client.post('/portal/sign-in', { email: 'new-user@example.com', password: PASSWORD }, { from: '/portal/sign-in' })).status, 403)
+  await messageTo(mail.received, 'new-user@example.com', 2)
+  await client.signIn(known.email, known.password)
+
+  let text = ''
+  await until(async () => sample(text = await scrape(), 'tessera_emails_total', { outcome: 'failed' }) === 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ups_total', {}), 2)
+  assert.equal(sample(text, 'tessera_emails_total', { outcome: 'sent' }), 2, 'two confirmation links to the new user')
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'wrong' }), 2, 'a wrong password and an unknown address alike')
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'unconfirmed' }), 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'ok' }), 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'throttled' }), 0)
+  for (const leak of ['new-user@example.com', 'refused@example.com', known.email, known.user.id]) assert.ok(!text.includes(leak), `${leak} is not in the metrics`)
+})
+
+test('METRICS_PER_ACCOUNT: calls by account ID, group and status class; off by default', async (t) => {
+  const off = await startApp(t, { METRICS_TOKEN: TOKEN })
+  await fetch(`${off.url}/totp/ping`, { headers: { 'x-api-key': off.key } })
+  const plain = await (await fetch(`${off.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  assert.doesNotMatch(plain, /tessera_account_requests_total/)
+  assert.ok(!plain.includes(off.accountId))
+
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, METRICS_PER_ACCOUNT: 'true' })
+  for (let i = 0; i < 2; i++) await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })
+  await post(app.url, '/totp/getOTP', app.key, { secret: 'not base32!' })
+  await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': 'tsr_unknown' } })
+  const text = await (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  assert.equal(sample(text, 'tessera_account_requests_total', { account_id: app.accountId, group: 'totp', status_class: '2xx' }), 2)
+  assert.equal(sample(text, 'tessera_account_requests_total', { account_id: app.accountId, group: 'totp', status_class: '4xx' }), 1)
+  assert.equal(text.split('\n').filter((l) => l.startsWith('tessera_account_requests_total{')).length, 2, 'a refused key belongs to no account')
+  assert.ok(!text.includes(app.key))
+})

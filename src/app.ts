@@ -18,7 +18,7 @@ import portal from './portal/plugin.ts'
 import { Passwords } from './portal/passwords.ts'
 import { SignInThrottle } from './portal/throttle.ts'
 import { keepPortalTidy } from './portal/maintenance.ts'
-import { openMailer } from './mail/mailer.ts'
+import { countedMailer, openMailer } from './mail/mailer.ts'
 import { Accounts } from './accounts/service.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
@@ -30,6 +30,7 @@ import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
+import { instrumentStore } from './metrics/store.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
@@ -47,9 +48,12 @@ export interface AppOptions {
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
-  const { config, store, pepper } = opts
+  const { config, pepper } = opts
   const now = opts.now ?? Date.now
-  const metrics = opts.metrics ?? createMetrics({ region: config.region })
+  const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
+  // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
+  const store = instrumentStore(opts.store, metrics)
+  const perAccount = metrics.perAccount
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,
     ...(await logDestination(config, opts.logStream)),
@@ -68,7 +72,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     childLoggerFactory: lazyChildLoggerFactory,
     // Each completed request is counted by its route's pattern, never its path: label values stay a closed set.
     logController: new OneLineLogController((request, reply) => {
-      metrics.observeRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
+      const route = request.routeOptions.url ?? 'unmatched'
+      metrics.observeRequest(route, request.method, reply.statusCode, reply.elapsedTime / 1000)
+      // Only where the operator asked (METRICS_PER_ACCOUNT), and only for callers the gateway let through.
+      // (`caller` is unset, not null, on a request answered before the gateway's scope: /metrics itself.)
+      const caller = perAccount ? request.caller : null
+      if (caller) metrics.accountRequest(caller.accountId, route.startsWith('/converter/') ? 'converter' : 'totp', reply.statusCode)
     }),
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
@@ -102,7 +111,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
 
-  const limits = new Limits({ config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause) })
+  const limits = new Limits({
+    config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause), onFlushed: (ok) => metrics.usageFlushed(ok),
+  })
+  metrics.watchUsageLag(() => limits.usageLagMs() / 1000)
   // After the server has stopped: the last usage counts are saved before the store closes.
   app.addHook('onClose', () => limits.close())
 
@@ -111,13 +123,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(openapi, { config, version: VERSION })
 
   // The portal's mailer, opened once: readyz asks its SMTP server through it, not through a second transport.
-  const mailer = config.portalEnabled ? openMailer(config, app.log) : null
+  const mailer = config.portalEnabled ? countedMailer(openMailer(config, app.log), metrics) : null
   await app.register(opsRoutes, { store, mailer, now, timeoutMs: config.storeTimeoutMs })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
     app.addHook('onClose', () => mailer.close())
     await app.register(portal, {
-      prefix: '/portal', config, store, pepper, now, mailer,
+      prefix: '/portal', config, store, pepper, now, mailer, metrics,
       accounts: new Accounts({ store, pepper, config, now }),
       passwords: new Passwords(),
       throttle: new SignInThrottle(store, config, now, pepper),
@@ -135,11 +147,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       maxJobsPerWorker: config.workerMaxJobs,
       maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
       stallTimeoutMs: config.clientStallTimeoutMs,
-      onRecycle: (reason) => app.log.info({ reason }, 'conversion worker replaced'),
+      onRecycle: (reason, detail) => {
+        metrics.workerReplaced(reason)
+        app.log.info({ reason, detail }, 'conversion worker replaced')
+      },
+      onQueueWait: (seconds) => metrics.queueWaited(seconds),
     })
+    metrics.watchPool(() => pool.gauges())
     // After the server has stopped and in-flight requests (conversions included) are done.
     app.addHook('onClose', () => pool.close())
-    await app.register(converterRoutes, { config, pool })
+    await app.register(converterRoutes, { config, pool, metrics })
   } else {
     await app.register(async (scope) => {
       scope.all('/converter/*', { onRequest: scope.guardNotServed('converter'), schema: { hide: true } }, async () => undefined)

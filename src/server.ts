@@ -10,6 +10,7 @@ import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
 import { createMetrics } from './metrics/metrics.ts'
+import { instrumentStore } from './metrics/store.ts'
 import { buildAdminApp } from './admin/api/app.ts'
 import { Accounts } from './accounts/service.ts'
 
@@ -51,11 +52,12 @@ async function openStoreOrExit(config: Config): Promise<Store> {
 
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
-const store = await openStoreOrExit(config)
+const metrics = createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
+// Instrumented once for both listeners: the admin API's operations are timed too.
+const store = instrumentStore(await openStoreOrExit(config), metrics)
 const accounts = new Accounts({ store, pepper, config })
 const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
-const metrics = createMetrics({ region: config.region })
 const app = await buildApp({ config, store, pepper, metrics })
 const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')

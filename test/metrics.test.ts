@@ -5,7 +5,11 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp } from './helper.ts'
+import { createCaller, post, startApp } from './helper.ts'
+import { TcpProxy } from './proxy.ts'
+import { PortalClient, portalUser } from './portal-helper.ts'
+import { messageTo, smtp } from './smtp.ts'
+import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { createMetrics } from '../src/metrics/metrics.ts'
 
@@ -84,4 +88,138 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
   assert.ok(a2 !== null && typeof a2 !== 'string')
   assert.equal((await fetch(`http://127.0.0.1:${a2.port}/metrics`)).status, 401)
   assert.equal((await fetch(`http://127.0.0.1:${a2.port}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200)
+})
+
+const skipServices = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
+
+test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', { skip: skipServices, timeout: 60_000 }, async (t) => {
+  const databaseUrl = await createDatabase(t)
+  const pgProxy = await TcpProxy.start(databaseUrl)
+  const redisProxy = await TcpProxy.start(redisUrl())
+  const prefix = `${uniqueName('t')}:`
+  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
+  const app = await startApp(t, {
+    METRICS_TOKEN: TOKEN, DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix,
+    STORE_TIMEOUT_MS: '500', USAGE_FLUSH_MS: '100',
+  })
+  const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  const ping = (key: string) => fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': key } })
+  const verify = (secret: string, token: string) => post(app.url, '/totp/verifyOTP', app.key, { secret, token })
+
+  for (let i = 0; i < 3; i++) assert.equal((await ping(app.key)).status, 200)
+  const scoped = await createCaller(app.accounts, undefined, { name: 'converter only', scope: { groups: ['converter'] } })
+  const elsewhere = await createCaller(app.accounts, [['us', 'totp']])
+  assert.equal((await ping(scoped.apiKey)).status, 403)
+  assert.equal((await ping(elsewhere.apiKey)).status, 403)
+
+  // OTP_MAX_FAILURES is 5: the fifth wrong code locks, the sixth is answered 429.
+  for (let i = 0; i < 6; i++) assert.equal((await verify(SECRET, '000000')).status, i < 5 ? 400 : 429)
+  const parallel = await Promise.all(Array.from({ length: 40 }, () => verify('KRSXG5DSNFXGOIDUNBSSA43FMNZGK5BA', '000000')))
+  assert.equal(parallel.filter((r) => r.status === 400).length, 5)
+
+  let text = await scrape()
+  assert.equal(sample(text, 'tessera_otp_lockouts_total', {}), 2, 'one lockout started per secret, however many guesses raced')
+  assert.equal(sample(text, 'tessera_otp_verifications_total', { outcome: 'invalid' }), 10)
+  assert.equal(sample(text, 'tessera_otp_verifications_total', { outcome: 'locked' }), 36)
+  assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'out of scope' }), 1)
+  assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'not subscribed' }), 1)
+  // One lookup per guarded call; each key's first misses (the app key's again once new keys emptied the cache, and
+  // perhaps once more when the Redis signal of that change arrives late); the rest hit.
+  const misses = sample(text, 'tessera_key_cache_misses_total', {})
+  assert.equal(misses + sample(text, 'tessera_key_cache_hits_total', {}), 3 + 2 + 46)
+  assert.ok(misses >= 4 && misses <= 6, `${misses} misses`)
+  assert.ok(sample(text, 'tessera_store_operation_duration_seconds_count', { adapter: 'postgres', operation: 'access.findGrant' }) >= 3)
+  assert.equal(sample(text, 'tessera_store_operation_duration_seconds_count', { adapter: 'redis', operation: 'verification.settle' }), 46)
+  assert.equal(sample(text, 'tessera_store_operation_duration_seconds_bucket', { adapter: 'redis', operation: 'verification.settle', le: '+Inf' }), 46)
+  assert.equal(sample(text, 'tessera_redis_connected', {}), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'redis' }), 1)
+  assert.equal(sample(text, 'tessera_postgres_pool_max', {}), 10)
+  assert.ok(sample(text, 'tessera_postgres_pool_connections', { state: 'idle' }) >= 1)
+  assert.equal(sample(text, 'tessera_postgres_pool_waiting', {}), 0)
+  assert.doesNotMatch(text, /tessera_store_operation_errors_total\{/, 'no store errors yet')
+  await until(async () => sample(await scrape(), 'tessera_usage_flushes_total', { outcome: 'ok' }) >= 1)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_usage_flushes_total', { outcome: 'failed' }), 0)
+  assert.equal(sample(text, 'tessera_usage_flush_lag_seconds', {}), 0, 'every count saved')
+
+  await redisProxy.cut()
+  assert.equal((await verify('GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ', '000000')).status, 503)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_store_operation_errors_total', { adapter: 'redis', operation: 'verification.settle' }), 1)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'redis' }), 0)
+  assert.equal(sample(text, 'tessera_redis_connected', {}), 0)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 1)
+
+  // PostgreSQL away: the cached key still pings, its count waits, each save fails, the lag grows on the node's clock.
+  await pgProxy.cut()
+  assert.equal((await ping(app.key)).status, 200)
+  app.clock.advance(90_000)
+  await until(async () => sample(await scrape(), 'tessera_usage_flushes_total', { outcome: 'failed' }) >= 1)
+  text = await scrape()
+  assert.equal(sample(text, 'tessera_usage_flush_lag_seconds', {}), 90)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 0)
+  assert.ok(sample(text, 'tessera_store_operation_errors_total', { adapter: 'postgres', operation: 'usage.add' }) >= 1)
+  await pgProxy.restore()
+  await until(async () => sample(await scrape(), 'tessera_usage_flush_lag_seconds', {}) === 0)
+
+  for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId]) assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
+})
+
+async function until(probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const start = Date.now()
+  while (!(await probe())) {
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test('portal: sign-ups, sign-in attempts by outcome, emails sent and refused by a real SMTP server', async (t) => {
+  const mail = await smtp(t, {
+    onRcptTo(address, _session, callback) {
+      if (address.address.startsWith('refused')) callback(Object.assign(new Error('mailbox unavailable'), { responseCode: 550 }))
+      else callback()
+    },
+  })
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, SMTP_URL: mail.url })
+  const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  const client = new PortalClient(app.url)
+  const PASSWORD = 'correct horse battery staple'
+  assert.equal((await client.post('/portal/sign-up', { email: 'new-user@example.com', password: PASSWORD }, { from: '/portal/sign-up' })).status, 200)
+  await messageTo(mail.received, 'new-user@example.com')
+  assert.equal((await client.post('/portal/sign-up', { email: 'refused@example.com', password: PASSWORD }, { from: '/portal/sign-up' })).status, 200)
+  const known = await portalUser(app)
+  assert.equal((await client.post('/portal/sign-in', { email: known.email, password: 'wrong password!' }, { from: '/portal/sign-in' })).status, 401)
+  assert.equal((await client.post('/portal/sign-in', { email: 'nobody@example.com', password: PASSWORD }, { from: '/portal/sign-in' })).status, 401)
+  assert.equal((await client.post('/portal/sign-in', { email: 'new-user@example.com', password: PASSWORD }, { from: '/portal/sign-in' })).status, 403)
+  await messageTo(mail.received, 'new-user@example.com', 2)
+  await client.signIn(known.email, known.password)
+
+  let text = ''
+  await until(async () => sample(text = await scrape(), 'tessera_emails_total', { outcome: 'failed' }) === 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ups_total', {}), 2)
+  assert.equal(sample(text, 'tessera_emails_total', { outcome: 'sent' }), 2, 'two confirmation links to the new user')
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'wrong' }), 2, 'a wrong password and an unknown address alike')
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'unconfirmed' }), 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'ok' }), 1)
+  assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'throttled' }), 0)
+  for (const leak of ['new-user@example.com', 'refused@example.com', known.email, known.user.id]) assert.ok(!text.includes(leak), `${leak} is not in the metrics`)
+})
+
+test('METRICS_PER_ACCOUNT: calls by account ID, group and status class; off by default', async (t) => {
+  const off = await startApp(t, { METRICS_TOKEN: TOKEN })
+  await fetch(`${off.url}/totp/ping`, { headers: { 'x-api-key': off.key } })
+  const plain = await (await fetch(`${off.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  assert.doesNotMatch(plain, /tessera_account_requests_total/)
+  assert.ok(!plain.includes(off.accountId))
+
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, METRICS_PER_ACCOUNT: 'true' })
+  for (let i = 0; i < 2; i++) await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })
+  await post(app.url, '/totp/getOTP', app.key, { secret: 'not base32!' })
+  await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': 'tsr_unknown' } })
+  const text = await (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  assert.equal(sample(text, 'tessera_account_requests_total', { account_id: app.accountId, group: 'totp', status_class: '2xx' }), 2)
+  assert.equal(sample(text, 'tessera_account_requests_total', { account_id: app.accountId, group: 'totp', status_class: '4xx' }), 1)
+  assert.equal(text.split('\n').filter((l) => l.startsWith('tessera_account_requests_total{')).length, 2, 'a refused key belongs to no account')
+  assert.ok(!text.includes(app.key))
 })

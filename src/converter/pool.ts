@@ -15,6 +15,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import { IN_FLIGHT, type FromWorker, type Job, type JobResult, type ToWorker, type WorkerData } from './protocol.ts'
+import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 
 export interface PoolOptions {
   readonly size: number
@@ -24,11 +25,13 @@ export interface PoolOptions {
   readonly maxMemoryBytes: number
   /** How long a worker may wait for its consumer to take output before the job is given up on. */
   readonly stallTimeoutMs: number
-  /** Told when a worker is replaced, and why (for the log). */
-  readonly onRecycle?: (reason: string) => void
+  /** Told when a worker is replaced: why, as one of a closed set (the metrics), and in words (the log). */
+  readonly onRecycle?: (reason: ReplacementReason, detail: string) => void
+  /** Told how long each job waited in the queue for a worker, in seconds. */
+  readonly onQueueWait?: (seconds: number) => void
 }
 
-export type PoolFailure = 'queue-full' | 'timeout' | 'stalled' | 'crashed' | 'failed' | 'closed'
+export type PoolFailure = 'queue-full' | 'timeout' | 'stalled' | 'crashed' | 'failed' | 'cancelled' | 'closed'
 
 export class PoolError extends Error {
   override name = 'PoolError'
@@ -49,8 +52,19 @@ export interface Handlers {
   onChunk?(bytes: Uint8Array): void
 }
 
+/** What a job took, for the log and the metrics: read once it has settled. */
+export interface JobStats {
+  /** The worker's thread id (null: it never ran). */
+  readonly worker: number | null
+  /** Time in the queue, ms. */
+  readonly queuedMs: number
+  /** Time the engine ran, ms: from the job's start to its end, less the pauses for a slow client. */
+  readonly engineMs: number
+}
+
 export interface Running {
   readonly result: Promise<JobResult>
+  stats(): JobStats
   /** ack tells the worker that a page or piece has been taken. */
   ack(): void
   /** cancel gives up on the job (the client went away): queued, it is dropped; running, its worker is replaced. */
@@ -76,6 +90,12 @@ interface Entry {
   /** Engine time left (ms) when the worker paused for the client. */
   remaining?: number
   deadline?: number
+  readonly queuedAt: number
+  startedAt?: number
+  pausedAt?: number
+  pausedMs: number
+  endedAt?: number
+  worker?: number
 }
 
 interface Slot {
@@ -138,15 +158,36 @@ export class ConversionPool {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
-      entry = { id: this.#nextId++, job, handlers, resolve, reject }
+      // Settling (either way) stamps the end: the engine time stops there.
+      const end = () => { entry.endedAt ??= performance.now() }
+      entry = {
+        id: this.#nextId++, job, handlers, queuedAt: performance.now(), pausedMs: 0,
+        resolve: (value) => { end(); resolve(value) }, reject: (error) => { end(); reject(error) },
+      }
     })
     this.#queue.push(entry)
     this.#fill()
     this.#dispatch()
     return {
       result,
+      stats: () => statsOf(entry),
       ack: () => this.#ack(entry),
       cancel: () => this.#cancel(entry),
+    }
+  }
+
+  /** gauges: the queue and the workers as they are now (read at each metrics scrape). */
+  gauges(): PoolGauges {
+    let busy = 0
+    for (const slot of this.#slots) if (slot.busy !== null) busy++
+    // Waiting jobs and reserved places beyond the workers free to take them (as reserve counts them).
+    const free = this.#slots.size - busy + Math.max(0, this.#options.size - this.#slots.size)
+    return {
+      queued: Math.max(0, this.#queue.length + this.#reserved - free),
+      capacity: this.#options.maxQueue,
+      alive: this.#slots.size,
+      busy,
+      size: this.#options.size,
     }
   }
 
@@ -182,6 +223,9 @@ export class ConversionPool {
       if (entry === undefined) return
       slot.busy = entry
       entry.slot = slot
+      entry.startedAt = performance.now()
+      entry.worker = slot.worker.threadId
+      this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
       this.#arm(slot, entry, this.#options.timeoutMs)
       const pdf = entry.job.pdf
       slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job } satisfies ToWorker, [pdf.buffer as ArrayBuffer])
@@ -207,21 +251,24 @@ export class ConversionPool {
         entry.handlers.onChunk?.(message.bytes)
         return
       case 'paused':
+        entry.pausedAt = performance.now()
         clearTimeout(entry.timer)
         entry.remaining = Math.max(0, entry.deadline! - Date.now())
         entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'the client took nothing', this.#options.stallTimeoutMs), this.#options.stallTimeoutMs)
         return
       case 'resumed':
+        if (entry.pausedAt !== undefined) entry.pausedMs += performance.now() - entry.pausedAt
+        entry.pausedAt = undefined
         clearTimeout(entry.timer)
         this.#arm(slot, entry, entry.remaining ?? this.#options.timeoutMs)
         return
       case 'done': {
         this.#release(slot, entry)
         entry.resolve(message.result)
-        if (message.spent) void this.#retire(slot, 'engine stopped mid-run')
-        else if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, `recycled after ${slot.jobs} jobs`)
+        if (message.spent) void this.#retire(slot, 'trap', 'engine stopped mid-run')
+        else if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
         else if (message.memoryBytes > this.#options.maxMemoryBytes) {
-          void this.#retire(slot, `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of memory`)
+          void this.#retire(slot, 'memory', `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of memory`)
         }
         break
       }
@@ -229,7 +276,7 @@ export class ConversionPool {
         this.#release(slot, entry)
         entry.reject(new PoolError('failed', message.message))
         // After a WebAssembly trap the engine's memory cannot be trusted: start afresh. An error the engine raised itself is an answer.
-        if (message.fatal) void this.#retire(slot, `engine trap: ${message.message.slice(0, 200)}`)
+        if (message.fatal) void this.#retire(slot, 'trap', `engine trap: ${message.message.slice(0, 200)}`)
         break
     }
     this.#dispatch()
@@ -258,7 +305,7 @@ export class ConversionPool {
     if (slot.busy !== entry) return
     slot.busy = null
     entry.reject(new PoolError(what === 'conversion' ? 'timeout' : 'stalled', `${what} (${ms} ms)`))
-    void this.#retire(slot, what === 'conversion' ? 'conversion timed out' : 'the client took nothing')
+    void this.#retire(slot, what === 'conversion' ? 'timeout' : 'stalled', what === 'conversion' ? 'conversion timed out' : 'the client took nothing')
   }
 
   #onDeath(slot: Slot, why: string): void {
@@ -269,7 +316,7 @@ export class ConversionPool {
       clearTimeout(entry.timer)
       entry.reject(new PoolError('crashed', why))
     }
-    if (!slot.retiring) this.#options.onRecycle?.(why)
+    if (!slot.retiring) this.#options.onRecycle?.('death', why)
     this.#fill()
     this.#dispatch()
   }
@@ -278,23 +325,33 @@ export class ConversionPool {
     const queued = this.#queue.indexOf(entry)
     if (queued >= 0) {
       this.#queue.splice(queued, 1)
-      entry.reject(new PoolError('closed', 'cancelled'))
+      entry.reject(new PoolError('cancelled', 'cancelled'))
     } else if (entry.slot?.busy === entry) {
       entry.slot.busy = null
       clearTimeout(entry.timer)
-      entry.reject(new PoolError('closed', 'cancelled'))
-      void this.#retire(entry.slot, 'conversion cancelled by the client')
+      entry.reject(new PoolError('cancelled', 'cancelled'))
+      void this.#retire(entry.slot, 'cancelled', 'conversion cancelled by the client')
     }
   }
 
   /** retire stops a worker and starts its replacement (unless the pool is closing). */
-  async #retire(slot: Slot, why: string): Promise<void> {
+  async #retire(slot: Slot, reason: ReplacementReason | 'closed', why: string = reason): Promise<void> {
     if (slot.retiring) return
     slot.retiring = true
-    if (why !== 'closed') this.#options.onRecycle?.(why)
+    if (reason !== 'closed') this.#options.onRecycle?.(reason, why)
     this.#slots.delete(slot)
     this.#fill()
     this.#dispatch()
     await slot.worker.terminate()
+  }
+}
+
+function statsOf(entry: Entry): JobStats {
+  const end = entry.endedAt ?? performance.now()
+  const paused = entry.pausedMs + (entry.pausedAt === undefined ? 0 : end - entry.pausedAt)
+  return {
+    worker: entry.worker ?? null,
+    queuedMs: (entry.startedAt ?? end) - entry.queuedAt,
+    engineMs: entry.startedAt === undefined ? 0 : Math.max(0, end - entry.startedAt - paused),
   }
 }

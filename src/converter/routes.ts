@@ -12,6 +12,7 @@ import { PassThrough, type Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
 import { ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
+import type { ConversionOutcome, ConversionRoute, Metrics } from '../metrics/metrics.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
 import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
@@ -20,6 +21,7 @@ import { dropWhenStalled } from './stall.ts'
 export interface ConverterOptions {
   readonly config: Config
   readonly pool: ConversionPool
+  readonly metrics: Pick<Metrics, 'conversion'>
 }
 
 /** Multipart bodies are read and checked in upload.ts; the body schema is for the OpenAPI document. */
@@ -31,8 +33,23 @@ function refusal(result: Refusal): ApiError {
 
 type Settled = { result: JobResult } | { error: unknown }
 
+/** outcomeOf names how a conversion ended, for the metrics and the log. */
+function outcomeOf(done: Settled): ConversionOutcome {
+  if ('result' in done) return done.result.ok ? 'ok' : 'refused'
+  if (!(done.error instanceof PoolError)) return 'failed'
+  switch (done.error.reason) {
+    case 'queue-full': return 'queue full'
+    case 'timeout':
+    case 'stalled': return 'timeout'
+    case 'crashed':
+    case 'failed': return 'failed'
+    case 'cancelled': return 'cancelled'
+    case 'closed': return 'unavailable'
+  }
+}
+
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
-  const { config, pool } = opts
+  const { config, pool, metrics } = opts
   await app.register(multipart)
   app.addHook('onRequest', app.guard('converter'))
 
@@ -49,18 +66,20 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
       case 'failed':
         request.log.warn({ reason: error.message }, 'conversion failed')
         return apiError('CONVERSION_FAILED')
+      case 'cancelled':
       case 'closed':
         return apiError('SERVICE_UNAVAILABLE', { what: 'the conversion service' }, { 'retry-after': '5' })
     }
   }
 
   /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
-  async function accept(request: FastifyRequest): Promise<{ place: Reservation; upload: Upload }> {
+  async function accept(request: FastifyRequest, route: ConversionRoute): Promise<{ place: Reservation; upload: Upload }> {
     requireMultipart(request)
     let place: Reservation
     try {
       place = pool.reserve()
     } catch (error) {
+      metrics.conversion(route, outcomeOf({ error }))
       throw failure(request, error)
     }
     try {
@@ -72,17 +91,35 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   /** submit runs a job in its place and gives it up when the client goes away before the answer is complete. */
-  function submit(request: FastifyRequest, reply: FastifyReply, place: Reservation, job: Job, handlers: Handlers): Running {
+  function submit(request: FastifyRequest, reply: FastifyReply, route: ConversionRoute, place: Reservation, job: Job, handlers: Handlers, outputBytes: () => number): Running {
     let running: Running
     try {
       running = place.run(job, handlers)
     } catch (error) {
+      metrics.conversion(route, outcomeOf({ error }))
       throw failure(request, error)
     }
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) running.cancel()
     })
+    void running.result.then((result) => ({ result }), (error: unknown) => ({ error })).then((done: Settled) => finished(request, route, running, done, outputBytes()))
     return running
+  }
+
+  /**
+   * finished counts a conversion that has settled and writes its line: pages, output, engine
+   * time and worker (what an operator looks for when one is slow). Never the document or its name.
+   */
+  function finished(request: FastifyRequest, route: ConversionRoute, running: Running, done: Settled, outputBytes: number): void {
+    const outcome = outcomeOf(done)
+    const { worker, queuedMs, engineMs } = running.stats()
+    const result = 'result' in done ? done.result : null
+    if (result?.ok === true) metrics.conversion(route, outcome, { pages: result.pages, outputBytes, engineSeconds: engineMs / 1000 })
+    else metrics.conversion(route, outcome)
+    request.log.info({
+      outcome, pages: result?.ok === true ? result.pages : undefined, pageCount: result?.ok === true ? result.pageCount : undefined,
+      code: result !== null && !result.ok ? result.code : undefined, outputBytes, engineMs: Math.round(engineMs), queuedMs: Math.round(queuedMs), worker,
+    }, 'conversion finished')
   }
 
   /**
@@ -118,15 +155,21 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const { place, upload } = await accept(request)
+    const route = '/converter/generateImage'
+    const { place, upload } = await accept(request, route)
     const received: { page: number; png: Uint8Array }[] = []
+    let outputBytes = 0
     let sink: ((page: number, png: Uint8Array) => void) | null = null
     let started!: (shape: { pages: number; pageCount: number }) => void
     const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
-    const running = submit(request, reply, place, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, route, place, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (pages, pageCount) => started({ pages, pageCount }),
-      onPage: (page, png) => (sink ? sink(page, png) : received.push({ page, png })),
-    })
+      onPage: (page, png) => {
+        outputBytes += png.byteLength
+        if (sink) sink(page, png)
+        else received.push({ page, png })
+      },
+    }, () => outputBytes)
     const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
     const first = await Promise.race([start.then((shape) => ({ shape })), settled])
     if ('error' in first) throw failure(request, first.error)
@@ -166,20 +209,23 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   })
 
   app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const { place, upload } = await accept(request)
+    const route = '/converter/generatePostscript'
+    const { place, upload } = await accept(request, route)
+    let outputBytes = 0
     // Small buffer: the pieces wait in the worker's window, not here.
     const out = new PassThrough({ highWaterMark: 64 * 1024 })
     let pages = 0
     let firstPiece!: () => void
     const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
-    const running = submit(request, reply, place, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
+    const running = submit(request, reply, route, place, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
       onStart: (count) => { pages = count },
       onChunk: (bytes) => {
+        outputBytes += bytes.byteLength
         out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
         taken(out, running)
         firstPiece()
       },
-    })
+    }, () => outputBytes)
     const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
     // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
     const first = await Promise.race([flowing.then(() => null), settled])

@@ -5,10 +5,12 @@
  * subscriptions in scope). The reason is for the log only; clients get one answer.
  */
 import type { KeyGrant } from '../storage/ports.ts'
+import { inScope } from '../domain/accounts.ts'
+import type { Group, Region } from '../domain/regions.ts'
 
 export { subscriptionKey } from '../domain/accounts.ts'
 
-export type DenialReason = 'unknown key' | 'revoked key' | 'expired key' | 'account suspended' | 'not subscribed'
+export type DenialReason = 'unknown key' | 'revoked key' | 'expired key' | 'account suspended' | 'not subscribed' | 'out of scope'
 
 /**
  * denial checks the key and the account only (for routes that need a caller, not a
@@ -22,7 +24,13 @@ export function denial(grant: KeyGrant | null, nowMs: number): DenialReason | nu
   return null
 }
 
-/** authorize is why this grant may not call the subscription `key` (see subscriptionKey), or null when it may. */
-export function authorize(grant: KeyGrant | null, key: string, nowMs: number): DenialReason | null {
-  return denial(grant, nowMs) ?? (grant!.subscriptions.has(key) ? null : 'not subscribed')
+/**
+ * authorize is why this grant may not call `group` in `region` (its subscription `key`, see
+ * subscriptionKey), or null when it may. A key whose scope leaves the group or region out is
+ * `out of scope`, whether or not the account subscribes (the key could not call either way).
+ */
+export function authorize(grant: KeyGrant | null, key: string, region: Region, group: Group, nowMs: number): DenialReason | null {
+  const denied = denial(grant, nowMs)
+  if (denied !== null || grant!.subscriptions.has(key)) return denied
+  return inScope(grant!.scope, region, group) ? 'not subscribed' : 'out of scope'
 }

@@ -51,7 +51,7 @@ export interface GatewayOptions {
 
 /** The metrics' name of each denial reason ('unknown' becomes 'missing' when no key was sent). */
 const CAUSES: Readonly<Record<DenialReason, RefusalCause>> = {
-  'unknown key': 'unknown', 'revoked key': 'revoked', 'expired key': 'expired', 'account suspended': 'suspended', 'not subscribed': 'not subscribed',
+  'unknown key': 'unknown', 'revoked key': 'revoked', 'expired key': 'expired', 'account suspended': 'suspended', 'not subscribed': 'not subscribed', 'out of scope': 'out of scope',
 }
 
 async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
@@ -91,6 +91,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     const presented = typeof header === 'string' ? header : ''
     const t = now()
     const cached = cache.get(presented, t)
+    opts.metrics.keyCache(cached !== undefined)
     if (cached !== undefined) return decide(request, reply, done, cached, context)
     fetchGrant(request, presented, t).then((grant) => decide(request, reply, done, grant, context), done)
   }
@@ -112,7 +113,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
   interface Guarded { readonly group: Group; readonly subscription: string }
 
   function decideGuarded(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, g: Guarded): void {
-    if (admit(request, reply, grant, authorize(grant, g.subscription, now()))) limits.admit(grant, g.group, reply, done)
+    if (admit(request, reply, grant, authorize(grant, g.subscription, config.region, g.group, now()))) limits.admit(grant, g.group, reply, done)
   }
 
   function decideNotServed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, group: Group): void {

@@ -59,6 +59,24 @@ export function openMailer(config: MailerConfig, log: MailLog, options: { timeou
   return config.smtpUrl === '' ? logMailer(config, log) : smtpMailer(config, log, options.timeoutMs ?? SMTP_TIMEOUT_MS)
 }
 
+/** countedMailer tells `metrics` of each message sent or not (the emails' outcomes). */
+export function countedMailer(mailer: Mailer, metrics: { email(sent: boolean): void }): Mailer {
+  return {
+    async send(message) {
+      try {
+        await mailer.send(message)
+      } catch (error) {
+        metrics.email(false)
+        throw error
+      }
+      metrics.email(true)
+    },
+    close: () => mailer.close(),
+    // readyz asks the server through the same mailer: a check is no email, so it is not counted.
+    ...(mailer.verify === undefined ? {} : { verify: () => mailer.verify!() }),
+  }
+}
+
 const addressOf = (to: Recipient): string => (typeof to === 'string' ? to : to.address)
 
 function smtpMailer(config: MailerConfig, log: MailLog, timeoutMs: number): Mailer {

@@ -12,6 +12,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { VERSION } from '../version.ts'
+import type { StoreGauges } from '../storage/ports.ts'
 
 /**
  * Buckets that resolve a 200 µs getOTP and a 30 s conversion alike: 100 µs to 60 s, about
@@ -39,8 +40,13 @@ export type ConversionRoute = typeof CONVERSION_ROUTES[number]
 export type ReplacementReason = 'timeout' | 'job count' | 'memory' | 'trap' | 'death' | 'cancelled' | 'stalled'
 export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'job count', 'memory', 'trap', 'death', 'cancelled', 'stalled']
 
-export type SignInOutcome = 'ok' | 'wrong' | 'throttled' | 'second factor' | 'unconfirmed' | 'disabled'
-export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = ['ok', 'wrong', 'throttled', 'second factor', 'unconfirmed', 'disabled']
+/**
+ * How a portal sign-in attempt ended: signed in; a wrong email or password; refused by the
+ * throttle; the password right and a second factor asked (its own outcome follows: `ok`, or
+ * `wrong second factor`); the address not confirmed; awaiting an operator's approval; disabled.
+ */
+export type SignInOutcome = 'ok' | 'wrong' | 'throttled' | 'second factor' | 'wrong second factor' | 'unconfirmed' | 'pending' | 'disabled'
+export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = ['ok', 'wrong', 'throttled', 'second factor', 'wrong second factor', 'unconfirmed', 'pending', 'disabled']
 
 /** The conversion pool as a scrape sees it. */
 export interface PoolGauges {
@@ -51,11 +57,6 @@ export interface PoolGauges {
   readonly size: number
 }
 
-/** The store's connections as a scrape sees them (each part only where the store has it). */
-export interface StoreGauges {
-  readonly postgresPool?: { readonly inUse: number; readonly idle: number; readonly waiting: number; readonly max: number }
-  readonly redisConnected?: boolean
-}
 
 type Sample = { metricName: string; labels: Record<string, string | number>; value: number }
 
@@ -262,7 +263,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   new Gauge({ name: 'tessera_usage_flush_lag_seconds', help: 'Age of the oldest usage count not yet saved to the store (0 when none waits).', registers, collect() { this.set(usageLag?.() ?? 0) } })
 
   // Portal.
-  const signIns = new Counter({ name: 'tessera_portal_sign_ins_total', help: 'Portal sign-ins by outcome (ok, wrong, throttled, second factor, unconfirmed, disabled).', labelNames: ['outcome'] as const, registers })
+  const signIns = new Counter({ name: 'tessera_portal_sign_ins_total', help: 'Portal sign-in attempts by outcome (ok, wrong, throttled, second factor, wrong second factor, unconfirmed, pending, disabled).', labelNames: ['outcome'] as const, registers })
   const signInChildren = new Map(SIGN_IN_OUTCOMES.map((outcome) => [outcome, zero(signIns.labels({ outcome }))]))
   const signUps = new Counter({ name: 'tessera_portal_sign_ups_total', help: 'Portal sign-ups accepted (a new user waiting to confirm the address).', registers })
   const emails = new Counter({ name: 'tessera_emails_total', help: 'Emails handed to SMTP, by outcome (sent, failed).', labelNames: ['outcome'] as const, registers })

@@ -128,6 +128,7 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     const wait = await kit.throttle.blocked(emailKey(email), request.ip)
     if (wait > 0) {
       reply.header('retry-after', String(wait))
+      kit.metrics.signIn('throttled')
       return again(429, `Too many attempts. Try again in ${mail.duration(wait * 1000)}.`, email)
     }
     const user = email === '' || email.length > MAX_EMAIL ? null : await store.portal.findUserByEmail(email)
@@ -142,16 +143,19 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     }
     const lockedFor = await kit.throttle.settle(emailKey(email), request.ip, ok && user !== null)
     if (!ok || user === null) {
+      kit.metrics.signIn('wrong')
       await audit(request, user, 'user.sign-in', 'failure', { reason: 'wrong email or password' }, emailKey(email))
       if (lockedFor > 0) reply.header('retry-after', String(lockedFor))
       return again(401, 'The email or the password is wrong.', email)
     }
     if (user.emailVerifiedAt === null) {
+      kit.metrics.signIn('unconfirmed')
       await audit(request, user, 'user.sign-in', 'failure', { reason: 'email not confirmed' })
       sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
       return again(403, 'Please confirm your email address first: we have sent you a new link.', email)
     }
     if (user.status !== 'active') {
+      kit.metrics.signIn(user.status === 'pending' ? 'pending' : 'disabled')
       await audit(request, user, 'user.sign-in', 'failure', { reason: `user ${user.status}` })
       return again(403, user.status === 'pending' ? 'Your sign-up is waiting for an operator\'s approval; we will email you when it is approved.' : 'This sign-in is disabled. Ask your operator.', email)
     }
@@ -163,6 +167,7 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
       idHash: session.idHash, userId: user.id, expiresAt: iso(now() + (twoFactor ? 10 * 60_000 : kit.sessionTtlMs)), twoFactorPending: twoFactor,
       ip: request.ip, userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 256) : null,
     })
+    kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
     if (!twoFactor) await audit(request, user, 'user.sign-in', 'success', {})
     reply.header('set-cookie', [setCookie(SESSION_COOKIE, session.token, secure, Math.floor(kit.sessionTtlMs / 1000)), setCookie(PRESESSION_COOKIE, '', secure, 0)])
     return reply.redirect(twoFactor ? `/portal/two-factor${next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
@@ -229,6 +234,7 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     }
     const draft = userDraft(request, user, 'user.sign-up', { mode: config.signupMode })
     if (await store.portal.createUser(user, draft)) {
+      kit.metrics.signUp()
       const ctx = { actor: { type: 'portal-user' as const, id: user.id }, ip: request.ip }
       const account = await kit.accounts.createAccount(ctx, { name: accountName === '' ? email.slice(0, 200) : accountName })
       // A user left without an account (a crash here) creates one from the home page.

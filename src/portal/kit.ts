@@ -20,6 +20,7 @@ import type { Passwords } from './passwords.ts'
 import type { SignInThrottle } from './throttle.ts'
 import { html, page, type Html } from './html.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
+import type { Metrics } from '../metrics/metrics.ts'
 
 export interface Kit {
   readonly config: Config
@@ -33,6 +34,8 @@ export interface Kit {
   /** The session cookie's name (with `__Host-` behind HTTPS). */
   readonly sessionCookie: string
   readonly sessionTtlMs: number
+  /** Sign-ins by outcome and sign-ups, for the metrics. */
+  readonly metrics: Pick<Metrics, 'signIn' | 'signUp'>
 }
 
 /** Current: the signed-in user of a request, their session and its token. */

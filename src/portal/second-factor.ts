@@ -81,11 +81,13 @@ ${csrf}
     const { user } = current
     const outcome: VerifyOutcome = recovery === '' ? await checkTotp(kit, user.id, user.totpSecret!, formField(request, 'code')) : await checkRecoveryCode(kit, user, recovery)
     if (outcome.kind === 'locked') {
+      kit.metrics.signIn('throttled')
       reply.header('retry-after', String(outcome.retryAfterSeconds))
       const at = iso(now() + outcome.retryAfterSeconds * 1000).slice(11, 16)
       return stepPage(reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
     }
     if (outcome.kind !== 'accepted') {
+      kit.metrics.signIn('wrong second factor')
       await auditUser(kit, request, user, 'user.sign-in', 'failure', { factor, reason: outcome.kind === 'reused' ? 'code used already' : 'wrong code' })
       const text = factor === 'recovery-code' ? 'That recovery code is not right, or was used already.'
         : outcome.kind === 'reused' ? 'That code was used already. Wait for the next one.' : 'That code is not right. Enter the code your app shows now.'
@@ -95,6 +97,7 @@ ${csrf}
     // Once, atomically: of two completions at once (a code and a recovery code), one gets the session.
     if (!(await store.portal.completeTwoFactor(current.session.idHash, fresh.idHash))) return reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
     await store.portal.touchSession(fresh.idHash, iso(now()), iso(now() + kit.sessionTtlMs))
+    kit.metrics.signIn('ok')
     await auditUser(kit, request, user, 'user.sign-in', 'success', { factor })
     reply.header('set-cookie', setCookie(SESSION_COOKIE, fresh.token, secure, Math.floor(kit.sessionTtlMs / 1000)))
     return reply.redirect(factor === 'recovery-code' ? `/portal/two-factor/recovered${nextQuery(next)}` : next, 303)

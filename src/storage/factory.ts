@@ -70,6 +70,7 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     adminTokens: relational.adminTokens,
     portal: relational.portal,
     sharedLimiter: redis.limiter,
+    gauges: () => ({ ...relational.gauges(), redisConnected: redis.connected() }),
     async health(): Promise<Health> {
       const [own, shared] = await Promise.all([
         relational.health(),

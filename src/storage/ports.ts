@@ -70,6 +70,8 @@ export interface KeyGrant {
   readonly expiresAt: number
   /** Active subscriptions within the key's scope, as `region:group` (see subscriptionKey). */
   readonly subscriptions: ReadonlySet<string>
+  /** The key's scope (for the metrics' refusal cause: a subscription outside it is `out of scope`). */
+  readonly scope: KeyScope
   /** The account's own plan; null means the configured default plan. */
   readonly plan: Plan | null
 }
@@ -342,13 +344,22 @@ export interface LockPolicy {
 /** Verdict: what one verification came to, as its store decided it. */
 export type Verdict =
   | { readonly kind: 'accepted' }
-  | { readonly kind: 'invalid' }
-  | { readonly kind: 'reused' }
+  /** `locks`: this failure started a lock (the run of failures reached the policy's threshold). */
+  | { readonly kind: 'invalid'; readonly locks?: boolean }
+  | { readonly kind: 'reused'; readonly locks?: boolean }
   | { readonly kind: 'locked'; readonly lockedUntil: number }
 
 export const ACCEPTED: Verdict = Object.freeze({ kind: 'accepted' })
 export const INVALID: Verdict = Object.freeze({ kind: 'invalid' })
 export const REUSED: Verdict = Object.freeze({ kind: 'reused' })
+const INVALID_LOCKS: Verdict = Object.freeze({ kind: 'invalid', locks: true })
+const REUSED_LOCKS: Verdict = Object.freeze({ kind: 'reused', locks: true })
+
+/** failure: the verdict of a failed verification (`step` null: no code matched; else a replay), and whether it started a lock. */
+export function failure(step: number | null, failures: number, policy: LockPolicy): Verdict {
+  const locks = failures >= policy.maxFailures
+  return step === null ? (locks ? INVALID_LOCKS : INVALID) : (locks ? REUSED_LOCKS : REUSED)
+}
 
 /**
  * VerificationStore keeps, per verification key (a fingerprint of account + secret), the
@@ -453,6 +464,12 @@ export class UnavailableError extends Error {
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>
 
+/** The store's connections as a scrape sees them (each part only where the store has it). */
+export interface StoreGauges {
+  readonly postgresPool?: { readonly inUse: number; readonly idle: number; readonly waiting: number; readonly max: number }
+  readonly redisConnected?: boolean
+}
+
 export interface Store {
   readonly kind: string
   readonly access: AccessStore
@@ -466,6 +483,8 @@ export interface Store {
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */
   health(): Promise<Health>
+  /** gauges reads the connections' state without a round trip (for the metrics, at scrape time). */
+  gauges(): StoreGauges
   close(): Promise<void>
 }
 

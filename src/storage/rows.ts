@@ -45,12 +45,15 @@ const list = <T extends string>(value: unknown): readonly T[] | null => (value =
 export const scopeColumns = (scope: KeyScope): [string | null, string | null] =>
   [scope.groups === null ? null : scope.groups.join(','), scope.regions === null ? null : scope.regions.join(',')]
 
+/** toScope: the two nullable comma lists back as a scope. */
+export const toScope = (r: Row): KeyScope => ({ groups: list<Group>(r.scope_groups), regions: list<Region>(r.scope_regions) })
+
 export const toAccount = (r: Row): Account => ({ id: String(r.id), name: String(r.name), status: r.status as AccountStatus, createdAt: iso(r.created_at) })
 
 export const toKey = (r: Row): ApiKeyInfo => ({
   id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
   createdAt: iso(r.created_at), revokedAt: isoOrNull(r.revoked_at), expiresAt: isoOrNull(r.expires_at),
-  scope: { groups: list<Group>(r.scope_groups), regions: list<Region>(r.scope_regions) },
+  scope: toScope(r),
   rolledTo: r.rolled_to === null || r.rolled_to === undefined ? null : String(r.rolled_to),
   lastUsedAt: isoOrNull(r.last_used_at),
   lastUsedRegion: r.last_used_region === null || r.last_used_region === undefined ? null : (String(r.last_used_region) as Region),

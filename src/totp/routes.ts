@@ -26,7 +26,7 @@ export interface TotpOptions {
   readonly store: Store
   readonly pepper: Pepper
   readonly now: () => number
-  readonly metrics: Pick<Metrics, 'verified'>
+  readonly metrics: Pick<Metrics, 'verified' | 'lockoutStarted'>
 }
 
 interface TotpBody {
@@ -180,6 +180,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const match = token.length === p.digits ? matchStep(p, token, t) : null
       const outcome = await verifyCode(store.verification, policy, key, match, t)
       opts.metrics.verified(outcome.kind)
+      if ((outcome.kind === 'invalid' || outcome.kind === 'reused') && outcome.locks === true) opts.metrics.lockoutStarted()
       switch (outcome.kind) {
         case 'accepted':
           return { type: 'Success', valid: true, message: 'OTP verified' }

@@ -28,8 +28,9 @@ export function verificationKeys(pepper: Pepper, accountId: string, secret: Buff
 
 export type VerifyOutcome =
   | { readonly kind: 'accepted' }
-  | { readonly kind: 'invalid' }
-  | { readonly kind: 'reused' }
+  /** `locks`: this failure locked the secret (the metrics count lockouts started). */
+  | { readonly kind: 'invalid'; readonly locks?: boolean }
+  | { readonly kind: 'reused'; readonly locks?: boolean }
   | { readonly kind: 'locked'; readonly retryAfterSeconds: number }
 
 /** `match` gives the time step whose code matches, or null. */

@@ -23,6 +23,8 @@ export interface LimitsOptions {
   readonly log: FastifyBaseLogger
   /** Told of each call refused by the plan (the metrics' refusal causes). */
   readonly onRefused?: (cause: 'throttled' | 'over quota') => void
+  /** Told of each save of the usage counts that had counts to save: whether it succeeded (the metrics). */
+  readonly onFlushed?: (ok: boolean) => void
 }
 
 
@@ -50,8 +52,12 @@ export class Limits {
     this.#onRefused = opts.onRefused ?? (() => undefined)
     this.#local = new LocalLimiter(opts.now)
     this.#recorder = new UsageRecorder(opts.store.usage, opts.store.access, config.region, opts.now)
+    const onFlushed = opts.onFlushed ?? (() => undefined)
     this.#timer = setInterval(() => {
-      this.#recorder.flush().catch((error: Error) => this.#log.warn({ err: error }, 'usage counts not saved yet; will retry'))
+      this.#recorder.flush().then((rows) => { if (rows > 0) onFlushed(true) }, (error: Error) => {
+        onFlushed(false)
+        this.#log.warn({ err: error }, 'usage counts not saved yet; will retry')
+      })
     }, config.usageFlushMs).unref()
   }
 
@@ -142,6 +148,11 @@ export class Limits {
     if (plan.quota > 0) left.push(`"${plan.period}";r=${decision.left};t=${Math.ceil(decision.windowEndsMs / 1000)}`)
     reply.header('ratelimit', left.join(', '))
     return null
+  }
+
+  /** usageLagMs: how long the oldest count not yet saved has waited (0 when none waits). */
+  usageLagMs(): number {
+    return this.#recorder.lagMs()
   }
 
   /** close stops the timer and saves the last counts. */

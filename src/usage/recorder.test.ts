@@ -34,11 +34,16 @@ test('usage is kept per day, key and group in calls and units, and a failed save
   recorder.count('a', 'k1', 'totp', 2)
   assert.equal(recorder.pending('a', '2026-11-21', '2026-11-21'), 5, 'in units')
   assert.equal(recorder.pending('a', '2026-11-01', '2026-11-30'), 7)
+  assert.equal(recorder.lagMs(), 1000, 'the oldest count waits since the first call')
   await assert.rejects(recorder.flush(), /store away/)
+  now += 4000
   recorder.count('a', 'k1', 'totp', 2)
   assert.equal(recorder.pending('a', '2026-11-22', '2026-11-22'), 4, 'kept, and added to')
+  assert.equal(recorder.lagMs(), 5000, 'a failed save leaves the lag growing from the oldest count')
   state.up = true
-  await recorder.flush()
+  assert.equal(await recorder.flush(), 4, 'rows written')
+  assert.equal(recorder.lagMs(), 0, 'nothing waits')
+  assert.equal(await recorder.flush(), 0, 'nothing to write')
   const key = (r: UsageRow) => `${r.day}${r.keyId}${r.group}`
   assert.deepEqual(state.saved.sort((x, y) => key(x).localeCompare(key(y))), [
     { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-21', group: 'totp', count: 2, units: 4 },

@@ -37,7 +37,9 @@ export class UsageRecorder {
   readonly #access: Pick<AccessStore, 'touchKeys'>
   readonly #region: Region
   readonly #now: () => number
-  #flushing: Promise<void> | null = null
+  #flushing: Promise<number> | null = null
+  /** When the oldest pending count was taken (0: none pending): the metrics' flush lag. */
+  #oldestMs = 0
   // The current day's name and bounds: a call costs no date formatting.
   #day = ''
   #dayStart = 0
@@ -57,6 +59,7 @@ export class UsageRecorder {
       this.#dayEnd = this.#dayStart + DAY
       this.#day = utcDay(now)
     }
+    if (this.#oldestMs === 0) this.#oldestMs = now
     const tally = tallyOf(this.#pending, this.#day, accountId, keyId)
     tally.count[group]++
     tally.units[group] += units
@@ -75,17 +78,27 @@ export class UsageRecorder {
     return n
   }
 
-  /** flush adds the pending counts (and last uses due) to the store; on failure the counts stay pending and it throws. */
-  flush(): Promise<void> {
+  /** lagMs: how long the oldest count not yet in the store has waited (0 when none waits). */
+  lagMs(): number {
+    return this.#oldestMs === 0 ? 0 : Math.max(0, this.#now() - this.#oldestMs)
+  }
+
+  /**
+   * flush adds the pending counts (and last uses due) to the store, and resolves to the rows
+   * written (0: nothing was pending); on failure the counts stay pending and it throws.
+   */
+  flush(): Promise<number> {
     this.#flushing ??= this.#flush().finally(() => { this.#flushing = null })
     return this.#flushing
   }
 
-  async #flush(): Promise<void> {
+  async #flush(): Promise<number> {
     await this.#flushLastUse()
-    if (this.#pending.size === 0) return
+    if (this.#pending.size === 0) return 0
     const batch = this.#pending
+    const oldest = this.#oldestMs
     this.#pending = new Map()
+    this.#oldestMs = 0
     const rows: UsageRow[] = []
     for (const [day, keys] of batch) {
       for (const [keyId, tally] of keys) {
@@ -98,6 +111,8 @@ export class UsageRecorder {
     try {
       await this.#usage.add(rows)
     } catch (error) {
+      // Still pending, and as old as they were (counts taken meanwhile are younger).
+      this.#oldestMs = oldest
       for (const r of rows) {
         const tally = tallyOf(this.#pending, r.day, r.accountId, r.keyId)
         tally.count[r.group] += r.count
@@ -105,6 +120,7 @@ export class UsageRecorder {
       }
       throw error
     }
+    return rows.length
   }
 
   async #flushLastUse(): Promise<void> {

@@ -8,7 +8,7 @@
 import type pg from 'pg'
 import type { AccessStore, Account, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  auditValues, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, subscriptionCursor,
+  auditValues, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope, subscriptionCursor,
   toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
   createdOrderPage, pageOf,
 } from '../rows.ts'
@@ -164,7 +164,7 @@ export function accessParts(query: Query): AccessParts {
     async findGrant(keyHash) {
       // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.
       const { rows } = await query('find-grant', `
-        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, a.status,
+        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, k.scope_groups, k.scope_regions, a.status,
           (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
             WHERE s.account_id = k.account_id AND s.status = 'active'
               AND (k.scope_groups IS NULL OR s.api_group = ANY (string_to_array(k.scope_groups, ',')))
@@ -181,6 +181,7 @@ export function accessParts(query: Query): AccessParts {
         accountActive: r.status === 'active',
         expiresAt: r.expires_at === null ? Infinity : (r.expires_at as Date).getTime(),
         subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        scope: toScope(r),
         plan: r.rate === null ? null : toPlan(r),
       }
       return grant

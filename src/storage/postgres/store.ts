@@ -12,7 +12,7 @@
  */
 import pg from 'pg'
 import type { Health, LockPolicy, OnboardingStore, Store, UsageBy, UsageLine, UsageStore, Verdict, VerificationStore } from '../ports.ts'
-import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
+import { ACCEPTED, failure, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
@@ -110,7 +110,10 @@ function verificationStore(query: Query): VerificationStore {
           updated_at = $2
         WHERE s.locked_until <= $2
         RETURNING failures`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds, step])
-      if (rows.length > 0) return Number(rows[0]!.failures) === 0 ? ACCEPTED : step === null ? INVALID : REUSED
+      if (rows.length > 0) {
+        const failures = Number(rows[0]!.failures)
+        return failures === 0 ? ACCEPTED : failure(step, failures, policy)
+      }
       const locked = await query('otp-locked', 'SELECT locked_until FROM otp_state WHERE key = $1', [key])
       // Read after the refusal: a lock that ran out in between still answers "wait a second".
       const until = Number(locked.rows[0]?.locked_until ?? 0)
@@ -239,6 +242,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     usage: usageStore(query),
     portal: portalStore(query),
     sharedLimiter: null,
+    gauges: () => ({ postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 } }),
     async health(): Promise<Health> {
       try {
         await query('ping', 'SELECT 1')

@@ -14,7 +14,7 @@
  */
 import { Redis, type RedisOptions } from 'ioredis'
 import type { LimitDecision, Verdict, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
-import { ACCEPTED, INVALID, REUSED, UnavailableError } from '../ports.ts'
+import { ACCEPTED, failure, UnavailableError } from '../ports.ts'
 
 export interface RedisStoreOptions {
   readonly url: string
@@ -42,6 +42,8 @@ export interface RedisParts {
   readonly limiter: Limiter
   readonly signal: AccessSignal
   ping(): Promise<void>
+  /** connected: the command connection is ready (no round trip). */
+  connected(): boolean
   close(): Promise<void>
 }
 
@@ -70,8 +72,8 @@ if f >= max then
 end
 redis.call('HSET', KEYS[1], 'lock', string.format('%.0f', lock))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(tonumber(ARGV[5]), lock - now + 1000)))
-if ARGV[6] == '' then return {2} end
-return {3}`
+if ARGV[6] == '' then return {2, f} end
+return {3, f}`
 
 /**
  * LIMIT: KEYS[1] the bucket, KEYS[2] the quota key's stem; ARGV rate, burst, quota, period,
@@ -171,7 +173,7 @@ interface Scripts {
   tesseraForgive(key: string, max: string): Promise<number>
   /** Defined without numberOfKeys: the first argument is how many keys follow. */
   tesseraLocked(keyCount: number, ...keys: string[]): Promise<string>
-  tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, string?]>
+  tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, (string | number)?]>
   tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
 }
 
@@ -234,9 +236,12 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
 
   const verification: VerificationStore = {
     async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
-      const [verdict, lockedUntil] = await call(() => scripts.tesseraSettle(stateKey(key), String(nowMs),
+      // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
+      const [verdict, value] = await call(() => scripts.tesseraSettle(stateKey(key), String(nowMs),
         String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention, step === null ? '' : String(step)))
-      return verdict === 1 ? ACCEPTED : verdict === 2 ? INVALID : verdict === 3 ? REUSED : { kind: 'locked', lockedUntil: Number(lockedUntil) }
+      if (verdict === 1) return ACCEPTED
+      if (verdict === 2 || verdict === 3) return failure(verdict === 2 ? null : step, Number(value), policy)
+      return { kind: 'locked', lockedUntil: Number(value) }
     },
     async clear(key) {
       return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
@@ -295,6 +300,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     async ping() {
       await call(() => redis.ping())
     },
+    connected: () => redis.status === 'ready',
     async close() {
       listeners.clear()
       redis.disconnect()

@@ -6,7 +6,7 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
 import type { AccessStore, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
 import {
-  auditValues, eventIdBefore, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns,
+  auditValues, eventIdBefore, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope,
   subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
   createdOrderPage, pageOf,
 } from '../rows.ts'
@@ -171,6 +171,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
         accountActive: r.status === 'active',
         expiresAt: r.expires_at === null ? Infinity : Date.parse(String(r.expires_at)),
         subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        scope: toScope(r),
         plan: r.rate === null ? null : toPlan(r),
       }
       return grant

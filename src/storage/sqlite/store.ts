@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads'
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { LockPolicy, OnboardingStore, Store, UsageLine, UsageStore, Verdict, VerificationStore } from '../ports.ts'
-import { ACCEPTED, INVALID, lockDelaySeconds, REUSED } from '../ports.ts'
+import { ACCEPTED, failure, lockDelaySeconds } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans } from '../rows.ts'
@@ -104,7 +104,7 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
         const failures = Number(row?.failures ?? 0) + 1
         const delay = lockDelaySeconds(failures, policy)
         q.write.run({ key, last, failures, lockedUntil: delay > 0 ? nowMs + delay * 1000 : 0, now: nowMs })
-        return step === null ? INVALID : REUSED
+        return failure(step, failures, policy)
       })
     },
     async clear(key) {
@@ -276,6 +276,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     adminTokens: adminTokenStore(db, batch),
     portal: portalStore(db, batch),
     sharedLimiter: null,
+    gauges: () => ({}),
     async health() {
       try {
         ping.get()

@@ -54,9 +54,9 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
   }
 })
 
-/** until waits (up to 5 s) for `probe` to hold: a request's line is written once its answer has gone. */
-async function until(probe: () => boolean): Promise<void> {
-  for (let i = 0; i < 250 && !probe(); i++) await new Promise((r) => setTimeout(r, 20))
+/** until waits (up to `ms`) for `probe` to hold: a request's line is written once its answer has gone. */
+async function until(probe: () => boolean, ms = 5000): Promise<void> {
+  for (const end = Date.now() + ms; Date.now() < end && !probe();) await new Promise((r) => setTimeout(r, 20))
 }
 
 /** demoKey: the demo account's key, from the banner a fresh development server prints. */
@@ -109,7 +109,7 @@ test('LOG_FORMAT=pretty: one readable line per request with its id, method, path
 
 const hasScript = spawnSync('script', ['--version']).status === 0
 
-test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in production', { skip: hasScript ? false : 'needs script(1) (util-linux) for a pseudo-terminal', timeout: 30_000 }, async (t) => {
+test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in production', { skip: hasScript ? false : 'needs script(1) (util-linux) for a pseudo-terminal', timeout: 60_000 }, async (t) => {
   /** onTerminal runs the server with its standard output on a pseudo-terminal (script(1)) until it has said it serves. */
   const onTerminal = async (env: Record<string, string>): Promise<string> => {
     const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} src/server.ts`, '/dev/null'], {
@@ -121,7 +121,8 @@ test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     child.stderr.on('data', (d) => { out += d })
-    await until(() => /serving/.test(out))
+    // A start-up on a loaded machine takes seconds: the other process tests wait for it as long.
+    await until(() => /serving/.test(out), 45_000)
     child.kill('SIGTERM')
     return out
   }

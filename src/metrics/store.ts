@@ -33,11 +33,11 @@ function functionNames(part: object): string[] {
 function timed<T extends object>(part: T, adapter: string, partName: string, metrics: Metrics): T {
   const out: Part = { ...(part as Part) }
   for (const name of functionNames(part)) {
-    const fn = (part as Part)[name] as (...args: unknown[]) => unknown
     const record = metrics.storeOperation(adapter, `${partName}.${name}`)
     out[name] = function instrumented(...args: unknown[]): unknown {
       const started = performance.now()
-      const result = fn.apply(part, args)
+      // Looked up at each call, not kept: whatever replaces the part's function later (a test's spy) is what runs.
+      const result = ((part as Part)[name] as (...a: unknown[]) => unknown).apply(part, args)
       if (!(result instanceof Promise)) return result
       return result.then((value: unknown) => {
         record((performance.now() - started) / 1000, false)

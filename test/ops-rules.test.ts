@@ -26,13 +26,6 @@ const RULES = join(OPS, 'alerts.yml')
 const RULE_TESTS = join(OPS, 'alerts.test.yml')
 const DASHBOARD = join(OPS, 'grafana-dashboard.json')
 
-/**
- * Settings the annotations may name before src/config/config.ts has them: METRICS_PER_ACCOUNT
- * is read by createMetrics (perAccount) and is being added to the configuration; drop it from
- * here once it is a setting.
- */
-const SETTINGS_TO_COME = new Set(['METRICS_PER_ACCOUNT'])
-
 function promtoolSkip(): false | string {
   if (spawnSync('promtool', ['--version']).status === 0) return false
   const notice = 'needs promtool (apt-get install prometheus)'
@@ -193,7 +186,7 @@ test('what the alerts tell the operator to look at exists: the panels they name,
     const text = plain(`${alert.summary} ${alert.description}`)
     for (const [, title] of text.matchAll(/[Pp]anel "([^"]+)"/g)) assert.ok(titles.has(title!), `${alert.name} names panel "${title}", which the dashboard lacks`)
     for (const [name] of text.matchAll(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/g)) {
-      assert.ok(settingNames.has(name) || codes.has(name) || SETTINGS_TO_COME.has(name), `${alert.name} names ${name}: neither a setting nor an error code`)
+      assert.ok(settingNames.has(name) || codes.has(name), `${alert.name} names ${name}: neither a setting nor an error code`)
     }
     // Every other quoted phrase is a label value or a line of the code (a log message).
     for (const [, quoted] of plain(alert.description ?? '').matchAll(/"([^"]+)"/g)) {
@@ -207,7 +200,7 @@ test('what the alerts tell the operator to look at exists: the panels they name,
   // And the dashboard's descriptions name settings that exist.
   for (const panel of graphPanels) {
     for (const [name] of (panel.description ?? '').matchAll(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/g)) {
-      assert.ok(settingNames.has(name) || codes.has(name) || SETTINGS_TO_COME.has(name), `panel "${panel.title}" names ${name}`)
+      assert.ok(settingNames.has(name) || codes.has(name), `panel "${panel.title}" names ${name}`)
     }
   }
 })

@@ -142,6 +142,9 @@ test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum o
     assert.deepEqual(up.map((s) => [s.metric.node, s.value[1]]).sort(), [['a', '1'], ['b', '1']])
     const [refused] = await query('sum(tessera_gateway_refusals_total{cause="missing"})')
     assert.equal(Number(refused!.value[1]), 2)
+    // What the store panels and TesseraStoreDown/TesseraRedisDown read: both dependencies up on both nodes.
+    const dependencies = await query('tessera_dependency_up{job="tessera"}')
+    assert.deepEqual(dependencies.map((s) => `${s.metric.node} ${s.metric.dependency} ${s.value[1]}`).sort(), ['a postgres 1', 'a redis 1', 'b postgres 1', 'b redis 1'])
     const regions = await (await fetch(`${api}/label/region/values?${new URLSearchParams({ 'match[]': 'tessera_build_info' })}`)).json() as { data: string[] }
     assert.deepEqual(regions.data, ['eu'], 'what the dashboard\'s region variable lists')
   })

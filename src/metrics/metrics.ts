@@ -75,13 +75,14 @@ class PlainHistogram<L extends string> {
     this.#buckets = buckets
   }
 
-  /** observe adds one observation to the series of `labels`, found by `key` (the caller's cheap join of the label values). */
-  observe(key: string, labels: () => Record<L, string>, seconds: number): void {
-    let one = this.#series.get(key)
-    if (one === undefined) {
-      one = { labels: labels(), count: 0, sum: 0, buckets: new Float64Array(this.#buckets.length) }
-      this.#series.set(key, one)
-    }
+  /**
+   * observe adds one observation to the series found by `key` (the caller's cheap join of the
+   * label values), and says whether there was one: if not, the caller gives its labels to
+   * `create` and observes again (no closure or object is made on the hot path).
+   */
+  observe(key: string, seconds: number): boolean {
+    const one = this.#series.get(key)
+    if (one === undefined) return false
     one.count++
     one.sum += seconds
     // The first bucket that holds it (above the last: only +Inf, which is the count). Not cumulative: summed at scrape.
@@ -91,6 +92,11 @@ class PlainHistogram<L extends string> {
         break
       }
     }
+    return true
+  }
+
+  create(key: string, labels: Record<L, string>): void {
+    this.#series.set(key, { labels, count: 0, sum: 0, buckets: new Float64Array(this.#buckets.length) })
   }
 
   /** collectors: the histogram named `name`, and a counter of the same observations when `counterName` is given. */
@@ -274,7 +280,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     registry,
     perAccount,
     observeRequest(route, method, status, seconds) {
-      requests.observe(`${status}${method}${route}`, () => ({ route, method, status: String(status) }), seconds)
+      const key = `${status}${method}${route}`
+      if (requests.observe(key, seconds)) return
+      requests.create(key, { route, method, status: String(status) })
+      requests.observe(key, seconds)
     },
     accountRequest(accountId, group, status) {
       accountRequests?.inc({ account_id: accountId, group, status_class: `${Math.floor(status / 100)}xx` })
@@ -297,10 +306,12 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     workerReplaced(reason) { replacementChildren.get(reason)!.inc() },
     storeOperation(adapter, operation) {
       const key = `${adapter}.${operation}`
-      const labels = () => ({ adapter, operation })
       const errors = operationErrors.labels({ adapter, operation })
       return (seconds, failed) => {
-        operations.observe(key, labels, seconds)
+        if (!operations.observe(key, seconds)) {
+          operations.create(key, { adapter, operation })
+          operations.observe(key, seconds)
+        }
         if (failed) errors.inc()
       }
     },

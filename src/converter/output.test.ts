@@ -75,7 +75,10 @@ test('a client that takes no bytes is dropped and its worker freed', { skip: SKI
   t.diagnostic(`the next conversion, on the one worker, answered ${waited.toFixed(1)} s after the stalled client's answer began`)
   assert.ok(waited < 20, `the next conversion waited ${waited.toFixed(1)} s`)
   while (!sockets[0]!.destroyed) await sleep(50)
-  assert.ok(app.logs.some((l) => l.includes('the client took nothing')), 'the worker was replaced')
+  // The replacement's line may follow the socket's close by a moment under load: wait for it (bounded).
+  const replaced = () => app.logs.some((l) => l.includes('the client took nothing'))
+  for (let i = 0; i < 100 && !replaced(); i++) await sleep(50)
+  assert.ok(replaced(), 'the worker was replaced')
   assert.ok(app.logs.some((l) => l.includes('conversion stopped while streaming')), 'the drop is logged')
 })
 

@@ -52,7 +52,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const now = opts.now ?? Date.now
   const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
   // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
-  const store = instrumentStore(opts.store, metrics)
+  const store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
   const perAccount = metrics.perAccount
   const logger: FastifyServerOptions['logger'] = {
     level: config.logLevel,

@@ -54,7 +54,7 @@ const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const metrics = createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
 // Instrumented once for both listeners: the admin API's operations are timed too.
-const store = instrumentStore(await openStoreOrExit(config), metrics)
+const store = instrumentStore(await openStoreOrExit(config), metrics, { healthTimeoutMs: config.storeTimeoutMs })
 const accounts = new Accounts({ store, pepper, config })
 const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))

@@ -163,6 +163,15 @@ test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis 
   await pgProxy.restore()
   await until(async () => sample(await scrape(), 'tessera_usage_flush_lag_seconds', {}) === 0)
 
+  // PostgreSQL there but silent: the scrape still answers within about STORE_TIMEOUT_MS (500 ms), naming it down.
+  pgProxy.hang()
+  const started = Date.now()
+  text = await scrape()
+  const took = Date.now() - started
+  assert.ok(took < 1500, `the scrape took ${took} ms`)
+  assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 0)
+  await pgProxy.cut()
+
   for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId]) assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
 })
 

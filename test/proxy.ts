@@ -1,7 +1,8 @@
 /**
  * A TCP proxy the fault tests put between the service and PostgreSQL or Redis: `cut()`
  * drops every connection and refuses new ones (the dependency is unreachable), `restore()`
- * accepts again on the same port.
+ * accepts again on the same port; `hang()` keeps every connection open and accepts new ones,
+ * but passes nothing on either way (the dependency is there and never answers).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import { once } from 'node:events'
@@ -10,6 +11,7 @@ export class TcpProxy {
   readonly #target: { host: string; port: number }
   readonly #sockets = new Set<Socket>()
   #server: Server | null = null
+  #hung = false
   port = 0
 
   private constructor(target: { host: string; port: number }) {
@@ -35,6 +37,13 @@ export class TcpProxy {
   async restore(): Promise<void> {
     if (this.#server !== null) return
     const server = createServer((client) => {
+      if (this.#hung) {
+        this.#sockets.add(client)
+        client.on('close', () => this.#sockets.delete(client))
+        client.on('error', () => client.destroy())
+        client.pause()
+        return
+      }
       const upstream = connect(this.#target.port, this.#target.host)
       for (const s of [client, upstream]) {
         this.#sockets.add(s)
@@ -52,7 +61,17 @@ export class TcpProxy {
     this.#server = server
   }
 
+  /** hang: every connection, open or new, stays open and silent. */
+  hang(): void {
+    this.#hung = true
+    for (const s of this.#sockets) {
+      s.unpipe()
+      s.pause()
+    }
+  }
+
   async cut(): Promise<void> {
+    this.#hung = false
     const server = this.#server
     this.#server = null
     for (const s of this.#sockets) s.destroy()

@@ -10,6 +10,7 @@
  */
 import type { Metrics } from './metrics.ts'
 import type { Store } from '../storage/ports.ts'
+import { withinDeadline } from '../ops/checks.ts'
 
 /** Errors that are answers, not failures: a bad cursor from a client, a rule of the domain. */
 const ANSWERS = new Set(['CursorError', 'LastOwnerError'])
@@ -52,14 +53,21 @@ function timed<T extends object>(part: T, adapter: string, partName: string, met
 }
 
 /** instrumentStore gives the store with its operations timed (once: an instrumented store is returned as it is). */
-export function instrumentStore(store: Store, metrics: Metrics): Store {
+export function instrumentStore(store: Store, metrics: Metrics, options: { readonly healthTimeoutMs?: number } = {}): Store {
   if ((store as unknown as Record<symbol, unknown>)[INSTRUMENTED] === true) return store
   // 'postgres+redis': the relational parts on PostgreSQL, verification state and the limiter on Redis.
   const [relational = store.kind, shared = relational] = store.kind.split('+')
   metrics.watchStore(() => store.gauges())
+  // A scrape waits for the health checks at most `healthTimeoutMs`: past that, the dependencies
+  // last seen are reported down (a database that does not answer within the store's own timeout
+  // is down for the calls too), so that a hung database shows as itself, not as a failed scrape.
+  let known: Record<string, boolean> = {}
   metrics.watchDependencies(async () => {
-    const health = await store.health()
-    return Object.fromEntries(Object.entries(health).map(([name, h]) => [name, h.ok]))
+    const down = () => Object.fromEntries(Object.keys(known).map((name) => [name, false]))
+    const health = await withinDeadline(store.health(), options.healthTimeoutMs ?? 2000, () => null)
+    if (health === null) return down()
+    known = Object.fromEntries(Object.entries(health).map(([name, h]) => [name, h.ok]))
+    return known
   })
   const instrumented: Store = {
     kind: store.kind,

@@ -5,7 +5,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { post, get, startApp, type Running } from './helper.ts'
-import { TcpProxy } from './proxy.ts'
+import { proxiedServices, TcpProxy } from './proxy.ts'
 import { VERSION } from '../src/version.ts'
 import { createDatabase, redisUrl, skipUnless, uniqueName, dropPrefix } from './services.ts'
 
@@ -18,14 +18,8 @@ interface Setup {
 }
 
 async function setup(t: Parameters<typeof startApp>[0]): Promise<Setup> {
-  const databaseUrl = await createDatabase(t)
-  const pgProxy = await TcpProxy.start(databaseUrl)
-  const redisProxy = await TcpProxy.start(redisUrl())
-  const prefix = `${uniqueName('t')}:`
-  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
-  const app = await startApp(t, {
-    DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '1000',
-  })
+  const { pgProxy, redisProxy, env } = await proxiedServices(t)
+  const app = await startApp(t, { ...env, STORE_TIMEOUT_MS: '1000' })
   await signalsSettled(app)
   return { app, pgProxy, redisProxy }
 }

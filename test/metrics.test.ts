@@ -6,10 +6,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createCaller, post, startApp } from './helper.ts'
-import { TcpProxy } from './proxy.ts'
+import { proxiedServices } from './proxy.ts'
 import { PortalClient, portalUser } from './portal-helper.ts'
 import { messageTo, smtp } from './smtp.ts'
-import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
+import { skipUnless } from './services.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { createMetrics } from '../src/metrics/metrics.ts'
 
@@ -93,15 +93,8 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
 const skipServices = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
 
 test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', { skip: skipServices, timeout: 60_000 }, async (t) => {
-  const databaseUrl = await createDatabase(t)
-  const pgProxy = await TcpProxy.start(databaseUrl)
-  const redisProxy = await TcpProxy.start(redisUrl())
-  const prefix = `${uniqueName('t')}:`
-  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
-  const app = await startApp(t, {
-    METRICS_TOKEN: TOKEN, DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix,
-    STORE_TIMEOUT_MS: '500', USAGE_FLUSH_MS: '100',
-  })
+  const { pgProxy, redisProxy, env } = await proxiedServices(t)
+  const app = await startApp(t, { ...env, METRICS_TOKEN: TOKEN, STORE_TIMEOUT_MS: '500', USAGE_FLUSH_MS: '100' })
   const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
   const ping = (key: string) => fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': key } })
   const verify = (secret: string, token: string) => post(app.url, '/totp/verifyOTP', app.key, { secret, token })

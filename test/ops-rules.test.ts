@@ -19,6 +19,7 @@ import { join } from 'node:path'
 import { createMetrics, REFUSAL_CAUSES, VERIFICATION_OUTCOMES, CONVERSION_OUTCOMES, REPLACEMENT_REASONS, SIGN_IN_OUTCOMES } from '../src/metrics/metrics.ts'
 import { settings } from '../src/config/config.ts'
 import { ERROR_CODES } from '../src/errors/catalogue.ts'
+import { toolSkip } from './services.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const OPS = join(ROOT, 'docs/ops')
@@ -26,15 +27,7 @@ const RULES = join(OPS, 'alerts.yml')
 const RULE_TESTS = join(OPS, 'alerts.test.yml')
 const DASHBOARD = join(OPS, 'grafana-dashboard.json')
 
-function promtoolSkip(): false | string {
-  if (spawnSync('promtool', ['--version']).status === 0) return false
-  const notice = 'needs promtool (apt-get install prometheus)'
-  if (process.env.TESSERA_REQUIRE_SERVICES === '1') {
-    test('required: promtool is installed', () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
-  } else process.stderr.write(`# SKIPPED: ${notice}\n`)
-  return notice
-}
-const skip = promtoolSkip()
+const skip = toolSkip('promtool', 'prometheus')
 
 interface AlertBlock {
   readonly name: string

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -20,7 +20,7 @@ import { openStore } from '../src/storage/factory.ts'
 import { Accounts } from '../src/accounts/service.ts'
 import { createCaller, get, tempDir } from './helper.ts'
 import { startServer } from './process.ts'
-import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from './services.ts'
+import { createDatabase, dropPrefix, redisUrl, skipUnless, toolSkip, uniqueName } from './services.ts'
 
 const PROMETHEUS = 'prometheus'
 const ROOT = new URL('..', import.meta.url).pathname
@@ -28,15 +28,7 @@ const RULES = join(ROOT, 'docs/ops/alerts.yml')
 const DASHBOARD = join(ROOT, 'docs/ops/grafana-dashboard.json')
 const PEPPER = 'prometheus-test-pepper-'.padEnd(40, 'x')
 
-function prometheusSkip(): false | string {
-  if (spawnSync(PROMETHEUS, ['--version']).status === 0) return false
-  const notice = 'needs prometheus (apt-get install prometheus)'
-  if (process.env.TESSERA_REQUIRE_SERVICES === '1') {
-    test('required: prometheus is installed', () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
-  } else process.stderr.write(`# SKIPPED: ${notice}\n`)
-  return notice
-}
-const skip = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') || prometheusSkip()
+const skip = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') || toolSkip(PROMETHEUS, 'prometheus')
 
 /** freePort asks the system for a port nobody listens on (closed again before Prometheus takes it). */
 async function freePort(): Promise<number> {

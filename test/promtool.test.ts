@@ -10,23 +10,15 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { startApp } from './helper.ts'
-import { createDatabase, dropPrefix, redisUrl, uniqueName } from './services.ts'
+import { createDatabase, dropPrefix, redisUrl, toolSkip, uniqueName } from './services.ts'
 import { HAS_CORPUS, real, upload } from './convert.ts'
 import { PortalClient } from './portal-helper.ts'
 
 const TOKEN = 'a-metrics-token-of-at-least-32-characters'
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
 
-function promtoolSkip(): false | string {
-  if (spawnSync('promtool', ['--version']).status === 0) return false
-  const notice = 'needs promtool (apt-get install prometheus)'
-  if (process.env.TESSERA_REQUIRE_SERVICES === '1') {
-    test('required: promtool is installed', () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
-  } else process.stderr.write(`# SKIPPED: ${notice}\n`)
-  return notice
-}
 
-test('promtool check metrics accepts what a node that has served every kind of answer exports', { skip: promtoolSkip() }, async (t) => {
+test('promtool check metrics accepts what a node that has served every kind of answer exports', { skip: toolSkip('promtool', 'prometheus') }, async (t) => {
   const services: Record<string, string> = {}
   if (process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL) {
     const prefix = `${uniqueName('t')}:`

@@ -6,6 +6,7 @@
  */
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import { once } from 'node:events'
+import { createDatabase, dropPrefix, redisUrl, uniqueName } from './services.ts'
 
 export class TcpProxy {
   readonly #target: { host: string; port: number }
@@ -81,4 +82,22 @@ export class TcpProxy {
   close(): Promise<void> {
     return this.cut()
   }
+}
+
+/** Proxied: a fresh database and a Redis prefix of the test's own, each behind a TcpProxy the test can cut or hang. */
+export interface Proxied {
+  readonly pgProxy: TcpProxy
+  readonly redisProxy: TcpProxy
+  /** The settings that put an app on them, through the proxies. */
+  readonly env: Record<string, string>
+}
+
+/** proxiedServices sets them up (on TEST_DATABASE_URL and TEST_REDIS_URL); all is closed and dropped after the test. */
+export async function proxiedServices(t: { after(fn: () => Promise<void>): void }): Promise<Proxied> {
+  const databaseUrl = await createDatabase(t)
+  const pgProxy = await TcpProxy.start(databaseUrl)
+  const redisProxy = await TcpProxy.start(redisUrl())
+  const prefix = `${uniqueName('t')}:`
+  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
+  return { pgProxy, redisProxy, env: { DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix } }
 }

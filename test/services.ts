@@ -6,6 +6,7 @@
  */
 import { test } from 'node:test'
 import { randomBytes } from 'node:crypto'
+import { spawnSync } from 'node:child_process'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { openPostgresStore } from '../src/storage/postgres/store.ts'
@@ -34,6 +35,20 @@ export function skipUnless(...services: Service[]): false | string {
   } else {
     process.stderr.write(`# SKIPPED: ${notice}\n`)
   }
+  return notice
+}
+
+/**
+ * toolSkip gives the `skip` option for a test that needs the command `tool` (a Debian package's
+ * program that .ci/run installs): false when `tool --version` runs; else a notice, and under
+ * TESSERA_REQUIRE_SERVICES=1 a test that fails naming the package.
+ */
+export function toolSkip(tool: string, debianPackage: string): false | string {
+  if (spawnSync(tool, ['--version']).status === 0) return false
+  const notice = `needs ${tool} (apt-get install ${debianPackage})`
+  if (required) {
+    test(`required: ${tool} is installed`, () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
+  } else process.stderr.write(`# SKIPPED: ${notice}\n`)
   return notice
 }
 

@@ -10,7 +10,7 @@
  */
 import type { Metrics } from './metrics.ts'
 import type { Store } from '../storage/ports.ts'
-import { withinDeadline } from '../ops/checks.ts'
+import { storeHealth } from '../ops/checks.ts'
 
 /** Errors that are answers, not failures: a bad cursor from a client, a rule of the domain. */
 const ANSWERS = new Set(['CursorError', 'LastOwnerError'])
@@ -58,16 +58,10 @@ export function instrumentStore(store: Store, metrics: Metrics, options: { reado
   // 'postgres+redis': the relational parts on PostgreSQL, verification state and the limiter on Redis.
   const [relational = store.kind, shared = relational] = store.kind.split('+')
   metrics.watchStore(() => store.gauges())
-  // A scrape waits for the health checks at most `healthTimeoutMs`: past that, the dependencies
-  // last seen are reported down (a database that does not answer within the store's own timeout
-  // is down for the calls too), so that a hung database shows as itself, not as a failed scrape.
-  let known: Record<string, boolean> = {}
+  // As readiness sees them, within the same bound: a hung database shows as itself, not as a failed scrape.
   metrics.watchDependencies(async () => {
-    const down = () => Object.fromEntries(Object.keys(known).map((name) => [name, false]))
-    const health = await withinDeadline(store.health(), options.healthTimeoutMs ?? 2000, () => null)
-    if (health === null) return down()
-    known = Object.fromEntries(Object.entries(health).map(([name, h]) => [name, h.ok]))
-    return known
+    const health = await storeHealth(store, options.healthTimeoutMs ?? 2000)
+    return Object.fromEntries(Object.entries(health).map(([name, h]) => [name, h.ok]))
   })
   const instrumented: Store = {
     kind: store.kind,

@@ -2,6 +2,7 @@
  * Readiness checks that must not slow the probe down: a deadline for any check, and a cache
  * for a check that costs the other side something (the SMTP server's).
  */
+import type { Store } from '../storage/ports.ts'
 
 /** A dependency's state: `detail` is the reason it is down, for the log only. */
 export interface CheckResult {
@@ -16,6 +17,23 @@ export interface CheckResult {
  * or block, for news that is not urgent (only the portal's emails wait on it).
  */
 export const SMTP_CHECK_TTL_MS = 30_000
+
+/** A dependency's state, and whether the node is unready without it. */
+export interface Dependency extends CheckResult {
+  readonly essential: boolean
+}
+
+/**
+ * storeHealth asks each of the store's dependencies, waiting at most `timeoutMs`: the store
+ * bounds each call by STORE_TIMEOUT_MS, but a PostgreSQL connection and its query may each take
+ * that long. Past it, every part of the store (as `kind` names them) counts as down. Readiness
+ * and the metrics' `tessera_dependency_up` both ask through here.
+ */
+export function storeHealth(store: Pick<Store, 'kind' | 'health'>, timeoutMs: number): Promise<Record<string, Dependency>> {
+  return withinDeadline<Record<string, Dependency>>(store.health(), timeoutMs, () => Object.fromEntries(store.kind.split('+').map((name, i) => [
+    name, { ok: false, detail: `no answer within ${timeoutMs} ms`, essential: i === 0 },
+  ])))
+}
 
 /** withinDeadline gives `work`'s value, or `late()` when it has not come within `ms`. */
 export async function withinDeadline<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {

@@ -10,7 +10,7 @@ import { Type } from 'typebox'
 import type { Store } from '../storage/ports.ts'
 import type { Mailer } from '../mail/mailer.ts'
 import { VERSION } from '../version.ts'
-import { SMTP_CHECK_TTL_MS, cachedCheck, withinDeadline, type CheckResult } from './checks.ts'
+import { SMTP_CHECK_TTL_MS, cachedCheck, storeHealth, type Dependency } from './checks.ts'
 
 const version = Type.String({ description: 'The version of Tessera this node runs.' })
 const status = Type.Object({ status: Type.String(), version })
@@ -32,19 +32,10 @@ export interface OpsOptions {
   readonly now?: () => number
 }
 
-interface Dependency extends CheckResult {
-  readonly essential: boolean
-}
-
 export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions): Promise<void> {
   const { store, timeoutMs } = opts
   const verify = opts.mailer?.verify?.bind(opts.mailer)
   const smtp = verify === undefined ? undefined : cachedCheck(verify, { ttlMs: SMTP_CHECK_TTL_MS, now: opts.now ?? Date.now })
-  // The store bounds each call by STORE_TIMEOUT_MS, but a PostgreSQL connection and its query
-  // may each take that long: past it, every part of the store counts as down (`kind` names them).
-  const storeLate = (): Record<string, Dependency> => Object.fromEntries(store.kind.split('+').map((name, i) => [
-    name, { ok: false, detail: `no answer within ${timeoutMs} ms`, essential: i === 0 },
-  ]))
 
   app.get('/healthz', {
     schema: { operationId: 'checkLiveness', summary: 'Liveness: the process answers', tags: ['operations'], security: [], response: { 200: status } },
@@ -62,7 +53,7 @@ export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions):
     },
   }, async (request, reply) => {
     const [health, mail] = await Promise.all([
-      withinDeadline<Record<string, Dependency>>(store.health(), timeoutMs, storeLate),
+      storeHealth(store, timeoutMs),
       smtp?.(timeoutMs),
     ])
     const all: Record<string, Dependency> = mail === undefined ? health : { ...health, smtp: { ...mail, essential: false } }

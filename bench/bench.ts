@@ -7,7 +7,7 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
- * BENCH_ONLY=totp|scale|convert|admin runs one part (admin: the admin API's paging and
+ * BENCH_ONLY=totp|scale|convert|admin|portal|signin|factors runs one part (admin: the admin API's paging and
  * usage reports on 100 000 accounts, bench/admin.ts).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
@@ -29,6 +29,7 @@ import { scaleBench } from './scale.ts'
 import { adminBench } from './admin.ts'
 import { portalBench } from './portal.ts'
 import { signinBench } from './signin.ts'
+import { factorsBench } from './factors.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -185,3 +186,4 @@ if (only === undefined || only === 'convert') {
 if (only === undefined || only === 'admin') await adminBench()
 if (only === undefined || only === 'portal') await portalBench()
 if (only === undefined || only === 'signin') await signinBench()
+if (only === undefined || only === 'factors') await factorsBench()

@@ -134,6 +134,161 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/totp/users/{userID}/factors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a user's factors */
+        get: operations["listFactors"];
+        put?: never;
+        /**
+         * Create a factor (an authenticator) for a user
+         * @description The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.
+         */
+        post: operations["createFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/factors/{factorID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a factor */
+        delete: operations["deleteFactor"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a user with all their factors and recovery codes */
+        delete: operations["deleteUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/factors/{factorID}/activate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Activate a pending factor with its first code
+         * @description Proves the user's app holds the secret. Counts against the user's lockout like verify; the code is then used.
+         */
+        post: operations["activateFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify a user's code against their active factors
+         * @description As verifyOTP, without the secret: the code of the current time step (at the factor's drift) or one either side, once per user; repeated failures lock the user for a doubling delay (429 with Retry-After). Answers which factor matched. Any answer but 200 means "not verified".
+         */
+        post: operations["verifyUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/factors/{factorID}/resync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resynchronise a factor with a device whose clock is off
+         * @description Takes two consecutive codes of the device (`token`, then `nextToken`, the one it shows now) and stores how many time steps its clock is off, looked for within `FACTOR_RESYNC_STEPS` either side. Counts against the user's lockout; the codes are then used.
+         */
+        post: operations["resyncFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/recovery-codes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue a user's recovery codes (replacing any earlier set)
+         * @description Ten single-use codes, shown in this answer only (the service keeps keyed hashes).
+         */
+        post: operations["createRecoveryCodes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Use one of a user's recovery codes
+         * @description Accepts each code once, however many use it at once. Counts against the user's lockout like verify.
+         */
+        post: operations["recoverUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/converter/generateImage": {
         parameters: {
             query?: never;
@@ -593,9 +748,9 @@ export interface operations {
         requestBody: {
             content: {
                 "application/x-www-form-urlencoded": {
-                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
-                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     applicationID: string;
                     /**
                      * @description Time step in seconds (TOTP period).
@@ -615,9 +770,9 @@ export interface operations {
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
                 "application/json": {
-                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
-                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     applicationID: string;
                     /**
                      * @description Time step in seconds (TOTP period).
@@ -637,9 +792,9 @@ export interface operations {
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
                 "multipart/form-data": {
-                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
-                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
+                    /** @description Application ID (the app name), the issuer in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     applicationID: string;
                     /**
                      * @description Time step in seconds (TOTP period).
@@ -689,11 +844,11 @@ export interface operations {
             /**
              * @description `USER_ID_REQUIRED`: User ID is mandatory
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':'.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
              *
              *     `APPLICATION_ID_REQUIRED`: Application ID is mandatory
              *
-             *     `APPLICATION_ID_INVALID`: Application ID must be text (valid UTF-8) of at most 256 characters and must not contain ':'.
+             *     `APPLICATION_ID_INVALID`: Application ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
              *
              *     `TOKEN_VALIDITY_INVALID`: Token validity must be a whole number of seconds from 15 to 3600.
              *
@@ -1113,6 +1268,1640 @@ export interface operations {
                     "application/json": {
                         message: string;
                     };
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    listFactors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        userID: string;
+                        factors: {
+                            factorID: string;
+                            /** @enum {string} */
+                            status: "pending" | "active";
+                            label: string | null;
+                            applicationID: string;
+                            profile: string;
+                            algorithm: string;
+                            tokenLength: number;
+                            tokenValidity: number;
+                            /** @description The device's clock drift in time steps, as the last resync found it. */
+                            driftSteps: number;
+                            /** Format: date-time */
+                            createdAt: string;
+                            activatedAt: string | null;
+                            /** @description When a pending factor is gone; null once active. */
+                            expiresAt: string | null;
+                        }[];
+                        /** @description Unused recovery codes. */
+                        recoveryCodesLeft: number;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    createFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description Application ID (the app name), the issuer in authenticator apps. */
+                    applicationID: string;
+                    /** @description A name for the factor in listings ("Work phone"). */
+                    label?: string;
+                    /**
+                     * @description The authenticator app the parameters must suit (README, "Compatibility profiles"); a parameter outside it is refused.
+                     * @default universal
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "any";
+                    /**
+                     * @description HMAC hash. Default: the profile's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description Digits in a code. Default: the profile's. */
+                    tokenLength?: number;
+                    /** @description Time step in seconds. Default: the profile's. */
+                    tokenValidity?: number;
+                };
+                "application/json": {
+                    /** @description Application ID (the app name), the issuer in authenticator apps. */
+                    applicationID: string;
+                    /** @description A name for the factor in listings ("Work phone"). */
+                    label?: string;
+                    /**
+                     * @description The authenticator app the parameters must suit (README, "Compatibility profiles"); a parameter outside it is refused.
+                     * @default universal
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "any";
+                    /**
+                     * @description HMAC hash. Default: the profile's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description Digits in a code. Default: the profile's. */
+                    tokenLength?: number;
+                    /** @description Time step in seconds. Default: the profile's. */
+                    tokenValidity?: number;
+                };
+                "multipart/form-data": {
+                    /** @description Application ID (the app name), the issuer in authenticator apps. */
+                    applicationID: string;
+                    /** @description A name for the factor in listings ("Work phone"). */
+                    label?: string;
+                    /**
+                     * @description The authenticator app the parameters must suit (README, "Compatibility profiles"); a parameter outside it is refused.
+                     * @default universal
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "any";
+                    /**
+                     * @description HMAC hash. Default: the profile's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description Digits in a code. Default: the profile's. */
+                    tokenLength?: number;
+                    /** @description Time step in seconds. Default: the profile's. */
+                    tokenValidity?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        factorID: string;
+                        /** @enum {string} */
+                        status: "pending";
+                        /** @description Base32, 160 random bits. Shown here only: the service keeps it encrypted and never shows it again. */
+                        secretKey: string;
+                        otpURL: string;
+                        /** @description data:image/png;base64,… of exactly otpURL. */
+                        QRCode: string;
+                        /**
+                         * Format: date-time
+                         * @description Activate before this, or the factor is gone.
+                         */
+                        expiresAt: string;
+                        profile: string;
+                        algorithm: string;
+                        tokenLength: number;
+                        tokenValidity: number;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `APPLICATION_ID_REQUIRED`: Application ID is mandatory
+             *
+             *     `APPLICATION_ID_INVALID`: Application ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `LABEL_INVALID`: label must be text (valid UTF-8) of at most 64 characters, without control characters.
+             *
+             *     `PROFILE_UNKNOWN`: profile must be one of {profiles}.
+             *
+             *     `PROFILE_UNSUPPORTED`: {app} does not support {what}.
+             *
+             *     `TOKEN_VALIDITY_INVALID`: Token validity must be a whole number of seconds from 15 to 3600.
+             *
+             *     `TOKEN_LENGTH_INVALID`: Token length must be a whole number of digits from 6 to 10.
+             *
+             *     `ALGORITHM_INVALID`: Algorithm must be one of SHA1, SHA256, SHA512.
+             *
+             *     `DATA_TOO_LONG`: Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_UNKNOWN" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_LIMIT";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QR_BUSY`: Too many large QR codes are being drawn. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QR_BUSY" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    deleteFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+                /** @description The factor's id, `fct_…`. */
+                factorID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `FACTOR_NOT_FOUND`: No such factor. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    deleteUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    activateFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+                /** @description The factor's id, `fct_…`. */
+                factorID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+                "application/json": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+                "multipart/form-data": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        factorID: string;
+                        /** @enum {string} */
+                        status: "active";
+                        /** Format: date-time */
+                        activatedAt: string;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `TOKEN_REQUIRED`: Token is mandatory
+             *
+             *     `TOKEN_INVALID`: Token must be 6 to 10 digits.
+             *
+             *     `OTP_INVALID`: OTP is invalid or has expired.
+             *
+             *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `FACTOR_NOT_FOUND`: No such factor. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `FACTOR_ACTIVE`: The factor is active already. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_ACTIVE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_UNREADABLE`: The factor's secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.
+             *
+             *     `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}.
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_UNREADABLE" | "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    verifyUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+                "application/json": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+                "multipart/form-data": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @enum {boolean} */
+                        valid: true;
+                        message: string;
+                        factorID: string;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `TOKEN_REQUIRED`: Token is mandatory
+             *
+             *     `TOKEN_INVALID`: Token must be 6 to 10 digits.
+             *
+             *     `OTP_INVALID`: OTP is invalid or has expired.
+             *
+             *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `NO_ACTIVE_FACTOR`: The user has no active factor. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "NO_ACTIVE_FACTOR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_UNREADABLE`: The factor's secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.
+             *
+             *     `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}.
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_UNREADABLE" | "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    resyncFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+                /** @description The factor's id, `fct_…`. */
+                factorID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                    /** @description The code the device shows after `token`. */
+                    nextToken: string;
+                };
+                "application/json": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                    /** @description The code the device shows after `token`. */
+                    nextToken: string;
+                };
+                "multipart/form-data": {
+                    /** @description The code the authenticator app shows. */
+                    token: string;
+                    /** @description The code the device shows after `token`. */
+                    nextToken: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        factorID: string;
+                        driftSteps: number;
+                        driftSeconds: number;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `TOKEN_REQUIRED`: Token is mandatory
+             *
+             *     `TOKEN_INVALID`: Token must be 6 to 10 digits.
+             *
+             *     `NEXT_TOKEN_REQUIRED`: nextToken is mandatory: the code the device shows after token.
+             *
+             *     `NEXT_TOKEN_INVALID`: nextToken must be 6 to 10 digits.
+             *
+             *     `RESYNC_FAILED`: The two codes are not consecutive codes of this factor within {minutes} minutes of now.
+             *
+             *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "NEXT_TOKEN_REQUIRED" | "NEXT_TOKEN_INVALID" | "RESYNC_FAILED" | "OTP_REUSED" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `FACTOR_NOT_FOUND`: No such factor. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `FACTOR_PENDING`: The factor is not active yet: activate it with its first code. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_PENDING";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_UNREADABLE`: The factor's secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.
+             *
+             *     `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}.
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_UNREADABLE" | "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    createRecoveryCodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @description Ten codes like `k7qm-2xda-9fpe`. */
+                        recoveryCodes: string[];
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    recoverUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description A recovery code; case, spaces and dashes do not matter. */
+                    code: string;
+                };
+                "application/json": {
+                    /** @description A recovery code; case, spaces and dashes do not matter. */
+                    code: string;
+                };
+                "multipart/form-data": {
+                    /** @description A recovery code; case, spaces and dashes do not matter. */
+                    code: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @enum {boolean} */
+                        valid: true;
+                        recoveryCodesLeft: number;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `RECOVERY_CODE_REQUIRED`: code is mandatory.
+             *
+             *     `RECOVERY_CODE_INVALID`: Recovery code is invalid or has been used.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "RECOVERY_CODE_REQUIRED" | "RECOVERY_CODE_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
                 };
             };
             /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */

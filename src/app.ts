@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto'
 import type { Config } from './config/config.ts'
 import type { Store } from './storage/ports.ts'
 import type { Pepper } from './crypto/keyed.ts'
-import errors from './errors/plugin.ts'
+import errors, { sendProblems } from './errors/plugin.ts'
 import gateway from './gateway/plugin.ts'
 import openapi from './openapi/plugin.ts'
 import opsRoutes from './ops/routes.ts'
@@ -31,12 +31,16 @@ import { Limits } from './usage/limits.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
 import { instrumentStore } from './metrics/store.ts'
+import type { Keyring } from './crypto/keyring.ts'
+import { resolveKeyring } from './config/encryption.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
   readonly config: Config
   readonly store: Store
   readonly pepper: Pepper
+  /** Seals the secrets the service keeps (default: from the configuration, see config/encryption.ts). */
+  readonly keyring?: Keyring
   /** The clock (epoch ms); tests move it. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -49,6 +53,7 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config, pepper } = opts
+  const keyring = opts.keyring ?? resolveKeyring(config)
   const now = opts.now ?? Date.now
   const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
   // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
@@ -93,6 +98,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { allErrors: true, coerceTypes: true } },
     // The errors plugin reads the ajv errors themselves; the message is for the log only.
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
+    // A path that does not decode (a user ID with bad percent-escapes) gets the catalogue's 400, not Fastify's own body.
+    frameworkErrors: (_error, _request, reply) => {
+      sendProblems(reply, [{ code: 'PATH_INVALID' }], 400)
+    },
   })
 
   let lastCapWarning = 0
@@ -138,7 +147,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // On close, before the caller closes the store: a pass under way finishes first.
     app.addHook('onClose', () => stopTidying())
   }
-  await app.register(totpRoutes, { config, store, pepper, now, metrics })
+  await app.register(totpRoutes, { config, store, pepper, keyring, now, metrics })
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({
       size: config.converterWorkers,

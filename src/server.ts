@@ -5,6 +5,7 @@
  */
 import { ConfigError, loadConfig, type Config } from './config/config.ts'
 import { resolvePepper } from './config/pepper.ts'
+import { resolveKeyring } from './config/encryption.ts'
 import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
@@ -52,13 +53,14 @@ async function openStoreOrExit(config: Config): Promise<Store> {
 
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
+const keyring = orExit(() => resolveKeyring(config))
 const metrics = createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
 // Instrumented once for both listeners: the admin API's operations are timed too.
 const store = instrumentStore(await openStoreOrExit(config), metrics, { healthTimeoutMs: config.storeTimeoutMs })
 const accounts = new Accounts({ store, pepper, config })
 const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
-const app = await buildApp({ config, store, pepper, metrics })
+const app = await buildApp({ config, store, pepper, keyring, metrics })
 const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 

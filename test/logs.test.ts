@@ -128,7 +128,7 @@ test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in
   }
   const [development, production] = await Promise.all([
     onTerminal({ NODE_ENV: 'development', LOG_FORMAT: 'auto' }),
-    onTerminal({ NODE_ENV: 'production', LOG_FORMAT: 'auto', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' }),
+    onTerminal({ NODE_ENV: 'production', LOG_FORMAT: 'auto', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed', ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}` }),
   ])
   assert.match(development, /\] \u001b\[32mINFO\u001b\[39m: \u001b\[36mServer listening at http:\/\/127\.0\.0\.1:\d+/, development)
   assert.match(production, /^\{"level":30,.*"msg":"Server listening at http:\/\/127\.0\.0\.1:\d+"\}\r?$/m, production)

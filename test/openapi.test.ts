@@ -29,6 +29,16 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /totp/verifyOTP': 'verifyOTP',
   'POST /converter/generateImage': 'generateImage',
   'POST /converter/generatePostscript': 'generatePostscript',
+  // Managed factors: ours (Renda.io had none), as stable as Renda.io's.
+  'POST /totp/users/{userID}/factors': 'createFactor',
+  'GET /totp/users/{userID}/factors': 'listFactors',
+  'DELETE /totp/users/{userID}/factors/{factorID}': 'deleteFactor',
+  'POST /totp/users/{userID}/factors/{factorID}/activate': 'activateFactor',
+  'POST /totp/users/{userID}/factors/{factorID}/resync': 'resyncFactor',
+  'POST /totp/users/{userID}/verify': 'verifyUser',
+  'POST /totp/users/{userID}/recovery-codes': 'createRecoveryCodes',
+  'POST /totp/users/{userID}/recover': 'recoverUser',
+  'DELETE /totp/users/{userID}': 'deleteUser',
 }
 
 interface Operation {

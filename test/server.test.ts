@@ -45,14 +45,17 @@ test('npm start on an empty store creates it, a demo key that works at once and 
   assert.deepEqual(await once(second.child, 'exit'), [0, null])
 })
 
-test('production makes no demo account and will not start without a pepper, nor take sign-ups without SMTP', async (t) => {
+test('production makes no demo account and will not start without a pepper or encryption keys, nor take sign-ups without SMTP', async (t) => {
   const dataDir = tempDir(t)
   const refused = start({ DATA_DIR: dataDir, NODE_ENV: 'production' })
   await assert.rejects(refused.ready, /exited 1: Invalid configuration: PEPPER is required when NODE_ENV=production/)
   const noSmtp = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40) })
   await assert.rejects(noSmtp.ready, /exited 1: Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=open/)
 
-  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' })
+  const noKeys = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' })
+  await assert.rejects(noKeys.ready, /exited 1: Invalid configuration: ENCRYPTION_KEYS is required when NODE_ENV=production/)
+
+  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed', ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}` })
   t.after(() => prod.child.kill('SIGKILL'))
   await prod.ready
   assert.doesNotMatch(prod.output(), /tsr_/)
@@ -67,6 +70,7 @@ test('a bad setting stops start-up with a message naming the variable', async (t
     [{ REGION: 'mars' }, /REGION must be one of eu, us, apac/],
     [{ PUBLIC_BASE_URL: 'ftp://x' }, /PUBLIC_BASE_URL must be an http\(s\) URL/],
     [{ PEPPER: 'short' }, /PEPPER must be at least 32 characters/],
+    [{ ENCRYPTION_KEYS: '1:c2hvcnQ=' }, /ENCRYPTION_KEYS is invalid: the key of version 1 is 5 bytes; it must be 32/],
   ] as const) {
     const run = start({ DATA_DIR: dataDir, ...env })
     await assert.rejects(run.ready, message)

@@ -116,3 +116,39 @@ test('sweep: outside eu, the converter routes answer the eu-only 404 whatever th
   const app = await startApp(t, { REGION: 'us', PLAN_RATE: '0' })
   await sweep(app, ['/converter/generateImage', '/converter/generatePostscript'])
 })
+
+test('sweep: the managed-factor routes, with hostile bodies and hostile user and factor ids, never a 5xx', async (t) => {
+  const app = await startApp(t, { BODY_LIMIT_BYTES: '16384', PLAN_RATE: '0', OTP_MAX_FAILURES: '100' }, testClock(Date.UTC(2026, 0, 1)))
+  const created = await fetch(`${app.url}/totp/users/u1/factors`, {
+    method: 'POST', headers: { 'x-api-key': app.key, 'content-type': ct.form }, body: 'applicationID=Acme',
+  })
+  assert.equal(created.status, 201)
+  const { factorID } = await created.json() as { factorID: string }
+  await sweep(app, ['/totp/users/u1/factors', `/totp/users/u1/factors/${factorID}/activate`, `/totp/users/u1/factors/${factorID}/resync`,
+    '/totp/users/u1/verify', '/totp/users/u1/recovery-codes', '/totp/users/u1/recover'])
+  // Ids that are not text, or not ids (a 4xx), and odd ones that are (any answer but a 5xx).
+  const bad = new Set(['%ED%A0%80', '%zz', '%', '%FF%FE', 'a%3Ab', '%20', 'x'.repeat(300), '%00', 'a%0Ab', '%7F'])
+  const users = [...bad, '..', 'u1%2F..%2Fu2', '%C3%A9l%C3%A8ve', '%F0%9F%94%91']
+  const factors = ['%ED%A0%80', '%zz', 'x'.repeat(300), factorID.toUpperCase(), '']
+  for (const user of users) {
+    for (const [method, rest, body] of [['GET', '/factors', undefined], ['POST', '/factors', 'applicationID=A'], ['POST', '/verify', 'token=123456'],
+      ['POST', '/recovery-codes', ''], ['POST', '/recover', 'code=aaaa-bbbb-cccc'], ['DELETE', '', undefined]] as const) {
+      const res = await fetch(`${app.url}/totp/users/${user}${rest}`, {
+        method, headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) }, ...(body === undefined ? {} : { body }),
+      })
+      assertShape(res.status, await res.text(), `${method} user ${user.slice(0, 20)}${rest}`)
+      if (bad.has(user)) assert.ok(res.status >= 400, `${method} ${user.slice(0, 20)}${rest}: ${res.status}`)
+    }
+  }
+  for (const factor of factors) {
+    for (const [method, rest, body] of [['POST', '/activate', 'token=123456'], ['POST', '/resync', 'token=123456&nextToken=654321'], ['DELETE', '', undefined]] as const) {
+      const res = await fetch(`${app.url}/totp/users/u1/factors/${factor}${rest}`, {
+        method, headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) }, ...(body === undefined ? {} : { body }),
+      })
+      assertShape(res.status, await res.text(), `${method} factor ${factor.slice(0, 20)}${rest}`)
+    }
+  }
+  // The user's factor is still there and works.
+  const list = await fetch(`${app.url}/totp/users/u1/factors`, { headers: { 'x-api-key': app.key } })
+  assert.equal(list.status, 200)
+})

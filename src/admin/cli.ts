@@ -6,6 +6,9 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config/config.ts'
 import { resolvePepper } from '../config/pepper.ts'
+import { resolveKeyring } from '../config/encryption.ts'
+import { newKeyItem, type Keyring } from '../crypto/keyring.ts'
+import { rotateSeals } from '../totp/factors/rotate.ts'
 import { openStore } from '../storage/factory.ts'
 import type { Store } from '../storage/ports.ts'
 import { Accounts, isFailure, type Failure } from '../accounts/service.ts'
@@ -59,6 +62,12 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       a token for the admin API (shown once)
   admin token list
   admin token revoke ID
+  encryption status                   key versions configured, the one that seals, and the
+                                      factors sealed under each
+  encryption generate                 print a new key item (the next version) for ENCRYPTION_KEYS
+  encryption rotate [--batch N]       re-seal every factor under the active key version, in
+                                      batches of N (500), while the service runs; then the old
+                                      version can be removed from ENCRYPTION_KEYS
   migrate                             apply pending schema migrations`
 
 class UsageError extends Error {}
@@ -74,7 +83,7 @@ type Flags = {
   rate?: string; burst?: string; quota?: string; period?: string; days?: string
   status?: string; limit?: string; after?: string; expires?: string; groups?: string; regions?: string; grace?: string
   by?: string; actor?: string; action?: string; scope?: string; 'weight-totp'?: string; 'weight-converter'?: string
-  email?: string
+  email?: string; batch?: string
 }
 
 const CTX = { actor: CLI }
@@ -224,7 +233,35 @@ async function runOperators(store: Store, verb: string | undefined, flags: Flags
   }
 }
 
+async function runEncryption(store: Store, ring: Keyring, verb: string, flags: Flags): Promise<Output> {
+  switch (verb) {
+    case 'status': {
+      const counts = await store.factors.sealVersions()
+      const versions = [...new Set([...ring.versions, ...counts.keys()])].sort((a, b) => a - b)
+      const rows = versions.map((version) => ({
+        version, configured: ring.versions.includes(version), active: version === ring.active, factors: counts.get(version) ?? 0,
+      }))
+      return { json: { active: ring.active, versions: rows }, human: table(rows as never[], ['version', 'configured', 'active', 'factors']) }
+    }
+    case 'generate': {
+      const item = newKeyItem(Math.max(...ring.versions) + 1)
+      return { json: { item }, human: `${item}\nAppend it to ENCRYPTION_KEYS (comma-separated) on every node; it seals from then on (pin ENCRYPTION_ACTIVE_VERSION until every node has it).` }
+    }
+    default: {
+      const batch = flags.batch === undefined ? 500 : Number(flags.batch)
+      if (!Number.isInteger(batch) || batch < 1 || batch > 10000) throw new UsageError('--batch must be a whole number from 1 to 10000')
+      const done = await rotateSeals(store.factors, ring, { batch })
+      const left = [...(await store.factors.sealVersions())].filter(([version]) => version !== ring.active).reduce((n, [, c]) => n + c, 0)
+      const human = [`Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
+        ...done.unreadable.map((u) => `  ${u.id} does not open: ${u.reason}`)]
+      if (done.unreadable.length > 0) human.push('Unreadable factors keep their old version: do not remove it until they are deleted.')
+      return { json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left }, human: human.join('\n') }
+    }
+  }
+}
+
 async function run(config: Config, accounts: Accounts, store: Store, words: readonly string[], flags: Flags): Promise<Output> {
+  const keyring = () => resolveKeyring(config)
   const [noun, verb, arg, extra] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
@@ -397,6 +434,10 @@ async function run(config: Config, accounts: Accounts, store: Store, words: read
           throw new UsageError(`unknown command "${words.join(' ')}"`)
       }
     }
+    case 'encryption status':
+    case 'encryption generate':
+    case 'encryption rotate':
+      return runEncryption(store, keyring(), verb!, flags)
     case 'migrate undefined':
       // Opening the store applies pending migrations.
       return { json: { migrated: true, store: store.kind }, human: `Schema is up to date (${store.kind})` }
@@ -437,6 +478,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'weight-totp': { type: 'string' },
         'weight-converter': { type: 'string' },
         email: { type: 'string' },
+        batch: { type: 'string' },
       },
     })
   } catch (error) {

@@ -2,6 +2,9 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { ConfigError, loadConfig, settings } from './config.ts'
 
+
+const KEY = '1:' + Buffer.alloc(32, 7).toString('base64')
+
 test('defaults: every setting has one, and the result is frozen', () => {
   const config = loadConfig({})
   assert.equal(config.port, 3000)
@@ -38,9 +41,14 @@ test('a bad value is refused with a message naming the variable', () => {
     [{ OTP_LOCK_BASE_SECONDS: '600', OTP_LOCK_MAX_SECONDS: '60' }, /OTP_LOCK_MAX_SECONDS must not be below OTP_LOCK_BASE_SECONDS/],
     [{ NODE_ENV: 'production' }, /PEPPER is required when NODE_ENV=production/],
     [{ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us' }, /EU_BASE_URL is required when NODE_ENV=production and REGION=us/],
+    [{ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), SMTP_URL: 'smtp://smtp.example.com' }, /ENCRYPTION_KEYS is required when NODE_ENV=production$/],
+    [{ ENCRYPTION_KEYS: '1:c2hvcnQ=' }, /^Invalid configuration: ENCRYPTION_KEYS is invalid: the key of version 1 is 5 bytes; it must be 32/],
+    [{ ENCRYPTION_KEYS: 'abc' }, /ENCRYPTION_KEYS is invalid: item 1 is not version:base64key/],
+    [{ ENCRYPTION_KEYS: `${KEY},${KEY}` }, /ENCRYPTION_KEYS is invalid: version 1 appears twice/],
+    [{ ENCRYPTION_KEYS: KEY, ENCRYPTION_ACTIVE_VERSION: '2' }, /ENCRYPTION_ACTIVE_VERSION must be one of the versions in ENCRYPTION_KEYS \(1\)/],
   ]
   for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
-  assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us', EU_BASE_URL: 'https://eu.example.com', SMTP_URL: 'smtp://smtp.example.com' }))
+  assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us', EU_BASE_URL: 'https://eu.example.com', SMTP_URL: 'smtp://smtp.example.com', ENCRYPTION_KEYS: KEY }))
 })
 
 test('portal settings: defaults', () => {
@@ -113,7 +121,7 @@ test('an SMTP_URL refused is not echoed: it may carry a password', () => {
 })
 
 test('production: a portal that takes sign-ups needs SMTP_URL', () => {
-  const prod = { NODE_ENV: 'production', PEPPER: 'p'.repeat(32) }
+  const prod = { NODE_ENV: 'production', PEPPER: 'p'.repeat(32), ENCRYPTION_KEYS: KEY }
   for (const mode of ['open', 'approval']) {
     assert.throws(() => loadConfig({ ...prod, SIGNUP_MODE: mode }),
       (e: unknown) => e instanceof ConfigError && new RegExp(`^Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${mode}`).test(e.message), mode)

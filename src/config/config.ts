@@ -6,6 +6,7 @@
  */
 import { availableParallelism } from 'node:os'
 import { isRegion, REGIONS, type Region } from '../domain/regions.ts'
+import { parseKeys } from '../crypto/keyring.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -116,6 +117,24 @@ function bool(env: string, def: boolean, doc: string): Setting<boolean> {
   })
 }
 
+/** encryptionKeys reads ENCRYPTION_KEYS as text, checked now (parseKeys) so a bad key stops start-up naming the variable; '' is unset. */
+function encryptionKeys(env: string, doc: string): Setting<string> {
+  return {
+    env,
+    doc,
+    defaultDoc: 'generated outside production',
+    read: (raw) => {
+      if (raw === undefined || raw.trim() === '') return ''
+      try {
+        parseKeys(raw)
+      } catch (error) {
+        fail(env, `is invalid: ${(error as Error).message}`)
+      }
+      return raw.trim()
+    },
+  }
+}
+
 /** An address to listen on, `host:port` (IPv6 hosts in brackets), or `off`. */
 export interface Listen {
   readonly host: string
@@ -199,11 +218,11 @@ const publicBase = (env: Env) => (env.PUBLIC_BASE_URL || `http://localhost:${por
 /** settings lists every environment variable the service reads, in README order. */
 export const settings = {
   nodeEnv: oneOf('NODE_ENV', ['development', 'production', 'test'], 'development',
-    '`production` turns off the demo account and requires `PEPPER`, and `SMTP_URL` while the portal takes sign-ups.'),
+    '`production` turns off the demo account and requires `PEPPER` and `ENCRYPTION_KEYS`, and `SMTP_URL` while the portal takes sign-ups.'),
   port: int('PORT', 3000, 0, 65535, 'TCP port to listen on.'),
   host: text('HOST', () => '127.0.0.1', '127.0.0.1', 'Address to listen on; `0.0.0.0` to accept connections from other hosts (in a container, behind a proxy).'),
   region: oneOf<Region>('REGION', REGIONS, 'eu', 'The region this instance serves: `eu`, `us` or `apac`. The converter group exists in `eu` only.'),
-  dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper file; created with mode 0700, the SQLite files (write-ahead log and shared memory included) and the pepper file 0600.'),
+  dataDir: text('DATA_DIR', () => './data', './data', 'Folder of the embedded SQLite store (`tessera.sqlite`) and of the generated pepper and encryption-key files; created with mode 0700, the SQLite files (write-ahead log and shared memory included) and the pepper and key files 0600.'),
   publicBaseUrl: url('PUBLIC_BASE_URL', publicBase, 'http://localhost:$PORT', 'Base URL clients use for this instance; used in messages and in the OpenAPI document.'),
   euBaseUrl: optionalUrl('EU_BASE_URL', 'Base URL of the `eu` instance, named in the 404 that `/converter/*` answers in `us` and `apac` (unset: the 404 names the region only). Required in production outside `eu`.'),
   docsUrl: url('DOCS_URL', (env) => `${publicBase(env)}/docs`, '$PUBLIC_BASE_URL/docs', 'Documentation link named in error messages.'),
@@ -224,6 +243,8 @@ export const settings = {
   planWeightConverter: int('PLAN_WEIGHT_CONVERTER', 1, 0, 1000000, 'Default plan: units one call of the conversion group costs against the quota (Renda.io: 1).'),
   usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
   pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset; a pepper file of fewer than 32 characters stops start-up, naming the file. Changing it invalidates every API key.'),
+  encryptionKeys: encryptionKeys('ENCRYPTION_KEYS', 'Key-encryption keys of the secrets the service keeps (managed TOTP factors, webhook signing secrets): comma-separated `version:base64key` items, each key 32 bytes (`npm run admin -- encryption generate` makes the next one). The highest version (or `ENCRYPTION_ACTIVE_VERSION`) seals; every version listed opens. Outside production a key is generated once into `DATA_DIR/encryption-keys` when unset; required in production. Rotation: README, "Encryption keys".'),
+  encryptionActiveVersion: int('ENCRYPTION_ACTIVE_VERSION', 0, 0, 999999999, 'The key version that seals new values; 0: the highest one in `ENCRYPTION_KEYS`. Pin it to the old version while a new key reaches every node, then unpin.'),
   metricsToken: text('METRICS_TOKEN', () => '', 'unset', 'Bearer token (at least 32 characters) for `GET /metrics`: set, the public port serves the metrics to a scrape that presents it, and so does the admin listener; unset, only the admin listener serves them, openly (it is a private address).'),
   metricsPerAccount: bool('METRICS_PER_ACCOUNT', false, 'Add `tessera_account_requests_total{account_id, group, status_class}` to the metrics: one series per account, group and class, so it multiplies series by the accounts; account IDs only, never names.'),
   adminListen: adminListen('ADMIN_LISTEN', '127.0.0.1:3001', 'Where the admin API listens, `host:port`, or `off`. Keep it on a private address: it answers only to admin tokens (`npm run admin -- admin token create`), but it is the door to every account.'),
@@ -242,6 +263,9 @@ export const settings = {
   otpMaxFailures: int('OTP_MAX_FAILURES', 5, 1, 100, 'Failed `verifyOTP` attempts in a row for a secret before the delay starts (each attempt counts before its code is checked; a success ends the run).'),
   otpLockBaseSeconds: int('OTP_LOCK_BASE_SECONDS', 60, 1, 86400, 'First delay after `OTP_MAX_FAILURES` failures; it doubles with each further failure.'),
   otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
+  factorPendingSeconds: int('FACTOR_PENDING_SECONDS', 600, 30, 604800, 'How long a managed factor waits for activation (its first code) before it is gone.'),
+  factorMaxPerUser: int('FACTOR_MAX_PER_USER', 10, 1, 100, 'Most managed factors (pending and active) one user may have; one more gets 409.'),
+  factorResyncSteps: int('FACTOR_RESYNC_STEPS', 20, 1, 1000, 'How far a resync looks for the device\'s clock, in time steps either side of the server\'s (20 × 30 s: ten minutes).'),
   qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
   qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
   qrWorkers: int('QR_WORKERS', 1, 1, 64, 'Worker threads that draw large QR codes (a version-40 symbol costs about 10 ms), so that they never hold the event loop; started on first use. Small ones (about 1 ms or less) are drawn in place.'),
@@ -290,7 +314,10 @@ export function loadConfig(env: Env = process.env): Config {
     if (config.region !== 'eu' && !env.EU_BASE_URL) fail('EU_BASE_URL', `is required when NODE_ENV=production and REGION=${config.region}`)
     // Without SMTP nobody could confirm an address or reset a password: say so now, not at the first sign-up.
     if (config.portalEnabled && config.signupMode !== 'closed' && config.smtpUrl === '') fail('SMTP_URL', `is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${config.signupMode} (set SMTP_URL, or SIGNUP_MODE=closed, or PORTAL_ENABLED=false)`)
+    // Generated keys live beside the data: a production node must be given its own (and every node the same).
+    if (config.encryptionKeys === '') fail('ENCRYPTION_KEYS', 'is required when NODE_ENV=production')
   }
+  if (config.encryptionActiveVersion !== 0 && config.encryptionKeys !== '' && !parseKeys(config.encryptionKeys).has(config.encryptionActiveVersion)) fail('ENCRYPTION_ACTIVE_VERSION', `must be one of the versions in ENCRYPTION_KEYS (${[...parseKeys(config.encryptionKeys).keys()].join(', ')})`)
   if (config.otpLockMaxSeconds < config.otpLockBaseSeconds) fail('OTP_LOCK_MAX_SECONDS', 'must not be below OTP_LOCK_BASE_SECONDS')
   if (config.signinLockMaxSeconds < config.signinLockBaseSeconds) fail('SIGNIN_LOCK_MAX_SECONDS', 'must not be below SIGNIN_LOCK_BASE_SECONDS')
   return Object.freeze(config)

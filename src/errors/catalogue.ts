@@ -48,6 +48,7 @@ export const catalogue = {
     'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data.',
     'The body is not of a type the route takes.'),
   MALFORMED_BODY: entry(400, 'list', 'The request body could not be parsed as {contentType}.', 'The body does not parse as its declared content type (broken JSON, JSON that is not UTF-8, multipart without a boundary or cut short), or is not a set of fields.'),
+  PATH_INVALID: entry(400, 'list', 'The path is not valid: its percent-escapes must encode UTF-8 text.', 'A path segment (such as a user ID) does not decode: bad percent-escapes, or escapes of bytes that are not UTF-8.'),
   INTERNAL_ERROR: entry(500, 'list', 'Internal error. It has been logged with request id {requestId}.', 'A fault on our side. The log has the cause under the same request id.'),
   SERVICE_UNAVAILABLE: entry(503, 'list', 'The service is not ready: {what} is unavailable. Retry shortly.', 'A dependency (the store: SQLite, PostgreSQL or Redis) is unreachable; sent with `Retry-After`. verifyOTP answers this while Redis is away rather than check codes without replay protection.'),
 
@@ -68,9 +69,9 @@ export const catalogue = {
 
   // onboardUser, getOTP, verifyOTP
   USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),
-  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\'.', '`userID` is too long, contains `:` (the label separator of otpauth URLs), or is not text (invalid UTF-8, a lone surrogate).'),
+  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`userID` is too long, contains `:` (the label separator of otpauth URLs) or a control character, or is not text (invalid UTF-8, a lone surrogate).'),
   APPLICATION_ID_REQUIRED: entry(400, 'list', 'Application ID is mandatory', '`applicationID` is missing or empty.'),
-  APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\'.', '`applicationID` is too long, contains `:`, or is not text.'),
+  APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`applicationID` is too long, contains `:` or a control character, or is not text.'),
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
   TOKEN_LENGTH_INVALID: entry(400, 'list', 'Token length must be a whole number of digits from 6 to 10.', '`tokenLength` is out of range.'),
   ALGORITHM_INVALID: entry(400, 'list', 'Algorithm must be one of SHA1, SHA256, SHA512.', '`algorithm` is not supported.'),
@@ -83,6 +84,25 @@ export const catalogue = {
   OTP_INVALID: entry(400, 'list', 'OTP is invalid or has expired.', 'The token matches none of the current step and the steps either side of it, or has another number of digits than the secret\'s.'),
   OTP_REUSED: entry(400, 'list', 'OTP has already been used. Wait for the next code.',
     'The token is for a time step at or before the last one accepted for this secret (RFC 6238 §5.2).'),
+
+  // Managed factors (/totp/users/…)
+  PROFILE_UNKNOWN: entry(400, 'list', 'profile must be one of {profiles}.', '`profile` names no compatibility profile.'),
+  PROFILE_UNSUPPORTED: entry(400, 'list', '{app} does not support {what}.', 'A parameter outside the named compatibility profile (README, "Compatibility profiles").'),
+  USER_NOT_FOUND: entry(404, 'list', 'No such user.', 'The user has no factor or recovery codes in the calling account (another account\'s users are never seen: the same answer).'),
+  FACTOR_NOT_FOUND: entry(404, 'list', 'No such factor.', 'The user has no such factor (a pending one not activated within `FACTOR_PENDING_SECONDS` is gone).'),
+  FACTOR_LIMIT: entry(409, 'list', 'The user has {limit} factors, the most allowed; delete one first.', 'The user has `FACTOR_MAX_PER_USER` factors (pending ones count until they expire).'),
+  FACTOR_ACTIVE: entry(409, 'list', 'The factor is active already.', 'Activation of a factor that is active.'),
+  FACTOR_PENDING: entry(409, 'list', 'The factor is not active yet: activate it with its first code.', 'Resync of a factor not yet activated.'),
+  NO_ACTIVE_FACTOR: entry(409, 'list', 'The user has no active factor.', 'Verification for a user whose factors are all pending.'),
+  FACTOR_UNREADABLE: entry(500, 'list', 'The factor\'s secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.',
+    'A sealed secret does not open (a key version removed from `ENCRYPTION_KEYS` too early, or a value moved between rows or altered in the store). The code was not checked; the log names the factor.'),
+  LABEL_INVALID: entry(400, 'list', 'label must be text (valid UTF-8) of at most 64 characters, without control characters.', '`label` is too long, has a control character, or is not text.'),
+  NEXT_TOKEN_REQUIRED: entry(400, 'list', 'nextToken is mandatory: the code the device shows after token.', '`nextToken` is missing or empty.'),
+  NEXT_TOKEN_INVALID: entry(400, 'list', 'nextToken must be 6 to 10 digits.', '`nextToken` has characters other than digits or a wrong length.'),
+  RESYNC_FAILED: entry(400, 'list', 'The two codes are not consecutive codes of this factor within {minutes} minutes of now.',
+    'Resync found no two consecutive codes within `FACTOR_RESYNC_STEPS` steps either side; counts as a failed attempt.'),
+  RECOVERY_CODE_REQUIRED: entry(400, 'list', 'code is mandatory.', '`code` is missing or empty.'),
+  RECOVERY_CODE_INVALID: entry(400, 'list', 'Recovery code is invalid or has been used.', 'No unused recovery code of the user matches; counts as a failed attempt.'),
 
   // Converter (generateImage, generatePostscript)
   PDF_REQUIRED: entry(400, 'list', "No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}",

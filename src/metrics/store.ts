@@ -67,6 +67,7 @@ export function instrumentStore(store: Store, metrics: Metrics, options: { reado
     kind: store.kind,
     access: timed(store.access, relational, 'access', metrics),
     onboarding: timed(store.onboarding, relational, 'onboarding', metrics),
+    factors: timed(store.factors, relational, 'factors', metrics),
     verification: timed(store.verification, shared, 'verification', metrics),
     usage: timed(store.usage, relational, 'usage', metrics),
     audit: timed(store.audit, relational, 'audit', metrics),

@@ -64,6 +64,7 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     kind: `${relational.kind}+redis`,
     access: signalled(relational.access, redis.signal, report),
     onboarding: relational.onboarding,
+    factors: relational.factors,
     verification: redis.verification,
     usage: relational.usage,
     audit: relational.audit,

@@ -448,4 +448,86 @@ export const migrations: readonly Migration[] = [
     sqlite: `CREATE INDEX subscriptions_pending ON subscriptions (updated_at, account_id, region, api_group) WHERE status = 'pending';`,
     postgres: `CREATE INDEX subscriptions_pending ON subscriptions (updated_at, account_id, region, api_group) WHERE status = 'pending';`,
   },
+  {
+    version: 7,
+    name: 'managed TOTP factors (sealed secrets) and their users\' recovery codes',
+    sqlite: `
+      CREATE TABLE totp_users (
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        user_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, user_id)
+      );
+      CREATE TABLE totp_factors (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        application_id TEXT NOT NULL,
+        label TEXT,
+        profile TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'active')),
+        algorithm TEXT NOT NULL,
+        digits INTEGER NOT NULL,
+        period INTEGER NOT NULL,
+        drift INTEGER NOT NULL DEFAULT 0,
+        sealed TEXT NOT NULL,
+        key_version INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        activated_at TEXT,
+        FOREIGN KEY (account_id, user_id) REFERENCES totp_users(account_id, user_id) ON DELETE CASCADE
+      );
+      CREATE INDEX totp_factors_user ON totp_factors (account_id, user_id, created_at);
+      CREATE INDEX totp_factors_key_version ON totp_factors (key_version, id);
+      CREATE INDEX totp_factors_pending ON totp_factors (expires_at) WHERE status = 'pending';
+      CREATE TABLE totp_recovery_codes (
+        account_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        code_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        used_at TEXT,
+        PRIMARY KEY (account_id, user_id, code_hash),
+        FOREIGN KEY (account_id, user_id) REFERENCES totp_users(account_id, user_id) ON DELETE CASCADE
+      );
+    `,
+    postgres: `
+      CREATE TABLE totp_users (
+        account_id text NOT NULL REFERENCES accounts(id),
+        user_id text NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (account_id, user_id)
+      );
+      CREATE TABLE totp_factors (
+        id text PRIMARY KEY,
+        account_id text NOT NULL,
+        user_id text NOT NULL,
+        application_id text NOT NULL,
+        label text,
+        profile text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'active')),
+        algorithm text NOT NULL,
+        digits integer NOT NULL,
+        period integer NOT NULL,
+        drift integer NOT NULL DEFAULT 0,
+        sealed text NOT NULL,
+        key_version integer NOT NULL,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz,
+        activated_at timestamptz,
+        FOREIGN KEY (account_id, user_id) REFERENCES totp_users(account_id, user_id) ON DELETE CASCADE
+      );
+      CREATE INDEX totp_factors_user ON totp_factors (account_id, user_id, created_at);
+      CREATE INDEX totp_factors_key_version ON totp_factors (key_version, id);
+      CREATE INDEX totp_factors_pending ON totp_factors (expires_at) WHERE status = 'pending';
+      CREATE TABLE totp_recovery_codes (
+        account_id text NOT NULL,
+        user_id text NOT NULL,
+        code_hash text NOT NULL,
+        created_at timestamptz NOT NULL,
+        used_at timestamptz,
+        PRIMARY KEY (account_id, user_id, code_hash),
+        FOREIGN KEY (account_id, user_id) REFERENCES totp_users(account_id, user_id) ON DELETE CASCADE
+      );
+    `,
+  },
 ]

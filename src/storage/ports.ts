@@ -334,6 +334,90 @@ export interface OnboardingStore {
   findBySecret(accountId: string, fingerprints: readonly string[]): Promise<OnboardingRecord | null>
 }
 
+export type FactorStatus = 'pending' | 'active'
+
+/** Factor: a TOTP authenticator the service keeps for one user of an account. */
+export interface Factor {
+  /** `fct_…` */
+  readonly id: string
+  readonly accountId: string
+  /** The account's own identifier of its user. */
+  readonly userId: string
+  readonly applicationId: string
+  readonly label: string | null
+  /** The compatibility profile it was created under. */
+  readonly profile: string
+  readonly status: FactorStatus
+  readonly algorithm: Algorithm
+  readonly digits: number
+  readonly period: number
+  /** The device's clock drift in time steps, as the last resync found it. */
+  readonly drift: number
+  /** The secret, sealed by the keyring (bound to account, user and factor); never the secret itself. */
+  readonly sealed: string
+  /** The key version `sealed` is sealed under (to find what a rotation must re-seal). */
+  readonly keyVersion: number
+  readonly createdAt: string
+  /** A pending factor is gone after this; null once active. */
+  readonly expiresAt: string | null
+  readonly activatedAt: string | null
+}
+
+/** TotpUser: a user of an account as the operators see it (no secret). */
+export interface TotpUser {
+  readonly accountId: string
+  readonly userId: string
+  readonly createdAt: string
+  readonly active: number
+  readonly pending: number
+  readonly recoveryCodesLeft: number
+}
+
+/** A factor a rotation must re-seal: where its sealed value belongs, and the value. */
+export interface SealedRow {
+  readonly id: string
+  readonly accountId: string
+  readonly userId: string
+  readonly sealed: string
+}
+
+/**
+ * FactorStore keeps managed TOTP factors and the recovery codes of their users, per account.
+ * A user exists from their first factor until removed; every change takes its audit event
+ * (both or neither), and every limit and single use (factors per user, a recovery code used
+ * once, an activation) is decided atomically, across processes and nodes. Pending factors
+ * past `expiresAt` are as good as gone: no read returns them, and they are pruned.
+ */
+export interface FactorStore {
+  /** create adds a pending factor (and the user with their first one), unless the user has `max` live factors: 'limit', nothing written. */
+  create(factor: Factor, max: number, nowIso: string, audit: AuditDraft): Promise<'created' | 'limit'>
+  /** factors: the user's live factors, oldest first; null when there is no such user (in this account). */
+  factors(accountId: string, userId: string, nowIso: string): Promise<Factor[] | null>
+  /** activate makes a pending, unexpired factor active; false otherwise (nothing written). */
+  activate(accountId: string, userId: string, factorId: string, nowIso: string, audit: AuditDraft): Promise<boolean>
+  /** setDrift records a factor's clock drift; false when there is no such live factor. */
+  setDrift(accountId: string, userId: string, factorId: string, drift: number, nowIso: string, audit: AuditDraft): Promise<boolean>
+  /** remove deletes one factor; false when there was none. */
+  remove(accountId: string, userId: string, factorId: string, audit: AuditDraft): Promise<boolean>
+  /** removeUser deletes a user, their factors and recovery codes; false when there was none. */
+  removeUser(accountId: string, userId: string, audit: AuditDraft): Promise<boolean>
+  /** setRecoveryCodes replaces a user's recovery codes (by their hashes) all at once; false when there is no such user. */
+  setRecoveryCodes(accountId: string, userId: string, codeHashes: readonly string[], nowIso: string, audit: AuditDraft): Promise<boolean>
+  /** useRecoveryCode uses an unused code of the user, once however many try at once: the codes left after it, or null (nothing written). */
+  useRecoveryCode(accountId: string, userId: string, codeHash: string, nowIso: string, audit: AuditDraft): Promise<number | null>
+  recoveryCodesLeft(accountId: string, userId: string): Promise<number>
+  /** listUsers pages through an account's users by user id. A malformed cursor throws CursorError. */
+  listUsers(accountId: string, query: { readonly cursor?: string; readonly limit: number; readonly nowIso: string }): Promise<Page<TotpUser>>
+  /** staleSeals gives up to `limit` factors sealed under another version than `version`, by id after `afterId`. */
+  staleSeals(version: number, afterId: string, limit: number): Promise<SealedRow[]>
+  /** reseal replaces a factor's sealed value if it is still `from` (a concurrent change wins); false otherwise. */
+  reseal(id: string, from: string, to: string, version: number): Promise<boolean>
+  /** sealVersions counts factors per key version. */
+  sealVersions(): Promise<Map<number, number>>
+  /** prune deletes pending factors expired at `nowIso`; returns how many. */
+  prune(nowIso: string): Promise<number>
+}
+
 /** LockPolicy: after `maxFailures` consecutive failures, wait base·2^(n−max) seconds, capped. */
 export interface LockPolicy {
   readonly maxFailures: number
@@ -474,6 +558,7 @@ export interface Store {
   readonly kind: string
   readonly access: AccessStore
   readonly onboarding: OnboardingStore
+  readonly factors: FactorStore
   readonly verification: VerificationStore
   readonly usage: UsageStore
   readonly audit: AuditStore

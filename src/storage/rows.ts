@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import type {
   Account, AccountStatus, Page, AdminToken, ApiKeyInfo, AuditEvent, EmailToken, Member, Membership, OnboardingRecord, Plan, Role, Session,
-  Subscription, TokenPurpose, User, UserStatus,
+  Subscription, TokenPurpose, User, UserStatus, Factor, FactorStatus, TotpUser, Algorithm,
 } from './ports.ts'
 import { CursorError } from './ports.ts'
 import type { AuditDraft, KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
@@ -255,4 +255,24 @@ export function usageSpans(fromDay: string, toDay: string): { days: [string, str
   }
   if (first > last) return { days: [[fromDay, toDay]], minus: [], months: null }
   return { days, minus, months: [day(first).slice(0, 7), day(last).slice(0, 7)] }
+}
+
+export const toFactor = (r: Row): Factor => ({
+  id: String(r.id), accountId: String(r.account_id), userId: String(r.user_id), applicationId: String(r.application_id),
+  label: textOrNull(r.label), profile: String(r.profile), status: r.status as FactorStatus, algorithm: r.algorithm as Algorithm,
+  digits: Number(r.digits), period: Number(r.period), drift: Number(r.drift), sealed: String(r.sealed), keyVersion: Number(r.key_version),
+  createdAt: iso(r.created_at), expiresAt: isoOrNull(r.expires_at), activatedAt: isoOrNull(r.activated_at),
+})
+
+export const toTotpUser = (r: Row): TotpUser => ({
+  accountId: String(r.account_id), userId: String(r.user_id), createdAt: iso(r.created_at),
+  active: Number(r.active ?? 0), pending: Number(r.pending ?? 0), recoveryCodesLeft: Number(r.codes_left ?? 0),
+})
+
+/** userCursor: the cursor after a user of an account's user list (their id, opaque to clients). */
+export const userCursor = (userId: string): string => Buffer.from(userId, 'utf8').toString('base64url')
+
+export function readUserCursor(cursor: string): string {
+  if (!/^[A-Za-z0-9_-]{1,400}$/.test(cursor)) throw new CursorError()
+  return Buffer.from(cursor, 'base64url').toString('utf8')
 }

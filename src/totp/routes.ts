@@ -17,6 +17,8 @@ import { parseColor } from './qr/render.ts'
 import { QrDrawer } from './qr/drawer.ts'
 import { pickQrOutput } from './negotiate.ts'
 import { acceptFields } from '../bodies/fields.ts'
+import type { Keyring } from '../crypto/keyring.ts'
+import { factorRoutes } from './factors/routes.ts'
 import {
   getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema,
 } from './schemas.ts'
@@ -25,6 +27,8 @@ export interface TotpOptions {
   readonly config: Config
   readonly store: Store
   readonly pepper: Pepper
+  /** Seals the secrets of managed factors. */
+  readonly keyring: Keyring
   readonly now: () => number
   readonly metrics: Pick<Metrics, 'verified' | 'lockoutStarted'>
 }
@@ -195,4 +199,6 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       }
     },
   )
+
+  factorRoutes(app, { config, store, pepper, keyring: opts.keyring, now, metrics: opts.metrics, draw: (text) => draw(text, 'M', 'png') })
 }

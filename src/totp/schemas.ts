@@ -16,8 +16,9 @@ const algorithm = Type.Optional(Type.String({
 const tokenValidity = Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, default: 30, description: 'Time step in seconds (TOTP period).' }))
 const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, default: 6, description: 'Digits in a code.' }))
 const label = (what: string) => Type.String({
-  minLength: 1, maxLength: 256, pattern: '^[^:]*[^:\\s][^:]*$',
-  description: `${what}; at most 256 characters, no ':' (it separates issuer and account in the otpauth label).`,
+  // No control characters: nothing an app could show, and PostgreSQL refuses NUL in text (a 500 before).
+  minLength: 1, maxLength: 256, pattern: '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$',
+  description: `${what}; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters.`,
 })
 const secret = Type.String({
   maxLength: 1024,

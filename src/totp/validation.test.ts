@@ -13,6 +13,9 @@ test('every problem of a request is reported at once, in field order', async (t)
     ['/totp/onboardUser', { userID: 'a:b', applicationID: 'x'.repeat(257), tokenValidity: '14', tokenLength: '11', algorithm: 'MD5' },
       ['USER_ID_INVALID', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']],
     ['/totp/onboardUser', { userID: 'u', applicationID: 'a', tokenValidity: '3601', tokenLength: '5' }, ['TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID']],
+    // A control character is nothing an app can show, and PostgreSQL refuses NUL in text (it was a 500 there).
+    ['/totp/onboardUser', { userID: 'a\u0000b', applicationID: 'x\u001fy' }, ['USER_ID_INVALID', 'APPLICATION_ID_INVALID']],
+    ['/totp/users/u/factors', { applicationID: 'a\u0000b', label: 'tab\there' }, ['APPLICATION_ID_INVALID', 'LABEL_INVALID']],
     ['/totp/onboardUser', { userID: 'u', applicationID: 'a', tokenValidity: '30.5', tokenLength: 'six' }, ['TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID']],
     ['/totp/getOTP', {}, ['SECRET_REQUIRED']],
     ['/totp/getOTP', { secret: 'JBSWY3DPEHPK3PX' }, ['SECRET_INVALID']],

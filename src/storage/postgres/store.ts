@@ -18,6 +18,7 @@ import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
 import { accessParts, type Query } from './accounts.ts'
 import { portalStore } from './portal.ts'
+import { factorStore, type Transaction } from './factors.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -221,6 +222,36 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       throw new UnavailableError(DEPENDENCY, error)
     }
   }
+  const transaction: Transaction = async (work) => {
+    let client: pg.PoolClient
+    try {
+      client = await pool.connect()
+    } catch (error) {
+      throw new UnavailableError(DEPENDENCY, error)
+    }
+    let broken = false
+    const q: Query = async (name, text, values) => {
+      try {
+        return await client.query<Row>(name === null ? { text, values } : { name, text, values })
+      } catch (error) {
+        if (isStatementError(error)) throw error
+        broken = true
+        throw new UnavailableError(DEPENDENCY, error)
+      }
+    }
+    try {
+      await q(null, 'BEGIN')
+      const result = await work(q)
+      await q(null, 'COMMIT')
+      return result
+    } catch (error) {
+      if (!broken) await client.query('ROLLBACK').catch(() => { broken = true })
+      throw error
+    } finally {
+      // A connection that failed mid-transaction is not given back to the pool.
+      client.release(broken)
+    }
+  }
   try {
     await migrate(pool, options.schema)
   } catch (error) {
@@ -228,16 +259,19 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     throw isStatementError(error) ? error : new UnavailableError(DEPENDENCY, error)
   }
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
+  const factors = factorStore(query, transaction)
   const pruner = setInterval(() => {
     const now = Date.now()
     query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now])
       .catch((error: Error) => options.onBackgroundError?.(error))
+    factors.prune(new Date(now).toISOString()).catch((error: Error) => options.onBackgroundError?.(error))
   }, Math.min(retention, 3600 * 1000)).unref()
   let closed = false
   return {
     kind: 'postgres',
     ...accessParts(query),
     onboarding: onboardingStore(query),
+    factors,
     verification: verificationStore(query),
     usage: usageStore(query),
     portal: portalStore(query),

@@ -33,6 +33,9 @@ db.exec('PRAGMA busy_timeout = 5000')
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)')
 const prune = db.prepare(`DELETE FROM otp_state WHERE key IN (
   SELECT key FROM otp_state WHERE updated_at < ? AND locked_until < ? LIMIT ?)`)
+// Pending factors never activated: their sealed secrets go once they expire (reads skip them already).
+const pruneFactors = db.prepare(`DELETE FROM totp_factors WHERE id IN (
+  SELECT id FROM totp_factors WHERE status = 'pending' AND expires_at <= ? LIMIT ?)`)
 
 function report(what: string, error: unknown): void {
   port.postMessage({ type: 'error', what, message: (error as Error).message } satisfies FromMaintenance)
@@ -58,6 +61,7 @@ function pruneAll(): void {
     let deleted: number
     try {
       deleted = Number(prune.run(now - options.retentionMs, now, options.pruneChunk).changes)
+      deleted = Math.max(deleted, Number(pruneFactors.run(new Date(now).toISOString(), options.pruneChunk).changes))
     } catch (error) {
       report('pruning of verification state', error)
       pruning = false

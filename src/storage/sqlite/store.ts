@@ -16,6 +16,7 @@ import { toOnboarding, usageSpans } from '../rows.ts'
 import { GroupCommit } from './batch.ts'
 import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import { portalStore } from './portal.ts'
+import { factorStore } from './factors.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
@@ -270,6 +271,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     kind: 'sqlite',
     access: accessStore(db, batch, options.changePollMs ?? 1000, timers),
     onboarding: onboardingStore(db, batch),
+    factors: factorStore(db, batch),
     verification: verificationStore(db, batch),
     usage: usageStore(db, batch),
     audit: auditStore(db, batch),

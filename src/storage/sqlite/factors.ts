@@ -1,0 +1,137 @@
+/**
+ * The SQLite factor store: managed TOTP factors and their users' recovery codes. Writes go
+ * through the group commit (batch.ts); each check and its write run in one synchronous step
+ * inside the write transaction, so no other write, of this process or another, comes between
+ * them (the factor limit, a recovery code used once). A change with its audit event is one
+ * SAVEPOINT: both or neither.
+ */
+import type { DatabaseSync } from 'node:sqlite'
+import type { AuditDraft, FactorStore, TotpUser } from '../ports.ts'
+import { auditValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import type { GroupCommit } from './batch.ts'
+
+const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+export function factorStore(db: DatabaseSync, batch: GroupCommit): FactorStore {
+  const insertEvent = db.prepare(INSERT_EVENT)
+  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const live = "(status = 'active' OR expires_at > $now)"
+  const q = {
+    user: db.prepare('SELECT 1 FROM totp_users WHERE account_id = ? AND user_id = ?'),
+    insertUser: db.prepare('INSERT INTO totp_users (account_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+    dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
+    count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
+    insert: db.prepare(`INSERT INTO totp_factors (id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period,
+      drift, sealed, key_version, created_at, expires_at, activated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    factors: db.prepare(`SELECT * FROM totp_factors WHERE account_id = $accountId AND user_id = $userId AND ${live} ORDER BY created_at, id`),
+    activate: db.prepare(`UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = ?
+      WHERE id = ? AND account_id = ? AND user_id = ? AND status = 'pending' AND expires_at > ?`),
+    drift: db.prepare(`UPDATE totp_factors SET drift = $drift WHERE id = $id AND account_id = $accountId AND user_id = $userId AND ${live}`),
+    remove: db.prepare('DELETE FROM totp_factors WHERE id = ? AND account_id = ? AND user_id = ?'),
+    removeUser: db.prepare('DELETE FROM totp_users WHERE account_id = ? AND user_id = ?'),
+    clearCodes: db.prepare('DELETE FROM totp_recovery_codes WHERE account_id = ? AND user_id = ?'),
+    insertCode: db.prepare('INSERT INTO totp_recovery_codes (account_id, user_id, code_hash, created_at) VALUES (?, ?, ?, ?)'),
+    useCode: db.prepare(`UPDATE totp_recovery_codes SET used_at = ?
+      WHERE account_id = ? AND user_id = ? AND code_hash = ? AND used_at IS NULL`),
+    codesLeft: db.prepare('SELECT count(*) AS n FROM totp_recovery_codes WHERE account_id = ? AND user_id = ? AND used_at IS NULL'),
+    users: db.prepare(`SELECT u.account_id, u.user_id, u.created_at,
+        (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'active') AS active,
+        (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'pending' AND f.expires_at > $now) AS pending,
+        (SELECT count(*) FROM totp_recovery_codes c WHERE c.account_id = u.account_id AND c.user_id = u.user_id AND c.used_at IS NULL) AS codes_left
+      FROM totp_users u WHERE u.account_id = $accountId AND u.user_id > $after ORDER BY u.user_id LIMIT $limit`),
+    stale: db.prepare('SELECT id, account_id, user_id, sealed FROM totp_factors WHERE key_version <> ? AND id > ? ORDER BY id LIMIT ?'),
+    reseal: db.prepare('UPDATE totp_factors SET sealed = ?, key_version = ? WHERE id = ? AND sealed = ?'),
+    versions: db.prepare('SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version'),
+    prune: db.prepare("DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= ?"),
+  }
+  const exists = (accountId: string, userId: string) => q.user.get(accountId, userId) !== undefined
+  return {
+    create(f, max, nowIso, event) {
+      return batch.atomic(() => {
+        q.insertUser.run(f.accountId, f.userId, nowIso)
+        q.dropExpired.run(f.accountId, f.userId, nowIso)
+        if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
+        q.insert.run(f.id, f.accountId, f.userId, f.applicationId, f.label, f.profile, f.status, f.algorithm, f.digits, f.period,
+          f.drift, f.sealed, f.keyVersion, f.createdAt, f.expiresAt, f.activatedAt)
+        audit(event)
+        return 'created' as const
+      })
+    },
+    async factors(accountId, userId, nowIso) {
+      const rows = q.factors.all({ accountId, userId, now: nowIso })
+      if (rows.length === 0 && !exists(accountId, userId)) return null
+      return rows.map(toFactor)
+    },
+    activate(accountId, userId, factorId, nowIso, event) {
+      return batch.atomic(() => {
+        if (Number(q.activate.run(nowIso, factorId, accountId, userId, nowIso).changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    setDrift(accountId, userId, factorId, drift, nowIso, event) {
+      return batch.atomic(() => {
+        if (Number(q.drift.run({ drift, id: factorId, accountId, userId, now: nowIso }).changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    remove(accountId, userId, factorId, event) {
+      return batch.atomic(() => {
+        if (Number(q.remove.run(factorId, accountId, userId).changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    removeUser(accountId, userId, event) {
+      return batch.atomic(() => {
+        // Factors and codes go with the user (ON DELETE CASCADE).
+        if (Number(q.removeUser.run(accountId, userId).changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    setRecoveryCodes(accountId, userId, hashes, nowIso, event) {
+      return batch.atomic(() => {
+        if (!exists(accountId, userId)) return false
+        q.clearCodes.run(accountId, userId)
+        for (const hash of hashes) q.insertCode.run(accountId, userId, hash, nowIso)
+        audit(event)
+        return true
+      })
+    },
+    useRecoveryCode(accountId, userId, hash, nowIso, event) {
+      return batch.atomic(() => {
+        if (Number(q.useCode.run(nowIso, accountId, userId, hash).changes) === 0) return null
+        audit(event)
+        return Number(q.codesLeft.get(accountId, userId)!.n)
+      })
+    },
+    async recoveryCodesLeft(accountId, userId) {
+      return Number(q.codesLeft.get(accountId, userId)!.n)
+    },
+    async listUsers(accountId, { cursor, limit, nowIso }) {
+      const after = cursor === undefined ? '' : readUserCursor(cursor)
+      const rows = q.users.all({ accountId, after, limit: limit + 1, now: nowIso })
+      const items: TotpUser[] = rows.slice(0, limit).map(toTotpUser)
+      return { items, next: rows.length > limit ? userCursor(items.at(-1)!.userId) : null }
+    },
+    async staleSeals(version, afterId, limit) {
+      return q.stale.all(version, afterId, limit).map((r) => ({
+        id: String(r.id), accountId: String(r.account_id), userId: String(r.user_id), sealed: String(r.sealed),
+      }))
+    },
+    async reseal(id, from, to, version) {
+      const r = await batch.run(() => q.reseal.run(to, version, id, from))
+      return Number(r.changes) > 0
+    },
+    async sealVersions() {
+      return new Map(q.versions.all().map((r) => [Number(r.key_version), Number(r.n)]))
+    },
+    async prune(nowIso) {
+      const r = await batch.run(() => q.prune.run(nowIso))
+      return Number(r.changes)
+    },
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * Route schemas of the managed factors (/totp/users/{userID}/…): they validate requests, drive
+ * the serialisers (no field leaves that is not listed: the secret only in the creation answer)
+ * and generate the OpenAPI document.
+ */
+import { Type } from 'typebox'
+import type { FieldRules } from '../../errors/plugin.ts'
+import { errorResponses } from '../../openapi/responses.ts'
+import { ALGORITHMS } from '../otp.ts'
+
+/** Text of at most 256 characters, not blank, without ':' (the otpauth label's separator) or control characters (PostgreSQL refuses NUL). */
+const TEXT_ID = '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$'
+const userParam = Type.String({
+  minLength: 1, maxLength: 256, pattern: TEXT_ID,
+  description: 'Your own identifier of the user (at most 256 characters, no \':\'), percent-encoded in the path. Users are the calling account\'s own: another account never sees them.',
+})
+const factorParam = Type.String({ maxLength: 64, description: 'The factor\'s id, `fct_…`.' })
+const userParams = Type.Object({ userID: userParam })
+const factorParams = Type.Object({ userID: userParam, factorID: factorParam })
+const token = Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the authenticator app shows.' })
+const FORMS = ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data']
+
+export const userFields: FieldRules = { userID: { invalid: 'USER_ID_INVALID' } }
+const withUser = (rules: FieldRules): FieldRules => ({ ...userFields, ...rules })
+
+const factorView = Type.Object({
+  factorID: Type.String(),
+  status: Type.String({ enum: ['pending', 'active'] }),
+  label: Type.Union([Type.String(), Type.Null()]),
+  applicationID: Type.String(),
+  profile: Type.String(),
+  algorithm: Type.String(),
+  tokenLength: Type.Integer(),
+  tokenValidity: Type.Integer(),
+  driftSteps: Type.Integer({ description: 'The device\'s clock drift in time steps, as the last resync found it.' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  activatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When a pending factor is gone; null once active.' }),
+})
+
+export const createFields: FieldRules = withUser({
+  applicationID: { required: 'APPLICATION_ID_REQUIRED', invalid: 'APPLICATION_ID_INVALID' },
+  label: { invalid: 'LABEL_INVALID' },
+  profile: { invalid: 'PROFILE_UNKNOWN' },
+  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
+  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
+  algorithm: { invalid: 'ALGORITHM_INVALID' },
+})
+
+export function createSchema(profiles: readonly string[]) {
+  return {
+    operationId: 'createFactor',
+    summary: 'Create a factor (an authenticator) for a user',
+    description: 'The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.',
+    tags: ['factors'],
+    consumes: FORMS,
+    params: userParams,
+    body: Type.Object({
+      applicationID: Type.String({ minLength: 1, maxLength: 256, pattern: TEXT_ID, description: 'Application ID (the app name), the issuer in authenticator apps.' }),
+      label: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings ("Work phone").' })),
+      profile: Type.Optional(Type.String({ enum: [...profiles], default: 'universal', description: 'The authenticator app the parameters must suit (README, "Compatibility profiles"); a parameter outside it is refused.' })),
+      algorithm: Type.Optional(Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: 'HMAC hash. Default: the profile\'s.' })),
+      tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: 'Digits in a code. Default: the profile\'s.' })),
+      tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'Time step in seconds. Default: the profile\'s.' })),
+    }),
+    response: {
+      201: Type.Object({
+        type: Type.Literal('Success'),
+        factorID: Type.String(),
+        status: Type.Literal('pending'),
+        secretKey: Type.String({ description: 'Base32, 160 random bits. Shown here only: the service keeps it encrypted and never shows it again.' }),
+        otpURL: Type.String(),
+        QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
+        expiresAt: Type.String({ format: 'date-time', description: 'Activate before this, or the factor is gone.' }),
+        profile: Type.String(),
+        algorithm: Type.String(),
+        tokenLength: Type.Integer(),
+        tokenValidity: Type.Integer(),
+      }),
+      ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'LABEL_INVALID', 'PROFILE_UNKNOWN', 'PROFILE_UNSUPPORTED',
+        'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'FACTOR_LIMIT', 'DATA_TOO_LONG', 'QR_BUSY']),
+    },
+  }
+}
+
+export const listSchema = {
+  operationId: 'listFactors',
+  summary: 'List a user\'s factors',
+  tags: ['factors'],
+  params: userParams,
+  response: {
+    200: Type.Object({
+      type: Type.Literal('Success'),
+      userID: Type.String(),
+      factors: Type.Array(factorView),
+      recoveryCodesLeft: Type.Integer({ description: 'Unused recovery codes.' }),
+    }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
+  },
+}
+
+export const deleteFactorSchema = {
+  operationId: 'deleteFactor',
+  summary: 'Delete a factor',
+  tags: ['factors'],
+  params: factorParams,
+  response: {
+    204: Type.Null({ description: 'Deleted.' }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'FACTOR_NOT_FOUND']),
+  },
+}
+
+export const deleteUserSchema = {
+  operationId: 'deleteUser',
+  summary: 'Delete a user with all their factors and recovery codes',
+  tags: ['factors'],
+  params: userParams,
+  response: {
+    204: Type.Null({ description: 'Deleted.' }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
+  },
+}
+
+export const tokenFields: FieldRules = withUser({ token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' } })
+
+export const activateSchema = {
+  operationId: 'activateFactor',
+  summary: 'Activate a pending factor with its first code',
+  description: 'Proves the user\'s app holds the secret. Counts against the user\'s lockout like verify; the code is then used.',
+  tags: ['factors'],
+  consumes: FORMS,
+  params: factorParams,
+  body: Type.Object({ token }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), factorID: Type.String(), status: Type.Literal('active'), activatedAt: Type.String({ format: 'date-time' }) }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'FACTOR_NOT_FOUND', 'FACTOR_ACTIVE', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+  },
+}
+
+export const verifySchema = {
+  operationId: 'verifyUser',
+  summary: 'Verify a user\'s code against their active factors',
+  description: 'As verifyOTP, without the secret: the code of the current time step (at the factor\'s drift) or one either side, once per user; repeated failures lock the user for a doubling delay (429 with Retry-After). Answers which factor matched. Any answer but 200 means "not verified".',
+  tags: ['factors'],
+  consumes: FORMS,
+  params: userParams,
+  body: Type.Object({ token }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String(), factorID: Type.String() }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'USER_NOT_FOUND', 'NO_ACTIVE_FACTOR', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+  },
+}
+
+export const resyncFields: FieldRules = withUser({
+  token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' },
+  nextToken: { required: 'NEXT_TOKEN_REQUIRED', invalid: 'NEXT_TOKEN_INVALID' },
+})
+
+export const resyncSchema = {
+  operationId: 'resyncFactor',
+  summary: 'Resynchronise a factor with a device whose clock is off',
+  description: 'Takes two consecutive codes of the device (`token`, then `nextToken`, the one it shows now) and stores how many time steps its clock is off, looked for within `FACTOR_RESYNC_STEPS` either side. Counts against the user\'s lockout; the codes are then used.',
+  tags: ['factors'],
+  consumes: FORMS,
+  params: factorParams,
+  body: Type.Object({ token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }) }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), factorID: Type.String(), driftSteps: Type.Integer(), driftSeconds: Type.Integer() }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'NEXT_TOKEN_REQUIRED', 'NEXT_TOKEN_INVALID', 'FACTOR_NOT_FOUND', 'FACTOR_PENDING',
+      'RESYNC_FAILED', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+  },
+}
+
+export const recoveryCodesSchema = {
+  operationId: 'createRecoveryCodes',
+  summary: 'Issue a user\'s recovery codes (replacing any earlier set)',
+  description: 'Ten single-use codes, shown in this answer only (the service keeps keyed hashes).',
+  tags: ['factors'],
+  params: userParams,
+  response: {
+    201: Type.Object({ type: Type.Literal('Success'), recoveryCodes: Type.Array(Type.String(), { description: 'Ten codes like `k7qm-2xda-9fpe`.' }) }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
+  },
+}
+
+export const recoverFields: FieldRules = withUser({ code: { required: 'RECOVERY_CODE_REQUIRED', invalid: 'RECOVERY_CODE_INVALID' } })
+
+export const recoverSchema = {
+  operationId: 'recoverUser',
+  summary: 'Use one of a user\'s recovery codes',
+  description: 'Accepts each code once, however many use it at once. Counts against the user\'s lockout like verify.',
+  tags: ['factors'],
+  consumes: FORMS,
+  params: userParams,
+  body: Type.Object({ code: Type.String({ minLength: 1, maxLength: 64, description: 'A recovery code; case, spaces and dashes do not matter.' }) }),
+  response: {
+    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), recoveryCodesLeft: Type.Integer() }),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'RECOVERY_CODE_REQUIRED', 'RECOVERY_CODE_INVALID', 'USER_NOT_FOUND', 'OTP_LOCKED']),
+  },
+}

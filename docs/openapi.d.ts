@@ -613,6 +613,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
                 "application/json": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
@@ -635,6 +640,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
                 "multipart/form-data": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label). */
@@ -657,6 +667,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
             };
         };
@@ -701,6 +716,10 @@ export interface operations {
              *
              *     `ALGORITHM_INVALID`: Algorithm must be one of SHA1, SHA256, SHA512.
              *
+             *     `PROFILE_INVALID`: Profile must be one of: {profiles}.
+             *
+             *     `PROFILE_UNSUPPORTED`: {app} does not support {field} {value} (it reads {supported}).
+             *
              *     `DATA_TOO_LONG`: Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
@@ -714,7 +733,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
+                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "DATA_TOO_LONG" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };

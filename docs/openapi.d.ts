@@ -768,6 +768,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
                 "application/json": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
@@ -790,6 +795,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
                 "multipart/form-data": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
@@ -812,6 +822,11 @@ export interface operations {
                      * @enum {string}
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /**
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
             };
         };
@@ -856,6 +871,10 @@ export interface operations {
              *
              *     `ALGORITHM_INVALID`: Algorithm must be one of SHA1, SHA256, SHA512.
              *
+             *     `PROFILE_INVALID`: Profile must be one of: {profiles}.
+             *
+             *     `PROFILE_UNSUPPORTED`: {app} does not support {field} {value} (it reads {supported}).
+             *
              *     `DATA_TOO_LONG`: Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
@@ -869,7 +888,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
+                        code: "USER_ID_REQUIRED" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "DATA_TOO_LONG" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -1540,7 +1559,7 @@ export interface operations {
                      * @default universal
                      * @enum {string}
                      */
-                    profile?: "universal" | "any";
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                     /**
                      * @description HMAC hash. Default: the profile's.
                      * @enum {string}
@@ -1561,7 +1580,7 @@ export interface operations {
                      * @default universal
                      * @enum {string}
                      */
-                    profile?: "universal" | "any";
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                     /**
                      * @description HMAC hash. Default: the profile's.
                      * @enum {string}
@@ -1582,7 +1601,7 @@ export interface operations {
                      * @default universal
                      * @enum {string}
                      */
-                    profile?: "universal" | "any";
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                     /**
                      * @description HMAC hash. Default: the profile's.
                      * @enum {string}
@@ -1636,9 +1655,9 @@ export interface operations {
              *
              *     `LABEL_INVALID`: label must be text (valid UTF-8) of at most 64 characters, without control characters.
              *
-             *     `PROFILE_UNKNOWN`: profile must be one of {profiles}.
+             *     `PROFILE_INVALID`: Profile must be one of: {profiles}.
              *
-             *     `PROFILE_UNSUPPORTED`: {app} does not support {what}.
+             *     `PROFILE_UNSUPPORTED`: {app} does not support {field} {value} (it reads {supported}).
              *
              *     `TOKEN_VALIDITY_INVALID`: Token validity must be a whole number of seconds from 15 to 3600.
              *
@@ -1659,7 +1678,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_UNKNOWN" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };

@@ -75,6 +75,9 @@ export const catalogue = {
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
   TOKEN_LENGTH_INVALID: entry(400, 'list', 'Token length must be a whole number of digits from 6 to 10.', '`tokenLength` is out of range.'),
   ALGORITHM_INVALID: entry(400, 'list', 'Algorithm must be one of SHA1, SHA256, SHA512.', '`algorithm` is not supported.'),
+  PROFILE_INVALID: entry(400, 'list', 'Profile must be one of: {profiles}.', '`profile` is not a compatibility profile (README, "Compatibility profiles").'),
+  PROFILE_UNSUPPORTED: entry(400, 'list', '{app} does not support {field} {value} (it reads {supported}).',
+    'A parameter is outside the `profile`: the app it names would show wrong codes. One problem per such parameter; leave it out for the profile\'s default, or choose `any`.'),
   SECRET_REQUIRED: entry(400, 'list', 'Secret is mandatory', '`secret` is missing or empty.'),
   SECRET_INVALID: entry(400, 'list',
     'Secret must be base32 (RFC 4648: A-Z and 2-7) of at least {bits} bits ({chars} characters) and at most 1024 characters; spaces and padding are ignored.',
@@ -86,8 +89,6 @@ export const catalogue = {
     'The token is for a time step at or before the last one accepted for this secret (RFC 6238 §5.2).'),
 
   // Managed factors (/totp/users/…)
-  PROFILE_UNKNOWN: entry(400, 'list', 'profile must be one of {profiles}.', '`profile` names no compatibility profile.'),
-  PROFILE_UNSUPPORTED: entry(400, 'list', '{app} does not support {what}.', 'A parameter outside the named compatibility profile (README, "Compatibility profiles").'),
   USER_NOT_FOUND: entry(404, 'list', 'No such user.', 'The user has no factor or recovery codes in the calling account (another account\'s users are never seen: the same answer).'),
   FACTOR_NOT_FOUND: entry(404, 'list', 'No such factor.', 'The user has no such factor (a pending one not activated within `FACTOR_PENDING_SECONDS` is gone).'),
   FACTOR_LIMIT: entry(409, 'list', 'The user has {limit} factors, the most allowed; delete one first.', 'The user has `FACTOR_MAX_PER_USER` factors (pending ones count until they expire).'),

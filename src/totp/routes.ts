@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Metrics } from '../metrics/metrics.ts'
 import type { Config } from '../config/config.ts'
 import type { Algorithm, LockPolicy, OnboardingRecord, Store } from '../storage/ports.ts'
-import { apiError } from '../errors/errors.ts'
+import { ApiError, apiError } from '../errors/errors.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { verificationKey, verifyCode } from './verify.ts'
@@ -16,6 +16,7 @@ import { CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor } from './qr/render.ts'
 import { QrDrawer } from './qr/drawer.ts'
 import { pickQrOutput } from './negotiate.ts'
+import { PROFILES, profileProblems, resolveProfile, type ProfileName } from './profiles.ts'
 import { acceptFields } from '../bodies/fields.ts'
 import type { Keyring } from '../crypto/keyring.ts'
 import { factorRoutes } from './factors/routes.ts'
@@ -118,12 +119,17 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     },
   )
 
-  app.post<{ Body: TotpBody & { userID: string; applicationID: string } }>(
+  app.post<{ Body: TotpBody & { userID: string; applicationID: string; profile?: ProfileName } }>(
     '/totp/onboardUser',
     { schema: onboardSchema, config: { fields: onboardFields } },
     async (request) => {
       const { userID, applicationID } = request.body
       const p = params(newSecret(), request.body)
+      if (request.body.profile !== undefined) {
+        // The schema has filled in SHA1/6/30 for parameters left out, which is every profile's default.
+        const fit = resolveProfile(PROFILES[request.body.profile], { algorithm: p.algorithm, digits: p.digits, period: p.period })
+        if (fit.kind === 'unsupported') throw new ApiError(profileProblems(fit))
+      }
       const secretKey = toBase32(p.secret)
       const otpURL = otpauthUrl(applicationID, userID, p)
       // Drawn before anything is stored: a URL too long for a QR code leaves no record behind.

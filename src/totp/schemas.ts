@@ -7,6 +7,7 @@ import { Type } from 'typebox'
 import type { FieldRules } from '../errors/plugin.ts'
 import { errorResponses } from '../openapi/responses.ts'
 import { ALGORITHMS } from './otp.ts'
+import { PROFILE_NAMES } from './profiles.ts'
 
 const algorithm = Type.Optional(Type.String({
   enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
@@ -15,6 +16,17 @@ const algorithm = Type.Optional(Type.String({
 }))
 const tokenValidity = Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, default: 30, description: 'Time step in seconds (TOTP period).' }))
 const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, default: 6, description: 'Digits in a code.' }))
+/**
+ * profile is shared with the factor routes. No schema default: on onboardUser, leaving it
+ * out keeps Renda.io's behaviour (no check); the factor routes apply `universal` themselves.
+ */
+export const profile = Type.Optional(Type.String({
+  enum: PROFILE_NAMES,
+  description: 'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".',
+}))
+/** profileRule maps the field's schema errors to PROFILE_INVALID, naming the known profiles. */
+export const profileRule = { invalid: 'PROFILE_INVALID', params: { profiles: PROFILE_NAMES.join(', ') } } as const
+
 const label = (what: string) => Type.String({
   // No control characters: nothing an app could show, and PostgreSQL refuses NUL in text (a 500 before).
   minLength: 1, maxLength: 256, pattern: '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$',
@@ -100,6 +112,7 @@ export const onboardFields: FieldRules = {
   tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
   tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
   algorithm: { invalid: 'ALGORITHM_INVALID' },
+  profile: profileRule,
 }
 
 export const onboardSchema = {
@@ -111,7 +124,7 @@ export const onboardSchema = {
   body: Type.Object({
     userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
     applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
-    tokenValidity, tokenLength, algorithm,
+    tokenValidity, tokenLength, algorithm, profile,
   }),
   response: {
     200: Type.Object({
@@ -125,7 +138,7 @@ export const onboardSchema = {
       algorithm: Type.String(),
       expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
     }),
-    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'DATA_TOO_LONG', 'QR_BUSY']),
+    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'PROFILE_INVALID', 'PROFILE_UNSUPPORTED', 'DATA_TOO_LONG', 'QR_BUSY']),
   },
 }
 

@@ -187,3 +187,19 @@ test('factors\' codes agree with oathtool over SHA1/256/512 × 6/8 digits × 30/
     }
   }
 })
+
+test('a factor is made for an authenticator app\'s profile: universal by default; a parameter outside it is refused, naming the app', async (t) => {
+  const app = await startApp(t, {}, testClock(T0))
+  const refused = await post(app.url, path('p', '/factors'), app.key, { applicationID: 'Acme', algorithm: 'SHA256' })
+  assert.equal(refused.status, 400)
+  const body = await refused.json() as { code: string; message: string }[]
+  assert.deepEqual(body.map((e) => e.code), ['PROFILE_UNSUPPORTED'])
+  assert.match(body[0]!.message, /does not support algorithm SHA256/)
+  const ms = await post(app.url, path('p', '/factors'), app.key, { applicationID: 'Acme', profile: 'microsoft', tokenLength: '8' })
+  assert.match(JSON.stringify(await ms.json()), /Microsoft Authenticator does not support tokenLength 8/)
+  const unknown = await post(app.url, path('p', '/factors'), app.key, { applicationID: 'Acme', profile: 'nokia' })
+  assert.deepEqual(await codes(unknown), ['PROFILE_INVALID'])
+  assert.deepEqual(await codes(await get(app.url, path('p', '/factors'), app.key)), ['USER_NOT_FOUND'], 'nothing was stored')
+  const aegis = await createFactor(app, 'p', { profile: 'aegis', algorithm: 'SHA512', tokenLength: '10', tokenValidity: '45' })
+  assert.match(aegis.otpURL, /algorithm=SHA512&digits=10&period=45$/)
+})

@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../../config/config.ts'
-import type { AuditDraft, Factor, LockPolicy, Store } from '../../storage/ports.ts'
+import type { Algorithm, AuditDraft, Factor, LockPolicy, Store } from '../../storage/ports.ts'
 import type { Keyring } from '../../crypto/keyring.ts'
 import { SealError } from '../../crypto/keyring.ts'
 import type { Pepper } from '../../crypto/keyed.ts'
@@ -22,7 +22,8 @@ import { newSecret, otpauthUrl, toBase32, totpParams, matchStep } from '../otp.t
 import { verifyCode, type VerifyOutcome } from '../verify.ts'
 import { findDrift, mark, matchFactor, paramsOf, sealContext, userLockKey } from './core.ts'
 import { codeHash, newRecoveryCodes, normalizeCode } from './recovery.ts'
-import { PROFILE_NAMES, resolveProfile } from './profile-stub.ts'
+import { PROFILE_NAMES, PROFILES, profileProblems, resolveProfile, type ProfileName } from '../profiles.ts'
+import { ApiError } from '../../errors/errors.ts'
 import {
   activateSchema, createFields, createSchema, deleteFactorSchema, deleteUserSchema, listSchema, recoverFields, recoverSchema,
   recoveryCodesSchema, resyncFields, resyncSchema, tokenFields, userFields, verifySchema,
@@ -118,10 +119,11 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
       const { userID } = request.params
       const body = request.body
       const accountId = request.caller!.accountId
-      const resolved = resolveProfile(body.profile ?? 'universal', {
-        algorithm: body.algorithm?.toUpperCase(), digits: body.tokenLength, period: body.tokenValidity,
+      const profile = (body.profile ?? 'universal') as ProfileName
+      const resolved = resolveProfile(PROFILES[profile], {
+        algorithm: body.algorithm?.toUpperCase() as Algorithm | undefined, digits: body.tokenLength, period: body.tokenValidity,
       })
-      if ('failure' in resolved) throw apiError('PROFILE_UNSUPPORTED', { app: resolved.app, what: resolved.failure })
+      if (resolved.kind === 'unsupported') throw new ApiError(profileProblems(resolved))
       const secret = newSecret()
       const p = totpParams(secret, resolved.algorithm, resolved.digits, resolved.period)
       const otpURL = otpauthUrl(body.applicationID, userID, p)
@@ -131,18 +133,18 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
       const id = newId('fct')
       const expiresAt = iso(t + config.factorPendingSeconds * 1000)
       const created = await store.factors.create({
-        id, accountId, userId: userID, applicationId: body.applicationID, label: body.label ?? null, profile: resolved.profile,
+        id, accountId, userId: userID, applicationId: body.applicationID, label: body.label ?? null, profile,
         status: 'pending', algorithm: p.algorithm, digits: p.digits, period: p.period, drift: 0,
         sealed: keyring.seal(secret, sealContext(accountId, userID, id)), keyVersion: keyring.active,
         createdAt: iso(t), expiresAt, activatedAt: null,
       }, config.factorMaxPerUser, iso(t), event(request, 'factor.created', userID, {
-        factorID: id, applicationID: body.applicationID, label: body.label ?? null, profile: resolved.profile,
+        factorID: id, applicationID: body.applicationID, label: body.label ?? null, profile,
         algorithm: p.algorithm, tokenLength: p.digits, tokenValidity: p.period,
       }, { type: 'factor', id }))
       if (created === 'limit') throw apiError('FACTOR_LIMIT', { limit: config.factorMaxPerUser })
       return reply.code(201).send({
         type: 'Success', factorID: id, status: 'pending', secretKey: toBase32(secret), otpURL,
-        QRCode: `data:image/png;base64,${qr.toString('base64')}`, expiresAt, profile: resolved.profile,
+        QRCode: `data:image/png;base64,${qr.toString('base64')}`, expiresAt, profile,
         algorithm: p.algorithm, tokenLength: p.digits, tokenValidity: p.period,
       })
     },

@@ -7,6 +7,7 @@ import { Type } from 'typebox'
 import type { FieldRules } from '../../errors/plugin.ts'
 import { errorResponses } from '../../openapi/responses.ts'
 import { ALGORITHMS } from '../otp.ts'
+import { profileRule } from '../schemas.ts'
 
 /** Text of at most 256 characters, not blank, without ':' (the otpauth label's separator) or control characters (PostgreSQL refuses NUL). */
 const TEXT_ID = '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$'
@@ -41,7 +42,7 @@ const factorView = Type.Object({
 export const createFields: FieldRules = withUser({
   applicationID: { required: 'APPLICATION_ID_REQUIRED', invalid: 'APPLICATION_ID_INVALID' },
   label: { invalid: 'LABEL_INVALID' },
-  profile: { invalid: 'PROFILE_UNKNOWN' },
+  profile: profileRule,
   tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
   tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
   algorithm: { invalid: 'ALGORITHM_INVALID' },
@@ -77,7 +78,7 @@ export function createSchema(profiles: readonly string[]) {
         tokenLength: Type.Integer(),
         tokenValidity: Type.Integer(),
       }),
-      ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'LABEL_INVALID', 'PROFILE_UNKNOWN', 'PROFILE_UNSUPPORTED',
+      ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'LABEL_INVALID', 'PROFILE_INVALID', 'PROFILE_UNSUPPORTED',
         'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'FACTOR_LIMIT', 'DATA_TOO_LONG', 'QR_BUSY']),
     },
   }

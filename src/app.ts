@@ -33,6 +33,7 @@ import metricsRoute from './metrics/route.ts'
 import { instrumentStore } from './metrics/store.ts'
 import type { Keyring } from './crypto/keyring.ts'
 import { resolveKeyring } from './config/encryption.ts'
+import { sealedPortal } from './portal/sealed.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 
 export interface AppOptions {
@@ -137,11 +138,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
     app.addHook('onClose', () => mailer.close())
+    // The portal reads and writes users' TOTP secrets through the keyring; nothing else sees them.
+    const portalStore = { ...store, portal: sealedPortal(store.portal, keyring) }
     await app.register(portal, {
-      prefix: '/portal', config, store, pepper, now, mailer, metrics,
-      accounts: new Accounts({ store, pepper, config, now }),
+      prefix: '/portal', config, store: portalStore, pepper, now, mailer, metrics,
+      accounts: new Accounts({ store: portalStore, pepper, config, now }),
       passwords: new Passwords(),
-      throttle: new SignInThrottle(store, config, now, pepper),
+      throttle: new SignInThrottle(portalStore, config, now, pepper),
     })
     const stopTidying = keepPortalTidy(store, now, (error) => app.log.warn({ err: error }, 'portal sessions and tokens not pruned'))
     // On close, before the caller closes the store: a pass under way finishes first.

@@ -14,6 +14,9 @@ import { codeAt, parseSecret, stepAt, totpParams } from '../src/totp/otp.ts'
 import { sessionIdHash } from '../src/portal/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../src/portal/two-factor.ts'
 import type { Kit } from '../src/portal/kit.ts'
+import { portalSecretContext, resealPortalSecrets } from '../src/portal/sealed.ts'
+import { resolveKeyring } from '../src/config/encryption.ts'
+import { SealError } from '../src/crypto/keyring.ts'
 
 const COOKIE = 'tessera_session'
 const STEP_MS = 30_000
@@ -410,4 +413,30 @@ test('in a browser: enrol by reading the setup key, see the recovery codes, sign
   await click('Verify')
   assert.match(page.url(), /\/portal\/security$/)
   assert.deepEqual(refused, [])
+})
+
+test('the two-factor secret is kept sealed; one kept before sealing still works, and the rotation seals it', async (t) => {
+  const app = await startApp(t)
+  const { client, password, user } = await signedInClient(app)
+  const { secret } = await enrol(app, client, password)
+  const kept = (await app.store.portal.getUser(user.id))!.totpSecret!
+  assert.match(kept, /^v1\.[A-Za-z0-9_-]+$/, 'the store holds a sealed value')
+  assert.ok(!kept.includes(secret))
+  // Bound to the user: another user's row would not open it.
+  const keyring = resolveKeyring(app.config)
+  assert.equal(keyring.open(kept, portalSecretContext(user.id)).toString('utf8'), secret)
+  assert.throws(() => keyring.open(kept, portalSecretContext('usr_other')), SealError)
+
+  // A user whose secret was written plain (before this version) signs in with it, and `encryption rotate` seals it.
+  const legacy = await twoFactorUser(app)
+  assert.equal((await app.store.portal.getUser(legacy.user.id))!.totpSecret, legacy.secret)
+  app.clock.advance(STEP_MS)
+  const before = await pendingClient(app, legacy.email, legacy.password)
+  assert.equal((await before.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/home')
+  const done = await resealPortalSecrets(app.store.portal, keyring)
+  assert.equal(done.resealed, 1, 'the plain one; the sealed one is under the active version already')
+  assert.match((await app.store.portal.getUser(legacy.user.id))!.totpSecret!, /^v1\./)
+  app.clock.advance(STEP_MS)
+  const after = await pendingClient(app, legacy.email, legacy.password)
+  assert.equal((await after.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/home')
 })

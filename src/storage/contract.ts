@@ -525,6 +525,9 @@ function portalContract(withStore: WithStore): void {
     assert.deepEqual({ ...changed, updatedAt: undefined },
       { ...user, emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP', updatedAt: undefined }, 'only the patch changed')
     assert.ok(changed!.updatedAt >= user.createdAt)
+    assert.equal(await portal.resealTotpSecret(user.id, 'other', 'v2.x'), false, 'a reseal of a value that changed meanwhile does nothing')
+    assert.equal(await portal.resealTotpSecret(user.id, 'JBSWY3DPEHPK3PXP', 'v2.sealed'), true)
+    assert.equal((await portal.getUser(user.id))?.totpSecret, 'v2.sealed')
     const cleared = await portal.updateUser(user.id, { passwordHash: null, totpSecret: null, status: 'disabled' }, null)
     assert.deepEqual([cleared?.passwordHash, cleared?.totpSecret, cleared?.status, cleared?.operator, cleared?.emailVerifiedAt],
       [null, null, 'disabled', true, verified], 'null clears; a field left out stays')

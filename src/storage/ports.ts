@@ -203,6 +203,8 @@ export interface PortalStore {
   updateUser(id: string, patch: UserPatch, audit: AuditDraft | null): Promise<User | null>
   /** listUsers pages through users in creation order. A malformed cursor throws CursorError. */
   listUsers(query: UserQuery): Promise<Page<User>>
+  /** resealTotpSecret replaces a user's kept TOTP secret if it is still `from` (a key rotation; a concurrent change wins); false otherwise. */
+  resealTotpSecret(id: string, from: string, to: string): Promise<boolean>
 
   /** addMember: false (nothing written) when the user is a member already, or there is no such account or user. */
   addMember(accountId: string, userId: string, role: Role, audit: AuditDraft): Promise<boolean>

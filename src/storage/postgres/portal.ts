@@ -64,6 +64,10 @@ export function portalStore(query: Query): PortalStore {
           [id, ...values, ...audited(audit)])
       return rows[0] ? toUser(rows[0]) : null
     },
+    async resealTotpSecret(id, from, to) {
+      const r = await query('user-reseal', 'UPDATE users SET totp_secret = $1 WHERE id = $2 AND totp_secret = $3', [to, id, from])
+      return (r.rowCount ?? 0) > 0
+    },
     async listUsers({ status, email, cursor, limit }) {
       const values: unknown[] = []
       const param = (value: unknown) => `$${values.push(value)}`

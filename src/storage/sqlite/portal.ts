@@ -23,6 +23,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
   const insertEvent = db.prepare(INSERT_EVENT)
   const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
   const q = {
+    reseal: db.prepare('UPDATE users SET totp_secret = ? WHERE id = ? AND totp_secret = ?'),
     user: db.prepare('SELECT * FROM users WHERE id = ?'),
     userByEmail: db.prepare('SELECT * FROM users WHERE email_key = ?'),
     insertUser: db.prepare(`INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret,
@@ -101,6 +102,10 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
         if (event !== null) audit(event)
         return toUser(row)
       })
+    },
+    async resealTotpSecret(id, from, to) {
+      const r = await batch.run(() => q.reseal.run(to, id, from))
+      return Number(r.changes) > 0
     },
     async listUsers({ status, email, cursor, limit }) {
       const values: unknown[] = []

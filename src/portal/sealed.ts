@@ -1,0 +1,64 @@
+/**
+ * sealedPortal keeps portal users' TOTP secrets sealed in the store (the keyring, bound to the
+ * user's id), and gives the portal's code users whose `totpSecret` is the secret itself, as
+ * before: the one place that knows. A secret written before sealing (plain base32) is read as
+ * it is and sealed by the next `encryption rotate`. A sealed secret that does not open fails
+ * the request (closed: never read as "no second factor").
+ */
+import type { PortalStore, User } from '../storage/ports.ts'
+import type { Keyring } from '../crypto/keyring.ts'
+
+const SEALED = /^v\d{1,9}\./
+
+export const portalSecretContext = (userId: string): string[] => ['portal-user-totp', userId]
+
+/** isSealed tells a sealed secret from one written before sealing. */
+export const isSealed = (stored: string): boolean => SEALED.test(stored)
+
+export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore {
+  const seal = (userId: string, secret: string | null | undefined) =>
+    secret === null || secret === undefined ? secret : keyring.seal(Buffer.from(secret, 'utf8'), portalSecretContext(userId))
+  const open = <T extends User | null>(user: T): T => {
+    if (user === null || user.totpSecret === null || !isSealed(user.totpSecret)) return user
+    return { ...user, totpSecret: keyring.open(user.totpSecret, portalSecretContext(user.id)).toString('utf8') }
+  }
+  return {
+    ...portal,
+    createUser: (user, audit) => portal.createUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, audit),
+    findUserByEmail: async (email) => open(await portal.findUserByEmail(email)),
+    getUser: async (id) => open(await portal.getUser(id)),
+    updateUser: async (id, patch, audit) => open(await portal.updateUser(id, 'totpSecret' in patch ? { ...patch, totpSecret: seal(id, patch.totpSecret) } : patch, audit)),
+    listUsers: async (query) => {
+      const page = await portal.listUsers(query)
+      return { ...page, items: page.items.map(open) }
+    },
+    findSession: async (idHash, nowIso) => {
+      const found = await portal.findSession(idHash, nowIso)
+      return found === null ? null : { ...found, user: open(found.user) }
+    },
+  }
+}
+
+/** resealPortalSecrets seals every user's TOTP secret under the active key version (a plain one too); returns how many, and those that do not open. */
+export async function resealPortalSecrets(portal: PortalStore, keyring: Keyring): Promise<{ resealed: number; unreadable: { id: string; reason: string }[] }> {
+  let resealed = 0
+  const unreadable: { id: string; reason: string }[] = []
+  let cursor: string | undefined
+  do {
+    const page = await portal.listUsers({ limit: 500, ...(cursor === undefined ? {} : { cursor }) })
+    for (const user of page.items) {
+      const stored = user.totpSecret
+      if (stored === null || (isSealed(stored) && keyring.versionOf(stored) === keyring.active)) continue
+      let plain: string
+      try {
+        plain = isSealed(stored) ? keyring.open(stored, portalSecretContext(user.id)).toString('utf8') : stored
+      } catch (error) {
+        unreadable.push({ id: user.id, reason: (error as Error).message })
+        continue
+      }
+      if (await portal.resealTotpSecret(user.id, stored, keyring.seal(Buffer.from(plain, 'utf8'), portalSecretContext(user.id)))) resealed++
+    }
+    cursor = page.next ?? undefined
+  } while (cursor !== undefined)
+  return { resealed, unreadable }
+}

@@ -12,6 +12,7 @@ import type {
 import { CursorError, LastOwnerError } from './ports.ts'
 import { newId } from './rows.ts'
 import { UNSCOPED } from '../domain/accounts.ts'
+import { webhookContract } from './webhook-contract.ts'
 
 /** draft: an audit event for the contract (what it says is not the store's business). */
 export function draft(action: string, target = 'x'): AuditDraft {
@@ -488,6 +489,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
   })
 
   portalContract(withStore)
+  webhookContract(withStore)
 }
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

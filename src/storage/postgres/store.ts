@@ -18,6 +18,7 @@ import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
 import { accessParts, type Query } from './accounts.ts'
 import { portalStore } from './portal.ts'
+import { webhookStore, type Transaction } from './webhooks.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -221,6 +222,33 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       throw new UnavailableError(DEPENDENCY, error)
     }
   }
+  const transaction: Transaction = async (work) => {
+    let client: pg.PoolClient
+    try {
+      client = await pool.connect()
+    } catch (error) {
+      throw new UnavailableError(DEPENDENCY, error)
+    }
+    const tx: Query = async (name, text, values) => {
+      try {
+        return await client.query<Row>(name === null ? { text, values } : { name, text, values })
+      } catch (error) {
+        if (isStatementError(error)) throw error
+        throw new UnavailableError(DEPENDENCY, error)
+      }
+    }
+    try {
+      await tx(null, 'BEGIN')
+      const result = await work(tx)
+      await tx(null, 'COMMIT')
+      return result
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined)
+      throw error
+    } finally {
+      client.release()
+    }
+  }
   try {
     await migrate(pool, options.schema)
   } catch (error) {
@@ -241,6 +269,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     verification: verificationStore(query),
     usage: usageStore(query),
     portal: portalStore(query),
+    webhooks: webhookStore(query, transaction),
     sharedLimiter: null,
     gauges: () => ({ postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 } }),
     async health(): Promise<Health> {

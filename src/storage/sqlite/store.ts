@@ -16,6 +16,7 @@ import { toOnboarding, usageSpans } from '../rows.ts'
 import { GroupCommit } from './batch.ts'
 import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import { portalStore } from './portal.ts'
+import { webhookStore } from './webhooks.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
@@ -275,6 +276,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     audit: auditStore(db, batch),
     adminTokens: adminTokenStore(db, batch),
     portal: portalStore(db, batch),
+    webhooks: webhookStore(db, batch),
     sharedLimiter: null,
     gauges: () => ({}),
     async health() {

@@ -32,6 +32,8 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
 import { instrumentStore } from './metrics/store.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
+import { WebhookWorker } from './webhooks/worker.ts'
+import { Webhooks } from './webhooks/service.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -117,6 +119,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   metrics.watchUsageLag(() => limits.usageLagMs() / 1000)
   // After the server has stopped: the last usage counts are saved before the store closes.
   app.addHook('onClose', () => limits.close())
+
+  // The outbox's sender, on every node; closed before the store (the caller's), after the routes that feed it.
+  const worker = new WebhookWorker({
+    store: store.webhooks, pepper, config,
+    onError: (error, what) => app.log.warn({ err: error, what }, 'webhook delivery failed to run'),
+    onOutcome: (outcome) => metrics.webhookAttempt(outcome),
+  })
+  worker.start()
+  app.addHook('onClose', () => worker.close())
+  metrics.watchWebhooks(() => store.webhooks.pending())
+  const webhooks = new Webhooks({ store, pepper, config, onDue: () => worker.nudge() })
 
   await app.register(errors, { config })
   await app.register(gateway, { config, store, pepper, now, limits, metrics })

@@ -144,6 +144,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await app.register(portal, {
       prefix: '/portal', config, store, pepper, now, mailer, metrics,
       accounts: new Accounts({ store, pepper, config, now }),
+      webhooks,
       passwords: new Passwords(),
       throttle: new SignInThrottle(store, config, now, pepper),
     })

@@ -35,6 +35,8 @@ import type { Keyring } from './crypto/keyring.ts'
 import { resolveKeyring } from './config/encryption.ts'
 import { sealedPortal } from './portal/sealed.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
+import { WebhookWorker } from './webhooks/worker.ts'
+import { Webhooks } from './webhooks/service.ts'
 
 export interface AppOptions {
   readonly config: Config
@@ -128,6 +130,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // After the server has stopped: the last usage counts are saved before the store closes.
   app.addHook('onClose', () => limits.close())
 
+  // The outbox's sender, on every node; closed before the store (the caller's), after the routes that feed it.
+  const worker = new WebhookWorker({
+    store: store.webhooks, keyring, config,
+    onError: (error, what) => app.log.warn({ err: error, what }, 'webhook delivery failed to run'),
+    onOutcome: (outcome) => metrics.webhookAttempt(outcome),
+  })
+  worker.start()
+  app.addHook('onClose', () => worker.close())
+  metrics.watchWebhooks(() => store.webhooks.pending())
+  const webhooks = new Webhooks({ store, keyring, config, onDue: () => worker.nudge() })
+
   await app.register(errors, { config })
   await app.register(gateway, { config, store, pepper, now, limits, metrics })
   await app.register(openapi, { config, version: VERSION })
@@ -143,6 +156,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await app.register(portal, {
       prefix: '/portal', config, store: portalStore, pepper, now, mailer, metrics,
       accounts: new Accounts({ store: portalStore, pepper, config, now }),
+      webhooks,
       passwords: new Passwords(),
       throttle: new SignInThrottle(portalStore, config, now, pepper),
     })

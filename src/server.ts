@@ -14,6 +14,7 @@ import { createMetrics } from './metrics/metrics.ts'
 import { instrumentStore } from './metrics/store.ts'
 import { buildAdminApp } from './admin/api/app.ts'
 import { Accounts } from './accounts/service.ts'
+import { Webhooks } from './webhooks/service.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {
@@ -61,7 +62,8 @@ const accounts = new Accounts({ store, pepper, config })
 const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
 const app = await buildApp({ config, store, pepper, keyring, metrics })
-const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics })
+// Its re-sends are picked up by this node's worker at its next poll (WEBHOOK_POLL_MS).
+const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }) })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */

@@ -7,9 +7,12 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { resolveKeyring } from '../src/config/encryption.ts'
 import { startApp } from './helper.ts'
 import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
 import { portalUser } from './portal-helper.ts'
+import { Webhooks } from '../src/webhooks/service.ts'
+import { SYSTEM } from '../src/domain/accounts.ts'
 
 const skip = browserSkip()
 
@@ -19,6 +22,7 @@ const SIGNED_OUT = ['/sign-in', '/sign-up', '/reset', '/reset/confirm?token=AAAA
 const SIGNED_IN = ['/home', '/security', '/security/two-factor/setup',
   '/accounts/:a/start', '/accounts/:a/keys', '/accounts/:a/keys?show=old', '/accounts/:a/keys/:k/revoke', '/accounts/:a/subscriptions',
   '/accounts/:a/usage', '/accounts/:a/usage/keys', '/accounts/:a/team', '/accounts/:a/audit',
+  '/accounts/:a/webhooks', '/accounts/:a/webhooks/:w/deliveries', '/accounts/:a/webhooks/:w/delete',
   '/operator', '/operator/accounts', '/operator/accounts/:a', '/operator/sign-ups', '/operator/subscriptions', '/operator/audit']
 
 test('every portal page, signed out and signed in as an operator: no serious or critical axe finding, nothing refused by the CSP, one h1', { skip }, async (t) => {
@@ -26,6 +30,10 @@ test('every portal page, signed out and signed in as an operator: no serious or 
   const op = await portalUser(app, { operator: true })
   await portalUser(app, { email: 'dev@example.com', role: 'developer' })
   assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
+  // An endpoint with a delivery in its log (refused: its host is not this node's), for the webhook pages.
+  const hook = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, { url: 'https://hooks.example.com/in' })
+  assert.ok(!('failure' in hook))
+  await app.store.audit.append({ actor: 'system', action: 'factor.created', target: { type: 'factor', id: 'fac_1' }, accountId: app.accountId, ip: null, outcome: 'success', detail: { userID: 'u1' } })
   await new Promise((resolve) => setTimeout(resolve, 300))
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
@@ -33,7 +41,7 @@ test('every portal page, signed out and signed in as an operator: no serious or 
   page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(`${page.url()}: ${m.text()}`) })
   const findings: string[] = []
   const visit = async (path: string) => {
-    const url = `${app.url}/portal${path.replace(':a', app.accountId).replace(':k', app.keyId)}`
+    const url = `${app.url}/portal${path.replace(':a', app.accountId).replace(':k', app.keyId).replace(':w', hook.endpoint.id)}`
     const res = await page.goto(url)
     assert.ok(res !== null && res.status() < 500, `${path}: ${res?.status()}`)
     await page.waitForLoadState('networkidle')

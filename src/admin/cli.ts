@@ -10,6 +10,7 @@ import { resolveKeyring } from '../config/encryption.ts'
 import { newKeyItem, type Keyring } from '../crypto/keyring.ts'
 import { rotateSeals } from '../totp/factors/rotate.ts'
 import { resealPortalSecrets } from '../portal/sealed.ts'
+import { resealSecrets } from '../webhooks/secret.ts'
 import { openStore } from '../storage/factory.ts'
 import type { Store } from '../storage/ports.ts'
 import { Accounts, isFailure, type Failure } from '../accounts/service.ts'
@@ -253,12 +254,13 @@ async function runEncryption(store: Store, ring: Keyring, verb: string, flags: F
       if (!Number.isInteger(batch) || batch < 1 || batch > 10000) throw new UsageError('--batch must be a whole number from 1 to 10000')
       const done = await rotateSeals(store.factors, ring, { batch })
       const portal = await resealPortalSecrets(store.portal, ring)
+      const hooks = await resealSecrets(store.webhooks, ring)
       const left = [...(await store.factors.sealVersions())].filter(([version]) => version !== ring.active).reduce((n, [, c]) => n + c, 0)
       const human = [`Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
-        `Re-sealed ${portal.resealed} portal users' two-factor secrets.`,
-        ...[...done.unreadable, ...portal.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`)]
-      if (done.unreadable.length + portal.unreadable.length > 0) human.push('What does not open keeps its old version: do not remove it until those are deleted.')
-      return { json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left, portalUsers: portal }, human: human.join('\n') }
+        `Re-sealed ${portal.resealed} portal users' two-factor secrets and ${hooks.resealed} webhook endpoints' signing secrets.`,
+        ...[...done.unreadable, ...portal.unreadable, ...hooks.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`)]
+      if (done.unreadable.length + portal.unreadable.length + hooks.unreadable.length > 0) human.push('What does not open keeps its old version: do not remove it until those are deleted.')
+      return { json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left, portalUsers: portal, webhookEndpoints: hooks }, human: human.join('\n') }
     }
   }
 }

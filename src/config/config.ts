@@ -294,6 +294,15 @@ export const settings = {
   signinIpMaxFailures: int('SIGNIN_IP_MAX_FAILURES', 50, 0, 1000000, 'Failed portal sign-ins from one source address (IPv6: its /64) within a clock hour, whatever the emails, before each further attempt from it waits. A success is not counted but does not end the run. 0 turns this limit off (do so, or set `TRUST_PROXY`, when every client reaches the service through one proxy address).'),
   signinLockBaseSeconds: int('SIGNIN_LOCK_BASE_SECONDS', 1, 1, 86400, 'First delay after `SIGNIN_MAX_FAILURES` (or `SIGNIN_IP_MAX_FAILURES`) failures; it doubles with each further failure.'),
   signinLockMaxSeconds: int('SIGNIN_LOCK_MAX_SECONDS', 900, 1, 604800, 'Longest delay between portal sign-in attempts for one email address or source address.'),
+  webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', false, 'Let webhook endpoints be plain `http` and reach loopback, private, link-local and other internal addresses (tests, development). Off, an endpoint must be `https` and every address its name resolves to, checked at each delivery, must be public.'),
+  webhookTimeoutMs: int('WEBHOOK_TIMEOUT_MS', 10000, 100, 120000, 'Longest one webhook delivery may take, from the name lookup to the end of the answer; past it the attempt fails and is retried.'),
+  webhookRetrySeconds: int('WEBHOOK_RETRY_SECONDS', 86400, 1, 2592000, 'How long a webhook delivery is retried (from its event, or from a re-send) before it is marked failed.'),
+  webhookBackoffMs: int('WEBHOOK_BACKOFF_MS', 5000, 10, 3600000, 'Delay before the first retry of a webhook delivery; it doubles with each further failure (with jitter, up to `WEBHOOK_BACKOFF_MAX_MS`).'),
+  webhookBackoffMaxMs: int('WEBHOOK_BACKOFF_MAX_MS', 3600000, 10, 86400000, 'Longest delay between two attempts of a webhook delivery.'),
+  webhookPollMs: int('WEBHOOK_POLL_MS', 1000, 10, 600000, 'How often each node looks for webhook deliveries that are due (a read; it claims only when there is work).'),
+  webhookConcurrency: int('WEBHOOK_CONCURRENCY', 8, 1, 256, 'Webhook deliveries each node sends at once.'),
+  webhookMaxEndpoints: int('WEBHOOK_MAX_ENDPOINTS', 10, 1, 1000, 'Most webhook endpoints an account may have.'),
+  webhookLogDays: int('WEBHOOK_LOG_DAYS', 30, 1, 3650, 'Finished webhook deliveries (delivered, failed, cancelled) and their attempts are deleted this many days after their last change.'),
 } as const
 
 type Settings = typeof settings
@@ -319,6 +328,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.encryptionActiveVersion !== 0 && config.encryptionKeys !== '' && !parseKeys(config.encryptionKeys).has(config.encryptionActiveVersion)) fail('ENCRYPTION_ACTIVE_VERSION', `must be one of the versions in ENCRYPTION_KEYS (${[...parseKeys(config.encryptionKeys).keys()].join(', ')})`)
   if (config.otpLockMaxSeconds < config.otpLockBaseSeconds) fail('OTP_LOCK_MAX_SECONDS', 'must not be below OTP_LOCK_BASE_SECONDS')
+  if (config.webhookBackoffMaxMs < config.webhookBackoffMs) fail('WEBHOOK_BACKOFF_MAX_MS', 'must not be below WEBHOOK_BACKOFF_MS')
   if (config.signinLockMaxSeconds < config.signinLockBaseSeconds) fail('SIGNIN_LOCK_MAX_SECONDS', 'must not be below SIGNIN_LOCK_BASE_SECONDS')
   return Object.freeze(config)
 }

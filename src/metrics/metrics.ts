@@ -24,6 +24,10 @@ export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
 export type RefusalCause = 'missing' | 'unknown' | 'revoked' | 'expired' | 'suspended' | 'not subscribed' | 'out of scope' | 'throttled' | 'over quota'
 export const REFUSAL_CAUSES: readonly RefusalCause[] = ['missing', 'unknown', 'revoked', 'expired', 'suspended', 'not subscribed', 'out of scope', 'throttled', 'over quota']
 
+/** What one webhook attempt came to: delivered (a 2xx), to be retried, or given up (the retry window over). */
+export type WebhookOutcome = 'delivered' | 'retry' | 'failed'
+export const WEBHOOK_OUTCOMES: readonly WebhookOutcome[] = ['delivered', 'retry', 'failed']
+
 export type VerificationOutcome = 'accepted' | 'invalid' | 'reused' | 'locked'
 export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['accepted', 'invalid', 'reused', 'locked']
 
@@ -168,6 +172,10 @@ export interface Metrics {
   watchDependencies(read: () => Promise<Record<string, boolean>>): void
   /** Seconds since the oldest usage count still waiting to be saved (0 when none waits). */
   watchUsageLag(read: () => number): void
+  /** One webhook attempt's outcome. */
+  webhookAttempt(outcome: WebhookOutcome): void
+  /** Webhook deliveries not yet delivered nor given up (every node's), counted at each scrape. */
+  watchWebhooks(read: () => Promise<number>): void
 }
 
 export interface MetricsOptions {
@@ -276,6 +284,19 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const emailSent = zero(emails.labels({ outcome: 'sent' }))
   const emailFailed = zero(emails.labels({ outcome: 'failed' }))
 
+  // Webhooks.
+  const webhookAttempts = new Counter({ name: 'tessera_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retry, failed: given up after WEBHOOK_RETRY_SECONDS).', labelNames: ['outcome'] as const, registers })
+  const webhookChildren = new Map(WEBHOOK_OUTCOMES.map((outcome) => [outcome, zero(webhookAttempts.labels({ outcome }))]))
+  let webhooksPending: (() => Promise<number>) | null = null
+  new Gauge({
+    name: 'tessera_webhook_deliveries_pending', help: 'Webhook deliveries waiting to be sent or retried, across all nodes (read from the store at each scrape).', registers,
+    async collect() {
+      if (webhooksPending === null) return
+      // A store that does not answer leaves the last value; its own series (tessera_dependency_up) tells why.
+      try { this.set(await webhooksPending()) } catch { /* above */ }
+    },
+  })
+
   return {
     registry,
     perAccount,
@@ -323,5 +344,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     watchStore(read) { storeGauges = read },
     watchDependencies(read) { dependencies = read },
     watchUsageLag(read) { usageLag = read },
+    webhookAttempt(outcome) { webhookChildren.get(outcome)!.inc() },
+    watchWebhooks(read) { webhooksPending = read },
   }
 }

@@ -73,6 +73,7 @@ export function instrumentStore(store: Store, metrics: Metrics, options: { reado
     audit: timed(store.audit, relational, 'audit', metrics),
     adminTokens: timed(store.adminTokens, relational, 'adminTokens', metrics),
     portal: timed(store.portal, relational, 'portal', metrics),
+    webhooks: timed(store.webhooks, relational, 'webhooks', metrics),
     sharedLimiter: store.sharedLimiter === null ? null : timed(store.sharedLimiter, shared, 'limiter', metrics),
     health: () => store.health(),
     gauges: () => store.gauges(),

@@ -13,6 +13,7 @@ import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import type { Store } from '../storage/ports.ts'
 import type { Accounts, Context } from '../accounts/service.ts'
+import type { Webhooks } from '../webhooks/service.ts'
 import type { Mailer } from '../mail/mailer.ts'
 import type { Membership, Role, Session, User } from '../domain/portal.ts'
 import type { Account } from '../storage/ports.ts'
@@ -26,6 +27,7 @@ export interface Kit {
   readonly config: Config
   readonly store: Store
   readonly accounts: Accounts
+  readonly webhooks: Webhooks
   readonly mailer: Mailer
   readonly passwords: Passwords
   readonly throttle: SignInThrottle
@@ -177,10 +179,10 @@ export interface SendOptions {
   readonly account?: { readonly id: string; readonly name: string; readonly here: AccountPage } | null
 }
 
-export type AccountPage = 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team'
+export type AccountPage = 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team' | 'webhooks'
 
 const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
-  ['start', 'Getting started'], ['keys', 'Keys'], ['subscriptions', 'Subscriptions'], ['usage', 'Usage'], ['team', 'Team'], ['audit', 'Audit'],
+  ['start', 'Getting started'], ['keys', 'Keys'], ['subscriptions', 'Subscriptions'], ['usage', 'Usage'], ['team', 'Team'], ['webhooks', 'Webhooks'], ['audit', 'Audit'],
 ]
 
 /** accountNav: the links between an account's pages. */

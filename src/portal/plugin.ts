@@ -2,7 +2,7 @@
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
  * API-key guard never runs here. Each page module (auth, keys, subscriptions, usage, audit,
- * team, security, operator, start) is a plugin given the same kit (kit.ts); this file only wires.
+ * team, security, operator, start, webhooks) is a plugin given the same kit (kit.ts); this file only wires.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { parse as parseForm } from 'fast-querystring'
@@ -22,6 +22,7 @@ import auditPages, { css as auditCss } from './audit.ts'
 import teamPages, { css as teamCss } from './team.ts'
 import securityPages, { css as securityCss } from './security.ts'
 import operatorPages, { css as operatorCss } from './operator.ts'
+import webhookPages, { css as webhooksCss } from './webhooks.ts'
 
 export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 
@@ -42,14 +43,14 @@ function headers(reply: FastifyReply): FastifyReply {
 /** The longest form the portal takes: a sign-in with a 1 024-character password, escaped, fits. */
 export const FORM_LIMIT = 16_384
 
-const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, auditCss, teamCss, securityCss, operatorCss].join('\n')
+const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, auditCss, teamCss, securityCss, operatorCss, webhooksCss].join('\n')
 
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
-  const { config, store, accounts, mailer, passwords, throttle, pepper, now, metrics } = opts
+  const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics } = opts
   const kit: Kit = {
-    config, store, accounts, mailer, passwords, throttle, pepper, now, metrics,
+    config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics,
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
     sessionTtlMs: config.sessionTtlHours * 3_600_000,
   }
@@ -71,7 +72,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
     return sendPage(kit, reply, { title: status >= 500 ? 'Sorry' : 'Bad request', status, body: html`<p role="alert">${message}</p>` })
   })
 
-  for (const pages of [authPages, homePages, keysPages, subscriptionPages, startPages, usagePages, auditPages, teamPages, securityPages, operatorPages]) {
+  for (const pages of [authPages, homePages, keysPages, subscriptionPages, startPages, usagePages, auditPages, teamPages, securityPages, operatorPages, webhookPages]) {
     await app.register(pages, kit)
   }
 

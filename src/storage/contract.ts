@@ -13,6 +13,7 @@ import { CursorError, LastOwnerError } from './ports.ts'
 import { newId } from './rows.ts'
 import { UNSCOPED } from '../domain/accounts.ts'
 import { factorContract } from './factor-contract.ts'
+import { webhookContract } from './webhook-contract.ts'
 
 /** draft: an audit event for the contract (what it says is not the store's business). */
 export function draft(action: string, target = 'x'): AuditDraft {
@@ -490,6 +491,7 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
 
   portalContract(withStore)
   factorContract(withStore, async (store) => (await makeAccount(store.access, 'factors')).id)
+  webhookContract(withStore)
 }
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

@@ -70,6 +70,8 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     audit: relational.audit,
     adminTokens: relational.adminTokens,
     portal: relational.portal,
+    // Webhooks live in the relational store: the outbox is written with the audit events there.
+    webhooks: relational.webhooks,
     sharedLimiter: redis.limiter,
     gauges: () => ({ ...relational.gauges(), redisConnected: redis.connected() }),
     async health(): Promise<Health> {

@@ -530,4 +530,148 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 8,
+    name: 'webhook endpoints and the outbox their deliveries come from, fed by the audit trail',
+    sqlite: `
+      -- The audit actions that are also webhook events (domain/events.ts). A later event type is a row added by a later migration.
+      CREATE TABLE webhook_event_types (type TEXT PRIMARY KEY) WITHOUT ROWID;
+      INSERT INTO webhook_event_types (type) VALUES ('factor.created'), ('factor.activated'), ('factor.deleted'),
+        ('factor.verification_failed'), ('factor.lockout_started'), ('recovery_code.used'), ('recovery_codes.regenerated');
+      -- event_types: a comma list, NULL for every type. secret: sealed (webhooks/secret.ts), never the secret as given.
+      CREATE TABLE webhook_endpoints (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        url TEXT NOT NULL,
+        event_types TEXT,
+        secret TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        disabled_at TEXT
+      );
+      CREATE INDEX webhook_endpoints_account ON webhook_endpoints(account_id, created_at) WHERE disabled_at IS NULL;
+      -- One message per event that had somewhere to go; its id is the audit event's, the webhook-id.
+      CREATE TABLE webhook_messages (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        at TEXT NOT NULL,
+        data TEXT NOT NULL
+      ) WITHOUT ROWID;
+      -- One delivery per message and endpoint. Times in epoch ms: since_ms starts the retry window
+      -- (the event, or a re-send); a pending delivery is due from next_at_ms, which a claim moves
+      -- past its lease, so that one whose worker died is due again once the lease runs out.
+      CREATE TABLE webhook_deliveries (
+        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+        message_id TEXT NOT NULL REFERENCES webhook_messages(id),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed', 'cancelled')),
+        tries INTEGER NOT NULL,
+        since_ms INTEGER NOT NULL,
+        next_at_ms INTEGER NOT NULL,
+        lease TEXT,
+        updated_ms INTEGER NOT NULL,
+        PRIMARY KEY (endpoint_id, message_id)
+      ) WITHOUT ROWID;
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_at_ms) WHERE status = 'pending';
+      CREATE INDEX webhook_deliveries_done ON webhook_deliveries(updated_ms) WHERE status <> 'pending';
+      CREATE INDEX webhook_deliveries_message ON webhook_deliveries(message_id);
+      CREATE TABLE webhook_attempts (
+        id TEXT PRIMARY KEY,
+        endpoint_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        status_code INTEGER,
+        duration_ms INTEGER NOT NULL,
+        error TEXT
+      );
+      CREATE INDEX webhook_attempts_delivery ON webhook_attempts(endpoint_id, message_id, at_ms);
+      -- The outbox is written by the insert of the event itself: in its transaction, whichever
+      -- path wrote it (a change's SAVEPOINT, AuditStore.append), so an event and its deliveries
+      -- commit or roll back together, and no write path has to remember the outbox.
+      CREATE TRIGGER audit_events_webhooks AFTER INSERT ON audit_events
+        WHEN NEW.account_id IS NOT NULL AND NEW.action IN (SELECT type FROM webhook_event_types)
+          AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR instr(',' || e.event_types || ',', ',' || NEW.action || ',') > 0))
+      BEGIN
+        INSERT INTO webhook_messages (id, account_id, event_type, at, data) VALUES (NEW.id, NEW.account_id, NEW.action, NEW.at, NEW.detail);
+        INSERT INTO webhook_deliveries (endpoint_id, message_id, status, tries, since_ms, next_at_ms, lease, updated_ms)
+          SELECT e.id, NEW.id, 'pending', 0, t.ms, t.ms, NULL, t.ms
+          FROM webhook_endpoints e, (SELECT CAST(round((julianday(NEW.at) - 2440587.5) * 86400000) AS INTEGER) AS ms) t
+          WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR instr(',' || e.event_types || ',', ',' || NEW.action || ',') > 0);
+      END;
+    `,
+    postgres: `
+      -- The audit actions that are also webhook events (domain/events.ts). A later event type is a row added by a later migration.
+      CREATE TABLE webhook_event_types (type text PRIMARY KEY);
+      INSERT INTO webhook_event_types (type) VALUES ('factor.created'), ('factor.activated'), ('factor.deleted'),
+        ('factor.verification_failed'), ('factor.lockout_started'), ('recovery_code.used'), ('recovery_codes.regenerated');
+      -- event_types: a comma list, NULL for every type. secret: sealed (webhooks/secret.ts), never the secret as given.
+      CREATE TABLE webhook_endpoints (
+        id text PRIMARY KEY,
+        account_id text NOT NULL REFERENCES accounts(id),
+        url text NOT NULL,
+        event_types text,
+        secret text NOT NULL,
+        created_at timestamptz NOT NULL,
+        disabled_at timestamptz
+      );
+      CREATE INDEX webhook_endpoints_account ON webhook_endpoints(account_id, created_at) WHERE disabled_at IS NULL;
+      -- One message per event that had somewhere to go; its id is the audit event's, the webhook-id.
+      CREATE TABLE webhook_messages (
+        id text PRIMARY KEY,
+        account_id text NOT NULL,
+        event_type text NOT NULL,
+        at timestamptz NOT NULL,
+        data jsonb NOT NULL
+      );
+      -- One delivery per message and endpoint. Times in epoch ms: since_ms starts the retry window
+      -- (the event, or a re-send); a pending delivery is due from next_at_ms, which a claim moves
+      -- past its lease, so that one whose worker died is due again once the lease runs out.
+      CREATE TABLE webhook_deliveries (
+        endpoint_id text NOT NULL REFERENCES webhook_endpoints(id),
+        message_id text NOT NULL REFERENCES webhook_messages(id),
+        status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed', 'cancelled')),
+        tries integer NOT NULL,
+        since_ms bigint NOT NULL,
+        next_at_ms bigint NOT NULL,
+        lease text,
+        updated_ms bigint NOT NULL,
+        PRIMARY KEY (endpoint_id, message_id)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_at_ms) WHERE status = 'pending';
+      CREATE INDEX webhook_deliveries_done ON webhook_deliveries(updated_ms) WHERE status <> 'pending';
+      CREATE INDEX webhook_deliveries_message ON webhook_deliveries(message_id);
+      CREATE TABLE webhook_attempts (
+        id text PRIMARY KEY,
+        endpoint_id text NOT NULL,
+        message_id text NOT NULL,
+        at_ms bigint NOT NULL,
+        status_code integer,
+        duration_ms integer NOT NULL,
+        error text
+      );
+      CREATE INDEX webhook_attempts_delivery ON webhook_attempts(endpoint_id, message_id, at_ms);
+      -- The outbox is written by the insert of the event itself: in its statement's transaction,
+      -- whichever path wrote it (a change's CTE, AuditStore.append), so an event and its
+      -- deliveries commit or roll back together, and no write path has to remember the outbox.
+      CREATE FUNCTION audit_events_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO webhook_messages (id, account_id, event_type, at, data)
+          SELECT NEW.id, NEW.account_id, NEW.action, NEW.at, NEW.detail
+          WHERE EXISTS (SELECT 1 FROM webhook_event_types WHERE type = NEW.action)
+            AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR NEW.action = ANY (string_to_array(e.event_types, ','))));
+        IF FOUND THEN
+          INSERT INTO webhook_deliveries (endpoint_id, message_id, status, tries, since_ms, next_at_ms, lease, updated_ms)
+            SELECT e.id, NEW.id, 'pending', 0, t.ms, t.ms, NULL, t.ms
+            FROM webhook_endpoints e, (SELECT (extract(epoch FROM NEW.at) * 1000)::bigint AS ms) t
+            WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+              AND (e.event_types IS NULL OR NEW.action = ANY (string_to_array(e.event_types, ',')));
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER audit_events_webhooks AFTER INSERT ON audit_events
+        FOR EACH ROW WHEN (NEW.account_id IS NOT NULL) EXECUTE FUNCTION audit_events_webhooks();
+    `,
+  },
 ]

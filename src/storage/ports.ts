@@ -537,6 +537,108 @@ export interface Limiter {
   take(accountId: string, plan: Plan, cost: number, seed: (windowStartMs: number, windowEndMs: number) => Promise<number>): Promise<LimitDecision>
 }
 
+/** A webhook endpoint of an account (its secret stays in the store, sealed). */
+export interface WebhookEndpoint {
+  readonly id: string
+  readonly accountId: string
+  readonly url: string
+  /** The event types it receives; null: every type. */
+  readonly eventTypes: readonly string[] | null
+  readonly createdAt: string
+}
+
+export interface NewWebhookEndpoint extends WebhookEndpoint {
+  /** The signing secret as webhooks/secret.ts sealed it. */
+  readonly sealedSecret: string
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled'
+
+/** One try at delivering a message to an endpoint. */
+export interface WebhookAttempt {
+  readonly at: string
+  /** The HTTP status answered; null: no answer (refused, unreachable, timed out). */
+  readonly statusCode: number | null
+  readonly durationMs: number
+  readonly error: string | null
+}
+
+/** A message's delivery to one endpoint, with its latest attempts (newest first). */
+export interface WebhookDelivery {
+  /** The message's id: the audit event's, sent as webhook-id. */
+  readonly id: string
+  readonly eventType: string
+  /** When the event happened. */
+  readonly createdAt: string
+  readonly status: DeliveryStatus
+  /** When a pending delivery is tried next; null otherwise. */
+  readonly nextAttemptAt: string | null
+  readonly attempts: readonly WebhookAttempt[]
+}
+
+/** A delivery a worker claimed: everything it needs to send it. */
+export interface ClaimedDelivery {
+  readonly endpointId: string
+  readonly messageId: string
+  readonly accountId: string
+  readonly url: string
+  readonly sealedSecret: string
+  readonly eventType: string
+  /** When the event happened (ISO). */
+  readonly at: string
+  readonly data: Readonly<Record<string, unknown>>
+  /** Tries since the retry window began, and when it began (epoch ms). */
+  readonly tries: number
+  readonly sinceMs: number
+  /** The claim's token: only its holder's finish changes the delivery. */
+  readonly lease: string
+}
+
+/** What one attempt came to: `retry` at `nextAtMs`, or done. */
+export interface DeliveryResult {
+  readonly endpointId: string
+  readonly messageId: string
+  readonly lease: string
+  readonly attempt: { readonly atMs: number; readonly statusCode: number | null; readonly durationMs: number; readonly error: string | null }
+  readonly outcome: 'delivered' | 'retry' | 'failed'
+  readonly nextAtMs: number
+}
+
+/**
+ * WebhookStore keeps endpoints and the outbox. Messages and their deliveries are not written
+ * here: the store writes them with the audit event they report (an event whose action is an
+ * event type, for an account with endpoints that take it), in its transaction. Claims are
+ * atomic across processes and nodes: however many workers claim at once, a delivery goes to
+ * one, until its lease runs out.
+ */
+export interface WebhookStore {
+  /** createEndpoint: false (nothing written) when the account has `max` live endpoints already. */
+  createEndpoint(endpoint: NewWebhookEndpoint, max: number, audit: AuditDraft): Promise<boolean>
+  /** listEndpoints: an account's live endpoints, oldest first. */
+  listEndpoints(accountId: string): Promise<WebhookEndpoint[]>
+  getEndpoint(accountId: string, id: string): Promise<WebhookEndpoint | null>
+  /** deleteEndpoint disables it and cancels its pending deliveries; false when there is no such live endpoint. */
+  deleteEndpoint(accountId: string, id: string, audit: AuditDraft): Promise<boolean>
+  /** sealedSecrets gives up to `limit` live endpoints' sealed secrets, by id after `afterId` (a key rotation). */
+  sealedSecrets(afterId: string, limit: number): Promise<{ readonly id: string; readonly accountId: string; readonly sealed: string }[]>
+  /** resealSecret replaces an endpoint's sealed secret if it is still `from` (compare-and-set); false otherwise. */
+  resealSecret(id: string, from: string, to: string): Promise<boolean>
+  /** listDeliveries pages through an endpoint's deliveries, newest event first. A malformed cursor throws CursorError. */
+  listDeliveries(endpointId: string, query: { readonly cursor?: string; readonly limit: number }): Promise<Page<WebhookDelivery>>
+  /** resend makes a delivery of a live endpoint due at `nowMs`, its retry window starting again; false when there is none. */
+  resend(endpointId: string, messageId: string, nowMs: number, audit: AuditDraft): Promise<boolean>
+  /** due tells, reading only, whether a delivery is due at `nowMs` (an idle poll writes nothing). */
+  due(nowMs: number): Promise<boolean>
+  /** claim takes up to `limit` due deliveries, oldest due first, each leased until `nowMs + leaseMs`. */
+  claim(limit: number, nowMs: number, leaseMs: number): Promise<ClaimedDelivery[]>
+  /** finish records an attempt and, when the lease is still the caller's, its outcome. */
+  finish(result: DeliveryResult): Promise<void>
+  /** pending counts the deliveries not yet delivered nor given up. */
+  pending(): Promise<number>
+  /** prune deletes finished deliveries last changed before `beforeMs`, their attempts, and messages left without deliveries; returns how many deliveries. */
+  prune(beforeMs: number): Promise<number>
+}
+
 /** UnavailableError: a dependency (named) cannot be reached; the caller gets 503, not 500. */
 export class UnavailableError extends Error {
   readonly dependency: string
@@ -566,6 +668,7 @@ export interface Store {
   readonly audit: AuditStore
   readonly adminTokens: AdminTokenStore
   readonly portal: PortalStore
+  readonly webhooks: WebhookStore
   /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */

@@ -6,6 +6,7 @@
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
+import { resolveKeyring } from '../../config/encryption.ts'
 import { execFile } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -18,6 +19,7 @@ import { CLI } from '../../domain/accounts.ts'
 import { isFailure } from '../../accounts/service.ts'
 import { catalogue } from '../../errors/catalogue.ts'
 import { ADMIN_BODY_LIMIT, ADMIN_DOCUMENT_PATH, buildAdminApp } from './app.ts'
+import { Webhooks } from '../../webhooks/service.ts'
 
 const ROOT = new URL('../../..', import.meta.url).pathname
 
@@ -35,7 +37,8 @@ async function startAdmin(t: TestContext, env: Record<string, string> = {}, cloc
   // Usage counts reach the store every USAGE_FLUSH_MS: low, so that a report sees calls soon.
   const pub = await startApp(t, { USAGE_FLUSH_MS: '100', ...env }, clock)
   const logs: string[] = []
-  const app = await buildAdminApp({ config: pub.config, accounts: pub.accounts, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
+  const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
+  const app = await buildAdminApp({ config: pub.config, accounts: pub.accounts, webhooks, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => app.close())
   const address = app.server.address()
@@ -598,7 +601,8 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
   assert.deepEqual([...ids].sort(), [
     'clearTotpLockout', 'createAccount', 'createKey', 'getAccount', 'getKey', 'getPlan', 'getUsage', 'listAccounts', 'listAuditEvents',
     'listKeys', 'listSubscriptions', 'resetPlan', 'revokeKey', 'rollKey', 'setPlan', 'setSubscription', 'updateAccount',
-  ], 'the operations, by the names clients generated from the document use')
+    'createWebhook', 'deleteWebhook', 'listWebhookDeliveries', 'listWebhooks', 'resendWebhookDelivery',
+  ].sort(), 'the operations, by the names clients generated from the document use')
   const publicDoc = a.pub.app.swagger() as { paths: Record<string, unknown> }
   assert.ok(Object.keys(publicDoc.paths).every((p) => !p.startsWith('/admin')), 'no admin route in the public document')
 

@@ -28,6 +28,8 @@ import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
 import { serveReference } from '../../openapi/plugin.ts'
 import adminRoutes from './routes.ts'
+import webhookRoutes from './webhooks.ts'
+import type { Webhooks } from '../../webhooks/service.ts'
 import { TAGS } from './schemas.ts'
 
 export const ADMIN_TITLE = 'Tessera admin API'
@@ -43,7 +45,7 @@ export const ADMIN_CODES: readonly ErrorCode[] = [
 ]
 
 const DESCRIPTION = [
-  'The operators\' API: accounts, keys, subscriptions, plans, usage, the audit trail and TOTP lockouts. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.',
+  'The operators\' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts and webhooks. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.',
   '',
   'Every call needs `Authorization: Bearer <admin token>`; tokens are created, listed and revoked with `npm run admin -- admin token …` and shown once. A `read` token may only read (GET). Every change is recorded in the audit trail with the token and the source address.',
   '',
@@ -59,6 +61,8 @@ const DESCRIPTION = [
 export interface AdminAppOptions {
   readonly config: Config
   readonly accounts: Accounts
+  /** The webhooks service (none: no webhook routes). */
+  readonly webhooks?: Webhooks
   /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -216,6 +220,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))
     await guarded.register(adminRoutes, { accounts, now })
+    if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.
   if (opts.metrics !== undefined) await app.register(metricsRoute, { metrics: opts.metrics, token: config.metricsToken })

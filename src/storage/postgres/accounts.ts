@@ -15,6 +15,9 @@ import {
 
 export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
 
+/** Transaction runs `work` in one transaction on one connection (committed when it returns, rolled back when it throws). */
+export type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>
+
 /**
  * auditInsert inserts one event per row of `source` (none: no event; null: one event), its
  * values the parameters from `$first` on, in auditValues' order.

@@ -8,10 +8,8 @@
  */
 import type { AuditDraft, FactorStore } from '../ports.ts'
 import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
-import { audited, auditInsert, type Query } from './accounts.ts'
+import { audited, auditInsert, type Query, type Transaction } from './accounts.ts'
 
-/** Transaction runs `work` in one transaction on one connection (committed, or rolled back when it throws). */
-export type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
 

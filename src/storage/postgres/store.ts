@@ -16,9 +16,10 @@ import { ACCEPTED, failure, UnavailableError } from '../ports.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
-import { accessParts, type Query } from './accounts.ts'
+import { accessParts, type Query, type Transaction } from './accounts.ts'
 import { portalStore } from './portal.ts'
-import { factorStore, type Transaction } from './factors.ts'
+import { factorStore } from './factors.ts'
+import { webhookStore } from './webhooks.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -275,6 +276,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     verification: verificationStore(query),
     usage: usageStore(query),
     portal: portalStore(query),
+    webhooks: webhookStore(query, transaction),
     sharedLimiter: null,
     gauges: () => ({ postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 } }),
     async health(): Promise<Health> {

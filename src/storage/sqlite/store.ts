@@ -17,6 +17,7 @@ import { GroupCommit } from './batch.ts'
 import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
+import { webhookStore } from './webhooks.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 
 export interface SqliteOptions {
@@ -277,6 +278,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     audit: auditStore(db, batch),
     adminTokens: adminTokenStore(db, batch),
     portal: portalStore(db, batch),
+    webhooks: webhookStore(db, batch),
     sharedLimiter: null,
     gauges: () => ({}),
     async health() {

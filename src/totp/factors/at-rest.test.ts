@@ -18,6 +18,10 @@ import { createDatabase, redisEnv, redisUrl, skipUnless, type StoreEnv as Env } 
 import { codeOf, enroll, path, type Created } from '../../../test/factors.ts'
 import { keyring, parseKeys } from '../../crypto/keyring.ts'
 import { rotateSeals } from './rotate.ts'
+import { Webhooks } from '../../webhooks/service.ts'
+import { openSecret } from '../../webhooks/secret.ts'
+import { isFailure } from '../../accounts/service.ts'
+import { SYSTEM } from '../../domain/accounts.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const run = promisify(execFile)
@@ -166,6 +170,9 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
   const app = await startApp(t, { DATA_DIR: dataDir, ENCRYPTION_KEYS: v1 }, testClock(T0))
   await enroll(app, 'x')
   await enroll(app, 'y')
+  const hook = await new Webhooks({ store: app.store, keyring: keyring(parseKeys(v1)), config: app.config })
+    .create({ actor: SYSTEM }, app.accountId, { url: 'https://hooks.example.com/in' })
+  assert.ok(!isFailure(hook))
   const cli = async (keys: string, ...args: string[]) => {
     const { stdout } = await run(process.execPath, [CLI, 'encryption', ...args, '--json'], { env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test', ENCRYPTION_KEYS: keys } })
     return JSON.parse(stdout) as Record<string, unknown>
@@ -178,5 +185,9 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
   const rotated = await cli(`${v1},${item}`, 'rotate', '--batch', '1')
   assert.equal(rotated.resealed, 2)
   assert.equal(rotated.leftUnderOtherVersions, 0)
+  assert.deepEqual(rotated.webhookEndpoints, { resealed: 1, unreadable: [] })
+  // The endpoint's secret opens under version 2 alone.
+  const [sealed] = await app.store.webhooks.sealedSecrets('', 10)
+  assert.equal(await openSecret(keyring(parseKeys(item)), sealed!.sealed, { accountId: app.accountId, endpointId: hook.endpoint.id }), hook.secret)
   assert.deepEqual((await cli(item, 'status')).versions, [{ version: 2, configured: true, active: true, factors: 2 }])
 })

@@ -1,0 +1,111 @@
+/**
+ * The webhooks service: an account's endpoints and their delivery logs, for every door (the
+ * admin API, the portal). Each change takes an actor and writes its audit event (target
+ * `webhook`) with the change, as the accounts service does; expected refusals are `Failure`s.
+ * The secret is made here, sealed before it reaches the store, and returned once.
+ */
+import type { Config } from '../config/config.ts'
+import type { Keyring } from '../crypto/keyring.ts'
+import { isFailure, type Context, type Failure, type FailureKind } from '../accounts/service.ts'
+import { actorName, type AuditDraft } from '../domain/accounts.ts'
+import { EVENT_TYPES, isEventType } from '../domain/events.ts'
+import type { Page, Store, WebhookDelivery, WebhookEndpoint } from '../storage/ports.ts'
+import { newId } from '../storage/rows.ts'
+import { checkEndpointUrl } from './address.ts'
+import { newWebhookSecret, sealSecret } from './secret.ts'
+
+export interface WebhookInput {
+  readonly url?: unknown
+  /** Absent or null: every event type. */
+  readonly eventTypes?: unknown
+}
+
+export interface WebhooksOptions {
+  readonly store: Store
+  /** Seals endpoints' signing secrets. */
+  readonly keyring: Keyring
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints'>
+  /** Called after a change that makes a delivery due (a re-send), so that this node's worker looks at once. */
+  readonly onDue?: () => void
+}
+
+const fail = (failure: FailureKind, message: string, field?: string): Failure =>
+  field === undefined ? { failure, message } : { failure, message, field }
+
+export { isFailure }
+
+export class Webhooks {
+  readonly #o: WebhooksOptions
+
+  constructor(options: WebhooksOptions) {
+    this.#o = options
+  }
+
+  #draft(ctx: Context, action: string, id: string, accountId: string, detail: Record<string, unknown> = {}): AuditDraft {
+    return { actor: actorName(ctx.actor), action, target: { type: 'webhook', id }, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+  }
+
+  async #account(accountId: string): Promise<Failure | null> {
+    return (await this.#o.store.access.getAccount(accountId)) === null ? fail('not_found', `no account ${accountId}`) : null
+  }
+
+  /** create adds an endpoint and returns it with its secret, which is never shown again. */
+  async create(ctx: Context, accountId: string, input: WebhookInput): Promise<{ endpoint: WebhookEndpoint; secret: string } | Failure> {
+    const missing = await this.#account(accountId)
+    if (missing) return missing
+    if (typeof input.url !== 'string' || input.url.trim() === '') return fail('invalid', 'url is required', 'url')
+    const checked = checkEndpointUrl(input.url.trim(), this.#o.config.webhookAllowPrivate)
+    if ('reason' in checked) return fail('invalid', `url ${checked.reason}`, 'url')
+    const types = readEventTypes(input.eventTypes)
+    if (isFailure(types)) return types
+    const endpoint: WebhookEndpoint = {
+      id: newId('whe'), accountId, url: checked.url, eventTypes: types, createdAt: new Date().toISOString(),
+    }
+    const secret = newWebhookSecret()
+    const sealedSecret = await sealSecret(this.#o.keyring, secret, { accountId, endpointId: endpoint.id })
+    const max = this.#o.config.webhookMaxEndpoints
+    const made = await this.#o.store.webhooks.createEndpoint({ ...endpoint, sealedSecret }, max,
+      this.#draft(ctx, 'webhook.create', endpoint.id, accountId, { url: endpoint.url, eventTypes: endpoint.eventTypes }))
+    if (!made) return fail('conflict', `the account has ${max} webhook endpoints, the most it may have`)
+    return { endpoint, secret }
+  }
+
+  async list(accountId: string): Promise<WebhookEndpoint[] | Failure> {
+    return (await this.#account(accountId)) ?? this.#o.store.webhooks.listEndpoints(accountId)
+  }
+
+  async remove(ctx: Context, accountId: string, id: string): Promise<{ deleted: true } | Failure> {
+    const missing = await this.#account(accountId)
+    if (missing) return missing
+    const deleted = await this.#o.store.webhooks.deleteEndpoint(accountId, id, this.#draft(ctx, 'webhook.delete', id, accountId))
+    return deleted ? { deleted: true } : fail('not_found', `no webhook ${id} in account ${accountId}`)
+  }
+
+  async deliveries(accountId: string, id: string, query: { readonly cursor?: string; readonly limit: number }): Promise<Page<WebhookDelivery> | Failure> {
+    const missing = await this.#account(accountId)
+    if (missing) return missing
+    if ((await this.#o.store.webhooks.getEndpoint(accountId, id)) === null) return fail('not_found', `no webhook ${id} in account ${accountId}`)
+    return this.#o.store.webhooks.listDeliveries(id, query)
+  }
+
+  /** resend makes a delivery due now, with a fresh retry window. */
+  async resend(ctx: Context, accountId: string, id: string, deliveryId: string): Promise<{ resent: true } | Failure> {
+    const missing = await this.#account(accountId)
+    if (missing) return missing
+    if ((await this.#o.store.webhooks.getEndpoint(accountId, id)) === null) return fail('not_found', `no webhook ${id} in account ${accountId}`)
+    // The real clock, as the audit events that start deliveries are dated by it (a test's moved clock is not the workers').
+    const resent = await this.#o.store.webhooks.resend(id, deliveryId, Date.now(), this.#draft(ctx, 'webhook.resend', id, accountId, { deliveryId }))
+    if (!resent) return fail('not_found', `no delivery ${deliveryId} of webhook ${id}`)
+    this.#o.onDue?.()
+    return { resent: true }
+  }
+}
+
+/** readEventTypes: a list of distinct event types (null: all), or why not. */
+function readEventTypes(value: unknown): readonly string[] | null | Failure {
+  if (value === undefined || value === null) return null
+  const bad = fail('invalid', `eventTypes must be a list of distinct event types: ${EVENT_TYPES.join(', ')}`, 'eventTypes')
+  if (!Array.isArray(value) || value.length === 0) return bad
+  if (!value.every((t) => typeof t === 'string' && isEventType(t)) || new Set(value).size !== value.length) return bad
+  return [...value as string[]].sort()
+}

@@ -1,0 +1,141 @@
+/**
+ * WebhookWorker sends the outbox: every WEBHOOK_POLL_MS (or at once when nudged) it asks
+ * the store whether a delivery is due, claims up to WEBHOOK_CONCURRENCY under a lease, sends
+ * them at once, and records each attempt. Every node runs one; the store's claims keep them
+ * from sending the same delivery, and a node that dies mid-send leaves its claims to come due
+ * again when their lease runs out. A failed attempt is retried with exponential backoff and
+ * jitter until WEBHOOK_RETRY_SECONDS after the event (or the re-send), then marked failed.
+ */
+import type { Config } from '../config/config.ts'
+import type { Keyring } from '../crypto/keyring.ts'
+import type { ClaimedDelivery, WebhookStore } from '../storage/ports.ts'
+import { VERSION } from '../version.ts'
+import { openSecret } from './secret.ts'
+import { send, type SendOptions } from './send.ts'
+import { signature } from './sign.ts'
+
+export type DeliveryOutcome = 'delivered' | 'retry' | 'failed'
+
+export interface WorkerOptions {
+  readonly store: WebhookStore
+  /** Opens endpoints' signing secrets. */
+  readonly keyring: Keyring
+  readonly config: Pick<Config, 'webhookTimeoutMs' | 'webhookRetrySeconds' | 'webhookBackoffMs' | 'webhookBackoffMaxMs' | 'webhookPollMs'
+    | 'webhookConcurrency' | 'webhookAllowPrivate' | 'webhookLogDays'>
+  /** Faults of no request (the store away): logged, and the worker tries again at the next poll. */
+  readonly onError: (error: Error, what: string) => void
+  readonly onOutcome?: (outcome: DeliveryOutcome) => void
+  /** The clock (epoch ms): audit events are dated by the real one, so this is it but in tests of the schedule. */
+  readonly now?: () => number
+  readonly random?: () => number
+  readonly send?: Pick<SendOptions, 'ca' | 'lookup'>
+}
+
+/** How often finished deliveries past WEBHOOK_LOG_DAYS are pruned. */
+const PRUNE_MS = 3_600_000
+
+/** backoffMs: the delay after the `tries`-th failure, between half and all of base·2^(tries−1), capped. */
+export function backoffMs(tries: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const full = Math.min(maxMs, baseMs * 2 ** Math.min(tries - 1, 40))
+  return Math.round(full / 2 + random() * (full / 2))
+}
+
+export class WebhookWorker {
+  readonly #o: WorkerOptions
+  readonly #now: () => number
+  #timer: NodeJS.Timeout | undefined
+  #tick: Promise<void> | null = null
+  #closed = false
+  #again = false
+  #lastPrune = 0
+
+  constructor(options: WorkerOptions) {
+    this.#o = options
+    this.#now = options.now ?? Date.now
+  }
+
+  start(): void {
+    this.#schedule(0)
+  }
+
+  /** nudge: work may be due (a re-send); look now rather than at the next poll. Never required. */
+  nudge(): void {
+    if (this.#tick !== null) this.#again = true
+    else this.#schedule(0)
+  }
+
+  /** close stops polling and waits for the deliveries under way (each bounded by WEBHOOK_TIMEOUT_MS). */
+  async close(): Promise<void> {
+    this.#closed = true
+    clearTimeout(this.#timer)
+    await this.#tick
+  }
+
+  #schedule(ms: number): void {
+    clearTimeout(this.#timer)
+    if (this.#closed) return
+    this.#timer = setTimeout(() => {
+      this.#tick = this.#run().finally(() => {
+        this.#tick = null
+        const again = this.#again
+        this.#again = false
+        this.#schedule(again ? 0 : this.#o.config.webhookPollMs)
+      })
+    }, ms)
+    // The server's own handles keep the process alive; a worker alone never should.
+    this.#timer.unref()
+  }
+
+  async #run(): Promise<void> {
+    const { store, config } = this.#o
+    try {
+      const now = this.#now()
+      if (now - this.#lastPrune >= PRUNE_MS) {
+        this.#lastPrune = now
+        await store.prune(now - config.webhookLogDays * 86_400_000)
+      }
+      if (!(await store.due(now))) return
+      // Past the deadline of every attempt it holds, with room for the finish to be written.
+      const claimed = await store.claim(config.webhookConcurrency, now, config.webhookTimeoutMs * 2 + 5000)
+      await Promise.all(claimed.map((c) => this.#deliver(c)))
+      // A full batch: there may be more due, take it now rather than after a poll.
+      if (claimed.length === config.webhookConcurrency && !this.#closed) this.#again = true
+    } catch (error) {
+      this.#o.onError(error as Error, 'webhooks')
+    }
+  }
+
+  async #deliver(c: ClaimedDelivery): Promise<void> {
+    const { config } = this.#o
+    const started = this.#now()
+    let sent: { statusCode: number | null; error: string | null }
+    try {
+      const secret = await openSecret(this.#o.keyring, c.sealedSecret, { accountId: c.accountId, endpointId: c.endpointId })
+      const body = JSON.stringify({ type: c.eventType, timestamp: c.at, data: c.data })
+      // The attempt's own time (the receiver checks its freshness); the event's time is in the payload.
+      const timestamp = Math.floor(Date.now() / 1000)
+      sent = await send(c.url, {
+        'content-type': 'application/json',
+        'user-agent': `tessera-webhooks/${VERSION}`,
+        'webhook-id': c.messageId,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signature(secret, c.messageId, timestamp, body),
+      }, body, { timeoutMs: config.webhookTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.send })
+    } catch (error) {
+      this.#o.onError(error as Error, 'webhook delivery')
+      sent = { statusCode: null, error: (error as Error).name === 'SealedSecretError' ? 'the endpoint\'s secret does not open' : 'internal error' }
+    }
+    const at = this.#now()
+    const windowEnds = c.sinceMs + config.webhookRetrySeconds * 1000
+    const outcome: DeliveryOutcome = sent.error === null ? 'delivered' : at >= windowEnds ? 'failed' : 'retry'
+    const nextAtMs = outcome === 'retry'
+      ? Math.min(at + backoffMs(c.tries + 1, config.webhookBackoffMs, config.webhookBackoffMaxMs, this.#o.random), windowEnds)
+      : at
+    await this.#o.store.finish({
+      endpointId: c.endpointId, messageId: c.messageId, lease: c.lease,
+      attempt: { atMs: at, statusCode: sent.statusCode, durationMs: at - started, error: sent.error },
+      outcome, nextAtMs,
+    })
+    this.#o.onOutcome?.(outcome)
+  }
+}

@@ -70,13 +70,16 @@ for (const [name, storeEnv, skip] of stores) {
     return { env, admin, accountId: account.id, webhooks, receiver, endpointId: made.endpoint.id }
   }
 
-  test(`${name}: a receiver down for a while gets every event afterwards, once each, across a node closed and another opened`, { skip }, async (t) => {
+  test(`${name}: a receiver down for a minute gets every event afterwards, once each, across a node closed and another opened`, { skip, timeout: 120_000 }, async (t) => {
     const s = await setup(t)
     await s.receiver.stop()
+    const downSince = Date.now()
+    // Retries at most 5 s apart here (an hour in production): a minute is a dozen attempts per delivery.
+    Object.assign(s.env, { WEBHOOK_BACKOFF_MAX_MS: '5000' })
     const a = await node(s.env)
     const events: AuditEvent[] = []
     for (let i = 0; i < 6; i++) events.push(await factorEvent(a.store, s.accountId, i))
-    // Down for 3 s: each delivery is tried several times (100, 200, 400, 400 ms… apart) and refused.
+    // Each delivery is tried several times (100, 200, 400, 800 ms… apart) and refused.
     await waitFor(async () => (await s.admin.webhooks.listDeliveries(s.endpointId, { limit: 50 })).items.every((d) => d.attempts.length >= 2), 5000, 'retries')
     await new Promise((r) => setTimeout(r, 1500))
     await a.close()
@@ -84,8 +87,9 @@ for (const [name, storeEnv, skip] of stores) {
     for (let i = 6; i < 10; i++) events.push(await factorEvent(s.admin, s.accountId, i))
     const b = await node(s.env)
     t.after(() => b.close())
-    await new Promise((r) => setTimeout(r, 1500))
+    await new Promise((r) => setTimeout(r, Math.max(1500, 60_000 - (Date.now() - downSince))))
     assert.equal(s.receiver.deliveries.length, 0)
+    t.diagnostic(`receiver down for ${((Date.now() - downSince) / 1000).toFixed(1)} s`)
     await s.receiver.start()
     await waitFor(() => s.receiver.ids().size === events.length, 15_000, 'every event')
     await waitFor(async () => (await s.admin.webhooks.pending()) === 0, 5000, 'nothing pending')

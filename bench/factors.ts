@@ -15,8 +15,6 @@ import { randomBytes } from 'node:crypto'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
-import pg from 'pg'
-import { Redis } from 'ioredis'
 import { HOTP, Secret } from 'otpauth'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
@@ -27,6 +25,7 @@ import { SYSTEM } from '../src/domain/accounts.ts'
 import { sealContext } from '../src/totp/factors/core.ts'
 import { newId } from '../src/storage/rows.ts'
 import { waitFor } from './wait.ts'
+import { onPostgresWithRedis } from './stores.ts'
 import { CONNECTIONS, freePort, median, pinned, serve, type Figures } from './load.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
@@ -141,31 +140,7 @@ export async function factorsBench(): Promise<void> {
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
   }
-  const dbUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL
-  const redisUrl = process.env.BENCH_REDIS_URL || process.env.TEST_REDIS_URL
-  if (!dbUrl || !redisUrl) {
-    process.stdout.write('Factor bench on PostgreSQL + Redis skipped: set BENCH_DATABASE_URL and BENCH_REDIS_URL (or the TEST_ ones).\n\n')
-    return
-  }
-  const admin = new pg.Client({ connectionString: dbUrl })
-  await admin.connect()
-  const db = `tessera_bench_factors_${randomBytes(4).toString('hex')}`
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = new URL(dbUrl)
-  url.pathname = `/${db}`
-  const prefix = `tessera-bench-factors-${randomBytes(4).toString('hex')}:`
-  const pgDir = mkdtempSync(join(tmpdir(), 'tessera-bench-factors-'))
-  try {
-    process.stdout.write(`${await benchStore('PostgreSQL + Redis', { DATA_DIR: pgDir, DATABASE_URL: url.href, REDIS_URL: redisUrl, REDIS_PREFIX: prefix })}\n`)
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
-    await admin.end()
-    const redis = new Redis(redisUrl)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    redis.disconnect()
-    rmSync(pgDir, { recursive: true, force: true })
-  }
+  await onPostgresWithRedis('factors', (env) => benchStore('PostgreSQL + Redis', env))
 }
 
 if (import.meta.main) await factorsBench()

@@ -29,8 +29,6 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
-import pg from 'pg'
-import { Redis } from 'ioredis'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
@@ -39,6 +37,7 @@ import { SYSTEM } from '../src/domain/accounts.ts'
 import { Passwords } from '../src/portal/passwords.ts'
 import { freePort, median, pinned, serve } from './load.ts'
 import { waitFor } from './wait.ts'
+import { onPostgresWithRedis } from './stores.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -263,31 +262,7 @@ export async function signinBench(): Promise<void> {
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
   }
-  const dbUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL
-  const redisUrl = process.env.BENCH_REDIS_URL || process.env.TEST_REDIS_URL
-  if (!dbUrl || !redisUrl) {
-    process.stdout.write('Sign-in bench on PostgreSQL + Redis skipped: set BENCH_DATABASE_URL and BENCH_REDIS_URL (or the TEST_ ones).\n\n')
-    return
-  }
-  const admin = new pg.Client({ connectionString: dbUrl })
-  await admin.connect()
-  const db = `tessera_bench_signin_${randomBytes(4).toString('hex')}`
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = new URL(dbUrl)
-  url.pathname = `/${db}`
-  const prefix = `tessera-bench-signin-${randomBytes(4).toString('hex')}:`
-  const pgDir = mkdtempSync(join(tmpdir(), 'tessera-bench-signin-'))
-  try {
-    process.stdout.write(`${await benchStore('PostgreSQL + Redis', { DATA_DIR: pgDir, DATABASE_URL: url.href, REDIS_URL: redisUrl, REDIS_PREFIX: prefix })}\n`)
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
-    await admin.end()
-    const redis = new Redis(redisUrl)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    redis.disconnect()
-    rmSync(pgDir, { recursive: true, force: true })
-  }
+  await onPostgresWithRedis('signin', (env) => benchStore('PostgreSQL + Redis', env))
 }
 
 if (!isMainThread) await storm(workerData as StormData)

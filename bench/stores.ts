@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
+import { Redis } from 'ioredis'
 
 export type StoreName = 'SQLite' | 'PostgreSQL'
 
@@ -36,6 +37,39 @@ export async function onEachStore(what: string, run: (name: StoreName, env: Reco
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
     await admin.end()
+    rmSync(pgDir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * onPostgresWithRedis runs a bench on PostgreSQL + Redis (a scratch database on
+ * BENCH_DATABASE_URL or TEST_DATABASE_URL, a key prefix of its own on BENCH_REDIS_URL or
+ * TEST_REDIS_URL, both dropped after), printing its table, or says it is skipped.
+ */
+export async function onPostgresWithRedis(what: string, run: (env: Record<string, string>) => Promise<string>): Promise<void> {
+  const dbUrl = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL
+  const redisUrl = process.env.BENCH_REDIS_URL || process.env.TEST_REDIS_URL
+  if (!dbUrl || !redisUrl) {
+    process.stdout.write(`The ${what} bench on PostgreSQL + Redis skipped: set BENCH_DATABASE_URL and BENCH_REDIS_URL (or the TEST_ ones).\n\n`)
+    return
+  }
+  const admin = new pg.Client({ connectionString: dbUrl })
+  await admin.connect()
+  const db = `tessera_bench_${what}_${randomBytes(4).toString('hex')}`
+  await admin.query(`CREATE DATABASE ${db}`)
+  const url = new URL(dbUrl)
+  url.pathname = `/${db}`
+  const prefix = `tessera-bench-${what}-${randomBytes(4).toString('hex')}:`
+  const pgDir = mkdtempSync(join(tmpdir(), `tessera-bench-${what}-`))
+  try {
+    process.stdout.write(`${await run({ DATA_DIR: pgDir, DATABASE_URL: url.href, REDIS_URL: redisUrl, REDIS_PREFIX: prefix })}\n`)
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => undefined)
+    await admin.end()
+    const redis = new Redis(redisUrl)
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    redis.disconnect()
     rmSync(pgDir, { recursive: true, force: true })
   }
 }

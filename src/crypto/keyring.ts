@@ -91,6 +91,26 @@ export function keyring(keys: ReadonlyMap<number, Buffer>, active?: number): Key
 }
 
 /**
+ * resealValue opens a value sealed under any configured version and seals it under the active
+ * one, for the same row: the new value, or why it does not open (what a rotation reports and
+ * leaves as it is).
+ */
+export function resealValue(keyring: Keyring, sealed: string, context: readonly string[]): { readonly sealed: string } | { readonly unreadable: string } {
+  let plain: Buffer
+  try {
+    plain = keyring.open(sealed, context)
+  } catch (error) {
+    if (!(error instanceof SealError)) throw error
+    return { unreadable: error.message }
+  }
+  try {
+    return { sealed: keyring.seal(plain, context) }
+  } finally {
+    plain.fill(0)
+  }
+}
+
+/**
  * parseKeys reads `version:base64key` items, comma-separated; throws Error with what is
  * wrong (never the key). Keys are standard or URL-safe base64 of 32 bytes.
  */

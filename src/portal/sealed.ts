@@ -6,7 +6,7 @@
  * the request (closed: never read as "no second factor").
  */
 import type { PortalStore, User } from '../storage/ports.ts'
-import type { Keyring } from '../crypto/keyring.ts'
+import { resealValue, type Keyring } from '../crypto/keyring.ts'
 
 const SEALED = /^v\d{1,9}\./
 
@@ -49,14 +49,11 @@ export async function resealPortalSecrets(portal: PortalStore, keyring: Keyring)
     for (const user of page.items) {
       const stored = user.totpSecret
       if (stored === null || (isSealed(stored) && keyring.versionOf(stored) === keyring.active)) continue
-      let plain: string
-      try {
-        plain = isSealed(stored) ? keyring.open(stored, portalSecretContext(user.id)).toString('utf8') : stored
-      } catch (error) {
-        unreadable.push({ id: user.id, reason: (error as Error).message })
-        continue
-      }
-      if (await portal.resealTotpSecret(user.id, stored, keyring.seal(Buffer.from(plain, 'utf8'), portalSecretContext(user.id)))) resealed++
+      const context = portalSecretContext(user.id)
+      // One kept plain (before sealing) is sealed as it is.
+      const next = isSealed(stored) ? resealValue(keyring, stored, context) : { sealed: keyring.seal(Buffer.from(stored, 'utf8'), context) }
+      if ('unreadable' in next) unreadable.push({ id: user.id, reason: next.unreadable })
+      else if (await portal.resealTotpSecret(user.id, stored, next.sealed)) resealed++
     }
     cursor = page.next ?? undefined
   } while (cursor !== undefined)

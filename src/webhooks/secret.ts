@@ -6,7 +6,7 @@
  * does not open, and `encryption rotate` re-seals them with the factors.
  */
 import { randomBytes } from 'node:crypto'
-import { SealError, type Keyring } from '../crypto/keyring.ts'
+import { resealValue, SealError, type Keyring } from '../crypto/keyring.ts'
 import type { WebhookStore } from '../storage/ports.ts'
 
 /** Standard Webhooks' secret format: `whsec_` and the key in base64 (32 random bytes here). */
@@ -58,16 +58,9 @@ export async function resealSecrets(store: Pick<WebhookStore, 'sealedSecrets' | 
     if (rows.length === 0) break
     for (const row of rows) {
       if (keyring.versionOf(row.sealed) === keyring.active) continue
-      const context = secretContext({ accountId: row.accountId, endpointId: row.id })
-      let plain: Buffer
-      try {
-        plain = keyring.open(row.sealed, context)
-      } catch (error) {
-        if (!(error instanceof SealError)) throw error
-        unreadable.push({ id: row.id, reason: error.message })
-        continue
-      }
-      if (await store.resealSecret(row.id, row.sealed, keyring.seal(plain, context))) resealed++
+      const next = resealValue(keyring, row.sealed, secretContext({ accountId: row.accountId, endpointId: row.id }))
+      if ('unreadable' in next) unreadable.push({ id: row.id, reason: next.unreadable })
+      else if (await store.resealSecret(row.id, row.sealed, next.sealed)) resealed++
     }
     after = rows.at(-1)!.id
   }

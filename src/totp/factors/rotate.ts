@@ -7,7 +7,7 @@
  * does not open is counted and left; the run goes on.
  */
 import type { FactorStore } from '../../storage/ports.ts'
-import { SealError, type Keyring } from '../../crypto/keyring.ts'
+import { resealValue, type Keyring } from '../../crypto/keyring.ts'
 import { sealContext } from './core.ts'
 
 export interface Rotation {
@@ -28,18 +28,10 @@ export async function rotateSeals(store: FactorStore, keyring: Keyring, options:
     const rows = await store.staleSeals(keyring.active, after, batch)
     if (rows.length === 0) break
     for (const row of rows) {
-      const context = sealContext(row.accountId, row.userId, row.id)
-      let plain: Buffer
-      try {
-        plain = keyring.open(row.sealed, context)
-      } catch (error) {
-        if (!(error instanceof SealError)) throw error
-        unreadable.push({ id: row.id, reason: error.message })
-        continue
-      }
-      if (await store.reseal(row.id, row.sealed, keyring.seal(plain, context), keyring.active)) resealed++
+      const next = resealValue(keyring, row.sealed, sealContext(row.accountId, row.userId, row.id))
+      if ('unreadable' in next) unreadable.push({ id: row.id, reason: next.unreadable })
+      else if (await store.reseal(row.id, row.sealed, next.sealed, keyring.active)) resealed++
       else skipped++
-      plain.fill(0)
     }
     after = rows.at(-1)!.id
     await options.onBatch?.(resealed)

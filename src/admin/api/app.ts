@@ -100,6 +100,15 @@ export function validationProblems(errors: readonly AjvError[], context: string 
   return [...seen].map(([field, reason]) => ({ code: 'FIELD_INVALID', params: { field, reason } }))
 }
 
+/** controlled: the name of a parameter whose text holds a control character, or null. */
+function controlled(values: unknown): string | null {
+  if (typeof values !== 'object' || values === null) return null
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string' && /[\u0000-\u001f\u007f]/.test(value)) return name
+  }
+  return null
+}
+
 function toApiError(error: FastifyError): ApiError | undefined {
   if (error instanceof ApiError) return error
   if (error instanceof CursorError) return apiError('BAD_CURSOR')
@@ -172,6 +181,12 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
     done()
+  })
+  // No id or filter of this API holds a control character, and PostgreSQL refuses a NUL with
+  // an error of its own (a 500): a decoded path or query parameter with one is a 400 here, first.
+  app.addHook('preValidation', (request, _reply, done) => {
+    const bad = controlled(request.params) ?? controlled(request.query)
+    done(bad === null ? undefined : apiError('FIELD_INVALID', { field: bad, reason: 'must be text without control characters' }))
   })
 
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {

@@ -604,7 +604,8 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
   assert.deepEqual([...ids].sort(), [
     'clearTotpLockout', 'createAccount', 'createKey', 'getAccount', 'getKey', 'getPlan', 'getUsage', 'listAccounts', 'listAuditEvents',
     'listKeys', 'listSubscriptions', 'resetPlan', 'revokeKey', 'rollKey', 'setPlan', 'setSubscription', 'updateAccount',
-  ], 'the operations, by the names clients generated from the document use')
+    'clearTotpUserLockout', 'deleteTotpUser', 'getTotpUser', 'listTotpUsers',
+  ].sort(), 'the operations, by the names clients generated from the document use')
   const publicDoc = a.pub.app.swagger() as { paths: Record<string, unknown> }
   assert.ok(Object.keys(publicDoc.paths).every((p) => !p.startsWith('/admin')), 'no admin route in the public document')
 

@@ -26,6 +26,7 @@ import { logDestination } from '../../logging/format.ts'
 import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
+import totpUserRoutes from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
 import adminRoutes from './routes.ts'
 import { TAGS } from './schemas.ts'
@@ -230,6 +231,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))
+    await guarded.register(totpUserRoutes, { accounts })
     await guarded.register(adminRoutes, { accounts, now })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.

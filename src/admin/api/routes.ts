@@ -18,7 +18,7 @@ import {
 const V1 = '/admin/v1'
 
 /** context: who asks (the operator's token) and from where, for the audit trail. */
-function context(request: FastifyRequest): Context {
+export function context(request: FastifyRequest): Context {
   return { actor: { type: 'admin-token', id: request.adminToken!.id }, ip: request.ip }
 }
 
@@ -40,7 +40,7 @@ function refusal(failure: Failure): Error {
 }
 
 /** ok gives the service's result, or throws its refusal. */
-function ok<T>(result: T | Failure): T {
+export function ok<T>(result: T | Failure): T {
   if (isFailure(result)) throw refusal(result)
   return result
 }

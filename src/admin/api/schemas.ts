@@ -24,7 +24,7 @@ const BODY: readonly ErrorCode[] = ['MALFORMED_BODY', 'BODY_TOO_LARGE', 'JSON_RE
 const WWW_AUTHENTICATE = { type: 'string', description: 'Bearer realm="tessera-admin", with error="invalid_token" (401, a token was given) or error="insufficient_scope" (403).' }
 
 /** errors builds a route's error answers: its own codes, the body codes for `write` routes with a body, and the common ones. */
-function errors(codes: readonly ErrorCode[], opts: { write?: boolean; body?: boolean } = {}) {
+export function errors(codes: readonly ErrorCode[], opts: { write?: boolean; body?: boolean } = {}) {
   const all = [...codes, ...(opts.write ? ['ADMIN_READ_ONLY' as const] : []), ...(opts.body ? BODY : [])]
   const out = errorResponses(all, { body: false, common: COMMON }) as Record<number, Record<string, unknown>>
   // The 401 and 403 carry WWW-Authenticate (RFC 6750 §3); @fastify/swagger moves `headers` into the response object.
@@ -32,9 +32,9 @@ function errors(codes: readonly ErrorCode[], opts: { write?: boolean; body?: boo
   return out
 }
 
-const id = (what: string, example: string) => Type.String({ minLength: 1, maxLength: 100, description: `The ${what}'s id.`, examples: [example] })
-const time = (description?: string) => Type.String(description === undefined ? { format: 'date-time' } : { format: 'date-time', description })
-const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description })
+export const id = (what: string, example: string) => Type.String({ minLength: 1, maxLength: 100, description: `The ${what}'s id.`, examples: [example] })
+export const time = (description?: string) => Type.String(description === undefined ? { format: 'date-time' } : { format: 'date-time', description })
+export const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description })
 const name = (what: string) => Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `The ${what}'s name: 1 to ${MAX_NAME_LENGTH} characters of text, no control characters.` })
 
 const accountStatus = Type.String({ enum: [...ACCOUNT_STATUSES], description: '`active`: its keys work; `suspended`: every call of the account is refused.' })
@@ -124,18 +124,18 @@ const usageLine = Type.Object({
 })
 
 /** page: one page of a list and the cursor of the next one. */
-const page = <T extends TSchema>(item: T, description: string) => Type.Object({
+export const page = <T extends TSchema>(item: T, description: string) => Type.Object({
   items: Type.Array(item),
   next: nullable(Type.String(), 'Pass as `after` for the next page; null on the last page.'),
 }, { description })
 
 /** Lists of what an account has few of come whole, in the same shape as a page (`next` is null). */
-const whole = <T extends TSchema>(item: T, description: string) => Type.Object({
+export const whole = <T extends TSchema>(item: T, description: string) => Type.Object({
   items: Type.Array(item),
   next: Type.Null({ description: 'Always null: the list comes whole.' }),
 }, { description })
 
-const paging = {
+export const paging = {
   after: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The `next` cursor of the previous page.' })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: `Items per page, 1 to ${MAX_LIMIT}.` })),
 }
@@ -143,10 +143,10 @@ const paging = {
 const accountParams = Type.Object({ id: id('account', 'acc_01JD3Q5Z8X') })
 const keyParams = Type.Object({ id: id('key', 'key_01JD3Q7B2M') })
 
-const strict = { additionalProperties: false }
+export const strict = { additionalProperties: false }
 
 /** created: a 201 answer, with the Location of what was made. */
-const created = (schema: TSchema, description: string) => ({
+export const created = (schema: TSchema, description: string) => ({
   ...schema, description, headers: { Location: { type: 'string', description: 'The path of what was created.' } },
 })
 
@@ -403,5 +403,6 @@ export const TAGS = [
   { name: 'plans', description: 'Throttle and quota' },
   { name: 'usage', description: 'Admitted calls and units' },
   { name: 'audit', description: 'The trail of every change' },
+  { name: 'totp-users', description: 'Users of managed TOTP factors: their factor states and lock; clear the lock, delete their factors' },
   { name: 'totp', description: 'verifyOTP lockouts' },
 ]

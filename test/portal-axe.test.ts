@@ -9,6 +9,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { resolveKeyring } from '../src/config/encryption.ts'
 import { startApp } from './helper.ts'
+import { createFactor } from './factors.ts'
 import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
 import { portalUser } from './portal-helper.ts'
 import { Webhooks } from '../src/webhooks/service.ts'
@@ -24,9 +25,12 @@ const SIGNED_IN = ['/home', '/security', '/security/two-factor/setup',
   '/accounts/:a/usage', '/accounts/:a/usage/keys', '/accounts/:a/team', '/accounts/:a/audit',
   '/accounts/:a/webhooks', '/accounts/:a/webhooks/:w/deliveries', '/accounts/:a/webhooks/:w/delete',
   '/operator', '/operator/accounts', '/operator/accounts/:a', '/operator/sign-ups', '/operator/subscriptions', '/operator/audit']
+/** The operator's pages of the account's managed-factor users: the list, a user (made in the test) and the deletion's confirmation. */
+const FACTOR_PAGES = ['/operator/accounts/:a/totp-users', '/operator/accounts/:a/totp-users/axe%20user']
 
 test('every portal page, signed out and signed in as an operator: no serious or critical axe finding, nothing refused by the CSP, one h1', { skip }, async (t) => {
   const app = await startApp(t, { USAGE_FLUSH_MS: '100' })
+  await createFactor(app, 'axe user')
   const op = await portalUser(app, { operator: true })
   await portalUser(app, { email: 'dev@example.com', role: 'developer' })
   assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
@@ -59,7 +63,10 @@ test('every portal page, signed out and signed in as an operator: no serious or 
   await page.goto(`${app.url}/portal/accounts/${app.accountId}/team`)
   await page.getByLabel('Email', { exact: true }).fill('invitee@example.com')
   await Promise.all([page.waitForURL(/\/team/), page.getByRole('button', { name: 'Send the invitation' }).click()])
-  for (const path of SIGNED_IN) await visit(path)
+  for (const path of [...SIGNED_IN, ...FACTOR_PAGES]) await visit(path)
+  await page.getByRole('button', { name: 'Delete the factors of axe user' }).click()
+  await page.waitForLoadState('networkidle')
+  for (const v of await seriousViolations(page)) findings.push(`the deletion's confirmation: ${v}`)
 
   assert.deepEqual(findings, [])
   assert.deepEqual(refused, [])

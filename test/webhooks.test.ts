@@ -111,7 +111,8 @@ for (const [name, storeEnv, skip] of stores) {
   // PostgreSQL's nodes are processes on several hosts; SQLite's share a file on one host, and
   // two of its connections in one thread would wait on each other's open write turn (the claims
   // themselves are atomic across processes: the storage contract).
-  test(`${name}: two nodes on one store share the deliveries, sending none twice`, { skip: name === 'sqlite' ? 'one SQLite connection per process' : skip }, async (t) => {
+  // (Not defined for SQLite rather than skipped: there is nothing to run.)
+  if (name !== 'sqlite') test(`${name}: two nodes on one store share the deliveries, sending none twice`, { skip }, async (t) => {
     const s = await setup(t)
     const nodes = [await node(s.env), await node(s.env)]
     t.after(() => Promise.all(nodes.map((n) => n.close())))

@@ -13,8 +13,8 @@ import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
 import type {
-  Account, AccountQuery, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, AuditQuery, NewKey, Page, Store,
-  Subscription, UsageBy, UsageLine,
+  Account, AccountQuery, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, AuditQuery, Factor, NewKey, Page, Store,
+  Subscription, TotpUser, UsageBy, UsageLine,
 } from '../storage/ports.ts'
 import { newId } from '../storage/rows.ts'
 import {
@@ -25,6 +25,7 @@ import { groupServedIn, isGroup, isRegion, type Group, type Region } from '../do
 import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
 import { verificationKeys } from '../totp/verify.ts'
 import { parseSecret } from '../totp/otp.ts'
+import { userLockKey } from '../totp/factors/core.ts'
 
 /** Who asks, and from where (the source address of an HTTP door). */
 export interface Context {
@@ -383,6 +384,71 @@ export class Accounts {
     return { cleared }
   }
 
+  // Users of managed TOTP factors: what operators see (never a secret) and may do
+
+  /** listFactorUsers pages through an account's users by user id, each with when their lock ends (null: not locked). A malformed cursor throws CursorError. */
+  async listFactorUsers(accountId: string, query: { readonly cursor?: string; readonly limit: number }): Promise<Page<FactorUserSummary> | Failure> {
+    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const now = this.#now()
+    const page = await this.#store.factors.listUsers(accountId, { ...query, nowIso: new Date(now).toISOString() })
+    // One read per user of the page, at once: a page is at most a few hundred.
+    const locks = await Promise.all(page.items.map((u) => this.#lockEnd(accountId, u.userId, now)))
+    return { items: page.items.map((u, i) => ({ ...u, lockedUntil: locks[i]! })), next: page.next }
+  }
+
+  /** factorUser: one user's factors (never their secrets), recovery codes left and lock; not_found for an unknown account or user. */
+  async factorUser(accountId: string, userId: string): Promise<FactorUserState | Failure> {
+    const bad = checkUserId(userId)
+    if (bad) return bad
+    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const now = this.#now()
+    const factors = await this.#store.factors.factors(accountId, userId, new Date(now).toISOString())
+    if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
+    const [recoveryCodesLeft, lockedUntil] = await Promise.all([
+      this.#store.factors.recoveryCodesLeft(accountId, userId), this.#lockEnd(accountId, userId, now),
+    ])
+    return { accountId, userId, factors: factors.map(factorState), recoveryCodesLeft, lockedUntil }
+  }
+
+  /** clearFactorLockout forgets a user's run of failures and lock: their next right code is taken at once. */
+  async clearFactorLockout(ctx: Context, accountId: string, userId: string): Promise<{ cleared: boolean } | Failure> {
+    const bad = checkUserId(userId)
+    if (bad) return bad
+    const target: AuditTarget = { type: 'totp-user', id: userId }
+    if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, 'factor-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
+    if ((await this.#store.factors.factors(accountId, userId, this.#iso())) === null) {
+      return this.#refuse(ctx, 'factor-lockout.clear', target, accountId, fail('not_found', `no TOTP user ${userId} in account ${accountId}`))
+    }
+    const cleared = await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
+    await this.#store.audit.append(this.#draft(ctx, 'factor-lockout.clear', target, accountId, { userID: userId, cleared }))
+    return { cleared }
+  }
+
+  /**
+   * deleteFactorUser deletes a user's factors and recovery codes (a lost phone and lost codes):
+   * the `factor.deleted` event, written with the deletion, reaches the account's webhooks too.
+   */
+  async deleteFactorUser(ctx: Context, accountId: string, userId: string): Promise<{ deleted: true } | Failure> {
+    const bad = checkUserId(userId)
+    if (bad) return bad
+    const target: AuditTarget = { type: 'totp-user', id: userId }
+    // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
+    const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
+    if ((await this.#store.access.getAccount(accountId)) === null) return refused(fail('not_found', `no account ${accountId}`), false)
+    const removed = await this.#store.factors.removeUser(accountId, userId,
+      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }))
+    if (!removed) return refused(fail('not_found', `no TOTP user ${userId} in account ${accountId}`), true)
+    // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
+    await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
+    return { deleted: true }
+  }
+
+  /** #lockEnd: when the user's lock ends (ISO time), or null when they are not locked. */
+  async #lockEnd(accountId: string, userId: string, now: number): Promise<string | null> {
+    const until = await this.#store.verification.lockedUntil([userLockKey(this.#pepper, accountId, userId)], now)
+    return until > now ? new Date(until).toISOString() : null
+  }
+
   // Admin tokens
 
   async createAdminToken(ctx: Context, input: { readonly name: string; readonly scope: string }): Promise<{ token: AdminToken; secret: string } | Failure> {
@@ -415,6 +481,41 @@ export class Accounts {
   #adminHash(secret: string): string {
     return keyedDigest(this.#pepper, 'admin-token', secret)
   }
+}
+
+/** A user of managed factors in a list: their counts, and when their lock ends (null: not locked). */
+export interface FactorUserSummary extends TotpUser {
+  readonly lockedUntil: string | null
+}
+
+/** A factor as operators see it: everything but its sealed secret. */
+export type FactorState = Omit<Factor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
+
+export interface FactorUserState {
+  readonly accountId: string
+  readonly userId: string
+  readonly factors: FactorState[]
+  readonly recoveryCodesLeft: number
+  /** When the user's lock ends; null: not locked. */
+  readonly lockedUntil: string | null
+}
+
+function factorState(f: Factor): FactorState {
+  return {
+    id: f.id, status: f.status, label: f.label, applicationId: f.applicationId, profile: f.profile, algorithm: f.algorithm,
+    digits: f.digits, period: f.period, drift: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+  }
+}
+
+/** The longest user ID of managed factors (as their routes take it). */
+export const MAX_USER_ID_LENGTH = 256
+
+/** checkUserId: a user ID as the factor routes take it (1 to 256 characters, counted as JSON Schema counts them, not blank, no ':' or control characters). */
+function checkUserId(userId: unknown): Failure | null {
+  if (typeof userId !== 'string' || userId.trim() === '' || [...userId].length > MAX_USER_ID_LENGTH || /[:\u0000-\u001f\u007f]/.test(userId)) {
+    return fail('invalid', `userID must be 1 to ${MAX_USER_ID_LENGTH} characters, without ':' or control characters`, 'userID')
+  }
+  return null
 }
 
 function keyInfo(key: NewKey): ApiKeyInfo {

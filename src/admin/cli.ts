@@ -60,6 +60,15 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   user disable --email E              refuse a user's sign-in and end their sessions
   user two-factor-off --email E       turn off a user's two-factor sign-in (a lost phone and lost
                                       recovery codes: check who asks first) and end their sessions
+  totp-user list --account ID [--limit N] [--after CURSOR]
+                                      an account's users of managed TOTP factors, by user ID
+  totp-user show --account ID --user U
+                                      a user's factors (never a secret), recovery codes left, lock
+  totp-user unlock --account ID --user U
+                                      clear a user's lockout: their next right code is taken
+  totp-user delete --account ID --user U
+                                      delete a user's factors and recovery codes (a lost phone
+                                      and lost codes: check who asks first); they may enrol again
   admin token create --name N --scope read|write
                                       a token for the admin API (shown once)
   admin token list
@@ -85,7 +94,7 @@ type Flags = {
   rate?: string; burst?: string; quota?: string; period?: string; days?: string
   status?: string; limit?: string; after?: string; expires?: string; groups?: string; regions?: string; grace?: string
   by?: string; actor?: string; action?: string; scope?: string; 'weight-totp'?: string; 'weight-converter'?: string
-  email?: string; batch?: string
+  email?: string; batch?: string; user?: string
 }
 
 const CTX = { actor: CLI }
@@ -235,6 +244,47 @@ async function runOperators(store: Store, verb: string | undefined, flags: Flags
   }
 }
 
+const lockWords = (lockedUntil: string | null) => (lockedUntil === null ? 'not locked' : `locked until ${lockedUntil}`)
+
+async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags: Flags): Promise<Output> {
+  if (!['list', 'show', 'unlock', 'delete'].includes(verb ?? '')) throw new UsageError(`unknown command "totp-user ${verb ?? ''}"`)
+  const accountId = need(flags.account, 'account')
+  switch (verb) {
+    case 'list': {
+      const page = ok(await accounts.listFactorUsers(accountId, {
+        limit: number(flags.limit, 'limit', 1, 1000, true) ?? 100, ...(flags.after === undefined ? {} : { cursor: flags.after }),
+      }))
+      const items = page.items.map((u) => ({ userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, lockedUntil: u.lockedUntil }))
+      const rows = items.map((u) => ({ ...u, active: u.activeFactors, pending: u.pendingFactors, codesLeft: u.recoveryCodesLeft, locked: u.lockedUntil ?? '' }))
+      const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+      return { json: { items, next: page.next }, human: table(rows, ['userID', 'active', 'pending', 'codesLeft', 'locked', 'createdAt']) + more }
+    }
+    case 'show': {
+      const user = ok(await accounts.factorUser(accountId, need(flags.user, 'user')))
+      const factors = user.factors.map((f) => ({
+        factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
+        tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+      }))
+      const rows = factors.map((f) => ({ ...f, label: f.label ?? '', code: `${f.algorithm} ${f.tokenLength} digits ${f.tokenValidity} s`, drift: f.driftSteps, since: f.activatedAt ?? `(expires ${f.expiresAt})` }))
+      return {
+        json: { accountId, userID: user.userId, factors, recoveryCodesLeft: user.recoveryCodesLeft, locked: user.lockedUntil !== null, lockedUntil: user.lockedUntil },
+        human: [`User ${user.userId} of account ${accountId}: ${lockWords(user.lockedUntil)}; ${user.recoveryCodesLeft} recovery code(s) left`,
+          table(rows, ['factorID', 'status', 'label', 'applicationID', 'profile', 'code', 'drift', 'createdAt', 'since'])].join('\n'),
+      }
+    }
+    case 'unlock': {
+      const userId = need(flags.user, 'user')
+      const { cleared } = ok(await accounts.clearFactorLockout(CTX, accountId, userId))
+      return { json: { accountId, userID: userId, cleared }, human: cleared ? `User ${userId}'s lockout is cleared: their next right code is taken` : `User ${userId} had no failures to clear` }
+    }
+    default: {
+      const userId = need(flags.user, 'user')
+      ok(await accounts.deleteFactorUser(CTX, accountId, userId))
+      return { json: { accountId, userID: userId, deleted: true }, human: `Deleted user ${userId}'s factors and recovery codes in account ${accountId}` }
+    }
+  }
+}
+
 async function runEncryption(store: Store, ring: Keyring, verb: string, flags: Flags): Promise<Output> {
   switch (verb) {
     case 'status': {
@@ -270,6 +320,7 @@ async function run(config: Config, accounts: Accounts, store: Store, words: read
   const [noun, verb, arg, extra] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(accounts, verb, flags)
   switch (`${noun} ${verb}`) {
     case 'account create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
@@ -484,6 +535,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'weight-converter': { type: 'string' },
         email: { type: 'string' },
         batch: { type: 'string' },
+        user: { type: 'string' },
       },
     })
   } catch (error) {

@@ -1,8 +1,9 @@
 /**
  * The portal's operator pages, under /portal/operator: a summary, every account (with its
- * status, plan, subscriptions and members), the sign-ups and subscription requests waiting
- * for approval, and the whole audit trail. Only operators (a user flag the CLI sets: `admin
- * operator grant`) see them; to anyone else each of them is a page that does not exist.
+ * status, plan, subscriptions, members and the users of its managed TOTP factors), the
+ * sign-ups and subscription requests waiting for approval, and the whole audit trail. Only
+ * operators (a user flag the CLI sets: `admin operator grant`) see them; to anyone else each
+ * of them is a page that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
 import { html } from './html.ts'
@@ -11,6 +12,7 @@ import { asOperator, sendOperatorPage } from './operator/common.ts'
 import operatorAccounts from './operator/accounts.ts'
 import operatorQueues from './operator/queue.ts'
 import operatorAudit from './operator/audit.ts'
+import operatorTotpUsers from './operator/totp-users.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
@@ -48,4 +50,5 @@ export default async function operatorPages(app: FastifyInstance, kit: Kit): Pro
   await app.register(operatorAccounts, kit)
   await app.register(operatorQueues, kit)
   await app.register(operatorAudit, kit)
+  await app.register(operatorTotpUsers, kit)
 }

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import type { AuditDraft, Factor, Store } from './ports.ts'
 import { CursorError } from './ports.ts'
-import { newId } from './rows.ts'
+import { newId, userCursor } from './rows.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 
@@ -105,6 +105,12 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.deepEqual(second.items.map((u) => u.userId), ['c'])
     assert.equal(second.next, null)
     await assert.rejects(store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: '!!' }), CursorError)
+    // Only what userCursor makes: text that decodes to a NUL (PostgreSQL refuses it: a 500) or to bytes that are not UTF-8 is refused.
+    for (const cursor of ['AA', 'YQBi', 'not-a-cursor', 'x'.repeat(2000)]) {
+      await assert.rejects(store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor }), CursorError, cursor.slice(0, 20))
+    }
+    // The longest user ID, in characters of 4 bytes, has a cursor that is taken.
+    await store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: userCursor('🔑'.repeat(256)) })
   })
 
   withStore('factors: re-sealing is compare-and-set, and finds what another version sealed', async (store) => {

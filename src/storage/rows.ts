@@ -272,7 +272,17 @@ export const toTotpUser = (r: Row): TotpUser => ({
 /** userCursor: the cursor after a user of an account's user list (their id, opaque to clients). */
 export const userCursor = (userId: string): string => Buffer.from(userId, 'utf8').toString('base64url')
 
+/** The longest user cursor: a user ID of 256 characters, 4 bytes each in UTF-8, in base64url. */
+export const MAX_USER_CURSOR = 1366
+
+/**
+ * readUserCursor gives the user ID a cursor is after; CursorError for any cursor userCursor
+ * did not make (text that decodes to other bytes, or to a control character, which
+ * PostgreSQL's NUL refusal would have turned into a 500).
+ */
 export function readUserCursor(cursor: string): string {
-  if (!/^[A-Za-z0-9_-]{1,400}$/.test(cursor)) throw new CursorError()
-  return Buffer.from(cursor, 'base64url').toString('utf8')
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor) || cursor.length > MAX_USER_CURSOR) throw new CursorError()
+  const userId = Buffer.from(cursor, 'base64url').toString('utf8')
+  if (userCursor(userId) !== cursor || /[\u0000-\u001f\u007f]/.test(userId)) throw new CursorError()
+  return userId
 }

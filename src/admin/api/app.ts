@@ -26,6 +26,7 @@ import { logDestination } from '../../logging/format.ts'
 import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
 import { adminGuard } from './auth.ts'
+import totpUserRoutes from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
 import adminRoutes from './routes.ts'
 import webhookRoutes from './webhooks.ts'
@@ -104,6 +105,15 @@ export function validationProblems(errors: readonly AjvError[], context: string 
   return [...seen].map(([field, reason]) => ({ code: 'FIELD_INVALID', params: { field, reason } }))
 }
 
+/** controlled: the name of a parameter whose text holds a control character, or null. */
+function controlled(values: unknown): string | null {
+  if (typeof values !== 'object' || values === null) return null
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string' && /[\u0000-\u001f\u007f]/.test(value)) return name
+  }
+  return null
+}
+
 function toApiError(error: FastifyError): ApiError | undefined {
   if (error instanceof ApiError) return error
   if (error instanceof CursorError) return apiError('BAD_CURSOR')
@@ -177,6 +187,12 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
     done()
   })
+  // No id or filter of this API holds a control character, and PostgreSQL refuses a NUL with
+  // an error of its own (a 500): a decoded path or query parameter with one is a 400 here, first.
+  app.addHook('preValidation', (request, _reply, done) => {
+    const bad = controlled(request.params) ?? controlled(request.query)
+    done(bad === null ? undefined : apiError('FIELD_INVALID', { field: bad, reason: 'must be text without control characters' }))
+  })
 
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known = toApiError(error)
@@ -219,6 +235,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))
+    await guarded.register(totpUserRoutes, { accounts })
     await guarded.register(adminRoutes, { accounts, now })
     if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks })
   })

@@ -403,6 +403,7 @@ export const TAGS = [
   { name: 'plans', description: 'Throttle and quota' },
   { name: 'usage', description: 'Admitted calls and units' },
   { name: 'audit', description: 'The trail of every change' },
+  { name: 'totp-users', description: 'Users of managed TOTP factors: their factor states and lock; clear the lock, delete their factors' },
   { name: 'totp', description: 'verifyOTP lockouts' },
   { name: 'webhooks', description: 'An account\'s webhook endpoints (Standard Webhooks) and their delivery logs' },
 ]

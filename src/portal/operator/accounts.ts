@@ -77,7 +77,7 @@ async function accountPage(kit: Kit, request: FastifyRequest, reply: FastifyRepl
   const suspend = account.status === 'active'
   return sendOperatorPage(kit, reply, current, null, account.name, html`
 ${notice(request)}
-<p><a href="/portal/accounts/${encodeURIComponent(account.id)}/start">Open the pages of ${account.name}</a> (as an owner) · <a href="/portal/operator/audit?account=${encodeURIComponent(account.id)}">Audit of ${account.name}</a></p>
+<p><a href="/portal/accounts/${encodeURIComponent(account.id)}/start">Open the pages of ${account.name}</a> (as an owner) · <a href="/portal/operator/audit?account=${encodeURIComponent(account.id)}">Audit of ${account.name}</a> · <a href="${path(account)}/totp-users">TOTP users of ${account.name}</a> (managed factors: their state, lockouts)</p>
 <section aria-labelledby="status-heading">
 <h2 id="status-heading">Status</h2>
 <p>${account.name} (<code>${account.id}</code>) is ${statusBadge(account.status)}, created ${when(account.createdAt)}.</p>

@@ -62,6 +62,8 @@ const NOTICES: Readonly<Record<string, string>> = {
   refused: 'The subscription request is refused.',
   'user-approved': 'The sign-up is approved; we are emailing them that they can sign in.',
   'user-refused': 'The sign-up is refused; that user cannot sign in.',
+  unlocked: 'The user\'s lockout is cleared: their next right code is taken.',
+  'factors-deleted': 'The user\'s factors and recovery codes are deleted: their codes no longer work.',
 }
 
 /** notice: the status line of a page reached after a change (nothing for an unknown `done`). */

@@ -7,7 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { codes, createCaller, get, post, startApp, testClock } from '../../../test/helper.ts'
-import { codeOf, createFactor, enroll, path, type Created } from '../../../test/factors.ts'
+import { codeOf, createFactor, enroll, path, wrong, type Created } from '../../../test/factors.ts'
 import { toolSkip } from '../../../test/services.ts'
 import { execFileSync } from 'node:child_process'
 
@@ -202,4 +202,20 @@ test('a factor is made for an authenticator app\'s profile: universal by default
   assert.deepEqual(await codes(await get(app.url, path('p', '/factors'), app.key)), ['USER_NOT_FOUND'], 'nothing was stored')
   const aegis = await createFactor(app, 'p', { profile: 'aegis', algorithm: 'SHA512', tokenLength: '10', tokenValidity: '45' })
   assert.match(aegis.otpURL, /algorithm=SHA512&digits=10&period=45$/)
+})
+
+test('a user deleted while locked and enrolled again starts unlocked; no code is accepted twice', async (t) => {
+  const app = await startApp(t, { OTP_MAX_FAILURES: '2' }, testClock(T0))
+  const f = await enroll(app, 'again')
+  app.clock.advance(30_000)
+  const used = codeOf(f, app.clock.now())
+  assert.equal((await post(app.url, path('again', '/verify'), app.key, { token: used })).status, 200)
+  for (let i = 0; i < 2; i++) await post(app.url, path('again', '/verify'), app.key, { token: wrong(f, app.clock.now()) })
+  assert.equal((await post(app.url, path('again', '/verify'), app.key, { token: used })).status, 429)
+  assert.equal((await fetch(app.url + path('again'), { method: 'DELETE', headers: { 'x-api-key': app.key } })).status, 204)
+  // The replay record stays: a new factor's first code in the same step would be a replay of the user's.
+  app.clock.advance(30_000)
+  const g = await enroll(app, 'again')
+  app.clock.advance(30_000)
+  assert.equal((await post(app.url, path('again', '/verify'), app.key, { token: codeOf(g, app.clock.now()) })).status, 200)
 })

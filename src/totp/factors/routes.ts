@@ -167,8 +167,11 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.delete<{ Params: UserParams }>('/totp/users/:userID', { schema: deleteUserSchema, config: { fields: userFields } }, async (request, reply) => {
     const { userID } = request.params
-    const removed = await store.factors.removeUser(request.caller!.accountId, userID, event(request, 'factor.deleted', userID, { factorID: null, user: true }))
+    const accountId = request.caller!.accountId
+    const removed = await store.factors.removeUser(accountId, userID, event(request, 'factor.deleted', userID, { factorID: null, user: true }))
     if (!removed) throw apiError('USER_NOT_FOUND')
+    // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays, so no code is accepted twice).
+    await store.verification.clear(userLockKey(pepper, accountId, userID))
     return reply.code(204).send()
   })
 

@@ -10,7 +10,7 @@ import { ALGORITHMS } from '../otp.ts'
 import { profileRule } from '../schemas.ts'
 
 /** Text of at most 256 characters, not blank, without ':' (the otpauth label's separator) or control characters (PostgreSQL refuses NUL). */
-const TEXT_ID = '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$'
+export const TEXT_ID = '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$'
 const userParam = Type.String({
   minLength: 1, maxLength: 256, pattern: TEXT_ID,
   description: 'Your own identifier of the user (at most 256 characters, no \':\'), percent-encoded in the path. Users are the calling account\'s own: another account never sees them.',

@@ -1,0 +1,55 @@
+/**
+ * The admin API's users of managed TOTP factors: list an account's users, read one user's
+ * factor states and lock, clear the lock, delete the user's factors. Through the accounts
+ * service with the operator's token as actor (changes audited); a user of another account is
+ * the same 404 as one that does not exist.
+ */
+import type { FastifyInstance } from 'fastify'
+import type { Accounts, FactorState, FactorUserSummary } from '../../accounts/service.ts'
+import { context, ok } from './routes.ts'
+import { DEFAULT_LIMIT } from './schemas.ts'
+import { clearTotpUserLockoutSchema, deleteTotpUserSchema, getTotpUserSchema, listTotpUsersSchema } from './totp-user-schemas.ts'
+
+const BASE = '/admin/v1/accounts/:id/totp-users'
+
+type UserParams = { id: string; userID: string }
+
+const lock = (lockedUntil: string | null) => ({ locked: lockedUntil !== null, lockedUntil })
+
+const userView = (u: FactorUserSummary) => ({
+  userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, ...lock(u.lockedUntil),
+})
+
+/** factorView: a factor under the public API's names (GET /totp/users/{userID}/factors). */
+const factorView = (f: FactorState) => ({
+  factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
+  tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+})
+
+export default async function totpUserRoutes(app: FastifyInstance, opts: { accounts: Accounts }): Promise<void> {
+  const { accounts } = opts
+
+  app.get(BASE, { schema: listTotpUsersSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    const q = request.query as { after?: string; limit?: number }
+    const found = ok(await accounts.listFactorUsers(id, { limit: q.limit ?? DEFAULT_LIMIT, ...(q.after === undefined ? {} : { cursor: q.after }) }))
+    return { items: found.items.map(userView), next: found.next }
+  })
+
+  app.get(`${BASE}/:userID`, { schema: getTotpUserSchema }, async (request) => {
+    const { id, userID } = request.params as UserParams
+    const user = ok(await accounts.factorUser(id, userID))
+    return { accountId: user.accountId, userID: user.userId, factors: user.factors.map(factorView), recoveryCodesLeft: user.recoveryCodesLeft, ...lock(user.lockedUntil) }
+  })
+
+  app.post(`${BASE}/:userID/lockout/clear`, { schema: clearTotpUserLockoutSchema }, async (request) => {
+    const { id, userID } = request.params as UserParams
+    return ok(await accounts.clearFactorLockout(context(request), id, userID))
+  })
+
+  app.delete(`${BASE}/:userID`, { schema: deleteTotpUserSchema }, async (request) => {
+    const { id, userID } = request.params as UserParams
+    ok(await accounts.deleteFactorUser(context(request), id, userID))
+    return { deleted: true, userID }
+  })
+}

@@ -1,0 +1,140 @@
+/**
+ * An account's users of managed TOTP factors, for operators: the users in cursor pages, one
+ * user's factor states (never a secret), recovery codes left and lock; clearing the lock, and
+ * deleting the user's factors and recovery codes behind a confirmation. Changes go through the
+ * Accounts service, which audits them as the operator's.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { html, type Html } from '../html.ts'
+import type { Current, Kit } from '../kit.ts'
+import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { isFailure, type FactorUserState } from '../../accounts/service.ts'
+import { MAX_USER_CURSOR } from '../../storage/rows.ts'
+import type { Account } from '../../storage/ports.ts'
+import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+
+type Params = { accountId: string; userID: string }
+
+const accountPath = (account: Pick<Account, 'id'>) => `/portal/operator/accounts/${encodeURIComponent(account.id)}`
+const usersPath = (account: Pick<Account, 'id'>) => `${accountPath(account)}/totp-users`
+const userPath = (account: Pick<Account, 'id'>, userId: string) => `${usersPath(account)}/${encodeURIComponent(userId)}`
+
+const lockBadge = (lockedUntil: string | null) =>
+  (lockedUntil === null ? html`<span class="badge ok">not locked</span>` : html`<span class="badge bad">locked</span> until ${when(lockedUntil)}`)
+
+function factorTable(user: FactorUserState): Html {
+  if (user.factors.length === 0) return html`<p>No factor: every one was deleted, or the pending ones expired.</p>`
+  return html`<table>
+<caption>Factors of ${user.userId}, oldest first</caption>
+<thead><tr><th scope="col">Factor</th><th scope="col">Status</th><th scope="col">Label</th><th scope="col">Application</th><th scope="col">Profile</th><th scope="col">Codes</th><th scope="col">Drift (steps)</th><th scope="col">Created</th><th scope="col">Activated or expires</th></tr></thead>
+<tbody>${user.factors.map((f) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
+<td>${f.applicationId}</td><td>${f.profile}</td><td>${f.algorithm}, ${f.digits} digits, ${f.period} s</td><td>${f.drift}</td><td>${when(f.createdAt)}</td>
+<td>${f.activatedAt === null ? html`expires ${when(f.expiresAt)}` : when(f.activatedAt)}</td></tr>`)}</tbody>
+</table>`
+}
+
+export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { accounts } = kit
+
+  /** The account of the path for an operator, or null once a 404 is sent. */
+  async function accountOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
+    const account = await accounts.getAccount((request.params as { accountId: string }).accountId)
+    if (account === null) await notFound(kit, reply, current)
+    return account
+  }
+
+  app.get('/operator/accounts/:accountId/totp-users', { schema: { hide: true } }, async (request, reply) => {
+    const current = await asOperator(kit, request, reply)
+    if (current === null) return reply
+    const account = await accountOf(request, reply, current)
+    if (account === null) return reply
+    const after = query(request, 'after', MAX_USER_CURSOR)
+    const title = `TOTP users of ${account.name}`
+    const found = await listed(kit, reply, current, 'accounts', title, () => accounts.listFactorUsers(account.id, { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+    if (found === null) return reply
+    if (isFailure(found)) return notFound(kit, reply, current)
+    return sendOperatorPage(kit, reply, current, null, title, html`
+${notice(request)}
+<p><a href="${accountPath(account)}">Back to ${account.name}</a></p>
+<p>The users of the account's managed TOTP factors (<code>/totp/users/{userID}</code>), by user ID.</p>
+${found.items.length === 0 ? html`<p>${after === '' ? 'No user yet.' : 'No more users.'}</p>` : html`<table>
+<caption>TOTP users of ${account.name}${after === '' ? '' : ', continued'}</caption>
+<thead><tr><th scope="col">User ID</th><th scope="col">Active factors</th><th scope="col">Pending factors</th><th scope="col">Recovery codes left</th><th scope="col">Lock</th><th scope="col">Since</th></tr></thead>
+<tbody>${found.items.map((u) => html`<tr><td><a href="${userPath(account, u.userId)}">${u.userId}</a></td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
+<td>${lockBadge(u.lockedUntil)}</td><td>${when(u.createdAt)}</td></tr>`)}</tbody>
+</table>`}
+${nextLink(usersPath(account), found.next, {}, 'Next users')}`)
+  })
+
+  /** The user of the path, or null once a 404 is sent (an unknown account or user, or an ID no user can have). */
+  async function userOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<{ account: Account; user: FactorUserState } | null> {
+    const account = await accountOf(request, reply, current)
+    if (account === null) return null
+    const user = await accounts.factorUser(account.id, (request.params as Params).userID)
+    if (isFailure(user)) {
+      await notFound(kit, reply, current)
+      return null
+    }
+    return { account, user }
+  }
+
+  app.get('/operator/accounts/:accountId/totp-users/:userID', { schema: { hide: true } }, async (request, reply) => {
+    const current = await asOperator(kit, request, reply)
+    if (current === null) return reply
+    const found = await userOf(request, reply, current)
+    if (found === null) return reply
+    const { account, user } = found
+    const path = userPath(account, user.userId)
+    return sendOperatorPage(kit, reply, current, null, `TOTP user ${user.userId}`, html`
+${notice(request)}
+<p><a href="${usersPath(account)}">Back to the TOTP users of ${account.name}</a></p>
+<section aria-labelledby="lock-heading">
+<h2 id="lock-heading">Lock</h2>
+<p>${user.userId} is ${lockBadge(user.lockedUntil)}. Clearing forgets their failed codes too: their next right code is taken at once.</p>
+<form method="post" action="${path}/unlock" class="inline">${csrfField(kit, current)}<button type="submit"${user.lockedUntil === null ? html` class="secondary"` : ''}>Clear the lockout of ${user.userId}</button></form>
+</section>
+<section aria-labelledby="factors-heading">
+<h2 id="factors-heading">Factors</h2>
+${factorTable(user)}
+<p>${user.recoveryCodesLeft} recovery ${user.recoveryCodesLeft === 1 ? 'code' : 'codes'} left.</p>
+</section>
+<section aria-labelledby="delete-heading">
+<h2 id="delete-heading">Delete</h2>
+<p>For a user who lost their authenticator and their recovery codes: check who asks first. Their codes stop working at once; they may enrol again.</p>
+<form method="post" action="${path}/delete" class="inline">${csrfField(kit, current)}<button type="submit" class="danger">Delete the factors of ${user.userId}</button></form>
+</section>`)
+  })
+
+  app.post('/operator/accounts/:accountId/totp-users/:userID/unlock', { schema: { hide: true } }, async (request, reply) => {
+    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    if (current === null) return reply
+    const found = await userOf(request, reply, current)
+    if (found === null) return reply
+    const cleared = await accounts.clearFactorLockout(actorOf(current, request), found.account.id, found.user.userId)
+    if (isFailure(cleared)) return sendOperatorPage(kit, reply, current, null, 'Lockout not cleared', html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`, 422)
+    return reply.redirect(`${userPath(found.account, found.user.userId)}?done=unlocked`, 303)
+  })
+
+  app.post('/operator/accounts/:accountId/totp-users/:userID/delete', { schema: { hide: true } }, async (request, reply) => {
+    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    if (current === null) return reply
+    const found = await userOf(request, reply, current)
+    if (found === null) return reply
+    const { account, user } = found
+    const path = userPath(account, user.userId)
+    // Only the confirmation's button deletes; any other post asks first.
+    if (formField(request, 'confirm') !== '1') {
+      return sendOperatorPage(kit, reply, current, null, 'Delete a user\'s factors', html`
+<p>Delete the ${user.factors.length === 1 ? 'factor' : `${user.factors.length} factors`} and ${user.recoveryCodesLeft} recovery ${user.recoveryCodesLeft === 1 ? 'code' : 'codes'} of ${user.userId} in ${account.name}? Their codes stop working at once. This cannot be undone.</p>
+<form method="post" action="${path}/delete" class="row">
+${csrfField(kit, current)}
+<input type="hidden" name="confirm" value="1">
+<button type="submit" class="danger">Delete the factors of ${user.userId} for good</button>
+<a href="${path}">Keep them: back to ${user.userId}</a>
+</form>`)
+    }
+    const deleted = await accounts.deleteFactorUser(actorOf(current, request), account.id, user.userId)
+    if (isFailure(deleted)) return sendOperatorPage(kit, reply, current, null, 'Factors not deleted', html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`, 422)
+    return reply.redirect(`${usersPath(account)}?done=factors-deleted`, 303)
+  })
+}

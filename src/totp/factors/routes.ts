@@ -91,7 +91,8 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     await store.audit.append({ ...event(request, 'factor.verification_failed', userId, { reason, ...detail }), outcome: 'failure' })
     if (locks) {
       opts.metrics.lockoutStarted()
-      await store.audit.append(event(request, 'factor.lockout_started', userId, { failures: policy.maxFailures, lockSeconds: policy.baseSeconds }))
+      // No length: each failure past the threshold starts a longer lock, and the verdict does not say how long.
+      await store.audit.append(event(request, 'factor.lockout_started', userId, {}))
     }
   }
 

@@ -6,7 +6,7 @@
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
@@ -22,6 +22,7 @@ import { sealSecret } from './secret.ts'
 import { send } from './send.ts'
 import { Receiver, waitFor } from '../../test/receiver.ts'
 import { tempDir } from '../../test/helper.ts'
+import { toolSkip } from '../../test/services.ts'
 
 const keyring = makeKeyring(new Map([[1, Buffer.alloc(32, 9)]]))
 const FAST = { WEBHOOK_POLL_MS: '20', WEBHOOK_BACKOFF_MS: '50', WEBHOOK_BACKOFF_MAX_MS: '200', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_ALLOW_PRIVATE: 'true' }
@@ -179,7 +180,7 @@ test('backoff doubles from the base, with jitter between half and all of it, cap
   assert.equal(backoffMs(200, 1000, 3_600_000, () => 1), 3_600_000)
 })
 
-test('worker: an HTTPS receiver with the test\'s own certificate: verified TLS, SNI and Host are the name, not the address', { skip: spawnSync('openssl', ['version']).status === 0 ? false : 'needs openssl' }, async (t) => {
+test('worker: an HTTPS receiver with the test\'s own certificate: verified TLS, SNI and Host are the name, not the address', { skip: toolSkip('openssl', 'openssl') }, async (t) => {
   const dir = tempDir(t)
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
     '-addext', 'subjectAltName=DNS:localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })

@@ -40,11 +40,11 @@ export function skipUnless(...services: Service[]): false | string {
 
 /**
  * toolSkip gives the `skip` option for a test that needs the command `tool` (a Debian package's
- * program that .ci/run installs): false when `tool --version` runs; else a notice, and under
+ * program that .ci/run installs): false when `tool --version` (or `versionArgs`) runs; else a notice, and under
  * TESSERA_REQUIRE_SERVICES=1 a test that fails naming the package.
  */
-export function toolSkip(tool: string, debianPackage: string): false | string {
-  if (spawnSync(tool, ['--version']).status === 0) return false
+export function toolSkip(tool: string, debianPackage: string, versionArgs: readonly string[] = ['--version']): false | string {
+  if (spawnSync(tool, versionArgs).status === 0) return false
   const notice = `needs ${tool} (apt-get install ${debianPackage})`
   if (required) {
     test(`required: ${tool} is installed`, () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })

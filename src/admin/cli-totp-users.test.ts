@@ -5,29 +5,9 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { post, startApp, tempDir } from '../../test/helper.ts'
+import { admin, adminJson } from '../../test/admin-helper.ts'
 import { codeOf, enroll, path, wrong } from '../../test/factors.ts'
-
-const run = promisify(execFile)
-const CLI = new URL('./cli.ts', import.meta.url).pathname
-
-async function admin(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test' } })
-    return { code: 0, stdout, stderr }
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
-
-async function json<T>(dataDir: string, args: string[]): Promise<T> {
-  const r = await admin(dataDir, [...args, '--json'])
-  assert.equal(r.code, 0, r.stderr)
-  return JSON.parse(r.stdout) as T
-}
 
 test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked and verifies at once; a deleted user\'s codes stop working', async (t) => {
   const dataDir = tempDir(t)
@@ -41,7 +21,7 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   assert.equal((await right()).status, 429)
   const account = ['--account', app.accountId]
 
-  const shown = await json<{ userID: string; locked: boolean; lockedUntil: string; factors: { factorID: string; status: string }[]; recoveryCodesLeft: number }>(dataDir, ['totp-user', 'show', ...account, '--user', user])
+  const shown = await adminJson<{ userID: string; locked: boolean; lockedUntil: string; factors: { factorID: string; status: string }[]; recoveryCodesLeft: number }>(dataDir, ['totp-user', 'show', ...account, '--user', user])
   assert.equal(shown.userID, user)
   assert.equal(shown.locked, true)
   assert.deepEqual(shown.factors.map((x) => [x.factorID, x.status]), [[f.factorID, 'active']])
@@ -52,9 +32,9 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   const list = await admin(dataDir, ['totp-user', 'list', ...account])
   assert.match(list.stdout, /^userID\s+active\s+pending\s+codesLeft\s+locked\s+createdAt\ndana@example\.com\s+1\s+0\s+0\s+\d{4}-/)
 
-  assert.deepEqual(await json(dataDir, ['totp-user', 'unlock', ...account, '--user', user]), { accountId: app.accountId, userID: user, cleared: true })
+  assert.deepEqual(await adminJson(dataDir, ['totp-user', 'unlock', ...account, '--user', user]), { accountId: app.accountId, userID: user, cleared: true })
   assert.equal((await right()).status, 200, 'verifies at once')
-  assert.equal((await json<{ items: { lockedUntil: string | null }[] }>(dataDir, ['totp-user', 'list', ...account])).items[0]!.lockedUntil, null)
+  assert.equal((await adminJson<{ items: { lockedUntil: string | null }[] }>(dataDir, ['totp-user', 'list', ...account])).items[0]!.lockedUntil, null)
 
   const deleted = await admin(dataDir, ['totp-user', 'delete', ...account, '--user', user])
   assert.equal(deleted.stdout, `Deleted user ${user}'s factors and recovery codes in account ${app.accountId}\n`)

@@ -1,28 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { get, startApp, tempDir } from '../../test/helper.ts'
+import { admin, adminJson } from '../../test/admin-helper.ts'
 import { PortalClient, portalUser, signedInClient } from '../../test/portal-helper.ts'
-
-const run = promisify(execFile)
-const CLI = new URL('./cli.ts', import.meta.url).pathname
-
-async function admin(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test' } })
-    return { code: 0, stdout, stderr }
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
-
-async function json<T>(dataDir: string, args: string[]): Promise<T> {
-  const r = await admin(dataDir, [...args, '--json'])
-  assert.equal(r.code, 0, r.stderr)
-  return JSON.parse(r.stdout) as T
-}
 
 async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
   const start = Date.now()
@@ -37,38 +17,38 @@ test('the admin CLI manages accounts, keys and subscriptions that a running serv
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100' })
 
-  const { accountId } = await json<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Acme Ltd'])
+  const { accountId } = await adminJson<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Acme Ltd'])
   assert.match(accountId, /^acc_[0-9a-f]{16}$/)
-  const { keyId, apiKey } = await json<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
+  const { keyId, apiKey } = await adminJson<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
   assert.match(apiKey, /^tsr_[0-9a-f]{40}$/)
 
   assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 403, 'no subscription yet')
-  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'totp'])
+  await adminJson(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'totp'])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
-  const subs = await json<{ region: string; group: string; status: string }[]>(dataDir, ['subscription', 'list', '--account', accountId])
+  const subs = await adminJson<{ region: string; group: string; status: string }[]>(dataDir, ['subscription', 'list', '--account', accountId])
   assert.deepEqual(subs.map((s) => `${s.region}:${s.group}:${s.status}`).sort(), ['apac:totp:active', 'eu:totp:active', 'us:totp:active'])
 
-  await json(dataDir, ['account', 'suspend', accountId])
+  await adminJson(dataDir, ['account', 'suspend', accountId])
   const suspendedIn = await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
-  await json(dataDir, ['account', 'activate', accountId])
+  await adminJson(dataDir, ['account', 'activate', accountId])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
-  await json(dataDir, ['subscription', 'revoke', '--account', accountId, '--region', 'eu', '--group', 'all'])
+  await adminJson(dataDir, ['subscription', 'revoke', '--account', accountId, '--region', 'eu', '--group', 'all'])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
-  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'eu', '--group', 'totp'])
+  await adminJson(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'eu', '--group', 'totp'])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
-  const keys = await json<{ id: string; hint: string; revokedAt: string | null }[]>(dataDir, ['key', 'list', '--account', accountId])
+  const keys = await adminJson<{ id: string; hint: string; revokedAt: string | null }[]>(dataDir, ['key', 'list', '--account', accountId])
   assert.deepEqual(keys.map((k) => k.id), [keyId])
   assert.equal(keys[0]!.hint, apiKey.slice(-4))
   assert.ok(!JSON.stringify(keys).includes(apiKey.slice(4, 20)), 'listings never show the key')
 
-  await json(dataDir, ['key', 'revoke', keyId])
+  await adminJson(dataDir, ['key', 'revoke', keyId])
   const revokedIn = await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 403, 2000)
   t.diagnostic(`suspension seen after ${suspendedIn} ms, revocation after ${revokedIn} ms (poll 100 ms)`)
 
-  const accounts = await json<{ id: string; status: string }[]>(dataDir, ['account', 'list'])
+  const accounts = await adminJson<{ id: string; status: string }[]>(dataDir, ['account', 'list'])
   assert.ok(accounts.some((a) => a.id === accountId && a.status === 'active'))
 })
 
@@ -95,7 +75,7 @@ test('the admin CLI prints for people by default and fails with one line and a n
     assert.notEqual(r.code, 0, args.join(' '))
     assert.match(r.stderr, message, args.join(' '))
   }
-  const badEnv = await run(process.execPath, [CLI, 'account', 'list'], { env: { ...process.env, DATA_DIR: dataDir, REGION: 'mars' } }).catch((e) => e)
+  const badEnv = await admin(dataDir, ['account', 'list'], { REGION: 'mars' })
   assert.equal(badEnv.code, 78)
   assert.match(badEnv.stderr, /^error: Invalid configuration: REGION must be one of eu, us, apac/)
 })
@@ -103,27 +83,27 @@ test('the admin CLI prints for people by default and fails with one line and a n
 test('plan set/show/reset and usage: a running server applies the plan, and usage shows calls per day and group', async (t) => {
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100', USAGE_FLUSH_MS: '100' })
-  const shown = await json<{ plan: unknown; default: boolean }>(dataDir, ['plan', 'show', '--account', app.accountId])
+  const shown = await adminJson<{ plan: unknown; default: boolean }>(dataDir, ['plan', 'show', '--account', app.accountId])
   assert.deepEqual(shown, { accountId: app.accountId, plan: { rate: 100, burst: 200, quota: 0, period: 'month', weights: { totp: 2, converter: 1 } }, default: true })
-  const set = await json<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day', '--weight-totp', '1'])
+  const set = await adminJson<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day', '--weight-totp', '1'])
   assert.deepEqual(set.plan, { rate: 100, burst: 200, quota: 3, period: 'day', weights: { totp: 1, converter: 1 } }, 'unset flags keep their value')
   await until(async () => (await get(app.url, '/totp/ping', app.key)).headers.get('ratelimit-policy')?.includes('"day";q=3') === true, 3000)
   const statuses = []
   for (let i = 0; i < 4; i++) statuses.push((await get(app.url, '/totp/ping', app.key)).status)
   assert.deepEqual(statuses, [200, 200, 429, 429], 'the probe above took one of the three')
 
-  await until(async () => (await json<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId])).usage.length > 0, 3000)
-  const usage = await json<{ usage: { day: string; group: string; count: number }[] }>(dataDir, ['usage', '--account', app.accountId])
+  await until(async () => (await adminJson<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId])).usage.length > 0, 3000)
+  const usage = await adminJson<{ usage: { day: string; group: string; count: number }[] }>(dataDir, ['usage', '--account', app.accountId])
   assert.deepEqual(usage.usage, [{ day: new Date().toISOString().slice(0, 10), group: 'totp', count: 3, units: 3 }])
   const human = await admin(dataDir, ['usage', '--account', app.accountId])
   assert.match(human.stdout, /^day\s+group\s+count\s+units\n\d{4}-\d\d-\d\d\s+totp\s+3\s+3$/m)
-  const byKey = await json<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId, '--by', 'key'])
+  const byKey = await adminJson<{ usage: unknown[] }>(dataDir, ['usage', '--account', app.accountId, '--by', 'key'])
   assert.deepEqual(byKey.usage, [{ keyId: app.keyId, group: 'totp', count: 3, units: 3 }])
 
   const bad = await admin(dataDir, ['plan', 'set', '--account', app.accountId, '--burst', '0'])
   assert.equal(bad.code, 2)
   assert.match(bad.stderr, /^error: --burst must be a whole number from 1 to/)
-  const reset = await json<{ default: boolean }>(dataDir, ['plan', 'reset', '--account', app.accountId])
+  const reset = await adminJson<{ default: boolean }>(dataDir, ['plan', 'reset', '--account', app.accountId])
   assert.equal(reset.default, true)
   assert.equal((await admin(dataDir, ['plan', 'show', '--account', 'acc_nope'])).code, 1)
 })
@@ -131,12 +111,12 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
 test('keys roll with a grace period, expire and are scoped; admin tokens; every change is in the audit trail as the CLI\'s', async (t) => {
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100' })
-  const { accountId } = await json<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Rolling'])
-  await json(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'all'])
-  const { keyId, apiKey } = await json<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
+  const { accountId } = await adminJson<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Rolling'])
+  await adminJson(dataDir, ['subscription', 'grant', '--account', accountId, '--region', 'all', '--group', 'all'])
+  const { keyId, apiKey } = await adminJson<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
-  const rolled = await json<{ keyId: string; apiKey: string; old: { keyId: string; expiresAt: string } }>(dataDir, ['key', 'roll', keyId, '--grace', '3600'])
+  const rolled = await adminJson<{ keyId: string; apiKey: string; old: { keyId: string; expiresAt: string } }>(dataDir, ['key', 'roll', keyId, '--grace', '3600'])
   assert.notEqual(rolled.apiKey, apiKey)
   assert.ok(Math.abs(Date.parse(rolled.old.expiresAt) - Date.now() - 3_600_000) < 60_000, 'the old key works for the grace period')
   await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 200, 2000)
@@ -144,11 +124,11 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
   const again = await admin(dataDir, ['key', 'roll', keyId])
   assert.equal(again.code, 1)
   assert.match(again.stderr, /^error: key key_[0-9a-f]+ is revoked, expired or rolled already\n$/)
-  const now = await json<{ apiKey: string }>(dataDir, ['key', 'roll', rolled.keyId, '--grace', '0'])
+  const now = await adminJson<{ apiKey: string }>(dataDir, ['key', 'roll', rolled.keyId, '--grace', '0'])
   await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 403, 2000)
   assert.equal((await get(app.url, '/totp/ping', now.apiKey)).status, 200)
 
-  const scoped = await json<{ apiKey: string; scope: unknown }>(dataDir, ['key', 'create', '--account', accountId, '--groups', 'converter', '--regions', 'eu'])
+  const scoped = await adminJson<{ apiKey: string; scope: unknown }>(dataDir, ['key', 'create', '--account', accountId, '--groups', 'converter', '--regions', 'eu'])
   assert.deepEqual(scoped.scope, { groups: ['converter'], regions: ['eu'] })
   await until(async () => (await get(app.url, '/totp/ping', now.apiKey)).status === 200, 2000)
   assert.equal((await get(app.url, '/totp/ping', scoped.apiKey)).status, 403, 'outside its scope')
@@ -164,21 +144,21 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
     assert.match(r.stderr, message)
   }
 
-  const token = await json<{ tokenId: string; token: string; scope: string }>(dataDir, ['admin', 'token', 'create', '--name', 'ops', '--scope', 'read'])
+  const token = await adminJson<{ tokenId: string; token: string; scope: string }>(dataDir, ['admin', 'token', 'create', '--name', 'ops', '--scope', 'read'])
   assert.match(token.token, /^tsa_[\w-]{32}$/)
   const tokens = await admin(dataDir, ['admin', 'token', 'list'])
   assert.match(tokens.stdout, new RegExp(`^${token.tokenId}\\s+ops\\s+read\\s`, 'm'))
   assert.ok(!tokens.stdout.includes(token.token), 'the token is shown once')
-  await json(dataDir, ['admin', 'token', 'revoke', token.tokenId])
+  await adminJson(dataDir, ['admin', 'token', 'revoke', token.tokenId])
   assert.equal((await admin(dataDir, ['admin', 'token', 'revoke', token.tokenId])).code, 1)
 
-  const trail = await json<{ items: { actor: string; action: string; outcome: string; target: { id: string }; detail: Record<string, unknown> }[] }>(dataDir, ['audit', '--account', accountId, '--limit', '100'])
+  const trail = await adminJson<{ items: { actor: string; action: string; outcome: string; target: { id: string }; detail: Record<string, unknown> }[] }>(dataDir, ['audit', '--account', accountId, '--limit', '100'])
   const actions = trail.items.map((e) => `${e.action}:${e.outcome}`).reverse()
   assert.deepEqual(actions.slice(0, 2), ['account.create:success', 'subscription.set:success'])
   for (const expected of ['key.create:success', 'key.roll:success', 'key.roll:failure']) assert.ok(actions.includes(expected), expected)
   assert.ok(trail.items.every((e) => e.actor === 'cli'))
   assert.ok(!JSON.stringify(trail).includes(apiKey.slice(4)), 'no key in the trail')
-  const tokenTrail = await json<{ items: { action: string; outcome: string }[] }>(dataDir, ['audit', '--action', 'admin-token.revoke'])
+  const tokenTrail = await adminJson<{ items: { action: string; outcome: string }[] }>(dataDir, ['audit', '--action', 'admin-token.revoke'])
   assert.deepEqual(tokenTrail.items.map((e) => `${e.action}:${e.outcome}`), ['admin-token.revoke:failure', 'admin-token.revoke:success'], 'newest first; the refused second revoke too')
   const table = await admin(dataDir, ['audit', '--account', accountId, '--limit', '1'])
   assert.match(table.stdout, /^at\s+actor\s+action\s+target\s+accountId\s+ip\s+outcome\s+detail\n\S+\s+cli\s+key\.create/)
@@ -196,18 +176,18 @@ test('operator grant/revoke/list: the portal\'s operator pages follow at once; u
   assert.equal(granted.stdout, 'Ops@Example.com is an operator now\n')
   assert.equal((await client.get('/portal/operator')).status, 200, 'the next page sees the flag')
   assert.equal((await admin(dataDir, ['operator', 'grant', '--email', 'ops@example.com'])).stdout, 'Ops@Example.com is an operator already\n')
-  const operators = await json<{ id: string; email: string; operator: boolean }[]>(dataDir, ['operator', 'list'])
+  const operators = await adminJson<{ id: string; email: string; operator: boolean }[]>(dataDir, ['operator', 'list'])
   assert.deepEqual(operators.map((o) => [o.id, o.email, o.operator]), [[user.id, 'Ops@Example.com', true]])
   assert.match((await admin(dataDir, ['operator', 'list'])).stdout, /^id\s+email\s+status\s+confirmed\s+createdAt\nusr_\w+\s+Ops@Example\.com\s+active\s+yes\s/)
 
-  const revoked = await json<{ operator: boolean; changed: boolean }>(dataDir, ['operator', 'revoke', '--email', 'ops@example.com'])
+  const revoked = await adminJson<{ operator: boolean; changed: boolean }>(dataDir, ['operator', 'revoke', '--email', 'ops@example.com'])
   assert.deepEqual([revoked.operator, revoked.changed], [false, true])
   assert.equal((await client.get('/portal/operator')).status, 404)
-  assert.deepEqual(await json(dataDir, ['operator', 'list']), [])
+  assert.deepEqual(await adminJson(dataDir, ['operator', 'list']), [])
 
   const waiting = await portalUser(app, { email: 'waiting@example.com', accountId: null })
   await app.store.portal.updateUser(waiting.user.id, { status: 'pending' }, null)
-  const pending = await json<{ items: { email: string; status: string }[]; next: string | null }>(dataDir, ['user', 'list', '--status', 'pending'])
+  const pending = await adminJson<{ items: { email: string; status: string }[]; next: string | null }>(dataDir, ['user', 'list', '--status', 'pending'])
   assert.deepEqual(pending, { items: [{ ...pending.items[0]!, email: 'waiting@example.com', status: 'pending' }], next: null })
   const approved = await admin(dataDir, ['user', 'approve', '--email', 'waiting@example.com'])
   assert.equal(approved.stdout, 'waiting@example.com is approved and may sign in (emailed)\n')
@@ -227,7 +207,7 @@ test('operator grant/revoke/list: the portal\'s operator pages follow at once; u
   assert.equal(disabled.stdout, 'waiting@example.com is disabled; 1 session(s) ended\n')
   assert.equal((await signedIn.get('/portal/home')).status, 303, 'signed out')
 
-  const trail = await json<{ items: { actor: string; action: string; target: { id: string } }[] }>(dataDir, ['audit', '--actor', 'cli'])
+  const trail = await adminJson<{ items: { actor: string; action: string; target: { id: string } }[] }>(dataDir, ['audit', '--actor', 'cli'])
   assert.deepEqual(trail.items.map((e) => `${e.action}:${e.target.id === user.id ? 'ops' : 'waiting'}`).reverse(),
     ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.2fa-off:waiting', 'user.disable:waiting'], 'the repeated grant and 2fa-off wrote nothing')
   for (const [args, message] of [

@@ -6,57 +6,20 @@
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { resolveKeyring } from '../../config/encryption.ts'
 import { execFile } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Secret, TOTP } from 'otpauth'
-import { get, post, startApp, tempDir, testClock, type Clock, type Running } from '../../../test/helper.ts'
-import { checkAnswersFrom, type OpenApiDocument } from '../../../test/conformance.ts'
+import { get, post, tempDir, testClock, type Clock } from '../../../test/helper.ts'
+import { startAdmin, type Admin } from '../../../test/admin-helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../../test/services.ts'
 import { CLI } from '../../domain/accounts.ts'
 import { isFailure } from '../../accounts/service.ts'
 import { catalogue } from '../../errors/catalogue.ts'
-import { ADMIN_BODY_LIMIT, ADMIN_DOCUMENT_PATH, buildAdminApp } from './app.ts'
-import { Webhooks } from '../../webhooks/service.ts'
+import { ADMIN_BODY_LIMIT, ADMIN_DOCUMENT_PATH } from './app.ts'
 
 const ROOT = new URL('../../..', import.meta.url).pathname
-
-interface Admin {
-  readonly pub: Running
-  readonly url: string
-  readonly clock: Clock
-  readonly doc: () => OpenApiDocument
-  readonly write: { id: string; secret: string }
-  readonly read: { id: string; secret: string }
-  readonly logs: string[]
-}
-
-async function startAdmin(t: TestContext, env: Record<string, string> = {}, clock = testClock()): Promise<Admin> {
-  // Usage counts reach the store every USAGE_FLUSH_MS: low, so that a report sees calls soon.
-  const pub = await startApp(t, { USAGE_FLUSH_MS: '100', ...env }, clock)
-  const logs: string[] = []
-  const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
-  const app = await buildAdminApp({ config: pub.config, accounts: pub.accounts, webhooks, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.after(() => app.close())
-  const address = app.server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  const url = `http://127.0.0.1:${address.port}`
-  const doc = () => app.swagger() as unknown as OpenApiDocument
-  const stop = checkAnswersFrom(url, doc)
-  t.after(() => {
-    const mismatches = stop()
-    if (mismatches.length > 0) throw new Error(`admin answers not described by the admin OpenAPI document:\n${mismatches.join('\n')}`)
-  })
-  const token = async (scope: string) => {
-    const made = await pub.accounts.createAdminToken({ actor: CLI }, { name: `${scope} token`, scope })
-    if (isFailure(made)) throw new Error(made.message)
-    return { id: made.token.id, secret: made.secret }
-  }
-  return { pub, url, clock, doc, write: await token('write'), read: await token('read'), logs }
-}
 
 /** call sends a request to the admin API: a body that is not a string goes as JSON. */
 function call(a: Admin, method: string, path: string, token: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {

@@ -7,44 +7,15 @@
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { createCaller, post, startApp, testClock, type Clock, type Running } from '../../../test/helper.ts'
-import { checkAnswersFrom, type OpenApiDocument } from '../../../test/conformance.ts'
+import { createCaller, post, testClock, type Clock } from '../../../test/helper.ts'
+import { startAdmin as startAdminNode, type Admin } from '../../../test/admin-helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../../test/services.ts'
 import { codeOf, createFactor, enroll, path, wrong } from '../../../test/factors.ts'
-import { CLI } from '../../domain/accounts.ts'
-import { isFailure } from '../../accounts/service.ts'
 import { catalogue } from '../../errors/catalogue.ts'
-import { buildAdminApp } from './app.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
-interface Admin {
-  readonly pub: Running
-  readonly url: string
-  readonly write: { id: string; secret: string }
-  readonly read: { id: string; secret: string }
-}
-
-async function startAdmin(t: TestContext, env: Record<string, string>, clock: Clock): Promise<Admin> {
-  const pub = await startApp(t, { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', ...env }, clock)
-  const app = await buildAdminApp({ config: pub.config, accounts: pub.accounts, now: clock.now, logStream: { write: () => {} } })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.after(() => app.close())
-  const address = app.server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  const url = `http://127.0.0.1:${address.port}`
-  const stop = checkAnswersFrom(url, () => app.swagger() as unknown as OpenApiDocument)
-  t.after(() => {
-    const mismatches = stop()
-    if (mismatches.length > 0) throw new Error(`admin answers not described by the admin OpenAPI document:\n${mismatches.join('\n')}`)
-  })
-  const token = async (scope: string) => {
-    const made = await pub.accounts.createAdminToken({ actor: CLI }, { name: `${scope} token`, scope })
-    if (isFailure(made)) throw new Error(made.message)
-    return { id: made.token.id, secret: made.secret }
-  }
-  return { pub, url, write: await token('write'), read: await token('read') }
-}
+const startAdmin = (t: TestContext, env: Record<string, string>, clock: Clock) => startAdminNode(t, { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', ...env }, clock)
 
 function call(a: Admin, method: string, path: string, token: string): Promise<Response> {
   return fetch(a.url + path, { method, headers: { authorization: `Bearer ${token}` } })

@@ -159,6 +159,9 @@ test('a sealed secret moved to another row does not open, is never checked again
   assert.deepEqual(await codes(res), ['FACTOR_UNREADABLE'])
   assert.ok(app.logs.some((l) => l.includes(b.factorID) && l.includes('belongs to another row, or was altered')))
   assert.ok(!app.logs.some((l) => l.includes(a.secretKey)), 'the log never holds a secret')
+  // A code no factor of Bob's could match (8 digits, his are 6) is a failed attempt, not an unreadable factor.
+  const longer = await post(app.url, path('bob', '/verify'), app.key, { token: '12345678' })
+  assert.deepEqual(await codes(longer), ['OTP_INVALID'])
   // Nothing counted against Bob: his lockout record is untouched.
   const right = await post(app.url, path('alice', '/verify'), app.key, { token: codeOf(a, app.clock.now()) })
   assert.equal(right.status, 200)

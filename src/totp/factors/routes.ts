@@ -209,12 +209,13 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
       const { userID } = request.params
       const accountId = request.caller!.accountId
       const t = now()
-      const factors = await factorsOf(accountId, userID, t)
-      if (!factors.some((f) => f.status === 'active')) throw apiError('NO_ACTIVE_FACTOR')
+      const { token } = request.body
+      const active = (await factorsOf(accountId, userID, t)).filter((f) => f.status === 'active')
+      if (active.length === 0) throw apiError('NO_ACTIVE_FACTOR')
       const broken: string[] = []
-      const match = matchFactor(keyring, factors, request.body.token, t, unreadableLog(request, broken))
-      // Not one factor could be checked: say so rather than count a failure the user did not make.
-      if (match === null && broken.length === factors.filter((f) => f.status === 'active').length) unreadable(request)
+      const match = matchFactor(keyring, active, token, t, unreadableLog(request, broken))
+      // Not one factor that could have matched (its digits) opened: say so rather than count a failure the user did not make.
+      if (match === null && broken.length > 0 && broken.length === active.filter((f) => f.digits === token.length).length) unreadable(request)
       await settle(request, userID, match?.mark ?? null, t)
       return { type: 'Success', valid: true, message: 'OTP verified', factorID: match!.factor.id }
     },

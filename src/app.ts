@@ -168,6 +168,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({
       size: config.converterWorkers,
+      splitPages: config.converterSplitPages,
       maxQueue: config.converterWorkers * config.converterQueuePerWorker,
       timeoutMs: config.conversionTimeoutMs,
       maxJobsPerWorker: config.workerMaxJobs,

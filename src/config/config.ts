@@ -272,6 +272,7 @@ export const settings = {
   qrQueuePerWorker: int('QR_QUEUE_PER_WORKER', 64, 0, 10000, 'Large QR codes that may wait per QR worker; past that, 503 `QR_BUSY` with Retry-After.'),
   converterWorkers: int('CONVERTER_WORKERS', Math.max(1, Math.min(availableParallelism(), 8)), 1, 64,
     'Conversion worker threads (default: the number of CPUs, at most 8). Started on the first conversion.'),
+  converterSplitPages: bool('CONVERTER_SPLIT_PAGES', true, 'Render one PNG conversion\'s pages on every free worker at once (each opens the document, pages are claimed one at a time and streamed in order); a conversion that arrives takes a helping worker back at its next page. Off, a conversion runs on one worker, as most servers do.'),
   converterQueuePerWorker: int('CONVERTER_QUEUE_PER_WORKER', 4, 0, 1000, 'Conversions that may wait per worker; past that, 503 with Retry-After.'),
   maxUploadBytes: int('MAX_UPLOAD_BYTES', 52428800, 1024, 1073741824, 'Largest PDF upload (50 MiB); larger ones get 413.'),
   maxPages: int('MAX_PAGES', 500, 1, 100000, 'Most pages a document may have; more gets 422.'),

@@ -1,24 +1,35 @@
 /**
  * ConversionPool runs conversions in worker threads, never on the event loop: a fixed
- * number of workers started on first use, one job each at a time, a bounded queue, a time
- * limit per job (the worker is terminated and replaced), and recycling of a worker after a
- * number of jobs, when its WebAssembly memory has grown past a threshold (it never shrinks),
- * after an engine failure, or when it dies.
+ * number of workers started on first use, a bounded queue, a time limit per job (its workers
+ * are terminated and replaced), and recycling of a worker after a number of jobs, when its
+ * WebAssembly memory has grown past a threshold (it never shrinks), after an engine failure,
+ * or when it dies.
  *
- * The time limit counts the engine's time, not the time a worker waits for a slow client
+ * A job runs on one worker (its lead) and, when it is a PNG job of several pages and no other
+ * job waits, on every other free worker too (helpers): each opens the same bytes (shared, not
+ * copied) and claims pages one at a time, and the pool hands the pages to the consumer in
+ * order. A job that arrives while workers help another takes one of them: the helper stops at
+ * its next page boundary, so one document never starves another behind it. Everything else
+ * is the job's, whatever the number of its parts: one time limit, one output limit counted
+ * in page order, and one end: a timeout, a trap, a dead worker or a client that goes away ends
+ * the whole job with the same error, and replaces every worker still on it.
+ *
+ * The time limit counts the engine's time, not the time the workers wait for a slow client
  * to take output; a client that takes nothing for `stallTimeoutMs` is given up on and its
- * worker replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps are capped,
+ * workers replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps are capped,
  * its JS heap is bounded by `resourceLimits`, and it checks the whole while it works.
  *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
 import { Worker } from 'node:worker_threads'
-import { IN_FLIGHT, type FromWorker, type Job, type JobResult, type ToWorker, type WorkerData } from './protocol.ts'
+import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type ToWorker, type WorkerData } from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 
 export interface PoolOptions {
   readonly size: number
+  /** Let free workers help with a running PNG job's pages (default true). */
+  readonly splitPages?: boolean
   readonly maxQueue: number
   readonly timeoutMs: number
   readonly maxJobsPerWorker: number
@@ -46,7 +57,7 @@ export class PoolError extends Error {
 export interface Handlers {
   /** Rendering starts: the result will hold `pages` pages of a `pageCount`-page document. */
   onStart?(pages: number, pageCount: number): void
-  /** One page, in order. Call `ack` once it has been taken, to let the worker render further. */
+  /** One page, in order. Call `ack` once it has been taken, to let the workers render further. */
   onPage?(page: number, png: Uint8Array): void
   /** One piece of PostScript, in order; `ack` it once taken, as a page. */
   onChunk?(bytes: Uint8Array): void
@@ -54,8 +65,10 @@ export interface Handlers {
 
 /** What a job took, for the log and the metrics: read once it has settled. */
 export interface JobStats {
-  /** The worker's thread id (null: it never ran). */
+  /** The lead worker's thread id (null: it never ran). */
   readonly worker: number | null
+  /** How many workers rendered it (the lead and its helpers). */
+  readonly workers: number
   /** Time in the queue, ms. */
   readonly queuedMs: number
   /** Time the engine ran, ms: from the job's start to its end, less the pauses for a slow client. */
@@ -67,7 +80,7 @@ export interface Running {
   stats(): JobStats
   /** ack tells the worker that a page or piece has been taken. */
   ack(): void
-  /** cancel gives up on the job (the client went away): queued, it is dropped; running, its worker is replaced. */
+  /** cancel gives up on the job (the client went away): queued, it is dropped; running, its workers are replaced. */
   cancel(): void
 }
 
@@ -79,15 +92,39 @@ export interface Reservation {
   release(): void
 }
 
+/**
+ * A job splits only while this many of its pages are still to be claimed: a helper's own
+ * opening of the document costs more than it saves on the last page.
+ */
+const MIN_PAGES_TO_HELP = 2
+/** How many pages a job may have rendered and not yet taken, per worker it may run on. */
+const PAGES_AHEAD_PER_WORKER = 2
+
+type Outcome = { readonly result: JobResult } | { readonly error: PoolError }
+
 interface Entry {
   readonly id: number
   readonly job: Job
   readonly handlers: Handlers
-  resolve(result: JobResult): void
-  reject(error: PoolError): void
-  slot?: Slot
+  /** The job's shared counters (NEXT, TAKEN): see protocol.ts. */
+  readonly counters: Int32Array
+  settle(outcome: Outcome): void
+  settled: boolean
+  /** The slots running a part of it. */
+  readonly parts: Set<Slot>
+  /** Every worker that has run a part, for the stats. */
+  readonly workers: Set<number>
+  /** The resolved page list, once the lead has started a PNG job. */
+  pages?: readonly number[]
+  /** The lead's result, kept until every part has ended. */
+  result?: JobResult
+  /** Pages come in out of order: held here until those before them have come. */
+  readonly held: Map<number, { page: number; png: Uint8Array }>
+  /** The index of the next page to hand over. */
+  next: number
+  outputBytes: number
   timer?: NodeJS.Timeout
-  /** Engine time left (ms) when the worker paused for the client. */
+  /** Engine time left (ms) when every part paused for the client. */
   remaining?: number
   deadline?: number
   readonly queuedAt: number
@@ -98,28 +135,59 @@ interface Entry {
   worker?: number
 }
 
+interface Part {
+  readonly entry: Entry
+  readonly lead: boolean
+  /** Waiting for the consumer to take output. */
+  paused: boolean
+  /** Asked to stop at its next page boundary. */
+  stopping: boolean
+}
+
 interface Slot {
   readonly worker: Worker
-  /** Pieces of output sent and not yet taken (shared with the worker, which waits on it). */
-  readonly inFlight: Int32Array
+  /** The worker's STOP flag (shared with it). */
+  readonly control: Int32Array
   ready: boolean
-  busy: Entry | null
+  part: Part | null
   jobs: number
   retiring: boolean
 }
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url)
 
+/** shared gives the PDF's bytes in a SharedArrayBuffer, which every part of the job reads without a copy of its own. */
+function shared(bytes: Uint8Array): Uint8Array {
+  if (bytes.buffer instanceof SharedArrayBuffer) return bytes
+  const copy = new Uint8Array(new SharedArrayBuffer(bytes.byteLength))
+  copy.set(bytes)
+  return copy
+}
+
 export class ConversionPool {
   readonly #options: PoolOptions
   readonly #slots = new Set<Slot>()
   readonly #queue: Entry[] = []
+  /** Jobs with at least one part running, in the order they started. */
+  readonly #running = new Set<Entry>()
   #nextId = 1
   #reserved = 0
   #closed = false
 
   constructor(options: PoolOptions) {
     this.#options = options
+  }
+
+  /** A job's window: how many pages may be rendered ahead of the consumer, whatever the number of its parts. */
+  get #window(): number {
+    return PAGES_AHEAD_PER_WORKER * this.#options.size
+  }
+
+  /** free counts the workers a new job could have soon: idle, yet to start, or helping another job (they give way). */
+  #free(): number {
+    let free = Math.max(0, this.#options.size - this.#slots.size)
+    for (const slot of this.#slots) if (!slot.retiring && (slot.part === null || !slot.part.lead)) free++
+    return free
   }
 
   /**
@@ -129,9 +197,7 @@ export class ConversionPool {
    */
   reserve(): Reservation {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
-    // Workers that are free, starting, or yet to start will take a job each before anyone waits.
-    const free = [...this.#slots].filter((s) => s.busy === null && !s.retiring).length + Math.max(0, this.#options.size - this.#slots.size)
-    if (this.#queue.length + this.#reserved >= this.#options.maxQueue + free) throw new PoolError('queue-full', 'the conversion queue is full')
+    if (this.#queue.length + this.#reserved >= this.#options.maxQueue + this.#free()) throw new PoolError('queue-full', 'the conversion queue is full')
     this.#reserved++
     let held = true
     const give = () => {
@@ -158,11 +224,17 @@ export class ConversionPool {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
-      // Settling (either way) stamps the end: the engine time stops there.
-      const end = () => { entry.endedAt ??= performance.now() }
       entry = {
-        id: this.#nextId++, job, handlers, queuedAt: performance.now(), pausedMs: 0,
-        resolve: (value) => { end(); resolve(value) }, reject: (error) => { end(); reject(error) },
+        id: this.#nextId++, job: { ...job, pdf: shared(job.pdf) }, handlers, counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
+        settled: false, parts: new Set(), workers: new Set(), held: new Map(), next: 0, outputBytes: 0, queuedAt: performance.now(), pausedMs: 0,
+        settle: (outcome) => {
+          if (entry.settled) return
+          entry.settled = true
+          // Settling (either way) stamps the end: the engine time stops there.
+          entry.endedAt ??= performance.now()
+          if ('result' in outcome) resolve(outcome.result)
+          else reject(outcome.error)
+        },
       }
     })
     this.#queue.push(entry)
@@ -179,11 +251,10 @@ export class ConversionPool {
   /** gauges: the queue and the workers as they are now (read at each metrics scrape). */
   gauges(): PoolGauges {
     let busy = 0
-    for (const slot of this.#slots) if (slot.busy !== null) busy++
-    // Waiting jobs and reserved places beyond the workers free to take them (as reserve counts them).
-    const free = this.#slots.size - busy + Math.max(0, this.#options.size - this.#slots.size)
+    for (const slot of this.#slots) if (slot.part !== null) busy++
     return {
-      queued: Math.max(0, this.#queue.length + this.#reserved - free),
+      // Waiting jobs and reserved places beyond the workers free to take them (as reserve counts them).
+      queued: Math.max(0, this.#queue.length + this.#reserved - this.#free()),
       capacity: this.#options.maxQueue,
       alive: this.#slots.size,
       busy,
@@ -193,7 +264,11 @@ export class ConversionPool {
 
   async close(): Promise<void> {
     this.#closed = true
-    for (const entry of this.#queue.splice(0)) entry.reject(new PoolError('closed', 'the conversion pool is closed'))
+    for (const entry of this.#queue.splice(0)) entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
+    for (const entry of this.#running) {
+      clearTimeout(entry.timer)
+      entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
+    }
     await Promise.all([...this.#slots].map((slot) => this.#retire(slot, 'closed')))
   }
 
@@ -202,34 +277,100 @@ export class ConversionPool {
   }
 
   #spawn(): void {
-    const credit = new SharedArrayBuffer(4)
+    const control = new SharedArrayBuffer(4)
     const mb = Math.ceil(this.#options.maxMemoryBytes / 1048576)
     const worker = new Worker(WORKER_URL, {
-      workerData: { credit, maxMemoryBytes: this.#options.maxMemoryBytes } satisfies WorkerData,
+      workerData: { control, maxMemoryBytes: this.#options.maxMemoryBytes } satisfies WorkerData,
       // The JS heap holds little (the documents live in the engines' heaps): a quarter of the budget, 64 MiB at least.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, Math.floor(mb / 4)), maxYoungGenerationSizeMb: 16 },
     })
-    const slot: Slot = { worker, inFlight: new Int32Array(credit), ready: false, busy: null, jobs: 0, retiring: false }
+    const slot: Slot = { worker, control: new Int32Array(control), ready: false, part: null, jobs: 0, retiring: false }
     this.#slots.add(slot)
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     worker.on('error', (error) => this.#onDeath(slot, `worker error: ${error.message}`))
     worker.on('exit', (code) => this.#onDeath(slot, `worker exited with code ${code}`))
   }
 
+  /**
+   * dispatch gives each free worker the next queued job, or else a share of a running PNG
+   * job with pages left to claim; then, while jobs still wait, it asks helpers to give way.
+   */
   #dispatch(): void {
+    let starting = 0
     for (const slot of this.#slots) {
-      if (!slot.ready || slot.busy !== null || slot.retiring) continue
+      if (slot.retiring) continue
+      if (!slot.ready) {
+        starting++
+        continue
+      }
+      if (slot.part !== null) continue
       const entry = this.#queue.shift()
-      if (entry === undefined) return
-      slot.busy = entry
-      entry.slot = slot
-      entry.startedAt = performance.now()
-      entry.worker = slot.worker.threadId
-      this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
-      this.#arm(slot, entry, this.#options.timeoutMs)
-      const pdf = entry.job.pdf
-      slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job } satisfies ToWorker, [pdf.buffer as ArrayBuffer])
+      if (entry !== undefined) this.#lead(slot, entry)
+      else {
+        const job = this.#needsHelp()
+        if (job !== undefined) this.#help(slot, job)
+      }
     }
+    // A helper gives way to a waiting job (one each), unless a worker on its way will take it.
+    let wanted = this.#queue.length - starting
+    const helpers = [...this.#slots].filter((slot) => slot.part !== null && !slot.part.lead && !slot.retiring)
+    for (const slot of helpers) if (slot.part!.stopping) wanted--
+    for (const slot of helpers) {
+      if (wanted <= 0) break
+      if (slot.part!.stopping) continue
+      this.#stopPart(slot)
+      wanted--
+    }
+  }
+
+  #lead(slot: Slot, entry: Entry): void {
+    this.#begin(slot, entry, true)
+    entry.startedAt = performance.now()
+    entry.worker = slot.worker.threadId
+    this.#running.add(entry)
+    this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
+    this.#arm(entry, this.#options.timeoutMs)
+    slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job, counters: entry.counters.buffer as SharedArrayBuffer, window: this.#window } satisfies ToWorker)
+  }
+
+  /** needsHelp finds the running PNG job with the most pages left to claim, if any has enough. */
+  #needsHelp(): Entry | undefined {
+    if (this.#options.splitPages === false) return undefined
+    let best: Entry | undefined
+    let most = MIN_PAGES_TO_HELP - 1
+    for (const entry of this.#running) {
+      if (entry.settled || entry.pages === undefined || entry.job.op !== 'png') continue
+      const left = entry.pages.length - Atomics.load(entry.counters, NEXT)
+      if (left > most) {
+        best = entry
+        most = left
+      }
+    }
+    return best
+  }
+
+  #help(slot: Slot, entry: Entry): void {
+    const job = entry.job as Job & { op: 'png' }
+    this.#begin(slot, entry, false)
+    this.#setPaused(entry)
+    slot.worker.postMessage({
+      type: 'help', id: entry.id, counters: entry.counters.buffer as SharedArrayBuffer, window: this.#window,
+      share: { pdf: job.pdf, password: job.password, dpi: job.dpi, color: job.color, pages: entry.pages! },
+    } satisfies ToWorker)
+  }
+
+  #begin(slot: Slot, entry: Entry, lead: boolean): void {
+    Atomics.store(slot.control, STOP, 0)
+    slot.part = { entry, lead, paused: false, stopping: false }
+    entry.parts.add(slot)
+    entry.workers.add(slot.worker.threadId)
+  }
+
+  /** stopPart asks a worker to end its part at its next page boundary (waking it if it waits for the consumer). */
+  #stopPart(slot: Slot): void {
+    slot.part!.stopping = true
+    Atomics.store(slot.control, STOP, 1)
+    Atomics.notify(slot.part!.entry.counters, TAKEN)
   }
 
   #onMessage(slot: Slot, message: FromWorker): void {
@@ -238,33 +379,28 @@ export class ConversionPool {
       this.#dispatch()
       return
     }
-    const entry = slot.busy
-    if (entry === null || entry.id !== message.id) return
+    const part = slot.part
+    if (part === null || part.entry.id !== message.id) return
+    const entry = part.entry
     switch (message.type) {
       case 'start':
-        entry.handlers.onStart?.(message.pages, message.pageCount)
-        return
+        entry.pages = message.pages
+        if (!entry.settled) entry.handlers.onStart?.(message.pages.length, message.pageCount)
+        break // free workers may now help
       case 'page':
-        entry.handlers.onPage?.(message.page, message.png)
+        this.#onPage(entry, message.index, message.page, message.png)
         return
       case 'chunk':
-        entry.handlers.onChunk?.(message.bytes)
+        if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
         return
       case 'paused':
-        entry.pausedAt = performance.now()
-        clearTimeout(entry.timer)
-        entry.remaining = Math.max(0, entry.deadline! - Date.now())
-        entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'the client took nothing', this.#options.stallTimeoutMs), this.#options.stallTimeoutMs)
-        return
       case 'resumed':
-        if (entry.pausedAt !== undefined) entry.pausedMs += performance.now() - entry.pausedAt
-        entry.pausedAt = undefined
-        clearTimeout(entry.timer)
-        this.#arm(slot, entry, entry.remaining ?? this.#options.timeoutMs)
+        part.paused = message.type === 'paused'
+        this.#setPaused(entry)
         return
       case 'done': {
-        this.#release(slot, entry)
-        entry.resolve(message.result)
+        if (message.result !== null) entry.result = message.result
+        this.#end(slot)
         if (message.spent) void this.#retire(slot, 'trap', 'engine stopped mid-run')
         else if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
         else if (message.memoryBytes > this.#options.maxMemoryBytes) {
@@ -273,50 +409,119 @@ export class ConversionPool {
         break
       }
       case 'failed':
-        this.#release(slot, entry)
-        entry.reject(new PoolError('failed', message.message))
+        slot.part = null
+        slot.jobs++
+        entry.parts.delete(slot)
         // After a WebAssembly trap the engine's memory cannot be trusted: start afresh. An error the engine raised itself is an answer.
         if (message.fatal) void this.#retire(slot, 'trap', `engine trap: ${message.message.slice(0, 200)}`)
+        // Any other part of the job is mid-page: its worker is replaced.
+        this.#fail(entry, new PoolError('failed', message.message), 'cancelled', 'another part of its job failed')
         break
     }
     this.#dispatch()
   }
 
-  #release(slot: Slot, entry: Entry): void {
-    clearTimeout(entry.timer)
-    slot.busy = null
-    slot.jobs++
+  /** onPage takes a page from any part and hands over, in order, every page it completes; the output limit counts them in that order. */
+  #onPage(entry: Entry, index: number, page: number, png: Uint8Array): void {
+    if (entry.settled) return
+    entry.held.set(index, { page, png })
+    for (let next = entry.held.get(entry.next); next !== undefined; next = entry.held.get(entry.next)) {
+      entry.held.delete(entry.next)
+      entry.outputBytes += next.png.byteLength
+      // The first page over the limit is refused before it is handed over: a single PNG never starts.
+      if (entry.outputBytes > entry.job.limits.maxOutputBytes) {
+        entry.held.clear()
+        entry.settle({ result: { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } } })
+        // The parts stop at their next page; the job's timer replaces any that does not.
+        for (const slot of entry.parts) if (!slot.part!.stopping) this.#stopPart(slot)
+        return
+      }
+      entry.next++
+      entry.handlers.onPage?.(next.page, next.png)
+    }
   }
 
-  #arm(slot: Slot, entry: Entry, ms: number): void {
+  /** end takes a finished part off its worker; the job settles once its last part has ended. */
+  #end(slot: Slot): void {
+    const entry = slot.part!.entry
+    slot.part = null
+    slot.jobs++
+    entry.parts.delete(slot)
+    if (entry.parts.size > 0) {
+      this.#setPaused(entry)
+      return
+    }
+    clearTimeout(entry.timer)
+    this.#running.delete(entry)
+    if (entry.settled) return
+    const result = entry.result
+    if (result === undefined) entry.settle({ error: new PoolError('failed', 'the job ended without a result') })
+    else if (result.ok && result.op === 'png' && entry.next !== result.pages) {
+      entry.settle({ error: new PoolError('failed', `the job ended with ${entry.next} of its ${result.pages} pages`) })
+    } else entry.settle({ result })
+  }
+
+  /**
+   * setPaused stops the job's clock while every part waits for the consumer (the client's
+   * time, not the engine's) and starts the stall limit instead; it starts the clock again as
+   * soon as one part works.
+   */
+  #setPaused(entry: Entry): void {
+    if (entry.settled || entry.parts.size === 0) return
+    const waiting = [...entry.parts].every((slot) => slot.part!.paused)
+    if (waiting && entry.pausedAt === undefined) {
+      entry.pausedAt = performance.now()
+      clearTimeout(entry.timer)
+      entry.remaining = Math.max(0, entry.deadline! - Date.now())
+      entry.timer = setTimeout(() => this.#onTimeout(entry, 'stalled'), this.#options.stallTimeoutMs)
+    } else if (!waiting && entry.pausedAt !== undefined) {
+      entry.pausedMs += performance.now() - entry.pausedAt
+      entry.pausedAt = undefined
+      clearTimeout(entry.timer)
+      this.#arm(entry, entry.remaining ?? this.#options.timeoutMs)
+    }
+  }
+
+  #arm(entry: Entry, ms: number): void {
     entry.deadline = Date.now() + ms
-    entry.timer = setTimeout(() => this.#onTimeout(slot, entry, 'conversion'), ms)
+    entry.timer = setTimeout(() => this.#onTimeout(entry, 'timeout'), ms)
   }
 
   #ack(entry: Entry): void {
-    const slot = entry.slot
-    // A late ack (the job is over) must not give credit to the worker's next job.
-    if (slot === undefined || slot.busy !== entry) return
-    Atomics.sub(slot.inFlight, IN_FLIGHT, 1)
-    Atomics.notify(slot.inFlight, IN_FLIGHT)
+    // A late ack (the job is over) only counts on the job's own counters.
+    Atomics.add(entry.counters, TAKEN, 1)
+    Atomics.notify(entry.counters, TAKEN)
   }
 
-  #onTimeout(slot: Slot, entry: Entry, what: string, ms = this.#options.timeoutMs): void {
-    if (slot.busy !== entry) return
-    slot.busy = null
-    entry.reject(new PoolError(what === 'conversion' ? 'timeout' : 'stalled', `${what} (${ms} ms)`))
-    void this.#retire(slot, what === 'conversion' ? 'timeout' : 'stalled', what === 'conversion' ? 'conversion timed out' : 'the client took nothing')
+  #onTimeout(entry: Entry, reason: 'timeout' | 'stalled'): void {
+    const what = reason === 'timeout' ? 'conversion timed out' : 'the client took nothing'
+    const ms = reason === 'timeout' ? this.#options.timeoutMs : this.#options.stallTimeoutMs
+    // A job already over (a part that did not stop when asked) only has its workers replaced.
+    this.#fail(entry, new PoolError(reason, `${reason === 'timeout' ? 'conversion' : 'the client took nothing'} (${ms} ms)`), reason, what)
+  }
+
+  /** fail ends a job with `error` and replaces every worker still on it: their engines are mid-run. */
+  #fail(entry: Entry, error: PoolError, reason: ReplacementReason, why: string): void {
+    clearTimeout(entry.timer)
+    entry.settle({ error })
+    this.#running.delete(entry)
+    for (const slot of entry.parts) {
+      slot.part = null
+      void this.#retire(slot, reason, why)
+    }
+    entry.parts.clear()
   }
 
   #onDeath(slot: Slot, why: string): void {
     if (!this.#slots.has(slot)) return
     this.#slots.delete(slot)
-    const entry = slot.busy
-    if (entry !== null) {
-      clearTimeout(entry.timer)
-      entry.reject(new PoolError('crashed', why))
-    }
+    const entry = slot.part?.entry
+    slot.part = null
     if (!slot.retiring) this.#options.onRecycle?.('death', why)
+    if (entry !== undefined) {
+      entry.parts.delete(slot)
+      this.#fail(entry, new PoolError('crashed', why), 'cancelled', 'another part of its job failed')
+    }
     this.#fill()
     this.#dispatch()
   }
@@ -325,12 +530,9 @@ export class ConversionPool {
     const queued = this.#queue.indexOf(entry)
     if (queued >= 0) {
       this.#queue.splice(queued, 1)
-      entry.reject(new PoolError('cancelled', 'cancelled'))
-    } else if (entry.slot?.busy === entry) {
-      entry.slot.busy = null
-      clearTimeout(entry.timer)
-      entry.reject(new PoolError('cancelled', 'cancelled'))
-      void this.#retire(entry.slot, 'cancelled', 'conversion cancelled by the client')
+      entry.settle({ error: new PoolError('cancelled', 'cancelled') })
+    } else if (entry.parts.size > 0) {
+      this.#fail(entry, new PoolError('cancelled', 'cancelled'), 'cancelled', 'conversion cancelled by the client')
     }
   }
 
@@ -351,6 +553,7 @@ function statsOf(entry: Entry): JobStats {
   const paused = entry.pausedMs + (entry.pausedAt === undefined ? 0 : end - entry.pausedAt)
   return {
     worker: entry.worker ?? null,
+    workers: entry.workers.size,
     queuedMs: (entry.startedAt ?? end) - entry.queuedAt,
     engineMs: entry.startedAt === undefined ? 0 : Math.max(0, end - entry.startedAt - paused),
   }

@@ -37,33 +37,66 @@ export type JobResult =
   | { readonly ok: true; readonly op: 'ps'; readonly pageCount: number; readonly pages: number; readonly bytes: number }
 
 /**
- * The worker's shared credit counter (an Int32Array over a SharedArrayBuffer, one per
- * worker): at index 0, the pieces of output (pages, chunks) sent and not yet taken by the
- * consumer. The worker blocks on it (Atomics.wait), even in the middle of an engine's
- * synchronous run, and the pool decrements it as the consumer takes each piece.
+ * A job's shared counters (an Int32Array over a SharedArrayBuffer, one per job, shared by
+ * every worker rendering part of it). NEXT: the index (in the resolved page list) of the next
+ * page to render; workers claim pages one at a time from it. TAKEN: the pages (or pieces of
+ * PostScript) the consumer has taken, in order, which the pool counts up as it acknowledges
+ * them. A worker never renders a page more than `window` ahead of TAKEN, nor sends a piece
+ * of PostScript more than its window ahead: it blocks on TAKEN (Atomics.wait), even in the
+ * middle of an engine's synchronous run, until the consumer catches up.
  */
-export const IN_FLIGHT = 0
+export const NEXT = 0
+export const TAKEN = 1
+export const JOB_COUNTERS = 2
+
+/**
+ * A worker's own flag (an Int32Array over a SharedArrayBuffer, one per worker): STOP set to 1
+ * asks it to end its part of a job at the next page boundary (another request is waiting for
+ * the worker, or the job is over). The pool clears it before each part.
+ */
+export const STOP = 0
 
 export interface WorkerData {
-  readonly credit: SharedArrayBuffer
+  readonly control: SharedArrayBuffer
   /** WORKER_MAX_MEMORY_MB in bytes: no engine heap grows past it. */
   readonly maxMemoryBytes: number
 }
 
-export type ToWorker = { readonly type: 'job'; readonly id: number; readonly job: Job }
+/** What a worker joining a PNG job (a helper) needs: the lead has opened and checked the document already. */
+export interface Share {
+  readonly pdf: Uint8Array
+  readonly password?: string
+  readonly dpi: number
+  readonly color: ColorMode
+  /** The resolved page list (1-based), as the lead sent it. */
+  readonly pages: readonly number[]
+}
+
+/**
+ * A part of a job for one worker: `job` for the lead (which opens and checks the document, then
+ * renders its share), `help` for a worker that joins a PNG job already started. The PDF's bytes
+ * are in a SharedArrayBuffer: every part reads the same copy.
+ */
+export type ToWorker =
+  | { readonly type: 'job'; readonly id: number; readonly job: Job; readonly counters: SharedArrayBuffer; readonly window: number }
+  | { readonly type: 'help'; readonly id: number; readonly share: Share; readonly counters: SharedArrayBuffer; readonly window: number }
 
 export type FromWorker =
   | { readonly type: 'ready' }
-  /** Rendering starts: how many pages the result will hold. */
-  | { readonly type: 'start'; readonly id: number; readonly pages: number; readonly pageCount: number }
-  | { readonly type: 'page'; readonly id: number; readonly page: number; readonly png: Uint8Array }
+  /** Rendering starts: the pages (1-based, in order) the result will hold. */
+  | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
+  /** One page: `index` is its place in the page list (parts send pages out of order; the pool puts them back in order). */
+  | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly png: Uint8Array }
   /** A piece of the PostScript, in order. */
   | { readonly type: 'chunk'; readonly id: number; readonly bytes: Uint8Array }
   /** The worker waits for the consumer to take output (that time does not count against the job's limit). */
   | { readonly type: 'paused'; readonly id: number }
   | { readonly type: 'resumed'; readonly id: number }
-  /** `spent`: the engine was stopped mid-run and the worker must be replaced. */
-  | { readonly type: 'done'; readonly id: number; readonly result: JobResult; readonly memoryBytes: number; readonly spent: boolean }
+  /**
+   * The worker's part is over. `result` is the lead's (null from a helper); `spent`: the engine
+   * was stopped mid-run and the worker must be replaced.
+   */
+  | { readonly type: 'done'; readonly id: number; readonly result: JobResult | null; readonly memoryBytes: number; readonly spent: boolean }
   /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
   | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean }
 

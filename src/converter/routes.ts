@@ -108,17 +108,17 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
 
   /**
    * finished counts a conversion that has settled and writes its line: pages, output, engine
-   * time and worker (what an operator looks for when one is slow). Never the document or its name.
+   * time, its lead worker and how many workers rendered it (what an operator looks for when one is slow). Never the document or its name.
    */
   function finished(request: FastifyRequest, route: ConversionRoute, running: Running, done: Settled, outputBytes: number): void {
     const outcome = outcomeOf(done)
-    const { worker, queuedMs, engineMs } = running.stats()
+    const { worker, workers, queuedMs, engineMs } = running.stats()
     const result = 'result' in done ? done.result : null
     if (result?.ok === true) metrics.conversion(route, outcome, { pages: result.pages, outputBytes, engineSeconds: engineMs / 1000 })
     else metrics.conversion(route, outcome)
     request.log.info({
       outcome, pages: result?.ok === true ? result.pages : undefined, pageCount: result?.ok === true ? result.pageCount : undefined,
-      code: result !== null && !result.ok ? result.code : undefined, outputBytes, engineMs: Math.round(engineMs), queuedMs: Math.round(queuedMs), worker,
+      code: result !== null && !result.ok ? result.code : undefined, outputBytes, engineMs: Math.round(engineMs), queuedMs: Math.round(queuedMs), worker, workers,
     }, 'conversion finished')
   }
 

@@ -30,10 +30,12 @@ export function safeBasename(filename: string | undefined): string {
   return stem === '' ? 'document' : stem
 }
 
-/** exclusive returns bytes that own their ArrayBuffer, so that it can be moved to a worker. */
-function exclusive(buffer: Buffer): Uint8Array {
-  if (buffer.byteOffset === 0 && buffer.buffer.byteLength === buffer.byteLength) return new Uint8Array(buffer.buffer)
-  const copy = new Uint8Array(buffer.byteLength)
+/**
+ * shared copies the upload into a SharedArrayBuffer: every worker that renders part of the
+ * document reads these bytes, none needs a copy of its own.
+ */
+function shared(buffer: Buffer): Uint8Array {
+  const copy = new Uint8Array(new SharedArrayBuffer(buffer.byteLength))
   copy.set(buffer)
   return copy
 }
@@ -89,5 +91,5 @@ export async function readUpload(request: FastifyRequest, config: Config): Promi
   const password = fields.password
   if (password !== undefined && password.length > 256) problems.push({ code: 'PASSWORD_INVALID' })
   if (problems.length > 0) throw new ApiError(problems)
-  return { pdf: exclusive(file!.data), basename: safeBasename(file!.filename), dpi, pages, color, password: password || undefined }
+  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), dpi, pages, color, password: password || undefined }
 }

@@ -1,9 +1,12 @@
 /**
- * A conversion worker: loads the engines once, then takes one job at a time from the
- * pool. Output (pages, pieces of PostScript) is sent as it is made, never more than a small
- * window ahead of what the consumer has taken, so memory stays bounded whatever its size:
- * the worker blocks on a shared counter until the consumer catches up, which works even in
- * the middle of Ghostscript's synchronous run.
+ * A conversion worker: loads the engines once, then takes one part of a job at a time from
+ * the pool. The lead part opens and checks the document, then renders; a helper part (a PNG
+ * job, another worker being free) opens the same bytes and renders pages too. Every part
+ * claims pages one at a time from the job's shared counter, so the pages are shared out as
+ * the workers come free. Output (pages, pieces of PostScript) is sent as it is made, never
+ * more than a small window ahead of what the consumer has taken, so memory stays bounded
+ * whatever its size: the worker blocks on the job's shared counter until the consumer catches
+ * up, which works even in the middle of Ghostscript's synchronous run.
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { getHeapStatistics } from 'node:v8'
@@ -12,16 +15,15 @@ import { mupdfEngine } from './engines/mupdf.ts'
 import { GhostscriptError, createGhostscriptEngine } from './engines/ghostscript.ts'
 import type { OpenDocument, PdfEngine } from './engines/engine.ts'
 import { resolvePages } from './pages.ts'
-import { IN_FLIGHT, MIN_DPI, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker, type WorkerData } from './protocol.ts'
+import { MIN_DPI, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type Share, type ToWorker, type WorkerData } from './protocol.ts'
 
-const PAGE_WINDOW = 2
 /** PostScript goes out in pieces of this size, at most CHUNK_WINDOW of them not yet taken. */
 const CHUNK_BYTES = 256 * 1024
 const CHUNK_WINDOW = 4
 
 if (parentPort === null) throw new Error('worker.ts runs as a worker thread')
 const port = parentPort
-const inFlight = new Int32Array((workerData as WorkerData).credit)
+const own = new Int32Array((workerData as WorkerData).control)
 
 // MuPDF reports repairs and warnings on stderr: the worker keeps them out of the logs.
 mupdf.setLog(() => {})
@@ -36,19 +38,34 @@ function memoryBytes(): number {
   return raster.memoryBytes() + vector.memoryBytes() + getHeapStatistics().used_heap_size
 }
 
-/** sendOutput sends one piece of output once fewer than `window` are waiting for the consumer. */
-function sendOutput(id: number, window: number, message: FromWorker, transfer: ArrayBuffer): void {
-  let waiting = Atomics.load(inFlight, IN_FLIGHT)
-  if (waiting >= window) {
-    send({ type: 'paused', id })
-    while (waiting >= window) {
-      Atomics.wait(inFlight, IN_FLIGHT, waiting)
-      waiting = Atomics.load(inFlight, IN_FLIGHT)
+/** A part being run: its job's id and shared counters, and how far ahead of the consumer it may go. */
+interface Part {
+  readonly id: number
+  readonly counters: Int32Array
+  readonly window: number
+}
+
+const stopped = () => Atomics.load(own, STOP) !== 0
+
+/**
+ * waitForConsumer blocks until the consumer has taken at least `taken` pieces, telling the
+ * pool while it waits (that time does not count against the job's limit). It gives up
+ * (returns false) when the pool asks this worker to stop, if `stoppable`.
+ */
+function waitForConsumer(part: Part, taken: number, stoppable: boolean): boolean {
+  let now = Atomics.load(part.counters, TAKEN)
+  if (now >= taken) return true
+  send({ type: 'paused', id: part.id })
+  try {
+    while (now < taken) {
+      if (stoppable && stopped()) return false
+      Atomics.wait(part.counters, TAKEN, now)
+      now = Atomics.load(part.counters, TAKEN)
     }
-    send({ type: 'resumed', id })
+    return true
+  } finally {
+    send({ type: 'resumed', id: part.id })
   }
-  Atomics.add(inFlight, IN_FLIGHT, 1)
-  send(message, [transfer])
 }
 
 const refuse = (code: Refusal['code'], params?: Refusal['params']): Refusal => ({ ok: false, code, params })
@@ -66,30 +83,47 @@ function tooLarge(page: number, size: { width: number; height: number }, job: Jo
   return refuse('PAGE_TOO_LARGE', { ...params, fit })
 }
 
-async function renderPages(id: number, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'png' }): Promise<JobResult> {
+/**
+ * renderShare renders pages of the list, claiming them one at a time, until none is left or
+ * the pool asks this worker to stop. A page is claimed only once it is within the window of
+ * what the consumer has taken, so a worker that waits holds no page.
+ */
+function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], dpi: number, color: Share['color']): void {
+  const { counters } = part
+  for (;;) {
+    if (stopped()) return
+    const index = Atomics.load(counters, NEXT)
+    if (index >= pages.length) return
+    if (!waitForConsumer(part, index - part.window + 1, true)) return
+    if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
+    const page = pages[index]!
+    const png = doc.renderPng(page - 1, dpi, color)
+    send({ type: 'page', id: part.id, index, page, png }, [png.buffer as ArrayBuffer])
+  }
+}
+
+function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'png' }): JobResult {
   for (const page of pages) {
     const size = doc.pageSize(page - 1)
     if (pixelsAt(size, job.dpi) > job.limits.maxPixels) return tooLarge(page, size, job)
   }
-  send({ type: 'start', id, pages: pages.length, pageCount: doc.pageCount })
-  let total = 0
-  for (const page of pages) {
-    const png = doc.renderPng(page - 1, job.dpi, job.color)
-    total += png.byteLength
-    // The first page over the limit is refused before it is sent: a single PNG never starts.
-    if (total > job.limits.maxOutputBytes) return refuse('OUTPUT_TOO_LARGE', { limit: job.limits.maxOutputBytes })
-    sendOutput(id, PAGE_WINDOW, { type: 'page', id, page, png }, png.buffer as ArrayBuffer)
-  }
+  // The output limit is the pool's to keep: it counts the pages of every part, in order.
+  send({ type: 'start', id: part.id, pages, pageCount: doc.pageCount })
+  renderShare(part, doc, pages, job.dpi, job.color)
   return { ok: true, op: 'png', pageCount: doc.pageCount, pages: pages.length }
 }
 
 /** writePostscript runs Ghostscript with its output cut into pieces and sent as it comes. */
-function writePostscript(id: number, pdf: Uint8Array, pages: readonly number[], pageCount: number, job: Job & { op: 'ps' }): JobResult {
+function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], pageCount: number, job: Job & { op: 'ps' }): JobResult {
   let chunk = new Uint8Array(CHUNK_BYTES)
   let used = 0
+  let sent = 0
   const flush = () => {
     const full = used === CHUNK_BYTES ? chunk : chunk.slice(0, used)
-    sendOutput(id, CHUNK_WINDOW, { type: 'chunk', id, bytes: full }, full.buffer as ArrayBuffer)
+    // A piece goes once fewer than CHUNK_WINDOW are waiting for the consumer (Ghostscript cannot stop between pieces).
+    waitForConsumer(part, sent - CHUNK_WINDOW + 1, false)
+    sent++
+    send({ type: 'chunk', id: part.id, bytes: full }, [full.buffer as ArrayBuffer])
     chunk = new Uint8Array(CHUNK_BYTES)
     used = 0
   }
@@ -121,7 +155,7 @@ function writePostscript(id: number, pdf: Uint8Array, pages: readonly number[], 
 /** spent is set when an engine was stopped mid-run: the pool then replaces this worker. */
 let spent = false
 
-async function run(id: number, job: Job): Promise<JobResult> {
+function run(part: Part, job: Job): JobResult {
   const opened = raster.open!(job.pdf, job.password)
   if (!opened.ok) return opened.reason === 'password' ? refuse('PDF_PASSWORD_REQUIRED') : refuse('PDF_UNREADABLE')
   const doc = opened.document
@@ -130,28 +164,45 @@ async function run(id: number, job: Job): Promise<JobResult> {
     if (doc.pageCount === 0) return refuse('PDF_UNREADABLE')
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
-    if (job.op === 'png') return await renderPages(id, doc, pages, job)
+    if (job.op === 'png') return renderPages(part, doc, pages, job)
     // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
     // draws it, so that the PostScript shows the same pages and fields as the PNG.
     const source = doc.forPostScript() ?? job.pdf
-    send({ type: 'start', id, pages: pages.length, pageCount: doc.pageCount })
-    return writePostscript(id, source, pages, doc.pageCount, job)
+    send({ type: 'start', id: part.id, pages, pageCount: doc.pageCount })
+    return writePostscript(part, source, pages, doc.pageCount, job)
   } finally {
     doc.close()
   }
 }
 
+/** help renders a share of a PNG job the lead has opened and checked already. */
+function help(part: Part, share: Share): null {
+  const opened = raster.open!(share.pdf, share.password)
+  // The lead opened the same bytes: should this copy fail, the other parts render the pages.
+  if (!opened.ok) return null
+  try {
+    renderShare(part, opened.document, share.pages, share.dpi, share.color)
+    return null
+  } finally {
+    opened.document.close()
+  }
+}
+
 port.on('message', (message: ToWorker) => {
-  Atomics.store(inFlight, IN_FLIGHT, 0)
-  run(message.id, message.job).then(
-    (result) => send({ type: 'done', id: message.id, result, memoryBytes: memoryBytes(), spent }),
-    (error: unknown) => send({
+  const part: Part = { id: message.id, counters: new Int32Array(message.counters), window: message.window }
+  let result: JobResult | null
+  try {
+    result = message.type === 'job' ? run(part, message.job) : help(part, message.share)
+  } catch (error) {
+    send({
       type: 'failed',
       id: message.id,
       message: error instanceof Error ? error.message : String(error),
       fatal: error instanceof WebAssembly.RuntimeError || (error instanceof GhostscriptError && error.fatal),
-    }),
-  )
+    })
+    return
+  }
+  send({ type: 'done', id: message.id, result, memoryBytes: memoryBytes(), spent })
 })
 
 send({ type: 'ready' })

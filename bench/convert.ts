@@ -49,7 +49,7 @@ type MakeKey = () => Promise<{ dataDir: string; apiKey: string }>
 async function startServer(makeKey: MakeKey, port: number, env: Record<string, string>): Promise<Server> {
   const { dataDir, apiKey } = await makeKey()
   const child = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', NODE_ENV: 'test', CONVERSION_TIMEOUT_MS: '600000', CONVERTER_QUEUE_PER_WORKER: '16', ...env },
+    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', NODE_ENV: 'test', ADMIN_LISTEN: 'off', CONVERSION_TIMEOUT_MS: '600000', CONVERTER_QUEUE_PER_WORKER: '16', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   const url = `http://127.0.0.1:${port}`
@@ -61,15 +61,22 @@ async function startServer(makeKey: MakeKey, port: number, env: Record<string, s
   return server
 }
 
-async function convert(server: Server, route: 'generateImage' | 'generatePostscript', name: string, extra: Record<string, string> = {}): Promise<number> {
+async function convert(server: Server, route: 'generateImage' | 'generatePostscript', name: string, extra: Record<string, string> = {}, retried = false): Promise<number> {
   const form = new FormData()
   form.append('pdfDocument', new Blob([readFileSync(join(CORPUS, name))]), name)
   if (route === 'generateImage') form.append('dpi', String(DPI))
   if (PASSWORDS[name]) form.append('password', PASSWORDS[name]!)
   for (const [k, v] of Object.entries(extra)) form.append(k, v)
-  const res = await fetch(`${server.url}/converter/${route}`, { method: 'POST', headers: { 'x-api-key': server.key }, body: form })
-  await res.arrayBuffer()
-  if (res.status !== 200) throw new Error(`${name} ${route}: ${res.status}`)
+  let res: Response
+  try {
+    res = await fetch(`${server.url}/converter/${route}`, { method: 'POST', headers: { 'x-api-key': server.key }, body: form })
+  } catch (error) {
+    // A kept-alive connection the server closed while the native tools ran (its idle timeout): once more, on a new one.
+    if (retried) throw new Error(`${name} ${route}: ${String(error)}`, { cause: error })
+    return convert(server, route, name, extra, true)
+  }
+  const body = await res.arrayBuffer()
+  if (res.status !== 200) throw new Error(`${name} ${route}: ${res.status} ${Buffer.from(body).toString().slice(0, 300)}`)
   return Number(res.headers.get('x-page-count'))
 }
 

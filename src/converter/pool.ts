@@ -211,7 +211,9 @@ export class ConversionPool {
         if (!give()) throw new Error('a reservation runs one job')
         return this.#enqueue(job, handlers)
       },
-      release: () => { give() },
+      release: () => {
+        if (give()) this.#dispatch() // free workers may help again
+      },
     }
   }
 
@@ -333,9 +335,13 @@ export class ConversionPool {
     slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job, counters: entry.counters.buffer as SharedArrayBuffer, window: this.#window } satisfies ToWorker)
   }
 
-  /** needsHelp finds the running PNG job with the most pages left to claim, if any has enough. */
+  /**
+   * needsHelp finds the running PNG job with the most pages left to claim, if any has enough
+   * and no other conversion is on its way.
+   */
   #needsHelp(): Entry | undefined {
-    if (this.#options.splitPages === false) return undefined
+    // A conversion whose upload is being read will want a worker in a moment: helping now would be undone at once.
+    if (this.#options.splitPages === false || this.#reserved > 0) return undefined
     let best: Entry | undefined
     let most = MIN_PAGES_TO_HELP - 1
     for (const entry of this.#running) {

@@ -136,3 +136,15 @@ test('the output limit counts every part\'s pages in order: the first page over 
   assert.equal((await next.result).ok, true)
   assert.deepEqual(recycled, [])
 })
+
+test('no worker joins a job while another conversion\'s upload is being read: it will want the worker in a moment', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const { pool: two } = pool(t)
+  const place = two.reserve()
+  const alone = take(two, png(BIG, 50, [{ from: 1, to: 20 }]))
+  assert.equal((await alone.result).ok, true)
+  assert.equal(alone.running.stats().workers, 1)
+  place.release()
+  const split = take(two, png(BIG, 50, [{ from: 1, to: 20 }]))
+  assert.equal((await split.result).ok, true)
+  assert.equal(split.running.stats().workers, 2)
+})

@@ -8,6 +8,7 @@
  *   threads option (`-T`, which works only in banded mode, `-B`), and `pdftoppm`;
  * - PostScript seconds beside native `gs -sDEVICE=ps2write`, and per file;
  * - the p50 of a one-page conversion beside `mutool draw` of the same page as a process;
+ * - a one-page conversion's latency alone and while the 117-page file runs on every worker;
  * - total pages per second while 8 clients convert at once, with and without page splitting;
  * - peak RSS and ping latency while 8 conversions of the 117-page file run at once.
  *
@@ -117,12 +118,12 @@ function runNative(native: Native, files: string[]): { seconds: Map<string, numb
   for (const f of files) {
     const out = mkdtempSync(join(tmpdir(), 'tessera-native-'))
     const start = performance.now()
-    const r = spawnSync(native.tool, native.args(f, out), { stdio: 'ignore' })
+    const r = spawnSync(native.tool, native.args(f, out), { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'latin1' })
     seconds.set(f, (performance.now() - start) / 1000)
     const made = readdirSync(out)
-    // PostScript with no page (gs gives up on a file and still exits 0) is no conversion.
-    const pages = made.length === 1 && made[0] === 'out.ps' ? (/^%%Pages: (\d+)/m.exec(readFileSync(join(out, 'out.ps'), 'latin1'))?.[1] ?? '0') : String(made.length)
-    if (r.status === 0 && pages !== '0') converted.add(f)
+    // gs gives up on a file it cannot read and still exits 0, with a blank page: no conversion.
+    const gaveUp = /No pages will be processed/.test(r.stdout + r.stderr)
+    if (r.status === 0 && made.length > 0 && !gaveUp) converted.add(f)
     rmSync(out, { recursive: true, force: true })
   }
   return { seconds, converted }
@@ -246,6 +247,27 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
     const p50 = percentile(oursOne, 0.5)
     out.push(`One-page conversion (${ONE_PAGE.file}, page ${ONE_PAGE.page}, ${ONE_PAGE_CALLS} calls each, alternating): ours through HTTP p50 **${p50.toFixed(1)} ms** (p90 ${percentile(oursOne, 0.9).toFixed(1)} ms)` +
       (mutoolOne.length > 0 ? `; \`mutool draw\` as a process p50 ${percentile(mutoolOne, 0.5).toFixed(1)} ms: ours takes **${x(p50 / percentile(mutoolOne, 0.5))}** as long.` : '.'), '')
+
+    // Fair share: a one-page conversion alone, then while the 117-page file runs on every worker.
+    const small = async () => {
+      const start = performance.now()
+      await convert(all, 'generateImage', 'minimal-document.pdf')
+      return performance.now() - start
+    }
+    const alone: number[] = []
+    for (let i = 0; i < 10; i++) alone.push(await small())
+    let bigDone = false
+    const big = convert(all, 'generateImage', BIG).then(() => { bigDone = true })
+    await new Promise((r) => setTimeout(r, 500))
+    const during: number[] = []
+    while (!bigDone) {
+      during.push(await small())
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    await big
+    const bigPageMs = 1000 * median(png.rounds.map((round) => round[1]!.get(BIG)!)) / pageCount.get(BIG)!
+    out.push(`Fair share: a one-page conversion (minimal-document.pdf) takes p50 ${percentile(alone, 0.5).toFixed(1)} ms alone, **p50 ${percentile(during, 0.5).toFixed(1)} ms, max ${Math.max(...during).toFixed(1)} ms** ` +
+      `(${during.length} calls) while ${BIG} (117 pages) converts on every worker; a page of that file takes ${bigPageMs.toFixed(0)} ms on one worker.`, '')
   } finally {
     servers.forEach(stop)
   }

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict'
 import { ConversionPool, PoolError, type PoolOptions, type Running } from './pool.ts'
 import type { ReplacementReason } from '../metrics/metrics.ts'
 import type { JobResult } from './protocol.ts'
-import { SKIP_CORPUS, real } from '../../test/convert.ts'
+import { SKIP_CORPUS, pngSize, real, unzip, upload } from '../../test/convert.ts'
+import { startApp } from '../../test/helper.ts'
 
 const limits = { maxPages: 500, maxPixels: 50e6, maxOutputBytes: 2 ** 30, maxMemoryBytes: 2 ** 30 }
 const BIG = 'GeoTopo-komprimiert.pdf' // 117 pages
@@ -147,4 +148,17 @@ test('no worker joins a job while another conversion\'s upload is being read: it
   const split = take(two, png(BIG, 50, [{ from: 1, to: 20 }]))
   assert.equal((await split.result).ok, true)
   assert.equal(split.running.stats().workers, 2)
+})
+
+test('through HTTP, a split conversion streams its zip in page order, named as before, and its log line counts both workers', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const app = await startApp(t, { CONVERTER_WORKERS: '2' })
+  const res = await upload(app.url, '/converter/generateImage', app.key, real(BIG), { dpi: '36', pages: '2-60' }, 'report.pdf')
+  assert.equal(res.status, 200)
+  assert.equal(res.headers.get('x-page-count'), '59')
+  const entries = unzip(Buffer.from(await res.arrayBuffer()))
+  assert.deepEqual(entries.map((e) => e.name), Array.from({ length: 59 }, (_, i) => `report-${String(i + 2).padStart(3, '0')}.png`))
+  for (const e of entries) assert.equal(pngSize(e.data).width > 0, true)
+  const line = app.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'conversion finished')
+  assert.equal(line?.workers, 2)
+  assert.equal(line?.pages, 59)
 })

@@ -29,6 +29,16 @@ export async function openBrowser(t: TestContext): Promise<Browser> {
   return browser
 }
 
+/** signInPage opens a fresh page and signs `user` in through the portal's form: it is left on the home page. */
+export async function signInPage(browser: Browser, baseUrl: string, user: { readonly email: string; readonly password: string }): Promise<Page> {
+  const page = await (await browser.newContext()).newPage()
+  await page.goto(`${baseUrl}/portal/sign-in`)
+  await page.getByLabel('Email').fill(user.email)
+  await page.getByLabel('Password').fill(user.password)
+  await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  return page
+}
+
 /** seriousViolations runs axe on the page and lists the serious and critical findings, one line each. */
 export async function seriousViolations(page: Page): Promise<string[]> {
   const result = await new AxeBuilder({ page }).analyze()

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { startApp, testClock } from './helper.ts'
 import { PortalClient, portalUser } from './portal-helper.ts'
 import { createDatabase, redisEnv, skipUnless } from './services.ts'
-import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
+import { browserSkip, openBrowser, seriousViolations, signInPage } from './browser.ts'
 
 test('two nodes on PostgreSQL and Redis share sessions: signed out everywhere on one, refused on the other', { skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') }, async (t) => {
   const env = { DATABASE_URL: await createDatabase(t), ...await redisEnv(t), PEPPER: 'a pepper both nodes share, at least 32 characters' }
@@ -42,14 +42,7 @@ test('in a browser, two devices and two nodes: "sign out everywhere else" on nod
   const b = await startApp(t, env, clock)
   const user = await portalUser(a)
   const browser = await openBrowser(t)
-  const signIn = async (base: string) => {
-    const page = await (await browser.newContext()).newPage()
-    await page.goto(`${base}/portal/sign-in`)
-    await page.getByLabel('Email').fill(user.email)
-    await page.getByLabel('Password').fill(user.password)
-    await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
-    return page
-  }
+  const signIn = (base: string) => signInPage(browser, base, user)
   const laptop = await signIn(a.url)
   const phone = await signIn(b.url)
   await phone.goto(`${b.url}/portal/home`)

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { createCaller, post, startApp, testClock } from './helper.ts'
 import { codeOf, createFactor, enroll, path, wrong } from './factors.ts'
 import { portalUser, signedInClient } from './portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
+import { browserSkip, openBrowser, seriousViolations, signInPage } from './browser.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }
@@ -127,12 +127,7 @@ test('in a browser: an operator goes from the account to a locked user by links,
   app.clock.advance(30_000)
   for (let i = 0; i < 6; i++) await (await post(app.url, path('heidi', '/verify'), app.key, { token: wrong(f, app.clock.now()) })).arrayBuffer()
   const op = await portalUser(app, { operator: true, accountId: null })
-  const browser = await openBrowser(t)
-  const page = await (await browser.newContext()).newPage()
-  await page.goto(`${app.url}/portal/sign-in`)
-  await page.getByLabel('Email').fill(op.email)
-  await page.getByLabel('Password').fill(op.password)
-  await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  const page = await signInPage(await openBrowser(t), app.url, op)
   await page.goto(`${app.url}/portal/operator/accounts/${app.accountId}`)
   await page.getByRole('link', { name: 'TOTP users of test' }).click()
   await page.getByRole('link', { name: 'heidi' }).click()

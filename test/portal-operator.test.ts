@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { get, startApp, type Running } from './helper.ts'
 import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from './portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
+import { browserSkip, openBrowser, seriousViolations, signInPage } from './browser.ts'
 import { isFailure } from '../src/accounts/service.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 
@@ -228,12 +228,7 @@ test('in a browser: an operator goes from the summary to a pending request and a
   const pending = await portalUser(app, { email: 'waiting@example.com', accountId: account.id })
   await app.store.portal.updateUser(pending.user.id, { status: 'pending' }, null)
   const op = await portalUser(app, { operator: true, accountId: null })
-  const browser = await openBrowser(t)
-  const page = await (await browser.newContext()).newPage()
-  await page.goto(`${app.url}/portal/sign-in`)
-  await page.getByLabel('Email').fill(op.email)
-  await page.getByLabel('Password').fill(op.password)
-  await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  const page = await signInPage(await openBrowser(t), app.url, op)
 
   await page.getByRole('navigation', { name: 'Your portal' }).getByRole('link', { name: 'Operator' }).click()
   await page.waitForURL(/\/portal\/operator$/)

@@ -156,8 +156,11 @@ interface Slot {
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url)
 
-/** shared gives the PDF's bytes in a SharedArrayBuffer, which every part of the job reads without a copy of its own. */
-function shared(bytes: Uint8Array): Uint8Array {
+/**
+ * shared gives the PDF's bytes in a SharedArrayBuffer, which every part of the job reads
+ * without a copy of its own (uploads are read into one at once: then it copies nothing).
+ */
+export function shared(bytes: Uint8Array): Uint8Array {
   if (bytes.buffer instanceof SharedArrayBuffer) return bytes
   const copy = new Uint8Array(new SharedArrayBuffer(bytes.byteLength))
   copy.set(bytes)
@@ -500,10 +503,11 @@ export class ConversionPool {
   }
 
   #onTimeout(entry: Entry, reason: 'timeout' | 'stalled'): void {
-    const what = reason === 'timeout' ? 'conversion timed out' : 'the client took nothing'
-    const ms = reason === 'timeout' ? this.#options.timeoutMs : this.#options.stallTimeoutMs
+    const [what, ms, why] = reason === 'timeout'
+      ? ['conversion', this.#options.timeoutMs, 'conversion timed out']
+      : ['the client took nothing', this.#options.stallTimeoutMs, 'the client took nothing']
     // A job already over (a part that did not stop when asked) only has its workers replaced.
-    this.#fail(entry, new PoolError(reason, `${reason === 'timeout' ? 'conversion' : 'the client took nothing'} (${ms} ms)`), reason, what)
+    this.#fail(entry, new PoolError(reason, `${what} (${ms} ms)`), reason, why)
   }
 
   /** fail ends a job with `error` and replaces every worker still on it: their engines are mid-run. */

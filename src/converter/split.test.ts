@@ -162,3 +162,17 @@ test('through HTTP, a split conversion streams its zip in page order, named as b
   assert.equal(line?.workers, 2)
   assert.equal(line?.pages, 59)
 })
+
+test('through HTTP, a split conversion over its time limit is cut short, both its workers are replaced, and the next conversion works', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const app = await startApp(t, { CONVERTER_WORKERS: '2', CONVERSION_TIMEOUT_MS: '1500' })
+  const res = await upload(app.url, '/converter/generateImage', app.key, real(BIG), { dpi: '150' })
+  assert.equal(res.status, 200, 'the zip starts at the first page')
+  await assert.rejects(res.arrayBuffer(), 'the zip is cut short')
+  await until(() => app.logs.filter((l) => l.includes('conversion worker replaced') && l.includes('timed out')).length === 2)
+  const line = app.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'conversion finished')
+  assert.equal(line?.outcome, 'timeout')
+  assert.equal(line?.workers, 2)
+  const next = await upload(app.url, '/converter/generateImage', app.key, real('pdflatex-4-pages.pdf'), { dpi: '72' })
+  assert.equal(next.status, 200)
+  assert.equal(unzip(Buffer.from(await next.arrayBuffer())).length, 4)
+})

@@ -10,6 +10,7 @@ import { ApiError, apiError, type Problem } from '../errors/errors.ts'
 import type { ColorMode } from './engines/engine.ts'
 import { parsePages, type Range } from './pages.ts'
 import { MAX_DPI, MIN_DPI } from './protocol.ts'
+import { shared } from './pool.ts'
 
 export interface Upload {
   readonly pdf: Uint8Array
@@ -28,16 +29,6 @@ export function safeBasename(filename: string | undefined): string {
   const leaf = (filename ?? '').split(/[\\/]/).pop() ?? ''
   const stem = leaf.replace(/\.pdf$/i, '').normalize('NFKD').replace(/[^\w.-]+/g, '_').replace(/^[._]+|_+$/g, '').slice(0, 100)
   return stem === '' ? 'document' : stem
-}
-
-/**
- * shared copies the upload into a SharedArrayBuffer: every worker that renders part of the
- * document reads these bytes, none needs a copy of its own.
- */
-function shared(buffer: Buffer): Uint8Array {
-  const copy = new Uint8Array(new SharedArrayBuffer(buffer.byteLength))
-  copy.set(buffer)
-  return copy
 }
 
 async function readParts(request: FastifyRequest, config: Config) {

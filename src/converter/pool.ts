@@ -2,8 +2,8 @@
  * ConversionPool runs conversions in worker threads, never on the event loop: a fixed
  * number of workers started on first use, a bounded queue, a time limit per job (its workers
  * are terminated and replaced), and recycling of a worker after a number of jobs, when its
- * WebAssembly memory has grown past a threshold (it never shrinks), after an engine failure,
- * or when it dies.
+ * WebAssembly memory has grown (it never shrinks: see `check`, run after every part whatever
+ * its outcome), after an engine trap, or when it dies.
  *
  * A job runs on one worker (its lead) and, when it is a PNG job of several pages and no other
  * job waits, on every other free worker too (helpers): each opens the same bytes (shared, not
@@ -16,8 +16,9 @@
  *
  * The time limit counts the engine's time, not the time the workers wait for a slow client
  * to take output; a client that takes nothing for `stallTimeoutMs` is given up on and its
- * workers replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps are capped,
- * its JS heap is bounded by `resourceLimits`, and it checks the whole while it works.
+ * workers replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps grow only
+ * within it (a job that needs more is refused CONVERSION_MEMORY_EXCEEDED and its worker
+ * replaced), and its JS heap is bounded by `resourceLimits`.
  *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
@@ -105,7 +106,7 @@ const PAGES_AHEAD_PER_WORKER = 2
  * never shrinks), and a busy one keeps its workers.
  */
 const IDLE_SLACK_BYTES = 64 * 1048576
-const IDLE_RETIRE_MS = 2000
+const IDLE_RETIRE_MS = 5000
 
 type Outcome = { readonly result: JobResult } | { readonly error: PoolError }
 
@@ -453,15 +454,17 @@ export class ConversionPool {
    */
   #check(slot: Slot, memoryBytes: number): void {
     const { maxJobsPerWorker, maxMemoryBytes } = this.#options
-    if (slot.jobs >= maxJobsPerWorker) return void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
+    const grown = memoryBytes - slot.freshBytes
     const mib = Math.round(memoryBytes / 1048576)
-    if (memoryBytes - slot.freshBytes > (maxMemoryBytes - slot.freshBytes) / 2) return void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory`)
-    if (memoryBytes - slot.freshBytes <= IDLE_SLACK_BYTES) return
-    clearTimeout(slot.idle)
-    slot.idle = setTimeout(() => {
-      if (slot.part === null) void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory, idle`)
-    }, IDLE_RETIRE_MS)
-    slot.idle.unref()
+    if (slot.jobs >= maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
+    else if (grown > (maxMemoryBytes - slot.freshBytes) / 2) void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory`)
+    else if (grown > IDLE_SLACK_BYTES) {
+      clearTimeout(slot.idle)
+      slot.idle = setTimeout(() => {
+        if (slot.part === null) void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory, idle`)
+      }, IDLE_RETIRE_MS)
+      slot.idle.unref()
+    }
   }
 
   /** refuse settles a job with a refusal made mid-run: its other parts stop at their next page; the job's timer replaces any that does not. */

@@ -73,10 +73,10 @@ const u16 = (n: number) => Buffer.from([n >> 8, n & 255])
 const u32 = (n: number) => Buffer.from([n >>> 24, (n >> 16) & 255, (n >> 8) & 255, n & 255])
 
 /**
- * jpxBomb is under 1 KB: one page drawing a JPEG 2000 image that claims `side` × `side` × 3
+ * jpxBomb is under 1 KB: `pageCount` pages drawing a JPEG 2000 image that claims `side` × `side` × 3
  * (60000: 10.8 GB of pixels), in one tile (`tile` pixels a side) whose packets hold nothing.
  */
-export function jpxBomb(side = 60000, tile = side): Buffer {
+export function jpxBomb(side = 60000, tile = side, pageCount = 1): Buffer {
   const marker = (code: number, body: Buffer) => Buffer.concat([u16(code), u16(body.length + 2), body])
   const siz = marker(0xff51, Buffer.concat([u16(0), u32(side), u32(side), u32(0), u32(0), u32(tile), u32(tile), u32(0), u32(0), u16(3), ...Array<Buffer>(3).fill(Buffer.from([7, 1, 1]))]))
   // One layer, no colour transform, no wavelet levels, 64 × 64 code blocks, reversible 5-3 filter; no quantisation, 2 guard bits.
@@ -86,7 +86,7 @@ export function jpxBomb(side = 60000, tile = side): Buffer {
   const data = Buffer.from([0, 0, 0])
   const sot = marker(0xff90, Buffer.concat([u16(0), u32(12 + 2 + data.length), Buffer.from([0, 1])]))
   const codestream = Buffer.concat([u16(0xff4f), siz, cod, qcd, sot, u16(0xff93), data, u16(0xffd9)])
-  return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /JPXDecode`, codestream))
+  return pagesDrawing(pageCount, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /JPXDecode`, codestream))
 }
 
 /**

@@ -190,7 +190,7 @@ test('a worker whose job failed is checked too: one that grew is replaced, at th
   const failed = await upload(app.url, IMAGE, app.key, jpxBomb())
   assert.equal(failed.status, 422)
   assert.deepEqual(await codes(failed), ['CONVERSION_FAILED'])
-  const replaced = () => app.logs.filter((l) => l.includes('conversion worker replaced') && l.includes('"reason":"memory"'))
+  const replaced = () => app.logs.filter((l) => l.includes('conversion worker replaced') && l.includes('"reason":"grown"'))
   for (let waited = 0; replaced().length === 0 && waited < 5000; waited += 100) await sleep(100)
   assert.equal(replaced().length, 1, app.logs.filter((l) => l.includes('replaced')).join('\n'))
   // A job that grows the worker a little: kept for the next job, then replaced once idle.

@@ -457,11 +457,11 @@ export class ConversionPool {
     const grown = memoryBytes - slot.freshBytes
     const mib = Math.round(memoryBytes / 1048576)
     if (slot.jobs >= maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
-    else if (grown > (maxMemoryBytes - slot.freshBytes) / 2) void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory`)
+    else if (grown > (maxMemoryBytes - slot.freshBytes) / 2) void this.#retire(slot, 'grown', `recycled at ${mib} MiB of memory`)
     else if (grown > IDLE_SLACK_BYTES) {
       clearTimeout(slot.idle)
       slot.idle = setTimeout(() => {
-        if (slot.part === null) void this.#retire(slot, 'memory', `recycled at ${mib} MiB of memory, idle`)
+        if (slot.part === null) void this.#retire(slot, 'grown', `recycled at ${mib} MiB of memory, idle`)
       }, IDLE_RETIRE_MS)
       slot.idle.unref()
     }

@@ -67,3 +67,39 @@ export function hugeImage(side = 40000): Buffer {
   const twice = deflateSync(zerosZlib(padded), { level: 9 })
   return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter [/FlateDecode /FlateDecode]`, twice))
 }
+
+/** u16 and u32 write big-endian fields of a codestream. */
+const u16 = (n: number) => Buffer.from([n >> 8, n & 255])
+const u32 = (n: number) => Buffer.from([n >>> 24, (n >> 16) & 255, (n >> 8) & 255, n & 255])
+
+/**
+ * jpxBomb is under 1 KB: `pageCount` pages drawing a JPEG 2000 image that claims `side` × `side` × 3
+ * (60000: 10.8 GB of pixels), in one tile (`tile` pixels a side) whose packets hold nothing.
+ */
+export function jpxBomb(side = 60000, tile = side, pageCount = 1): Buffer {
+  const marker = (code: number, body: Buffer) => Buffer.concat([u16(code), u16(body.length + 2), body])
+  const siz = marker(0xff51, Buffer.concat([u16(0), u32(side), u32(side), u32(0), u32(0), u32(tile), u32(tile), u32(0), u32(0), u16(3), ...Array<Buffer>(3).fill(Buffer.from([7, 1, 1]))]))
+  // One layer, no colour transform, no wavelet levels, 64 × 64 code blocks, reversible 5-3 filter; no quantisation, 2 guard bits.
+  const cod = marker(0xff52, Buffer.from([0, 0, 0, 1, 0, 0, 4, 4, 0, 1]))
+  const qcd = marker(0xff5c, Buffer.from([0x40, 0x40]))
+  // The first tile alone: the decoder still sets up the whole image. Its one tile-part holds an empty packet per component.
+  const data = Buffer.from([0, 0, 0])
+  const sot = marker(0xff90, Buffer.concat([u16(0), u32(12 + 2 + data.length), Buffer.from([0, 1])]))
+  const codestream = Buffer.concat([u16(0xff4f), siz, cod, qcd, sot, u16(0xff93), data, u16(0xffd9)])
+  return pagesDrawing(pageCount, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /JPXDecode`, codestream))
+}
+
+/**
+ * jbig2Bomb is under 1 KB: one page drawing a JBIG2 image of `side` × `side` (60000: 450 MB
+ * at one bit a pixel), its page and one generic region of the same size, of arithmetic-coded
+ * data that is a few bytes long (the decoder reads past its end as 0xFF bytes).
+ */
+export function jbig2Bomb(side = 60000): Buffer {
+  const segment = (number: number, type: number, data: Buffer) =>
+    Buffer.concat([u32(number), Buffer.from([type, 0, 1]), u32(data.length), data]) // one-byte page association: page 1
+  // Page information: width, height, resolution unknown, flags 0, no striping.
+  const page = segment(0, 48, Buffer.concat([u32(side), u32(side), u32(0), u32(0), Buffer.from([0]), u16(0)]))
+  // Immediate lossless generic region: the region's size and place, combination OR, then template 0, its four adaptive pixels, the data.
+  const region = segment(1, 38, Buffer.concat([u32(side), u32(side), u32(0), u32(0), Buffer.from([0]), Buffer.from([0]), Buffer.from([3, 0xff, 0xfd, 0xff, 2, 0xfe, 0xfe, 0xfe]), Buffer.from([0, 0, 0, 0])]))
+  return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode`, Buffer.concat([page, region])))
+}

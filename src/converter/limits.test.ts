@@ -1,7 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { codes, get, post, startApp } from '../../test/helper.ts'
 import { SKIP_CORPUS, pngSize, real, unzip, upload } from '../../test/convert.ts'
+import { jpxBomb } from '../../test/hostile.ts'
 
 const IMAGE = '/converter/generateImage'
 
@@ -161,18 +163,44 @@ test('workers are recycled after their job limit and past their memory limit, an
   for (let i = 0; i < 3; i++) assert.equal((await upload(jobs.url, IMAGE, jobs.key, real('minimal-document.pdf'), { dpi: '36' })).status, 200)
   assert.ok(jobs.logs.filter((l) => l.includes('recycled after 1 jobs')).length >= 2)
 
-  // The lowest limit: Ghostscript's heap alone starts at 256 MiB, so every job ends above it (about 290 MiB with MuPDF's and the JS heap).
-  const memory = await startApp(t, { WORKER_MAX_MEMORY_MB: '256', CONVERTER_WORKERS: '1' })
+  // The lowest limit: Ghostscript's heap alone starts at 256 MiB and MuPDF's at 22, so a worker has about 90 MiB of room.
+  const memory = await startApp(t, { WORKER_MAX_MEMORY_MB: '384', CONVERTER_WORKERS: '1' })
   const convert = async () => {
     const res = await upload(memory.url, PS, memory.key, real('pdflatex-4-pages.pdf'))
     assert.equal(res.status, 200)
     await res.arrayBuffer() // read to the end: PostScript streams, and an unread answer would hold the app's close up
   }
   for (let i = 0; i < 2; i++) await convert()
-  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of memory/.test(l)))
-  // GeoTopo's 49 MB of scratch files do not fit beside the engines in 256 MiB: stopped mid-run, and the next job runs on a fresh worker.
-  const over = await upload(memory.url, PS, memory.key, real('GeoTopo-komprimiert.pdf'))
+  // Four pages at 300 dpi fit, and take the worker past half its room: it is replaced, so that the next job has that room at least.
+  const fits = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '300' })
+  assert.equal(fits.status, 200)
+  await fits.arrayBuffer()
+  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of memory"/.test(l)), memory.logs.filter((l) => l.includes('replaced')).join('\n'))
+  // At 600 dpi a page does not fit: MuPDF is refused the memory, the job stopped, and the next job runs on a fresh worker.
+  const over = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '600' })
   assert.equal(over.status, 422)
   assert.deepEqual(await codes(over), ['CONVERSION_MEMORY_EXCEEDED'])
+  assert.ok(memory.logs.some((l) => l.includes('the job ran out of its memory')))
   await convert()
+})
+
+test('a worker whose job failed is checked too: one that grew is replaced, at the latest once idle', { skip: SKIP_CORPUS }, async (t) => {
+  // With room enough, MuPDF grows to about 1 GB for a JPEG 2000 image of 60000 × 60000 pixels, then gives up on it: the engine fails, it is not refused memory.
+  const app = await startApp(t, { WORKER_MAX_MEMORY_MB: '4096', CONVERTER_WORKERS: '1' })
+  const failed = await upload(app.url, IMAGE, app.key, jpxBomb())
+  assert.equal(failed.status, 422)
+  assert.deepEqual(await codes(failed), ['CONVERSION_FAILED'])
+  const replaced = () => app.logs.filter((l) => l.includes('conversion worker replaced') && l.includes('"reason":"grown"'))
+  for (let waited = 0; replaced().length === 0 && waited < 5000; waited += 100) await sleep(100)
+  assert.equal(replaced().length, 1, app.logs.filter((l) => l.includes('replaced')).join('\n'))
+  // A job that grows the worker a little: kept for the next job, then replaced once idle.
+  const grows = await upload(app.url, IMAGE, app.key, real('pdflatex-4-pages.pdf'), { dpi: '300' })
+  assert.equal(grows.status, 200)
+  await grows.arrayBuffer()
+  await sleep(500)
+  assert.equal(replaced().length, 1, 'kept while work may come')
+  for (let waited = 0; replaced().length === 1 && waited < 10_000; waited += 100) await sleep(100)
+  assert.match(replaced()[1] ?? '', /recycled at \d+ MiB of memory, idle/)
+  const next = await upload(app.url, IMAGE, app.key, real('minimal-document.pdf'), { dpi: '72' })
+  assert.equal(next.status, 200)
 })

@@ -1,6 +1,7 @@
 /**
- * The memory check of issue 11: hostile PDFs whose PostScript would be huge, converted in
- * parallel by the real server process, must not take its memory far up, nor keep it.
+ * The memory checks of issues 11 and 24: hostile PDFs whose PostScript would be huge, and
+ * image bombs whose pixels would not fit in a worker, converted in parallel by the real
+ * server process, must not take its memory far up, nor keep it.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -8,13 +9,14 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { tempDir } from '../../test/helper.ts'
 import { startServer, treeRssBytes } from '../../test/process.ts'
 import { SKIP_CORPUS, real, upload } from '../../test/convert.ts'
-import { hugeImage, randomImagePages } from '../../test/hostile.ts'
+import { hugeImage, jbig2Bomb, jpxBomb, randomImagePages } from '../../test/hostile.ts'
 import { ERROR_CODES } from '../errors/catalogue.ts'
 
 const MiB = 1048576
 const PS = '/converter/generatePostscript'
+const IMAGE = '/converter/generateImage'
 
-test('two parallel conversions of each hostile PDF to PostScript keep the process tree under 1.5 GB and give it back', { skip: SKIP_CORPUS, timeout: 300_000 }, async (t) => {
+test('two parallel conversions of each hostile PDF to PostScript, beside two JBIG2 bombs, keep the process tree under 1.5 GB and give it back', { skip: SKIP_CORPUS, timeout: 300_000 }, async (t) => {
   const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
   const { url } = await server.ready
   const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
@@ -34,8 +36,10 @@ test('two parallel conversions of each hostile PDF to PostScript keep the proces
   const random = randomImagePages(500)
   const huge = hugeImage()
   const started = performance.now()
-  const answers = await Promise.all([random, random, huge, huge, real('pdflatex-4-pages.pdf'), real('minimal-document.pdf')].map(async (pdf, i) => {
-    const res = await upload(url, PS, key, pdf)
+  const jbig2 = jbig2Bomb()
+  const jobs = [[PS, random], [PS, random], [PS, huge], [PS, huge], [PS, real('pdflatex-4-pages.pdf')], [PS, real('minimal-document.pdf')], [IMAGE, jbig2], [IMAGE, jbig2]] as const
+  const answers = await Promise.all(jobs.map(async ([path, pdf], i) => {
+    const res = await upload(url, path, key, pdf)
     const body = Buffer.from(await res.arrayBuffer())
     return { i, status: res.status, type: res.headers.get('content-type') ?? '', body, seconds: (performance.now() - started) / 1000 }
   }))
@@ -49,6 +53,7 @@ test('two parallel conversions of each hostile PDF to PostScript keep the proces
   for (const line of summary) t.diagnostic(line)
   for (const a of answers) {
     if (a.status === 200) {
+      assert.equal(jobs[a.i]![0], PS, summary[a.i])
       assert.match(a.type, /^application\/postscript/)
       assert.ok(a.body.subarray(0, 4).toString() === '%!PS', `answer #${a.i} is PostScript`)
       assert.match(a.body.subarray(-4096).toString('latin1'), /%%EOF/, `answer #${a.i} is whole`)
@@ -62,4 +67,66 @@ test('two parallel conversions of each hostile PDF to PostScript keep the proces
   assert.equal(answers[5]!.status, 200, 'the small conversions beside the hostile ones succeed')
   assert.ok(peak < 1500 * 1e6, `peak RSS ${(peak / MiB).toFixed(0)} MiB`)
   assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+})
+
+/** peakWhile samples the resident memory of `pid`'s process tree every 100 ms until `work` settles. */
+async function peakWhile<T>(pid: number, work: Promise<T>): Promise<{ value: T; peak: number }> {
+  let peak = treeRssBytes(pid)
+  let sampling = true
+  const sampler = (async () => {
+    while (sampling) {
+      peak = Math.max(peak, treeRssBytes(pid))
+      await sleep(100)
+    }
+  })()
+  try {
+    return { value: await work, peak }
+  } finally {
+    sampling = false
+    await sampler
+    peak = Math.max(peak, treeRssBytes(pid))
+  }
+}
+
+test('image bombs (JPEG 2000, JBIG2) stop at the worker\'s memory cap with 422, their workers are replaced, and the node gives the memory back', { skip: SKIP_CORPUS, timeout: 180_000 }, async (t) => {
+  const budgetMiB = 768
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  const pid = server.child.pid!
+  const small = async (path: string) => {
+    const res = await upload(url, path, key, real('minimal-document.pdf'), path === IMAGE ? { dpi: '72' } : {})
+    await res.arrayBuffer()
+    return res.status
+  }
+  // Warm up: both workers loaded, as on a node that has served conversions.
+  assert.deepEqual(await Promise.all([small(IMAGE), small(IMAGE)]), [200, 200])
+  const before = treeRssBytes(pid)
+
+  // Each claims 60000 × 60000 pixels in under 1 KB; two of each to PNG at once, and the JBIG2 one to PostScript.
+  const bombs = [[IMAGE, jpxBomb()], [IMAGE, jpxBomb()], [IMAGE, jbig2Bomb()], [IMAGE, jbig2Bomb()], [PS, jbig2Bomb()]] as const
+  const started = performance.now()
+  const { value: answers, peak } = await peakWhile(pid, Promise.all(bombs.map(async ([path, pdf], i) => {
+    const res = await upload(url, path, key, pdf)
+    return { i, status: res.status, body: await res.text(), seconds: (performance.now() - started) / 1000 }
+  })))
+  await sleep(10_000)
+  const after = treeRssBytes(pid)
+  const replaced = server.output().split('\n').filter((line) => line.includes('conversion worker replaced'))
+
+  const summary = answers.map((a) => `#${a.i} ${a.status} ${a.body.slice(0, 200)} at ${a.seconds.toFixed(1)} s`)
+  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB; ${replaced.length} workers replaced`)
+  for (const line of summary) t.diagnostic(line)
+  for (const a of answers) {
+    assert.equal(a.status, 422, summary[a.i])
+    assert.deepEqual((JSON.parse(a.body) as { code: string }[]).map((p) => p.code), ['CONVERSION_MEMORY_EXCEEDED'], summary[a.i])
+    assert.ok(a.seconds < 30, `stopped at the cap, not by the time limit: ${summary[a.i]}`)
+  }
+  // Every bomb's worker is replaced for its memory, whatever the job's outcome.
+  assert.ok(replaced.filter((line) => line.includes('"reason":"memory"')).length >= bombs.length, replaced.join('\n'))
+  // Two workers, each within its budget (which holds its engines as they start, about 290 MiB, as well).
+  assert.ok(peak - before < 2 * budgetMiB * MiB, `peak RSS ${(peak / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+  assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+  // And the node converts as before.
+  assert.deepEqual(await Promise.all([small(IMAGE), small(PS)]), [200, 200])
 })

@@ -2,8 +2,8 @@
  * ConversionPool runs conversions in worker threads, never on the event loop: a fixed
  * number of workers started on first use, a bounded queue, a time limit per job (its workers
  * are terminated and replaced), and recycling of a worker after a number of jobs, when its
- * WebAssembly memory has grown past a threshold (it never shrinks), after an engine failure,
- * or when it dies.
+ * WebAssembly memory has grown (it never shrinks: see `check`, run after every part whatever
+ * its outcome), after an engine trap, or when it dies.
  *
  * A job runs on one worker (its lead) and, when it is a PNG job of several pages and no other
  * job waits, on every other free worker too (helpers): each opens the same bytes (shared, not
@@ -16,14 +16,15 @@
  *
  * The time limit counts the engine's time, not the time the workers wait for a slow client
  * to take output; a client that takes nothing for `stallTimeoutMs` is given up on and its
- * workers replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps are capped,
- * its JS heap is bounded by `resourceLimits`, and it checks the whole while it works.
+ * workers replaced. A worker may use `maxMemoryBytes` in all: its engines' heaps grow only
+ * within it (a job that needs more is refused CONVERSION_MEMORY_EXCEEDED and its worker
+ * replaced), and its JS heap is bounded by `resourceLimits`.
  *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
 import { Worker } from 'node:worker_threads'
-import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type ToWorker, type WorkerData } from './protocol.ts'
+import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker, type WorkerData } from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 
 export interface PoolOptions {
@@ -99,6 +100,13 @@ export interface Reservation {
 const MIN_PAGES_TO_HELP = 2
 /** How many pages a job may have rendered and not yet taken, per worker it may run on. */
 const PAGES_AHEAD_PER_WORKER = 2
+/**
+ * A worker whose memory has grown this much over what it held fresh is replaced once it has
+ * been idle IDLE_RETIRE_MS: an idle node gives back what its jobs grew (WebAssembly memory
+ * never shrinks), and a busy one keeps its workers.
+ */
+const IDLE_SLACK_BYTES = 64 * 1048576
+const IDLE_RETIRE_MS = 5000
 
 type Outcome = { readonly result: JobResult } | { readonly error: PoolError }
 
@@ -152,6 +160,10 @@ interface Slot {
   part: Part | null
   jobs: number
   retiring: boolean
+  /** What the worker held fresh (engines' memory and JS heap), once ready. */
+  freshBytes: number
+  /** Replaces the worker once it has been idle IDLE_RETIRE_MS holding memory its jobs grew. */
+  idle?: NodeJS.Timeout
 }
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url)
@@ -289,7 +301,7 @@ export class ConversionPool {
       // The JS heap holds little (the documents live in the engines' heaps): a quarter of the budget, 64 MiB at least.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, Math.floor(mb / 4)), maxYoungGenerationSizeMb: 16 },
     })
-    const slot: Slot = { worker, control: new Int32Array(control), ready: false, part: null, jobs: 0, retiring: false }
+    const slot: Slot = { worker, control: new Int32Array(control), ready: false, part: null, jobs: 0, retiring: false, freshBytes: 0 }
     this.#slots.add(slot)
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     worker.on('error', (error) => this.#onDeath(slot, `worker error: ${error.message}`))
@@ -369,6 +381,7 @@ export class ConversionPool {
   }
 
   #begin(slot: Slot, entry: Entry, lead: boolean): void {
+    clearTimeout(slot.idle)
     Atomics.store(slot.control, STOP, 0)
     slot.part = { entry, lead, paused: false, stopping: false }
     entry.parts.add(slot)
@@ -385,6 +398,7 @@ export class ConversionPool {
   #onMessage(slot: Slot, message: FromWorker): void {
     if (message.type === 'ready') {
       slot.ready = true
+      slot.freshBytes = message.memoryBytes
       this.#dispatch()
       return
     }
@@ -408,13 +422,14 @@ export class ConversionPool {
         this.#setPaused(entry)
         return
       case 'done': {
-        if (message.result !== null) entry.result = message.result
+        const result = message.result
+        // A part refused (a helper out of memory too) ends the whole job with its refusal.
+        if (result !== null && !result.ok) this.#refuse(entry, result)
+        else if (result !== null) entry.result = result
         this.#end(slot)
-        if (message.spent) void this.#retire(slot, 'trap', 'engine stopped mid-run')
-        else if (slot.jobs >= this.#options.maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
-        else if (message.memoryBytes > this.#options.maxMemoryBytes) {
-          void this.#retire(slot, 'memory', `recycled at ${Math.round(message.memoryBytes / 1048576)} MiB of memory`)
-        }
+        const overBudget = result !== null && !result.ok && result.code === 'CONVERSION_MEMORY_EXCEEDED'
+        if (message.spent) void this.#retire(slot, overBudget ? 'memory' : 'trap', overBudget ? 'the job ran out of its memory' : 'engine stopped mid-run')
+        else this.#check(slot, message.memoryBytes)
         break
       }
       case 'failed':
@@ -423,11 +438,41 @@ export class ConversionPool {
         entry.parts.delete(slot)
         // After a WebAssembly trap the engine's memory cannot be trusted: start afresh. An error the engine raised itself is an answer.
         if (message.fatal) void this.#retire(slot, 'trap', `engine trap: ${message.message.slice(0, 200)}`)
+        else this.#check(slot, message.memoryBytes)
         // Any other part of the job is mid-page: its worker is replaced.
         this.#fail(entry, new PoolError('failed', message.message), 'cancelled', 'another part of its job failed')
         break
     }
     this.#dispatch()
+  }
+
+  /**
+   * check runs after every part a worker ends, whatever its outcome: the worker is replaced
+   * after its job limit, or when its memory (which never shrinks) has taken half of the room
+   * its budget left it fresh, so that the next job has that room at least; one that has grown
+   * less is replaced once it has been idle IDLE_RETIRE_MS.
+   */
+  #check(slot: Slot, memoryBytes: number): void {
+    const { maxJobsPerWorker, maxMemoryBytes } = this.#options
+    const grown = memoryBytes - slot.freshBytes
+    const mib = Math.round(memoryBytes / 1048576)
+    if (slot.jobs >= maxJobsPerWorker) void this.#retire(slot, 'job count', `recycled after ${slot.jobs} jobs`)
+    else if (grown > (maxMemoryBytes - slot.freshBytes) / 2) void this.#retire(slot, 'grown', `recycled at ${mib} MiB of memory`)
+    else if (grown > IDLE_SLACK_BYTES) {
+      clearTimeout(slot.idle)
+      slot.idle = setTimeout(() => {
+        if (slot.part === null) void this.#retire(slot, 'grown', `recycled at ${mib} MiB of memory, idle`)
+      }, IDLE_RETIRE_MS)
+      slot.idle.unref()
+    }
+  }
+
+  /** refuse settles a job with a refusal made mid-run: its other parts stop at their next page; the job's timer replaces any that does not. */
+  #refuse(entry: Entry, refusal: Refusal): void {
+    if (entry.settled) return
+    entry.held.clear()
+    entry.settle({ result: refusal })
+    for (const slot of entry.parts) if (slot.part !== null && !slot.part.stopping) this.#stopPart(slot)
   }
 
   /** onPage takes a page from any part and hands over, in order, every page it completes; the output limit counts them in that order. */
@@ -439,10 +484,7 @@ export class ConversionPool {
       entry.outputBytes += next.png.byteLength
       // The first page over the limit is refused before it is handed over: a single PNG never starts.
       if (entry.outputBytes > entry.job.limits.maxOutputBytes) {
-        entry.held.clear()
-        entry.settle({ result: { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } } })
-        // The parts stop at their next page; the job's timer replaces any that does not.
-        for (const slot of entry.parts) if (!slot.part!.stopping) this.#stopPart(slot)
+        this.#refuse(entry, { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } })
         return
       }
       entry.next++
@@ -550,6 +592,7 @@ export class ConversionPool {
   async #retire(slot: Slot, reason: ReplacementReason | 'closed', why: string = reason): Promise<void> {
     if (slot.retiring) return
     slot.retiring = true
+    clearTimeout(slot.idle)
     if (reason !== 'closed') this.#options.onRecycle?.(reason, why)
     this.#slots.delete(slot)
     this.#fill()

@@ -58,7 +58,7 @@ export const STOP = 0
 
 export interface WorkerData {
   readonly control: SharedArrayBuffer
-  /** WORKER_MAX_MEMORY_MB in bytes: no engine heap grows past it. */
+  /** WORKER_MAX_MEMORY_MB in bytes: the engines' heaps grow only while the worker's memory as a whole stays within it. */
   readonly maxMemoryBytes: number
 }
 
@@ -82,7 +82,8 @@ export type ToWorker =
   | { readonly type: 'help'; readonly id: number; readonly share: Share; readonly counters: SharedArrayBuffer; readonly window: number }
 
 export type FromWorker =
-  | { readonly type: 'ready' }
+  /** The worker has loaded its engines; `memoryBytes` is what it holds fresh. */
+  | { readonly type: 'ready'; readonly memoryBytes: number }
   /** Rendering starts: the pages (1-based, in order) the result will hold. */
   | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
   /** One page: `index` is its place in the page list (parts send pages out of order; the pool puts them back in order). */
@@ -93,12 +94,13 @@ export type FromWorker =
   | { readonly type: 'paused'; readonly id: number }
   | { readonly type: 'resumed'; readonly id: number }
   /**
-   * The worker's part is over. `result` is the lead's (null from a helper); `spent`: the engine
-   * was stopped mid-run and the worker must be replaced.
+   * The worker's part is over. `result` is the lead's (null from a helper, unless it was
+   * refused: it ran out of memory); `spent`: the engine was stopped mid-run and the worker must
+   * be replaced; `memoryBytes`: what the worker holds now (engines' memory and JS heap).
    */
   | { readonly type: 'done'; readonly id: number; readonly result: JobResult | null; readonly memoryBytes: number; readonly spent: boolean }
   /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
-  | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean }
+  | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean; readonly memoryBytes: number }
 
 /** The dpi a PNG may be rendered at. */
 export const MIN_DPI = 36

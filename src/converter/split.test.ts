@@ -1,8 +1,8 @@
 /**
  * One document's pages rendered by every free worker: the pages come in order and are those
  * one worker makes; a job that arrives meanwhile takes a helper at its next page; and the
- * time limit, the stall limit, cancellation and the output limit end the whole job, whatever
- * the number of its parts.
+ * time limit, the stall limit, cancellation, the output limit and the memory limit end the
+ * whole job, whatever the number of its parts.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -11,6 +11,7 @@ import type { ReplacementReason } from '../metrics/metrics.ts'
 import type { JobResult } from './protocol.ts'
 import { SKIP_CORPUS, pngSize, real, unzip, upload } from '../../test/convert.ts'
 import { startApp } from '../../test/helper.ts'
+import { jpxBomb } from '../../test/hostile.ts'
 
 const limits = { maxPages: 500, maxPixels: 50e6, maxOutputBytes: 2 ** 30, maxMemoryBytes: 2 ** 30 }
 const BIG = 'GeoTopo-komprimiert.pdf' // 117 pages
@@ -175,4 +176,19 @@ test('through HTTP, a split conversion over its time limit is cut short, both it
   const next = await upload(app.url, '/converter/generateImage', app.key, real('pdflatex-4-pages.pdf'), { dpi: '72' })
   assert.equal(next.status, 200)
   assert.equal(unzip(Buffer.from(await next.arrayBuffer())).length, 4)
+})
+
+test('the memory limit ends a split job: no page of it is handed over, every worker on it is replaced, the next job works', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const { pool: two, recycled } = pool(t)
+  // Every page draws a JPEG 2000 image of 60000 × 60000 pixels: each worker on the job is refused memory at its first page.
+  const bombs = take(two, { ...png(BIG, 72), pdf: new Uint8Array(jpxBomb(60000, 60000, 6)) })
+  const result = await bombs.result
+  assert.deepEqual(result, { ok: false, code: 'CONVERSION_MEMORY_EXCEEDED', params: { limit: 768 } })
+  assert.equal(bombs.pages.length, 0)
+  assert.equal(bombs.running.stats().workers, 2, 'the free worker helped')
+  await until(() => recycled.length >= 2)
+  assert.deepEqual(recycled, ['memory', 'memory'])
+  const next = take(two, png(BIG, 50, [{ from: 1, to: 4 }]))
+  assert.equal((await next.result).ok, true)
+  assert.equal(next.pages.length, 4)
 })

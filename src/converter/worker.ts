@@ -10,9 +10,10 @@
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { getHeapStatistics } from 'node:v8'
-import * as mupdf from 'mupdf'
+import { mupdfHeap } from './engines/mupdf-heap.ts'
 import { mupdfEngine } from './engines/mupdf.ts'
 import { GhostscriptError, createGhostscriptEngine } from './engines/ghostscript.ts'
+import type { HeapGuard } from './engines/heap.ts'
 import type { OpenDocument, PdfEngine } from './engines/engine.ts'
 import { resolvePages } from './pages.ts'
 import { MIN_DPI, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type Share, type ToWorker, type WorkerData } from './protocol.ts'
@@ -24,19 +25,33 @@ const CHUNK_WINDOW = 4
 if (parentPort === null) throw new Error('worker.ts runs as a worker thread')
 const port = parentPort
 const own = new Int32Array((workerData as WorkerData).control)
+const budget = (workerData as WorkerData).maxMemoryBytes
 
-// MuPDF reports repairs and warnings on stderr: the worker keeps them out of the logs.
-mupdf.setLog(() => {})
-
-const raster: PdfEngine = mupdfEngine
-const vector: PdfEngine = await createGhostscriptEngine((workerData as WorkerData).maxMemoryBytes)
-
-const send = (message: FromWorker, transfer: ArrayBuffer[] = []) => port.postMessage(message, transfer)
+/** The engines loaded so far (memoryBytes counts them while Ghostscript loads). */
+const engines: PdfEngine[] = []
 
 /** memoryBytes is what the worker holds: both engines' WebAssembly memory and the live JS heap. */
 function memoryBytes(): number {
-  return raster.memoryBytes() + vector.memoryBytes() + getHeapStatistics().used_heap_size
+  let bytes = getHeapStatistics().used_heap_size
+  for (const engine of engines) bytes += engine.memoryBytes()
+  return bytes
 }
+
+/** capped is set when an engine was refused memory during the current part: the part ends with CONVERSION_MEMORY_EXCEEDED. */
+let capped = false
+
+/** Both engines' heaps grow only while the worker as a whole stays within its budget. */
+const guard: HeapGuard = {
+  allow: (bytes) => memoryBytes() + bytes <= budget,
+  refused: () => { capped = true },
+}
+mupdfHeap.guard = guard
+const raster: PdfEngine = mupdfEngine
+engines.push(raster)
+const vector: PdfEngine = await createGhostscriptEngine(guard)
+engines.push(vector)
+
+const send = (message: FromWorker, transfer: ArrayBuffer[] = []) => port.postMessage(message, transfer)
 
 /** A part being run: its job's id and shared counters, and how far ahead of the consumer it may go. */
 interface Part {
@@ -98,6 +113,8 @@ function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], dp
     if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
     const page = pages[index]!
     const png = doc.renderPng(page - 1, dpi, color)
+    // A page drawn while memory was refused may lack what could not be allocated: never sent.
+    if (capped) return
     send({ type: 'page', id: part.id, index, page, png }, [png.buffer as ArrayBuffer])
   }
 }
@@ -141,12 +158,12 @@ function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], 
     maxOutputBytes,
     // ps2write's scratch files run about twice the size of its output (the real corpus: 1.3 to 2.5 times).
     maxScratchBytes: 2 * maxOutputBytes,
-    overMemory: (scratchBytes) => memoryBytes() + scratchBytes > maxMemoryBytes,
+    overMemory: (scratchBytes) => capped || memoryBytes() + scratchBytes > maxMemoryBytes,
   })
   if (!outcome.ok) {
     spent = true
     if (outcome.reason === 'output') return refuse('OUTPUT_TOO_LARGE', { limit: maxOutputBytes })
-    return refuse('CONVERSION_MEMORY_EXCEEDED', { limit: Math.round(maxMemoryBytes / 1048576) })
+    return overBudget()
   }
   if (used > 0) flush()
   return { ok: true, op: 'ps', pageCount, pages: pages.length, bytes: outcome.bytes }
@@ -154,6 +171,8 @@ function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], 
 
 /** spent is set when an engine was stopped mid-run: the pool then replaces this worker. */
 let spent = false
+
+const overBudget = (): Refusal => refuse('CONVERSION_MEMORY_EXCEEDED', { limit: Math.round(budget / 1048576) })
 
 function run(part: Part, job: Job): JobResult {
   const opened = raster.open!(job.pdf, job.password)
@@ -190,19 +209,30 @@ function help(part: Part, share: Share): null {
 
 port.on('message', (message: ToWorker) => {
   const part: Part = { id: message.id, counters: new Int32Array(message.counters), window: message.window }
-  let result: JobResult | null
+  capped = false
+  let result: JobResult | null = null
   try {
     result = message.type === 'job' ? run(part, message.job) : help(part, message.share)
   } catch (error) {
-    send({
-      type: 'failed',
-      id: message.id,
-      message: error instanceof Error ? error.message : String(error),
-      fatal: error instanceof WebAssembly.RuntimeError || (error instanceof GhostscriptError && error.fatal),
-    })
-    return
+    // An engine refused memory fails in its own way (MuPDF's "malloc failed", a Ghostscript VMerror, an abort): the cap is the cause.
+    if (!capped) {
+      send({
+        type: 'failed',
+        id: message.id,
+        message: error instanceof Error ? error.message : String(error),
+        fatal: error instanceof WebAssembly.RuntimeError || (error instanceof GhostscriptError && error.fatal),
+        memoryBytes: memoryBytes(),
+      })
+      return
+    }
+  }
+  // An engine that ran out of its budget may have gone on without what it could not allocate
+  // (MuPDF leaves out an image it cannot decode): the job ends, whatever the part answered, and the worker is replaced.
+  if (capped) {
+    result = overBudget()
+    spent = true
   }
   send({ type: 'done', id: message.id, result, memoryBytes: memoryBytes(), spent })
 })
 
-send({ type: 'ready' })
+send({ type: 'ready', memoryBytes: memoryBytes() })

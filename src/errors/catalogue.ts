@@ -127,7 +127,7 @@ export const catalogue = {
   OUTPUT_TOO_LARGE: entry(422, 'list', 'The result would be larger than the limit of {limit} bytes.',
     'The answer (the PNG, the zip\'s pages or the PostScript) would exceed `MAX_OUTPUT_BYTES`; refused before anything is sent where the engine can tell (a zip already streaming is cut short).'),
   CONVERSION_MEMORY_EXCEEDED: entry(422, 'list', 'The conversion needs more memory than the limit of {limit} MiB and was stopped.',
-    'A conversion worker went over `WORKER_MAX_MEMORY_MB` (engine memory, JS heap and scratch files together); the worker was replaced.'),
+    'An engine was refused memory past `WORKER_MAX_MEMORY_MB` (both engines\' WebAssembly memory, the JS heap and scratch files together): the conversion was stopped at the cap and its worker replaced.'),
   CONVERSION_TIMEOUT: entry(422, 'list', 'The conversion took longer than the limit of {seconds} seconds and was stopped.', 'A conversion exceeded `CONVERSION_TIMEOUT_MS`; its worker was replaced.'),
   CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),

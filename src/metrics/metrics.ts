@@ -38,11 +38,12 @@ export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/genera
 export type ConversionRoute = typeof CONVERSION_ROUTES[number]
 
 /**
- * Why a conversion worker was replaced: its job ran out of time, it reached its job count or
- * memory threshold, its engine trapped or stopped, it died, its client cancelled or stalled.
+ * Why a conversion worker was replaced: its job ran out of time, it reached its job count, its
+ * memory grew (routine: WebAssembly memory never shrinks), its job ran out of memory, its
+ * engine trapped or stopped, it died, its client cancelled or stalled.
  */
-export type ReplacementReason = 'timeout' | 'job count' | 'memory' | 'trap' | 'death' | 'cancelled' | 'stalled'
-export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'job count', 'memory', 'trap', 'death', 'cancelled', 'stalled']
+export type ReplacementReason = 'timeout' | 'job count' | 'grown' | 'memory' | 'trap' | 'death' | 'cancelled' | 'stalled'
+export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'job count', 'grown', 'memory', 'trap', 'death', 'cancelled', 'stalled']
 
 /**
  * How a portal sign-in attempt ended: signed in; a wrong email or password; refused by the
@@ -232,7 +233,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   for (const route of CONVERSION_ROUTES) { zero(pages.labels({ route })); zero(outputBytes.labels({ route })) }
   const engine = new Histogram({ name: 'tessera_conversion_engine_seconds', help: 'Engine time of each completed conversion (time paused for a slow client left out), by route.', labelNames: ['route'] as const, buckets: DURATION_BUCKETS, registers })
   const wait = new Histogram({ name: 'tessera_conversion_queue_wait_seconds', help: 'Time a conversion waited in the queue for a worker.', buckets: DURATION_BUCKETS, registers })
-  const replacements = new Counter({ name: 'tessera_conversion_worker_replacements_total', help: 'Conversion workers replaced, by reason (timeout, job count, memory, trap, death, cancelled, stalled).', labelNames: ['reason'] as const, registers })
+  const replacements = new Counter({ name: 'tessera_conversion_worker_replacements_total', help: 'Conversion workers replaced, by reason (timeout, job count, grown, memory, trap, death, cancelled, stalled).', labelNames: ['reason'] as const, registers })
   const replacementChildren = new Map(REPLACEMENT_REASONS.map((reason) => [reason, zero(replacements.labels({ reason }))]))
   let pool: (() => PoolGauges) | null = null
   const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) => new Gauge({

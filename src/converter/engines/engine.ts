@@ -45,7 +45,7 @@ export interface OutputBudget {
   readonly maxOutputBytes: number
   /** Most bytes the engine may write to its scratch files before the output. */
   readonly maxScratchBytes: number
-  /** overMemory tells whether the worker's memory (WebAssembly, heap) with `scratchBytes` more is over its limit. */
+  /** overMemory tells whether the worker's memory (WebAssembly, heap) with `scratchBytes` more is over its limit, or an engine was refused memory. */
   overMemory(scratchBytes: number): boolean
 }
 

@@ -40,6 +40,7 @@ type Factory = (options: object) => Promise<GhostscriptModule>
 /** The package exports a browser loader; Node takes the Emscripten module beside it, with the wasm read from disk. */
 const ASSETS = new URL('../assets/', import.meta.resolve('@bentopdf/gs-wasm'))
 import type { OutputBudget, OutputSink, PdfEngine, PostScriptOptions, PostScriptOutcome } from './engine.ts'
+import { instantiateGuarded, type HeapGuard } from './heap.ts'
 
 const INPUT = '/in.pdf'
 const OUTPUT = '/out.ps'
@@ -90,23 +91,6 @@ export interface LoadedGhostscript {
   memory(): WebAssembly.Memory | undefined
 }
 
-/**
- * capGrowth wraps Emscripten's heap-resize import (the one function that grows the memory)
- * so that the heap stops at `maxBytes`: past it, malloc fails and Ghostscript stops with a
- * VMerror instead of growing towards the 2 GiB the build allows.
- */
-function capGrowth(imports: WebAssembly.Imports, maxBytes: number): void {
-  for (const module of Object.values(imports)) {
-    for (const [name, value] of Object.entries(module)) {
-      if (typeof value !== 'function' || !String(value).includes('.grow(')) continue
-      const resize = value as (requested: number) => unknown
-      module[name] = (requested: number) => ((requested >>> 0) > maxBytes ? false : resize(requested))
-      return
-    }
-  }
-  throw new Error('the Ghostscript module has no heap-resize import to cap')
-}
-
 /** The (minified) names of a file node's contents (a Uint8Array with spare room) and of its used length. */
 interface NodeKeys {
   readonly contents: string
@@ -155,30 +139,23 @@ function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, m
   node[keys.contents] = view
 }
 
-/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; its heap stops at `maxHeapBytes`. */
-export async function loadGhostscript(printErr: (line: string) => void, maxHeapBytes = 2 ** 31): Promise<LoadedGhostscript> {
+/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; `guard` caps its heap (engines/heap.ts). */
+export async function loadGhostscript(printErr: (line: string) => void, guard?: HeapGuard): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
   const module = await factory({
     print: () => {},
     printErr,
-    // Instantiated here (Emscripten's documented hook) to keep hold of the memory.
-    instantiateWasm(imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void) {
-      capGrowth(imports, maxHeapBytes)
-      WebAssembly.instantiate(wasm, imports).then(({ instance, module }) => {
-        memory = Object.values(instance.exports).find((e): e is WebAssembly.Memory => e instanceof WebAssembly.Memory)
-        receive(instance, module)
-      })
-      return {}
-    },
+    instantiateWasm: instantiateGuarded(wasm, guard, (m) => { memory = m }),
   })
   return { module, memory: () => memory }
 }
 
-export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<PdfEngine> {
+/** createGhostscriptEngine loads the engine; `guard` caps its heap: past it, malloc fails and Ghostscript stops with a VMerror. */
+export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEngine> {
   let errors: string[] = []
-  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, maxHeapBytes)
+  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, guard)
   const gs = loaded.module
   const fs = gs.FS
   const keys = nodeKeys(fs)
@@ -189,7 +166,19 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
 
   fs.write = (stream, buffer, offset, length, position, canOwn) => {
     if (job === null) return write(stream, buffer, offset, length, position, canOwn)
-    if (stream.path === OUTPUT) {
+    const output = stream.path === OUTPUT
+    if (!output) {
+      job.scratch += length
+      if (job.scratch > job.budget.maxScratchBytes) throw new Stopped('output')
+    }
+    job.sinceCheck += length
+    // Memory is checked every CHECK_EVERY bytes written, and before the first byte of output:
+    // a run that went over its budget (a refused malloc: Ghostscript goes on without it) is stopped while it can still be a 422.
+    if (job.sinceCheck >= CHECK_EVERY || (output && job.written === 0)) {
+      job.sinceCheck = 0
+      if (job.budget.overMemory(job.scratch)) throw new Stopped('memory')
+    }
+    if (output) {
       // ps2write writes its output in one pass at the end (the pages wait in scratch files): it goes straight to the client.
       if (position !== undefined && position !== stream.position) throw new Stopped('seek')
       if (job.written + length > job.budget.maxOutputBytes) throw new Stopped('output')
@@ -197,13 +186,6 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
       job.sink(buffer.subarray(offset, offset + length))
       stream.position += length
       return length
-    }
-    job.scratch += length
-    job.sinceCheck += length
-    if (job.scratch > job.budget.maxScratchBytes) throw new Stopped('output')
-    if (job.sinceCheck >= CHECK_EVERY) {
-      job.sinceCheck = 0
-      if (job.budget.overMemory(job.scratch)) throw new Stopped('memory')
     }
     const end = (position ?? stream.position) + length
     if (end > job.budget.maxScratchBytes) throw new Stopped('output')

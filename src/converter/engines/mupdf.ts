@@ -1,4 +1,5 @@
 /** The PNG engine: MuPDF's official WebAssembly build (the `mupdf` package). */
+import { mupdfHeap } from './mupdf-heap.ts' // before mupdf: it sets how mupdf instantiates its module
 import * as mupdf from 'mupdf'
 import type { ColorMode, OpenDocument, OpenResult, PdfEngine } from './engine.ts'
 
@@ -130,6 +131,9 @@ function openDocument(doc: mupdf.Document): OpenDocument {
   }
 }
 
+// MuPDF reports repairs and warnings on stderr: the engine keeps them out of the logs.
+mupdf.setLog(() => {})
+
 export const mupdfEngine = {
   name: 'mupdf',
   open(pdf: Uint8Array, password?: string): OpenResult {
@@ -152,12 +156,6 @@ export const mupdfEngine = {
     }
   },
   memoryBytes() {
-    // The heap is not exported; a (tiny) mupdf Buffer is a view into it.
-    const probe = new mupdf.Buffer()
-    try {
-      return probe.asUint8Array().buffer.byteLength
-    } finally {
-      probe.destroy()
-    }
+    return mupdfHeap.memory?.buffer.byteLength ?? 0
   },
 } satisfies PdfEngine

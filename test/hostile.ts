@@ -67,3 +67,29 @@ export function hugeImage(side = 40000): Buffer {
   const twice = deflateSync(zerosZlib(padded), { level: 9 })
   return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter [/FlateDecode /FlateDecode]`, twice))
 }
+
+/**
+ * formBomb is a few KB: `pageCount` pages drawing form XObject 0, each form drawing the next
+ * one `fanOut` times, `depth` levels deep, the last a small filled square: fanOut^depth
+ * squares a page (4^30, about 10^18, by default), which no engine finishes. A shallow one
+ * (depth 8: 65536 squares) takes a fraction of a second a page.
+ */
+export function formBomb(depth = 30, fanOut = 4, pageCount = 1): Buffer {
+  const first = 3 + pageCount // objects 1-2: catalogue, pages; then the pages
+  const forms = Array.from({ length: depth + 1 }, (_, i) => {
+    const body = i === depth ? '0 0 1 1 re f' : Array.from({ length: fanOut }, () => 'q /X Do Q').join(' ')
+    const resources = i === depth ? '' : `/Resources << /XObject << /X ${first + i + 1} 0 R >> >>`
+    return stream(`/Type /XObject /Subtype /Form /BBox [0 0 612 792] ${resources}`, Buffer.from(body))
+  })
+  const content = first + depth + 1
+  const kids = Array.from({ length: pageCount }, (_, i) => `${3 + i} 0 R`).join(' ')
+  const pages = Array.from({ length: pageCount }, () =>
+    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X ${first} 0 R >> >> /Contents ${content} 0 R >>`))
+  return pdf([
+    Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
+    Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),
+    ...pages,
+    ...forms,
+    stream('', Buffer.from('/X Do')),
+  ])
+}

@@ -155,13 +155,13 @@ function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, m
   node[keys.contents] = view
 }
 
-/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; its heap stops at `maxHeapBytes`. */
-export async function loadGhostscript(printErr: (line: string) => void, maxHeapBytes = 2 ** 31): Promise<LoadedGhostscript> {
+/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output, `print` its messages; its heap stops at `maxHeapBytes`. */
+export async function loadGhostscript(printErr: (line: string) => void, maxHeapBytes = 2 ** 31, print: (line: string) => void = () => {}): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
   const module = await factory({
-    print: () => {},
+    print,
     printErr,
     // Instantiated here (Emscripten's documented hook) to keep hold of the memory.
     instantiateWasm(imports: WebAssembly.Imports, receive: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void) {
@@ -178,7 +178,10 @@ export async function loadGhostscript(printErr: (line: string) => void, maxHeapB
 
 export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<PdfEngine> {
   let errors: string[] = []
-  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, maxHeapBytes)
+  /** Told as Ghostscript begins a page of the job being run. */
+  let onPage: (() => void) | undefined
+  // Without -dQUIET Ghostscript says "Page N" as it begins each page, from inside its run: the one word it gives of its progress.
+  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, maxHeapBytes, (line) => { if (line.startsWith('Page ')) onPage?.() })
   const gs = loaded.module
   const fs = gs.FS
   const keys = nodeKeys(fs)
@@ -216,10 +219,11 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
     postscript(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome {
       if (spent) throw new GhostscriptError('this Ghostscript was stopped mid-run and cannot be used again', true)
       errors = []
+      onPage = options.onPage
       fs.writeFile(INPUT, pdf)
       job = { sink, budget, written: 0, scratch: 0, sinceCheck: 0 }
       try {
-        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
+        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
         if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
         if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
         if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
@@ -237,6 +241,7 @@ export async function createGhostscriptEngine(maxHeapBytes?: number): Promise<Pd
         return { ok: true, bytes: job.written }
       } finally {
         job = null
+        onPage = undefined
         for (const path of [INPUT, OUTPUT]) {
           try {
             fs.unlink(path)

@@ -3136,6 +3136,8 @@ export interface operations {
              *
              *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
              *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
              *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
              *
              *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
@@ -3155,13 +3157,15 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI";
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI";
                         message: string;
                     }[];
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -3171,8 +3175,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "CONVERSIONS_PER_ACCOUNT" | "THROTTLED" | "QUOTA_EXCEEDED";
                         message: string;
-                    };
+                    }[];
                 };
             };
             /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
@@ -3339,6 +3347,8 @@ export interface operations {
              *
              *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
              *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
              *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
              *
              *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
@@ -3354,13 +3364,15 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -3370,8 +3382,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "CONVERSIONS_PER_ACCOUNT" | "THROTTLED" | "QUOTA_EXCEEDED";
                         message: string;
-                    };
+                    }[];
                 };
             };
             /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */

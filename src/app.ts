@@ -174,6 +174,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       maxJobsPerWorker: config.workerMaxJobs,
       maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
       stallTimeoutMs: config.clientStallTimeoutMs,
+      maxPerAccount: config.converterMaxPerAccount,
+      pageTimeoutMs: config.conversionPageTimeoutMs,
       onRecycle: (reason, detail) => {
         metrics.workerReplaced(reason)
         app.log.info({ reason, detail }, 'conversion worker replaced')

@@ -103,3 +103,29 @@ export function jbig2Bomb(side = 60000): Buffer {
   const region = segment(1, 38, Buffer.concat([u32(side), u32(side), u32(0), u32(0), Buffer.from([0]), Buffer.from([0]), Buffer.from([3, 0xff, 0xfd, 0xff, 2, 0xfe, 0xfe, 0xfe]), Buffer.from([0, 0, 0, 0])]))
   return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode`, Buffer.concat([page, region])))
 }
+
+/**
+ * formBomb is a few KB: `pageCount` pages drawing form XObject 0, each form drawing the next
+ * one `fanOut` times, `depth` levels deep, the last a small filled square: fanOut^depth
+ * squares a page (4^30, about 10^18, by default), which no engine finishes. A shallow one
+ * (depth 8: 65536 squares) takes a fraction of a second a page.
+ */
+export function formBomb(depth = 30, fanOut = 4, pageCount = 1): Buffer {
+  const first = 3 + pageCount // objects 1-2: catalogue, pages; then the pages
+  const forms = Array.from({ length: depth + 1 }, (_, i) => {
+    const body = i === depth ? '0 0 1 1 re f' : Array.from({ length: fanOut }, () => 'q /X Do Q').join(' ')
+    const resources = i === depth ? '' : `/Resources << /XObject << /X ${first + i + 1} 0 R >> >>`
+    return stream(`/Type /XObject /Subtype /Form /BBox [0 0 612 792] ${resources}`, Buffer.from(body))
+  })
+  const content = first + depth + 1
+  const kids = Array.from({ length: pageCount }, (_, i) => `${3 + i} 0 R`).join(' ')
+  const pages = Array.from({ length: pageCount }, () =>
+    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X ${first} 0 R >> >> /Contents ${content} 0 R >>`))
+  return pdf([
+    Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
+    Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),
+    ...pages,
+    ...forms,
+    stream('', Buffer.from('/X Do')),
+  ])
+}

@@ -20,12 +20,18 @@
  * within it (a job that needs more is refused CONVERSION_MEMORY_EXCEEDED and its worker
  * replaced), and its JS heap is bounded by `resourceLimits`.
  *
+ * Waiting jobs wait in one line per account (fair.ts): a free worker goes to the account with
+ * the fewest jobs running, and an account holds at most `maxPerAccount` places. A worker that
+ * works on one page for `pageTimeoutMs` without a word ends its job as the time limit does:
+ * neither engine can be stopped mid-page, so a page that would draw for ever is cut there.
+ *
  * Why not piscina: it has no per-worker job limit, and a worker that exits by itself after
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
 import { Worker } from 'node:worker_threads'
 import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker, type WorkerData } from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
+import { FairQueue } from './fair.ts'
 
 export interface PoolOptions {
   readonly size: number
@@ -41,9 +47,16 @@ export interface PoolOptions {
   readonly onRecycle?: (reason: ReplacementReason, detail: string) => void
   /** Told how long each job waited in the queue for a worker, in seconds. */
   readonly onQueueWait?: (seconds: number) => void
+  /** Most conversions one account may have running, waiting and being uploaded at once (default: no limit). */
+  readonly maxPerAccount?: number
+  /**
+   * Longest a worker may work on one page without a word (a page rendered, a page begun), ms:
+   * its job then ends and its workers are replaced (default: only the job's time limit).
+   */
+  readonly pageTimeoutMs?: number
 }
 
-export type PoolFailure = 'queue-full' | 'timeout' | 'stalled' | 'crashed' | 'failed' | 'cancelled' | 'closed'
+export type PoolFailure = 'queue-full' | 'account-busy' | 'timeout' | 'page-timeout' | 'stalled' | 'crashed' | 'failed' | 'cancelled' | 'closed'
 
 export class PoolError extends Error {
   override name = 'PoolError'
@@ -112,6 +125,8 @@ type Outcome = { readonly result: JobResult } | { readonly error: PoolError }
 
 interface Entry {
   readonly id: number
+  /** The account it is for ('' for none): the queue takes turns between accounts. */
+  readonly account: string
   readonly job: Job
   readonly handlers: Handlers
   /** The job's shared counters (NEXT, TAKEN): see protocol.ts. */
@@ -164,6 +179,8 @@ interface Slot {
   freshBytes: number
   /** Replaces the worker once it has been idle IDLE_RETIRE_MS holding memory its jobs grew. */
   idle?: NodeJS.Timeout
+  /** Runs out when the part has worked on one page for `pageTimeoutMs`. */
+  pageTimer?: NodeJS.Timeout
 }
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url)
@@ -182,9 +199,11 @@ export function shared(bytes: Uint8Array): Uint8Array {
 export class ConversionPool {
   readonly #options: PoolOptions
   readonly #slots = new Set<Slot>()
-  readonly #queue: Entry[] = []
+  readonly #queue = new FairQueue<Entry>()
   /** Jobs with at least one part running, in the order they started. */
   readonly #running = new Set<Entry>()
+  /** Each account's conversions from their reservation until they settle. */
+  readonly #held = new Map<string, number>()
   #nextId = 1
   #reserved = 0
   #closed = false
@@ -210,10 +229,14 @@ export class ConversionPool {
    * PoolError('queue-full') at once when there is none, so that a refused client is told
    * before it sends its body. The place is the job's when it runs, or freed by `release`.
    */
-  reserve(): Reservation {
+  reserve(account = ''): Reservation {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
-    if (this.#queue.length + this.#reserved >= this.#options.maxQueue + this.#free()) throw new PoolError('queue-full', 'the conversion queue is full')
+    // The account's own limit first: its client is told to slow down (429), not that the service is full.
+    const limit = this.#options.maxPerAccount
+    if (limit !== undefined && (this.#held.get(account) ?? 0) >= limit) throw new PoolError('account-busy', `the account has ${limit} conversions under way`)
+    if (this.#queue.size + this.#reserved >= this.#options.maxQueue + this.#free()) throw new PoolError('queue-full', 'the conversion queue is full')
     this.#reserved++
+    this.#hold(account, 1)
     let held = true
     const give = () => {
       if (!held) return false
@@ -224,29 +247,46 @@ export class ConversionPool {
     return {
       run: (job, handlers = {}) => {
         if (!give()) throw new Error('a reservation runs one job')
-        return this.#enqueue(job, handlers)
+        return this.#enqueue(account, job, handlers)
       },
       release: () => {
-        if (give()) this.#dispatch() // free workers may help again
+        if (!give()) return
+        this.#hold(account, -1)
+        this.#dispatch() // free workers may help again
       },
     }
   }
 
-  /** run queues a job; it throws PoolError('queue-full') at once when the queue is full. */
-  run(job: Job, handlers: Handlers = {}): Running {
-    return this.reserve().run(job, handlers)
+  /** run queues a job for `account`; it throws PoolError('queue-full' or 'account-busy') at once when it may not wait. */
+  run(job: Job, handlers: Handlers = {}, account = ''): Running {
+    return this.reserve(account).run(job, handlers)
   }
 
-  #enqueue(job: Job, handlers: Handlers): Running {
+  /** hold counts an account's conversions under way (its map keeps only accounts with some). */
+  #hold(account: string, change: number): void {
+    const n = (this.#held.get(account) ?? 0) + change
+    if (n > 0) this.#held.set(account, n)
+    else this.#held.delete(account)
+  }
+
+  /** runningFor counts the jobs of `account` that hold a worker. */
+  #runningFor(account: string): number {
+    let n = 0
+    for (const entry of this.#running) if (entry.account === account) n++
+    return n
+  }
+
+  #enqueue(account: string, job: Job, handlers: Handlers): Running {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
       entry = {
-        id: this.#nextId++, job: { ...job, pdf: shared(job.pdf) }, handlers, counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
+        id: this.#nextId++, account, job: { ...job, pdf: shared(job.pdf) }, handlers, counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
         settled: false, parts: new Set(), workers: new Set(), held: new Map(), next: 0, outputBytes: 0, queuedAt: performance.now(), pausedMs: 0,
         settle: (outcome) => {
           if (entry.settled) return
           entry.settled = true
+          this.#hold(account, -1)
           // Settling (either way) stamps the end: the engine time stops there.
           entry.endedAt ??= performance.now()
           if ('result' in outcome) resolve(outcome.result)
@@ -254,7 +294,7 @@ export class ConversionPool {
         },
       }
     })
-    this.#queue.push(entry)
+    this.#queue.push(account, entry)
     this.#fill()
     this.#dispatch()
     return {
@@ -271,7 +311,7 @@ export class ConversionPool {
     for (const slot of this.#slots) if (slot.part !== null) busy++
     return {
       // Waiting jobs and reserved places beyond the workers free to take them (as reserve counts them).
-      queued: Math.max(0, this.#queue.length + this.#reserved - this.#free()),
+      queued: Math.max(0, this.#queue.size + this.#reserved - this.#free()),
       capacity: this.#options.maxQueue,
       alive: this.#slots.size,
       busy,
@@ -281,7 +321,7 @@ export class ConversionPool {
 
   async close(): Promise<void> {
     this.#closed = true
-    for (const entry of this.#queue.splice(0)) entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
+    for (const entry of this.#queue.drain()) entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
     for (const entry of this.#running) {
       clearTimeout(entry.timer)
       entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
@@ -321,7 +361,7 @@ export class ConversionPool {
         continue
       }
       if (slot.part !== null) continue
-      const entry = this.#queue.shift()
+      const entry = this.#queue.shift((account) => this.#runningFor(account))
       if (entry !== undefined) this.#lead(slot, entry)
       else {
         const job = this.#needsHelp()
@@ -329,7 +369,7 @@ export class ConversionPool {
       }
     }
     // A helper gives way to a waiting job (one each), unless a worker on its way will take it.
-    let wanted = this.#queue.length - starting
+    let wanted = this.#queue.size - starting
     const helpers = [...this.#slots].filter((slot) => slot.part !== null && !slot.part.lead && !slot.retiring)
     for (const slot of helpers) if (slot.part!.stopping) wanted--
     for (const slot of helpers) {
@@ -386,6 +426,24 @@ export class ConversionPool {
     slot.part = { entry, lead, paused: false, stopping: false }
     entry.parts.add(slot)
     entry.workers.add(slot.worker.threadId)
+    this.#watch(slot, true)
+  }
+
+  /**
+   * watch starts a part's page clock again, or stops it (`working` false: the part waits for
+   * the consumer, or is over). Any word from a working part is progress: a page begun or
+   * rendered, a piece of output; a part silent for `pageTimeoutMs` is stuck on one page
+   * (engines cannot be stopped from outside mid-page), and its job ends as at its time limit.
+   */
+  #watch(slot: Slot, working: boolean): void {
+    clearTimeout(slot.pageTimer)
+    const ms = this.#options.pageTimeoutMs
+    const part = slot.part
+    if (!working || ms === undefined || part === null) return
+    slot.pageTimer = setTimeout(() => {
+      if (slot.part !== part) return
+      this.#fail(part.entry, new PoolError('page-timeout', `a page took longer than ${ms} ms`), 'timeout', `a page took longer than ${ms} ms`)
+    }, ms)
   }
 
   /** stopPart asks a worker to end its part at its next page boundary (waking it if it waits for the consumer). */
@@ -405,6 +463,7 @@ export class ConversionPool {
     const part = slot.part
     if (part === null || part.entry.id !== message.id) return
     const entry = part.entry
+    this.#watch(slot, message.type !== 'paused' && message.type !== 'done' && message.type !== 'failed')
     switch (message.type) {
       case 'start':
         entry.pages = message.pages
@@ -415,6 +474,8 @@ export class ConversionPool {
         return
       case 'chunk':
         if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
+        return
+      case 'progress':
         return
       case 'paused':
       case 'resumed':
@@ -567,6 +628,7 @@ export class ConversionPool {
   #onDeath(slot: Slot, why: string): void {
     if (!this.#slots.has(slot)) return
     this.#slots.delete(slot)
+    clearTimeout(slot.pageTimer)
     const entry = slot.part?.entry
     slot.part = null
     if (!slot.retiring) this.#options.onRecycle?.('death', why)
@@ -579,9 +641,7 @@ export class ConversionPool {
   }
 
   #cancel(entry: Entry): void {
-    const queued = this.#queue.indexOf(entry)
-    if (queued >= 0) {
-      this.#queue.splice(queued, 1)
+    if (this.#queue.remove(entry.account, entry)) {
       entry.settle({ error: new PoolError('cancelled', 'cancelled') })
     } else if (entry.parts.size > 0) {
       this.#fail(entry, new PoolError('cancelled', 'cancelled'), 'cancelled', 'conversion cancelled by the client')
@@ -593,6 +653,7 @@ export class ConversionPool {
     if (slot.retiring) return
     slot.retiring = true
     clearTimeout(slot.idle)
+    clearTimeout(slot.pageTimer)
     if (reason !== 'closed') this.#options.onRecycle?.(reason, why)
     this.#slots.delete(slot)
     this.#fill()

@@ -88,6 +88,8 @@ export type FromWorker =
   | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
   /** One page: `index` is its place in the page list (parts send pages out of order; the pool puts them back in order). */
   | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly png: Uint8Array }
+  /** The part begins a page (Ghostscript's word; a PNG part's pages speak for themselves): it is not stuck. */
+  | { readonly type: 'progress'; readonly id: number }
   /** A piece of the PostScript, in order. */
   | { readonly type: 'chunk'; readonly id: number; readonly bytes: Uint8Array }
   /** The worker waits for the consumer to take output (that time does not count against the job's limit). */

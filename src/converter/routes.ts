@@ -39,7 +39,9 @@ function outcomeOf(done: Settled): ConversionOutcome {
   if (!(done.error instanceof PoolError)) return 'failed'
   switch (done.error.reason) {
     case 'queue-full': return 'queue full'
+    case 'account-busy': return 'account busy'
     case 'timeout':
+    case 'page-timeout':
     case 'stalled': return 'timeout'
     case 'crashed':
     case 'failed': return 'failed'
@@ -59,6 +61,11 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
       case 'queue-full':
         // The body is left unread: closing the connection spares reading what the client still sends.
         return apiError('QUEUE_FULL', { seconds: 5 }, { 'retry-after': '5', connection: 'close' })
+      case 'account-busy':
+        // As for a full queue; the account's own conversions free its places, one at a time.
+        return apiError('CONVERSIONS_PER_ACCOUNT', { limit: config.converterMaxPerAccount, seconds: 5 }, { 'retry-after': '5', connection: 'close' })
+      case 'page-timeout':
+        return apiError('CONVERSION_PAGE_TIMEOUT', { seconds: config.conversionPageTimeoutMs / 1000 })
       case 'timeout':
       case 'stalled':
         return apiError('CONVERSION_TIMEOUT', { seconds: config.conversionTimeoutMs / 1000 })
@@ -77,7 +84,8 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     requireMultipart(request)
     let place: Reservation
     try {
-      place = pool.reserve()
+      // Every key of an account shares the account's places.
+      place = pool.reserve(request.caller!.accountId)
     } catch (error) {
       metrics.conversion(route, outcomeOf({ error }))
       throw failure(request, error)

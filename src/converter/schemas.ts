@@ -14,7 +14,7 @@ const body = (extra: Record<string, ReturnType<typeof Type.String>>) => Type.Obj
 const CODES: ErrorCode[] = [
   'PDF_REQUIRED', 'NOT_A_PDF', 'PAGES_INVALID', 'COLOR_MODE_INVALID', 'PASSWORD_INVALID', 'PAGES_OUT_OF_RANGE',
   'FILE_TOO_LARGE', 'TOO_MANY_PARTS', 'PDF_UNREADABLE', 'PDF_PASSWORD_REQUIRED', 'TOO_MANY_PAGES',
-  'CONVERSION_TIMEOUT', 'CONVERSION_FAILED', 'QUEUE_FULL', 'OUTPUT_TOO_LARGE', 'CONVERSION_MEMORY_EXCEEDED',
+  'CONVERSION_TIMEOUT', 'CONVERSION_PAGE_TIMEOUT', 'CONVERSION_FAILED', 'QUEUE_FULL', 'CONVERSIONS_PER_ACCOUNT', 'OUTPUT_TOO_LARGE', 'CONVERSION_MEMORY_EXCEEDED',
 ]
 // Each header as a bare JSON schema: @fastify/swagger wraps it in the header object's `schema` itself.
 const headers = {

@@ -154,7 +154,8 @@ function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], 
     }
   }
   const { maxOutputBytes, maxMemoryBytes } = job.limits
-  const outcome = vector.postscript!(pdf, { pages, pageCount, color: job.color, password: job.password }, sink, {
+  const progress = () => send({ type: 'progress', id: part.id })
+  const outcome = vector.postscript!(pdf, { pages, pageCount, color: job.color, password: job.password, onPage: progress }, sink, {
     maxOutputBytes,
     // ps2write's scratch files run about twice the size of its output (the real corpus: 1.3 to 2.5 times).
     maxScratchBytes: 2 * maxOutputBytes,

@@ -129,8 +129,12 @@ export const catalogue = {
   CONVERSION_MEMORY_EXCEEDED: entry(422, 'list', 'The conversion needs more memory than the limit of {limit} MiB and was stopped.',
     'An engine was refused memory past `WORKER_MAX_MEMORY_MB` (both engines\' WebAssembly memory, the JS heap and scratch files together): the conversion was stopped at the cap and its worker replaced.'),
   CONVERSION_TIMEOUT: entry(422, 'list', 'The conversion took longer than the limit of {seconds} seconds and was stopped.', 'A conversion exceeded `CONVERSION_TIMEOUT_MS`; its worker was replaced.'),
+  CONVERSION_PAGE_TIMEOUT: entry(422, 'list', 'A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.',
+    'One page (or the opening of the document) kept an engine busy past `CONVERSION_PAGE_TIMEOUT_MS`, as forms or patterns that draw each other exponentially often do; the conversion was stopped and its worker replaced.'),
   CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),
+  CONVERSIONS_PER_ACCOUNT: entry(429, 'list', 'This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.',
+    'The account already has `CONVERTER_MAX_PER_ACCOUNT` conversions running, waiting or being uploaded; sent with `Retry-After` before the body is read. Other accounts are not affected.'),
 
   // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape
   ADMIN_TOKEN_REQUIRED: entry(401, 'list', 'An admin token is required: send it in the header Authorization: Bearer followed by the token.',

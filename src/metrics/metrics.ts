@@ -32,8 +32,8 @@ export type VerificationOutcome = 'accepted' | 'invalid' | 'reused' | 'locked'
 export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['accepted', 'invalid', 'reused', 'locked']
 
 /** How a conversion ended: its answer (ok, the document refused) or why there was none. */
-export type ConversionOutcome = 'ok' | 'refused' | 'queue full' | 'timeout' | 'failed' | 'cancelled' | 'unavailable'
-export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = ['ok', 'refused', 'queue full', 'timeout', 'failed', 'cancelled', 'unavailable']
+export type ConversionOutcome = 'ok' | 'refused' | 'queue full' | 'account busy' | 'timeout' | 'failed' | 'cancelled' | 'unavailable'
+export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = ['ok', 'refused', 'queue full', 'account busy', 'timeout', 'failed', 'cancelled', 'unavailable']
 export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript'] as const
 export type ConversionRoute = typeof CONVERSION_ROUTES[number]
 
@@ -226,7 +226,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const lockouts = new Counter({ name: 'tessera_otp_lockouts_total', help: 'Secrets locked after too many failed verifications.', registers })
 
   // Conversions.
-  const conversions = new Counter({ name: 'tessera_conversions_total', help: 'Conversions by route and outcome (ok, refused, queue full, timeout, failed, cancelled, unavailable).', labelNames: ['route', 'outcome'] as const, registers })
+  const conversions = new Counter({ name: 'tessera_conversions_total', help: 'Conversions by route and outcome (ok, refused, queue full, account busy, timeout, failed, cancelled, unavailable).', labelNames: ['route', 'outcome'] as const, registers })
   for (const route of CONVERSION_ROUTES) for (const outcome of CONVERSION_OUTCOMES) zero(conversions.labels({ route, outcome }))
   const pages = new Counter({ name: 'tessera_conversion_pages_total', help: 'Pages rendered by conversions that completed, by route.', labelNames: ['route'] as const, registers })
   const outputBytes = new Counter({ name: 'tessera_conversion_output_bytes_total', help: 'Bytes of PNG or PostScript produced by conversions that completed, by route.', labelNames: ['route'] as const, registers })

@@ -35,6 +35,8 @@ export interface PostScriptOptions {
   readonly pageCount: number
   readonly color: ColorMode
   readonly password?: string
+  /** onPage is told as the engine begins each page (the pool's page clock). */
+  readonly onPage?: () => void
 }
 
 /** OutputSink takes the output as it is written; it may block until the consumer has caught up. The bytes are only valid during the call. */

@@ -139,13 +139,13 @@ function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, m
   node[keys.contents] = view
 }
 
-/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output; `guard` caps its heap (engines/heap.ts). */
-export async function loadGhostscript(printErr: (line: string) => void, guard?: HeapGuard): Promise<LoadedGhostscript> {
+/** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output, `print` its messages; `guard` caps its heap (engines/heap.ts). */
+export async function loadGhostscript(printErr: (line: string) => void, guard?: HeapGuard, print: (line: string) => void = () => {}): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
   const module = await factory({
-    print: () => {},
+    print,
     printErr,
     instantiateWasm: instantiateGuarded(wasm, guard, (m) => { memory = m }),
   })
@@ -155,7 +155,10 @@ export async function loadGhostscript(printErr: (line: string) => void, guard?: 
 /** createGhostscriptEngine loads the engine; `guard` caps its heap: past it, malloc fails and Ghostscript stops with a VMerror. */
 export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEngine> {
   let errors: string[] = []
-  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, guard)
+  /** Told as Ghostscript begins a page of the job being run. */
+  let onPage: (() => void) | undefined
+  // Without -dQUIET Ghostscript says "Page N" as it begins each page, from inside its run: the one word it gives of its progress.
+  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, guard, (line) => { if (line.startsWith('Page ')) onPage?.() })
   const gs = loaded.module
   const fs = gs.FS
   const keys = nodeKeys(fs)
@@ -198,10 +201,11 @@ export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEng
     postscript(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome {
       if (spent) throw new GhostscriptError('this Ghostscript was stopped mid-run and cannot be used again', true)
       errors = []
+      onPage = options.onPage
       fs.writeFile(INPUT, pdf)
       job = { sink, budget, written: 0, scratch: 0, sinceCheck: 0 }
       try {
-        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
+        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
         if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
         if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
         if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
@@ -219,6 +223,7 @@ export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEng
         return { ok: true, bytes: job.written }
       } finally {
         job = null
+        onPage = undefined
         for (const path of [INPUT, OUTPUT]) {
           try {
             fs.unlink(path)

@@ -1333,6 +1333,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2238,6 +2240,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2434,6 +2438,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2641,6 +2647,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2967,6 +2975,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };

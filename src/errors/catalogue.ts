@@ -6,11 +6,13 @@
  * Two body shapes keep the Renda.io contract:
  * - `list`: `[{"type":"Error","code":...,"message":...}]`, for problems with a request
  *   (several may be reported at once);
- * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only.
+ * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only;
+ * - `coded`: `{"message": ..., "code": ...}`, a `message` answer that also names its code
+ *   (Renda.io clients read `message`; ours can tell a lockout from a throttle).
  *
  * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
  */
-export type Shape = 'list' | 'message'
+export type Shape = 'list' | 'message' | 'coded'
 
 interface Entry {
   readonly status: number
@@ -38,7 +40,7 @@ export const catalogue = {
     'The account\'s throttle (calls per second, with a burst) is used up; sent with `Retry-After`. The call consumed nothing.'),
   QUOTA_EXCEEDED: entry(429, 'message', 'Limit Exceeded',
     'The account\'s quota for the UTC day or month is used up; sent with `Retry-After` (seconds to the next window). The call consumed nothing.'),
-  OTP_LOCKED: entry(429, 'message',
+  OTP_LOCKED: entry(429, 'coded',
     'Too many failed verifications for this secret. Try again in {seconds} seconds.',
     'Sent with `Retry-After` while a secret is locked after repeated failures; the code was not evaluated.'),
 

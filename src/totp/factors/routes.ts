@@ -86,6 +86,25 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     throw apiError(outcome.kind === 'invalid' ? 'OTP_INVALID' : 'OTP_REUSED')
   }
 
+  /**
+   * settleResync records a resync whose two codes are right. Under the new drift the second
+   * code's step ends where the server's current step ends, so the mark it sets is that end:
+   * the two codes cannot then verify, and the device's next code (a step later) can. The
+   * outcome is the two codes' alone: a mark already there (a code of the user's accepted
+   * earlier in this step) covers them as well, and the failure `settle` counted for it is
+   * taken back (between the two calls a parallel attempt may see one failure more).
+   */
+  async function settleResync(request: FastifyRequest, userId: string, resyncMark: number, t: number): Promise<void> {
+    const key = userLockKey(pepper, request.caller!.accountId, userId)
+    const outcome = await verifyCode(store.verification, policy, key, resyncMark, t)
+    if (outcome.kind === 'locked') {
+      opts.metrics.verified(outcome.kind)
+      throw apiError('OTP_LOCKED', { seconds: outcome.retryAfterSeconds }, { 'retry-after': String(outcome.retryAfterSeconds) })
+    }
+    if (outcome.kind === 'reused') await store.verification.forgive(key, policy)
+    opts.metrics.verified('accepted')
+  }
+
   /** failed records a failed attempt, and the lockout it started, as events. */
   async function failed(request: FastifyRequest, userId: string, reason: string, locks: boolean, detail: Record<string, unknown> = {}): Promise<void> {
     await store.audit.append({ ...event(request, 'factor.verification_failed', userId, { reason, ...detail }), outcome: 'failure' })
@@ -253,7 +272,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
         }
       }
       const drift = found!.drift
-      await settle(request, userID, mark({ period: factor.period, drift }, found!.step), t, { factorID, resync: true })
+      await settleResync(request, userID, mark({ period: factor.period, drift }, found!.step), t)
       const stored = await store.factors.setDrift(accountId, userID, factorID, drift, iso(t),
         event(request, 'factor.resynced', userID, { factorID, driftSteps: drift }, { type: 'factor', id: factorID }))
       if (!stored) throw apiError('FACTOR_NOT_FOUND')

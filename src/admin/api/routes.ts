@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { isFailure, type Accounts, type Context, type Failure, type KeyInput, type PlanInput } from '../../accounts/service.ts'
 import type { AccountStatus, UsageBy, UsageLine } from '../../storage/ports.ts'
 import { apiError } from '../../errors/errors.ts'
-import { csv } from './csv.ts'
+import { csv } from '../../usage/csv.ts'
 import {
   auditEventsSchema, clearLockoutSchema, createAccountSchema, createKeySchema, DEFAULT_LIMIT, DEFAULT_USAGE_DAYS, getAccountSchema,
   getKeySchema, getPlanSchema, listAccountsSchema, listKeysSchema, listSubscriptionsSchema, resetPlanSchema, revokeKeySchema,

@@ -26,6 +26,8 @@ import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
 import { verificationKeys } from '../totp/verify.ts'
 import { parseSecret } from '../totp/otp.ts'
 import { userLockKey } from '../totp/factors/core.ts'
+import { resolveUserId } from '../totp/factors/user-id.ts'
+import { USER_ID_RULE } from '../domain/user-ids.ts'
 
 /** Who asks, and from where (the source address of an HTTP door). */
 export interface Context {
@@ -397,10 +399,10 @@ export class Accounts {
   }
 
   /** factorUser: one user's factors (never their secrets), recovery codes left and lock; not_found for an unknown account or user. */
-  async factorUser(accountId: string, userId: string): Promise<FactorUserState | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async factorUser(accountId: string, givenId: string): Promise<FactorUserState | Failure> {
     if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const now = this.#now()
     const factors = await this.#store.factors.factors(accountId, userId, new Date(now).toISOString())
     if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
@@ -411,9 +413,9 @@ export class Accounts {
   }
 
   /** clearFactorLockout forgets a user's run of failures and lock: their next right code is taken at once. */
-  async clearFactorLockout(ctx: Context, accountId: string, userId: string): Promise<{ cleared: boolean } | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async clearFactorLockout(ctx: Context, accountId: string, givenId: string): Promise<{ cleared: boolean } | Failure> {
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const target: AuditTarget = { type: 'totp-user', id: userId }
     if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, 'factor-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
     if ((await this.#store.factors.factors(accountId, userId, this.#iso())) === null) {
@@ -428,9 +430,9 @@ export class Accounts {
    * deleteFactorUser deletes a user's factors and recovery codes (a lost phone and lost codes):
    * the `factor.deleted` event, written with the deletion, reaches the account's webhooks too.
    */
-  async deleteFactorUser(ctx: Context, accountId: string, userId: string): Promise<{ deleted: true } | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async deleteFactorUser(ctx: Context, accountId: string, givenId: string): Promise<{ deleted: true } | Failure> {
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const target: AuditTarget = { type: 'totp-user', id: userId }
     // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
     const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
@@ -441,6 +443,12 @@ export class Accounts {
     // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
     await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
     return { deleted: true }
+  }
+
+  /** #userId: the stored form of a user ID given at a door (the API's rule: resolveUserId), or the refusal of one no user can have. */
+  async #userId(accountId: string, givenId: unknown): Promise<string | Failure> {
+    const userId = await resolveUserId(this.#store.factors, accountId, givenId, this.#iso())
+    return userId ?? fail('invalid', `userID must be ${USER_ID_RULE}`, 'userID')
   }
 
   /** #lockEnd: when the user's lock ends (ISO time), or null when they are not locked. */
@@ -508,16 +516,6 @@ function factorState(f: Factor): FactorState {
 }
 
 /** The longest user ID of managed factors (as their routes take it). */
-export const MAX_USER_ID_LENGTH = 256
-
-/** checkUserId: a user ID as the factor routes take it (1 to 256 characters, counted as JSON Schema counts them, not blank, no ':' or control characters). */
-function checkUserId(userId: unknown): Failure | null {
-  if (typeof userId !== 'string' || userId.trim() === '' || [...userId].length > MAX_USER_ID_LENGTH || /[:\u0000-\u001f\u007f]/.test(userId)) {
-    return fail('invalid', `userID must be 1 to ${MAX_USER_ID_LENGTH} characters, without ':' or control characters`, 'userID')
-  }
-  return null
-}
-
 function keyInfo(key: NewKey): ApiKeyInfo {
   return {
     id: key.id, accountId: key.accountId, name: key.name, hint: key.hint, createdAt: key.createdAt, revokedAt: null,

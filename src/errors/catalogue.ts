@@ -71,7 +71,7 @@ export const catalogue = {
 
   // onboardUser, getOTP, verifyOTP
   USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),
-  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`userID` is too long, contains `:` (the label separator of otpauth URLs) or a control character, or is not text (invalid UTF-8, a lone surrogate).'),
+  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).', '`userID` is too long, contains `:` (the label separator of otpauth URLs) or a control character, or is not text (invalid UTF-8, a lone surrogate). A managed-factor user (`/totp/users/{userID}`) is also refused when it is `.` or `..` (a URL path resolves them) or holds a format character (bidi overrides and isolates, zero-width characters) or a line separator; it is compared in Unicode NFC.'),
   APPLICATION_ID_REQUIRED: entry(400, 'list', 'Application ID is mandatory', '`applicationID` is missing or empty.'),
   APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`applicationID` is too long, contains `:` or a control character, or is not text.'),
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),

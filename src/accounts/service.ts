@@ -35,7 +35,8 @@ export interface Context {
   readonly ip?: string | null
 }
 
-export type FailureKind = 'not_found' | 'invalid' | 'conflict'
+/** `limit`: a cap of the service's settings (keys per account, accounts per portal user, webhook endpoints) is reached. */
+export type FailureKind = 'not_found' | 'invalid' | 'conflict' | 'limit'
 
 /** Failure: an expected refusal, with a message for people (never a secret). */
 export interface Failure {
@@ -140,6 +141,26 @@ export class Accounts {
     return account
   }
 
+  /**
+   * createOwnedAccount creates an account owned by a portal user, with both events, unless
+   * they own PORTAL_ACCOUNT_MAX_PER_USER accounts already (decided in the same atomic step).
+   */
+  async createOwnedAccount(ctx: Context, userId: string, input: { readonly name: string }): Promise<Account | Failure> {
+    const bad = checkName(input.name, 'name')
+    if (bad) return bad
+    const account: Account = { id: newId('acc'), name: input.name, status: 'active', createdAt: this.#iso() }
+    const max = this.#config.portalAccountMaxPerUser
+    const made = await this.#store.access.createAccount(account, this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
+      { userId, max, audit: this.#draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) })
+    if (!made) return this.#refuse(ctx, 'account.create', { type: 'account', id: account.id }, null, fail('limit', `you own ${max} accounts, the most a user may own`))
+    return account
+  }
+
+  /** accountLimit: the most accounts a portal user may own. */
+  get accountLimit(): number {
+    return this.#config.portalAccountMaxPerUser
+  }
+
   getAccount(id: string): Promise<Account | null> {
     return this.#store.access.getAccount(id)
   }
@@ -218,8 +239,16 @@ export class Accounts {
     if ((await this.#store.access.getAccount(accountId)) === null) {
       return this.#refuse(ctx, 'key.create', target, null, fail('not_found', `no account ${accountId}`))
     }
-    await this.#store.access.createKey(key, this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }))
+    const max = this.#config.keyMaxPerAccount
+    const made = await this.#store.access.createKey(key, this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }),
+      { max, nowIso: this.#iso() })
+    if (!made) return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
     return { key: keyInfo(key), apiKey }
+  }
+
+  /** keyLimit: the most active keys an account may have. */
+  get keyLimit(): number {
+    return this.#config.keyMaxPerAccount
   }
 
   getKey(id: string): Promise<ApiKeyInfo | null> {

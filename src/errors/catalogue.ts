@@ -148,6 +148,8 @@ export const catalogue = {
     'A field of the path, query or JSON body is missing, of the wrong type, out of range or unknown; one problem per bad field, all at once.'),
   CONFLICT: entry(409, 'list', 'Conflict: {reason}.',
     'The change does not apply to the resource as it stands: a key revoked, expired or rolled already; approving a subscription that is not pending.'),
+  LIMIT_REACHED: entry(409, 'list', 'Limit reached: {reason}.',
+    'The account has the most active keys (`KEY_MAX_PER_ACCOUNT`) or webhook endpoints (`WEBHOOK_MAX_ENDPOINTS`) it may have: revoke or delete one first. Decided atomically: parallel creations never pass the cap.'),
   BAD_CURSOR: entry(400, 'list', 'The cursor in after is not one this API gave out: start again without it.',
     '`after` is not a `next` cursor of an earlier page of the same list.'),
   JSON_REQUIRED: entry(415, 'list', 'The admin API takes application/json bodies.', 'A body of another Content-Type.'),

@@ -30,6 +30,8 @@ function refusal(failure: Failure): Error {
       return apiError('NOT_FOUND', { reason })
     case 'conflict':
       return apiError('CONFLICT', { reason })
+    case 'limit':
+      return apiError('LIMIT_REACHED', { reason })
     case 'invalid': {
       const field = failure.field ?? 'request'
       // The service's messages start with the field ("name must be…"): the catalogue's message names it already.

@@ -859,7 +859,7 @@ export interface operations {
             /**
              * @description `USER_ID_REQUIRED`: User ID is mandatory
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `APPLICATION_ID_REQUIRED`: Application ID is mandatory
              *
@@ -1333,6 +1333,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -1373,7 +1375,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -1416,7 +1418,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -1542,7 +1544,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -1647,7 +1649,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `APPLICATION_ID_REQUIRED`: Application ID is mandatory
              *
@@ -1795,7 +1797,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
                 /** @description The factor's id, `fct_…`. */
                 factorID: string;
@@ -1814,7 +1816,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -1940,7 +1942,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -1957,7 +1959,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -2083,7 +2085,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
                 /** @description The factor's id, `fct_…`. */
                 factorID: string;
@@ -2127,7 +2129,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `TOKEN_REQUIRED`: Token is mandatory
              *
@@ -2238,6 +2240,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2282,7 +2286,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -2323,7 +2327,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `TOKEN_REQUIRED`: Token is mandatory
              *
@@ -2434,6 +2438,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2478,7 +2484,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
                 /** @description The factor's id, `fct_…`. */
                 factorID: string;
@@ -2526,7 +2532,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `TOKEN_REQUIRED`: Token is mandatory
              *
@@ -2641,6 +2647,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };
@@ -2685,7 +2693,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -2709,7 +2717,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -2835,7 +2843,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Your own identifier of the user (at most 256 characters, no ':'), percent-encoded in the path. Users are the calling account's own: another account never sees them. */
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
             };
             cookie?: never;
@@ -2875,7 +2883,7 @@ export interface operations {
             /**
              * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
              *
-             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
              *     `RECOVERY_CODE_REQUIRED`: code is mandatory.
              *
@@ -2967,6 +2975,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
                     };
                 };
             };

@@ -14,7 +14,7 @@ import { isFailure } from '../src/accounts/service.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 import type { UsageRow } from '../src/storage/ports.ts'
 import { quotaWindow, utcDay } from '../src/usage/windows.ts'
-import { csvCell, KEYS_PER_PAGE } from '../src/portal/usage.ts'
+import { KEYS_PER_PAGE } from '../src/portal/usage.ts'
 import { PAGE_SIZE } from '../src/portal/audit.ts'
 
 const DAY = 86_400_000
@@ -118,7 +118,7 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
     assert.equal(lines.reduce((s, l) => s + Number(l.at(-2)), 0), total(seen, 'count'), `by=${by}: calls`)
     assert.equal(lines.reduce((s, l) => s + Number(l.at(-1)), 0), total(seen, 'units'), `by=${by}: units`)
     if (by === 'key') {
-      assert.equal(res.text.split('\r\n')[0], 'keyId,keyName,group,count,units')
+      assert.equal(res.text.split('\r\n')[0], '"keyId","keyName","group","count","units"')
       assert.ok(lines.some((l) => l[0] === otherKeyId && l[1] === '\'=HYPERLINK("http://evil.example")'), 'a name a spreadsheet would run is quoted as text')
     }
   }
@@ -127,9 +127,29 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
   assert.equal(parseCsv(defaults.text).reduce((s, l) => s + Number(l.at(-1)), 0), total(within(rows, utcDay(app.clock.now() - 29 * DAY), today), 'units'), 'by day over the last 30 days by default')
 })
 
-test('csvCell quotes what a spreadsheet would run, and what RFC 4180 needs quoted', () => {
-  assert.deepEqual(['=1+2', '+1', '-2', '@SUM(A1)', '\tx', 'plain', 'a,b', 'say "hi"', 12, -3, null].map(csvCell),
-    ['\'=1+2', '\'+1', '\'-2', '\'@SUM(A1)', '\'\tx', 'plain', '"a,b"', '"say ""hi"""', '12', '-3', ''])
+test('the usage CSV quotes every text field and guards every place a spreadsheet splitting on , ; or tab could start a formula', async (t) => {
+  const app = await startApp(t)
+  const names = [';=1+1', 'a,=1+1', 'x;@SUM(A1)', 'y; -2+3', '+3', '-4', 'plain "quoted";name']
+  const rows: UsageRow[] = []
+  const day = utcDay(app.clock.now())
+  for (const name of names) {
+    const key = await app.accounts.issueKey({ actor: SYSTEM }, app.accountId, { name })
+    if (isFailure(key)) throw new Error(key.message)
+    rows.push({ accountId: app.accountId, keyId: key.key.id, region: 'eu', day, group: 'totp', count: 1, units: 1 })
+  }
+  await app.store.usage.add(rows)
+  const { client } = await signedInClient(app, { role: 'viewer' })
+  const res = await client.get(`/portal/accounts/${app.accountId}/usage.csv?by=key`)
+  assert.equal(res.status, 200)
+  const lines = res.text.split('\r\n').slice(0, -1)
+  assert.equal(lines[0], '"keyId","keyName","group","count","units"')
+  for (const line of lines.slice(1)) {
+    assert.match(line, /^"key_[^"]+","(?:[^"]|"")*","totp",1,1$/, 'text quoted, numbers not')
+    // Excel in a ; locale splits on ; (a quote inside a field does not protect what follows), others on , or tab.
+    for (const cell of line.split(/[,;\t]/)) assert.doesNotMatch(cell.replace(/^"/, ''), /^[ ]*[=+\-@]/, `${line}: a cell starts a formula`)
+  }
+  const parsed = parseCsv(res.text).map((l) => l[1]).sort()
+  assert.deepEqual(parsed, [';\'=1+1', 'a,\'=1+1', 'x;\'@SUM(A1)', 'y;\' -2+3', '\'+3', '\'-4', 'plain "quoted";name'].sort(), 'each name reads back, a quote before what would run')
 })
 
 test('usage: viewers read it; members of another account and the signed-out do not; bad periods and dates are 400, not 500', async (t) => {

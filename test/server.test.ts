@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { once } from 'node:events'
+import { spawn } from 'node:child_process'
 import { tempDir } from './helper.ts'
 import { startServer } from './process.ts'
 import { PortalClient } from './portal-helper.ts'
@@ -120,3 +121,46 @@ test('the admin API listens on ADMIN_LISTEN, named in the "serving" line, and cl
   off.child.kill('SIGTERM')
   await once(off.child, 'exit')
 })
+
+test('SIGTERM to `npm start` reaches the server: it exits and its port closes (no orphan keeps answering)', { timeout: 30_000 }, async (t) => {
+  const root = new URL('..', import.meta.url).pathname
+  const npm = spawn(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['start'], {
+    cwd: root,
+    env: { ...process.env, DATA_DIR: tempDir(t), PORT: '0', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  npm.stdout!.on('data', (d) => { out += d })
+  npm.stderr!.on('data', (d) => { out += d })
+  let serverPid = 0
+  t.after(() => {
+    if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGKILL')
+    if (serverPid !== 0 && alive(serverPid)) process.kill(serverPid, 'SIGKILL')
+  })
+  const deadline = Date.now() + 20_000
+  let m: RegExpExecArray | null = null
+  while (m === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50))
+    if (/"msg":"serving"/.test(out)) m = /"pid":(\d+).*?"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(out)
+  }
+  assert.ok(m, out)
+  serverPid = Number(m[1])
+  const url = `http://127.0.0.1:${m[2]}/healthz`
+  assert.equal((await fetch(url)).status, 200)
+  assert.notEqual(serverPid, npm.pid, 'npm runs the server as its child')
+  npm.kill('SIGTERM')
+  await once(npm, 'exit')
+  const gone = Date.now() + 5_000
+  while (alive(serverPid) && Date.now() < gone) await new Promise((r) => setTimeout(r, 50))
+  assert.equal(alive(serverPid), false, 'the server process is gone')
+  await assert.rejects(fetch(url), 'the port is closed')
+})
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -97,7 +97,7 @@ test('admin webhooks: the SSRF rule at creation, the limit, and a sweep of bad i
   assert.equal((await a.call('POST', a.base, { url: 'https://hooks.example.com/a', eventTypes: ['factor.created'] })).status, 201)
   assert.equal((await a.call('POST', a.base, { url: 'https://hooks.example.com/b', eventTypes: ['factor.created'] })).status, 201)
   const full = await a.call('POST', a.base, { url: 'https://hooks.example.com/c' })
-  assert.deepEqual([full.status, full.body[0].code], [409, 'CONFLICT'])
+  assert.deepEqual([full.status, full.body[0].code], [409, 'LIMIT_REACHED'])
   const [one] = (await a.call('GET', a.base)).body.items
   const bad: [string, string, unknown?][] = [
     ['POST', a.base, {}], ['POST', a.base, { url: 1 }], ['POST', a.base, { url: '' }], ['POST', a.base, { url: 'x'.repeat(5000) }],

@@ -26,6 +26,8 @@ import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
 import { verificationKeys } from '../totp/verify.ts'
 import { parseSecret } from '../totp/otp.ts'
 import { userLockKey } from '../totp/factors/core.ts'
+import { resolveUserId } from '../totp/factors/user-id.ts'
+import { USER_ID_RULE } from '../domain/user-ids.ts'
 
 /** Who asks, and from where (the source address of an HTTP door). */
 export interface Context {
@@ -33,7 +35,8 @@ export interface Context {
   readonly ip?: string | null
 }
 
-export type FailureKind = 'not_found' | 'invalid' | 'conflict'
+/** `limit`: a cap of the service's settings (keys per account, accounts per portal user, webhook endpoints) is reached. */
+export type FailureKind = 'not_found' | 'invalid' | 'conflict' | 'limit'
 
 /** Failure: an expected refusal, with a message for people (never a secret). */
 export interface Failure {
@@ -138,6 +141,26 @@ export class Accounts {
     return account
   }
 
+  /**
+   * createOwnedAccount creates an account owned by a portal user, with both events, unless
+   * they own PORTAL_ACCOUNT_MAX_PER_USER accounts already (decided in the same atomic step).
+   */
+  async createOwnedAccount(ctx: Context, userId: string, input: { readonly name: string }): Promise<Account | Failure> {
+    const bad = checkName(input.name, 'name')
+    if (bad) return bad
+    const account: Account = { id: newId('acc'), name: input.name, status: 'active', createdAt: this.#iso() }
+    const max = this.#config.portalAccountMaxPerUser
+    const made = await this.#store.access.createAccount(account, this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
+      { userId, max, audit: this.#draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) })
+    if (!made) return this.#refuse(ctx, 'account.create', { type: 'account', id: account.id }, null, fail('limit', `you own ${max} accounts, the most a user may own`))
+    return account
+  }
+
+  /** accountLimit: the most accounts a portal user may own. */
+  get accountLimit(): number {
+    return this.#config.portalAccountMaxPerUser
+  }
+
   getAccount(id: string): Promise<Account | null> {
     return this.#store.access.getAccount(id)
   }
@@ -216,8 +239,16 @@ export class Accounts {
     if ((await this.#store.access.getAccount(accountId)) === null) {
       return this.#refuse(ctx, 'key.create', target, null, fail('not_found', `no account ${accountId}`))
     }
-    await this.#store.access.createKey(key, this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }))
+    const max = this.#config.keyMaxPerAccount
+    const made = await this.#store.access.createKey(key, this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }),
+      { max, nowIso: this.#iso() })
+    if (!made) return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
     return { key: keyInfo(key), apiKey }
+  }
+
+  /** keyLimit: the most active keys an account may have. */
+  get keyLimit(): number {
+    return this.#config.keyMaxPerAccount
   }
 
   getKey(id: string): Promise<ApiKeyInfo | null> {
@@ -397,10 +428,10 @@ export class Accounts {
   }
 
   /** factorUser: one user's factors (never their secrets), recovery codes left and lock; not_found for an unknown account or user. */
-  async factorUser(accountId: string, userId: string): Promise<FactorUserState | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async factorUser(accountId: string, givenId: string): Promise<FactorUserState | Failure> {
     if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const now = this.#now()
     const factors = await this.#store.factors.factors(accountId, userId, new Date(now).toISOString())
     if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
@@ -411,9 +442,9 @@ export class Accounts {
   }
 
   /** clearFactorLockout forgets a user's run of failures and lock: their next right code is taken at once. */
-  async clearFactorLockout(ctx: Context, accountId: string, userId: string): Promise<{ cleared: boolean } | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async clearFactorLockout(ctx: Context, accountId: string, givenId: string): Promise<{ cleared: boolean } | Failure> {
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const target: AuditTarget = { type: 'totp-user', id: userId }
     if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, 'factor-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
     if ((await this.#store.factors.factors(accountId, userId, this.#iso())) === null) {
@@ -428,9 +459,9 @@ export class Accounts {
    * deleteFactorUser deletes a user's factors and recovery codes (a lost phone and lost codes):
    * the `factor.deleted` event, written with the deletion, reaches the account's webhooks too.
    */
-  async deleteFactorUser(ctx: Context, accountId: string, userId: string): Promise<{ deleted: true } | Failure> {
-    const bad = checkUserId(userId)
-    if (bad) return bad
+  async deleteFactorUser(ctx: Context, accountId: string, givenId: string): Promise<{ deleted: true } | Failure> {
+    const userId = await this.#userId(accountId, givenId)
+    if (isFailure(userId)) return userId
     const target: AuditTarget = { type: 'totp-user', id: userId }
     // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
     const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
@@ -441,6 +472,12 @@ export class Accounts {
     // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
     await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
     return { deleted: true }
+  }
+
+  /** #userId: the stored form of a user ID given at a door (the API's rule: resolveUserId), or the refusal of one no user can have. */
+  async #userId(accountId: string, givenId: unknown): Promise<string | Failure> {
+    const userId = await resolveUserId(this.#store.factors, accountId, givenId, this.#iso())
+    return userId ?? fail('invalid', `userID must be ${USER_ID_RULE}`, 'userID')
   }
 
   /** #lockEnd: when the user's lock ends (ISO time), or null when they are not locked. */
@@ -508,16 +545,6 @@ function factorState(f: Factor): FactorState {
 }
 
 /** The longest user ID of managed factors (as their routes take it). */
-export const MAX_USER_ID_LENGTH = 256
-
-/** checkUserId: a user ID as the factor routes take it (1 to 256 characters, counted as JSON Schema counts them, not blank, no ':' or control characters). */
-function checkUserId(userId: unknown): Failure | null {
-  if (typeof userId !== 'string' || userId.trim() === '' || [...userId].length > MAX_USER_ID_LENGTH || /[:\u0000-\u001f\u007f]/.test(userId)) {
-    return fail('invalid', `userID must be 1 to ${MAX_USER_ID_LENGTH} characters, without ':' or control characters`, 'userID')
-  }
-  return null
-}
-
 function keyInfo(key: NewKey): ApiKeyInfo {
   return {
     id: key.id, accountId: key.accountId, name: key.name, hint: key.hint, createdAt: key.createdAt, revokedAt: null,

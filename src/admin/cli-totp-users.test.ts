@@ -47,9 +47,11 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   const gone = await admin(dataDir, ['totp-user', 'show', ...account, '--user', user])
   assert.deepEqual([gone.code, gone.stderr], [1, `error: no TOTP user ${user} in account ${app.accountId}\n`])
   assert.equal((await admin(dataDir, ['totp-user', 'unlock', '--account', 'acc_none', '--user', user])).stderr, 'error: no account acc_none\n')
-  const bad = await admin(dataDir, ['totp-user', 'show', ...account, '--user', 'a:b'])
-  assert.equal(bad.code, 1)
-  assert.match(bad.stderr, /^error: userID must be 1 to 256 characters, without ':' or control characters\n$/)
+  for (const id of ['a:b', '..', '.', 'evil\u202egnp', 'zero\u200bwidth', 'iso\u2066late']) {
+    const bad = await admin(dataDir, ['totp-user', 'show', ...account, '--user', id])
+    assert.equal(bad.code, 1, id)
+    assert.match(bad.stderr, /^error: userID must be 1 to 256 characters \(compared in Unicode NFC\), not blank, not "\." or "\.\.", without ":", control, format/, id)
+  }
   const missing = await admin(dataDir, ['totp-user', 'show', ...account])
   assert.equal(missing.code, 2)
   assert.match(missing.stderr, /^error: missing --user\n/)

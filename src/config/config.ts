@@ -256,6 +256,7 @@ export const settings = {
   keepAliveTimeoutMs: int('KEEP_ALIVE_TIMEOUT_MS', 72000, 100, 600000, 'How long a connection may stay idle between requests before it is closed (Node adds a second of margin). Longer than the idle timeout of the load balancer in front (often 60 s), so that it never reuses a connection just closed.'),
   maxConnections: int('MAX_CONNECTIONS', 500, 2, 1000000, 'Most connections open at once (keep it under the file-descriptor limit, `ulimit -n`, less a hundred). At the cap, a new connection closes the oldest one that has no request in progress; it is refused only when all have one.'),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 10000, 0, 600000, 'On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway.'),
+  keyMaxPerAccount: int('KEY_MAX_PER_ACCOUNT', 100, 1, 100000, 'Most active keys an account may have (a key rolled in its grace, revoked or expired does not count); one more is refused at every door (portal, admin API, CLI), decided atomically.'),
   keyCacheTtlSeconds: int('KEY_CACHE_TTL_SECONDS', 30, 0, 3600, 'How long a key lookup (and the lookup of a TOTP secret\'s onboarding record) is cached in process. A change made by another process (the admin CLI) is seen within `KEY_CACHE_POLL_MS` on the SQLite store, and within this TTL in any case.'),
   keyCachePollMs: int('KEY_CACHE_POLL_MS', 1000, 50, 60000, 'How often the key cache asks the SQLite store whether another process changed accounts, keys or subscriptions.'),
   keyCacheMaxEntries: int('KEY_CACHE_MAX_ENTRIES', 10000, 1, 10000000, 'Most key lookups (hits and misses) kept in the cache; as many onboarding-record lookups are kept beside them.'),
@@ -291,6 +292,7 @@ export const settings = {
   smtpUrl: dbUrl('SMTP_URL', /^smtps?:$/, 'smtps://user:pass@smtp.example.com:465',
     'The SMTP server the portal\'s emails (address confirmation, password reset, invitations, operator notices) go through; `smtp://` upgrades with STARTTLS when offered. Unset: outside production each email\'s recipient, subject and text (with its link) are written to the log instead; in production the service will not start without it unless `SIGNUP_MODE=closed` or `PORTAL_ENABLED=false`.'),
   mailFrom: mailAddress('MAIL_FROM', 'Tessera <no-reply@localhost>', 'The sender of the portal\'s emails, `Name <address>` or a bare address.'),
+  portalAccountMaxPerUser: int('PORTAL_ACCOUNT_MAX_PER_USER', 10, 1, 10000, 'Most accounts a portal user may own: creating one more on the portal is refused (accounts they are invited to do not count), decided atomically.'),
   sessionTtlHours: int('SESSION_TTL_HOURS', 168, 1, 8760, 'How long a portal session lasts without use; each use extends it (sliding).'),
   portalSecureCookies: secureCookies('PORTAL_SECURE_COOKIES', 'Mark the portal\'s session cookie `Secure` (sent over HTTPS only): `true`, `false`, or `auto`, which does when `PUBLIC_BASE_URL` is https.'),
   signinMaxFailures: int('SIGNIN_MAX_FAILURES', 5, 1, 100, 'Failed portal sign-ins in a row for one email address, known or not, before each further attempt waits (each attempt counts before its password is checked, so parallel attempts get no more; a success ends the run).'),
@@ -304,7 +306,7 @@ export const settings = {
   webhookBackoffMaxMs: int('WEBHOOK_BACKOFF_MAX_MS', 3600000, 10, 86400000, 'Longest delay between two attempts of a webhook delivery.'),
   webhookPollMs: int('WEBHOOK_POLL_MS', 1000, 10, 600000, 'How often each node looks for webhook deliveries that are due (a read; it claims only when there is work).'),
   webhookConcurrency: int('WEBHOOK_CONCURRENCY', 8, 1, 256, 'Webhook deliveries each node sends at once.'),
-  webhookMaxEndpoints: int('WEBHOOK_MAX_ENDPOINTS', 10, 1, 1000, 'Most webhook endpoints an account may have.'),
+  webhookMaxEndpoints: int('WEBHOOK_MAX_ENDPOINTS', 10, 1, 1000, 'Most webhook endpoints an account may have; one more is refused at every door (portal, admin API), decided atomically.'),
   webhookLogDays: int('WEBHOOK_LOG_DAYS', 30, 1, 3650, 'Finished webhook deliveries (delivered, failed, cancelled) and their attempts are deleted this many days after their last change.'),
 } as const
 

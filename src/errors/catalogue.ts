@@ -6,11 +6,13 @@
  * Two body shapes keep the Renda.io contract:
  * - `list`: `[{"type":"Error","code":...,"message":...}]`, for problems with a request
  *   (several may be reported at once);
- * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only.
+ * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only;
+ * - `coded`: `{"message": ..., "code": ...}`, a `message` answer that also names its code
+ *   (Renda.io clients read `message`; ours can tell a lockout from a throttle).
  *
  * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
  */
-export type Shape = 'list' | 'message'
+export type Shape = 'list' | 'message' | 'coded'
 
 interface Entry {
   readonly status: number
@@ -38,7 +40,7 @@ export const catalogue = {
     'The account\'s throttle (calls per second, with a burst) is used up; sent with `Retry-After`. The call consumed nothing.'),
   QUOTA_EXCEEDED: entry(429, 'message', 'Limit Exceeded',
     'The account\'s quota for the UTC day or month is used up; sent with `Retry-After` (seconds to the next window). The call consumed nothing.'),
-  OTP_LOCKED: entry(429, 'message',
+  OTP_LOCKED: entry(429, 'coded',
     'Too many failed verifications for this secret. Try again in {seconds} seconds.',
     'Sent with `Retry-After` while a secret is locked after repeated failures; the code was not evaluated.'),
 
@@ -69,7 +71,7 @@ export const catalogue = {
 
   // onboardUser, getOTP, verifyOTP
   USER_ID_REQUIRED: entry(400, 'list', 'User ID is mandatory', '`userID` is missing or empty.'),
-  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`userID` is too long, contains `:` (the label separator of otpauth URLs) or a control character, or is not text (invalid UTF-8, a lone surrogate).'),
+  USER_ID_INVALID: entry(400, 'list', 'User ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).', '`userID` is too long, contains `:` (the label separator of otpauth URLs) or a control character, or is not text (invalid UTF-8, a lone surrogate). A managed-factor user (`/totp/users/{userID}`) is also refused when it is `.` or `..` (a URL path resolves them) or holds a format character (bidi overrides and isolates, zero-width characters) or a line separator; it is compared in Unicode NFC.'),
   APPLICATION_ID_REQUIRED: entry(400, 'list', 'Application ID is mandatory', '`applicationID` is missing or empty.'),
   APPLICATION_ID_INVALID: entry(400, 'list', 'Application ID must be text (valid UTF-8) of at most 256 characters and must not contain \':\' or control characters.', '`applicationID` is too long, contains `:` or a control character, or is not text.'),
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
@@ -150,6 +152,8 @@ export const catalogue = {
     'A field of the path, query or JSON body is missing, of the wrong type, out of range or unknown; one problem per bad field, all at once.'),
   CONFLICT: entry(409, 'list', 'Conflict: {reason}.',
     'The change does not apply to the resource as it stands: a key revoked, expired or rolled already; approving a subscription that is not pending.'),
+  LIMIT_REACHED: entry(409, 'list', 'Limit reached: {reason}.',
+    'The account has the most active keys (`KEY_MAX_PER_ACCOUNT`) or webhook endpoints (`WEBHOOK_MAX_ENDPOINTS`) it may have: revoke or delete one first. Decided atomically: parallel creations never pass the cap.'),
   BAD_CURSOR: entry(400, 'list', 'The cursor in after is not one this API gave out: start again without it.',
     '`after` is not a `next` cursor of an earlier page of the same list.'),
   JSON_REQUIRED: entry(415, 'list', 'The admin API takes application/json bodies.', 'A body of another Content-Type.'),

@@ -49,8 +49,8 @@ export function apiError(code: ErrorCode, params?: Params, headers?: Record<stri
 /** errorBody renders problems in the shape the catalogue gives their first code. */
 export function errorBody(problems: readonly Problem[]): string {
   const first = problems[0]!
-  if (catalogue[first.code].shape === 'message') {
-    return JSON.stringify({ message: render(first.code, first.params) })
-  }
+  const shape = catalogue[first.code].shape
+  if (shape === 'message') return JSON.stringify({ message: render(first.code, first.params) })
+  if (shape === 'coded') return JSON.stringify({ message: render(first.code, first.params), code: first.code })
   return JSON.stringify(problems.map((p) => ({ type: 'Error', code: p.code, message: render(p.code, p.params) })))
 }

@@ -59,9 +59,33 @@ export function sendProblems(reply: FastifyReply, problems: readonly Problem[], 
   return reply.code(status).headers(headers).type('application/json; charset=utf-8').send(errorBody(problems))
 }
 
+/** sentNoBody: the request declares a body of no bytes (no length and not chunked, or a length of 0), whatever its type. */
+function sentNoBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length']
+  return length === '0' || (length === undefined && request.headers['transfer-encoding'] === undefined)
+}
+
+/**
+ * emptyFields: the problems of an empty set of fields on a route of fields (its required
+ * fields missing), or undefined when the route takes an empty set. No body at all, or a body
+ * of no bytes of any type, is such a set: the client is told which fields it left out, not
+ * that an absent body does not parse. Only on the error path, so fields cost nothing more.
+ */
+function emptyFields(request: FastifyRequest, rules: FieldRules): Problem[] | undefined {
+  const validate = request.getValidationFunction('body')
+  if (validate === undefined || validate({}) === true) return undefined
+  return validationProblems((validate.errors ?? []) as AjvError[], rules, {})
+}
+
 function toApiError(error: FastifyError, request: FastifyRequest, config: Config): ApiError | undefined {
   if (error instanceof ApiError) return error
   if (error instanceof UnavailableError) return apiError('SERVICE_UNAVAILABLE', { what: error.dependency }, { 'retry-after': '5' })
+  const rules = request.routeOptions.config.fields
+  const bodyError = error.validation ? (error as { validationContext?: string }).validationContext === 'body' : error.statusCode === 400 || error.statusCode === 415
+  if (rules !== undefined && bodyError && sentNoBody(request)) {
+    const problems = emptyFields(request, rules)
+    if (problems !== undefined) return new ApiError(problems)
+  }
   if (error.validation) {
     const rules = request.routeOptions.config.fields ?? {}
     const problems = validationProblems(error.validation as AjvError[], rules, request.body)

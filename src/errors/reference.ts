@@ -13,6 +13,7 @@ export const ERROR_SHAPES = [
   '',
   '- **list**: `[{"type":"Error","code":"…","message":"…"}]`: problems with a request; all of them are reported at once.',
   '- **message**: `{"message":"…"}`: gateway answers (403, 404, 429), one field only.',
+  '- **coded**: `{"message":"…","code":"…"}`: a lockout (429): the `message` Renda.io clients read, and the code.',
   '',
   '`{name}` in a message is filled in when the error is raised. Any status other than 200 means the call did not do what it was asked: for `verifyOTP`, "not verified".',
 ].join('\n')
@@ -21,7 +22,7 @@ export const ERROR_SHAPES = [
 export function errorTable(codes: readonly ErrorCode[] = ERROR_CODES): string {
   const rows = codes.map((code) => {
     const e = catalogue[code]
-    return `| \`${code}\` | ${e.status} | ${e.shape === 'list' ? 'list' : 'message'} | ${cell(e.message)} | ${cell(e.doc)} |`
+    return `| \`${code}\` | ${e.status} | ${e.shape} | ${cell(e.message)} | ${cell(e.doc)} |`
   })
   return ['| code | status | shape | message | when |', '| --- | --- | --- | --- | --- |', ...rows].join('\n')
 }

@@ -22,8 +22,10 @@ export function errorResponses(codes: readonly ErrorCode[], options: { body?: bo
   const out: Record<number, unknown> = {}
   for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
     const description = list.map((c) => `\`${c}\`: ${catalogue[c].message}`).join('\n\n')
-    out[status] = catalogue[list[0]!].shape === 'message'
-      ? Type.Object({ message: Type.String() }, { description, 'x-error-codes': list })
+    // A status answers in one shape: `message` and `coded` are the same object, `code` present for the coded ones.
+    const coded = list.filter((c) => catalogue[c].shape === 'coded')
+    out[status] = catalogue[list[0]!].shape !== 'list'
+      ? Type.Object({ message: Type.String(), ...(coded.length === 0 ? {} : { code: Type.Optional(Type.String({ enum: coded })) }) }, { description, 'x-error-codes': list })
       : Type.Array(Type.Object({
           type: Type.Literal('Error'),
           code: Type.String({ enum: list }),

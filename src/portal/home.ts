@@ -18,6 +18,7 @@ export default async function homePages(app: FastifyInstance, kit: Kit): Promise
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
     const memberships = await store.portal.membershipsOf(current.user.id)
+    const owned = memberships.filter((m) => m.role === 'owner').length
     return sendPage(kit, reply, { title: 'Your accounts', current, body: html`
 ${memberships.length === 0 ? html`<p>You do not belong to any account yet. Create one below, or ask an account owner to invite you.</p>` : html`
 <table>
@@ -26,6 +27,7 @@ ${memberships.length === 0 ? html`<p>You do not belong to any account yet. Creat
 <tbody>${memberships.map((m) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(m.accountId)}/start">${m.accountName}</a></td><td>${m.role}</td><td>${m.accountStatus}</td></tr>`)}</tbody>
 </table>`}
 <h2>Create an account</h2>
+<p id="account-count">You own ${owned} of the ${accounts.accountLimit} accounts a user may own${owned >= accounts.accountLimit ? html`: you cannot create another` : ''}.</p>
 <form method="post" action="/portal/accounts">
 ${csrfField(kit, current)}
 <label for="name">Account name</label>
@@ -39,11 +41,11 @@ ${csrfField(kit, current)}
     if (current === null) return reply
     if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
     const ctx = actorOf(current, request)
-    const account = await accounts.createAccount(ctx, { name: formField(request, 'name') })
-    if (isFailure(account)) return sendPage(kit, reply, { title: 'Your accounts', status: 422, current, body: html`<p class="error" role="alert">${account.message}. <a href="/portal/home">Back</a></p>` })
-    await store.portal.addMember(account.id, current.user.id, 'owner', {
-      actor: `portal-user:${current.user.id}`, action: 'member.add', target: { type: 'member', id: current.user.id }, accountId: account.id, ip: request.ip, outcome: 'success', detail: { role: 'owner' },
-    })
+    // The account and its owner in one step, refused past PORTAL_ACCOUNT_MAX_PER_USER.
+    const account = await accounts.createOwnedAccount(ctx, current.user.id, { name: formField(request, 'name') })
+    if (isFailure(account)) {
+      return sendPage(kit, reply, { title: 'Your accounts', status: account.failure === 'limit' ? 409 : 422, current, body: html`<p class="error" role="alert">No account was created: ${account.message}. <a href="/portal/home">Back</a></p>` })
+    }
     return reply.redirect(`/portal/accounts/${encodeURIComponent(account.id)}/start`, 303)
   })
 

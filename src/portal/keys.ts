@@ -12,7 +12,7 @@ import { isFailure, MAX_NAME_LENGTH, type Failure } from '../accounts/service.ts
 import type { ApiKeyInfo } from '../storage/ports.ts'
 import { accountPath } from './labels.ts'
 import {
-  confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,
+  confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, keyState, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,
   type ListView,
 } from './keys-view.ts'
 
@@ -46,6 +46,7 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
     const base = accountPath(who.account.id, 'keys')
     const keys = await accounts.listKeys(who.account.id)
     const revoked = opts.revokedId === undefined ? undefined : keys.find((k) => k.id === opts.revokedId && k.revokedAt !== null)
+    const active = keys.filter((k) => keyState(k, kit.now()) === 'active').length
     const developer = atLeast(who.role, 'developer')
     const csrf = developer ? csrfField(kit, who) : null
     const problem = opts.problem ?? null
@@ -53,6 +54,7 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
       title: 'Keys', current: who, status: opts.status ?? 200, account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: html`${revoked === undefined ? '' : html`<p class="notice" role="status">Key ${fullLabel(revoked)} is revoked: calls with it get 403.</p>`}${problem === null ? '' : html`<p class="error" role="alert">The key was not created: ${problem.text}</p>`}
 <p>A key lets your code call the API: send it in the <code>x-api-key</code> header. It works in the regions this account is <a href="${accountPath(who.account.id, 'subscriptions')}">subscribed</a> in, within its scope.</p>
+<p id="key-count">${active} of ${accounts.keyLimit} active keys: the most this account may have${active >= accounts.keyLimit ? html`, so no key can be created until one is revoked` : ''}.</p>
 ${keyList({ base, keys, nowMs: kit.now(), csrf, ...(opts.list ?? { show: 'live', page: 1, filter: '' }) })}
 ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a developer, admin or owner of the account creates, rolls and revokes them.</p>` : createForm(base, csrf, opts.values ?? EMPTY_FORM, problem, tomorrow())}`,
     })
@@ -70,7 +72,7 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
 
   /** refused: a change the accounts layer turned down, told on a page of its own with the way back. */
   function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
-    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' ? 409 : 422
+    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
     return sendPage(kit, reply, {
       title, current: who, status, account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'keys')}">Back to the keys</a></p>`,

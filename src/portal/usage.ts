@@ -18,6 +18,7 @@ import { isFailure } from '../accounts/service.ts'
 import { GROUPS, REGIONS, type Group } from '../domain/regions.ts'
 import type { Plan, UsageBy, UsageLine } from '../storage/ports.ts'
 import { quotaWindow, utcDay } from '../usage/windows.ts'
+import { csv } from '../usage/csv.ts'
 import { CHART_JS } from './usage-chart.ts'
 
 const require = createRequire(import.meta.url)
@@ -74,17 +75,6 @@ function sum(all: Iterable<Totals>): Totals {
     s.units += t.units
   }
   return s
-}
-
-/**
- * csvCell writes one CSV field (RFC 4180: quoted when it holds a comma, quote, CR or LF), a
- * text that a spreadsheet would run as a formula (= + - @, tab, CR first: a key named
- * "=HYPERLINK(…)") prefixed with a quote, as OWASP's "CSV Injection" page advises.
- */
-export function csvCell(value: unknown): string {
-  let text = value === undefined || value === null ? '' : String(value)
-  if (typeof value === 'string' && /^[=+\-@\t\r]/.test(text)) text = `'${text}`
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text
 }
 
 const numbers = new Intl.NumberFormat('en')
@@ -263,7 +253,7 @@ ${pageNo < pages ? link(pageNo + 1, 'Less used keys', 'next') : ''}
     return reply
       .type('text/csv; charset=utf-8')
       .header('content-disposition', `attachment; filename="usage-${id.replace(/[^\w-]/g, '_')}-${from}-${to}.csv"`)
-      .send([header, ...rows].map((row) => `${row.map(csvCell).join(',')}\r\n`).join(''))
+      .send(csv(header, rows))
   })
 
   const asset = (path: string, type: string, body: Buffer | string) =>

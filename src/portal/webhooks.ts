@@ -75,13 +75,14 @@ export default async function webhookPages(app: FastifyInstance, kit: Kit): Prom
     return sendPage(kit, reply, {
       title: 'Webhooks', current: who, status: opts.status ?? 200, account: here(who),
       body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the README's Webhooks section to verify their signature.</p>
-${isFailure(endpoints) ? '' : endpointList(base, endpoints)}
+${isFailure(endpoints) ? '' : html`${endpointList(base, endpoints)}
+<p id="endpoint-count">${endpoints.length} of ${webhooks.limit} endpoints: the most this account may have${endpoints.length >= webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`}
 ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}`,
     })
   }
 
   function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
-    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' ? 409 : 422
+    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
     return sendPage(kit, reply, {
       title, current: who, status, account: here(who),
       body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,

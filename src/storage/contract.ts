@@ -139,6 +139,36 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
     assert.equal((await audit.list({ action: 'key.roll', limit: 20 })).items.length, 1, 'nor an event')
   })
 
+  withStore('createKey with a limit: of 30 parallel creations, the cap; revoked, rolled-away and expired keys do not count', async ({ access, audit }) => {
+    const account = await makeAccount(access, 'Capped')
+    const now = Date.now()
+    const nowIso = new Date(now).toISOString()
+    await makeKey(access, account.id, 'cap-expired', { expiresAt: new Date(now - 1000).toISOString() })
+    const revoked = await makeKey(access, account.id, 'cap-revoked')
+    await access.revokeKey(revoked.id, { ...draft('key.revoke', revoked.id), accountId: account.id })
+    const made = await Promise.all(Array.from({ length: 30 }, (_, i) => access.createKey(newKey(account.id, `cap-${i}`), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso })))
+    assert.equal(made.filter(Boolean).length, 4)
+    const live = (await access.listKeys(account.id)).filter((k) => k.revokedAt === null && k.expiresAt === null)
+    assert.equal(live.length, 4)
+    assert.equal((await audit.list({ accountId: account.id, action: 'key.create', limit: 100 })).items.length, 4 + 2, 'no event for a refused key')
+    // Rolled with a grace, the old key is on its way out: its place is free.
+    assert.equal(await access.rollKey(live[0]!.id, newKey(account.id, 'cap-rolled'), nowIso, new Date(now + 60_000).toISOString(), { ...draft('key.roll'), accountId: account.id }), true)
+    assert.equal(await access.createKey(newKey(account.id, 'cap-after-roll'), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso }), false, 'the new key took the old one\'s place')
+    assert.equal(await access.createKey(newKey(account.id, 'cap-no-limit'), { ...draft('key.create'), accountId: account.id }), true, 'without a limit, no count')
+  })
+
+  withStore('createAccount with an owner: of 20 parallel creations for one user, the cap; the account and its owner together', async ({ access, portal }) => {
+    const user = await makeUser(portal, 'cap-owner@example.com')
+    const owner = (accountId: string) => ({ userId: user.id, max: 3, audit: { ...draft('member.add'), accountId } })
+    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => {
+      const account: Account = { id: newId('acc'), name: `owned-${i}`, status: 'active', createdAt: new Date().toISOString() }
+      return access.createAccount(account, { ...draft('account.create', account.id), accountId: account.id }, owner(account.id))
+    }))
+    assert.equal(made.filter(Boolean).length, 3)
+    assert.equal(await access.countAccounts(), 3, 'no account without its owner')
+    assert.deepEqual((await portal.membershipsOf(user.id)).map((m) => m.role), ['owner', 'owner', 'owner'])
+  })
+
   withStore('a duplicate account id fails and leaves no audit event', async ({ access, audit }) => {
     const account = await makeAccount(access, 'x')
     await assert.rejects(access.createAccount({ ...account, name: 'y' }, draft('account.create', account.id)))

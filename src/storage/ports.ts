@@ -109,16 +109,38 @@ export interface KeyUse {
  * without its change. Changes that find nothing to change (no such account, a key revoked
  * already) write neither and say so in their result.
  */
+/** AccountOwner: the portal user who owns a new account, the most accounts they may own, and the membership's event. */
+export interface AccountOwner {
+  readonly userId: string
+  readonly max: number
+  readonly audit: AuditDraft
+}
+
+/** KeyLimit: the most active keys an account may have, counted at `nowIso`. */
+export interface KeyLimit {
+  readonly max: number
+  readonly nowIso: string
+}
+
 export interface AccessStore {
-  createAccount(account: Account, audit: AuditDraft): Promise<void>
+  /**
+   * createAccount stores an account and its event. With `owner`, the portal user becomes its
+   * owner (with the owner's event) in the same step, unless they own `owner.max` accounts
+   * already: false, nothing written. Parallel creations for one user never pass the cap.
+   */
+  createAccount(account: Account, audit: AuditDraft, owner?: AccountOwner): Promise<boolean>
   getAccount(id: string): Promise<Account | null>
   /** listAccounts pages through accounts in creation order. A malformed cursor throws CursorError. */
   listAccounts(query: AccountQuery): Promise<Page<Account>>
   countAccounts(): Promise<number>
   /** updateAccount returns the account as changed, or null when there is no such account. */
   updateAccount(id: string, patch: { readonly name?: string; readonly status?: AccountStatus }, audit: AuditDraft): Promise<Account | null>
-  /** createKey stores a key by its hash; the key itself never reaches the store. */
-  createKey(key: NewKey, audit: AuditDraft): Promise<void>
+  /**
+   * createKey stores a key by its hash; the key itself never reaches the store. With `limit`,
+   * unless the account has `limit.max` active keys (not revoked, rolled or expired at
+   * `limit.nowIso`): false, nothing written. Parallel creations never pass the cap.
+   */
+  createKey(key: NewKey, audit: AuditDraft, limit?: KeyLimit): Promise<boolean>
   getKey(id: string): Promise<ApiKeyInfo | null>
   /**
    * rollKey replaces a live key (not revoked, not expired at `nowIso`) by `next`: the old one

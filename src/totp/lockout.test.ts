@@ -111,3 +111,23 @@ test('a secret with no record here is verified with the token\'s length (a secre
   const secret6 = new Secret({ size: 10 }).base32
   assert.equal((await verify(app, secret6, code(secret6, T0))).status, 200)
 })
+
+test('a locked secret answers 429 with the catalogue code OTP_LOCKED beside the message Renda.io clients read, on verifyOTP and managed factors', async (t) => {
+  const app = await startApp(t, { OTP_MAX_FAILURES: '2', PLAN_RATE: '0' }, testClock(T0))
+  const secret = new Secret().base32
+  for (let i = 0; i < 2; i++) assert.equal((await verify(app, secret, wrongCode(secret, T0))).status, 400)
+  const locked = await verify(app, secret, code(secret, T0))
+  assert.equal(locked.status, 429)
+  assert.ok(Number(locked.headers.get('retry-after')) > 0)
+  const body = await locked.json() as { code?: string; message?: string }
+  assert.equal(body.code, 'OTP_LOCKED')
+  assert.match(body.message ?? '', /^Too many failed verifications for this secret\. Try again in \d+ seconds\.$/)
+
+  const created = await post(app.url, '/totp/users/alice/factors', app.key, { applicationID: 'Acme' })
+  assert.equal(created.status, 201)
+  const { factorID } = await created.json() as { factorID: string }
+  for (let i = 0; i < 2; i++) assert.equal((await post(app.url, `/totp/users/alice/factors/${factorID}/activate`, app.key, { token: '000000' })).status, 400)
+  const factorLocked = await post(app.url, `/totp/users/alice/factors/${factorID}/activate`, app.key, { token: '000000' })
+  assert.equal(factorLocked.status, 429)
+  assert.equal((await factorLocked.json() as { code?: string }).code, 'OTP_LOCKED')
+})

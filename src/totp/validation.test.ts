@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Secret } from 'otpauth'
+import { request } from 'node:http'
 import { post, startApp, codes } from '../../test/helper.ts'
 
 const secret = new Secret().base32
@@ -156,4 +157,49 @@ test('an otpauth URL too long for a QR code is DATA_TOO_LONG from onboardUser, a
   assert.equal(res.status, 400)
   assert.deepEqual(await codes(res), ['DATA_TOO_LONG'])
   assert.equal(await app.store.onboarding.get(app.accountId, '😀'.repeat(256), userID), null)
+})
+
+/** raw posts with exactly these headers (fetch would add a type and a length of its own). */
+function raw(url: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers }, (res) => {
+      let text = ''
+      res.setEncoding('utf8').on('data', (d) => { text += d }).on('end', () => resolve({ status: res.statusCode!, text }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+test('an empty body (none at all, or no bytes of any type) is an empty set of fields on every TOTP route: the missing fields are named', async (t) => {
+  const app = await startApp(t)
+  const routes: [string, string[]][] = [
+    ['/totp/onboardUser', ['USER_ID_REQUIRED', 'APPLICATION_ID_REQUIRED']],
+    ['/totp/getOTP', ['SECRET_REQUIRED']],
+    ['/totp/verifyOTP', ['SECRET_REQUIRED', 'TOKEN_REQUIRED']],
+    ['/totp/generateQRCode', ['DATA_REQUIRED']],
+    ['/totp/users/u/factors', ['APPLICATION_ID_REQUIRED']],
+    ['/totp/users/u/factors/fct_0000000000000000/activate', ['TOKEN_REQUIRED']],
+    ['/totp/users/u/verify', ['TOKEN_REQUIRED']],
+    ['/totp/users/u/factors/fct_0000000000000000/resync', ['TOKEN_REQUIRED', 'NEXT_TOKEN_REQUIRED']],
+    ['/totp/users/u/recover', ['RECOVERY_CODE_REQUIRED']],
+  ]
+  const types = [undefined, 'application/json', 'application/x-www-form-urlencoded', 'multipart/form-data', 'multipart/form-data; boundary=x', 'text/plain', 'application/octet-stream']
+  for (const [path, expected] of routes) {
+    const reference = await post(app.url, path, app.key, {})
+    assert.deepEqual(await codes(reference), expected, `${path}: an empty form`)
+    const none = await raw(`${app.url}${path}`, { 'x-api-key': app.key })
+    assert.equal(none.status, 400, `${path}: no body`)
+    assert.deepEqual((JSON.parse(none.text) as { code: string }[]).map((p) => p.code), expected, `${path}: no body`)
+    for (const type of types) {
+      const headers: Record<string, string> = { 'x-api-key': app.key, 'content-length': '0' }
+      if (type !== undefined) headers['content-type'] = type
+      const empty = await raw(`${app.url}${path}`, headers, '')
+      assert.equal(empty.status, 400, `${path} ${type}`)
+      assert.deepEqual((JSON.parse(empty.text) as { code: string }[]).map((p) => p.code), expected, `${path} ${type ?? 'no type'}, length 0`)
+    }
+  }
+  // A body that is there and does not parse is still MALFORMED_BODY; one of a type the route does not take, 415.
+  assert.equal((await raw(`${app.url}/totp/onboardUser`, { 'x-api-key': app.key, 'content-type': 'application/json' }, '{')).status, 400)
+  assert.equal((await raw(`${app.url}/totp/onboardUser`, { 'x-api-key': app.key, 'content-type': 'text/plain' }, 'userID=u')).status, 415)
 })

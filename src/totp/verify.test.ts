@@ -72,7 +72,8 @@ test('five failures lock the secret for a doubling delay, capped at an hour; a s
   const locked = await verify(app, secret, good())
   assert.equal(locked.status, 429, 'even the right code waits: it is not evaluated')
   assert.equal(locked.headers.get('retry-after'), '60')
-  assert.deepEqual(Object.keys(await locked.json() as object), ['message'])
+  // The message Renda.io clients read, and the catalogue's code.
+  assert.deepEqual(await locked.json(), { message: 'Too many failed verifications for this secret. Try again in 60 seconds.', code: 'OTP_LOCKED' })
 
   app.clock.advance(59_000)
   assert.equal((await verify(app, secret, good())).headers.get('retry-after'), '1')

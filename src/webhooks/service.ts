@@ -66,8 +66,13 @@ export class Webhooks {
     const max = this.#o.config.webhookMaxEndpoints
     const made = await this.#o.store.webhooks.createEndpoint({ ...endpoint, sealedSecret }, max,
       this.#draft(ctx, 'webhook.create', endpoint.id, accountId, { url: endpoint.url, eventTypes: endpoint.eventTypes }))
-    if (!made) return fail('conflict', `the account has ${max} webhook endpoints, the most it may have`)
+    if (!made) return fail('limit', `the account has ${max} webhook endpoints, the most it may have: delete one first`)
     return { endpoint, secret }
+  }
+
+  /** limit: the most webhook endpoints an account may have. */
+  get limit(): number {
+    return this.#o.config.webhookMaxEndpoints
   }
 
   async list(accountId: string): Promise<WebhookEndpoint[] | Failure> {

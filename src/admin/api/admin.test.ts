@@ -320,14 +320,14 @@ for (const [name, env, skip] of stores) {
     const text = await csv.text()
     const lines = text.split('\r\n')
     assert.equal(lines.pop(), '', 'every line ends with CRLF')
-    assert.equal(lines[0], 'keyId,group,count,units', 'the JSON field names')
-    assert.deepEqual(lines.slice(1).sort(), [`${one.id},totp,3,6`, `${two.id},totp,1,2`].sort())
+    assert.equal(lines[0], '"keyId","group","count","units"', 'the JSON field names, quoted as every text field')
+    assert.deepEqual(lines.slice(1).sort(), [`"${one.id}","totp",3,6`, `"${two.id}","totp",1,2`].sort())
     // JSON when JSON is preferred, or anything is accepted.
     for (const accept of ['application/json, text/csv;q=0.5', '*/*']) {
       await json(await call(a, 'GET', path, a.read.secret, undefined, { accept }), 200)
     }
     const empty = await call(a, 'GET', `${path}?from=2020-01-01&to=2020-01-31`, a.read.secret, undefined, { accept: 'text/csv' })
-    assert.equal(await empty.text(), 'day,group,count,units\r\n', 'a header row even with no line')
+    assert.equal(await empty.text(), '"day","group","count","units"\r\n', 'a header row even with no line')
 
     assert.deepEqual(await errorCodes(await call(a, 'GET', `${path}?from=2026-02-30x`, a.read.secret), 400), ['FIELD_INVALID'])
     assert.deepEqual(await errorCodes(await call(a, 'GET', `${path}?from=2026-02-01&to=2026-01-01`, a.read.secret), 400), ['FIELD_INVALID'])

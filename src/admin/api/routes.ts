@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { isFailure, type Accounts, type Context, type Failure, type KeyInput, type PlanInput } from '../../accounts/service.ts'
 import type { AccountStatus, UsageBy, UsageLine } from '../../storage/ports.ts'
 import { apiError } from '../../errors/errors.ts'
-import { csv } from './csv.ts'
+import { csv } from '../../usage/csv.ts'
 import {
   auditEventsSchema, clearLockoutSchema, createAccountSchema, createKeySchema, DEFAULT_LIMIT, DEFAULT_USAGE_DAYS, getAccountSchema,
   getKeySchema, getPlanSchema, listAccountsSchema, listKeysSchema, listSubscriptionsSchema, resetPlanSchema, revokeKeySchema,
@@ -30,6 +30,8 @@ function refusal(failure: Failure): Error {
       return apiError('NOT_FOUND', { reason })
     case 'conflict':
       return apiError('CONFLICT', { reason })
+    case 'limit':
+      return apiError('LIMIT_REACHED', { reason })
     case 'invalid': {
       const field = failure.field ?? 'request'
       // The service's messages start with the field ("name must be…"): the catalogue's message names it already.

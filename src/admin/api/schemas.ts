@@ -212,7 +212,7 @@ export const createKeySchema = {
       regions: Type.Optional(nullable(Type.Array(Type.String({ enum: [...REGIONS] }), { maxItems: 10 }), 'Regions it may call; null: all.')),
     }, strict), 'What the key may call, within the account\'s subscriptions; absent or null: all.')),
   }, { ...strict, examples: [{ name: 'production', scope: { groups: ['totp'] } }] }),
-  response: { 201: created(keyCreated, 'The key, with the key itself (once).'), ...errors(['NOT_FOUND'], { write: true, body: true }) },
+  response: { 201: created(keyCreated, 'The key, with the key itself (once).'), ...errors(['NOT_FOUND', 'LIMIT_REACHED'], { write: true, body: true }) },
 }
 
 export const listKeysSchema = {

@@ -6,16 +6,15 @@
  */
 import { Type } from 'typebox'
 import { ALGORITHMS } from '../../totp/otp.ts'
-import { TEXT_ID } from '../../totp/factors/schemas.ts'
-import { MAX_USER_ID_LENGTH } from '../../accounts/service.ts'
+import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { MAX_USER_CURSOR } from '../../storage/rows.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
 
 const params = Type.Object({
   id: id('account', 'acc_01JD3Q5Z8X'),
   userID: Type.String({
-    minLength: 1, maxLength: MAX_USER_ID_LENGTH, pattern: TEXT_ID, examples: ['user-42'],
-    description: 'The account\'s own identifier of its user (as the factor routes take it: no \':\' or control characters), percent-encoded.',
+    maxLength: 4 * MAX_USER_ID_LENGTH, examples: ['user-42'],
+    description: `The account's own identifier of its user, as the factor routes take it (${USER_ID_RULE}), percent-encoded.`,
   }),
 })
 

@@ -55,7 +55,7 @@ export const createWebhookSchema = {
       ...webhookEndpoint.properties,
       secret: Type.String({ description: 'The signing secret, `whsec_` and base64, shown this once.' }),
     }, { examples: [{ ...ENDPOINT_EXAMPLE, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw0LqYWcqtKuk=' }] }), 'The endpoint, with its secret (once).'),
-    ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'LIMIT_REACHED'], { write: true, body: true }),
   },
 }
 

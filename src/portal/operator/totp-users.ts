@@ -19,6 +19,14 @@ const accountPath = (account: Pick<Account, 'id'>) => `/portal/operator/accounts
 const usersPath = (account: Pick<Account, 'id'>) => `${accountPath(account)}/totp-users`
 const userPath = (account: Pick<Account, 'id'>, userId: string) => `${usersPath(account)}/${encodeURIComponent(userId)}`
 
+/**
+ * userLink: a user's page. `.` and `..` (IDs refused since; a user made before keeps working)
+ * cannot be a URL's path segment, escaped or not: a browser resolves them, so they get no link.
+ */
+const userLink = (account: Pick<Account, 'id'>, userId: string): Html => (userId === '.' || userId === '..'
+  ? html`${userId} <span class="hint">(no page: an ID a URL cannot hold; <code>npm run admin -- totp-user</code> shows, unlocks or deletes it)</span>`
+  : html`<a href="${userPath(account, userId)}">${userId}</a>`)
+
 const lockBadge = (lockedUntil: string | null) =>
   (lockedUntil === null ? html`<span class="badge ok">not locked</span>` : html`<span class="badge bad">locked</span> until ${when(lockedUntil)}`)
 
@@ -60,7 +68,7 @@ ${notice(request)}
 ${found.items.length === 0 ? html`<p>${after === '' ? 'No user yet.' : 'No more users.'}</p>` : html`<table>
 <caption>TOTP users of ${account.name}${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">User ID</th><th scope="col">Active factors</th><th scope="col">Pending factors</th><th scope="col">Recovery codes left</th><th scope="col">Lock</th><th scope="col">Since</th></tr></thead>
-<tbody>${found.items.map((u) => html`<tr><td><a href="${userPath(account, u.userId)}">${u.userId}</a></td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
+<tbody>${found.items.map((u) => html`<tr><td>${userLink(account, u.userId)}</td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
 <td>${lockBadge(u.lockedUntil)}</td><td>${when(u.createdAt)}</td></tr>`)}</tbody>
 </table>`}
 ${nextLink(usersPath(account), found.next, {}, 'Next users')}`)

@@ -36,7 +36,7 @@ export interface AccessParts {
   readonly adminTokens: AdminTokenStore
 }
 
-export function accessParts(query: Query): AccessParts {
+export function accessParts(query: Query, transaction: Transaction): AccessParts {
   const changeListeners = new Set<() => void>()
   const commitListeners = new Set<() => void>()
   // Called once PostgreSQL has committed a change (the statement has returned).
@@ -46,12 +46,30 @@ export function accessParts(query: Query): AccessParts {
   }
 
   const access: AccessStore = {
-    async createAccount(account, audit) {
-      await query('account-create', `
+    async createAccount(account, audit, owner) {
+      const insert = (q: Query) => q('account-create', `
         WITH a AS (INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) RETURNING id)
         ${auditInsert(5, 'a')}`,
       [account.id, account.name, account.status, account.createdAt, ...audited(audit)])
-      committed()
+      if (owner === undefined) {
+        await insert(query)
+        committed()
+        return true
+      }
+      const made = await transaction(async (tx) => {
+        // The user's row lock orders parallel creations: each counts after the one before committed.
+        const user = await tx('account-lock-owner', 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [owner.userId])
+        if (user.rows.length === 0) return false
+        const owned = await tx('account-owned', "SELECT count(*) AS n FROM members WHERE user_id = $1 AND role = 'owner'", [owner.userId])
+        if (Number(owned.rows[0]?.n) >= owner.max) return false
+        await insert(tx)
+        await tx('account-owner', `
+          WITH m AS (INSERT INTO members (account_id, user_id, role, created_at) VALUES ($1, $2, 'owner', $3) RETURNING 1)
+          ${auditInsert(4, 'm')}`, [account.id, owner.userId, account.createdAt, ...audited(owner.audit)])
+        return true
+      })
+      if (made) committed()
+      return made
     },
     async getAccount(id) {
       const { rows } = await query('account-get', 'SELECT * FROM accounts WHERE id = $1', [id])
@@ -80,13 +98,30 @@ export function accessParts(query: Query): AccessParts {
       committed()
       return toAccount(rows[0])
     },
-    async createKey(key, audit) {
-      await query('key-create', `
+    async createKey(key, audit, limit) {
+      const insert = (q: Query) => q('key-create', `
         WITH k AS (INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id)
         ${auditInsert(10, 'k')}`,
       [key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope), ...audited(audit)])
-      committed()
+      if (limit === undefined) {
+        await insert(query)
+        committed()
+        return true
+      }
+      const made = await transaction(async (tx) => {
+        // The account's row lock orders parallel creations: each counts after the one before committed
+        // (a count in the insert's own statement would read the snapshot from before the lock).
+        const account = await tx('key-lock-account', 'SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [key.accountId])
+        if (account.rows.length === 0) return false
+        const active = await tx('key-count', `SELECT count(*) AS n FROM api_keys
+          WHERE account_id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2)`, [key.accountId, limit.nowIso])
+        if (Number(active.rows[0]?.n) >= limit.max) return false
+        await insert(tx)
+        return true
+      })
+      if (made) committed()
+      return made
     },
     async getKey(id) {
       const { rows } = await query('key-get', 'SELECT * FROM api_keys WHERE id = $1', [id])

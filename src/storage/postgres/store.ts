@@ -270,7 +270,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   let closed = false
   return {
     kind: 'postgres',
-    ...accessParts(query),
+    ...accessParts(query, transaction),
     onboarding: onboardingStore(query),
     factors,
     verification: verificationStore(query),

@@ -51,6 +51,11 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
     key: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
     insertKey: db.prepare(`INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertAccount: db.prepare('INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)'),
+    insertOwner: db.prepare("INSERT INTO members (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', ?)"),
+    owned: db.prepare("SELECT count(*) AS n FROM members WHERE user_id = ? AND role = 'owner'"),
+    activeKeys: db.prepare(`SELECT count(*) AS n FROM api_keys
+      WHERE account_id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`),
     touch: db.prepare(`UPDATE api_keys SET last_used_at = ?, last_used_region = ?
       WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
   }
@@ -60,12 +65,18 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
   let lastVersion = Number(q.dataVersion.get()?.data_version)
 
   return {
-    async createAccount(account, event) {
-      await write(() => {
-        db.prepare('INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)')
-          .run(account.id, account.name, account.status, account.createdAt, account.createdAt)
+    async createAccount(account, event, owner) {
+      // The count, the account and its owner are one synchronous step of the write transaction: no parallel creation comes between.
+      return write(() => {
+        if (owner !== undefined && Number(q.owned.get(owner.userId)?.n) >= owner.max) return false
+        q.insertAccount.run(account.id, account.name, account.status, account.createdAt, account.createdAt)
         audit(event)
-      })
+        if (owner !== undefined) {
+          q.insertOwner.run(account.id, owner.userId, account.createdAt)
+          audit(owner.audit)
+        }
+        return true
+      }, (made) => made)
     },
     async getAccount(id) {
       const row = q.account.get(id)
@@ -96,11 +107,13 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
         return toAccount(row)
       }, (account) => account !== null)
     },
-    async createKey(key, event) {
-      await write(() => {
+    async createKey(key, event, limit) {
+      return write(() => {
+        if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
         insertKey(key)
         audit(event)
-      })
+        return true
+      }, (made) => made)
     },
     async getKey(id) {
       const row = q.key.get(id)

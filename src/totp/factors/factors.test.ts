@@ -219,3 +219,25 @@ test('a user deleted while locked and enrolled again starts unlocked; no code is
   app.clock.advance(30_000)
   assert.equal((await post(app.url, path('again', '/verify'), app.key, { token: codeOf(g, app.clock.now()) })).status, 200)
 })
+
+test('resync judges its two codes only: a code accepted earlier in the step does not make them replays, and the device\'s next code verifies', async (t) => {
+  const app = await startApp(t, { OTP_MAX_FAILURES: '3' }, testClock(T0))
+  for (const [user, steps] of [['ahead', 3], ['behind', -3]] as const) {
+    // Enrolled (the activation accepts this step's code), then resynced within the same step.
+    const f = await enroll(app, user)
+    const device = app.clock.now() + steps * 30_000
+    const res = await post(app.url, path(user, `/factors/${f.factorID}/resync`), app.key, {
+      token: codeOf(f, device - 30_000), nextToken: codeOf(f, device),
+    })
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.equal((await res.json() as { driftSteps: number }).driftSteps, steps)
+    // The resync's codes are used now; a wrong code is a failure; the resync counted none (else this third would lock).
+    assert.deepEqual(await codes(await post(app.url, path(user, '/verify'), app.key, { token: codeOf(f, device) })), ['OTP_REUSED'])
+    assert.deepEqual(await codes(await post(app.url, path(user, '/verify'), app.key, { token: wrong(f, device) })), ['OTP_INVALID'])
+    // The device's next code is not a replay.
+    app.clock.advance(30_000)
+    const next = await post(app.url, path(user, '/verify'), app.key, { token: codeOf(f, device + 30_000) })
+    assert.equal(next.status, 200, await next.clone().text())
+    app.clock.advance(30_000)
+  }
+})

@@ -22,6 +22,7 @@ import { newSecret, otpauthUrl, toBase32, totpParams, matchStep } from '../otp.t
 import { verifyCode, type VerifyOutcome } from '../verify.ts'
 import { findDrift, mark, matchFactor, paramsOf, sealContext, userLockKey } from './core.ts'
 import { codeHash, newRecoveryCodes, normalizeCode } from './recovery.ts'
+import { resolveUserId } from './user-id.ts'
 import { PROFILE_NAMES, PROFILES, profileProblems, resolveProfile, type ProfileName } from '../profiles.ts'
 import { ApiError } from '../../errors/errors.ts'
 import {
@@ -62,6 +63,17 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     }
   }
 
+  /**
+   * userParam puts the path's user under the form it is stored by (resolveUserId: the domain's
+   * rule, in NFC), before anything reads it, or answers USER_ID_INVALID.
+   */
+  async function userParam(request: FastifyRequest): Promise<void> {
+    const params = request.params as UserParams
+    const id = await resolveUserId(store.factors, request.caller!.accountId, params.userID, iso(now()))
+    if (id === null) throw apiError('USER_ID_INVALID')
+    params.userID = id
+  }
+
   /** unreadable logs a factor whose secret does not open (never the sealed value) and remembers it for the answer. */
   function unreadableLog(request: FastifyRequest, found: string[]) {
     return (f: Factor, error: SealError) => {
@@ -84,6 +96,25 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     }
     await failed(request, userId, outcome.kind, outcome.locks === true, failedDetail)
     throw apiError(outcome.kind === 'invalid' ? 'OTP_INVALID' : 'OTP_REUSED')
+  }
+
+  /**
+   * settleResync records a resync whose two codes are right. Under the new drift the second
+   * code's step ends where the server's current step ends, so the mark it sets is that end:
+   * the two codes cannot then verify, and the device's next code (a step later) can. The
+   * outcome is the two codes' alone: a mark already there (a code of the user's accepted
+   * earlier in this step) covers them as well, and the failure `settle` counted for it is
+   * taken back (between the two calls a parallel attempt may see one failure more).
+   */
+  async function settleResync(request: FastifyRequest, userId: string, resyncMark: number, t: number): Promise<void> {
+    const key = userLockKey(pepper, request.caller!.accountId, userId)
+    const outcome = await verifyCode(store.verification, policy, key, resyncMark, t)
+    if (outcome.kind === 'locked') {
+      opts.metrics.verified(outcome.kind)
+      throw apiError('OTP_LOCKED', { seconds: outcome.retryAfterSeconds }, { 'retry-after': String(outcome.retryAfterSeconds) })
+    }
+    if (outcome.kind === 'reused') await store.verification.forgive(key, policy)
+    opts.metrics.verified('accepted')
   }
 
   /** failed records a failed attempt, and the lockout it started, as events. */
@@ -115,7 +146,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: UserParams; Body: { applicationID: string; label?: string; profile?: string; algorithm?: string; tokenLength?: number; tokenValidity?: number } }>(
     '/totp/users/:userID/factors',
-    { schema: createSchema(PROFILE_NAMES), config: { fields: createFields } },
+    { schema: createSchema(PROFILE_NAMES), config: { fields: createFields }, preValidation: userParam },
     async (request, reply) => {
       const { userID } = request.params
       const body = request.body
@@ -151,14 +182,14 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     },
   )
 
-  app.get<{ Params: UserParams }>('/totp/users/:userID/factors', { schema: listSchema, config: { fields: userFields } }, async (request) => {
+  app.get<{ Params: UserParams }>('/totp/users/:userID/factors', { schema: listSchema, config: { fields: userFields }, preValidation: userParam }, async (request) => {
     const { userID } = request.params
     const accountId = request.caller!.accountId
     const factors = await factorsOf(accountId, userID, now())
     return { type: 'Success', userID, factors: factors.map(view), recoveryCodesLeft: await store.factors.recoveryCodesLeft(accountId, userID) }
   })
 
-  app.delete<{ Params: FactorParams }>('/totp/users/:userID/factors/:factorID', { schema: deleteFactorSchema, config: { fields: userFields } }, async (request, reply) => {
+  app.delete<{ Params: FactorParams }>('/totp/users/:userID/factors/:factorID', { schema: deleteFactorSchema, config: { fields: userFields }, preValidation: userParam }, async (request, reply) => {
     const { userID, factorID } = request.params
     const removed = await store.factors.remove(request.caller!.accountId, userID, factorID,
       event(request, 'factor.deleted', userID, { factorID }, { type: 'factor', id: factorID }))
@@ -166,7 +197,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     return reply.code(204).send()
   })
 
-  app.delete<{ Params: UserParams }>('/totp/users/:userID', { schema: deleteUserSchema, config: { fields: userFields } }, async (request, reply) => {
+  app.delete<{ Params: UserParams }>('/totp/users/:userID', { schema: deleteUserSchema, config: { fields: userFields }, preValidation: userParam }, async (request, reply) => {
     const { userID } = request.params
     const accountId = request.caller!.accountId
     const removed = await store.factors.removeUser(accountId, userID, event(request, 'factor.deleted', userID, { factorID: null, user: true }))
@@ -178,7 +209,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: FactorParams; Body: { token: string } }>(
     '/totp/users/:userID/factors/:factorID/activate',
-    { schema: activateSchema, config: { fields: tokenFields } },
+    { schema: activateSchema, config: { fields: tokenFields }, preValidation: userParam },
     async (request) => {
       const { userID, factorID } = request.params
       const accountId = request.caller!.accountId
@@ -204,7 +235,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: UserParams; Body: { token: string } }>(
     '/totp/users/:userID/verify',
-    { schema: verifySchema, config: { fields: tokenFields } },
+    { schema: verifySchema, config: { fields: tokenFields }, preValidation: userParam },
     async (request) => {
       const { userID } = request.params
       const accountId = request.caller!.accountId
@@ -223,7 +254,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: FactorParams; Body: { token: string; nextToken: string } }>(
     '/totp/users/:userID/factors/:factorID/resync',
-    { schema: resyncSchema, config: { fields: resyncFields } },
+    { schema: resyncSchema, config: { fields: resyncFields }, preValidation: userParam },
     async (request) => {
       const { userID, factorID } = request.params
       const { token, nextToken } = request.body
@@ -253,7 +284,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
         }
       }
       const drift = found!.drift
-      await settle(request, userID, mark({ period: factor.period, drift }, found!.step), t, { factorID, resync: true })
+      await settleResync(request, userID, mark({ period: factor.period, drift }, found!.step), t)
       const stored = await store.factors.setDrift(accountId, userID, factorID, drift, iso(t),
         event(request, 'factor.resynced', userID, { factorID, driftSteps: drift }, { type: 'factor', id: factorID }))
       if (!stored) throw apiError('FACTOR_NOT_FOUND')
@@ -263,7 +294,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: UserParams }>(
     '/totp/users/:userID/recovery-codes',
-    { schema: recoveryCodesSchema, config: { fields: userFields } },
+    { schema: recoveryCodesSchema, config: { fields: userFields }, preValidation: userParam },
     async (request, reply) => {
       const { userID } = request.params
       const accountId = request.caller!.accountId
@@ -277,7 +308,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
 
   app.post<{ Params: UserParams; Body: { code: string } }>(
     '/totp/users/:userID/recover',
-    { schema: recoverSchema, config: { fields: recoverFields } },
+    { schema: recoverSchema, config: { fields: recoverFields }, preValidation: userParam },
     async (request) => {
       const { userID } = request.params
       const accountId = request.caller!.accountId

@@ -3185,12 +3185,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @enum {string} */
-                        type: "Error";
-                        /** @enum {string} */
-                        code: "CONVERSIONS_PER_ACCOUNT" | "THROTTLED" | "QUOTA_EXCEEDED";
                         message: string;
-                    }[];
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
                 };
             };
             /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
@@ -3392,12 +3390,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @enum {string} */
-                        type: "Error";
-                        /** @enum {string} */
-                        code: "CONVERSIONS_PER_ACCOUNT" | "THROTTLED" | "QUOTA_EXCEEDED";
                         message: string;
-                    }[];
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
                 };
             };
             /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */

@@ -114,6 +114,8 @@ export function get(base: string, path: string, key: string | undefined, headers
 
 /** codes returns the catalogue codes of an error-list body. */
 export async function codes(res: Response): Promise<string[]> {
-  const body = (await res.json()) as { code: string }[]
+  const body = (await res.json()) as { code: string }[] | { code?: string }
+  // A list answer names each problem's code; a coded one (a 429 beside the gateway's) its one code.
+  if (!Array.isArray(body)) return body.code === undefined ? [] : [body.code]
   return body.map((e) => e.code)
 }

@@ -14,7 +14,9 @@ interface Answer { readonly status: number; readonly ms: number; readonly codes:
 async function send(url: string, path: string, key: string, pdf: Buffer, t0: number, fields: Record<string, string> = {}): Promise<Answer> {
   const res = await upload(url, path, key, pdf, fields)
   const body = Buffer.from(await res.arrayBuffer())
-  const problems = res.status === 200 ? [] : (JSON.parse(body.toString()) as { code: string }[]).map((p) => p.code)
+  const answer = res.status === 200 ? [] : JSON.parse(body.toString()) as { code: string }[] | { message: string; code: string }
+  // A 429 answers as the gateway's do, {message, code}; a refused document as a list.
+  const problems = Array.isArray(answer) ? answer.map((p) => p.code) : [answer.code]
   return { status: res.status, ms: performance.now() - t0, codes: problems, retryAfter: res.headers.get('retry-after') }
 }
 

@@ -3,12 +3,13 @@
  * status, the body shape and the client message. `docs/errors.md` and the OpenAPI
  * document are generated from it (npm run docs) and a test fails when they drift.
  *
- * Two body shapes keep the Renda.io contract:
+ * Three body shapes keep the Renda.io contract:
  * - `list`: `[{"type":"Error","code":...,"message":...}]`, for problems with a request
  *   (several may be reported at once);
  * - `message`: `{"message": ...}`, for gateway answers (403, 404, 429), one field only;
  * - `coded`: `{"message": ..., "code": ...}`, a `message` answer that also names its code
- *   (Renda.io clients read `message`; ours can tell a lockout from a throttle).
+ *   (Renda.io clients read `message`; ours can tell a lockout or a busy account from a throttle).
+ *   A status answers in one shape on a route (errorResponses refuses a mix).
  *
  * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
  */
@@ -135,7 +136,7 @@ export const catalogue = {
     'One page (or the opening of the document) kept an engine busy past `CONVERSION_PAGE_TIMEOUT_MS`, as forms or patterns that draw each other exponentially often do; the conversion was stopped and its worker replaced.'),
   CONVERSION_FAILED: entry(422, 'list', 'The PDF could not be converted: the engine failed on it.', 'An engine failed or its worker died on this document; the worker was replaced.'),
   QUEUE_FULL: entry(503, 'list', 'Too many conversions are waiting. Retry in {seconds} seconds.', 'The conversion queue is full; sent with `Retry-After`.'),
-  CONVERSIONS_PER_ACCOUNT: entry(429, 'list', 'This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.',
+  CONVERSIONS_PER_ACCOUNT: entry(429, 'coded', 'This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.',
     'The account already has `CONVERTER_MAX_PER_ACCOUNT` conversions running, waiting or being uploaded; sent with `Retry-After` before the body is read. Other accounts are not affected.'),
 
   // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape

@@ -13,7 +13,7 @@ export const ERROR_SHAPES = [
   '',
   '- **list**: `[{"type":"Error","code":"…","message":"…"}]`: problems with a request; all of them are reported at once.',
   '- **message**: `{"message":"…"}`: gateway answers (403, 404, 429), one field only.',
-  '- **coded**: `{"message":"…","code":"…"}`: a lockout (429): the `message` Renda.io clients read, and the code.',
+  '- **coded**: `{"message":"…","code":"…"}`: a lockout or an account\'s conversion limit (429): the `message` Renda.io clients read, as from the gateway\'s 429s, and the code.',
   '',
   '`{name}` in a message is filled in when the error is raised. Any status other than 200 means the call did not do what it was asked: for `verifyOTP`, "not verified".',
 ].join('\n')

@@ -172,3 +172,29 @@ test('next after sign-in stays inside the portal', () => {
     assert.equal(safeNext(bad), '/portal/home', String(bad))
   }
 })
+
+test('a hostile next after sign-in comes back as the portal home: dot segments encoded or not, backslashes, //host, encoded slashes, control characters', async (t) => {
+  const app = await startApp(t)
+  const user = await portalUser(app)
+  const hostile = [
+    '/portal/.%2e/.%2e/docs', '/portal/%2e%2e/%2e%2e/docs', '/portal/%2E%2E/admin', '/portal/.%2E/docs', '/portal/x/%2e%2e/%2e%2e/docs',
+    '/portal/..%2fdocs', '/portal/%2f%2fevil.example', '/portal/\\evil.example', '/portal/%5c%5cevil.example', '//evil.example/portal/',
+    '/portal/\t/../../docs', '/portal/%09/docs', '/portal/x%0d%0aLocation:%20https://evil.example', 'https://evil.example/portal/', '/portal/../docs',
+  ]
+  for (const next of hostile) {
+    // By the form's hidden field, as the sign-in page carries it.
+    const client = new PortalClient(app.url)
+    const signedIn = await client.post('/portal/sign-in', { email: user.email, password: user.password, next }, { from: '/portal/sign-in' })
+    assert.equal(signedIn.status, 303, next)
+    assert.equal(signedIn.location, '/portal/home', next)
+    // By the query of the sign-in page, visited signed in.
+    const again = await client.get(`/portal/sign-in?next=${encodeURIComponent(next)}`)
+    assert.equal(again.status, 303, next)
+    assert.equal(again.location, '/portal/home', next)
+    assert.equal(new URL(again.location!, 'https://portal.example').pathname, '/portal/home', 'as a browser resolves it')
+  }
+  // A portal page still comes back, as a browser would resolve it.
+  const client = new PortalClient(app.url)
+  const kept = await client.post('/portal/sign-in', { email: user.email, password: user.password, next: '/portal/accounts/x/../keys?tab=1' }, { from: '/portal/sign-in' })
+  assert.equal(kept.location, '/portal/accounts/keys?tab=1')
+})

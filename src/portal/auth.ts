@@ -35,9 +35,29 @@ export function checkEmail(email: string): string | null {
   return email.length <= MAX_EMAIL && EMAIL.test(email) ? null : 'an email address like jane@example.com'
 }
 
-/** safeNext: a portal page to go to after sign-in, or the home page (never another site). */
+const HOME = '/portal/home'
+/** Where `next` is resolved: any origin will do, only that it stays this one is checked. */
+const PLACE = 'http://portal.invalid'
+
+/**
+ * safeNext: a portal page to go to after sign-in, or the home page (never another site, nor
+ * a page outside the portal). `next` is judged as a browser will read it: resolved by the
+ * WHATWG URL parser (which takes `.%2e` and `%2e%2e` for `..`, and `\` for `/`), and what is
+ * given back is that resolved path, so the Location sent is the page that opens. Backslashes,
+ * control characters, spaces and encoded slashes are refused outright (a parser or a proxy on
+ * the way may read them otherwise).
+ */
 export function safeNext(next: unknown): string {
-  return typeof next === 'string' && /^\/portal\/[\w\-/.%]*(\?[\w\-.%=&]*)?$/.test(next) && !next.includes('//') && !next.includes('..') ? next : '/portal/home'
+  if (typeof next !== 'string' || next.length > 2048 || !next.startsWith('/portal/') || next.includes('//')) return HOME
+  if (/[\\\u0000-\u0020\u007f-\u009f<>"'`]/.test(next) || /%(2f|5c|[01][0-9a-f]|7f)/i.test(next)) return HOME
+  let url: URL
+  try {
+    url = new URL(next, PLACE)
+  } catch {
+    return HOME
+  }
+  if (url.origin !== PLACE || !url.pathname.startsWith('/portal/') || url.pathname.includes('//') || /%2e/i.test(url.pathname)) return HOME
+  return `${url.pathname}${url.search}`
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()

@@ -210,6 +210,9 @@ async function rows(app: Running): Promise<{ users: number; accounts: number }> 
 }
 
 const p99 = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length * 0.99) - 1]!
+const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+/** A sign-in's post alone on an idle two-core machine (a hash is 0.18 s of it): 0.18-0.25 s measured. */
+const QUIET_SIGN_IN_MS = 250
 
 async function flood(t: TestContext, env: Env): Promise<void> {
   // Sources spread as a botnet's would (TRUST_PROXY: the test names each request's address), so that the total limit is the one met.
@@ -222,16 +225,21 @@ async function flood(t: TestContext, env: Env): Promise<void> {
 
   const form = new PortalClient(app.url)
   await form.get('/portal/sign-up')
+  /** One sign-in as a browser makes it (the form, then the post); the post's time and status. */
+  const signIn = async () => {
+    const client = new PortalClient(app.url)
+    await client.get('/portal/sign-in')
+    const started = performance.now()
+    const answer = await client.post('/portal/sign-in', { email: user.email, password })
+    return { status: answer.status, ms: performance.now() - started }
+  }
+  // A baseline, for the diagnostic: the same sign-in with no flood (the machine's own speed, other tests included).
+  const baseline: number[] = []
+  for (let i = 0; i < 5; i++) baseline.push((await signIn()).ms)
   const signIns: { status: number; ms: number }[] = []
   let flooding = true
   const signInLoop = async () => {
-    while (flooding) {
-      const client = new PortalClient(app.url)
-      await client.get('/portal/sign-in')
-      const started = performance.now()
-      const answer = await client.post('/portal/sign-in', { email: user.email, password })
-      signIns.push({ status: answer.status, ms: performance.now() - started })
-    }
+    while (flooding) signIns.push(await signIn())
   }
   // The real user signs in from before the flood starts to its end: through the sign-ups that are hashed, then the refused ones.
   const signingIn = signInLoop()
@@ -249,11 +257,15 @@ async function flood(t: TestContext, env: Env): Promise<void> {
 
   const ms = signIns.map((s) => s.ms)
   const summary = `${signIns.length} sign-ins, p99 ${p99(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms; ${statuses.length} sign-ups: ${[...new Set(statuses)].map((s) => `${s}×${statuses.filter((x) => x === s).length}`).join(', ')}`
-  t.diagnostic(summary)
-  t.diagnostic(ms.map((x) => x.toFixed(0)).join(" "))
+  t.diagnostic(`${summary}; without the flood: ${baseline.map((x) => x.toFixed(0)).join(', ')} ms`)
+  t.diagnostic(`sign-ins under the flood, in order (ms): ${ms.map((x) => x.toFixed(0)).join(' ')}`)
   assert.ok(signIns.length >= 5, summary)
   assert.deepEqual([...new Set(signIns.map((s) => s.status))], [303], `every sign-in succeeded: ${summary}`)
-  assert.ok(p99(ms) < 1000, summary)
+  // Under 1 s on a machine as fast as an idle two-core one (where this sign-in takes 0.18-0.25 s
+  // alone); a machine slowed by other work (the baseline above, measured in this run) gets the
+  // same bound scaled by how much slower it is. The code before this rule gave 503s and 27 s.
+  const budget = 1000 * Math.max(1, median(baseline) / QUIET_SIGN_IN_MS)
+  assert.ok(p99(ms) < budget, `${summary}; the bound ${budget.toFixed(0)} ms`)
   const accepted = statuses.filter((s) => s === 200).length
   assert.ok(statuses.every((s) => s === 200 || s === 429 || s === 503), summary)
   assert.ok(accepted <= 40 && statuses.includes(429), `the total limit held: ${summary}`)

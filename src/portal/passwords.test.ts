@@ -77,7 +77,7 @@ test('passwords: a new password has 12 to 1024 characters', () => {
   assert.equal(checkPassword('x'.repeat(MAX_PASSWORD_LENGTH + 1)), 'at most 1024 characters')
 })
 
-test('passwords: sign-ups hash in a lane of their own: a sign-in waits for none of them, and a full sign-up queue refuses only sign-ups', async () => {
+test('passwords: sign-ups hash in a lane of their own: a sign-in waits for none of them, none starts while it hashes, and a full sign-up queue refuses only sign-ups', async () => {
   const stored = await new Passwords({ params: { ln: 12, r: 8, p: 1 } }).hash('the right one')
   const passwords = new Passwords({ concurrency: 1, queue: 4, signUpQueue: 3, params: { ln: 12, r: 8, p: 1 } })
   const done: string[] = []
@@ -90,6 +90,7 @@ test('passwords: sign-ups hash in a lane of their own: a sign-in waits for none 
   assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'])
   assert.ok((results[4] as PromiseRejectedResult).reason instanceof PasswordsBusy)
   assert.ok(done.indexOf('in:true') <= 1, `the sign-in did not wait for the sign-ups queued before it: ${done.join(', ')}`)
+  assert.ok(done.indexOf('up1') > done.indexOf('in:true'), `no sign-up started while the sign-in hashed: ${done.join(', ')}`)
 
   // Twenty sign-ups waiting: a sign-in takes a hash's time, not theirs.
   const roomy = new Passwords({ concurrency: 1, signUpQueue: 50, params: { ln: 12, r: 8, p: 1 } })

@@ -59,7 +59,9 @@ function derive(password: string, salt: Buffer, params: ScryptParams): Promise<B
  * Lane: whose hash it is. `sign-in` (signing in, and a signed-in user's own password checks
  * and changes) and `sign-up` (new sign-ups: anyone can send them) each have slots and a queue
  * of their own: a flood of sign-ups fills only its own queue (then is refused, writing
- * nothing), and a sign-in never waits behind one.
+ * nothing), a sign-in never queues behind one, and no sign-up hash starts while a sign-in
+ * hashes or waits (so a sign-in shares the cores with at most the one sign-up hash it found
+ * running).
  */
 export type Lane = 'sign-in' | 'sign-up'
 
@@ -80,29 +82,49 @@ export interface PasswordsOptions {
   readonly signUpQueue?: number
 }
 
-/** Slots: at most `concurrency` pieces of work at once, `queue` more waiting in order, the rest refused. */
+/**
+ * Slots: at most `concurrency` pieces of work at once, `queue` more waiting in order, the
+ * rest refused; and none started while `yieldTo` says another lane is busy (`resume` starts
+ * what waited, once it is not).
+ */
 class Slots {
   readonly #concurrency: number
   readonly #queueLimit: number
+  readonly #yieldTo: () => boolean
   readonly #waiting: (() => void)[] = []
   #running = 0
 
-  constructor(concurrency: number, queue: number) {
+  constructor(concurrency: number, queue: number, yieldTo: () => boolean = () => false) {
     this.#concurrency = concurrency
     this.#queueLimit = queue
+    this.#yieldTo = yieldTo
   }
 
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#concurrency) {
+  /** busy: work runs or waits here. */
+  get busy(): boolean {
+    return this.#running > 0 || this.#waiting.length > 0
+  }
+
+  async run<T>(work: () => Promise<T>, done: () => void): Promise<T> {
+    if (this.#running >= this.#concurrency || this.#waiting.length > 0 || this.#yieldTo()) {
       if (this.#waiting.length >= this.#queueLimit) throw new PasswordsBusy()
+      // Resolved by resume, which counts the slot as taken.
       await new Promise<void>((resolve) => this.#waiting.push(resolve))
     } else this.#running++
     try {
       return await work()
     } finally {
-      const next = this.#waiting.shift()
-      if (next) next()
-      else this.#running--
+      this.#running--
+      this.resume()
+      done()
+    }
+  }
+
+  /** resume starts waiting work while there are free slots and nothing to yield to. */
+  resume(): void {
+    while (this.#waiting.length > 0 && this.#running < this.#concurrency && !this.#yieldTo()) {
+      this.#running++
+      this.#waiting.shift()!()
     }
   }
 }
@@ -115,14 +137,15 @@ export class Passwords {
 
   constructor(opts: PasswordsOptions = {}) {
     this.#params = opts.params ?? DEFAULT_PARAMS
-    this.#lanes = {
-      'sign-in': new Slots(opts.concurrency ?? Math.min(2, Math.max(1, Math.floor(availableParallelism() / 2))), opts.queue ?? 64),
-      'sign-up': new Slots(opts.signUpConcurrency ?? 1, opts.signUpQueue ?? 16),
-    }
+    const signIn = new Slots(opts.concurrency ?? Math.min(2, Math.max(1, Math.floor(availableParallelism() / 2))), opts.queue ?? 64)
+    // A sign-up hash starts only while no sign-in hashes or waits: the cores are the sign-ins' first.
+    const signUp = new Slots(opts.signUpConcurrency ?? 1, opts.signUpQueue ?? 16, () => signIn.busy)
+    this.#lanes = { 'sign-in': signIn, 'sign-up': signUp }
   }
 
   #slot<T>(work: () => Promise<T>, lane: Lane): Promise<T> {
-    return this.#lanes[lane].run(work)
+    // When a sign-in ends, sign-ups that yielded to it may start.
+    return this.#lanes[lane].run(work, () => { if (lane === 'sign-in') this.#lanes['sign-up'].resume() })
   }
 
   /** hash makes the stored form of a password. */

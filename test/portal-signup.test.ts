@@ -233,7 +233,7 @@ async function flood(t: TestContext, env: Env): Promise<void> {
     const answer = await client.post('/portal/sign-in', { email: user.email, password })
     return { status: answer.status, ms: performance.now() - started }
   }
-  // A baseline, for the diagnostic: the same sign-in with no flood (the machine's own speed, other tests included).
+  // A baseline: the same sign-in with no flood (the machine's own speed, other tests included), before and after the flood.
   const baseline: number[] = []
   for (let i = 0; i < 5; i++) baseline.push((await signIn()).ms)
   const signIns: { status: number; ms: number }[] = []
@@ -253,6 +253,8 @@ async function flood(t: TestContext, env: Env): Promise<void> {
   flooding = false
   await signingIn
   const counts = await load.stop()
+  // And after it: the machine's speed may drift while the test runs (other tests, other work).
+  for (let i = 0; i < 5; i++) baseline.push((await signIn()).ms)
   const statuses = Object.entries(counts).flatMap(([status, n]) => Array<number>(n).fill(Number(status)))
 
   const ms = signIns.map((s) => s.ms)
@@ -262,8 +264,9 @@ async function flood(t: TestContext, env: Env): Promise<void> {
   assert.ok(signIns.length >= 5, summary)
   assert.deepEqual([...new Set(signIns.map((s) => s.status))], [303], `every sign-in succeeded: ${summary}`)
   // Under 1 s on a machine as fast as an idle two-core one (where this sign-in takes 0.18-0.25 s
-  // alone); a machine slowed by other work (the baseline above, measured in this run) gets the
-  // same bound scaled by how much slower it is. The code before this rule gave 503s and 27 s.
+  // alone); a machine slowed by other work (the baseline, measured before and after the flood in
+  // this run) gets the same bound scaled by how much slower it is. The code before this change
+  // gave 503s and 27 s.
   const budget = 1000 * Math.max(1, median(baseline) / QUIET_SIGN_IN_MS)
   assert.ok(p99(ms) < budget, `${summary}; the bound ${budget.toFixed(0)} ms`)
   const accepted = statuses.filter((s) => s === 200).length

@@ -67,8 +67,11 @@ export class PortalLimits {
     const window = this.#config.portalMailWindowSeconds
     // One failure locks for the window (base and cap alike): the first call gets through, the rest wait for the window's end.
     const policy: LockPolicy = { maxFailures: 1, baseSeconds: window, maxSeconds: window }
-    const verdict = await this.#store.verification.settle(`portal:mail:${kind}:${this.#digest(`mail-${kind}`, emailKey(email))}`, null, this.#now(), policy)
-    return verdict.kind !== 'locked'
+    const key = `portal:mail:${kind}:${this.#digest(`mail-${kind}`, emailKey(email))}`
+    const now = this.#now()
+    // Within the window, a read refuses: a flood of requests for one address costs the store no write.
+    if ((await this.#store.verification.lockedUntil([key], now)) > 0) return false
+    return (await this.#store.verification.settle(key, null, now, policy)).kind !== 'locked'
   }
 
   /** An hourly allowance of `max` under a key of its own (null: no limit). */

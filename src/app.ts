@@ -160,7 +160,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       passwords: new Passwords(),
       throttle: new SignInThrottle(portalStore, config, now, pepper),
     })
-    const stopTidying = keepPortalTidy(store, now, (error) => app.log.warn({ err: error }, 'portal sessions and tokens not pruned'))
+    const stopTidying = keepPortalTidy(store, now, (error) => app.log.warn({ err: error }, 'portal sessions, tokens or unconfirmed sign-ups not pruned'), config.signupConfirmHours * 3_600_000)
     // On close, before the caller closes the store: a pass under way finishes first.
     app.addHook('onClose', () => stopTidying())
   }

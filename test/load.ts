@@ -15,6 +15,14 @@ export interface LoadOptions {
   readonly headers: Record<string, string>
   readonly body: string
   readonly connections: number
+  /** Each `{n}` in the body and the header values becomes the request's number (0, 1, …): a flood of different sign-ups from different addresses. */
+  readonly numbered?: boolean
+  /**
+   * The load's thread runs at the lowest CPU priority (nice 19; Linux keeps a nice value per
+   * thread): an attacker's machine does not take the server's CPU, and here the load's own
+   * work would otherwise compete with the app for the test machine's cores.
+   */
+  readonly lowPriority?: boolean
 }
 
 export interface Load {

@@ -27,7 +27,8 @@ test('sign up, confirm the address by the emailed link, sign in: the new user ow
   const link = linkIn(mail)
   assert.match(link, /^http:\/\/localhost:\d+\/portal\/verify-email\?token=[\w-]{27}$/)
 
-  // Not confirmed yet: the right password is told to confirm first (and a new link goes out).
+  // Not confirmed yet: the right password is told to confirm first (and, after the mail window, a new link goes out).
+  app.clock.advance(app.config.portalMailWindowSeconds * 1000)
   const early = await client.post('/portal/sign-in', { email: 'ada@example.com', password: PASSWORD }, { from: '/portal/sign-in' })
   assert.equal(early.status, 403)
   assert.match(early.text, /confirm your email address first/)
@@ -38,14 +39,17 @@ test('sign up, confirm the address by the emailed link, sign in: the new user ow
   const opened = await client.get(pathOf(linkIn(second)))
   assert.equal(opened.status, 200)
   assert.match(opened.text, /Confirm my email address/)
-  const stale = await client.post('/portal/verify-email', { token: new URL(link).searchParams.get('token')! })
+  const stale = await client.post('/portal/verify-email', { token: new URL(link).searchParams.get('token')!, password: PASSWORD })
   assert.equal(stale.status, 400, 'the first link was replaced by the second')
   await client.get(pathOf(linkIn(second)))
-  const confirmed = await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')! })
+  const wrong = await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: 'not the one chosen' })
+  assert.equal(wrong.status, 422, 'confirming asks for the password chosen at sign-up')
+  assert.match(wrong.text, /not the password of the last sign-up/)
+  const confirmed = await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })
   assert.equal(confirmed.status, 303)
   assert.equal(confirmed.location, '/portal/sign-in?notice=confirmed')
   await client.get(pathOf(linkIn(second)))
-  assert.equal((await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')! })).status, 400, 'a link works once')
+  assert.equal((await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })).status, 400, 'a link works once')
 
   await client.signIn('ADA@example.com', PASSWORD)
   const home = await client.follow('/portal/home')
@@ -91,7 +95,7 @@ test('SIGNUP_MODE=approval: a confirmed sign-up waits for an operator, who is em
   await client.post('/portal/sign-up', { email: 'wait@example.com', password: PASSWORD }, { from: '/portal/sign-up' })
   const link = linkIn(await waitForMail(app, 'wait@example.com'))
   await client.get(pathOf(link))
-  const confirmed = await client.post('/portal/verify-email', { token: new URL(link).searchParams.get('token')! })
+  const confirmed = await client.post('/portal/verify-email', { token: new URL(link).searchParams.get('token')!, password: PASSWORD })
   assert.equal(confirmed.status, 200)
   assert.match(confirmed.text, /An operator approves each new account/)
   assert.equal((await waitForMail(app, operator.email)).subject, 'New Tessera sign-up to approve: wait@example.com')
@@ -138,7 +142,8 @@ test('password reset: the same answer for any address; the link works once, sets
   assert.equal(old.status, 401)
   await client.signIn(user.email, 'a new and longer passphrase')
 
-  // Twenty uses of one link at once: one sets the password.
+  // Twenty uses of one link at once: one sets the password. (A second reset email goes after the window.)
+  app.clock.advance(app.config.portalMailWindowSeconds * 1000)
   await client.post('/portal/reset', { email: user.email }, { from: '/portal/reset' })
   const again = new URL(linkIn(await waitForMail(app, user.email, 2))).searchParams.get('token')!
   await client.get('/portal/reset')
@@ -171,4 +176,30 @@ test('next after sign-in stays inside the portal', () => {
   for (const bad of ['https://evil.example/', '//evil.example/portal/', '/portal//evil.example', '/portal/../admin', '/totp/ping', 'javascript:alert(1)', '/portal/\\evil', '/portal/x?next=//evil.example', '/portal/x?a=<b>', undefined, 42]) {
     assert.equal(safeNext(bad), '/portal/home', String(bad))
   }
+})
+
+test('a hostile next after sign-in comes back as the portal home: dot segments encoded or not, backslashes, //host, encoded slashes, control characters', async (t) => {
+  const app = await startApp(t)
+  const user = await portalUser(app)
+  const hostile = [
+    '/portal/.%2e/.%2e/docs', '/portal/%2e%2e/%2e%2e/docs', '/portal/%2E%2E/admin', '/portal/.%2E/docs', '/portal/x/%2e%2e/%2e%2e/docs',
+    '/portal/..%2fdocs', '/portal/%2f%2fevil.example', '/portal/\\evil.example', '/portal/%5c%5cevil.example', '//evil.example/portal/',
+    '/portal/\t/../../docs', '/portal/%09/docs', '/portal/x%0d%0aLocation:%20https://evil.example', 'https://evil.example/portal/', '/portal/../docs',
+  ]
+  for (const next of hostile) {
+    // By the form's hidden field, as the sign-in page carries it.
+    const client = new PortalClient(app.url)
+    const signedIn = await client.post('/portal/sign-in', { email: user.email, password: user.password, next }, { from: '/portal/sign-in' })
+    assert.equal(signedIn.status, 303, next)
+    assert.equal(signedIn.location, '/portal/home', next)
+    // By the query of the sign-in page, visited signed in.
+    const again = await client.get(`/portal/sign-in?next=${encodeURIComponent(next)}`)
+    assert.equal(again.status, 303, next)
+    assert.equal(again.location, '/portal/home', next)
+    assert.equal(new URL(again.location!, 'https://portal.example').pathname, '/portal/home', 'as a browser resolves it')
+  }
+  // A portal page still comes back, as a browser would resolve it.
+  const client = new PortalClient(app.url)
+  const kept = await client.post('/portal/sign-in', { email: user.email, password: user.password, next: '/portal/accounts/x/../keys?tab=1' }, { from: '/portal/sign-in' })
+  assert.equal(kept.location, '/portal/accounts/keys?tab=1')
 })

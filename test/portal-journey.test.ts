@@ -61,6 +61,8 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   assert.equal(link.pathname, '/portal/verify-email')
   // The link names PUBLIC_BASE_URL; this test's server listens on a port of its own.
   await page.goto(`${app.url}${link.pathname}${link.search}`)
+  // Confirming asks for the password chosen at sign-up (an address is never confirmed for someone else's).
+  await page.getByLabel('Your password').fill('a long enough passphrase')
   await page.getByRole('button', { name: 'Confirm my email address' }).click()
   await page.getByRole('status').filter({ hasText: 'Your email address is confirmed' }).waitFor()
 

@@ -64,7 +64,7 @@ test('an operator approves a pending sign-up: the user is emailed and can sign i
   const password = 'a long enough passphrase'
   assert.equal((await newcomer.post('/portal/sign-up', { email, password, account: 'Newco' }, { from: '/portal/sign-up' })).status, 200)
   const verify = new URL(linkIn(await waitForMail(app, email)))
-  assert.equal((await newcomer.post('/portal/verify-email', { token: verify.searchParams.get('token')! }, { from: `${verify.pathname}${verify.search}` })).status, 200)
+  assert.equal((await newcomer.post('/portal/verify-email', { token: verify.searchParams.get('token')!, password }, { from: `${verify.pathname}${verify.search}` })).status, 200)
   const refused = await newcomer.post('/portal/sign-in', { email, password }, { from: '/portal/sign-in' })
   assert.equal(refused.status, 403, 'pending: no sign-in yet')
 

@@ -62,7 +62,7 @@ export function verifyEmail(input: { readonly link: string; readonly validForMs:
   return compose(`Confirm your email address for ${PRODUCT}`, [
     `To finish signing up for ${PRODUCT}, confirm your email address by opening this link:`,
     { link: input.link },
-    `The link works once and expires in ${duration(input.validForMs)}.`,
+    `The link works once and expires in ${duration(input.validForMs)}. Confirming asks for the password you chose when you signed up (the last time, if you signed up more than once).`,
     ignore,
   ])
 }

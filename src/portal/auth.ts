@@ -7,7 +7,18 @@
  * - links sent by email are single-use, short-lived, kept as hashes, and consumed by a form
  *   post, never by opening them (mail scanners open links);
  * - a new session id at every sign-in; a reset signs the user out everywhere;
- * - `next` only ever leads to a portal page (no open redirect).
+ * - `next` only ever leads to a portal page (no open redirect);
+ * - an address is never confirmed for a password its owner did not choose. Anyone can sign
+ *   up any address; while it is unconfirmed, the last sign-up's password is the pending one,
+ *   and confirming asks for it with the link: only the person who holds both the inbox and
+ *   the password they chose confirms. (Letting the first sign-up keep the address would let
+ *   an attacker who signs up first hand the owner's confirmation their own password; letting
+ *   the link alone confirm the last sign-up would let them sign up again just before the
+ *   owner opens it.) A reset of a never-confirmed account ends its sessions and second
+ *   factor, and unconfirmed sign-ups are deleted after the link's lifetime (maintenance.ts);
+ * - sign-ups are counted per source and in total before any work, and emails an address did
+ *   not ask for (resets, new links, notices) go at most once per window (limits.ts), with the
+ *   same pages either way.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
@@ -22,8 +33,7 @@ import {
   checkCsrf, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, SESSION_COOKIE, sessionIdHash, setCookie, cookieName,
 } from './session.ts'
 
-/** How long a link sent by email works. */
-export const VERIFY_TTL_MS = 24 * 3_600_000
+/** How long a password-reset link works (a confirmation link: SIGNUP_CONFIRM_HOURS). */
 export const RESET_TTL_MS = 30 * 60_000
 
 const EMAIL = /^[^\s@<>()",;:]{1,64}@[^\s@<>()",;:]+\.[^\s@<>()",;:]+$/
@@ -35,9 +45,29 @@ export function checkEmail(email: string): string | null {
   return email.length <= MAX_EMAIL && EMAIL.test(email) ? null : 'an email address like jane@example.com'
 }
 
-/** safeNext: a portal page to go to after sign-in, or the home page (never another site). */
+const HOME = '/portal/home'
+/** Where `next` is resolved: any origin will do, only that it stays this one is checked. */
+const PLACE = 'http://portal.invalid'
+
+/**
+ * safeNext: a portal page to go to after sign-in, or the home page (never another site, nor
+ * a page outside the portal). `next` is judged as a browser will read it: resolved by the
+ * WHATWG URL parser (which takes `.%2e` and `%2e%2e` for `..`, and `\` for `/`), and what is
+ * given back is that resolved path, so the Location sent is the page that opens. Backslashes,
+ * control characters, spaces and encoded slashes are refused outright (a parser or a proxy on
+ * the way may read them otherwise).
+ */
 export function safeNext(next: unknown): string {
-  return typeof next === 'string' && /^\/portal\/[\w\-/.%]*(\?[\w\-.%=&]*)?$/.test(next) && !next.includes('//') && !next.includes('..') ? next : '/portal/home'
+  if (typeof next !== 'string' || next.length > 2048 || !next.startsWith('/portal/') || next.includes('//')) return HOME
+  if (/[\\\u0000-\u0020\u007f-\u009f<>"'`]/.test(next) || /%(2f|5c|[01][0-9a-f]|7f)/i.test(next)) return HOME
+  let url: URL
+  try {
+    url = new URL(next, PLACE)
+  } catch {
+    return HOME
+  }
+  if (url.origin !== PLACE || !url.pathname.startsWith('/portal/') || url.pathname.includes('//') || /%2e/i.test(url.pathname)) return HOME
+  return `${url.pathname}${url.search}`
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -61,6 +91,8 @@ const passwordRule = `At least ${MIN_PASSWORD_LENGTH} characters; a passphrase o
 
 export default async function authPages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { config, store, pepper, passwords, mailer, now } = kit
+  const VERIFY_TTL_MS = config.signupConfirmHours * 3_600_000
+  const mailWindow = mail.duration(config.portalMailWindowSeconds * 1000)
   const secure = config.portalSecureCookies
   const formCookie = cookieName(PRESESSION_COOKIE, secure)
   const base = config.publicBaseUrl
@@ -151,8 +183,8 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     if (user.emailVerifiedAt === null) {
       kit.metrics.signIn('unconfirmed')
       await audit(request, user, 'user.sign-in', 'failure', { reason: 'email not confirmed' })
-      sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
-      return again(403, 'Please confirm your email address first: we have sent you a new link.', email)
+      if (await kit.limits.mail('sign-up', user.email)) sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
+      return again(403, `Please confirm your email address first: open the link we have sent you (a new one at most every ${mailWindow}).`, email)
     }
     if (user.status !== 'active') {
       kit.metrics.signIn(user.status === 'pending' ? 'pending' : 'disabled')
@@ -225,8 +257,15 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     if (problems.length > 0) {
       return sendPage(kit, reply, { title: 'Sign up', status: 422, body: html`${alert('Please correct the fields below.')}${signUpForm(formCsrf(request, reply), { email, account: accountName, problems })}` })
     }
-    // Hashed before anything is looked up: a known email costs the same time as a new one.
-    const hash = await passwords.hash(password)
+    // Counted before any work: a refused sign-up costs no hash, writes nothing and sends nothing.
+    const wait = await kit.limits.signUp(request.ip)
+    if (wait > 0) {
+      reply.header('retry-after', String(wait))
+      return sendPage(kit, reply, { title: 'Sign up', status: 429, body: html`${alert(`Too many sign-ups from your network, or on this service, just now. Try again in ${mail.duration(wait * 1000)}.`)}${signUpForm(formCsrf(request, reply), { email, account: accountName })}` })
+    }
+    // Hashed before anything is looked up: a known email costs the same time as a new one. In
+    // the sign-up lane: a flood of sign-ups never takes the hashes sign-ins need.
+    const hash = await passwords.hash(password, 'sign-up')
     const user: User = {
       id: `usr_${newSessionToken().token.slice(0, 22)}`, email, passwordHash: hash, emailVerifiedAt: null,
       status: config.signupMode === 'approval' ? 'pending' : 'active', operator: false, totpSecret: null, totpEnabledAt: null,
@@ -239,16 +278,22 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
       const account = await kit.accounts.createAccount(ctx, { name: accountName === '' ? email.slice(0, 200) : accountName })
       // A user left without an account (a crash here) creates one from the home page.
       if (!isFailure(account)) await store.portal.addMember(account.id, user.id, 'owner', { ...draft, action: 'member.add', target: { type: 'member', id: user.id }, accountId: account.id, detail: { role: 'owner' } })
-      sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
+      if (await kit.limits.mail('sign-up', user.email)) sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
     } else {
       const known = await store.portal.findUserByEmail(email)
-      if (known !== null && known.emailVerifiedAt === null) {
-        sendMail(request, known.email, mail.verifyEmail({ link: await link(known, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
-      } else if (known !== null) {
+      if (known !== null && known.emailVerifiedAt === null && known.status !== 'disabled') {
+        // Never confirmed: this sign-up's password becomes the pending one (unless a
+        // confirmation has just won), and confirming will ask for it.
+        const replaced = await store.portal.setPendingPassword(known.id, hash, userDraft(request, known, 'user.sign-up', { mode: config.signupMode, again: true }))
+        // With no new email, the last link sent stays live and confirms this password.
+        if (replaced && (await kit.limits.mail('sign-up', known.email))) {
+          sendMail(request, known.email, mail.verifyEmail({ link: await link(known, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
+        }
+      } else if (known !== null && (await kit.limits.mail('sign-up', known.email))) {
         sendMail(request, known.email, mail.alreadyRegistered({ signInUrl: `${base}/portal/sign-in`, resetUrl: `${base}/portal/reset` }))
       }
     }
-    return sendPage(kit, reply, { title: 'Check your inbox', body: html`<p role="status">We have sent a link to ${email}. Open it to confirm your address; it works once, for ${mail.duration(VERIFY_TTL_MS)}.</p><p>No email? Look in your spam folder, or <a href="/portal/sign-up">sign up again</a> to get a new link.</p>` })
+    return sendPage(kit, reply, { title: 'Check your inbox', body: html`<p role="status">We have sent a link to ${email}. Open it to confirm your address; it works once, for ${mail.duration(VERIFY_TTL_MS)}, and asks for the password you have just chosen.</p><p>No email? Look in your spam folder. We send at most one every ${mailWindow}: if you signed up twice, the link in the earlier email works too, with the password you chose last.</p>` })
   })
 
   // Confirming an address: the link shows a button; the post consumes the token.
@@ -260,25 +305,40 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
   const deadLink = (reply: FastifyReply, what: string, again: Html) =>
     sendPage(kit, reply, { title: 'Link expired', status: 400, body: html`<p role="alert">This ${what} link has expired, was already used, or was replaced by a newer one.</p><p>${again}</p>` })
 
-  app.get('/verify-email', { schema: { hide: true } }, async (request, reply) => {
-    const token = tokenOf(request)
-    return sendPage(kit, reply, { title: 'Confirm your email address', body: html`
-<form method="post" action="/portal/verify-email">
-${csrfInput(formCsrf(request, reply))}
+  const confirmForm = (csrf: string, token: string, problem: string | null = null) => html`
+<form method="post" action="/portal/verify-email" novalidate>
+${csrfInput(csrf)}
 <input type="hidden" name="token" value="${token}">
+<input type="text" name="username" autocomplete="username" hidden>
 <p>Confirm that this address is yours to finish signing up.</p>
+${field({ id: 'password', label: 'Your password', type: 'password', autocomplete: 'current-password', hint: 'The one you chose when you signed up (the last time, if you signed up more than once).', problems: problem === null ? [] : [{ field: 'password', text: problem }], extra: html` maxlength="${MAX_PASSWORD_LENGTH}"` })}
 <button type="submit">Confirm my email address</button>
-</form>` })
-  })
+</form>`
+
+  app.get('/verify-email', { schema: { hide: true } }, async (request, reply) =>
+    sendPage(kit, reply, { title: 'Confirm your email address', body: confirmForm(formCsrf(request, reply), tokenOf(request)) }))
 
   app.post('/verify-email', { schema: { hide: true } }, async (request, reply) => {
+    const again = html`<a href="/portal/sign-up">Sign up again</a> to get a new one.`
     if (!formOkSignedOut(request)) return deadLink(reply, 'confirmation', html`Open the link from the email again.`)
     const token = tokenOf(request)
-    const used = token === '' ? null : await store.portal.consumeToken(sessionIdHash(token), 'verify-email', iso(now()))
-    const user = used?.userId ? await store.portal.getUser(used.userId) : null
-    if (used === null || user === null) return deadLink(reply, 'confirmation', html`<a href="/portal/sign-in">Sign in</a> to get a new one.`)
+    const body = request.body as Record<string, unknown>
+    const password = typeof body.password === 'string' ? body.password : ''
+    // Read, not used: a wrong password leaves the link as it was.
+    const found = token === '' ? null : await store.portal.findToken(sessionIdHash(token), 'verify-email', iso(now()))
+    const user = found?.userId ? await store.portal.getUser(found.userId) : null
+    if (found === null || user === null) return deadLink(reply, 'confirmation', again)
+    // The link proves the inbox; the password proves the sign-up: only both confirm.
+    const pending = user.passwordHash
+    if (user.emailVerifiedAt === null && !(await passwords.verify(password, pending))) {
+      await audit(request, user, 'user.verify-email', 'failure', { reason: 'not the pending password' })
+      return sendPage(kit, reply, { title: 'Confirm your email address', status: 422, body: confirmForm(formCsrf(request, reply), token,
+        'That is not the password of the last sign-up for this address. Enter the password you chose when you last signed up, or sign up again to choose one.') })
+    }
+    if ((await store.portal.consumeToken(sessionIdHash(token), 'verify-email', iso(now()))) === null) return deadLink(reply, 'confirmation', again)
     if (user.emailVerifiedAt === null) {
-      await store.portal.updateUser(user.id, { emailVerifiedAt: iso(now()) }, userDraft(request, user, 'user.verify-email'))
+      // The password checked is the one kept, whatever a sign-up did meanwhile.
+      await store.portal.updateUser(user.id, { emailVerifiedAt: iso(now()), passwordHash: pending }, userDraft(request, user, 'user.verify-email'))
     }
     if (user.status === 'pending') {
       await notifyOperators(request, user)
@@ -321,7 +381,9 @@ ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username' }
     // The same answer whatever the address; the lookup and the email happen after it is sent.
     setImmediate(() => {
       void (async () => {
-        const user = checkEmail(email) === null ? await store.portal.findUserByEmail(email) : null
+        // Counted whether or not the address has an account: once per address per window, and per source.
+        if (checkEmail(email) !== null || !(await kit.limits.mail('reset', email, request.ip))) return
+        const user = await store.portal.findUserByEmail(email)
         if (user === null || user.status === 'disabled') return
         sendMail(request, user.email, mail.resetPassword({ link: await link(user, 'reset-password', 'reset/confirm', RESET_TTL_MS), validForMs: RESET_TTL_MS }))
         await audit(request, user, 'user.reset-request', 'success', {})
@@ -354,7 +416,13 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
     const used = token === '' ? null : await store.portal.consumeToken(sessionIdHash(token), 'reset-password', iso(now()))
     const user = used?.userId ? await store.portal.getUser(used.userId) : null
     if (used === null || user === null) return deadLink(reply, 'reset', again)
-    await store.portal.updateUser(user.id, { passwordHash: await passwords.hash(password), ...(user.emailVerifiedAt === null ? { emailVerifiedAt: iso(now()) } : {}) }, userDraft(request, user, 'user.reset-password'))
+    // The link proves the address. Never confirmed before, whatever was set up on the account
+    // (a second factor, sessions) was set up by someone who had not proved it: it goes.
+    const neverConfirmed = user.emailVerifiedAt === null
+    await store.portal.updateUser(user.id, {
+      passwordHash: await passwords.hash(password), ...(neverConfirmed ? { emailVerifiedAt: iso(now()), totpSecret: null, totpEnabledAt: null } : {}),
+    }, userDraft(request, user, 'user.reset-password', neverConfirmed ? { confirmed: true } : {}))
+    if (neverConfirmed) await store.portal.setRecoveryCodes(user.id, [])
     await store.portal.deleteSessionsOf(user.id)
     // The link proved the address: the guesses that locked it are no reason to keep its owner out.
     await kit.throttle.forget(emailKey(user.email))

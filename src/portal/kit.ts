@@ -19,6 +19,7 @@ import type { Membership, Role, Session, User } from '../domain/portal.ts'
 import type { Account } from '../storage/ports.ts'
 import type { Passwords } from './passwords.ts'
 import type { SignInThrottle } from './throttle.ts'
+import type { PortalLimits } from './limits.ts'
 import { html, page, type Html } from './html.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
 import type { Metrics } from '../metrics/metrics.ts'
@@ -31,6 +32,8 @@ export interface Kit {
   readonly mailer: Mailer
   readonly passwords: Passwords
   readonly throttle: SignInThrottle
+  /** Sign-ups and unasked-for emails, per source and address (limits.ts). */
+  readonly limits: PortalLimits
   readonly pepper: Pepper
   readonly now: () => number
   /** The session cookie's name (with `__Host-` behind HTTPS). */

@@ -10,7 +10,7 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 /** seed: a user with an expired, a soon expiring and a live session; an account with an expired, a used and a live invitation. */
 async function seed(store: Store, nowMs: number): Promise<string> {
-  const user = await makeUser(store.portal, 'ann@example.com')
+  const user = await makeUser(store.portal, 'ann@example.com', { emailVerifiedAt: iso(nowMs - 86_400_000) })
   const account = await makeAccount(store.access, 'Acme')
   const session = (idHash: string, expiresMs: number) =>
     store.portal.createSession({ idHash, userId: user.id, expiresAt: iso(expiresMs), twoFactorPending: false, ip: null, userAgent: null })
@@ -32,17 +32,22 @@ async function left(store: Store, accountId: string): Promise<{ sessions: string
   return { sessions: sessions.filter(Boolean), unusedTokens: (await store.portal.pendingInvites(accountId, iso(0))).map((t) => t.tokenHash) }
 }
 
-test('keepPortalTidy deletes expired sessions and expired or used tokens at once, then at every tick; stop ends it', async (t) => {
+test('keepPortalTidy deletes expired sessions, expired or used tokens and stale unconfirmed sign-ups at once, then at every tick; stop ends it', async (t) => {
   const store = openSqliteStore({ path: ':memory:' })
   t.after(() => store.close())
   let nowMs = Date.parse('2030-01-01T00:00:00Z')
   const accountId = await seed(store, nowMs)
   assert.deepEqual(await left(store, accountId), { sessions: ['s-dead', 's-soon', 's-live'], unusedTokens: ['t-dead', 't-live'] })
+  const stale = await makeUser(store.portal, 'stale@example.com', { createdAt: iso(nowMs - 2 * 86_400_000) })
+  const recent = await makeUser(store.portal, 'recent@example.com', { createdAt: iso(nowMs - 3_600_000) })
   const errors: Error[] = []
-  const stop = keepPortalTidy(store, () => nowMs, (e) => errors.push(e), 30)
+  const stop = keepPortalTidy(store, () => nowMs, (e) => errors.push(e), 86_400_000, 30)
   await sleep(10)
   assert.deepEqual(await left(store, accountId), { sessions: ['s-soon', 's-live'], unusedTokens: ['t-live'] }, 'the first pass ran at start')
   assert.equal(await store.portal.pruneTokens(iso(nowMs)), 0, 'the used token went too')
+  assert.equal(await store.portal.getUser(stale.id), null, 'a sign-up unconfirmed for longer than its link lives went')
+  assert.notEqual(await store.portal.getUser(recent.id), null, 'a recent one stays')
+  assert.notEqual(await store.portal.getUser((await store.portal.findUserByEmail('ann@example.com'))!.id), null, 'a confirmed one stays')
   nowMs += 120_000
   await sleep(80)
   assert.deepEqual((await left(store, accountId)).sessions, ['s-live'], 'a later pass removed the session that expired since')
@@ -59,14 +64,15 @@ test('keepPortalTidy reports a failure and still prunes the other part; stop wai
   const portal = {
     pruneSessions: async () => { calls.push('sessions'); throw new Error('sessions table away') },
     pruneTokens: () => new Promise<number>((resolve) => { calls.push('tokens'); release = () => { calls.push('tokens done'); resolve(2) } }),
+    purgeUnconfirmed: async () => { calls.push('unconfirmed'); return 0 },
   }
   const errors: string[] = []
-  const stop = keepPortalTidy({ portal } as unknown as Store, () => 0, (e) => errors.push(e.message))
+  const stop = keepPortalTidy({ portal } as unknown as Store, () => 0, (e) => errors.push(e.message), 86_400_000)
   const stopped = stop().then(() => calls.push('stopped'))
   await sleep(10)
-  assert.deepEqual(calls, ['sessions', 'tokens'], 'stop waits')
+  assert.deepEqual(calls, ['sessions', 'tokens', 'unconfirmed'], 'stop waits')
   release()
   await stopped
-  assert.deepEqual(calls, ['sessions', 'tokens', 'tokens done', 'stopped'])
+  assert.deepEqual(calls, ['sessions', 'tokens', 'unconfirmed', 'tokens done', 'stopped'])
   assert.deepEqual(errors, ['sessions table away'])
 })

@@ -76,3 +76,29 @@ test('passwords: a new password has 12 to 1024 characters', () => {
   assert.equal(checkPassword('🔑'.repeat(12)), null, 'characters, not UTF-16 units')
   assert.equal(checkPassword('x'.repeat(MAX_PASSWORD_LENGTH + 1)), 'at most 1024 characters')
 })
+
+test('passwords: sign-ups hash in a lane of their own: a sign-in waits for none of them, none starts while it hashes, and a full sign-up queue refuses only sign-ups', async () => {
+  const stored = await new Passwords({ params: { ln: 12, r: 8, p: 1 } }).hash('the right one')
+  const passwords = new Passwords({ concurrency: 1, queue: 4, signUpQueue: 3, params: { ln: 12, r: 8, p: 1 } })
+  const done: string[] = []
+  const signUps = Array.from({ length: 5 }, (_, i) => passwords.hash(`sign-up ${i}`, 'sign-up').then(() => { done.push(`up${i}`) }))
+  const settled = Promise.allSettled(signUps)
+  // One runs, three wait, the fifth is refused; a sign-in arriving then runs at once beside them.
+  const signIn = passwords.verify('the right one', stored).then((ok) => { done.push(`in:${ok}`) })
+  await Promise.all([settled, signIn])
+  const results = await settled
+  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'])
+  assert.ok((results[4] as PromiseRejectedResult).reason instanceof PasswordsBusy)
+  assert.ok(done.indexOf('in:true') <= 1, `the sign-in did not wait for the sign-ups queued before it: ${done.join(', ')}`)
+  assert.ok(done.indexOf('up1') > done.indexOf('in:true'), `no sign-up started while the sign-in hashed: ${done.join(', ')}`)
+
+  // Twenty sign-ups waiting: a sign-in takes a hash's time, not theirs.
+  const roomy = new Passwords({ concurrency: 1, signUpQueue: 50, params: { ln: 12, r: 8, p: 1 } })
+  const t = performance.now()
+  const flood = Promise.all(Array.from({ length: 20 }, (_, i) => roomy.hash(`flood ${i}`, 'sign-up')))
+  assert.equal(await roomy.verify('the right one', stored), true)
+  const signInMs = performance.now() - t
+  await flood
+  const floodMs = performance.now() - t
+  assert.ok(signInMs < floodMs / 4, `the sign-in took ${signInMs.toFixed(0)} ms, the 20 sign-ups ${floodMs.toFixed(0)} ms`)
+})

@@ -55,52 +55,103 @@ function derive(password: string, salt: Buffer, params: ScryptParams): Promise<B
   })
 }
 
+/**
+ * Lane: whose hash it is. `sign-in` (signing in, and a signed-in user's own password checks
+ * and changes) and `sign-up` (new sign-ups: anyone can send them) each have slots and a queue
+ * of their own: a flood of sign-ups fills only its own queue (then is refused, writing
+ * nothing), a sign-in never queues behind one, and no sign-up hash starts while a sign-in
+ * hashes or waits (so a sign-in shares the cores with at most the one sign-up hash it found
+ * running).
+ */
+export type Lane = 'sign-in' | 'sign-up'
+
 export interface PasswordsOptions {
   readonly params?: ScryptParams
   /**
-   * Hashes at once (default: half the CPUs, at least 1, at most 2 (half of libuv's default pool
-   * of 4)): each hash is 32 MiB and a core's worth of work for tens of milliseconds, and the
-   * event loop must keep a core (bench/signin.ts: with two at once on two cores, /totp/ping's
-   * p99 under a storm of sign-ins was 306 ms against 79 ms with one).
+   * Sign-in hashes at once (default: half the CPUs, at least 1, at most 2 (half of libuv's
+   * default pool of 4)): each hash is 32 MiB and a core's worth of work for tens of
+   * milliseconds, and the event loop must keep a core (bench/signin.ts: with two at once on
+   * two cores, /totp/ping's p99 under a storm of sign-ins was 306 ms against 79 ms with one).
    */
   readonly concurrency?: number
-  /** Hashes that may wait (default 64); past that, PasswordsBusy. */
+  /** Sign-in hashes that may wait (default 64); past that, PasswordsBusy. */
   readonly queue?: number
+  /** Sign-up hashes at once (default 1: sign-ups are few, and SIGNUP_MAX bounds them an hour). */
+  readonly signUpConcurrency?: number
+  /** Sign-up hashes that may wait (default 16); past that, PasswordsBusy for the sign-up (which writes nothing). */
+  readonly signUpQueue?: number
 }
 
-export class Passwords {
-  readonly #params: ScryptParams
+/**
+ * Slots: at most `concurrency` pieces of work at once, `queue` more waiting in order, the
+ * rest refused; and none started while `yieldTo` says another lane is busy (`resume` starts
+ * what waited, once it is not).
+ */
+class Slots {
   readonly #concurrency: number
   readonly #queueLimit: number
+  readonly #yieldTo: () => boolean
   readonly #waiting: (() => void)[] = []
   #running = 0
-  /** A hash of nothing anyone knows, verified against when the email is unknown: the answer takes as long either way. */
-  #dummy: Promise<string> | undefined
 
-  constructor(opts: PasswordsOptions = {}) {
-    this.#params = opts.params ?? DEFAULT_PARAMS
-    this.#concurrency = opts.concurrency ?? Math.min(2, Math.max(1, Math.floor(availableParallelism() / 2)))
-    this.#queueLimit = opts.queue ?? 64
+  constructor(concurrency: number, queue: number, yieldTo: () => boolean = () => false) {
+    this.#concurrency = concurrency
+    this.#queueLimit = queue
+    this.#yieldTo = yieldTo
   }
 
-  async #slot<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#concurrency) {
+  /** busy: work runs or waits here. */
+  get busy(): boolean {
+    return this.#running > 0 || this.#waiting.length > 0
+  }
+
+  async run<T>(work: () => Promise<T>, done: () => void): Promise<T> {
+    if (this.#running >= this.#concurrency || this.#waiting.length > 0 || this.#yieldTo()) {
       if (this.#waiting.length >= this.#queueLimit) throw new PasswordsBusy()
+      // Resolved by resume, which counts the slot as taken.
       await new Promise<void>((resolve) => this.#waiting.push(resolve))
     } else this.#running++
     try {
       return await work()
     } finally {
-      const next = this.#waiting.shift()
-      if (next) next()
-      else this.#running--
+      this.#running--
+      this.resume()
+      done()
     }
   }
 
+  /** resume starts waiting work while there are free slots and nothing to yield to. */
+  resume(): void {
+    while (this.#waiting.length > 0 && this.#running < this.#concurrency && !this.#yieldTo()) {
+      this.#running++
+      this.#waiting.shift()!()
+    }
+  }
+}
+
+export class Passwords {
+  readonly #params: ScryptParams
+  readonly #lanes: Readonly<Record<Lane, Slots>>
+  /** A hash of nothing anyone knows, verified against when the email is unknown: the answer takes as long either way. */
+  #dummy: Promise<string> | undefined
+
+  constructor(opts: PasswordsOptions = {}) {
+    this.#params = opts.params ?? DEFAULT_PARAMS
+    const signIn = new Slots(opts.concurrency ?? Math.min(2, Math.max(1, Math.floor(availableParallelism() / 2))), opts.queue ?? 64)
+    // A sign-up hash starts only while no sign-in hashes or waits: the cores are the sign-ins' first.
+    const signUp = new Slots(opts.signUpConcurrency ?? 1, opts.signUpQueue ?? 16, () => signIn.busy)
+    this.#lanes = { 'sign-in': signIn, 'sign-up': signUp }
+  }
+
+  #slot<T>(work: () => Promise<T>, lane: Lane): Promise<T> {
+    // When a sign-in ends, sign-ups that yielded to it may start.
+    return this.#lanes[lane].run(work, () => { if (lane === 'sign-in') this.#lanes['sign-up'].resume() })
+  }
+
   /** hash makes the stored form of a password. */
-  async hash(password: string): Promise<string> {
+  async hash(password: string, lane: Lane = 'sign-in'): Promise<string> {
     const salt = randomBytes(SALT_BYTES)
-    const key = await this.#slot(() => derive(password, salt, this.#params))
+    const key = await this.#slot(() => derive(password, salt, this.#params), lane)
     const b64 = (b: Buffer) => b.toString('base64').replace(/=+$/, '')
     const { ln, r, p } = this.#params
     return `$scrypt$ln=${ln},r=${r},p=${p}$${b64(salt)}$${b64(key)}`
@@ -110,11 +161,11 @@ export class Passwords {
    * verify checks a password against a stored hash (null: no such user, checked against a
    * dummy hash so that the time says nothing). False for a malformed hash.
    */
-  async verify(password: string, encoded: string | null): Promise<boolean> {
+  async verify(password: string, encoded: string | null, lane: Lane = 'sign-in'): Promise<boolean> {
     if (password.length > MAX_PASSWORD_LENGTH * 4) return false
     if (encoded === null) {
       this.#dummy ??= this.hash(randomBytes(16).toString('hex'))
-      await this.verify(password, await this.#dummy)
+      await this.verify(password, await this.#dummy, lane)
       return false
     }
     const m = ENCODED.exec(encoded)
@@ -122,7 +173,7 @@ export class Passwords {
     const params = { ln: Number(m[1]), r: Number(m[2]), p: Number(m[3]) }
     if (params.ln < 10 || params.ln > 20 || params.r < 1 || params.p < 1) return false
     const expected = Buffer.from(m[5]!, 'base64')
-    const key = await this.#slot(() => derive(password, Buffer.from(m[4]!, 'base64'), params))
+    const key = await this.#slot(() => derive(password, Buffer.from(m[4]!, 'base64'), params), lane)
     return key.length === expected.length && timingSafeEqual(key, expected)
   }
 

@@ -12,6 +12,7 @@ import type { Kit } from './kit.ts'
 import { notFound, sendPage } from './kit.ts'
 import { PasswordsBusy } from './passwords.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
+import { PortalLimits } from './limits.ts'
 import authPages from './auth.ts'
 import homePages from './home.ts'
 import keysPages, { css as keysCss } from './keys.ts'
@@ -24,7 +25,7 @@ import securityPages, { css as securityCss } from './security.ts'
 import operatorPages, { css as operatorCss } from './operator.ts'
 import webhookPages, { css as webhooksCss } from './webhooks.ts'
 
-export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
+export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs' | 'limits'>
 
 /** Nothing but the node's own scripts, styles and images; forms post only here; no framing. */
 export const PORTAL_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -51,6 +52,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
   const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics } = opts
   const kit: Kit = {
     config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics,
+    limits: new PortalLimits(store, config, now, pepper),
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
     sessionTtlMs: config.sessionTtlHours * 3_600_000,
   }
@@ -64,7 +66,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
     const status = error instanceof PasswordsBusy ? 503 : (error.statusCode ?? 500) < 500 ? error.statusCode! : 500
     if (status >= 500) request.log.error({ err: error }, 'portal page failed')
     if (status === 503) reply.header('retry-after', '5')
-    const message = status === 503 ? 'Too many sign-ins at once. Try again in a few seconds.'
+    const message = status === 503 ? 'Too many sign-ins or sign-ups at once. Try again in a few seconds.'
       : status >= 500 ? `Something went wrong on our side (request ${request.id}).`
       : status === 413 ? 'That form was too large.'
       : status === 415 ? 'That request was not a form.'

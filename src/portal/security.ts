@@ -30,6 +30,7 @@ textarea.codes { line-height: 1.6; }
 const NOTICES: Record<string, string> = {
   password: 'Your password is changed, and your other sessions are signed out.',
   '2fa-off': 'Two-factor sign-in is off. Signing in now asks only for your password.',
+  unconfirmed: 'Confirm your email address first: two-factor sign-in can be turned on only for a confirmed address.',
   'signed-out-others': 'Every other session is signed out; this one stays.',
 }
 
@@ -197,10 +198,20 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
   const wrongCode = (field: string, outcome: VerifyOutcome): Problem =>
     ({ field, text: outcome.kind === 'reused' ? 'That code was used already: wait for the next one.' : 'That code is not right. Check that the clock of your phone is right, and enter the code your app shows now.', status: 422 })
 
+  /**
+   * unconfirmed: the address was never confirmed (no sign-in gives such a user a session,
+   * but no session may be enough): nobody proved it theirs, so nobody may put a second factor
+   * on it that its owner would then be asked for (auth.ts).
+   */
+  const unconfirmed = (reply: FastifyReply, current: Current) =>
+    current.user.emailVerifiedAt === null ? reply.redirect('/portal/security?notice=unconfirmed', 303) : null
+
   app.post('/security/two-factor/setup', { schema: { hide: true } }, async (request, reply) => {
     const current = await formOf(request, reply)
     if (current === null) return reply
     if (current.user.totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
+    const refused = unconfirmed(reply, current)
+    if (refused !== null) return refused
     // One secret while setting up: reloading, or coming back later, shows the one the app may have scanned already.
     if (current.user.totpSecret === null) await store.portal.updateUser(current.user.id, { totpSecret: newTotpSecret() }, null)
     return reply.redirect('/portal/security/two-factor/setup', 303)
@@ -211,6 +222,8 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
     if (current === null) return reply
     const { totpSecret, totpEnabledAt } = current.user
     if (totpSecret === null || totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
+    const refused = unconfirmed(reply, current)
+    if (refused !== null) return refused
     return enrolPage(reply, current, totpSecret)
   })
 
@@ -219,6 +232,8 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
     if (current === null) return reply
     const { user } = current
     if (user.totpSecret === null || user.totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
+    const refused = unconfirmed(reply, current)
+    if (refused !== null) return refused
     // The password first: a session left open must not be enough to put someone else's phone on the account.
     const wrong = await passwordProblem(request, reply, current, 'enable-password')
     if (wrong !== null) return enrolPage(reply, current, user.totpSecret, wrong)

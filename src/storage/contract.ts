@@ -569,6 +569,64 @@ function portalContract(withStore: WithStore): void {
     assert.equal((await audit.list({ limit: 10 })).items.length, 2, 'nothing changed, no event')
   })
 
+  withStore('portal: a pending password is replaced only while the address is unconfirmed; a link is found without being used', async ({ portal, audit }) => {
+    const user = await makeUser(portal, 'pending@example.com')
+    const event = { ...draft('user.sign-up', user.id), target: { type: 'user' as const, id: user.id } }
+    assert.equal(await portal.setPendingPassword(user.id, 'hash-2', event), true)
+    assert.equal((await portal.getUser(user.id))?.passwordHash, 'hash-2')
+    await portal.updateUser(user.id, { emailVerifiedAt: later(0) }, null)
+    assert.equal(await portal.setPendingPassword(user.id, 'hash-3', event), false, 'confirmed: no longer')
+    assert.equal(await portal.setPendingPassword('usr_nobody', 'hash-3', event), false)
+    assert.equal((await portal.getUser(user.id))?.passwordHash, 'hash-2')
+    assert.equal((await audit.list({ action: 'user.sign-up', limit: 10 })).items.length, 1, 'one event, of the change made')
+
+    await portal.createToken({ tokenHash: 'find-me', purpose: 'verify-email', email: user.email, userId: user.id, expiresAt: later(HOUR) })
+    const nowIso = later(0)
+    assert.equal((await portal.findToken('find-me', 'verify-email', nowIso))?.userId, user.id)
+    assert.equal((await portal.findToken('find-me', 'verify-email', nowIso))?.usedAt, null, 'found, not used')
+    assert.equal(await portal.findToken('find-me', 'reset-password', nowIso), null, 'another purpose')
+    assert.equal(await portal.findToken('find-me', 'verify-email', later(2 * HOUR)), null, 'expired')
+    assert.notEqual(await portal.consumeToken('find-me', 'verify-email', nowIso), null)
+    assert.equal(await portal.findToken('find-me', 'verify-email', nowIso), null, 'used')
+  })
+
+  withStore('portal: unconfirmed users past their links go, with the accounts made for them; confirmed ones, live links and accounts given more stay', async ({ portal, access }) => {
+    const old = new Date(Date.now() - 2 * 86_400_000).toISOString()
+    const nowIso = later(0)
+    const cutoff = new Date(Date.now() - 86_400_000).toISOString()
+    const account = async (name: string, userId: string) => {
+      const made = await makeAccount(access, name)
+      assert.equal(await portal.addMember(made.id, userId, 'owner', { ...draft('member.add'), accountId: made.id }), true)
+      return made
+    }
+    const trap = await makeUser(portal, 'trap@example.com', { createdAt: old })
+    const trapAccount = await account('trap', trap.id)
+    await portal.createSession({ idHash: 'trap-session', userId: trap.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+    await portal.setRecoveryCodes(trap.id, ['code-1'])
+    await portal.createToken({ tokenHash: 'trap-dead', purpose: 'verify-email', email: trap.email, userId: trap.id, expiresAt: old })
+    await portal.createToken({ tokenHash: 'trap-invite', purpose: 'invite', email: 'x@example.com', accountId: trapAccount.id, role: 'viewer', expiresAt: later(HOUR) })
+    const given = await makeUser(portal, 'given@example.com', { createdAt: old })
+    const givenAccount = await account('given', given.id)
+    await makeKey(access, givenAccount.id, 'given-key-hash')
+    const shared = await makeUser(portal, 'shared@example.com', { createdAt: old })
+    const confirmed = await makeUser(portal, 'confirmed@example.com', { createdAt: old, emailVerifiedAt: old })
+    const sharedAccount = await account('shared', confirmed.id)
+    assert.equal(await portal.addMember(sharedAccount.id, shared.id, 'viewer', { ...draft('member.add'), accountId: sharedAccount.id }), true)
+    const waiting = await makeUser(portal, 'waiting@example.com', { createdAt: old })
+    await portal.createToken({ tokenHash: 'waiting-live', purpose: 'verify-email', email: waiting.email, userId: waiting.id, expiresAt: later(HOUR) })
+    const fresh = await makeUser(portal, 'fresh@example.com')
+
+    assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 3, 'trap, given and shared')
+    for (const gone of [trap, given, shared]) assert.equal(await portal.getUser(gone.id), null, gone.email)
+    for (const kept of [confirmed, waiting, fresh]) assert.notEqual(await portal.getUser(kept.id), null, kept.email)
+    assert.equal(await access.getAccount(trapAccount.id), null, 'the account made for the trap went with it')
+    assert.equal(await portal.findSession('trap-session', nowIso), null)
+    assert.deepEqual(await portal.pendingInvites(trapAccount.id, nowIso), [])
+    assert.notEqual(await access.getAccount(givenAccount.id), null, 'an account with a key stays')
+    assert.deepEqual((await portal.listMembers(sharedAccount.id)).map((m) => m.email), ['confirmed@example.com'], 'a shared account stays, less the purged member')
+    assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 0, 'nothing left to purge')
+  })
+
   withStore('portal users page in creation order with a cursor, filtered by status and email', async ({ portal }) => {
     const made: NewUser[] = []
     for (let i = 0; i < 13; i++) {

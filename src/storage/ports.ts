@@ -223,6 +223,21 @@ export interface PortalStore {
   getUser(id: string): Promise<User | null>
   /** updateUser returns the user as changed, or null when there is no such user; `audit` null: no event (a rehash on sign-in). */
   updateUser(id: string, patch: UserPatch, audit: AuditDraft | null): Promise<User | null>
+  /**
+   * setPendingPassword replaces the password of a user whose address is not confirmed yet (a
+   * sign-up again for it), with its audit event; false, and nothing written, once the address
+   * is confirmed (in the same step: a confirmation at the same time wins) or without the user.
+   */
+  setPendingPassword(id: string, passwordHash: string, audit: AuditDraft): Promise<boolean>
+  /**
+   * purgeUnconfirmed deletes the users whose address was never confirmed, made at or before
+   * `beforeIso`, who have no live email link at `nowIso`: with their sessions, links, recovery
+   * codes and memberships, and the accounts of which they were the only members that hold
+   * nothing else (no key, subscription, plan, onboarding, managed factor user or webhook
+   * endpoint: an account an operator has given something is kept). At most 500 users a call;
+   * returns how many went.
+   */
+  purgeUnconfirmed(beforeIso: string, nowIso: string): Promise<number>
   /** listUsers pages through users in creation order. A malformed cursor throws CursorError. */
   listUsers(query: UserQuery): Promise<Page<User>>
   /** resealTotpSecret replaces a user's kept TOTP secret if it is still `from` (a key rotation; a concurrent change wins); false otherwise. */
@@ -281,6 +296,8 @@ export interface PortalStore {
    * returns it (with usedAt); null otherwise. Atomic: of any number at once, one gets it.
    */
   consumeToken(tokenHash: string, purpose: TokenPurpose, nowIso: string): Promise<EmailToken | null>
+  /** findToken: a token of this purpose, not expired at `nowIso` and not used, read only (nothing consumed); null otherwise. */
+  findToken(tokenHash: string, purpose: TokenPurpose, nowIso: string): Promise<EmailToken | null>
   /** pendingInvites: an account's invitations neither used nor expired at `nowIso`, oldest first. */
   pendingInvites(accountId: string, nowIso: string): Promise<EmailToken[]>
   /** deleteToken withdraws a token (an invitation cancelled); false when there was none. */

@@ -286,3 +286,11 @@ export function readUserCursor(cursor: string): string {
   if (userCursor(userId) !== cursor || /[\u0000-\u001f\u007f]/.test(userId)) throw new CursorError()
   return userId
 }
+
+/**
+ * HOLDS_NOTHING: SQL conditions (`AND …`) that the account `m.account_id` holds nothing but
+ * its members and email links: what a sign-up made, and no more (purgeUnconfirmed keeps an
+ * account an operator has given a key, a subscription, a plan or anything else).
+ */
+export const HOLDS_NOTHING = ['api_keys', 'subscriptions', 'plans', 'onboarding', 'totp_users', 'webhook_endpoints']
+  .map((table) => `AND NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.account_id = m.account_id)`).join(' ')

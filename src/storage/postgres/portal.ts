@@ -10,7 +10,7 @@ import type { PortalStore, UserPatch } from '../ports.ts'
 import { LastOwnerError } from '../ports.ts'
 import {
   likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
-  createdOrderPage, pageOf,
+  createdOrderPage, pageOf, HOLDS_NOTHING,
 } from '../rows.ts'
 import { audited, auditInsert, type Query } from './accounts.ts'
 
@@ -63,6 +63,30 @@ export function portalStore(query: Query): PortalStore {
         : await query(null, `WITH u AS (${update}), e AS (${auditInsert(2 + values.length, 'u')}) SELECT * FROM u`,
           [id, ...values, ...audited(audit)])
       return rows[0] ? toUser(rows[0]) : null
+    },
+    async setPendingPassword(id, passwordHash, audit) {
+      // The row lock orders it with a confirmation: once that commits, the re-read row is confirmed and nothing changes.
+      const r = await query('portal-user-pending-password', `
+        WITH u AS (UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1 AND email_verified_at IS NULL RETURNING id)
+        ${auditInsert(3, 'u')}`, [id, passwordHash, ...audited(audit)])
+      return (r.rowCount ?? 0) > 0
+    },
+    async purgeUnconfirmed(beforeIso, nowIso) {
+      // One statement: every part sees the same users, and the foreign keys are checked at its end, when all is gone.
+      const { rows } = await query(null, `
+        WITH doomed AS (SELECT id FROM users u WHERE email_verified_at IS NULL AND created_at <= $1
+            AND NOT EXISTS (SELECT 1 FROM email_tokens t WHERE t.user_id = u.id AND t.used_at IS NULL AND t.expires_at > $2)
+            ORDER BY created_at LIMIT 500 FOR UPDATE SKIP LOCKED),
+          lone AS (SELECT DISTINCT m.account_id AS id FROM members m JOIN doomed d ON d.id = m.user_id
+            WHERE NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id) ${HOLDS_NOTHING}),
+          s AS (DELETE FROM sessions WHERE user_id IN (SELECT id FROM doomed)),
+          c AS (DELETE FROM recovery_codes WHERE user_id IN (SELECT id FROM doomed)),
+          t AS (DELETE FROM email_tokens WHERE user_id IN (SELECT id FROM doomed) OR account_id IN (SELECT id FROM lone)),
+          m AS (DELETE FROM members WHERE user_id IN (SELECT id FROM doomed)),
+          a AS (DELETE FROM accounts WHERE id IN (SELECT id FROM lone)),
+          u AS (DELETE FROM users WHERE id IN (SELECT id FROM doomed) RETURNING id)
+        SELECT count(*)::int AS n FROM u`, [beforeIso, nowIso])
+      return Number(rows[0]?.n ?? 0)
     },
     async resealTotpSecret(id, from, to) {
       const r = await query('user-reseal', 'UPDATE users SET totp_secret = $1 WHERE id = $2 AND totp_secret = $3', [to, id, from])
@@ -171,6 +195,11 @@ export function portalStore(query: Query): PortalStore {
       const { rows } = await query('portal-token-consume', `
         UPDATE email_tokens SET used_at = $3
         WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 RETURNING *`, [tokenHash, purpose, nowIso])
+      return rows[0] ? toEmailToken(rows[0]) : null
+    },
+    async findToken(tokenHash, purpose, nowIso) {
+      const { rows } = await query('portal-token-find', `
+        SELECT * FROM email_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3`, [tokenHash, purpose, nowIso])
       return rows[0] ? toEmailToken(rows[0]) : null
     },
     async pendingInvites(accountId, nowIso) {

@@ -10,7 +10,7 @@ import type { AuditDraft, PortalStore, UserPatch } from '../ports.ts'
 import { LastOwnerError } from '../ports.ts'
 import {
   auditValues, likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
-  createdOrderPage, pageOf,
+  createdOrderPage, pageOf, HOLDS_NOTHING,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 
@@ -59,6 +59,18 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
       WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? RETURNING *`),
     invites: db.prepare(`SELECT * FROM email_tokens WHERE account_id = ? AND purpose = 'invite' AND used_at IS NULL AND expires_at > ?
       ORDER BY created_at, token_hash`),
+    findToken: db.prepare('SELECT * FROM email_tokens WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?'),
+    pendingPassword: db.prepare('UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ? AND email_verified_at IS NULL'),
+    unconfirmed: db.prepare(`SELECT id FROM users u WHERE email_verified_at IS NULL AND created_at <= ?
+      AND NOT EXISTS (SELECT 1 FROM email_tokens t WHERE t.user_id = u.id AND t.used_at IS NULL AND t.expires_at > ?) ORDER BY created_at LIMIT 500`),
+    loneAccounts: db.prepare(`SELECT m.account_id AS id FROM members m WHERE m.user_id = ?
+      AND NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id)
+      ${HOLDS_NOTHING}`),
+    purgeUser: [
+      'DELETE FROM sessions WHERE user_id = ?', 'DELETE FROM recovery_codes WHERE user_id = ?', 'DELETE FROM email_tokens WHERE user_id = ?',
+      'DELETE FROM members WHERE user_id = ?', 'DELETE FROM users WHERE id = ?',
+    ].map((sql) => db.prepare(sql)),
+    purgeAccount: ['DELETE FROM email_tokens WHERE account_id = ?', 'DELETE FROM accounts WHERE id = ?'].map((sql) => db.prepare(sql)),
     deleteToken: db.prepare('DELETE FROM email_tokens WHERE token_hash = ?'),
     pruneTokens: db.prepare('DELETE FROM email_tokens WHERE expires_at <= ? OR used_at IS NOT NULL'),
     deleteCodes: db.prepare('DELETE FROM recovery_codes WHERE user_id = ?'),
@@ -101,6 +113,24 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
         if (row === undefined) return null
         if (event !== null) audit(event)
         return toUser(row)
+      })
+    },
+    async setPendingPassword(id, passwordHash, event) {
+      return batch.atomic(() => {
+        if (Number(q.pendingPassword.run(passwordHash, new Date().toISOString(), id).changes) === 0) return false
+        audit(event)
+        return true
+      })
+    },
+    async purgeUnconfirmed(beforeIso, nowIso) {
+      return batch.atomic(() => {
+        const users = q.unconfirmed.all(beforeIso, nowIso).map((r) => String(r.id))
+        for (const id of users) {
+          const accounts = q.loneAccounts.all(id).map((r) => String(r.id))
+          for (const statement of q.purgeUser) statement.run(id)
+          for (const account of accounts) for (const statement of q.purgeAccount) statement.run(account)
+        }
+        return users.length
       })
     },
     async resealTotpSecret(id, from, to) {
@@ -190,6 +220,10 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
     },
     async consumeToken(tokenHash, purpose, nowIso) {
       const row = await batch.run(() => q.consume.get(nowIso, tokenHash, purpose, nowIso))
+      return row ? toEmailToken(row) : null
+    },
+    async findToken(tokenHash, purpose, nowIso) {
+      const row = q.findToken.get(tokenHash, purpose, nowIso)
       return row ? toEmailToken(row) : null
     },
     async pendingInvites(accountId, nowIso) {

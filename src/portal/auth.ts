@@ -25,7 +25,6 @@ import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
 import { formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type User } from '../domain/portal.ts'
-import { isFailure } from '../accounts/service.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
 import * as mail from '../mail/templates.ts'
 import { auditUser, userDraft } from './two-factor.ts'
@@ -275,9 +274,9 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     if (await store.portal.createUser(user, draft)) {
       kit.metrics.signUp()
       const ctx = { actor: { type: 'portal-user' as const, id: user.id }, ip: request.ip }
-      const account = await kit.accounts.createAccount(ctx, { name: accountName === '' ? email.slice(0, 200) : accountName })
-      // A user left without an account (a crash here) creates one from the home page.
-      if (!isFailure(account)) await store.portal.addMember(account.id, user.id, 'owner', { ...draft, action: 'member.add', target: { type: 'member', id: user.id }, accountId: account.id, detail: { role: 'owner' } })
+      // The account and its owner in one write (a user left without one, by a crash between the
+      // two writes, creates one from the home page).
+      await kit.accounts.createOwnedAccount(ctx, user.id, { name: accountName === '' ? email.slice(0, 200) : accountName })
       if (await kit.limits.mail('sign-up', user.email)) sendMail(request, user.email, mail.verifyEmail({ link: await link(user, 'verify-email', 'verify-email', VERIFY_TTL_MS), validForMs: VERIFY_TTL_MS }))
     } else {
       const known = await store.portal.findUserByEmail(email)

@@ -1,0 +1,91 @@
+/**
+ * A/B of conversion throughput: this tree against another checkout of the project (a baseline
+ * commit), on the real corpus (../shared/corpus/real) at 150 dpi, through HTTP, both servers
+ * with 2 workers, in rounds whose order alternates; a ratio is taken within each round, then
+ * the median (this machine's speed drifts). Each round: every file to PNG one at a time, the
+ * corpus twice over by 4 clients at once, and the files under 100 kB to PostScript.
+ *
+ *   git worktree add ../baseline <commit> && ln -s "$PWD/node_modules" ../baseline/node_modules
+ *   BENCH_BASELINE=../baseline node bench/ab-convert.ts
+ *
+ * BENCH_ROUNDS (default 5) sets the number of rounds. A conversion that does not answer 200
+ * is named at the end (the same file on both sides is no difference).
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { freePort, median } from './load.ts'
+import { waitFor } from './wait.ts'
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const BASELINE = process.env.BENCH_BASELINE
+if (BASELINE === undefined || BASELINE === '') {
+  process.stderr.write('BENCH_BASELINE must name a checkout of the baseline commit (see the comment at the top)\n')
+  process.exit(2)
+}
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
+const files = readdirSync(CORPUS).filter((f) => f.endsWith('.pdf') && !f.includes('password')).map((name) => ({ name, bytes: readFileSync(join(CORPUS, name)) }))
+const refused = new Set<string>()
+
+interface Server { readonly name: string; readonly url: string; readonly key: string }
+
+async function start(name: string, root: string): Promise<Server> {
+  const port = await freePort()
+  const env = { PORT: String(port), DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-convert-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', CONVERTER_WORKERS: '2' }
+  const child = spawn(process.execPath, [join(root, 'src/server.ts')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  process.on('exit', () => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout!.on('data', (d) => { out += d })
+  const url = `http://127.0.0.1:${port}`
+  await waitFor(`${url}/healthz`)
+  for (let i = 0; i < 100 && !/tsr_[0-9a-f]{40}/.test(out); i++) await new Promise((r) => setTimeout(r, 50))
+  return { name, url, key: /tsr_[0-9a-f]{40}/.exec(out)?.[0] ?? '' }
+}
+
+async function convert(server: Server, route: 'generateImage' | 'generatePostscript', file: { name: string; bytes: Buffer }): Promise<void> {
+  const form = new FormData()
+  form.append('pdfDocument', new Blob([Uint8Array.from(file.bytes)], { type: 'application/pdf' }), file.name)
+  if (route === 'generateImage') form.append('dpi', '150')
+  const res = await fetch(`${server.url}/converter/${route}`, { method: 'POST', headers: { 'x-api-key': server.key }, body: form })
+  await res.arrayBuffer()
+  if (res.status !== 200) refused.add(`${server.name} ${route} ${file.name}: ${res.status}`)
+}
+
+/** pass times one round's three loads on `server`, in seconds. */
+async function pass(server: Server): Promise<number[]> {
+  const times: number[] = []
+  const timed = async (work: () => Promise<unknown>) => {
+    const t0 = performance.now()
+    await work()
+    times.push((performance.now() - t0) / 1000)
+  }
+  await timed(async () => { for (const file of files) await convert(server, 'generateImage', file) })
+  const queue = [...files, ...files]
+  await timed(() => Promise.all(Array.from({ length: 4 }, async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await convert(server, 'generateImage', file)
+  })))
+  await timed(async () => { for (const file of files.filter((f) => f.bytes.length < 100_000)) await convert(server, 'generatePostscript', file) })
+  return times
+}
+
+const base = await start('baseline', resolve(BASELINE))
+const now = await start('this tree', ROOT)
+await pass(base) // both warm: workers started, engines loaded
+await pass(now)
+const ratios: number[][] = [[], [], []]
+for (let round = 0; round < ROUNDS; round++) {
+  const first = round % 2 === 0 ? base : now
+  const second = first === base ? now : base
+  const a = await pass(first)
+  const b = await pass(second)
+  const [before, after] = first === base ? [a, b] : [b, a]
+  for (let i = 0; i < 3; i++) ratios[i]!.push(before[i]! / after[i]!)
+  console.log(`round ${round}: baseline ${before.map((s) => s.toFixed(1)).join(' / ')} s, this tree ${after.map((s) => s.toFixed(1)).join(' / ')} s`)
+}
+const m = ratios.map((r) => median(r).toFixed(3))
+console.log(`throughput this tree / baseline (above 1: faster), medians of ${ROUNDS} alternating rounds: PNG one at a time ${m[0]}, PNG by 4 clients ${m[1]}, PostScript ${m[2]}`)
+if (refused.size > 0) console.log(`not 200: ${[...refused].join('; ')}`)
+process.exit(0)

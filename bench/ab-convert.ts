@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort, median } from './load.ts'
-import { waitFor } from './wait.ts'
+import { demoServer } from './wait.ts'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const BASELINE = process.env.BENCH_BASELINE
@@ -36,13 +36,7 @@ async function start(name: string, root: string): Promise<Server> {
   const port = await freePort()
   const env = { PORT: String(port), DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-convert-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', CONVERTER_WORKERS: '2' }
   const child = spawn(process.execPath, [join(root, 'src/server.ts')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  process.on('exit', () => child.kill('SIGKILL'))
-  let out = ''
-  child.stdout!.on('data', (d) => { out += d })
-  const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/healthz`)
-  for (let i = 0; i < 100 && !/tsr_[0-9a-f]{40}/.test(out); i++) await new Promise((r) => setTimeout(r, 50))
-  return { name, url, key: /tsr_[0-9a-f]{40}/.exec(out)?.[0] ?? '' }
+  return { name, ...(await demoServer(child, port)) }
 }
 
 async function convert(server: Server, route: 'generateImage' | 'generatePostscript', file: { name: string; bytes: Buffer }): Promise<void> {

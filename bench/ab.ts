@@ -15,7 +15,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { freePort, median, pinned, run, type Load } from './load.ts'
-import { waitFor } from './wait.ts'
+import { demoServer, waitFor } from './wait.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15)
@@ -32,14 +32,7 @@ function onCpu0(script: string, env: Record<string, string>, stdout: 'pipe' | 'i
 
 async function start(script: string, env: Record<string, string>): Promise<{ url: string; key: string }> {
   const port = await freePort()
-  const child = onCpu0(script, { PORT: String(port), ...env }, 'pipe')
-  process.on('exit', () => child.kill('SIGKILL'))
-  let out = ''
-  child.stdout!.on('data', (d) => { out += d })
-  const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/healthz`)
-  for (let i = 0; i < 100 && !/tsr_[0-9a-f]{40}/.test(out); i++) await new Promise((r) => setTimeout(r, 50))
-  return { url, key: /tsr_[0-9a-f]{40}/.exec(out)?.[0] ?? '' }
+  return demoServer(onCpu0(script, { PORT: String(port), ...env }, 'pipe'), port)
 }
 const env = (extra: Record<string, string> = {}) => ({ DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', ...extra })
 const old = await start(resolve(BASELINE, 'src/server.ts'), env())

@@ -27,7 +27,7 @@ import { openStore, SQLITE_FILE } from '../src/storage/factory.ts'
 import { Accounts, isFailure } from '../src/accounts/service.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 import type { Region, Group } from '../src/domain/regions.ts'
-import type { UsageRow } from '../src/storage/ports.ts'
+import type { UsageRow } from '../src/domain/usage.ts'
 import { freePort, median, pinned, serve } from './load.ts'
 
 const ACCOUNTS = Number(process.env.BENCH_ADMIN_ACCOUNTS ?? 100_000)

@@ -12,10 +12,11 @@ import { randomBytes } from 'node:crypto'
 import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
-import type {
-  Account, AccountQuery, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, AuditQuery, Factor, NewKey, Page, Store,
-  Subscription, TotpUser, UsageBy, UsageLine,
-} from '../storage/ports.ts'
+import type { Account, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, NewKey, Subscription } from '../domain/accounts.ts'
+import type { AccountQuery, AuditQuery, Store } from '../storage/ports.ts'
+import type { Factor, TotpUser } from '../domain/factors.ts'
+import type { Page } from '../domain/lists.ts'
+import type { UsageBy, UsageLine } from '../domain/usage.ts'
 import { newId } from '../storage/rows.ts'
 import {
   actorName, GROUPS, REGIONS, UNSCOPED, type AccountStatus, type Actor, type AuditDraft, type AuditTarget, type KeyScope,

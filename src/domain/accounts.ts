@@ -98,3 +98,79 @@ export interface AuditEvent extends AuditDraft {
 }
 
 export { GROUPS, REGIONS }
+
+export interface Account {
+  readonly id: string
+  readonly name: string
+  readonly status: AccountStatus
+  readonly createdAt: string
+}
+
+export interface ApiKeyInfo {
+  readonly id: string
+  readonly accountId: string
+  readonly name: string
+  /** The key's last four characters, to tell keys apart in listings. */
+  readonly hint: string
+  readonly createdAt: string
+  readonly revokedAt: string | null
+  /** When the key stops working (set at creation, or by a roll's grace period); null: never. */
+  readonly expiresAt: string | null
+  readonly scope: KeyScope
+  /** The key that replaced this one in a roll. */
+  readonly rolledTo: string | null
+  /** Last admitted call (written at most once a minute per key) and the region it was made in. */
+  readonly lastUsedAt: string | null
+  readonly lastUsedRegion: Region | null
+}
+
+/** NewKey: a key as the accounts layer made it; only its hash reaches the store. */
+export interface NewKey {
+  readonly id: string
+  readonly accountId: string
+  readonly name: string
+  readonly hash: string
+  readonly hint: string
+  readonly createdAt: string
+  readonly expiresAt: string | null
+  readonly scope: KeyScope
+}
+
+export interface Subscription {
+  readonly accountId: string
+  readonly region: Region
+  readonly group: Group
+  readonly status: SubscriptionStatus
+  readonly updatedAt: string
+}
+
+/** KeyGrant is everything the gateway needs to decide on a key, in one lookup. */
+export interface KeyGrant {
+  readonly keyId: string
+  readonly accountId: string
+  readonly revoked: boolean
+  readonly accountActive: boolean
+  /** When the key stops working (epoch ms); Infinity: never. */
+  readonly expiresAt: number
+  /** Active subscriptions within the key's scope, as `region:group` (see subscriptionKey). */
+  readonly subscriptions: ReadonlySet<string>
+  /** The key's scope (for the metrics' refusal cause: a subscription outside it is `out of scope`). */
+  readonly scope: KeyScope
+  /** The account's own plan; null means the configured default plan. */
+  readonly plan: Plan | null
+}
+
+/** A subscription asked for and waiting for an operator, with its account's name (the operators' queue). */
+export interface PendingSubscription extends Subscription {
+  readonly accountName: string
+}
+
+export type AdminScope = 'read' | 'write'
+
+export interface AdminToken {
+  readonly id: string
+  readonly name: string
+  readonly scope: AdminScope
+  readonly createdAt: string
+  readonly revokedAt: string | null
+}

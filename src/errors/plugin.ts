@@ -8,7 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ErrorCode } from './catalogue.ts'
 import { ApiError, apiError, errorBody, type Params, type Problem } from './errors.ts'
 import type { Config } from '../config/config.ts'
-import { UnavailableError } from '../storage/ports.ts'
+import { UnavailableError } from '../domain/errors.ts'
 
 /** FieldRule names the codes for a missing and for a bad value of one body field, and the values its message names. */
 export interface FieldRule {

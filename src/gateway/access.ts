@@ -4,7 +4,7 @@
  * group in the region of this instance, within the key's scope (the grant carries only the
  * subscriptions in scope). The reason is for the log only; clients get one answer.
  */
-import type { KeyGrant } from '../storage/ports.ts'
+import type { KeyGrant } from '../domain/accounts.ts'
 import { inScope } from '../domain/accounts.ts'
 import type { Group, Region } from '../domain/regions.ts'
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { GrantCache } from './cache.ts'
-import type { KeyGrant } from '../storage/ports.ts'
+import type { KeyGrant } from '../domain/accounts.ts'
 
 const grant: KeyGrant = { keyId: 'k', accountId: 'a', revoked: false, accountActive: true, expiresAt: Infinity, subscriptions: new Set(['eu:totp']), scope: { groups: null, regions: null }, plan: null }
 

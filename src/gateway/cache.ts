@@ -4,7 +4,7 @@
  * whenever the store reports a change (at once for this process, within the poll interval
  * for others).
  */
-import type { KeyGrant } from '../storage/ports.ts'
+import type { KeyGrant } from '../domain/accounts.ts'
 import { BoundedCache } from '../cache/bounded.ts'
 
 export class GrantCache {

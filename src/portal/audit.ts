@@ -9,7 +9,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
 import { inAccount, sendPage } from './kit.ts'
-import { CursorError, type AuditEvent } from '../storage/ports.ts'
+import { CursorError } from '../domain/errors.ts'
+import type { AuditEvent } from '../domain/accounts.ts'
 
 /** Events a page. */
 export const PAGE_SIZE = 50

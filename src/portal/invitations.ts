@@ -14,7 +14,7 @@ import type { Current, Kit } from './kit.ts'
 import { csrfField, formExpired, formOk, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type EmailToken, type User } from '../domain/portal.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
-import type { Account } from '../storage/ports.ts'
+import type { Account } from '../domain/accounts.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
 import { isToken, newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, sessionIdHash, setCookie } from './session.ts'
 

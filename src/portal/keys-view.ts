@@ -4,7 +4,7 @@
  * from one list of keys and no further lookups, so that an account with a thousand keys
  * costs one query.
  */
-import type { ApiKeyInfo } from '../storage/ports.ts'
+import type { ApiKeyInfo } from '../domain/accounts.ts'
 import { GROUPS, REGIONS } from '../domain/regions.ts'
 import { html, type Html } from './html.ts'
 import { GROUP_NAMES, when } from './labels.ts'

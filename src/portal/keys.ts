@@ -9,7 +9,7 @@ import { html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
 import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, notFound, sendPage } from './kit.ts'
 import { isFailure, MAX_NAME_LENGTH, type Failure } from '../accounts/service.ts'
-import type { ApiKeyInfo } from '../storage/ports.ts'
+import type { ApiKeyInfo } from '../domain/accounts.ts'
 import { accountPath } from './labels.ts'
 import {
   confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, keyState, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,

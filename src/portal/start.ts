@@ -8,7 +8,7 @@ import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
 import { atLeast, inAccount, sendPage } from './kit.ts'
 import type { Group } from '../domain/regions.ts'
-import type { Subscription } from '../storage/ports.ts'
+import type { Subscription } from '../domain/accounts.ts'
 import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
 import { liveKeys } from './keys-view.ts'
 

@@ -11,7 +11,7 @@ import type { InAccount, Kit } from './kit.ts'
 import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, sendPage } from './kit.ts'
 import { isFailure } from '../accounts/service.ts'
 import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
-import type { Subscription, SubscriptionStatus } from '../storage/ports.ts'
+import type { Subscription, SubscriptionStatus } from '../domain/accounts.ts'
 import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */

@@ -23,7 +23,8 @@
  */
 import { createHash } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
-import type { LockPolicy, Store, Verdict } from '../storage/ports.ts'
+import type { LockPolicy, Verdict } from '../domain/lockout.ts'
+import type { Store } from '../storage/ports.ts'
 import type { Config } from '../config/config.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 

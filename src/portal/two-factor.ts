@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import type { Kit } from './kit.ts'
-import type { LockPolicy } from '../storage/ports.ts'
+import type { LockPolicy } from '../domain/lockout.ts'
 import type { User } from '../domain/portal.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'

@@ -10,7 +10,7 @@ import type { InAccount, Kit } from './kit.ts'
 import { actorOf, csrfField, formExpired, formField, formOk, inAccount, notFound, sendPage } from './kit.ts'
 import { isFailure, type Failure } from '../accounts/service.ts'
 import { EVENT_TYPES } from '../domain/events.ts'
-import type { WebhookDelivery, WebhookEndpoint } from '../storage/ports.ts'
+import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 import { accountPath } from './labels.ts'
 
 export const css = `

@@ -6,10 +6,12 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type {
-  AccessStore, Account, ApiKeyInfo, AuditDraft, LimitDecision, Limiter, LockPolicy, NewEmailToken, NewKey, NewUser, Plan, PortalStore, Store,
-} from './ports.ts'
-import { CursorError, LastOwnerError } from './ports.ts'
+import type { AccessStore, Limiter, PortalStore, Store } from './ports.ts'
+import type { Account, ApiKeyInfo, AuditDraft, NewKey, Plan } from '../domain/accounts.ts'
+import type { LimitDecision } from '../domain/usage.ts'
+import type { LockPolicy } from '../domain/lockout.ts'
+import type { NewEmailToken, NewUser } from '../domain/portal.ts'
+import { CursorError, LastOwnerError } from '../domain/errors.ts'
 import { newId } from './rows.ts'
 import { UNSCOPED } from '../domain/accounts.ts'
 import { factorContract } from './factor-contract.ts'

@@ -5,8 +5,10 @@
  * expired pending factors; users are per account; re-sealing is compare-and-set.
  */
 import assert from 'node:assert/strict'
-import type { AuditDraft, Factor, Store } from './ports.ts'
-import { CursorError } from './ports.ts'
+import type { AuditDraft } from '../domain/accounts.ts'
+import type { Factor } from '../domain/factors.ts'
+import type { Store } from './ports.ts'
+import { CursorError } from '../domain/errors.ts'
 import { newId, userCursor } from './rows.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

@@ -1,91 +1,17 @@
 /**
- * Storage ports: what the service needs from a store, with no word of how it is kept.
- * Adapters (SQLite, PostgreSQL, Redis) implement them, and one contract suite
- * (storage/contract.ts) runs against each.
+ * Storage ports: what the service needs from a store, with no word of how it is kept, and
+ * nothing else (the entities, their errors and policies are in domain/). Adapters (SQLite,
+ * PostgreSQL, Redis) implement them, and one contract suite runs against each.
  */
+import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditDraft, AuditEvent, KeyGrant, NewKey, PendingSubscription, Plan, Subscription, SubscriptionStatus } from '../domain/accounts.ts'
+import type { EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus } from '../domain/portal.ts'
 import type { Group, Region } from '../domain/regions.ts'
-import type {
-  AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus,
-} from '../domain/accounts.ts'
-
-import type {
-  EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus,
-} from '../domain/portal.ts'
-
-export type { AccountStatus, Algorithm, AuditDraft, AuditEvent, KeyScope, Plan, QuotaPeriod, SubscriptionStatus }
-export type { EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus }
-
-export interface Account {
-  readonly id: string
-  readonly name: string
-  readonly status: AccountStatus
-  readonly createdAt: string
-}
-
-export interface ApiKeyInfo {
-  readonly id: string
-  readonly accountId: string
-  readonly name: string
-  /** The key's last four characters, to tell keys apart in listings. */
-  readonly hint: string
-  readonly createdAt: string
-  readonly revokedAt: string | null
-  /** When the key stops working (set at creation, or by a roll's grace period); null: never. */
-  readonly expiresAt: string | null
-  readonly scope: KeyScope
-  /** The key that replaced this one in a roll. */
-  readonly rolledTo: string | null
-  /** Last admitted call (written at most once a minute per key) and the region it was made in. */
-  readonly lastUsedAt: string | null
-  readonly lastUsedRegion: Region | null
-}
-
-/** NewKey: a key as the accounts layer made it; only its hash reaches the store. */
-export interface NewKey {
-  readonly id: string
-  readonly accountId: string
-  readonly name: string
-  readonly hash: string
-  readonly hint: string
-  readonly createdAt: string
-  readonly expiresAt: string | null
-  readonly scope: KeyScope
-}
-
-export interface Subscription {
-  readonly accountId: string
-  readonly region: Region
-  readonly group: Group
-  readonly status: SubscriptionStatus
-  readonly updatedAt: string
-}
-
-/** KeyGrant is everything the gateway needs to decide on a key, in one lookup. */
-export interface KeyGrant {
-  readonly keyId: string
-  readonly accountId: string
-  readonly revoked: boolean
-  readonly accountActive: boolean
-  /** When the key stops working (epoch ms); Infinity: never. */
-  readonly expiresAt: number
-  /** Active subscriptions within the key's scope, as `region:group` (see subscriptionKey). */
-  readonly subscriptions: ReadonlySet<string>
-  /** The key's scope (for the metrics' refusal cause: a subscription outside it is `out of scope`). */
-  readonly scope: KeyScope
-  /** The account's own plan; null means the configured default plan. */
-  readonly plan: Plan | null
-}
-
-/** One page of a list, and the cursor of the next page (null on the last). */
-export interface Page<T> {
-  readonly items: T[]
-  readonly next: string | null
-}
-
-/** A subscription asked for and waiting for an operator, with its account's name (the operators' queue). */
-export interface PendingSubscription extends Subscription {
-  readonly accountName: string
-}
+import type { Page } from '../domain/lists.ts'
+import type { CursorError, LastOwnerError } from '../domain/errors.ts'
+import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'
+import type { LockPolicy, Verdict } from '../domain/lockout.ts'
+import type { LimitDecision, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'
+import type { NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 
 export interface AccountQuery {
   readonly status?: AccountStatus
@@ -103,12 +29,6 @@ export interface KeyUse {
   readonly region: Region
 }
 
-/**
- * AccessStore is the accounts repository. Every change takes the audit event that records
- * it and commits both in one transaction: a change is never without its event, nor an event
- * without its change. Changes that find nothing to change (no such account, a key revoked
- * already) write neither and say so in their result.
- */
 /** AccountOwner: the portal user who owns a new account, the most accounts they may own, and the membership's event. */
 export interface AccountOwner {
   readonly userId: string
@@ -122,6 +42,12 @@ export interface KeyLimit {
   readonly nowIso: string
 }
 
+/**
+ * AccessStore is the accounts repository. Every change takes the audit event that records
+ * it and commits both in one transaction: a change is never without its event, nor an event
+ * without its change. Changes that find nothing to change (no such account, a key revoked
+ * already) write neither and say so in their result.
+ */
 export interface AccessStore {
   /**
    * createAccount stores an account and its event. With `owner`, the portal user becomes its
@@ -178,14 +104,6 @@ export interface AccessStore {
   onCommit(listener: () => void): () => void
 }
 
-/** CursorError: a cursor this store did not give out (the caller answers 400). */
-export class CursorError extends Error {
-  constructor() {
-    super('malformed cursor')
-    this.name = 'CursorError'
-  }
-}
-
 export interface UserQuery {
   readonly status?: UserStatus
   /** Users whose email contains this (case-insensitive). */
@@ -193,17 +111,6 @@ export interface UserQuery {
   /** A `next` cursor of an earlier page. */
   readonly cursor?: string
   readonly limit: number
-}
-
-/**
- * LastOwnerError: the change would leave an account without an owner (the caller answers
- * 409); nothing was written.
- */
-export class LastOwnerError extends Error {
-  constructor() {
-    super('an account keeps at least one owner')
-    this.name = 'LastOwnerError'
-  }
 }
 
 /**
@@ -335,16 +242,6 @@ export interface AuditStore {
   prune(beforeIso: string): Promise<number>
 }
 
-export type AdminScope = 'read' | 'write'
-
-export interface AdminToken {
-  readonly id: string
-  readonly name: string
-  readonly scope: AdminScope
-  readonly createdAt: string
-  readonly revokedAt: string | null
-}
-
 /** AdminTokenStore keeps operators' bearer tokens, by HMAC like API keys. */
 export interface AdminTokenStore {
   create(token: AdminToken & { readonly hash: string }, audit: AuditDraft): Promise<void>
@@ -354,64 +251,12 @@ export interface AdminTokenStore {
   revoke(id: string, audit: AuditDraft): Promise<boolean>
 }
 
-export interface OnboardingRecord {
-  readonly accountId: string
-  readonly applicationId: string
-  readonly userId: string
-  readonly algorithm: Algorithm
-  readonly digits: number
-  readonly period: number
-  /** A keyed fingerprint of the secret (HMAC with the server pepper), never the secret. */
-  readonly secretFingerprint: string
-  readonly createdAt: string
-  readonly updatedAt: string
-}
-
 export interface OnboardingStore {
   /** upsert replaces the record of the same account, application and user; createdAt stays the first one. */
   upsert(record: Omit<OnboardingRecord, 'createdAt' | 'updatedAt'>, now: Date): Promise<OnboardingRecord>
   get(accountId: string, applicationId: string, userId: string): Promise<OnboardingRecord | null>
   /** findBySecret gives the account's most recently updated record with one of `fingerprints`, or null. */
   findBySecret(accountId: string, fingerprints: readonly string[]): Promise<OnboardingRecord | null>
-}
-
-export type FactorStatus = 'pending' | 'active'
-
-/** Factor: a TOTP authenticator the service keeps for one user of an account. */
-export interface Factor {
-  /** `fct_…` */
-  readonly id: string
-  readonly accountId: string
-  /** The account's own identifier of its user. */
-  readonly userId: string
-  readonly applicationId: string
-  readonly label: string | null
-  /** The compatibility profile it was created under. */
-  readonly profile: string
-  readonly status: FactorStatus
-  readonly algorithm: Algorithm
-  readonly digits: number
-  readonly period: number
-  /** The device's clock drift in time steps, as the last resync found it. */
-  readonly drift: number
-  /** The secret, sealed by the keyring (bound to account, user and factor); never the secret itself. */
-  readonly sealed: string
-  /** The key version `sealed` is sealed under (to find what a rotation must re-seal). */
-  readonly keyVersion: number
-  readonly createdAt: string
-  /** A pending factor is gone after this; null once active. */
-  readonly expiresAt: string | null
-  readonly activatedAt: string | null
-}
-
-/** TotpUser: a user of an account as the operators see it (no secret). */
-export interface TotpUser {
-  readonly accountId: string
-  readonly userId: string
-  readonly createdAt: string
-  readonly active: number
-  readonly pending: number
-  readonly recoveryCodesLeft: number
 }
 
 /** A factor a rotation must re-seal: where its sealed value belongs, and the value. */
@@ -459,33 +304,6 @@ export interface FactorStore {
   prune(nowIso: string): Promise<number>
 }
 
-/** LockPolicy: after `maxFailures` consecutive failures, wait base·2^(n−max) seconds, capped. */
-export interface LockPolicy {
-  readonly maxFailures: number
-  readonly baseSeconds: number
-  readonly maxSeconds: number
-}
-
-/** Verdict: what one verification came to, as its store decided it. */
-export type Verdict =
-  | { readonly kind: 'accepted' }
-  /** `locks`: this failure started a lock (the run of failures reached the policy's threshold). */
-  | { readonly kind: 'invalid'; readonly locks?: boolean }
-  | { readonly kind: 'reused'; readonly locks?: boolean }
-  | { readonly kind: 'locked'; readonly lockedUntil: number }
-
-export const ACCEPTED: Verdict = Object.freeze({ kind: 'accepted' })
-export const INVALID: Verdict = Object.freeze({ kind: 'invalid' })
-export const REUSED: Verdict = Object.freeze({ kind: 'reused' })
-const INVALID_LOCKS: Verdict = Object.freeze({ kind: 'invalid', locks: true })
-const REUSED_LOCKS: Verdict = Object.freeze({ kind: 'reused', locks: true })
-
-/** failure: the verdict of a failed verification (`step` null: no code matched; else a replay), and whether it started a lock. */
-export function failure(step: number | null, failures: number, policy: LockPolicy): Verdict {
-  const locks = failures >= policy.maxFailures
-  return step === null ? (locks ? INVALID_LOCKS : INVALID) : (locks ? REUSED_LOCKS : REUSED)
-}
-
 /**
  * VerificationStore keeps, per verification key (a fingerprint of account + secret), the
  * last accepted time step and the run of failed attempts.
@@ -518,30 +336,6 @@ export interface VerificationStore {
   forgive(key: string, policy: LockPolicy): Promise<boolean>
 }
 
-/** One day's count of a key's admitted calls to an API group in a region, and their units. */
-export interface UsageRow {
-  readonly accountId: string
-  readonly keyId: string
-  readonly region: Region
-  /** UTC day, YYYY-MM-DD. */
-  readonly day: string
-  readonly group: Group
-  readonly count: number
-  readonly units: number
-}
-
-export type UsageBy = 'day' | 'key' | 'region'
-
-/** A usage report line: calls and units of a group, for one day, key or region (per `by`). */
-export interface UsageLine {
-  readonly day?: string
-  readonly keyId?: string
-  readonly region?: Region
-  readonly group: Group
-  readonly count: number
-  readonly units: number
-}
-
 /** UsageStore keeps the durable counts of admitted calls, per account, key, region, UTC day and API group. */
 export interface UsageStore {
   /** add adds the counts (summing with what is there), all or nothing. */
@@ -552,19 +346,6 @@ export interface UsageStore {
   total(accountId: string, fromDay: string, toDay: string): Promise<number>
 }
 
-/** The outcome of asking a limiter to admit one call. Times are milliseconds from now. */
-export type LimitDecision =
-  | {
-    readonly admitted: true
-    /** Whole tokens left in the bucket, and when the bucket is full again. */
-    readonly tokens: number
-    readonly refillMs: number
-    /** Calls left in the quota window, and when the window ends. */
-    readonly left: number
-    readonly windowEndsMs: number
-  }
-  | { readonly admitted: false; readonly reason: 'throttle' | 'quota'; readonly retryAfterMs: number }
-
 /**
  * Limiter applies a plan to one call of an account: atomically, it refills the bucket,
  * checks the quota window and the bucket, and takes one token and `cost` units of quota only
@@ -574,45 +355,6 @@ export type LimitDecision =
  */
 export interface Limiter {
   take(accountId: string, plan: Plan, cost: number, seed: (windowStartMs: number, windowEndMs: number) => Promise<number>): Promise<LimitDecision>
-}
-
-/** A webhook endpoint of an account (its secret stays in the store, sealed). */
-export interface WebhookEndpoint {
-  readonly id: string
-  readonly accountId: string
-  readonly url: string
-  /** The event types it receives; null: every type. */
-  readonly eventTypes: readonly string[] | null
-  readonly createdAt: string
-}
-
-export interface NewWebhookEndpoint extends WebhookEndpoint {
-  /** The signing secret as webhooks/secret.ts sealed it. */
-  readonly sealedSecret: string
-}
-
-export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled'
-
-/** One try at delivering a message to an endpoint. */
-export interface WebhookAttempt {
-  readonly at: string
-  /** The HTTP status answered; null: no answer (refused, unreachable, timed out). */
-  readonly statusCode: number | null
-  readonly durationMs: number
-  readonly error: string | null
-}
-
-/** A message's delivery to one endpoint, with its latest attempts (newest first). */
-export interface WebhookDelivery {
-  /** The message's id: the audit event's, sent as webhook-id. */
-  readonly id: string
-  readonly eventType: string
-  /** When the event happened. */
-  readonly createdAt: string
-  readonly status: DeliveryStatus
-  /** When a pending delivery is tried next; null otherwise. */
-  readonly nextAttemptAt: string | null
-  readonly attempts: readonly WebhookAttempt[]
 }
 
 /** A delivery a worker claimed: everything it needs to send it. */
@@ -678,16 +420,6 @@ export interface WebhookStore {
   prune(beforeMs: number): Promise<number>
 }
 
-/** UnavailableError: a dependency (named) cannot be reached; the caller gets 503, not 500. */
-export class UnavailableError extends Error {
-  readonly dependency: string
-  constructor(dependency: string, cause: unknown) {
-    super(`${dependency} is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
-    this.name = 'UnavailableError'
-    this.dependency = dependency
-  }
-}
-
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>
 
@@ -715,11 +447,4 @@ export interface Store {
   /** gauges reads the connections' state without a round trip (for the metrics, at scrape time). */
   gauges(): StoreGauges
   close(): Promise<void>
-}
-
-/** lockDelaySeconds is the policy's delay after `failures` consecutive failures (0 below the threshold). */
-export function lockDelaySeconds(failures: number, policy: LockPolicy): number {
-  if (failures < policy.maxFailures) return 0
-  const doublings = failures - policy.maxFailures
-  return doublings >= 31 ? policy.maxSeconds : Math.min(policy.baseSeconds * 2 ** doublings, policy.maxSeconds)
 }

@@ -4,11 +4,11 @@
  * mappers take either.
  */
 import { randomBytes } from 'node:crypto'
-import type {
-  Account, AccountStatus, Page, AdminToken, ApiKeyInfo, AuditEvent, EmailToken, Member, Membership, OnboardingRecord, Plan, Role, Session,
-  Subscription, TokenPurpose, User, UserStatus, Factor, FactorStatus, TotpUser, Algorithm,
-} from './ports.ts'
-import { CursorError } from './ports.ts'
+import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, Plan, Subscription, Algorithm } from '../domain/accounts.ts'
+import type { Page } from '../domain/lists.ts'
+import type { EmailToken, Member, Membership, Role, Session, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
+import type { OnboardingRecord, Factor, FactorStatus, TotpUser } from '../domain/factors.ts'
+import { CursorError } from '../domain/errors.ts'
 import type { AuditDraft, KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
 import type { Group, Region } from '../domain/regions.ts'
 

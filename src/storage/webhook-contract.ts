@@ -4,8 +4,10 @@
  * delivery to two workers; a lease that runs out makes a claimed delivery due again.
  */
 import assert from 'node:assert/strict'
-import type { AuditDraft, AuditEvent, NewWebhookEndpoint, Store } from './ports.ts'
-import { CursorError } from './ports.ts'
+import type { AuditDraft, AuditEvent } from '../domain/accounts.ts'
+import type { NewWebhookEndpoint } from '../domain/webhooks.ts'
+import type { Store } from './ports.ts'
+import { CursorError } from '../domain/errors.ts'
 import { newId } from './rows.ts'
 import { EVENT_TYPES } from '../domain/events.ts'
 

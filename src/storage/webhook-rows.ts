@@ -2,7 +2,8 @@
  * Row mappers of the webhook tables, shared by both relational adapters (rows as SQLite or
  * pg gives them: text or Date times, text or parsed JSON).
  */
-import type { ClaimedDelivery, DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './ports.ts'
+import type { ClaimedDelivery } from './ports.ts'
+import type { DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 import { iso, type Row } from './rows.ts'
 
 /** eventTypesColumn: a list of event types as the comma list kept (null: every type). */

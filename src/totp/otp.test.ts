@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { Secret, URI } from 'otpauth'
 import { createHash } from 'node:crypto'
 import { canonicalKey, codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, toBase32, totpParams } from './otp.ts'
-import type { Algorithm } from '../storage/ports.ts'
+import type { Algorithm } from '../domain/accounts.ts'
 import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from './rfc-vectors.ts'
 
 const params = (algorithm: Algorithm, digits = 8, period = 30) =>

@@ -5,7 +5,7 @@
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { hmacBytes } from '../crypto/hmac.ts'
 import { HOTP, Secret } from 'otpauth'
-import type { Algorithm } from '../storage/ports.ts'
+import type { Algorithm } from '../domain/accounts.ts'
 
 export const ALGORITHMS = ['SHA1', 'SHA256', 'SHA512'] as const satisfies readonly Algorithm[]
 export const SECRET_BYTES = 20

@@ -10,7 +10,8 @@
  */
 import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
-import type { OnboardingRecord, OnboardingStore } from '../storage/ports.ts'
+import type { OnboardingRecord } from '../domain/factors.ts'
+import type { OnboardingStore } from '../storage/ports.ts'
 import { BoundedCache } from '../cache/bounded.ts'
 import { canonicalKey, SECRET_BYTES, toBase32 } from './otp.ts'
 

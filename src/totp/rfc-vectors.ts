@@ -1,5 +1,5 @@
 /** Test vectors of the RFCs, shared by the core and the HTTP tests. */
-import type { Algorithm } from '../storage/ports.ts'
+import type { Algorithm } from '../domain/accounts.ts'
 
 /** RFC 6238 Appendix B: the seeds and the 8-digit codes at each time. */
 export const RFC6238_SEEDS: Record<Algorithm, string> = {

@@ -8,7 +8,10 @@
  * trips let parallel guesses through the lockout. While the secret is locked the match is
  * not used, so a guess gets an answer only within the policy. A replay counts as a failure.
  */
-import type { Algorithm, LockPolicy, VerificationStore } from '../storage/ports.ts'
+import type { Algorithm } from '../domain/accounts.ts'
+import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
+export type { VerifyOutcome }
+import type { VerificationStore } from '../storage/ports.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import { ALGORITHMS, canonicalKey } from './otp.ts'
 
@@ -26,12 +29,6 @@ export function verificationKeys(pepper: Pepper, accountId: string, secret: Buff
   return ALGORITHMS.map((algorithm) => verificationKey(pepper, accountId, secret, algorithm, period))
 }
 
-export type VerifyOutcome =
-  | { readonly kind: 'accepted' }
-  /** `locks`: this failure locked the secret (the metrics count lockouts started). */
-  | { readonly kind: 'invalid'; readonly locks?: boolean }
-  | { readonly kind: 'reused'; readonly locks?: boolean }
-  | { readonly kind: 'locked'; readonly retryAfterSeconds: number }
 
 /** `match` gives the time step whose code matches, or null. */
 export async function verifyCode(

@@ -7,8 +7,10 @@
  */
 import type { FastifyBaseLogger, FastifyReply } from 'fastify'
 import type { Config } from '../config/config.ts'
-import type { KeyGrant, LimitDecision, Plan, Store } from '../storage/ports.ts'
-import { UnavailableError } from '../storage/ports.ts'
+import type { KeyGrant, Plan } from '../domain/accounts.ts'
+import type { LimitDecision } from '../domain/usage.ts'
+import type { Store } from '../storage/ports.ts'
+import { UnavailableError } from '../domain/errors.ts'
 import { apiError, type ApiError } from '../errors/errors.ts'
 import { LocalLimiter } from './local.ts'
 import { UsageRecorder } from './recorder.ts'

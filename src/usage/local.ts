@@ -5,7 +5,9 @@
  * seeded once from the durable usage counts (`cost` units a call), nothing consumed by a
  * refused call.
  */
-import type { LimitDecision, Limiter, Plan } from '../storage/ports.ts'
+import type { LimitDecision } from '../domain/usage.ts'
+import type { Limiter } from '../storage/ports.ts'
+import type { Plan } from '../domain/accounts.ts'
 import { quotaWindow, type Window } from './windows.ts'
 
 interface State {

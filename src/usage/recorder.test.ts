@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { KeyUse, UsageRow, UsageStore } from '../storage/ports.ts'
+import type { KeyUse, UsageStore } from '../storage/ports.ts'
+import type { UsageRow } from '../domain/usage.ts'
 import { UsageRecorder } from './recorder.ts'
 
 function fakeStores() {

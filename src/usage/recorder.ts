@@ -8,7 +8,8 @@
  * It also keeps each key's last use, and writes it with a flush at most once a minute per
  * key: the hot path only sets a number.
  */
-import type { KeyUse, UsageRow, UsageStore, AccessStore } from '../storage/ports.ts'
+import type { KeyUse, UsageStore, AccessStore } from '../storage/ports.ts'
+import type { UsageRow } from '../domain/usage.ts'
 import type { Group, Region } from '../domain/regions.ts'
 import { utcDay } from './windows.ts'
 

@@ -1,5 +1,5 @@
 /** Quota windows: UTC calendar days and months, as epoch milliseconds [start, end). */
-import type { QuotaPeriod } from '../storage/ports.ts'
+import type { QuotaPeriod } from '../domain/accounts.ts'
 
 const DAY = 86_400_000
 

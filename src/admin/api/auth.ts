@@ -5,7 +5,7 @@
  */
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Accounts } from '../../accounts/service.ts'
-import type { AdminToken } from '../../storage/ports.ts'
+import type { AdminToken } from '../../domain/accounts.ts'
 import { apiError } from '../../errors/errors.ts'
 
 declare module 'fastify' {

@@ -6,7 +6,8 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { isFailure, type Accounts, type Context, type Failure, type KeyInput, type PlanInput } from '../../accounts/service.ts'
-import type { AccountStatus, UsageBy, UsageLine } from '../../storage/ports.ts'
+import type { AccountStatus } from '../../domain/accounts.ts'
+import type { UsageBy, UsageLine } from '../../domain/usage.ts'
 import { apiError } from '../../errors/errors.ts'
 import { csv } from '../../usage/csv.ts'
 import {

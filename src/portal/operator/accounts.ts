@@ -10,7 +10,7 @@ import type { Current, Kit } from '../kit.ts'
 import { actorOf, csrfField, formField, notFound } from '../kit.ts'
 import { isFailure, type Failure, type PlanInput } from '../../accounts/service.ts'
 import { ACCOUNT_STATUSES, type AccountStatus, type Plan } from '../../domain/accounts.ts'
-import type { Account, Subscription } from '../../storage/ports.ts'
+import type { Account, Subscription } from '../../domain/accounts.ts'
 import {
   alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when,
 } from './common.ts'

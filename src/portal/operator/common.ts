@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
 import { formExpired, formOk, notFound, sendPage, signedIn } from '../kit.ts'
-import { CursorError } from '../../storage/ports.ts'
+import { CursorError } from '../../domain/errors.ts'
 import type { Group } from '../../domain/regions.ts'
 
 /** asOperator: the signed-in operator, or null once the answer is sent (sign-in, or a 404 for everyone else). */

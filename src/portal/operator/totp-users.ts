@@ -10,7 +10,7 @@ import type { Current, Kit } from '../kit.ts'
 import { actorOf, csrfField, formField, notFound } from '../kit.ts'
 import { isFailure, type FactorUserState } from '../../accounts/service.ts'
 import { MAX_USER_CURSOR } from '../../storage/rows.ts'
-import type { Account } from '../../storage/ports.ts'
+import type { Account } from '../../domain/accounts.ts'
 import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 type Params = { accountId: string; userID: string }

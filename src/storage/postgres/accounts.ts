@@ -6,7 +6,9 @@
  * event with it.
  */
 import type pg from 'pg'
-import type { AccessStore, Account, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
+import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
+import type { Account, AuditDraft, KeyGrant } from '../../domain/accounts.ts'
+import type { Page } from '../../domain/lists.ts'
 import {
   auditValues, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope, subscriptionCursor,
   toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,

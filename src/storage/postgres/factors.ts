@@ -6,7 +6,8 @@
  * parallel changes of one user queue behind each other and each sees what the one before
  * committed (READ COMMITTED takes a fresh snapshot per statement).
  */
-import type { AuditDraft, FactorStore } from '../ports.ts'
+import type { AuditDraft } from '../../domain/accounts.ts'
+import type { FactorStore } from '../ports.ts'
 import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import { audited, auditInsert, type Query, type Transaction } from './accounts.ts'
 

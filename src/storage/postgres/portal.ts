@@ -6,8 +6,9 @@
  * read and a write in two round trips.
  */
 import { emailKey } from '../../domain/portal.ts'
-import type { PortalStore, UserPatch } from '../ports.ts'
-import { LastOwnerError } from '../ports.ts'
+import type { PortalStore } from '../ports.ts'
+import type { UserPatch } from '../../domain/portal.ts'
+import { LastOwnerError } from '../../domain/errors.ts'
 import {
   likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
   createdOrderPage, pageOf, HOLDS_NOTHING,

@@ -11,8 +11,11 @@
  * next query, so service resumes without a restart when PostgreSQL is back.
  */
 import pg from 'pg'
-import type { Health, LockPolicy, OnboardingStore, Store, UsageBy, UsageLine, UsageStore, Verdict, VerificationStore } from '../ports.ts'
-import { ACCEPTED, failure, UnavailableError } from '../ports.ts'
+import type { Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
+import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
+import type { UsageBy, UsageLine } from '../../domain/usage.ts'
+import { ACCEPTED, failure } from '../../domain/lockout.ts'
+import { UnavailableError } from '../../domain/errors.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { limiterContract, storeContract } from '../contract.ts'
-import { UnavailableError, type Plan } from '../ports.ts'
+import { UnavailableError } from '../../domain/errors.ts'
+import type { Plan } from '../../domain/accounts.ts'
 import { openRedisParts } from './store.ts'
 import { TcpProxy } from '../../../test/proxy.ts'
 import {

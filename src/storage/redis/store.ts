@@ -13,8 +13,12 @@
  * Redis must not be a cluster (the limiter builds its window key inside the script).
  */
 import { Redis, type RedisOptions } from 'ioredis'
-import type { LimitDecision, Verdict, Limiter, LockPolicy, Plan, VerificationStore } from '../ports.ts'
-import { ACCEPTED, failure, UnavailableError } from '../ports.ts'
+import type { LimitDecision } from '../../domain/usage.ts'
+import type { Verdict, LockPolicy } from '../../domain/lockout.ts'
+import type { Limiter, VerificationStore } from '../ports.ts'
+import type { Plan } from '../../domain/accounts.ts'
+import { ACCEPTED, failure } from '../../domain/lockout.ts'
+import { UnavailableError } from '../../domain/errors.ts'
 
 export interface RedisStoreOptions {
   readonly url: string

@@ -4,7 +4,9 @@
  * within the group commit (batch.ts): both or neither.
  */
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
-import type { AccessStore, AdminTokenStore, AuditDraft, AuditStore, KeyGrant, Page } from '../ports.ts'
+import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
+import type { AuditDraft, KeyGrant } from '../../domain/accounts.ts'
+import type { Page } from '../../domain/lists.ts'
 import {
   auditValues, eventIdBefore, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope,
   subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,

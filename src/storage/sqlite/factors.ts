@@ -6,7 +6,9 @@
  * SAVEPOINT: both or neither.
  */
 import type { DatabaseSync } from 'node:sqlite'
-import type { AuditDraft, FactorStore, TotpUser } from '../ports.ts'
+import type { AuditDraft } from '../../domain/accounts.ts'
+import type { FactorStore } from '../ports.ts'
+import type { TotpUser } from '../../domain/factors.ts'
 import { auditValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 

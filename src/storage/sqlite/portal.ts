@@ -6,8 +6,10 @@
  */
 import type { DatabaseSync } from 'node:sqlite'
 import { emailKey } from '../../domain/portal.ts'
-import type { AuditDraft, PortalStore, UserPatch } from '../ports.ts'
-import { LastOwnerError } from '../ports.ts'
+import type { AuditDraft } from '../../domain/accounts.ts'
+import type { PortalStore } from '../ports.ts'
+import type { UserPatch } from '../../domain/portal.ts'
+import { LastOwnerError } from '../../domain/errors.ts'
 import {
   auditValues, likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
   createdOrderPage, pageOf, HOLDS_NOTHING,

@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { DatabaseSync } from 'node:sqlite'
-import type { AuditDraft, WebhookStore } from '../ports.ts'
+import type { AuditDraft } from '../../domain/accounts.ts'
+import type { WebhookStore } from '../ports.ts'
 import { auditValues, newId, readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
 import type { GroupCommit } from './batch.ts'

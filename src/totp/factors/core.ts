@@ -3,7 +3,8 @@
  * only to compute codes, matched in constant time, and never leave this module but in the
  * creation answer.
  */
-import type { Algorithm, Factor } from '../../storage/ports.ts'
+import type { Algorithm } from '../../domain/accounts.ts'
+import type { Factor } from '../../domain/factors.ts'
 import { SealError, type Keyring } from '../../crypto/keyring.ts'
 import { keyedDigest, type Pepper } from '../../crypto/keyed.ts'
 import { codeAt, matchStep, stepAt, totpParams, type TotpParams } from '../otp.ts'

@@ -10,7 +10,10 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../../config/config.ts'
-import type { Algorithm, AuditDraft, Factor, LockPolicy, Store } from '../../storage/ports.ts'
+import type { Algorithm, AuditDraft } from '../../domain/accounts.ts'
+import type { Factor } from '../../domain/factors.ts'
+import type { LockPolicy } from '../../domain/lockout.ts'
+import type { Store } from '../../storage/ports.ts'
 import type { Keyring } from '../../crypto/keyring.ts'
 import { SealError } from '../../crypto/keyring.ts'
 import type { Pepper } from '../../crypto/keyed.ts'

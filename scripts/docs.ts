@@ -14,7 +14,7 @@ import { loadConfig, settings } from '../src/config/config.ts'
 import { openSqliteStore } from '../src/storage/sqlite/store.ts'
 import { buildApp } from '../src/app.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
-import { Accounts } from '../src/accounts/service.ts'
+import { Accounts } from '../src/services/accounts.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
 import { renderTypes } from './typegen/openapi-types.ts'
 

@@ -19,7 +19,7 @@ import { Passwords } from './portal/passwords.ts'
 import { SignInThrottle } from './portal/throttle.ts'
 import { keepPortalTidy } from './portal/maintenance.ts'
 import { countedMailer, openMailer } from './mail/mailer.ts'
-import { Accounts } from './accounts/service.ts'
+import { Accounts } from './services/accounts.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
 import { VERSION } from './version.ts'
@@ -36,7 +36,7 @@ import { resolveKeyring } from './config/encryption.ts'
 import { sealedPortal } from './portal/sealed.ts'
 import { capConnections, httpServerOptions } from './ops/connections.ts'
 import { WebhookWorker } from './webhooks/worker.ts'
-import { Webhooks } from './webhooks/service.ts'
+import { Webhooks } from './services/webhooks.ts'
 
 export interface AppOptions {
   readonly config: Config

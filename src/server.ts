@@ -13,8 +13,8 @@ import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
 import { createMetrics } from './metrics/metrics.ts'
 import { instrumentStore } from './metrics/store.ts'
 import { buildAdminApp } from './admin/api/app.ts'
-import { Accounts } from './accounts/service.ts'
-import { Webhooks } from './webhooks/service.ts'
+import { Accounts } from './services/accounts.ts'
+import { Webhooks } from './services/webhooks.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {

@@ -10,9 +10,9 @@ import { promisify } from 'node:util'
 import { startApp, testClock, type Clock, type Running } from './helper.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
-import { Webhooks } from '../src/webhooks/service.ts'
+import { Webhooks } from '../src/services/webhooks.ts'
 import { resolveKeyring } from '../src/config/encryption.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 import { CLI } from '../src/domain/accounts.ts'
 
 export interface Admin {

@@ -8,7 +8,8 @@ import pg from 'pg'
 import { loadConfig } from '../src/config/config.ts'
 import { resolvePepper } from '../src/config/pepper.ts'
 import { openStore } from '../src/storage/factory.ts'
-import { Accounts, isFailure } from '../src/accounts/service.ts'
+import { Accounts } from '../src/services/accounts.ts'
+import { isFailure } from '../src/services/outcome.ts'
 import { CLI } from '../src/domain/accounts.ts'
 
 const CTX = { actor: CLI }

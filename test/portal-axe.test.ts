@@ -12,7 +12,7 @@ import { startApp } from './helper.ts'
 import { createFactor } from './factors.ts'
 import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
 import { portalUser } from './portal-helper.ts'
-import { Webhooks } from '../src/webhooks/service.ts'
+import { Webhooks } from '../src/services/webhooks.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 
 const skip = browserSkip()

@@ -10,7 +10,7 @@ import { startApp } from './helper.ts'
 import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
 import { portalUser } from './portal-helper.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 
 const skip = browserSkip()
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { startApp, type Running } from './helper.ts'
 import { PortalClient, portalUser, signedInClient } from './portal-helper.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 import type { Role } from '../src/domain/portal.ts'
 
 const keysOf = (id: string) => `/portal/accounts/${id}/keys`

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { get, startApp, type Running } from './helper.ts'
 import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from './portal-helper.ts'
 import { browserSkip, openBrowser, seriousViolations, signInPage } from './browser.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 
 const ENV = { SIGNUP_MODE: 'approval', SUBSCRIPTION_APPROVAL: 'operator' }

@@ -10,7 +10,7 @@ import { startApp, type Running } from './helper.ts'
 import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from './portal-helper.ts'
 import { browserSkip, openBrowser, seriousViolations } from './browser.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 import { INVITE_TTL_MS } from '../src/portal/team.ts'
 
 const teamOf = (app: Running, accountId = app.accountId) => `/portal/accounts/${accountId}/team`

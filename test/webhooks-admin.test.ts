@@ -11,9 +11,9 @@ import { resolveKeyring } from '../src/config/encryption.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 import { Receiver, waitFor } from './receiver.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
-import { Webhooks } from '../src/webhooks/service.ts'
+import { Webhooks } from '../src/services/webhooks.ts'
 import { CLI } from '../src/domain/accounts.ts'
-import { isFailure } from '../src/accounts/service.ts'
+import { isFailure } from '../src/services/outcome.ts'
 
 async function start(t: TestContext, env: Record<string, string>) {
   const pub = await startApp(t, { WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '200', ...env })

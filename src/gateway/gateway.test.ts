@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createCaller, get, post, startApp } from '../../test/helper.ts'
-import { isFailure } from '../accounts/service.ts'
+import { isFailure } from '../services/outcome.ts'
 import { CLI } from '../domain/accounts.ts'
 import { VERSION } from '../version.ts'
 

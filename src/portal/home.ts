@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { html } from './html.ts'
 import type { Kit } from './kit.ts'
 import { actorOf, csrfField, formExpired, formField, formOk, sendPage, sessionOf, signedIn } from './kit.ts'
-import { isFailure } from '../accounts/service.ts'
+import { isFailure } from '../services/outcome.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { store, accounts } = kit

@@ -15,7 +15,7 @@ import { apiError, type ApiError } from '../errors/errors.ts'
 import { LocalLimiter } from './local.ts'
 import { UsageRecorder } from './recorder.ts'
 import { quotaWindow, utcDay } from './windows.ts'
-import { defaultPlan } from '../accounts/service.ts'
+import { defaultPlan } from '../services/accounts.ts'
 import type { Group } from '../domain/regions.ts'
 
 export interface LimitsOptions {

@@ -15,7 +15,7 @@ import { get, post, tempDir, testClock, type Clock } from '../../../test/helper.
 import { startAdmin, type Admin } from '../../../test/admin-helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../../test/services.ts'
 import { CLI } from '../../domain/accounts.ts'
-import { isFailure } from '../../accounts/service.ts'
+import { isFailure } from '../../services/outcome.ts'
 import { catalogue } from '../../errors/catalogue.ts'
 import { ADMIN_BODY_LIMIT, ADMIN_DOCUMENT_PATH } from './app.ts'
 

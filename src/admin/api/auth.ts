@@ -4,7 +4,7 @@
  * (any method but GET and HEAD): 403. Tokens are never logged; the log names the token by id.
  */
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { Accounts } from '../../accounts/service.ts'
+import type { Accounts } from '../../services/accounts.ts'
 import type { AdminToken } from '../../domain/accounts.ts'
 import { apiError } from '../../errors/errors.ts'
 

@@ -5,7 +5,8 @@
  * conflict → 409.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { isFailure, type Accounts, type Context, type Failure, type KeyInput, type PlanInput } from '../../accounts/service.ts'
+import type { Accounts, KeyInput, PlanInput } from '../../services/accounts.ts'
+import { isFailure, type Context, type Failure } from '../../services/outcome.ts'
 import type { AccountStatus } from '../../domain/accounts.ts'
 import type { UsageBy, UsageLine } from '../../domain/usage.ts'
 import { apiError } from '../../errors/errors.ts'

@@ -8,7 +8,7 @@ import { Type, type TSchema } from 'typebox'
 import type { ErrorCode } from '../../errors/catalogue.ts'
 import { errorResponses } from '../../openapi/responses.ts'
 import { ACCOUNT_STATUSES, GROUPS, REGIONS } from '../../domain/accounts.ts'
-import { MAX_GRACE_SECONDS, MAX_NAME_LENGTH } from '../../accounts/service.ts'
+import { MAX_GRACE_SECONDS, MAX_NAME_LENGTH } from '../../services/accounts.ts'
 
 /** Largest page of a list, and the page when `limit` is not given. */
 export const MAX_LIMIT = 200

@@ -5,7 +5,7 @@
  * the same 404 as one that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
-import type { Accounts, FactorState, FactorUserSummary } from '../../accounts/service.ts'
+import type { Accounts, FactorState, FactorUserSummary } from '../../services/accounts.ts'
 import { context, ok } from './routes.ts'
 import { DEFAULT_LIMIT } from './schemas.ts'
 import { clearTotpUserLockoutSchema, deleteTotpUserSchema, getTotpUserSchema, listTotpUsersSchema } from './totp-user-schemas.ts'

@@ -3,7 +3,7 @@
  * through the webhooks service with the operator's token as actor (every change audited).
  */
 import type { FastifyInstance } from 'fastify'
-import type { Webhooks, WebhookInput } from '../../webhooks/service.ts'
+import type { Webhooks, WebhookInput } from '../../services/webhooks.ts'
 import { context, ok } from './routes.ts'
 import { DEFAULT_LIMIT } from './schemas.ts'
 import { createWebhookSchema, deleteWebhookSchema, listWebhooksSchema, resendWebhookSchema, webhookDeliveriesSchema } from './webhook-schemas.ts'

@@ -18,9 +18,9 @@ import { createDatabase, redisEnv, redisUrl, skipUnless, type StoreEnv as Env } 
 import { codeOf, enroll, path, type Created } from '../../../test/factors.ts'
 import { keyring, parseKeys } from '../../crypto/keyring.ts'
 import { rotateSeals } from './rotate.ts'
-import { Webhooks } from '../../webhooks/service.ts'
+import { Webhooks } from '../../services/webhooks.ts'
 import { openSecret } from '../../webhooks/secret.ts'
-import { isFailure } from '../../accounts/service.ts'
+import { isFailure } from '../../services/outcome.ts'
 import { SYSTEM } from '../../domain/accounts.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)

@@ -29,30 +29,7 @@ import { parseSecret } from '../totp/otp.ts'
 import { userLockKey } from '../totp/factors/core.ts'
 import { resolveUserId } from '../totp/factors/user-id.ts'
 import { USER_ID_RULE } from '../domain/user-ids.ts'
-
-/** Who asks, and from where (the source address of an HTTP door). */
-export interface Context {
-  readonly actor: Actor
-  readonly ip?: string | null
-}
-
-/** `limit`: a cap of the service's settings (keys per account, accounts per portal user, webhook endpoints) is reached. */
-export type FailureKind = 'not_found' | 'invalid' | 'conflict' | 'limit'
-
-/** Failure: an expected refusal, with a message for people (never a secret). */
-export interface Failure {
-  readonly failure: FailureKind
-  readonly message: string
-  /** The input field at fault, for `invalid`. */
-  readonly field?: string
-}
-
-export function isFailure(value: unknown): value is Failure {
-  return typeof value === 'object' && value !== null && 'failure' in value
-}
-
-const fail = (failure: FailureKind, message: string, field?: string): Failure =>
-  field === undefined ? { failure, message } : { failure, message, field }
+import { fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 /** The longest grace a roll may give the old key: 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 86_400

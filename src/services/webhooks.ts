@@ -6,15 +6,15 @@
  */
 import type { Config } from '../config/config.ts'
 import type { Keyring } from '../crypto/keyring.ts'
-import { isFailure, type Context, type Failure, type FailureKind } from '../accounts/service.ts'
+import { isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import { EVENT_TYPES, isEventType } from '../domain/events.ts'
 import type { Page } from '../domain/lists.ts'
 import type { Store } from '../storage/ports.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 import { newId } from '../storage/rows.ts'
-import { checkEndpointUrl } from './address.ts'
-import { newWebhookSecret, sealSecret } from './secret.ts'
+import { checkEndpointUrl } from '../webhooks/address.ts'
+import { newWebhookSecret, sealSecret } from '../webhooks/secret.ts'
 
 export interface WebhookInput {
   readonly url?: unknown

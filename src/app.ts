@@ -3,14 +3,15 @@
  * cross-cutting plugins (errors, gateway, OpenAPI), then the route groups this region
  * serves. It owns no process concerns (listening, signals): see server.ts.
  */
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { randomUUID } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
 import type { Config } from './config/config.ts'
 import type { Store } from './storage/ports.ts'
 import type { Pepper } from './crypto/keyed.ts'
 import errors, { sendProblems } from './errors/plugin.ts'
 import gateway from './gateway/plugin.ts'
 import openapi from './openapi/plugin.ts'
+import { VERSION } from './version.ts'
+import { createBase } from './http/base.ts'
 import opsRoutes from './ops/routes.ts'
 import totpRoutes from './totp/routes.ts'
 import converterRoutes from './converter/routes.ts'
@@ -22,11 +23,6 @@ import { countedMailer, openMailer } from './mail/mailer.ts'
 import { Accounts } from './services/accounts.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
-import { VERSION } from './version.ts'
-import { lazyChildLoggerFactory } from './logging/lazy-child.ts'
-import { OneLineLogController } from './logging/controller.ts'
-import { logDestination } from './logging/format.ts'
-import { answerError } from './errors/errors.ts'
 import { Limits } from './usage/limits.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
@@ -34,7 +30,6 @@ import { instrumentStore } from './metrics/store.ts'
 import type { Keyring } from './crypto/keyring.ts'
 import { resolveKeyring } from './config/encryption.ts'
 import { sealedPortal } from './portal/sealed.ts'
-import { capConnections, httpServerOptions } from './ops/connections.ts'
 import { WebhookWorker } from './webhooks/worker.ts'
 import { Webhooks } from './services/webhooks.ts'
 
@@ -52,8 +47,6 @@ export interface AppOptions {
   readonly metrics?: Metrics
 }
 
-const REQUEST_ID = /^[\w.:-]{1,128}$/
-
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config, pepper } = opts
   const keyring = opts.keyring ?? resolveKeyring(config)
@@ -62,63 +55,30 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
   const store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
   const perAccount = metrics.perAccount
-  const logger: FastifyServerOptions['logger'] = {
-    level: config.logLevel,
-    ...(await logDestination(config, opts.logStream)),
-    serializers: {
-      // The path only: a query string could carry anything.
-      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
-      // The caller by key id and account, never by key.
-      res: (reply: { statusCode: number; request?: { caller: { keyId: string; accountId: string } | null } }) => {
-        const caller = reply.request?.caller
-        return caller ? { statusCode: reply.statusCode, keyId: caller.keyId, accountId: caller.accountId } : { statusCode: reply.statusCode }
-      },
-    },
-  }
-  const app = Fastify({
-    logger,
-    childLoggerFactory: lazyChildLoggerFactory,
+  let lastCapWarning = 0
+  const app = await createBase({
+    config,
+    logStream: opts.logStream,
+    // The caller by key id and account, never by key.
+    who: (request) => (request.caller ? { keyId: request.caller.keyId, accountId: request.caller.accountId } : null),
     // Each completed request is counted by its route's pattern, never its path: label values stay a closed set.
-    logController: new OneLineLogController((request, reply) => {
+    onCompleted: (request, reply) => {
       const route = request.routeOptions.url ?? 'unmatched'
       metrics.observeRequest(route, request.method, reply.statusCode, reply.elapsedTime / 1000)
       // Only where the operator asked (METRICS_PER_ACCOUNT), and only for callers the gateway let through.
       // (`caller` is unset, not null, on a request answered before the gateway's scope: /metrics itself.)
       const caller = perAccount ? request.caller : null
       if (caller) metrics.accountRequest(caller.accountId, route.startsWith('/converter/') ? 'converter' : 'totp', reply.statusCode)
-    }),
+    },
     bodyLimit: config.bodyLimitBytes,
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: config.keepAliveTimeoutMs,
-    http: httpServerOptions(config),
     trustProxy: config.trustProxy,
-    // A well-formed incoming X-Request-Id is kept so that logs join across a proxy.
-    genReqId: (req) => {
-      const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
-    },
-    // All problems at once; the body is at most bodyLimit bytes, which bounds the work.
-    ajv: { customOptions: { allErrors: true, coerceTypes: true } },
-    // The errors plugin reads the ajv errors themselves; the message is for the log only.
-    schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
     // A path that does not decode (a user ID with bad percent-escapes) gets the catalogue's 400, not Fastify's own body.
-    frameworkErrors: (_error, _request, reply) => {
-      sendProblems(reply, [{ code: 'PATH_INVALID' }], 400)
+    badPath: (reply) => sendProblems(reply, [{ code: 'PATH_INVALID' }], 400),
+    onCapReached: (stats) => {
+      if (Date.now() - lastCapWarning < 60_000) return
+      lastCapWarning = Date.now()
+      app.log.warn({ maxConnections: config.maxConnections, ...stats }, 'connection cap reached: idle connections are closed to make room')
     },
-  })
-
-  let lastCapWarning = 0
-  capConnections(app.server, config.maxConnections, (stats) => {
-    if (Date.now() - lastCapWarning < 60_000) return
-    lastCapWarning = Date.now()
-    app.log.warn({ maxConnections: config.maxConnections, ...stats }, 'connection cap reached: idle connections are closed to make room')
-  })
-
-  // Each route group registers the body types it takes (TOTP: bodies/fields.ts; converter: multipart).
-  app.removeContentTypeParser('text/plain')
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
-    done()
   })
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })

@@ -8,23 +8,19 @@
  * Errors are catalogue bodies in the list shape; expected refusals of the service (`Failure`)
  * become 404, 400 or 409 in routes.ts, and everything else is mapped here.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import swagger from '@fastify/swagger'
-import { randomUUID } from 'node:crypto'
 import type { Metrics } from '../../metrics/metrics.ts'
 import metricsRoute from '../../metrics/route.ts'
 import type { Config } from '../../config/config.ts'
 import type { Accounts } from '../../services/accounts.ts'
 import type { ErrorCode } from '../../errors/catalogue.ts'
-import { ApiError, answerError, apiError, type Problem } from '../../errors/errors.ts'
+import { ApiError, apiError, type Problem } from '../../errors/errors.ts'
 import { sendProblems } from '../../errors/plugin.ts'
 import { errorTable } from '../../errors/reference.ts'
 import { CursorError, UnavailableError } from '../../domain/errors.ts'
-import { lazyChildLoggerFactory } from '../../logging/lazy-child.ts'
-import { OneLineLogController } from '../../logging/controller.ts'
-import { logDestination } from '../../logging/format.ts'
-import { capConnections, httpServerOptions } from '../../ops/connections.ts'
 import { VERSION } from '../../version.ts'
+import { createBase } from '../../http/base.ts'
 import { adminGuard } from './auth.ts'
 import totpUserRoutes from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
@@ -71,8 +67,6 @@ export interface AdminAppOptions {
   /** The process's metrics, served at /metrics on this listener (none: no /metrics here). */
   readonly metrics?: Metrics
 }
-
-const REQUEST_ID = /^[\w.:-]{1,128}$/
 
 interface AjvError {
   keyword: string
@@ -133,51 +127,26 @@ function toApiError(error: FastifyError): ApiError | undefined {
 export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
   const { config, accounts } = opts
   const now = opts.now ?? Date.now
-  const logger: FastifyServerOptions['logger'] = {
-    level: config.logLevel,
+  const app = await createBase({
+    config,
     name: 'admin',
-    ...(await logDestination(config, opts.logStream)),
-    serializers: {
-      // The path only: a query string could carry anything.
-      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
-      // The operator by token id, never by token.
-      res: (reply: { statusCode: number; request?: { adminToken: { id: string } | null } }) => {
-        const token = reply.request?.adminToken
-        return token ? { statusCode: reply.statusCode, adminTokenId: token.id } : { statusCode: reply.statusCode }
-      },
-    },
-  }
-  const app = Fastify({
-    logger,
-    childLoggerFactory: lazyChildLoggerFactory,
-    logController: new OneLineLogController(),
+    logStream: opts.logStream,
+    // The operator by token id, never by token.
+    who: (request) => (request.adminToken ? { adminTokenId: request.adminToken.id } : null),
     bodyLimit: ADMIN_BODY_LIMIT,
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: config.keepAliveTimeoutMs,
-    http: httpServerOptions(config),
     // Not TRUST_PROXY: the audit trail records request.ip, and on a listener that may not sit
     // behind the public proxy an X-Forwarded-For header would let a caller write any address there.
     trustProxy: false,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
-    },
     // Every bad field at once; unknown fields are refused, not dropped (a misspelt `stauts`
     // must not answer 200 having changed nothing).
-    ajv: { customOptions: { allErrors: true, coerceTypes: true, removeAdditional: false } },
-    schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
+    removeAdditional: false,
     // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
-    frameworkErrors: (_error, _request, reply) => {
-      sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400)
-    },
+    badPath: (reply) => sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400),
   })
-  // The public listener's cap and timeouts hold here too: a flood of idle connections must not lock operators out.
-  capConnections(app.server, config.maxConnections)
+  // The public listener's cap and timeouts hold here too (createBase): a flood of idle connections must not lock operators out.
 
   app.decorateRequest('adminToken', null)
-  app.removeContentTypeParser('text/plain')
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
+  app.addHook('onRequest', (_request, reply, done) => {
     // Answers carry API keys (once) and customers' data: no cache may keep them.
     reply.header('cache-control', 'no-store')
     done()

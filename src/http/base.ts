@@ -1,0 +1,85 @@
+/**
+ * The Fastify base of both listeners (the public app and the admin API), written once: the
+ * logger (its format, the path without the query string, one line per request), request ids
+ * (a well-formed incoming X-Request-Id is kept so that logs join across a proxy, and echoed),
+ * connection timeouts and the connection cap, validation errors that carry every problem at
+ * once, and no text/plain parser (each route group registers the bodies it takes). What
+ * differs between the two is given: the caller's name in the log, the body limit, the proxy
+ * trust, the answer to a path that does not decode, and how a completed request is counted.
+ */
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import { randomUUID } from 'node:crypto'
+import type { Config } from '../config/config.ts'
+import { answerError } from '../errors/errors.ts'
+import { lazyChildLoggerFactory } from '../logging/lazy-child.ts'
+import { OneLineLogController } from '../logging/controller.ts'
+import { logDestination, type LogStream } from '../logging/format.ts'
+import { capConnections, httpServerOptions, type CapStats } from '../ops/connections.ts'
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+
+export interface BaseOptions {
+  readonly config: Config
+  /** The logger's name (none: the public app). */
+  readonly name?: string
+  /** Where logs go (default: standard output). */
+  readonly logStream?: LogStream
+  /** The completed request's line in the log says who called, by id, never by key or token. */
+  readonly who: (request: FastifyRequest) => Readonly<Record<string, string>> | null
+  /** Called once for each completed request (metrics). */
+  readonly onCompleted?: (request: FastifyRequest, reply: FastifyReply) => void
+  readonly bodyLimit: number
+  readonly trustProxy: Config['trustProxy'] | false
+  /** Ajv's removeAdditional (the admin API refuses unknown fields instead of dropping them). */
+  readonly removeAdditional?: false
+  /** The answer to a request whose path does not decode (the catalogue's 400 of each API). */
+  readonly badPath: (reply: FastifyReply) => void
+  /** Told when the connection cap closes idle connections to make room. */
+  readonly onCapReached?: (stats: CapStats) => void
+}
+
+/** createBase: a Fastify instance with what both listeners share; routes and error handling are the caller's. */
+export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
+  const { config, who } = opts
+  const logger: FastifyServerOptions['logger'] = {
+    level: config.logLevel,
+    ...(opts.name === undefined ? {} : { name: opts.name }),
+    ...(await logDestination(config, opts.logStream)),
+    serializers: {
+      // The path only: a query string could carry anything.
+      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
+      res: (reply: { statusCode: number; request?: FastifyRequest }) => {
+        const caller = reply.request === undefined ? null : who(reply.request)
+        return caller ? { statusCode: reply.statusCode, ...caller } : { statusCode: reply.statusCode }
+      },
+    },
+  }
+  const app = Fastify({
+    logger,
+    childLoggerFactory: lazyChildLoggerFactory,
+    logController: new OneLineLogController(opts.onCompleted),
+    bodyLimit: opts.bodyLimit,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: httpServerOptions(config),
+    trustProxy: opts.trustProxy,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    // All problems at once; the body is at most bodyLimit bytes, which bounds the work.
+    ajv: { customOptions: { allErrors: true, coerceTypes: true, ...(opts.removeAdditional === false ? { removeAdditional: false } : {}) } },
+    // The error handlers read the ajv errors themselves; the message is for the log only.
+    schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
+    frameworkErrors: (_error, _request, reply) => {
+      opts.badPath(reply)
+    },
+  })
+  capConnections(app.server, config.maxConnections, opts.onCapReached)
+  app.removeContentTypeParser('text/plain')
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    done()
+  })
+  return app
+}

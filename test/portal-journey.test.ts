@@ -4,7 +4,7 @@
  * it is shown once → call /totp/ping with it → the usage page shows the call → roll with a
  * grace period → both keys work → revoke the old one → 403. Controls are found by their labels
  * and roles; axe checks every page. With UPDATE_SCREENSHOTS=1 the pages' screenshots are
- * written to docs/img/ (the README shows them).
+ * written to docs/img/ (docs/portal.md shows them).
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'

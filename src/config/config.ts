@@ -1,8 +1,8 @@
 /**
  * Configuration: every setting is an environment variable with a default, read and
  * validated once at start-up into one frozen object. A bad value stops start-up with a
- * message that names the variable. README's "Configuration" table is generated from
- * `settings` below (npm run docs), so the two cannot drift.
+ * message that names the variable. docs/configuration.md is generated from `settings`
+ * below (npm run docs), so the two cannot drift.
  */
 import { availableParallelism } from 'node:os'
 import { isRegion, REGIONS, type Region } from '../domain/regions.ts'
@@ -215,7 +215,7 @@ function secureCookies(env: string, doc: string): Setting<boolean> {
 const portOf = (env: Env) => env.PORT || '3000'
 const publicBase = (env: Env) => (env.PUBLIC_BASE_URL || `http://localhost:${portOf(env)}`).replace(/\/+$/, '')
 
-/** settings lists every environment variable the service reads, in README order. */
+/** settings lists every environment variable the service reads, in the order of docs/configuration.md. */
 export const settings = {
   nodeEnv: oneOf('NODE_ENV', ['development', 'production', 'test'], 'development',
     '`production` turns off the demo account and requires `PEPPER` and `ENCRYPTION_KEYS`, and `SMTP_URL` while the portal takes sign-ups.'),
@@ -243,7 +243,7 @@ export const settings = {
   planWeightConverter: int('PLAN_WEIGHT_CONVERTER', 1, 0, 1000000, 'Default plan: units one call of the conversion group costs against the quota (Renda.io: 1).'),
   usageFlushMs: int('USAGE_FLUSH_MS', 2000, 100, 600000, 'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.'),
   pepper: text('PEPPER', () => '', 'generated outside production', 'Server secret (at least 32 characters) that keys the HMAC of API keys and of TOTP secret fingerprints. Outside production it is generated once into `DATA_DIR/pepper` when unset; a pepper file of fewer than 32 characters stops start-up, naming the file. Changing it invalidates every API key.'),
-  encryptionKeys: encryptionKeys('ENCRYPTION_KEYS', 'Key-encryption keys of the secrets the service keeps (managed TOTP factors, webhook signing secrets): comma-separated `version:base64key` items, each key 32 bytes (`npm run admin -- encryption generate` makes the next one). The highest version (or `ENCRYPTION_ACTIVE_VERSION`) seals; every version listed opens. Outside production a key is generated once into `DATA_DIR/encryption-keys` when unset; required in production. Rotation: README, "Encryption keys".'),
+  encryptionKeys: encryptionKeys('ENCRYPTION_KEYS', 'Key-encryption keys of the secrets the service keeps (managed TOTP factors, webhook signing secrets): comma-separated `version:base64key` items, each key 32 bytes (`npm run admin -- encryption generate` makes the next one). The highest version (or `ENCRYPTION_ACTIVE_VERSION`) seals; every version listed opens. Outside production a key is generated once into `DATA_DIR/encryption-keys` when unset; required in production. Rotation: docs/operating.md, "Encryption keys".'),
   encryptionActiveVersion: int('ENCRYPTION_ACTIVE_VERSION', 0, 0, 999999999, 'The key version that seals new values; 0: the highest one in `ENCRYPTION_KEYS`. Pin it to the old version while a new key reaches every node, then unpin.'),
   metricsToken: text('METRICS_TOKEN', () => '', 'unset', 'Bearer token (at least 32 characters) for `GET /metrics`: set, the public port serves the metrics to a scrape that presents it, and so does the admin listener; unset, only the admin listener serves them, openly (it is a private address).'),
   metricsPerAccount: bool('METRICS_PER_ACCOUNT', false, 'Add `tessera_account_requests_total{account_id, group, status_class}` to the metrics: one series per account, group and class, so it multiplies series by the accounts; account IDs only, never names.'),

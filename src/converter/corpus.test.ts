@@ -14,7 +14,7 @@ const DPI = 50
  * 50 dpi differs between the engines by up to about 3.2% on this corpus.
  */
 const MAX_DIFFERENCE = 0.04
-/** Files on which the two engines disagree about the PDF itself, and why (see the README). */
+/** Files on which the two engines disagree about the PDF itself, and why (see docs/development.md, "Tests on real files"). */
 const ICC = 'its 16x16 image has an ICC profile with 3 components for a gray colour space: MuPDF ignores the profile and draws the image, Ghostscript drops the image'
 const KNOWN_DIFFERENCES: Record<string, string> = {
   'imagemagick-ASCII85Decode.pdf': ICC,

@@ -4,7 +4,7 @@
  * It gives the bytes `createHmac` gives, for less: on Node 24, `createHmac` makes a native
  * object per call (and tells key kinds apart by throwing and catching), and every new
  * ArrayBuffer, which a Buffer result of `crypto.hash` or a fresh `Buffer.alloc` is, costs
- * about 1 µs on its own (measured on the 2-CPU machine of the README's figures; a small
+ * about 1 µs on its own (measured on the 2-CPU machine of docs/performance.md's figures; a small
  * Uint8Array made inside V8's heap costs 70 ns). So the padded blocks are written into one
  * scratch buffer that every call reuses, and the digests travel as latin1 strings, which
  * V8 makes on its heap. The work is synchronous, so no two calls ever share the scratch.

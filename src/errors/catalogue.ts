@@ -78,7 +78,7 @@ export const catalogue = {
   TOKEN_VALIDITY_INVALID: entry(400, 'list', 'Token validity must be a whole number of seconds from 15 to 3600.', '`tokenValidity` is out of range.'),
   TOKEN_LENGTH_INVALID: entry(400, 'list', 'Token length must be a whole number of digits from 6 to 10.', '`tokenLength` is out of range.'),
   ALGORITHM_INVALID: entry(400, 'list', 'Algorithm must be one of SHA1, SHA256, SHA512.', '`algorithm` is not supported.'),
-  PROFILE_INVALID: entry(400, 'list', 'Profile must be one of: {profiles}.', '`profile` is not a compatibility profile (README, "Compatibility profiles").'),
+  PROFILE_INVALID: entry(400, 'list', 'Profile must be one of: {profiles}.', '`profile` is not a compatibility profile (docs/guide.md, "Compatibility profiles").'),
   PROFILE_UNSUPPORTED: entry(400, 'list', '{app} does not support {field} {value} (it reads {supported}).',
     'A parameter is outside the `profile`: the app it names would show wrong codes. One problem per such parameter; leave it out for the profile\'s default, or choose `any`.'),
   SECRET_REQUIRED: entry(400, 'list', 'Secret is mandatory', '`secret` is missing or empty.'),

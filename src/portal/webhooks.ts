@@ -74,7 +74,7 @@ export default async function webhookPages(app: FastifyInstance, kit: Kit): Prom
     const csrf = csrfField(kit, who)
     return sendPage(kit, reply, {
       title: 'Webhooks', current: who, status: opts.status ?? 200, account: here(who),
-      body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the README's Webhooks section to verify their signature.</p>
+      body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the operating guide's Webhooks section (docs/operating.md in the project) to verify their signature.</p>
 ${isFailure(endpoints) ? '' : html`${endpointList(base, endpoints)}
 <p id="endpoint-count">${endpoints.length} of ${webhooks.limit} endpoints: the most this account may have${endpoints.length >= webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`}
 ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}`,

@@ -2,8 +2,8 @@
  * Compatibility profiles: the TOTP parameters each authenticator app really reads from an
  * otpauth URL, so that a secret is never issued with parameters the user's app would
  * silently replace by SHA1/6/30 (most apps accept the QR code and then show wrong codes).
- * Where sources disagree, a profile keeps the set every source agrees on; README
- * "Compatibility profiles" gives the table with its sources. Pure: no HTTP, no storage.
+ * Where sources disagree, a profile keeps the set every source agrees on; docs/guide.md,
+ * "Compatibility profiles", gives the table with its sources. Pure: no HTTP, no storage.
  */
 import type { Algorithm } from '../domain/accounts.ts'
 import type { Problem } from '../errors/errors.ts'

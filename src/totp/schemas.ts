@@ -22,7 +22,7 @@ const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, defaul
  */
 export const profile = Type.Optional(Type.String({
   enum: PROFILE_NAMES,
-  description: 'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: README, "Compatibility profiles".',
+  description: 'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".',
 }))
 /** profileRule maps the field's schema errors to PROFILE_INVALID, naming the known profiles. */
 export const profileRule = { invalid: 'PROFILE_INVALID', params: { profiles: PROFILE_NAMES.join(', ') } } as const

@@ -61,7 +61,7 @@ export function createSchema(profiles: readonly string[]) {
     body: Type.Object({
       applicationID: Type.String({ minLength: 1, maxLength: 256, pattern: TEXT_ID, description: 'Application ID (the app name), the issuer in authenticator apps.' }),
       label: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings ("Work phone").' })),
-      profile: Type.Optional(Type.String({ enum: [...profiles], default: 'universal', description: 'The authenticator app the parameters must suit (README, "Compatibility profiles"); a parameter outside it is refused.' })),
+      profile: Type.Optional(Type.String({ enum: [...profiles], default: 'universal', description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.' })),
       algorithm: Type.Optional(Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: 'HMAC hash. Default: the profile\'s.' })),
       tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: 'Digits in a code. Default: the profile\'s.' })),
       tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'Time step in seconds. Default: the profile\'s.' })),

@@ -1,7 +1,8 @@
 /**
- * buildApp wires the service in one explicit order: Fastify and its parsers, then the
- * cross-cutting plugins (errors, gateway, OpenAPI), then the route groups this region
- * serves. It owns no process concerns (listening, signals): see server.ts.
+ * The public app: Fastify on the shared base (http/base.ts), then the cross-cutting plugins
+ * (errors, gateway, OpenAPI), then the route groups this region serves, each given what it
+ * needs from the runtime. It owns no process concerns (listening, signals): see server.ts;
+ * and it builds nothing of its own: see runtime.ts.
  */
 import type { FastifyInstance } from 'fastify'
 import type { Config } from './config/config.ts'
@@ -16,23 +17,13 @@ import opsRoutes from './ops/routes.ts'
 import totpRoutes from './totp/routes.ts'
 import converterRoutes from './converter/routes.ts'
 import portal from './portal/plugin.ts'
-import { Passwords } from './portal/passwords.ts'
-import { SignInThrottle } from './portal/throttle.ts'
-import { keepPortalTidy } from './portal/maintenance.ts'
-import { countedMailer, openMailer } from './mail/mailer.ts'
-import { Accounts } from './services/accounts.ts'
-import { ConversionPool } from './converter/pool.ts'
-import { groupServedIn } from './domain/regions.ts'
-import { Limits } from './usage/limits.ts'
-import { createMetrics, type Metrics } from './metrics/metrics.ts'
+import type { Metrics } from './metrics/metrics.ts'
 import metricsRoute from './metrics/route.ts'
-import { instrumentStore } from './metrics/store.ts'
 import type { Keyring } from './crypto/keyring.ts'
-import { resolveKeyring } from './config/encryption.ts'
-import { sealedPortal } from './portal/sealed.ts'
-import { WebhookWorker } from './webhooks/worker.ts'
-import { Webhooks } from './services/webhooks.ts'
+import { createRuntime, type Runtime } from './runtime.ts'
+import type { LogStream } from './logging/format.ts'
 
+/** AppOptions: a runtime made for this app alone (tests, docs); it starts with the app and closes with it. */
 export interface AppOptions {
   readonly config: Config
   readonly store: Store
@@ -42,18 +33,24 @@ export interface AppOptions {
   /** The clock (epoch ms); tests move it. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
-  readonly logStream?: { write(line: string): void }
-  /** The process's metrics, shared with the admin listener (default: the app's own). */
+  readonly logStream?: LogStream
+  /** The process's metrics (default: the app's own). */
   readonly metrics?: Metrics
 }
 
+/** buildApp: the public app with a runtime of its own, started now and closed when the app closes (the caller closes the store). */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
-  const { config, pepper } = opts
-  const keyring = opts.keyring ?? resolveKeyring(config)
-  const now = opts.now ?? Date.now
-  const metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
-  // Every operation timed (server.ts may have instrumented it already, for the admin listener: then it is the same).
-  const store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
+  const runtime = createRuntime(opts)
+  const app = await buildPublicApp(runtime, { logStream: opts.logStream })
+  runtime.log.attach(app.log)
+  runtime.start()
+  app.addHook('onClose', () => runtime.close())
+  return app
+}
+
+/** buildPublicApp: the public app on a runtime that the caller starts and closes (server.ts: after both listeners have stopped). */
+export async function buildPublicApp(runtime: Runtime, opts: { readonly logStream?: LogStream } = {}): Promise<FastifyInstance> {
+  const { config, store, pepper, keyring, now, metrics } = runtime
   const perAccount = metrics.perAccount
   let lastCapWarning = 0
   const app = await createBase({
@@ -83,68 +80,25 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
 
-  const limits = new Limits({
-    config, store, now, log: app.log, onRefused: (cause) => metrics.refused(cause), onFlushed: (ok) => metrics.usageFlushed(ok),
-  })
-  metrics.watchUsageLag(() => limits.usageLagMs() / 1000)
-  // After the server has stopped: the last usage counts are saved before the store closes.
-  app.addHook('onClose', () => limits.close())
-
-  // The outbox's sender, on every node; closed before the store (the caller's), after the routes that feed it.
-  const worker = new WebhookWorker({
-    store: store.webhooks, keyring, config,
-    onError: (error, what) => app.log.warn({ err: error, what }, 'webhook delivery failed to run'),
-    onOutcome: (outcome) => metrics.webhookAttempt(outcome),
-  })
-  worker.start()
-  app.addHook('onClose', () => worker.close())
-  metrics.watchWebhooks(() => store.webhooks.pending())
-  const webhooks = new Webhooks({ store, keyring, config, onDue: () => worker.nudge() })
-
   await app.register(errors, { config })
-  await app.register(gateway, { config, store, pepper, now, limits, metrics })
+  await app.register(gateway, { config, store, pepper, now, limits: runtime.limits, metrics })
   await app.register(openapi, { config, version: VERSION })
 
-  // The portal's mailer, opened once: readyz asks its SMTP server through it, not through a second transport.
-  const mailer = config.portalEnabled ? countedMailer(openMailer(config, app.log), metrics) : null
+  const { mailer } = runtime
   await app.register(opsRoutes, { store, mailer, now, timeoutMs: config.storeTimeoutMs })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
-    app.addHook('onClose', () => mailer.close())
-    // The portal reads and writes users' TOTP secrets through the keyring; nothing else sees them.
-    const portalStore = { ...store, portal: sealedPortal(store.portal, keyring) }
     await app.register(portal, {
-      prefix: '/portal', config, store: portalStore, pepper, now, mailer, metrics,
-      accounts: new Accounts({ store: portalStore, pepper, config, now }),
-      webhooks,
-      passwords: new Passwords(),
-      throttle: new SignInThrottle(portalStore, config, now, pepper),
+      prefix: '/portal', config, store: runtime.portalStore, pepper, now, mailer, metrics,
+      accounts: runtime.accounts,
+      webhooks: runtime.webhooks,
+      passwords: runtime.passwords,
+      throttle: runtime.throttle,
     })
-    const stopTidying = keepPortalTidy(store, now, (error) => app.log.warn({ err: error }, 'portal sessions, tokens or unconfirmed sign-ups not pruned'), config.signupConfirmHours * 3_600_000)
-    // On close, before the caller closes the store: a pass under way finishes first.
-    app.addHook('onClose', () => stopTidying())
   }
   await app.register(totpRoutes, { config, store, pepper, keyring, now, metrics })
-  if (groupServedIn('converter', config.region)) {
-    const pool = new ConversionPool({
-      size: config.converterWorkers,
-      splitPages: config.converterSplitPages,
-      maxQueue: config.converterWorkers * config.converterQueuePerWorker,
-      timeoutMs: config.conversionTimeoutMs,
-      maxJobsPerWorker: config.workerMaxJobs,
-      maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
-      stallTimeoutMs: config.clientStallTimeoutMs,
-      maxPerAccount: config.converterMaxPerAccount,
-      pageTimeoutMs: config.conversionPageTimeoutMs,
-      onRecycle: (reason, detail) => {
-        metrics.workerReplaced(reason)
-        app.log.info({ reason, detail }, 'conversion worker replaced')
-      },
-      onQueueWait: (seconds) => metrics.queueWaited(seconds),
-    })
-    metrics.watchPool(() => pool.gauges())
-    // After the server has stopped and in-flight requests (conversions included) are done.
-    app.addHook('onClose', () => pool.close())
+  const { pool } = runtime
+  if (pool !== null) {
     await app.register(converterRoutes, { config, pool, metrics })
   } else {
     await app.register(async (scope) => {

@@ -1,20 +1,18 @@
 /**
- * The process: configuration, store, the app and the admin API (on ADMIN_LISTEN unless
- * `off`), listening, and a graceful close on SIGTERM/SIGINT (stop accepting, finish
- * in-flight requests of both up to SHUTDOWN_TIMEOUT_MS, close the store, exit 0).
+ * The process, and nothing else: configuration, the store, the runtime (runtime.ts builds
+ * everything else), the app and the admin API (on ADMIN_LISTEN unless `off`), listening, and
+ * a graceful close on SIGTERM/SIGINT (stop accepting, finish in-flight requests of both up to
+ * SHUTDOWN_TIMEOUT_MS, close the runtime, then the store, exit 0).
  */
 import { ConfigError, loadConfig, type Config } from './config/config.ts'
 import { resolvePepper } from './config/pepper.ts'
 import { resolveKeyring } from './config/encryption.ts'
 import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
-import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
-import { createMetrics } from './metrics/metrics.ts'
-import { instrumentStore } from './metrics/store.ts'
+import { buildPublicApp } from './app.ts'
+import { createRuntime } from './runtime.ts'
 import { buildAdminApp } from './admin/api/app.ts'
-import { Accounts } from './services/accounts.ts'
-import { Webhooks } from './services/webhooks.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {
@@ -55,15 +53,13 @@ async function openStoreOrExit(config: Config): Promise<Store> {
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const keyring = orExit(() => resolveKeyring(config))
-const metrics = createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
-// Instrumented once for both listeners: the admin API's operations are timed too.
-const store = instrumentStore(await openStoreOrExit(config), metrics, { healthTimeoutMs: config.storeTimeoutMs })
-const accounts = new Accounts({ store, pepper, config })
-const demo = await ensureDemoAccount(config, accounts, store)
-const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
-const app = await buildApp({ config, store, pepper, keyring, metrics })
-// Its re-sends are picked up by this node's worker at its next poll (WEBHOOK_POLL_MS).
-const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }) })
+// One runtime for both listeners: the admin API's operations are timed and its webhook re-sends wake this node's worker.
+const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring })
+const demo = await ensureDemoAccount(config, runtime.accounts, runtime.store)
+const app = await buildPublicApp(runtime)
+const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts: runtime.accounts, metrics: runtime.metrics, webhooks: runtime.webhooks })
+runtime.log.attach(app.log)
+runtime.start()
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */
@@ -90,8 +86,8 @@ async function shutdown(signal: string): Promise<void> {
   // Both before the store: their in-flight requests still use it.
   await Promise.all([app.close(), admin?.close()])
   clearInterval(sweep)
-  stopAuditRetention()
-  await store.close()
+  await runtime.close()
+  await runtime.store.close()
   clearTimeout(force)
   process.exit(0)
 }
@@ -102,5 +98,5 @@ await app.listen({ port: config.port, host: config.host })
 if (admin !== null && config.adminListen !== null) {
   await admin.listen({ port: config.adminListen.port, host: config.adminListen.host, listenTextResolver: (address) => `Admin API listening at ${address}` })
 }
-app.log.info({ region: config.region, store: store.kind, admin: admin === null ? 'off' : adminAddress(admin.server.address()) }, 'serving')
+app.log.info({ region: config.region, store: runtime.store.kind, admin: admin === null ? 'off' : adminAddress(admin.server.address()) }, 'serving')
 if (demo !== null) process.stdout.write(demoBanner(demo, config.publicBaseUrl))

@@ -5,7 +5,8 @@
  * counted for usage and answer with the IETF draft RateLimit-Policy and RateLimit headers;
  * refused ones get 429 with Retry-After and consume nothing.
  */
-import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import type { FastifyReply } from 'fastify'
+import type { Log } from '../logging/late.ts'
 import type { Config } from '../config/config.ts'
 import type { KeyGrant, Plan } from '../domain/accounts.ts'
 import type { LimitDecision } from '../domain/usage.ts'
@@ -22,7 +23,7 @@ export interface LimitsOptions {
   readonly config: Config
   readonly store: Store
   readonly now: () => number
-  readonly log: FastifyBaseLogger
+  readonly log: Log
   /** Told of each call refused by the plan (the metrics' refusal causes). */
   readonly onRefused?: (cause: 'throttled' | 'over quota') => void
   /** Told of each save of the usage counts that had counts to save: whether it succeeded (the metrics). */
@@ -37,7 +38,7 @@ export class Limits {
   readonly #store: Store
   readonly #onRefused: (cause: 'throttled' | 'over quota') => void
   readonly #now: () => number
-  readonly #log: FastifyBaseLogger
+  readonly #log: Log
   readonly #local: LocalLimiter
   readonly #recorder: UsageRecorder
   /** The RateLimit-Policy header of each plan, until its quota window ends (a month's length changes). */

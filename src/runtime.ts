@@ -1,0 +1,154 @@
+/**
+ * The runtime: everything the service is made of, built once, in one place, in dependency
+ * order: the store (instrumented; the portal's sealed view of it), the services, the usage
+ * limits, the conversion pool, the mailer, the metrics, and the background jobs (webhook
+ * delivery, audit retention, the portal's pruning). Both listeners (the public app and the
+ * admin API) and the CLI are built from it; `close` stops what `start` started and closes the
+ * rest in reverse order. The process (signals, listening, exit codes) is main.ts's.
+ *
+ * One clock: `now` reaches every service, the limits, the jobs and the store's own stamps.
+ */
+import type { Config } from './config/config.ts'
+import type { Pepper } from './crypto/keyed.ts'
+import type { Keyring } from './crypto/keyring.ts'
+import { resolveKeyring } from './config/encryption.ts'
+import type { Store } from './storage/ports.ts'
+import { createMetrics, type Metrics } from './metrics/metrics.ts'
+import { instrumentStore } from './metrics/store.ts'
+import { Accounts } from './services/accounts.ts'
+import { Webhooks } from './services/webhooks.ts'
+import { WebhookWorker } from './webhooks/worker.ts'
+import { Limits } from './usage/limits.ts'
+import { countedMailer, openMailer, type Mailer } from './mail/mailer.ts'
+import { ConversionPool } from './converter/pool.ts'
+import { groupServedIn } from './domain/regions.ts'
+import { sealedPortal } from './portal/sealed.ts'
+import { Passwords } from './portal/passwords.ts'
+import { SignInThrottle } from './portal/throttle.ts'
+import { keepPortalTidy } from './portal/maintenance.ts'
+import { LateLog, type Log } from './logging/late.ts'
+
+export interface RuntimeOptions {
+  readonly config: Config
+  /** The opened store; the runtime instruments it but never closes it (whoever opened it does). */
+  readonly store: Store
+  readonly pepper: Pepper
+  /** Seals the secrets the service keeps (default: from the configuration, see config/encryption.ts). */
+  readonly keyring?: Keyring
+  /** The clock (epoch ms); tests move it. */
+  readonly now?: () => number
+  /** The process's metrics (default: the runtime's own). */
+  readonly metrics?: Metrics
+}
+
+/** Runtime: built by createRuntime; `start` begins the background jobs, `close` ends everything it built. */
+export class Runtime {
+  readonly config: Config
+  readonly now: () => number
+  readonly pepper: Pepper
+  readonly keyring: Keyring
+  readonly metrics: Metrics
+  /** Every operation timed (the metrics' store histogram). */
+  readonly store: Store
+  /** The store as the portal sees it: users' TOTP secrets sealed with the keyring, and nothing else does. */
+  readonly portalStore: Store
+  /** Where the background jobs report (the public app's logger once attached). */
+  readonly log: LateLog = new LateLog()
+  readonly accounts: Accounts
+  readonly webhooks: Webhooks
+  readonly limits: Limits
+  readonly worker: WebhookWorker
+  /** The portal's mailer (null: no portal); readyz asks its SMTP server through it. */
+  readonly mailer: Mailer | null
+  readonly passwords: Passwords
+  readonly throttle: SignInThrottle
+  /** The conversion pool (null: conversions are not served in this region). */
+  readonly pool: ConversionPool | null
+  readonly #stops: (() => unknown)[] = []
+  #started = false
+
+  constructor(opts: RuntimeOptions) {
+    const { config } = opts
+    this.config = config
+    this.now = opts.now ?? Date.now
+    this.pepper = opts.pepper
+    this.keyring = opts.keyring ?? resolveKeyring(config)
+    this.metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
+    const { metrics, now, log } = this
+    this.store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
+    this.portalStore = { ...this.store, portal: sealedPortal(this.store.portal, this.keyring) }
+    this.accounts = new Accounts({ store: this.portalStore, pepper: this.pepper, config, now })
+    this.limits = new Limits({
+      config, store: this.store, now, log, onRefused: (cause) => metrics.refused(cause), onFlushed: (ok) => metrics.usageFlushed(ok),
+    })
+    metrics.watchUsageLag(() => this.limits.usageLagMs() / 1000)
+    // The outbox's sender, on every node; every door's webhooks service wakes it when a delivery is due.
+    this.worker = new WebhookWorker({
+      store: this.store.webhooks, keyring: this.keyring, config,
+      onError: (error, what) => log.warn({ err: error, what }, 'webhook delivery failed to run'),
+      onOutcome: (outcome) => metrics.webhookAttempt(outcome),
+    })
+    metrics.watchWebhooks(() => this.store.webhooks.pending())
+    this.webhooks = new Webhooks({ store: this.store, keyring: this.keyring, config, onDue: () => this.worker.nudge() })
+    this.mailer = config.portalEnabled ? countedMailer(openMailer(config, log), metrics) : null
+    this.passwords = new Passwords()
+    this.throttle = new SignInThrottle(this.portalStore, config, now, this.pepper)
+    this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
+  }
+
+  #openPool(): ConversionPool {
+    const { config, metrics, log } = this
+    const pool = new ConversionPool({
+      size: config.converterWorkers,
+      splitPages: config.converterSplitPages,
+      maxQueue: config.converterWorkers * config.converterQueuePerWorker,
+      timeoutMs: config.conversionTimeoutMs,
+      maxJobsPerWorker: config.workerMaxJobs,
+      maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+      stallTimeoutMs: config.clientStallTimeoutMs,
+      maxPerAccount: config.converterMaxPerAccount,
+      pageTimeoutMs: config.conversionPageTimeoutMs,
+      onRecycle: (reason, detail) => {
+        metrics.workerReplaced(reason)
+        log.info({ reason, detail }, 'conversion worker replaced')
+      },
+      onQueueWait: (seconds) => metrics.queueWaited(seconds),
+    })
+    metrics.watchPool(() => pool.gauges())
+    return pool
+  }
+
+  /** start begins the background jobs: webhook delivery, audit retention and (with the portal) its pruning. */
+  start(): void {
+    if (this.#started) return
+    this.#started = true
+    const { config, log } = this
+    this.worker.start()
+    this.#stops.push(() => this.worker.close())
+    this.#stops.push(this.accounts.keepAuditRetention((error) => log.warn({ err: error, dependency: 'audit retention' }, 'dependency error')))
+    if (this.mailer !== null) {
+      const report = (error: Error) => log.warn({ err: error }, 'portal sessions, tokens or unconfirmed sign-ups not pruned')
+      this.#stops.push(keepPortalTidy(this.store, this.now, report, config.signupConfirmHours * 3_600_000))
+    }
+  }
+
+  /**
+   * close, once every listener has stopped (in-flight requests, conversions included, are
+   * done): the jobs in reverse order of their start (a pass under way finishes first), then
+   * the pool, the mailer, and the usage counts (saved last, before the caller closes the store).
+   */
+  async close(): Promise<void> {
+    for (const stop of this.#stops.reverse()) await stop()
+    this.#stops.length = 0
+    await this.pool?.close()
+    await this.mailer?.close()
+    await this.limits.close()
+  }
+}
+
+/** createRuntime: the runtime for one process (or one test's app). */
+export function createRuntime(opts: RuntimeOptions): Runtime {
+  return new Runtime(opts)
+}
+
+export type { Log }

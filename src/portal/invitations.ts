@@ -119,10 +119,12 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
     if (isFailure(user)) {
       if (user.refusal === 'no-invitation') return deadLink(reply, null)
       // Someone created a sign-in for this address since the page was shown.
-      return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409, body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>` })
+      return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409,
+        body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>` })
     }
     // A new session for a user who just proved their address and chose a password; the pre-session ends.
-    reply.header('set-cookie', [setCookie(SESSION_COOKIE, session.token, secure, Math.floor(kit.sessionTtlMs / 1000)), setCookie(PRESESSION_COOKIE, '', secure, 0)])
+    const cookie = setCookie(SESSION_COOKIE, session.token, secure, Math.floor(kit.sessionTtlMs / 1000))
+    reply.header('set-cookie', [cookie, setCookie(PRESESSION_COOKIE, '', secure, 0)])
     return reply.redirect(startPage(found), 303)
   })
 

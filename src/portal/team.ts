@@ -166,9 +166,8 @@ ${leaveSection(ctx, members)}`,
         : invited.refusal === 'owner-only' ? again(403, 'Only an owner can invite owners.')
         : again(409, `${email} is already a member of ${ctx.account.name}.`)
     }
-    const message = mail.invitation({
-      accountName: ctx.account.name, role: invited.role, inviter: ctx.user.email, link: invitationLink(kit, invited.token, ctx.account.id), validForMs: INVITE_TTL_MS,
-    })
+    const link = invitationLink(kit, invited.token, ctx.account.id)
+    const message = mail.invitation({ accountName: ctx.account.name, role: invited.role, inviter: ctx.user.email, link, validForMs: INVITE_TTL_MS })
     // In the background: the page does not wait for SMTP. The log names the account, never the link.
     kit.mailer.send({ to: invited.email, ...message }).catch((error: Error) =>
       request.log.error({ accountId: ctx.account.id, reason: error.name }, 'invitation email not sent'))

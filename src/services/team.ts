@@ -269,7 +269,9 @@ export class Team {
       id: `usr_${newSessionToken().token.slice(0, 22)}`, email: found.invitation.email, passwordHash: input.passwordHash, emailVerifiedAt: at,
       status: 'active', operator: false, totpSecret: null, totpEnabledAt: null, createdAt: at, updatedAt: at,
     }
-    const signUp: AuditDraft = { ...this.#joinDraft(input.ip, found, user), action: 'user.sign-up', target: { type: 'user', id: user.id }, accountId: null, detail: { via: 'invitation' } }
+    const signUp: AuditDraft = {
+      ...this.#joinDraft(input.ip, found, user), action: 'user.sign-up', target: { type: 'user', id: user.id }, accountId: null, detail: { via: 'invitation' },
+    }
     // Someone created a sign-in for this address since the page was shown: the invitation is used up all the same.
     if (!(await this.#store.portal.createUser(user, signUp))) return refused('has-sign-in', 'conflict', `${user.email} has a sign-in already`)
     await this.#store.portal.addMember(found.account.id, user.id, found.invitation.role ?? 'viewer', this.#joinDraft(input.ip, found, user))

@@ -32,34 +32,30 @@ interface Found extends FoundInvitation {
 
 const passwordRule = `At least ${MIN_PASSWORD_LENGTH} characters; a passphrase of several words is best.`
 
-export default async function invitationPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { team, config } = kit
-  const secure = config.portalSecureCookies
+const param = (request: FastifyRequest, name: string): string => {
+  const value = (request.query as Record<string, unknown>)[name] ?? ((request.body ?? {}) as Record<string, unknown>)[name]
+  return typeof value === 'string' ? value : ''
+}
 
-  const param = (request: FastifyRequest, name: string): string => {
-    const value = (request.query as Record<string, unknown>)[name] ?? ((request.body ?? {}) as Record<string, unknown>)[name]
-    return typeof value === 'string' ? value : ''
-  }
+/** find: the pending invitation of the request's link, or null (malformed, unknown, used, expired or replaced). */
+async function find(kit: Kit, request: FastifyRequest): Promise<Found | null> {
+  const token = param(request, 'token')
+  const found = await kit.team.findInvitation(token, param(request, 'account'))
+  return found === null ? null : { ...found, token }
+}
 
-  /** find: the pending invitation of the request's link, or null (malformed, unknown, used, expired or replaced). */
-  async function find(request: FastifyRequest): Promise<Found | null> {
-    const token = param(request, 'token')
-    const found = await team.findInvitation(token, param(request, 'account'))
-    return found === null ? null : { ...found, token }
-  }
+const deadLink = (kit: Kit, reply: FastifyReply, current: Current | null) => sendPage(kit, reply, {
+  title: 'Invitation not valid', status: 400, current,
+  body: html`<p role="alert">This invitation link was already used, has expired, or was replaced by a newer invitation or cancelled.</p><p>Ask the person who invited you for a new invitation.</p>`,
+})
 
-  const deadLink = (reply: FastifyReply, current: Current | null) => sendPage(kit, reply, {
-    title: 'Invitation not valid', status: 400, current,
-    body: html`<p role="alert">This invitation link was already used, has expired, or was replaced by a newer invitation or cancelled.</p><p>Ask the person who invited you for a new invitation.</p>`,
-  })
+const hidden = (found: Found) => html`<input type="hidden" name="token" value="${found.token}"><input type="hidden" name="account" value="${found.account.id}">`
+const selfPath = (found: Found) => `/portal${ACCEPT}?token=${found.token}&account=${encodeURIComponent(found.account.id)}`
+const what = (found: Found) => html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
+const join = (found: Found) => `Join ${found.account.name} as ${found.invitation.role ?? ''}`
 
-  const hidden = (found: Found) => html`<input type="hidden" name="token" value="${found.token}"><input type="hidden" name="account" value="${found.account.id}">`
-  const selfPath = (found: Found) => `/portal${ACCEPT}?token=${found.token}&account=${encodeURIComponent(found.account.id)}`
-  const what = (found: Found) => html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
-  const join = (found: Found) => `Join ${found.account.name} as ${found.invitation.role ?? ''}`
-
-  function newUserForm(found: Found, csrf: string, problem: string | null = null): Html {
-    return html`${what(found)}
+function newUserForm(found: Found, csrf: string, problem: string | null = null): Html {
+  return html`${what(found)}
 <p>You have no sign-in here yet: choose a password to create it.</p>
 <form method="post" action="/portal${ACCEPT}" novalidate>
 <input type="hidden" name="_csrf" value="${csrf}">${hidden(found)}
@@ -71,12 +67,18 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
 <input id="password" name="password" type="password" autocomplete="new-password" required minlength="${MIN_PASSWORD_LENGTH}" maxlength="${MAX_PASSWORD_LENGTH}" aria-describedby="password-hint${problem === null ? '' : ' password-error'}"${problem === null ? '' : html` aria-invalid="true"`}>
 <button type="submit">Create my sign-in and join ${found.account.name}</button>
 </form>`
-  }
+}
+
+const startPage = (found: Found) => `/portal/accounts/${encodeURIComponent(found.account.id)}/start`
+
+export default async function invitationPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { team, config } = kit
+  const secure = config.portalSecureCookies
 
   app.get('/invitations/accept', { schema: { hide: true } }, async (request, reply) => {
     const current = await sessionOf(kit, request)
-    const found = await find(request)
-    if (found === null) return deadLink(reply, current)
+    const found = await find(kit, request)
+    if (found === null) return deadLink(kit, reply, current)
     const title = `Invitation to ${found.account.name}`
     if (current !== null && emailKey(current.user.email) === emailKey(found.invitation.email)) {
       return sendPage(kit, reply, { title, current, body: html`${what(found)}
@@ -94,16 +96,14 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
     return sendPage(kit, reply, { title, body: newUserForm(found, preSessionCsrf(kit, request, reply)) })
   })
 
-  const startPage = (found: Found) => `/portal/accounts/${encodeURIComponent(found.account.id)}/start`
-
   app.post('/invitations/accept', { schema: { hide: true } }, async (request, reply) => {
     const current = await sessionOf(kit, request)
     if (current !== null) return acceptSignedIn(request, reply, current)
     if (!signedOutFormOk(kit, request)) {
       return sendPage(kit, reply, { title: 'Form expired', status: 403, body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>` })
     }
-    const found = await find(request)
-    if (found === null) return deadLink(reply, null)
+    const found = await find(kit, request)
+    if (found === null) return deadLink(kit, reply, null)
     if (await team.hasSignIn(found.invitation.email)) {
       return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409, body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
 <p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>` })
@@ -117,7 +117,7 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
     const userAgent = typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 256) : null
     const user = await team.signUpAndJoin(found, { passwordHash, sessionIdHash: session.idHash, ip: request.ip, userAgent })
     if (isFailure(user)) {
-      if (user.refusal === 'no-invitation') return deadLink(reply, null)
+      if (user.refusal === 'no-invitation') return deadLink(kit, reply, null)
       // Someone created a sign-in for this address since the page was shown.
       return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409,
         body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>` })
@@ -130,14 +130,14 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
 
   async function acceptSignedIn(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<FastifyReply> {
     if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
-    const found = await find(request)
-    if (found === null) return deadLink(reply, current)
+    const found = await find(kit, request)
+    if (found === null) return deadLink(kit, reply, current)
     // The address is checked before the invitation is used up: someone else's click must not spend it.
     const joined = await team.join(actorOf(current, request), current.user, found)
     if (isFailure(joined) && joined.refusal === 'wrong-address') {
       return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 403, current, body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>` })
     }
-    if (isFailure(joined)) return deadLink(reply, current)
+    if (isFailure(joined)) return deadLink(kit, reply, current)
     return reply.redirect(startPage(found), 303)
   }
 }

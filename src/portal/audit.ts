@@ -47,11 +47,8 @@ const PORTAL_USER = 'portal-user:'
 async function actorNames(kit: Kit, accountId: string, events: readonly AuditEvent[]): Promise<Map<string, string>> {
   const users = [...new Set(events.map((e) => e.actor).filter((a) => a.startsWith(PORTAL_USER)))]
   if (users.length === 0) return new Map()
-  const names = new Map((await kit.store.portal.listMembers(accountId)).map((m) => [`${PORTAL_USER}${m.userId}`, m.email]))
-  const others = users.filter((a) => !names.has(a))
-  const found = await Promise.all(others.map((a) => kit.store.portal.getUser(a.slice(PORTAL_USER.length))))
-  others.forEach((a, i) => names.set(a, found[i]?.email ?? a))
-  return names
+  const emails = await kit.team.emailsOf(accountId, users.map((a) => a.slice(PORTAL_USER.length)))
+  return new Map(users.map((a) => [a, emails.get(a.slice(PORTAL_USER.length)) ?? a]))
 }
 
 const when = (at: string) => html`<time datetime="${at}">${at.slice(0, 10)} ${at.slice(11, 19)} UTC</time>`

@@ -9,7 +9,7 @@ import { actorOf, csrfField, formExpired, formField, formOk, sendPage, sessionOf
 import { isFailure } from '../services/outcome.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { store, accounts } = kit
+  const { team, accounts } = kit
 
   app.get('/', { schema: { hide: true } }, async (request, reply) =>
     reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303))
@@ -17,7 +17,7 @@ export default async function homePages(app: FastifyInstance, kit: Kit): Promise
   app.get('/home', { schema: { hide: true } }, async (request, reply) => {
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
-    const memberships = await store.portal.membershipsOf(current.user.id)
+    const memberships = await team.memberships(current.user.id)
     const owned = memberships.filter((m) => m.role === 'owner').length
     return sendPage(kit, reply, { title: 'Your accounts', current, body: html`
 ${memberships.length === 0 ? html`<p>You do not belong to any account yet. Create one below, or ask an account owner to invite you.</p>` : html`

@@ -14,6 +14,7 @@ import type { Pepper } from '../crypto/keyed.ts'
 import type { Store } from '../storage/ports.ts'
 import type { Accounts } from '../services/accounts.ts'
 import type { Context } from '../services/outcome.ts'
+import type { Team } from '../services/team.ts'
 import type { Webhooks } from '../services/webhooks.ts'
 import type { Mailer } from '../mail/mailer.ts'
 import type { Membership, Role, Session, User } from '../domain/portal.ts'
@@ -30,6 +31,8 @@ export interface Kit {
   readonly store: Store
   readonly accounts: Accounts
   readonly webhooks: Webhooks
+  /** Members and invitations (built by plugin.ts, over the portal's store). */
+  readonly team: Team
   readonly mailer: Mailer
   readonly passwords: Passwords
   readonly throttle: SignInThrottle

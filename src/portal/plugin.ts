@@ -13,6 +13,7 @@ import { notFound, sendPage } from './kit.ts'
 import { PasswordsBusy } from './passwords.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
 import { PortalLimits } from './limits.ts'
+import { Team } from '../services/team.ts'
 import authPages from './auth.ts'
 import homePages from './home.ts'
 import keysPages, { css as keysCss } from './keys.ts'
@@ -25,7 +26,7 @@ import securityPages, { css as securityCss } from './security.ts'
 import operatorPages, { css as operatorCss } from './operator.ts'
 import webhookPages, { css as webhooksCss } from './webhooks.ts'
 
-export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs' | 'limits'>
+export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs' | 'limits' | 'team'>
 
 /** Nothing but the node's own scripts, styles and images; forms post only here; no framing. */
 export const PORTAL_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -50,11 +51,13 @@ const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, a
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
   const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics } = opts
+  const sessionTtlMs = config.sessionTtlHours * 3_600_000
   const kit: Kit = {
     config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics,
+    team: new Team({ store, now, sessionTtlMs }),
     limits: new PortalLimits(store, config, now, pepper),
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
-    sessionTtlMs: config.sessionTtlHours * 3_600_000,
+    sessionTtlMs,
   }
 
   app.addHook('onRequest', async (_request, reply) => { headers(reply) })

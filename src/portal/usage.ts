@@ -144,7 +144,7 @@ ${GROUPS.map((g) => html`<dt>${GROUP_NAMES[g]} call</dt><dd>${plan.weights[g] ==
 }
 
 export default async function usagePages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { accounts, store, config } = kit
+  const { accounts, config } = kit
 
   app.get('/accounts/:accountId/usage', { schema: { hide: true } }, async (request, reply) => {
     const here = await inAccount(kit, request, reply, 'viewer')
@@ -159,7 +159,7 @@ export default async function usagePages(app: FastifyInstance, kit: Kit): Promis
     const [byDay, byRegion, plan] = await Promise.all([accounts.usage(id, from, to, 'day'), accounts.usage(id, from, to, 'region'), accounts.getPlan(id)])
     if (isFailure(byDay) || isFailure(byRegion) || plan === null) return badRequest(kit, reply, here, 'This report is not available')
     const window = quotaWindow(now, plan.plan.period)
-    const used = await store.usage.total(id, utcDay(window.start), utcDay(window.end - 1))
+    const used = await accounts.usageTotal(id, utcDay(window.start), utcDay(window.end - 1))
 
     const perDay = tally(byDay, (l) => l.day!)
     const dayRows = daysBetween(from, to).map((d) => [d, perDay.get(d) ?? zero()] as const)

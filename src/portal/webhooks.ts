@@ -91,7 +91,7 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
 
   /** endpointOf: the endpoint of the path, in the account of the path; otherwise a 404 is sent and null returned. */
   async function endpointOf(request: FastifyRequest<{ Params: Params }>, reply: FastifyReply, who: InAccount): Promise<WebhookEndpoint | null> {
-    const found = await kit.store.webhooks.getEndpoint(who.account.id, request.params.webhookId)
+    const found = await kit.webhooks.endpoint(who.account.id, request.params.webhookId)
     if (found === null) await notFound(kit, reply, who)
     return found
   }

@@ -496,6 +496,13 @@ export class Accounts {
   #adminHash(secret: string): string {
     return keyedDigest(this.#pepper, 'admin-token', secret)
   }
+
+  // Reads for the portal
+
+  /** usageTotal: an account's units over all groups from `fromDay` to `toDay` (UTC days, inclusive): what a quota counts. */
+  usageTotal(accountId: string, fromDay: string, toDay: string): Promise<number> {
+    return this.#store.usage.total(accountId, fromDay, toDay)
+  }
 }
 
 /** A user of managed factors in a list: their counts, and when their lock ends (null: not locked). */

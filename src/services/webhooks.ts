@@ -106,6 +106,11 @@ export class Webhooks {
     this.#o.onDue?.()
     return { resent: true }
   }
+
+  /** endpoint: one endpoint of the account (never its secret), or null when the account has none of that id. */
+  endpoint(accountId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.#o.store.webhooks.getEndpoint(accountId, id)
+  }
 }
 
 /** readEventTypes: a list of distinct event types (null: all), or why not. */

@@ -72,7 +72,7 @@ ${plan.own ? html`<form method="post" action="${path(account)}/plan/reset" class
 
 async function accountPage(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current, account: Account, form: PlanForm | null = null, status = 200): Promise<FastifyReply> {
   const [plan, subs, members] = await Promise.all([
-    kit.accounts.getPlan(account.id), kit.accounts.listSubscriptions(account.id), kit.store.portal.listMembers(account.id),
+    kit.accounts.getPlan(account.id), kit.accounts.listSubscriptions(account.id), kit.team.members(account.id),
   ])
   if (plan === null) return notFound(kit, reply, current)
   const suspend = account.status === 'active'

@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openSqliteStore } from '../storage/sqlite/store.ts'
-import { makeAccount, makeUser } from '../storage/contract.ts'
+import { makeAccount, makeUser } from '../../test/support/storage/contract.ts'
 import type { Store } from '../storage/ports.ts'
 import { keepPortalTidy } from './maintenance.ts'
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { openSqliteStore } from '../storage/sqlite/store.ts'
-import { makeAccount, makeUser } from '../storage/contract.ts'
+import { makeAccount, makeUser } from '../../test/support/storage/contract.ts'
 import type { Store } from '../storage/ports.ts'
 import type { Context } from './outcome.ts'
 import { isFailure } from './outcome.ts'

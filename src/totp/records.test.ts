@@ -4,7 +4,7 @@ import { openSqliteStore } from '../storage/sqlite/store.ts'
 import type { OnboardingStore } from '../storage/ports.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
 import { RecordCache, secretFingerprint } from './records.ts'
-import { makeAccount } from '../storage/contract.ts'
+import { makeAccount } from '../../test/support/storage/contract.ts'
 import { newSecret, toBase32 } from './otp.ts'
 
 test('RecordCache answers a repeated lookup from memory, found or not, until its TTL; it is bounded', async (t) => {

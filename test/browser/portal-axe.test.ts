@@ -1,0 +1,73 @@
+/**
+ * axe on every page of the portal, in chromium: signed out (the sign-in, sign-up, reset and
+ * link pages, an error page) and signed in as an operator who owns an account with a key, a
+ * member, an invitation, usage and audit events (every account page, the security pages and
+ * every operator page). No serious or critical finding, no request refused by the CSP, and
+ * each page has one h1 and a title that names it.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { resolveKeyring } from '../../src/config/encryption.ts'
+import { startApp } from '../support/helper.ts'
+import { createFactor } from '../support/factors.ts'
+import { browserSkip, openBrowser, seriousViolations } from '../support/browser.ts'
+import { portalUser } from '../support/portal-helper.ts'
+import { Webhooks } from '../../src/services/webhooks.ts'
+import { SYSTEM } from '../../src/domain/accounts.ts'
+
+const skip = browserSkip()
+
+const SIGNED_OUT = ['/sign-in', '/sign-up', '/reset', '/reset/confirm?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA', '/verify-email?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA',
+  '/invitations/accept?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA&account=acc_none', '/no-such-page']
+
+const SIGNED_IN = ['/home', '/security', '/security/two-factor/setup',
+  '/accounts/:a/start', '/accounts/:a/keys', '/accounts/:a/keys?show=old', '/accounts/:a/keys/:k/revoke', '/accounts/:a/subscriptions',
+  '/accounts/:a/usage', '/accounts/:a/usage/keys', '/accounts/:a/team', '/accounts/:a/audit',
+  '/accounts/:a/webhooks', '/accounts/:a/webhooks/:w/deliveries', '/accounts/:a/webhooks/:w/delete',
+  '/operator', '/operator/accounts', '/operator/accounts/:a', '/operator/sign-ups', '/operator/subscriptions', '/operator/audit']
+/** The operator's pages of the account's managed-factor users: the list, a user (made in the test) and the deletion's confirmation. */
+const FACTOR_PAGES = ['/operator/accounts/:a/totp-users', '/operator/accounts/:a/totp-users/axe%20user']
+
+test('every portal page, signed out and signed in as an operator: no serious or critical axe finding, nothing refused by the CSP, one h1', { skip }, async (t) => {
+  const app = await startApp(t, { USAGE_FLUSH_MS: '100' })
+  await createFactor(app, 'axe user')
+  const op = await portalUser(app, { operator: true })
+  await portalUser(app, { email: 'dev@example.com', role: 'developer' })
+  assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
+  // An endpoint with a delivery in its log (refused: its host is not this node's), for the webhook pages.
+  const hook = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, { url: 'https://hooks.example.com/in' })
+  assert.ok(!('failure' in hook))
+  await app.store.audit.append({ actor: 'system', action: 'factor.created', target: { type: 'factor', id: 'fac_1' }, accountId: app.accountId, ip: null, outcome: 'success', detail: { userID: 'u1' } })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const browser = await openBrowser(t)
+  const page = await (await browser.newContext()).newPage()
+  const refused: string[] = []
+  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(`${page.url()}: ${m.text()}`) })
+  const findings: string[] = []
+  const visit = async (path: string) => {
+    const url = `${app.url}/portal${path.replace(':a', app.accountId).replace(':k', app.keyId).replace(':w', hook.endpoint.id)}`
+    const res = await page.goto(url)
+    assert.ok(res !== null && res.status() < 500, `${path}: ${res?.status()}`)
+    await page.waitForLoadState('networkidle')
+    for (const v of await seriousViolations(page)) findings.push(`${path}: ${v}`)
+    assert.equal(await page.locator('h1').count(), 1, `${path} has one h1`)
+    assert.match(await page.title(), /^.+ · Tessera developer portal$/, `${path} has a title`)
+  }
+
+  for (const path of SIGNED_OUT) await visit(path)
+  await page.goto(`${app.url}/portal/sign-in`)
+  await page.getByLabel('Email').fill(op.email)
+  await page.getByLabel('Password').fill(op.password)
+  await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  // An invitation pending, so that the team page shows that table too.
+  await page.goto(`${app.url}/portal/accounts/${app.accountId}/team`)
+  await page.getByLabel('Email', { exact: true }).fill('invitee@example.com')
+  await Promise.all([page.waitForURL(/\/team/), page.getByRole('button', { name: 'Send the invitation' }).click()])
+  for (const path of [...SIGNED_IN, ...FACTOR_PAGES]) await visit(path)
+  await page.getByRole('button', { name: 'Delete the factors of axe user' }).click()
+  await page.waitForLoadState('networkidle')
+  for (const v of await seriousViolations(page)) findings.push(`the deletion's confirmation: ${v}`)
+
+  assert.deepEqual(findings, [])
+  assert.deepEqual(refused, [])
+})

@@ -1,0 +1,64 @@
+/**
+ * The API references (/docs of the public API, /admin/v1/docs of the admin API) as a person
+ * reads them: in a real browser, found by roles and names, checked by axe, under a CSP that
+ * lets nothing run.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { startApp } from '../support/helper.ts'
+import { browserSkip, openBrowser, seriousViolations } from '../support/browser.ts'
+import { buildAdminApp } from '../../src/admin/api/app.ts'
+
+const skip = browserSkip()
+
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+test('the API reference at /docs: no serious or critical axe finding, a strict CSP, usable with the keyboard', { skip }, async (t) => {
+  const app = await startApp(t)
+  const browser = await openBrowser(t)
+  const page = await (await browser.newContext()).newPage()
+  const blocked: string[] = []
+  page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) blocked.push(m.text()) })
+  const res = await page.goto(`${app.url}/docs`)
+  assert.equal(res?.status(), 200)
+  const headers = res!.headers()
+  assert.equal(headers['content-security-policy'], CSP)
+  assert.equal(headers['x-content-type-options'], 'nosniff')
+  assert.equal(headers['x-frame-options'], 'DENY')
+  assert.deepEqual(await seriousViolations(page), [])
+  assert.deepEqual(blocked, [], 'nothing on the page needs what the CSP refuses')
+  // The stylesheet applied (served beside the page, under the same CSP).
+  assert.equal(await page.locator('table').first().evaluate((e) => getComputedStyle(e).borderCollapse), 'collapse')
+
+  await page.keyboard.press('Tab')
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to the reference', 'the first stop skips the navigation')
+  await page.getByRole('navigation', { name: 'Operations' }).getByRole('link', { name: 'POST /totp/verifyOTP' }).click()
+  assert.match(page.url(), /#verifyOTP$/)
+  const verify = page.getByRole('region', { name: 'POST /totp/verifyOTP' })
+  await assert.doesNotReject(verify.getByRole('table', { name: 'Body fields' }).getByRole('rowheader', { name: 'token', exact: true }).waitFor({ timeout: 2000 }))
+  assert.match(await verify.locator('pre').innerText(), /^curl -H 'x-api-key: YOUR_KEY' --data-urlencode 'secret=…' --data-urlencode 'token=…' http:\/\/localhost:3000\/totp\/verifyOTP$/)
+  const errors = page.getByRole('table', { name: 'Error codes' })
+  assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 1)
+  assert.equal(await errors.getByRole('rowheader', { name: 'ADMIN_READ_ONLY' }).count(), 1, 'the public reference lists the whole catalogue')
+  await page.screenshot({ path: process.env.SCREENSHOT_DIR === undefined ? `${app.dataDir}/docs.png` : `${process.env.SCREENSHOT_DIR}/docs.png` })
+})
+
+test('the admin API reference at /admin/v1/docs, on the admin listener, without a token', { skip }, async (t) => {
+  const app = await startApp(t)
+  const admin = await buildAdminApp({ config: app.config, accounts: app.accounts, logStream: { write: () => undefined } })
+  await admin.listen({ port: 0, host: '127.0.0.1' })
+  t.after(() => admin.close())
+  const address = admin.server.address() as { port: number }
+  const browser = await openBrowser(t)
+  const page = await (await browser.newContext()).newPage()
+  const res = await page.goto(`http://127.0.0.1:${address.port}/admin/v1/docs`)
+  assert.equal(res?.status(), 200)
+  assert.equal(res!.headers()['content-security-policy'], CSP)
+  assert.deepEqual(await seriousViolations(page), [])
+  assert.equal(await page.getByRole('link', { name: 'POST /admin/v1/keys/{id}/roll' }).count(), 1)
+  const errors = page.getByRole('table', { name: 'Error codes' })
+  assert.equal(await errors.getByRole('rowheader', { name: 'ADMIN_READ_ONLY' }).count(), 1)
+  assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 0, 'only the admin API\'s codes')
+  await page.getByRole('link', { name: 'openapi.json' }).click()
+  assert.match(page.url(), /\/admin\/v1\/openapi\.json$/)
+})

@@ -1,0 +1,111 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { catalogue, ERROR_CODES } from '../../src/errors/catalogue.ts'
+import { FILES, renderAll, renderOpenApi } from '../../scripts/docs.ts'
+
+test('committed docs are what `npm run docs` generates (catalogue, route schemas, admin route schemas, client types, settings in docs/configuration.md)', async () => {
+  const fresh = await renderAll()
+  for (const [name, text] of Object.entries(fresh)) {
+    assert.equal(readFileSync(FILES[name as keyof typeof FILES], 'utf8'), text, `${name} is stale: run npm run docs`)
+  }
+})
+
+test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin (their operations and descriptions), name the same codes', async () => {
+  const errorsMd = readFileSync(FILES.errors, 'utf8')
+  for (const code of ERROR_CODES) {
+    assert.match(errorsMd, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code].status} \\|`, 'm'), `${code} row in errors.md`)
+  }
+  const rows = errorsMd.split('\n').filter((l) => /^\| `[A-Z_]+` \|/.test(l))
+  assert.equal(rows.length, ERROR_CODES.length, 'one row per code, no extra rows')
+
+  const doc = await renderOpenApi()
+  const admin = await renderOpenApi('admin')
+  const codesOf = (document: Record<string, unknown>, statusOf: Map<string, Set<string>>): Set<string> => {
+    const inDoc = new Set<string>()
+    const walk = (node: unknown, status?: string): void => {
+      if (Array.isArray(node)) return node.forEach((n) => walk(n, status))
+      if (node === null || typeof node !== 'object') return
+      for (const [k, v] of Object.entries(node)) {
+        if (k === 'x-error-codes') {
+          for (const code of v as string[]) {
+            inDoc.add(code)
+            if (status) statusOf.set(code, new Set([...(statusOf.get(code) ?? []), status]))
+          }
+        } else walk(v, k === 'responses' ? undefined : /^\d{3}$/.test(k) ? k : status)
+      }
+    }
+    walk(document)
+    return inDoc
+  }
+  const statusOf = new Map<string, Set<string>>()
+  const inPublic = codesOf(doc, statusOf)
+  const inAdmin = codesOf(admin, statusOf)
+  // The 404s of no route belong to no documented operation (an unknown route; the conversion group outside eu): the descriptions' tables have them.
+  const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND']
+  assert.deepEqual([...new Set([...inPublic, ...inAdmin])].sort(), ERROR_CODES.filter((c) => !outsideOperations.includes(c)).sort(), 'every code is answered by an operation of one document')
+  const description = (doc.info as { description: string }).description
+  for (const code of ERROR_CODES) {
+    assert.match(description, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code].status} \\|`, 'm'), `${code} row in the document's description (what /docs shows)`)
+  }
+  const adminDescription = (admin.info as { description: string }).description
+  for (const code of [...inAdmin, 'ADMIN_ROUTE_NOT_FOUND']) {
+    assert.match(adminDescription, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code as keyof typeof catalogue].status} \\|`, 'm'), `${code} row in the admin document's description`)
+  }
+  for (const [code, statuses] of statusOf) assert.deepEqual([...statuses], [String(catalogue[code as keyof typeof catalogue].status)], code)
+})
+
+const ROOT = join(import.meta.dirname, '..', '..')
+/** The pages people write (the generated references have their own test above). */
+const GENERATED = new Set(['api.md', 'admin-api.md', 'errors.md', 'configuration.md'])
+const written = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && !GENERATED.has(f)).map((f) => `docs/${f}`)]
+const read = (file: string) => readFileSync(join(ROOT, file), 'utf8')
+
+/** slug is the anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens. */
+const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s-]/gu, '').replace(/\s/g, '-')
+const anchors = (text: string) => new Set([...text.matchAll(/^#+ (.+)$/gm)].map((m) => slug(m[1] ?? '')))
+
+test('the README stays a front page: at most 12 KiB, its manual in docs/', () => {
+  const size = Buffer.byteLength(read('README.md'))
+  assert.ok(size <= 12288, `README.md is ${size} bytes; move the detail to a page in docs/`)
+})
+
+test('every relative link of the README and the docs pages leads to a file, and its #anchor to a heading there', () => {
+  for (const file of written) {
+    const text = read(file).replace(/```[\s\S]*?```/g, '')
+    for (const [, target = ''] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target)) continue
+      const [path = '', anchor] = target.split('#')
+      const resolved = path === '' ? file : join(dirname(file), path)
+      assert.ok(existsSync(join(ROOT, resolved)), `${file}: link to ${target}`)
+      if (anchor !== undefined && resolved.endsWith('.md')) assert.ok(anchors(read(resolved)).has(anchor), `${file}: anchor ${target}`)
+    }
+  }
+})
+
+test('user docs state facts, not history: no issue numbers, issue notes or commit hashes', () => {
+  for (const file of written) {
+    const text = read(file).replace(/^\[[^\]]+\]: .*$/gm, '')
+    assert.doesNotMatch(text, /\bissues? (\d+|notes)\b/i, file)
+    assert.doesNotMatch(text, /\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b/, `${file}: a commit hash`)
+  }
+})
+
+test('docs/architecture.md names only paths that exist (its map of src/ follows the tree)', () => {
+  const text = read('docs/architecture.md')
+  const map = text.slice(text.indexOf('```\nsrc/'), text.indexOf('```', text.indexOf('```\nsrc/') + 3))
+  const named = new Set<string>()
+  let folder = ''
+  for (const line of map.split('\n').slice(2)) {
+    const root = /^(\S+)/.exec(line)
+    const top = /^ {2}(\S+)/.exec(line)
+    const nested = /^ {4}(\S+\/)/.exec(line)
+    if (root?.[1]) named.add(root[1])
+    else if (top?.[1]) named.add(folder = `src/${top[1]}`)
+    else if (nested?.[1]) named.add(`${folder}${nested[1]}`)
+  }
+  for (const [, path = ''] of text.matchAll(/`((?:src|test|bench|scripts|docs)\/[\w./-]+)`/g)) named.add(path)
+  assert.ok(named.size > 30, 'the map was read')
+  for (const path of named) assert.ok(existsSync(join(ROOT, path)), `docs/architecture.md names ${path}`)
+})

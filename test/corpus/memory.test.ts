@@ -1,0 +1,132 @@
+/**
+ * The memory checks of issues 11 and 24: hostile PDFs whose PostScript would be huge, and
+ * image bombs whose pixels would not fit in a worker, converted in parallel by the real
+ * server process, must not take its memory far up, nor keep it.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { tempDir } from '../support/helper.ts'
+import { startServer, treeRssBytes } from '../support/process.ts'
+import { SKIP_CORPUS, real, upload } from '../support/convert.ts'
+import { hugeImage, jbig2Bomb, jpxBomb, randomImagePages } from '../support/hostile.ts'
+import { ERROR_CODES } from '../../src/errors/catalogue.ts'
+
+const MiB = 1048576
+const PS = '/converter/generatePostscript'
+const IMAGE = '/converter/generateImage'
+
+test('two parallel conversions of each hostile PDF to PostScript, beside two JBIG2 bombs, keep the process tree under 1.5 GB and give it back', { skip: SKIP_CORPUS, timeout: 300_000 }, async (t) => {
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  const pid = server.child.pid!
+  // Warm up: both workers loaded, as on a node that has served conversions.
+  await Promise.all([1, 2].map(async () => assert.equal((await upload(url, PS, key, real('minimal-document.pdf'))).status, 200)))
+  const before = treeRssBytes(pid)
+
+  let peak = before
+  let sampling = true
+  const sampler = (async () => {
+    while (sampling) {
+      peak = Math.max(peak, treeRssBytes(pid))
+      await sleep(100)
+    }
+  })()
+  const random = randomImagePages(500)
+  const huge = hugeImage()
+  const started = performance.now()
+  const jbig2 = jbig2Bomb()
+  const jobs = [[PS, random], [PS, random], [PS, huge], [PS, huge], [PS, real('pdflatex-4-pages.pdf')], [PS, real('minimal-document.pdf')], [IMAGE, jbig2], [IMAGE, jbig2]] as const
+  const answers = await Promise.all(jobs.map(async ([path, pdf], i) => {
+    const res = await upload(url, path, key, pdf)
+    const body = Buffer.from(await res.arrayBuffer())
+    return { i, status: res.status, type: res.headers.get('content-type') ?? '', body, seconds: (performance.now() - started) / 1000 }
+  }))
+  sampling = false
+  await sampler
+  await sleep(10_000)
+  const after = treeRssBytes(pid)
+
+  const summary = answers.map((a) => `#${a.i} ${a.status} ${a.type.startsWith('application/json') ? a.body.toString() : `${a.body.length} bytes`} at ${a.seconds.toFixed(1)} s`)
+  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB`)
+  for (const line of summary) t.diagnostic(line)
+  for (const a of answers) {
+    if (a.status === 200) {
+      assert.equal(jobs[a.i]![0], PS, summary[a.i])
+      assert.match(a.type, /^application\/postscript/)
+      assert.ok(a.body.subarray(0, 4).toString() === '%!PS', `answer #${a.i} is PostScript`)
+      assert.match(a.body.subarray(-4096).toString('latin1'), /%%EOF/, `answer #${a.i} is whole`)
+    } else {
+      assert.ok(a.status >= 400 && a.status < 500, summary[a.i])
+      const problems = JSON.parse(a.body.toString()) as { type: string; code: string; message: string }[]
+      assert.ok(problems.every((p) => p.type === 'Error' && ERROR_CODES.includes(p.code as never) && p.message.length > 0), summary[a.i])
+    }
+  }
+  assert.equal(answers[4]!.status, 200, 'the small conversions beside the hostile ones succeed')
+  assert.equal(answers[5]!.status, 200, 'the small conversions beside the hostile ones succeed')
+  assert.ok(peak < 1500 * 1e6, `peak RSS ${(peak / MiB).toFixed(0)} MiB`)
+  assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+})
+
+/** peakWhile samples the resident memory of `pid`'s process tree every 100 ms until `work` settles. */
+async function peakWhile<T>(pid: number, work: Promise<T>): Promise<{ value: T; peak: number }> {
+  let peak = treeRssBytes(pid)
+  let sampling = true
+  const sampler = (async () => {
+    while (sampling) {
+      peak = Math.max(peak, treeRssBytes(pid))
+      await sleep(100)
+    }
+  })()
+  try {
+    return { value: await work, peak }
+  } finally {
+    sampling = false
+    await sampler
+    peak = Math.max(peak, treeRssBytes(pid))
+  }
+}
+
+test('image bombs (JPEG 2000, JBIG2) stop at the worker\'s memory cap with 422, their workers are replaced, and the node gives the memory back', { skip: SKIP_CORPUS, timeout: 180_000 }, async (t) => {
+  const budgetMiB = 768
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  const pid = server.child.pid!
+  const small = async (path: string) => {
+    const res = await upload(url, path, key, real('minimal-document.pdf'), path === IMAGE ? { dpi: '72' } : {})
+    await res.arrayBuffer()
+    return res.status
+  }
+  // Warm up: both workers loaded, as on a node that has served conversions.
+  assert.deepEqual(await Promise.all([small(IMAGE), small(IMAGE)]), [200, 200])
+  const before = treeRssBytes(pid)
+
+  // Each claims 60000 × 60000 pixels in under 1 KB; two of each to PNG at once, and the JBIG2 one to PostScript.
+  const bombs = [[IMAGE, jpxBomb()], [IMAGE, jpxBomb()], [IMAGE, jbig2Bomb()], [IMAGE, jbig2Bomb()], [PS, jbig2Bomb()]] as const
+  const started = performance.now()
+  const { value: answers, peak } = await peakWhile(pid, Promise.all(bombs.map(async ([path, pdf], i) => {
+    const res = await upload(url, path, key, pdf)
+    return { i, status: res.status, body: await res.text(), seconds: (performance.now() - started) / 1000 }
+  })))
+  await sleep(10_000)
+  const after = treeRssBytes(pid)
+  const replaced = server.output().split('\n').filter((line) => line.includes('conversion worker replaced'))
+
+  const summary = answers.map((a) => `#${a.i} ${a.status} ${a.body.slice(0, 200)} at ${a.seconds.toFixed(1)} s`)
+  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB; ${replaced.length} workers replaced`)
+  for (const line of summary) t.diagnostic(line)
+  for (const a of answers) {
+    assert.equal(a.status, 422, summary[a.i])
+    assert.deepEqual((JSON.parse(a.body) as { code: string }[]).map((p) => p.code), ['CONVERSION_MEMORY_EXCEEDED'], summary[a.i])
+    assert.ok(a.seconds < 30, `stopped at the cap, not by the time limit: ${summary[a.i]}`)
+  }
+  // Every bomb's worker is replaced for its memory, whatever the job's outcome.
+  assert.ok(replaced.filter((line) => line.includes('"reason":"memory"')).length >= bombs.length, replaced.join('\n'))
+  // Two workers, each within its budget (which holds its engines as they start, about 290 MiB, as well).
+  assert.ok(peak - before < 2 * budgetMiB * MiB, `peak RSS ${(peak / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+  assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+  // And the node converts as before.
+  assert.deepEqual(await Promise.all([small(IMAGE), small(PS)]), [200, 200])
+})

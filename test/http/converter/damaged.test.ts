@@ -1,0 +1,35 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { get, startApp } from '../../support/helper.ts'
+import { SKIP_CORPUS, damaged, damagedFiles, upload } from '../../support/convert.ts'
+
+const TIMEOUT_MS = 15_000
+
+test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within the time limit, and the service keeps serving', { skip: SKIP_CORPUS, timeout: 1_200_000 }, async (t) => {
+  const app = await startApp(t, { CONVERSION_TIMEOUT_MS: String(TIMEOUT_MS) })
+  const tally = new Map<string, number>()
+  const count = (key: string) => tally.set(key, (tally.get(key) ?? 0) + 1)
+  const files = damagedFiles()
+  assert.ok(files.length >= 90, `${files.length} files`)
+  for (const name of files) {
+    for (const [path, fields] of [['/converter/generateImage', { dpi: '36' }], ['/converter/generatePostscript', {}]] as const) {
+      const started = performance.now()
+      const res = await upload(app.url, path, app.key, damaged(name), fields, name)
+      const body = Buffer.from(await res.arrayBuffer())
+      const seconds = (performance.now() - started) / 1000
+      const what = `${name} ${path}: ${res.status} in ${seconds.toFixed(1)} s`
+      assert.ok(res.status === 200 || (res.status >= 400 && res.status < 500), what)
+      assert.ok(seconds < TIMEOUT_MS / 1000 + 5, `${what}: over the time limit`)
+      if (res.status === 200) {
+        assert.ok(body.length > 0, what)
+        count(`${path.split('/').pop()} converted`)
+      } else {
+        const problems = JSON.parse(body.toString()) as { type: string; code: string }[]
+        assert.equal(problems[0]!.type, 'Error', what)
+        count(`${path.split('/').pop()} ${res.status} ${problems[0]!.code}`)
+      }
+    }
+  }
+  assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'ping after the sweep')
+  t.diagnostic([...tally].sort().map(([k, v]) => `${k}: ${v}`).join('\n'))
+})

@@ -1,0 +1,131 @@
+/**
+ * The factor store's part of the storage contract (storeContract calls it): the limit of
+ * factors per user and a recovery code's single use hold under parallel calls; a change
+ * writes its audit event, and a change that finds nothing writes none; reads never return
+ * expired pending factors; users are per account; re-sealing is compare-and-set.
+ */
+import assert from 'node:assert/strict'
+import type { AuditDraft } from '../../../src/domain/accounts.ts'
+import type { Factor } from '../../../src/domain/factors.ts'
+import type { Store } from '../../../src/storage/ports.ts'
+import { CursorError } from '../../../src/domain/errors.ts'
+import { newId, userCursor } from '../../../src/storage/rows.ts'
+
+type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
+
+const NOW = '2026-01-01T12:00:00.000Z'
+const LATER = '2026-01-01T13:00:00.000Z'
+
+function event(action: string, accountId: string): AuditDraft {
+  return { actor: 'cli', action, target: { type: 'totp-user', id: 'u' }, accountId, ip: null, outcome: 'success', detail: { userID: 'u' } }
+}
+
+export function factor(accountId: string, userId: string, extra: Partial<Factor> = {}): Factor {
+  return {
+    id: newId('fct'), accountId, userId, applicationId: 'Acme', label: null, profile: 'universal', status: 'pending',
+    algorithm: 'SHA1', digits: 6, period: 30, drift: 0, sealed: `v1.${newId('x')}`, keyVersion: 1,
+    createdAt: NOW, expiresAt: '2026-01-01T12:10:00.000Z', activatedAt: null, ...extra,
+  }
+}
+
+async function eventsOf(store: Store, accountId: string, action: string): Promise<number> {
+  return (await store.audit.list({ accountId, action, limit: 1000 })).items.length
+}
+
+export function factorContract(withStore: WithStore, makeAccount: (store: Store) => Promise<string>): void {
+  withStore('factors: 40 parallel creations for one user stop at the limit', async (store) => {
+    const acc = await makeAccount(store)
+    const results = await Promise.all(Array.from({ length: 40 }, () => store.factors.create(factor(acc, 'u'), 5, NOW, event('factor.created', acc))))
+    assert.equal(results.filter((r) => r === 'created').length, 5)
+    assert.equal((await store.factors.factors(acc, 'u', NOW))!.length, 5)
+    assert.equal(await eventsOf(store, acc, 'factor.created'), 5, 'an event per factor made, none for the refused')
+    // Expired pending factors do not count: the next creation drops them.
+    assert.equal(await store.factors.create(factor(acc, 'u', { expiresAt: '2026-01-01T13:10:00.000Z' }), 5, LATER, event('factor.created', acc)), 'created')
+    assert.equal((await store.factors.factors(acc, 'u', LATER))!.length, 1)
+  })
+
+  withStore('factors: users are per account; reads skip expired pending factors; activation once', async (store) => {
+    const a = await makeAccount(store)
+    const b = await makeAccount(store)
+    const f = factor(a, 'same')
+    await store.factors.create(f, 5, NOW, event('factor.created', a))
+    assert.equal(await store.factors.factors(b, 'same', NOW), null)
+    assert.equal(await store.factors.factors(a, 'nobody', NOW), null)
+    assert.deepEqual(await store.factors.factors(a, 'same', NOW), [f])
+    assert.equal(await store.factors.activate(b, 'same', f.id, NOW, event('factor.activated', b)), false, 'not through another account')
+    const wins = await Promise.all(Array.from({ length: 10 }, () => store.factors.activate(a, 'same', f.id, NOW, event('factor.activated', a))))
+    assert.equal(wins.filter(Boolean).length, 1)
+    assert.equal(await eventsOf(store, a, 'factor.activated'), 1)
+    const [active] = (await store.factors.factors(a, 'same', LATER))!
+    assert.equal(active!.status, 'active')
+    assert.equal(active!.expiresAt, null)
+    assert.equal(active!.activatedAt, NOW)
+    const late = factor(a, 'same')
+    await store.factors.create(late, 5, NOW, event('factor.created', a))
+    assert.equal(await store.factors.activate(a, 'same', late.id, LATER, event('factor.activated', a)), false, 'expired')
+    assert.deepEqual((await store.factors.factors(a, 'same', LATER))!.map((x) => x.id), [f.id])
+    assert.equal(await store.factors.prune(LATER), 1)
+    assert.equal(await store.factors.setDrift(a, 'same', f.id, -3, NOW, event('factor.resynced', a)), true)
+    assert.equal((await store.factors.factors(a, 'same', NOW))![0]!.drift, -3)
+    assert.equal(await store.factors.remove(b, 'same', f.id, event('factor.deleted', b)), false)
+    assert.equal(await store.factors.remove(a, 'same', f.id, event('factor.deleted', a)), true)
+    assert.equal(await store.factors.remove(a, 'same', f.id, event('factor.deleted', a)), false)
+    assert.equal(await eventsOf(store, a, 'factor.deleted'), 1)
+    assert.deepEqual(await store.factors.factors(a, 'same', NOW), [], 'the user stays without factors')
+    assert.equal(await store.factors.removeUser(a, 'same', event('factor.deleted', a)), true)
+    assert.equal(await store.factors.factors(a, 'same', NOW), null)
+  })
+
+  withStore('recovery codes: 50 parallel uses of one code, one wins; a new set replaces the old', async (store) => {
+    const acc = await makeAccount(store)
+    assert.equal(await store.factors.setRecoveryCodes(acc, 'u', ['h1'], NOW, event('recovery_codes.regenerated', acc)), false, 'no such user')
+    await store.factors.create(factor(acc, 'u'), 5, NOW, event('factor.created', acc))
+    const hashes = Array.from({ length: 10 }, (_, i) => `hash-${i}`)
+    assert.equal(await store.factors.setRecoveryCodes(acc, 'u', hashes, NOW, event('recovery_codes.regenerated', acc)), true)
+    assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 10)
+    const uses = await Promise.all(Array.from({ length: 50 }, () => store.factors.useRecoveryCode(acc, 'u', 'hash-3', NOW, event('recovery_code.used', acc))))
+    assert.deepEqual(uses.filter((u) => u !== null), [9])
+    assert.equal(await eventsOf(store, acc, 'recovery_code.used'), 1)
+    assert.equal(await store.factors.useRecoveryCode(acc, 'u', 'nope', NOW, event('recovery_code.used', acc)), null)
+    const other = await makeAccount(store)
+    assert.equal(await store.factors.useRecoveryCode(other, 'u', 'hash-4', NOW, event('recovery_code.used', other)), null, 'not another account\'s')
+    await Promise.all([1, 2, 3].map(() => store.factors.setRecoveryCodes(acc, 'u', ['n1', 'n2'], NOW, event('recovery_codes.regenerated', acc))))
+    assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 2, 'parallel replacements leave one set')
+    assert.equal(await store.factors.useRecoveryCode(acc, 'u', 'hash-4', NOW, event('recovery_code.used', acc)), null)
+    // Codes go with the user.
+    await store.factors.removeUser(acc, 'u', event('factor.deleted', acc))
+    assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 0)
+  })
+
+  withStore('factors: users listed in pages by id, with their counts; a bad cursor throws CursorError', async (store) => {
+    const acc = await makeAccount(store)
+    for (const u of ['c', 'a', 'b']) await store.factors.create(factor(acc, u), 5, NOW, event('factor.created', acc))
+    await store.factors.setRecoveryCodes(acc, 'b', ['x', 'y'], NOW, event('recovery_codes.regenerated', acc))
+    const first = await store.factors.listUsers(acc, { limit: 2, nowIso: NOW })
+    assert.deepEqual(first.items.map((u) => [u.userId, u.pending, u.active, u.recoveryCodesLeft]), [['a', 1, 0, 0], ['b', 1, 0, 2]])
+    const second = await store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: first.next! })
+    assert.deepEqual(second.items.map((u) => u.userId), ['c'])
+    assert.equal(second.next, null)
+    await assert.rejects(store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: '!!' }), CursorError)
+    // Only what userCursor makes: text that decodes to a NUL (PostgreSQL refuses it: a 500) or to bytes that are not UTF-8 is refused.
+    for (const cursor of ['AA', 'YQBi', 'not-a-cursor', 'x'.repeat(2000)]) {
+      await assert.rejects(store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor }), CursorError, cursor.slice(0, 20))
+    }
+    // The longest user ID, in characters of 4 bytes, has a cursor that is taken.
+    await store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: userCursor('🔑'.repeat(256)) })
+  })
+
+  withStore('factors: re-sealing is compare-and-set, and finds what another version sealed', async (store) => {
+    const acc = await makeAccount(store)
+    const old = factor(acc, 'u', { sealed: 'v1.old', keyVersion: 1 })
+    const current = factor(acc, 'u', { sealed: 'v2.cur', keyVersion: 2 })
+    await store.factors.create(old, 5, NOW, event('factor.created', acc))
+    await store.factors.create(current, 5, NOW, event('factor.created', acc))
+    assert.deepEqual(await store.factors.staleSeals(2, '', 10), [{ id: old.id, accountId: acc, userId: 'u', sealed: 'v1.old' }])
+    assert.deepEqual(await store.factors.sealVersions(), new Map([[1, 1], [2, 1]]))
+    assert.equal(await store.factors.reseal(old.id, 'v1.changed-meanwhile', 'v2.new', 2), false)
+    assert.equal(await store.factors.reseal(old.id, 'v1.old', 'v2.new', 2), true)
+    assert.deepEqual(await store.factors.staleSeals(2, '', 10), [])
+    assert.deepEqual(await store.factors.sealVersions(), new Map([[2, 2]]))
+  })
+}

@@ -1,0 +1,182 @@
+/**
+ * The webhook block of the storage contract (storeContract runs it on every store): the
+ * outbox is written with the audit event it reports, or not at all; claims never hand a
+ * delivery to two workers; a lease that runs out makes a claimed delivery due again.
+ */
+import assert from 'node:assert/strict'
+import type { AuditDraft, AuditEvent } from '../../../src/domain/accounts.ts'
+import type { NewWebhookEndpoint } from '../../../src/domain/webhooks.ts'
+import type { Store } from '../../../src/storage/ports.ts'
+import { CursorError } from '../../../src/domain/errors.ts'
+import { newId } from '../../../src/storage/rows.ts'
+import { EVENT_TYPES } from '../../../src/domain/events.ts'
+
+type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
+
+/** event: an audit event of `accountId` with action `type` (as the factor code writes them). */
+function event(accountId: string, type: string, detail: Record<string, unknown> = { userID: 'u1', factorID: 'fac_1' }): AuditDraft {
+  return { actor: 'system', action: type, target: { type: 'factor', id: 'fac_1' }, accountId, ip: null, outcome: 'success', detail }
+}
+
+const change = (accountId: string, action: string, id = 'x'): AuditDraft =>
+  ({ actor: 'cli', action, target: { type: 'webhook', id }, accountId, ip: null, outcome: 'success', detail: {} })
+
+function endpoint(accountId: string, eventTypes: readonly string[] | null = null): NewWebhookEndpoint {
+  return { id: newId('whe'), accountId, url: 'https://hooks.example.com/in', eventTypes, createdAt: new Date().toISOString(), sealedSecret: 'sealed' }
+}
+
+async function account(store: Store): Promise<string> {
+  const id = newId('acc')
+  const draft = change(id, 'account.create')
+  await store.access.createAccount({ id, name: 'w', status: 'active', createdAt: new Date().toISOString() }, draft)
+  return id
+}
+
+const LATER = () => Date.now() + 1000
+
+export function webhookContract(withStore: WithStore): void {
+  withStore('webhooks: endpoints are created within the limit, listed, and deleted with their pending deliveries', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const first = { ...endpoint(a), createdAt: new Date(Date.now() - 1000).toISOString() }
+    assert.equal(await w.createEndpoint(first, 2, change(a, 'webhook.create', first.id)), true)
+    const second = endpoint(a, ['factor.created', 'factor.deleted'])
+    assert.equal(await w.createEndpoint(second, 2, change(a, 'webhook.create', second.id)), true)
+    assert.equal(await w.createEndpoint(endpoint(a), 2, change(a, 'webhook.create')), false, 'the limit')
+    const { sealedSecret: _, ...shown } = second
+    assert.deepEqual(await w.getEndpoint(a, second.id), shown)
+    assert.deepEqual((await w.listEndpoints(a)).map((e) => e.id), [first.id, second.id])
+    assert.equal(await w.getEndpoint('acc_other', first.id), null, 'another account sees none')
+    assert.equal((await store.audit.list({ accountId: a, action: 'webhook.create', limit: 10 })).items.length, 2)
+
+    await store.audit.append(event(a, 'factor.activated'))
+    await store.audit.append(event(a, 'factor.created'))
+    await store.audit.append(event(a, 'account.update'))
+    await store.audit.append(event(await account(store), 'factor.created'))
+    assert.equal((await w.listDeliveries(first.id, { limit: 10 })).items.length, 2, 'every event type')
+    assert.deepEqual((await w.listDeliveries(second.id, { limit: 10 })).items.map((d) => d.eventType), ['factor.created'], 'its types only')
+    assert.equal(await w.pending(), 3)
+
+    assert.equal(await w.deleteEndpoint('acc_other', first.id, change(a, 'webhook.delete')), false)
+    assert.equal(await w.deleteEndpoint(a, first.id, change(a, 'webhook.delete', first.id)), true)
+    assert.equal(await w.deleteEndpoint(a, first.id, change(a, 'webhook.delete', first.id)), false, 'once')
+    assert.deepEqual((await w.listDeliveries(first.id, { limit: 10 })).items.map((d) => d.status), ['cancelled', 'cancelled'])
+    assert.equal(await w.pending(), 1)
+    assert.equal(await w.createEndpoint(endpoint(a), 2, change(a, 'webhook.create')), true, 'a deleted endpoint frees its place')
+    await store.audit.append(event(a, 'factor.deleted'))
+    assert.equal((await w.listDeliveries(first.id, { limit: 10 })).items.length, 2, 'a deleted endpoint gets nothing new')
+
+    // A key rotation re-seals live endpoints' secrets, compare-and-set; deleted ones are left.
+    const live = await w.sealedSecrets('', 10)
+    assert.deepEqual(live.map((r) => r.id).sort(), (await w.listEndpoints(a)).map((e) => e.id).sort())
+    assert.equal(live.find((r) => r.id === second.id)?.sealed, second.sealedSecret)
+    assert.equal(await w.resealSecret(second.id, 'changed meanwhile', 'v2.x'), false)
+    assert.equal(await w.resealSecret(second.id, second.sealedSecret, 'v2.new'), true)
+    assert.equal((await w.sealedSecrets('', 10)).find((r) => r.id === second.id)?.sealed, 'v2.new')
+  })
+
+  withStore('webhooks: every event type reaches the outbox, with the event as the message', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const e = endpoint(a)
+    await w.createEndpoint(e, 10, change(a, 'webhook.create', e.id))
+    const written: AuditEvent[] = []
+    for (const type of EVENT_TYPES) written.push(await store.audit.append(event(a, type, { userID: 'u', type })))
+    const claimed = await w.claim(100, LATER(), 60_000)
+    assert.deepEqual(claimed.map((c) => c.eventType).sort(), [...EVENT_TYPES].sort())
+    for (const c of claimed) {
+      const source = written.find((x) => x.id === c.messageId)!
+      assert.deepEqual({ type: c.eventType, at: c.at, data: c.data, url: c.url, secret: c.sealedSecret, account: c.accountId, tries: c.tries },
+        { type: source.action, at: source.at, data: source.detail, url: e.url, secret: 'sealed', account: a, tries: 0 })
+      assert.equal(c.sinceMs, Date.parse(source.at))
+    }
+  })
+
+  withStore('webhooks: a write that fails leaves neither its change, its event nor an outbox row', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    await w.createEndpoint(endpoint(a), 10, change(a, 'webhook.create'))
+    const key = { id: newId('key'), accountId: a, name: 'k', hash: 'h-dup', hint: 'dup', createdAt: new Date().toISOString(), expiresAt: null, scope: { groups: null, regions: null } }
+    await store.access.createKey(key, event(a, 'factor.created'))
+    assert.equal(await w.pending(), 1)
+    await assert.rejects(store.access.createKey({ ...key, id: newId('key') }, event(a, 'factor.deleted')), 'a duplicate key hash')
+    assert.equal((await store.audit.list({ accountId: a, action: 'factor.deleted', limit: 10 })).items.length, 0)
+    assert.equal(await w.pending(), 1, 'no outbox row')
+    assert.equal((await w.claim(10, LATER(), 1000)).length, 1)
+  })
+
+  withStore('webhooks: many parallel claims never hand a delivery out twice', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    await w.createEndpoint(endpoint(a), 10, change(a, 'webhook.create'))
+    await w.createEndpoint(endpoint(a), 10, change(a, 'webhook.create'))
+    await Promise.all(Array.from({ length: 30 }, () => store.audit.append(event(a, 'factor.created'))))
+    const now = LATER()
+    const batches = await Promise.all(Array.from({ length: 40 }, () => w.claim(3, now, 60_000)))
+    const keys = batches.flat().map((c) => `${c.endpointId}/${c.messageId}`)
+    assert.equal(keys.length, 60, 'every delivery claimed')
+    assert.equal(new Set(keys).size, 60, 'none twice')
+    assert.equal(await w.due(now), false)
+    assert.deepEqual(await w.claim(10, now, 60_000), [])
+  })
+
+  withStore('webhooks: a lease that runs out makes the delivery due again; only the lease holder finishes it', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const e = endpoint(a)
+    await w.createEndpoint(e, 10, change(a, 'webhook.create'))
+    await store.audit.append(event(a, 'factor.created'))
+    const now = LATER()
+    assert.equal(await w.due(now), true)
+    const [first] = await w.claim(10, now, 5000)
+    assert.ok(first)
+    assert.deepEqual(await w.claim(10, now + 4999, 5000), [], 'leased')
+    assert.equal(await w.due(now + 4999), false)
+    const [again] = await w.claim(10, now + 5000, 5000)
+    assert.equal(again?.messageId, first.messageId, 'due again once the lease ran out')
+    assert.notEqual(again.lease, first.lease)
+    const attempt = { atMs: now + 5001, statusCode: 500, durationMs: 12, error: 'HTTP 500' }
+    await w.finish({ endpointId: e.id, messageId: first.messageId, lease: first.lease, attempt, outcome: 'delivered', nextAtMs: now })
+    assert.equal((await w.listDeliveries(e.id, { limit: 1 })).items[0]?.status, 'pending', 'the stale holder changes nothing')
+    await w.finish({ endpointId: e.id, messageId: first.messageId, lease: again.lease, attempt: { ...attempt, atMs: now + 5002 }, outcome: 'retry', nextAtMs: now + 9000 })
+    assert.equal(await w.due(now + 8999), false)
+    const [third] = await w.claim(10, now + 9000, 5000)
+    assert.equal(third?.tries, 1)
+    await w.finish({ endpointId: e.id, messageId: first.messageId, lease: third!.lease, attempt: { atMs: now + 9001, statusCode: 204, durationMs: 3, error: null }, outcome: 'delivered', nextAtMs: now + 9001 })
+    const [delivery] = (await w.listDeliveries(e.id, { limit: 10 })).items
+    assert.equal(delivery?.status, 'delivered')
+    assert.equal(delivery.nextAttemptAt, null)
+    assert.deepEqual(delivery.attempts.map((x) => x.statusCode), [204, 500, 500], 'every attempt, newest first')
+    assert.equal(await w.pending(), 0)
+  })
+
+  withStore('webhooks: deliveries page newest first; a re-send makes one due now; retention prunes finished ones', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const e = endpoint(a)
+    await w.createEndpoint(e, 10, change(a, 'webhook.create'))
+    const events = []
+    for (let i = 0; i < 5; i++) events.push(await store.audit.append(event(a, 'factor.created', { n: i })))
+    const page1 = await w.listDeliveries(e.id, { limit: 2 })
+    assert.deepEqual(page1.items.map((d) => d.id), [events[4]!.id, events[3]!.id])
+    const page2 = await w.listDeliveries(e.id, { limit: 2, cursor: page1.next! })
+    const page3 = await w.listDeliveries(e.id, { limit: 2, cursor: page2.next! })
+    assert.deepEqual([...page2.items, ...page3.items].map((d) => d.id), [events[2]!.id, events[1]!.id, events[0]!.id])
+    assert.equal(page3.next, null)
+    await assert.rejects(w.listDeliveries(e.id, { limit: 2, cursor: 'nope' }), CursorError)
+
+    const now = LATER()
+    for (const c of await w.claim(10, now, 1000)) {
+      await w.finish({ endpointId: c.endpointId, messageId: c.messageId, lease: c.lease, attempt: { atMs: now, statusCode: 410, durationMs: 1, error: 'HTTP 410' }, outcome: 'failed', nextAtMs: now })
+    }
+    assert.equal(await w.pending(), 0)
+    assert.equal(await w.resend(e.id, 'evt_missing', now, change(a, 'webhook.resend')), false)
+    assert.equal(await w.resend(e.id, events[0]!.id, now + 10, change(a, 'webhook.resend', e.id)), true)
+    const [resent] = await w.claim(10, now + 10, 1000)
+    assert.deepEqual([resent?.messageId, resent?.tries, resent?.sinceMs], [events[0]!.id, 0, now + 10], 'a fresh retry window')
+    assert.equal(await w.prune(now + 1), 4, 'the finished ones last changed before the bound')
+    assert.deepEqual((await w.listDeliveries(e.id, { limit: 10 })).items.map((d) => d.id), [events[0]!.id])
+    assert.equal(await w.deleteEndpoint(a, e.id, change(a, 'webhook.delete')), true)
+    assert.equal(await w.resend(e.id, events[0]!.id, now, change(a, 'webhook.resend')), false, 'not for a deleted endpoint')
+  })
+}

@@ -485,7 +485,7 @@ async function benchStore(label: string, kind: 'sqlite' | 'postgres', env: Recor
       `an account of ${KEYS.toLocaleString('en')} keys used every day ${USAGE_FROM}..${USAGE_TO}, ${seed.events.length.toLocaleString('en')} audit events ` +
       `(seeded in ${seeded.toFixed(1)} s, measured in ${measured.toFixed(1)} s; one request at a time on a keep-alive connection, ` +
       `${pinned ? 'server pinned to CPU 0, this client to CPU 1' : 'not pinned'})`
-    const { text, misses, passes } = table(title, series)
+    const { text, misses } = table(title, series)
     const out = [text]
     for (const p of client.problems.slice(0, 20)) out.push(`!!! WRONG ANSWER on ${label}: ${p}`)
     if (client.problems.length > 20) out.push(`!!! … and ${client.problems.length - 20} more wrong answers`)

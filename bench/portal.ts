@@ -18,7 +18,6 @@
  * so that a figure is never the time of an error.
  */
 import { randomBytes } from 'node:crypto'
-import { join } from 'node:path'
 import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import { onEachStore } from './stores.ts'

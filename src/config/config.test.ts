@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { ConfigError, loadConfig, settings } from './config.ts'
 
 
-const KEY = '1:' + Buffer.alloc(32, 7).toString('base64')
+const KEY = `1:${Buffer.alloc(32, 7).toString('base64')}`
 
 test('defaults: every setting has one, and the result is frozen', () => {
   const config = loadConfig({})

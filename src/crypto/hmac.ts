@@ -45,7 +45,11 @@ const PADS = {
 const views: Buffer[] = []
 function view(buffer: Buffer, length: number): Buffer {
   if (buffer !== scratch) return buffer.subarray(0, length)
-  return (views[length] ??= scratch.subarray(0, length))
+  const made = views[length]
+  if (made !== undefined) return made
+  const fresh = scratch.subarray(0, length)
+  views[length] = fresh
+  return fresh
 }
 
 function pad(buffer: Buffer, block: number, key: Uint8Array, value: number): void {

@@ -93,7 +93,10 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     const t = now()
     const cached = cache.get(presented, t)
     opts.metrics.keyCache(cached !== undefined)
-    if (cached !== undefined) return decide(request, reply, done, cached, context)
+    if (cached !== undefined) {
+      decide(request, reply, done, cached, context)
+      return
+    }
     fetchGrant(request, presented, t).then((grant) => decide(request, reply, done, grant, context), done)
   }
 

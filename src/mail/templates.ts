@@ -45,7 +45,7 @@ function compose(subject: string, parts: readonly Part[]): Email {
   const html = [
     '<!doctype html>',
     '<html lang="en">',
-    '<head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>' + escapeHtml(subject) + '</title></head>',
+    `<head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(subject)}</title></head>`,
     '<body>',
     ...paragraphs,
     '</body>',

@@ -18,7 +18,7 @@ test('RFC 6238 Appendix B vectors', () => {
 })
 
 test('RFC 4226 Appendix D vectors', () => {
-  RFC4226_CODES.forEach((code, counter) => assert.equal(codeAt(params('SHA1', 6), counter), code, `counter ${counter}`))
+  for (const [counter, code] of RFC4226_CODES.entries()) assert.equal(codeAt(params('SHA1', 6), counter), code, `counter ${counter}`)
 })
 
 test('matchStep accepts one step either side and no further', () => {
@@ -44,7 +44,7 @@ test('parseSecret takes any case, spaces and padding, and refuses short or non-b
   const s = newSecret()
   assert.equal(s.byteLength, 20)
   assert.match(toBase32(s), /^[A-Z2-7]{32}$/)
-  const spaced = toBase32(s).toLowerCase().replace(/(.{4})/g, '$1 ') + '===='
+  const spaced = `${toBase32(s).toLowerCase().replace(/(.{4})/g, '$1 ')}====`
   assert.deepEqual(parseSecret(spaced), s)
   for (let size = 10; size <= 64; size++) {
     const random = new Secret({ size })

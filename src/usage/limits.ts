@@ -73,19 +73,23 @@ export class Limits {
     const cost = plan.weights[group]
     if (plan.rate === 0 && plan.quota === 0) {
       this.#recorder.count(grant.accountId, grant.keyId, group, cost)
-      return done()
+      done()
+      return
     }
     const finish = (decision: LimitDecision) => {
       const refused = this.#apply(decision, plan, reply)
-      if (refused) return done(refused)
+      if (refused) {
+        done(refused)
+        return
+      }
       this.#recorder.count(grant.accountId, grant.keyId, group, cost)
       done()
     }
     const shared = this.#store.sharedLimiter
     if (shared === null) {
       const now = this.#local.takeNow(grant.accountId, plan, cost)
-      if (now !== null) return finish(now)
-      this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
+      if (now !== null) finish(now)
+      else this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
       return
     }
     shared.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then((decision) => {

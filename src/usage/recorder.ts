@@ -146,8 +146,14 @@ export class UsageRecorder {
 
 function tallyOf(pending: Map<string, Map<string, Tally>>, day: string, accountId: string, keyId: string): Tally {
   let keys = pending.get(day)
-  if (keys === undefined) pending.set(day, keys = new Map())
+  if (keys === undefined) {
+    keys = new Map()
+    pending.set(day, keys)
+  }
   let tally = keys.get(keyId)
-  if (tally === undefined) keys.set(keyId, tally = { accountId, count: { totp: 0, converter: 0 }, units: { totp: 0, converter: 0 } })
+  if (tally === undefined) {
+    tally = { accountId, count: { totp: 0, converter: 0 }, units: { totp: 0, converter: 0 } }
+    keys.set(keyId, tally)
+  }
   return tally
 }

@@ -25,7 +25,10 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
   const codesOf = (document: Record<string, unknown>, statusOf: Map<string, Set<string>>): Set<string> => {
     const inDoc = new Set<string>()
     const walk = (node: unknown, status?: string): void => {
-      if (Array.isArray(node)) return node.forEach((n) => walk(n, status))
+      if (Array.isArray(node)) {
+        for (const n of node) walk(n, status)
+        return
+      }
       if (node === null || typeof node !== 'object') return
       for (const [k, v] of Object.entries(node)) {
         if (k === 'x-error-codes') {
@@ -102,7 +105,10 @@ test('docs/architecture.md names only paths that exist (its map of src/ follows 
     const top = /^ {2}(\S+)/.exec(line)
     const nested = /^ {4}(\S+\/)/.exec(line)
     if (root?.[1]) named.add(root[1])
-    else if (top?.[1]) named.add(folder = `src/${top[1]}`)
+    else if (top?.[1]) {
+      folder = `src/${top[1]}`
+      named.add(folder)
+    }
     else if (nested?.[1]) named.add(`${folder}${nested[1]}`)
   }
   for (const [, path = ''] of text.matchAll(/`((?:src|test|bench|scripts|docs)\/[\w./-]+)`/g)) named.add(path)

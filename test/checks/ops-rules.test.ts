@@ -50,7 +50,7 @@ function alertBlocks(text: string): AlertBlock[] {
       forDuration: /^\s+for: (\d+[smhd])\s*$/m.exec(block)?.[1],
       severity: /^\s+severity: (\S+)\s*$/m.exec(block)?.[1],
       summary: /^\s+summary: "(.*)"\s*$/m.exec(block)?.[1],
-      description: folded?.[2]!.split('\n').map((l) => l.trim()).filter((l) => l !== '').join(' '),
+      description: folded?.[2]?.split('\n').map((l) => l.trim()).filter((l) => l !== '').join(' '),
     }
   })
 }

@@ -26,7 +26,9 @@ function rebuildPageTree(pdf: mupdf.PDFDocument): number {
   pages.put('Type', pdf.newName('Pages'))
   pages.put('Kids', kids)
   pages.put('Count', kids.length)
-  kids.forEach((kid) => kid.resolve().put('Parent', pages))
+  kids.forEach((kid) => {
+    kid.resolve().put('Parent', pages)
+  })
   pdf.getTrailer().get('Root').put('Pages', pages)
   return kids.length
 }

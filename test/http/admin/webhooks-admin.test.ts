@@ -41,6 +41,7 @@ async function start(t: TestContext, env: Record<string, string>) {
       ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     })
     const text = await res.text()
+    // biome-ignore lint/suspicious/noExplicitAny: each test reads the fields of the answer it expects
     return { status: res.status, body: text === '' ? null : JSON.parse(text) as any, location: res.headers.get('location') }
   }
   return { pub, call, R, base: `/admin/v1/accounts/${pub.accountId}/webhooks` }

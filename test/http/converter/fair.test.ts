@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { codes, createCaller, startApp } from '../../support/helper.ts'
+import { createCaller, startApp } from '../../support/helper.ts'
 import { SKIP_CORPUS, real, upload } from '../../support/convert.ts'
 import { formBomb } from '../../support/hostile.ts'
 import { FairQueue } from '../../../src/converter/fair.ts'

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { get, post, startApp, testClock } from '../../support/helper.ts'
+import { get, startApp, testClock } from '../../support/helper.ts'
 import { CLI } from '../../../src/domain/accounts.ts'
 
 const CTX = { actor: CLI }

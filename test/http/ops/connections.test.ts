@@ -52,7 +52,7 @@ test('300 connections that send nothing are closed within HEADERS_TIMEOUT_MS and
   const t0 = performance.now()
   const sockets = await openIdle(app.url, 300, t0)
   await waitFor(() => sockets.every((s) => s.closedAt !== null), 4000)
-  sockets.forEach((s) => s.socket.destroy()) // left open, they would hold the app's close
+  for (const s of sockets) s.socket.destroy() // left open, they would hold the app's close
   const times = sockets.map((s) => s.closedAt ?? Infinity).sort((a, b) => a - b)
   t.diagnostic(`closed after ${times[0]!.toFixed(0)} to ${times.at(-1)!.toFixed(0)} ms`)
   assert.ok(times[0]! >= 950, `none closed before the timeout (first at ${times[0]!.toFixed(0)} ms)`)
@@ -76,7 +76,9 @@ test('at MAX_CONNECTIONS, health checks and real calls still get in: the oldest 
   const app = await startApp(t, { MAX_CONNECTIONS: '50', HEADERS_TIMEOUT_MS: '30000' })
   const t0 = performance.now()
   const idle = await openIdle(app.url, 80, t0)
-  t.after(() => idle.forEach((s) => s.socket.destroy()))
+  t.after(() => {
+    for (const s of idle) s.socket.destroy()
+  })
   try {
   await waitFor(() => idle.filter((s) => s.closedAt === null).length <= 50, 2000)
   assert.ok(await serverConnections(app) <= 50, 'never more than the cap open')
@@ -88,7 +90,7 @@ test('at MAX_CONNECTIONS, health checks and real calls still get in: the oldest 
   assert.ok(await serverConnections(app) <= 50)
   assert.ok(app.logs.some((line) => line.includes('connection cap reached')), 'the cap is logged')
   } finally {
-    idle.forEach((s) => s.socket.destroy()) // before the app closes: it waits for connections that never sent a request
+    for (const s of idle) s.socket.destroy() // before the app closes: it waits for connections that never sent a request
   }
 })
 
@@ -96,7 +98,9 @@ test('at MAX_CONNECTIONS with a request in progress on every connection, a new c
   const app = await startApp(t, { MAX_CONNECTIONS: '10', REQUEST_TIMEOUT_MS: '30000' })
   const t0 = performance.now()
   const busy = await openIdle(app.url, 10, t0)
-  t.after(() => busy.forEach((s) => s.socket.destroy()))
+  t.after(() => {
+    for (const s of busy) s.socket.destroy()
+  })
   try {
   // Headers whole, body never sent: each connection has a request in progress.
   for (const s of busy) s.socket.write(`POST /totp/getOTP HTTP/1.1\r\nHost: x\r\nx-api-key: ${app.key}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100\r\n\r\n`)
@@ -107,6 +111,6 @@ test('at MAX_CONNECTIONS with a request in progress on every connection, a new c
   assert.ok(busy.every((s) => s.closedAt === null), 'no request in progress was cut')
   assert.equal(await serverConnections(app), 10)
   } finally {
-    busy.forEach((s) => s.socket.destroy()) // before the app closes: it waits for requests in progress
+    for (const s of busy) s.socket.destroy() // before the app closes: it waits for requests in progress
   }
 })

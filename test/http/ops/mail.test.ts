@@ -2,7 +2,7 @@
  * The mailer against a real SMTP server (smtp-server, in this process, on a free port), with
  * and without authentication; the raw MIME it receives is checked part by part.
  */
-import { test, type TestContext } from 'node:test'
+import { test, } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { once } from 'node:events'

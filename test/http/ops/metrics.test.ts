@@ -200,7 +200,10 @@ test('portal: sign-ups, sign-in attempts by outcome, emails sent and refused by 
   await client.signIn(known.email, known.password)
 
   let text = ''
-  await until(async () => sample(text = await scrape(), 'tessera_emails_total', { outcome: 'failed' }) === 1)
+  await until(async () => {
+    text = await scrape()
+    return sample(text, 'tessera_emails_total', { outcome: 'failed' }) === 1
+  })
   assert.equal(sample(text, 'tessera_portal_sign_ups_total', {}), 2)
   assert.equal(sample(text, 'tessera_emails_total', { outcome: 'sent' }), 2, 'two confirmation links to the new user')
   assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'wrong' }), 2, 'a wrong password and an unknown address alike')

@@ -20,15 +20,15 @@ import { PAGE_SIZE } from '../../../src/portal/audit.ts'
 const DAY = 86_400_000
 const skip = browserSkip()
 
-/** unescape: an attribute's text as the browser reads it. */
-const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, '\'').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+/** unescapeHtml: an attribute's text as the browser reads it. */
+const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, '\'').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
 
 /** tableRows: the body rows of the table with this caption, each as its cells' text. */
 function tableRows(page: string, caption: RegExp): string[][] {
   const table = [...page.matchAll(/<table[^>]*>([\s\S]*?)<\/table>/g)].find((m) => caption.test((/<caption>([\s\S]*?)<\/caption>/.exec(m[1]!)?.[1] ?? '').replace(/<[^>]+>/g, '')))
   assert.ok(table, `a table captioned ${caption}`)
   const body = /<tbody>([\s\S]*?)<\/tbody>/.exec(table[1]!)![1]!
-  return [...body.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((r) => [...r[1]!.matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((c) => unescape(c[1]!.replace(/<[^>]+>/g, '')).trim()))
+  return [...body.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((r) => [...r[1]!.matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((c) => unescapeHtml(c[1]!.replace(/<[^>]+>/g, '')).trim()))
 }
 
 /** parseCsv: RFC 4180 rows (quoted fields with doubled quotes), without the header. */
@@ -75,7 +75,7 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
     assert.match(page.text, new RegExp(`From ${from} to ${today} \\(UTC\\): ${n(total(seen, 'count'))} calls, ${n(total(seen, 'units'))} units\\.`))
     assert.match(page.text, new RegExp(`role="img" aria-label="Calls per day, last ${days} days: ${n(total(seen, 'count'))} in total"`))
     // The chart's numbers: one value per day of the period and group, summing to the calls of each group.
-    const chart = JSON.parse(unescape(/data-chart="([^"]*)"/.exec(page.text)![1]!)) as { days: string[]; series: { label: string; values: number[] }[] }
+    const chart = JSON.parse(unescapeHtml(/data-chart="([^"]*)"/.exec(page.text)![1]!)) as { days: string[]; series: { label: string; values: number[] }[] }
     assert.equal(chart.days.length, days)
     assert.deepEqual([chart.days[0], chart.days.at(-1)], [from, today])
     assert.deepEqual(chart.series.map((s) => [s.label, s.values.reduce((a, b) => a + b, 0)]),
@@ -189,7 +189,7 @@ test('usage: viewers read it; members of another account and the signed-out do n
   assert.doesNotMatch(first.text, /<tfoot>/, 'no total under a page of keys')
   const next = /href="([^"]+)" rel="next">Less used keys</.exec(first.text)?.[1]
   assert.equal(next, `${base}/usage/keys?days=30&amp;page=2`)
-  const second = await viewer.get(unescape(next))
+  const second = await viewer.get(unescapeHtml(next))
   assert.equal(tableRows(second.text, /1[01]1 to 122 of 122$/).length, 22)
   assert.match(second.text, /rel="prev">More used keys</)
   assert.doesNotMatch(second.text, /rel="next"/)
@@ -248,7 +248,7 @@ test('the audit page lists the account\'s events by whom, a page at a time, filt
   const seen = [...rows]
   let next = /href="([^"]+)" rel="next">Older events</.exec(first.text)?.[1]
   while (next !== undefined) {
-    const page = await viewer.get(unescape(next))
+    const page = await viewer.get(unescapeHtml(next))
     assert.equal(page.status, 200)
     assert.match(page.text, /<a href="[^"]+\/audit">Newest events<\/a>/)
     seen.push(...tableRows(page.text, /^Events, older$/))

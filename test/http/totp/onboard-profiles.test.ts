@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { TOTP, URI } from 'otpauth'
+import { type TOTP, URI } from 'otpauth'
 import { post, startApp, codes } from '../../support/helper.ts'
 import { PROFILES, PROFILE_NAMES, type Allowed } from '../../../src/totp/profiles.ts'
 

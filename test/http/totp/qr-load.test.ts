@@ -89,7 +89,7 @@ test('40 clients sending QR data that fits in no symbol: a ping every 20 ms neve
 test('40 clients sending the largest QR data that fits: ping p99 stays under 150 ms', async (t) => {
   const app = await startApp(t, { PLAN_RATE: '0' })
   const data = largestFitting(mixedText(4000))
-  const over = await post(app.url, '/totp/generateQRCode', app.key, { data: data + 'x' })
+  const over = await post(app.url, '/totp/generateQRCode', app.key, { data: `${data}x` })
   assert.equal(over.status, 400, 'one character more does not fit')
   const seen = await rounds(t, app.url, app.key, data, (r) => r.p99 < 150)
   for (const round of seen) assert.deepEqual(Object.keys(round.statuses), ['200'], 'every drawing is answered')

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Secret, TOTP, URI } from 'otpauth'
+import { Secret, type TOTP, URI } from 'otpauth'
 import { post, get, startApp, codes } from '../../support/helper.ts'
 import { decodeQr, dataUrlBytes } from '../../support/qr.ts'
 import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from '../../../src/totp/rfc-vectors.ts'

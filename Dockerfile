@@ -1,7 +1,9 @@
 # The same steps as CI (.ci/run): install exactly what the lock file pins, type-check; the
 # `test` stage runs the test suite. The final image drops the development packages and runs
 # the server as its own process, so that SIGTERM reaches it (graceful shutdown).
-FROM node:24-bookworm-slim AS build
+# BASE: the Node 24 image both stages start from (a local one where no registry is reachable).
+ARG BASE=node:24-bookworm-slim
+FROM ${BASE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # The workspace of openapi-typescript (npm run docs): npm ci needs its manifest.
@@ -17,8 +19,17 @@ ARG TEST_REDIS_URL=""
 ENV TEST_DATABASE_URL=$TEST_DATABASE_URL TEST_REDIS_URL=$TEST_REDIS_URL
 RUN npm test
 
-FROM build AS runtime
-RUN npm prune --omit=dev --no-audit --no-fund && mkdir -p /data && chown node:node /data
+# The runtime image holds what runs: the pruned packages, package.json and src/ without its
+# unit tests. test/, bench/, scripts/ and docs/ stay in the build stages.
+FROM build AS prod
+RUN npm prune --omit=dev --no-audit --no-fund && find src -name '*.test.ts' -delete
+
+FROM ${BASE} AS runtime
+WORKDIR /app
+COPY --from=prod /app/package.json ./
+COPY --from=prod /app/node_modules node_modules
+COPY --from=prod /app/src src
+RUN mkdir -p /data && chown node:node /data
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000 DATA_DIR=/data
 USER node
 EXPOSE 3000

@@ -50,13 +50,29 @@ function outcomeOf(done: Settled): ConversionOutcome {
   }
 }
 
-export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
-  const { config, pool, metrics } = opts
-  await app.register(multipart)
-  app.addHook('onRequest', app.guard('converter'))
+/** The conversion door's steps, shared by both routes: taking a place, running a job, answering its end. */
+class Conversions {
+  readonly config: Config
+  readonly pool: ConversionPool
+  readonly metrics: Pick<Metrics, 'conversion'>
+  readonly limits: Job['limits']
 
-  function failure(request: FastifyRequest, error: unknown): ApiError {
+  constructor(opts: ConverterOptions) {
+    const { config } = opts
+    this.config = config
+    this.pool = opts.pool
+    this.metrics = opts.metrics
+    this.limits = {
+      maxPages: config.maxPages,
+      maxPixels: config.maxPageMegapixels * 1e6,
+      maxOutputBytes: config.maxOutputBytes,
+      maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+    }
+  }
+
+  failure(request: FastifyRequest, error: unknown): ApiError {
     if (!(error instanceof PoolError)) throw error
+    const { config } = this
     switch (error.reason) {
       case 'queue-full':
         // The body is left unread: closing the connection spares reading what the client still sends.
@@ -80,18 +96,18 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
-  async function accept(request: FastifyRequest, route: ConversionRoute): Promise<{ place: Reservation; upload: Upload }> {
+  async accept(request: FastifyRequest, route: ConversionRoute): Promise<{ place: Reservation; upload: Upload }> {
     requireMultipart(request)
     let place: Reservation
     try {
       // Every key of an account shares the account's places.
-      place = pool.reserve(request.caller!.accountId)
+      place = this.pool.reserve(request.caller!.accountId)
     } catch (error) {
-      metrics.conversion(route, outcomeOf({ error }))
-      throw failure(request, error)
+      this.metrics.conversion(route, outcomeOf({ error }))
+      throw this.failure(request, error)
     }
     try {
-      return { place, upload: await readUpload(request, config) }
+      return { place, upload: await readUpload(request, this.config) }
     } catch (error) {
       place.release()
       throw error
@@ -99,18 +115,18 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   }
 
   /** submit runs a job in its place and gives it up when the client goes away before the answer is complete. */
-  function submit(request: FastifyRequest, reply: FastifyReply, route: ConversionRoute, place: Reservation, job: Job, handlers: Handlers, outputBytes: () => number): Running {
+  submit(request: FastifyRequest, reply: FastifyReply, route: ConversionRoute, place: Reservation, job: Job, handlers: Handlers, outputBytes: () => number): Running {
     let running: Running
     try {
       running = place.run(job, handlers)
     } catch (error) {
-      metrics.conversion(route, outcomeOf({ error }))
-      throw failure(request, error)
+      this.metrics.conversion(route, outcomeOf({ error }))
+      throw this.failure(request, error)
     }
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) running.cancel()
     })
-    void running.result.then((result) => ({ result }), (error: unknown) => ({ error })).then((done: Settled) => finished(request, route, running, done, outputBytes()))
+    void settle(running).then((done) => this.finished(request, route, running, done, outputBytes()))
     return running
   }
 
@@ -118,12 +134,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
    * finished counts a conversion that has settled and writes its line: pages, output, engine
    * time, its lead worker and how many workers rendered it (what an operator looks for when one is slow). Never the document or its name.
    */
-  function finished(request: FastifyRequest, route: ConversionRoute, running: Running, done: Settled, outputBytes: number): void {
+  finished(request: FastifyRequest, route: ConversionRoute, running: Running, done: Settled, outputBytes: number): void {
     const outcome = outcomeOf(done)
     const { worker, workers, queuedMs, engineMs } = running.stats()
     const result = 'result' in done ? done.result : null
-    if (result?.ok === true) metrics.conversion(route, outcome, { pages: result.pages, outputBytes, engineSeconds: engineMs / 1000 })
-    else metrics.conversion(route, outcome)
+    if (result?.ok === true) this.metrics.conversion(route, outcome, { pages: result.pages, outputBytes, engineSeconds: engineMs / 1000 })
+    else this.metrics.conversion(route, outcome)
     request.log.info({
       outcome, pages: result?.ok === true ? result.pages : undefined, pageCount: result?.ok === true ? result.pageCount : undefined,
       code: result !== null && !result.ok ? result.code : undefined, outputBytes, engineMs: Math.round(engineMs), queuedMs: Math.round(queuedMs), worker, workers,
@@ -135,13 +151,13 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
    * error answer while no byte was sent yet (Fastify answers a stream's error with the error
    * handler until the headers are out), else cut short, as the status is gone.
    */
-  function endWhenSettled(request: FastifyRequest, settled: Promise<Settled>, end: () => void, stream: Readable): void {
+  endWhenSettled(request: FastifyRequest, settled: Promise<Settled>, end: () => void, stream: Readable): void {
     void settled.then((done) => {
       if ('result' in done && done.result.ok) return end()
       request.log.warn({ outcome: 'error' in done ? String(done.error) : (done.result as Refusal).code }, 'conversion stopped while streaming')
       let error: Error
       try {
-        error = 'error' in done ? failure(request, done.error) : refusal(done.result as Refusal)
+        error = 'error' in done ? this.failure(request, done.error) : refusal(done.result as Refusal)
       } catch (fault) {
         error = fault as Error
       }
@@ -149,102 +165,119 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     })
   }
 
-  /** taken acknowledges a piece once `stream` has room again: the worker makes more only as the client reads. */
-  function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, running: Running): void {
-    if (stream.writableNeedDrain) stream.once('drain', () => running.ack())
-    else running.ack()
+  /** throwIfFailed answers a conversion that ended before its answer began: its catalogue error. */
+  throwIfFailed(request: FastifyRequest, done: Settled): void {
+    if ('error' in done) throw this.failure(request, done.error)
+    if (!done.result.ok) throw refusal(done.result)
   }
 
-  const limits = {
-    maxPages: config.maxPages,
-    maxPixels: config.maxPageMegapixels * 1e6,
-    maxOutputBytes: config.maxOutputBytes,
-    maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+  /** dropStalled drops a client that takes no bytes for CLIENT_STALL_TIMEOUT_MS. */
+  dropStalled(request: FastifyRequest, reply: FastifyReply): void {
+    dropWhenStalled(reply.raw, this.config.clientStallTimeoutMs, () => request.log.warn('client took no bytes: dropped'))
   }
+}
 
-  app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const route = '/converter/generateImage'
-    const { place, upload } = await accept(request, route)
-    const received: { page: number; png: Uint8Array }[] = []
-    let outputBytes = 0
-    let sink: ((page: number, png: Uint8Array) => void) | null = null
-    let started!: (shape: { pages: number; pageCount: number }) => void
-    const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
-    const running = submit(request, reply, route, place, { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
-      onStart: (pages, pageCount) => started({ pages, pageCount }),
-      onPage: (page, png) => {
-        outputBytes += png.byteLength
-        if (sink) sink(page, png)
-        else received.push({ page, png })
-      },
-    }, () => outputBytes)
-    const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
-    const first = await Promise.race([start.then((shape) => ({ shape })), settled])
-    if ('error' in first) throw failure(request, first.error)
-    if ('result' in first) {
-      if (!first.result.ok) throw refusal(first.result)
-      throw new Error('a PNG job finished without starting')
-    }
-    const { pages, pageCount } = first.shape
-    const name = (page: number) => `${upload.basename}-${String(page).padStart(String(pageCount).length, '0')}.png`
-    reply.header('x-page-count', String(pages))
+/** settle: a conversion's end as a value, never a rejection. */
+function settle(running: Running): Promise<Settled> {
+  return running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
+}
 
-    if (pages === 1) {
-      const done = await settled
-      if ('error' in done) throw failure(request, done.error)
-      if (!done.result.ok) throw refusal(done.result)
-      const { page, png } = received[0]!
-      return reply
-        .type('image/png')
-        .header('content-disposition', `attachment; filename="${pageCount === 1 ? `${upload.basename}.png` : name(page)}"`)
-        .send(Buffer.from(png.buffer, png.byteOffset, png.byteLength))
-    }
+/** taken acknowledges a piece once `stream` has room again: the worker makes more only as the client reads. */
+function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, running: Running): void {
+  if (stream.writableNeedDrain) stream.once('drain', () => running.ack())
+  else running.ack()
+}
 
-    // Several pages: a zip streamed as the pages come, each stored as it is (PNG is compressed already).
-    const zip = new yazl.ZipFile()
-    const add = (page: number, png: Uint8Array) => {
-      zip.addBuffer(Buffer.from(png.buffer, png.byteOffset, png.byteLength), name(page), { compress: false })
-      taken(reply.raw, running)
-    }
-    for (const { page, png } of received.splice(0)) add(page, png)
-    sink = add
-    endWhenSettled(request, settled, () => zip.end(), zip.outputStream as Readable)
-    dropWhenStalled(reply.raw, config.clientStallTimeoutMs, () => request.log.warn('client took no bytes: dropped'))
+const pngBuffer = (png: Uint8Array) => Buffer.from(png.buffer, png.byteOffset, png.byteLength)
+
+/** POST /converter/generateImage: one PNG, or a zip of PNGs streamed as the pages come. */
+async function generateImage(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const route = '/converter/generateImage'
+  const { place, upload } = await c.accept(request, route)
+  const received: { page: number; png: Uint8Array }[] = []
+  let outputBytes = 0
+  let sink: ((page: number, png: Uint8Array) => void) | null = null
+  let started!: (shape: { pages: number; pageCount: number }) => void
+  const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
+  const job: Job = { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
+  const running = c.submit(request, reply, route, place, job, {
+    onStart: (pages, pageCount) => started({ pages, pageCount }),
+    onPage: (page, png) => {
+      outputBytes += png.byteLength
+      if (sink) sink(page, png)
+      else received.push({ page, png })
+    },
+  }, () => outputBytes)
+  const settled = settle(running)
+  const first = await Promise.race([start.then((shape) => ({ shape })), settled])
+  if (!('shape' in first)) {
+    c.throwIfFailed(request, first)
+    throw new Error('a PNG job finished without starting')
+  }
+  const { pages, pageCount } = first.shape
+  const name = (page: number) => `${upload.basename}-${String(page).padStart(String(pageCount).length, '0')}.png`
+  reply.header('x-page-count', String(pages))
+
+  if (pages === 1) {
+    c.throwIfFailed(request, await settled)
+    const { page, png } = received[0]!
     return reply
-      .type('application/zip')
-      .header('content-disposition', `attachment; filename="${upload.basename}.zip"`)
-      .send(zip.outputStream)
-  })
+      .type('image/png')
+      .header('content-disposition', `attachment; filename="${pageCount === 1 ? `${upload.basename}.png` : name(page)}"`)
+      .send(pngBuffer(png))
+  }
 
-  app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, async (request, reply) => {
-    const route = '/converter/generatePostscript'
-    const { place, upload } = await accept(request, route)
-    let outputBytes = 0
-    // Small buffer: the pieces wait in the worker's window, not here.
-    const out = new PassThrough({ highWaterMark: 64 * 1024 })
-    let pages = 0
-    let firstPiece!: () => void
-    const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
-    const running = submit(request, reply, route, place, { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits }, {
-      onStart: (count) => { pages = count },
-      onChunk: (bytes) => {
-        outputBytes += bytes.byteLength
-        out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-        taken(out, running)
-        firstPiece()
-      },
-    }, () => outputBytes)
-    const settled: Promise<Settled> = running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
-    // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
-    const first = await Promise.race([flowing.then(() => null), settled])
-    if (first !== null) {
-      if ('error' in first) throw failure(request, first.error)
-      if (!first.result.ok) throw refusal(first.result)
-    }
-    endWhenSettled(request, settled, () => out.end(), out)
-    dropWhenStalled(reply.raw, config.clientStallTimeoutMs, () => request.log.warn('client took no bytes: dropped'))
-    reply.type('application/postscript').header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
-    // The worker tells the page count before the first piece.
-    return reply.header('x-page-count', String(pages)).send(out)
-  })
+  // Several pages: a zip streamed as the pages come, each stored as it is (PNG is compressed already).
+  const zip = new yazl.ZipFile()
+  const add = (page: number, png: Uint8Array) => {
+    zip.addBuffer(pngBuffer(png), name(page), { compress: false })
+    taken(reply.raw, running)
+  }
+  for (const { page, png } of received.splice(0)) add(page, png)
+  sink = add
+  c.endWhenSettled(request, settled, () => zip.end(), zip.outputStream as Readable)
+  c.dropStalled(request, reply)
+  return reply
+    .type('application/zip')
+    .header('content-disposition', `attachment; filename="${upload.basename}.zip"`)
+    .send(zip.outputStream)
+}
+
+/** POST /converter/generatePostscript: PostScript streamed in pieces as Ghostscript writes it. */
+async function generatePostscript(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const route = '/converter/generatePostscript'
+  const { place, upload } = await c.accept(request, route)
+  let outputBytes = 0
+  // Small buffer: the pieces wait in the worker's window, not here.
+  const out = new PassThrough({ highWaterMark: 64 * 1024 })
+  let pages = 0
+  let firstPiece!: () => void
+  const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
+  const job: Job = { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
+  const running = c.submit(request, reply, route, place, job, {
+    onStart: (count) => { pages = count },
+    onChunk: (bytes) => {
+      outputBytes += bytes.byteLength
+      out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      taken(out, running)
+      firstPiece()
+    },
+  }, () => outputBytes)
+  const settled = settle(running)
+  // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
+  const first = await Promise.race([flowing.then(() => null), settled])
+  if (first !== null) c.throwIfFailed(request, first)
+  c.endWhenSettled(request, settled, () => out.end(), out)
+  c.dropStalled(request, reply)
+  reply.type('application/postscript').header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
+  // The worker tells the page count before the first piece.
+  return reply.header('x-page-count', String(pages)).send(out)
+}
+
+export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
+  const conversions = new Conversions(opts)
+  await app.register(multipart)
+  app.addHook('onRequest', app.guard('converter'))
+  app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, (request, reply) => generateImage(conversions, request, reply))
+  app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) => generatePostscript(conversions, request, reply))
 }

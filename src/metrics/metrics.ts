@@ -185,34 +185,39 @@ export interface MetricsOptions {
   readonly perAccount?: boolean
 }
 
-/** createMetrics makes the registry and every metric, with the process's defaults (event-loop lag, heap, RSS, handles). */
-export function createMetrics(opts: MetricsOptions): Metrics {
-  const registry = new Registry()
-  registry.setDefaultLabels({ region: opts.region })
-  collectDefaultMetrics({ register: registry })
-  // Gauges named like counters, which `promtool check metrics` refuses; their per-type gauges
-  // (nodejs_active_handles{type} and the rest) hold the same numbers.
-  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
-  const registers = [registry]
-  // prom-client takes any object with get() (its own metrics are such objects); its types list only its own classes.
-  const register = (metric: object) => registry.registerMetric(metric as unknown as Counter)
-  // Every label value from the start, at 0: a rate over a series that appears late misses its first increase.
-  const zero = <T extends { inc(n: number): void }>(child: T): T => { child.inc(0); return child }
+/** What each section of the metrics registers with: the registry, and a counter's child made at 0. */
+interface Section {
+  readonly registers: Registry[]
+  readonly register: (metric: object) => void
+  readonly zero: <T extends { inc(n: number): void }>(child: T) => T
+}
 
-  new Gauge({ name: 'tessera_build_info', help: 'Always 1; the running version in its label.', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1)
-
-  // Requests: plain numbers (the hot path).
+/** Requests: plain numbers (the hot path), and per account where the operator asked. */
+function requestMetrics({ registers, register }: Section, perAccount: boolean): Pick<Metrics, 'observeRequest' | 'accountRequest'> {
   const requests = new PlainHistogram<'route' | 'method' | 'status'>(DURATION_BUCKETS)
   for (const metric of requests.collectors(
     'tessera_http_request_duration_seconds', 'Time from a request\'s arrival to its answer, by route pattern, method and status.',
     { name: 'tessera_http_requests_total', help: 'HTTP requests answered, by route pattern, method and status.' },
   )) register(metric)
-  const perAccount = opts.perAccount === true
   const accountRequests = perAccount
     ? new Counter({ name: 'tessera_account_requests_total', help: 'Calls by account ID, group and status class (METRICS_PER_ACCOUNT).', labelNames: ['account_id', 'group', 'status_class'] as const, registers })
     : null
 
-  // Gateway.
+  return {
+    observeRequest(route, method, status, seconds) {
+      const key = `${status}${method}${route}`
+      if (requests.observe(key, seconds)) return
+      requests.create(key, { route, method, status: String(status) })
+      requests.observe(key, seconds)
+    },
+    accountRequest(accountId, group, status) {
+      accountRequests?.inc({ account_id: accountId, group, status_class: `${Math.floor(status / 100)}xx` })
+    },
+  }
+}
+
+/** The gateway: refusals by cause, the key cache. */
+function gatewayMetrics({ registers, register, zero }: Section): Pick<Metrics, 'refused' | 'keyCache'> {
   const refusals = new Counter({ name: 'tessera_gateway_refusals_total', help: 'Calls the gateway refused, by cause (clients see one 403, or 429 for the plan).', labelNames: ['cause'] as const, registers })
   const refusalChildren = new Map(REFUSAL_CAUSES.map((cause) => [cause, zero(refusals.labels({ cause }))]))
   let cacheHits = 0
@@ -220,12 +225,29 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   register(plainCounter('tessera_key_cache_hits_total', 'Key lookups the gateway answered from its cache.', () => cacheHits))
   register(plainCounter('tessera_key_cache_misses_total', 'Key lookups that went to the store.', () => cacheMisses))
 
-  // TOTP.
+  return {
+    refused(cause) { refusalChildren.get(cause)!.inc() },
+    keyCache(hit) {
+      if (hit) cacheHits++
+      else cacheMisses++
+    },
+  }
+}
+
+/** TOTP verifications and lockouts. */
+function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | 'lockoutStarted'> {
   const verifications = new Counter({ name: 'tessera_otp_verifications_total', help: 'verifyOTP outcomes: accepted, invalid, reused, locked.', labelNames: ['outcome'] as const, registers })
   const verificationChildren = new Map(VERIFICATION_OUTCOMES.map((outcome) => [outcome, zero(verifications.labels({ outcome }))]))
   const lockouts = new Counter({ name: 'tessera_otp_lockouts_total', help: 'Secrets locked after too many failed verifications.', registers })
 
-  // Conversions.
+  return {
+    verified(outcome) { verificationChildren.get(outcome)!.inc() },
+    lockoutStarted() { lockouts.inc() },
+  }
+}
+
+/** Conversions, their pages, output and engine time, the queue and the workers. */
+function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'conversion' | 'queueWaited' | 'workerReplaced' | 'watchPool'> {
   const conversions = new Counter({ name: 'tessera_conversions_total', help: 'Conversions by route and outcome (ok, refused, queue full, account busy, timeout, failed, cancelled, unavailable).', labelNames: ['route', 'outcome'] as const, registers })
   for (const route of CONVERSION_ROUTES) for (const outcome of CONVERSION_OUTCOMES) zero(conversions.labels({ route, outcome }))
   const pages = new Counter({ name: 'tessera_conversion_pages_total', help: 'Pages rendered by conversions that completed, by route.', labelNames: ['route'] as const, registers })
@@ -246,7 +268,22 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
   poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
 
-  // The store.
+  return {
+    conversion(route, outcome, done) {
+      conversions.inc({ route, outcome })
+      if (done === undefined) return
+      pages.inc({ route }, done.pages)
+      outputBytes.inc({ route }, done.outputBytes)
+      engine.observe({ route }, done.engineSeconds)
+    },
+    queueWaited(seconds) { wait.observe(seconds) },
+    workerReplaced(reason) { replacementChildren.get(reason)!.inc() },
+    watchPool(read) { pool = read },
+  }
+}
+
+/** The store: each operation timed, its errors, the pools and the dependencies. */
+function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOperation' | 'watchStore' | 'watchDependencies'> {
   const operations = new PlainHistogram<'adapter' | 'operation'>(DURATION_BUCKETS)
   for (const metric of operations.collectors('tessera_store_operation_duration_seconds', 'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.')) register(metric)
   const operationErrors = new Counter({ name: 'tessera_store_operation_errors_total', help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.', labelNames: ['adapter', 'operation'] as const, registers })
@@ -270,14 +307,39 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     },
   })
 
-  // Usage counts.
+  return {
+    storeOperation(adapter, operation) {
+      const key = `${adapter}.${operation}`
+      const errors = operationErrors.labels({ adapter, operation })
+      return (seconds, failed) => {
+        if (!operations.observe(key, seconds)) {
+          operations.create(key, { adapter, operation })
+          operations.observe(key, seconds)
+        }
+        if (failed) errors.inc()
+      }
+    },
+    watchStore(read) { storeGauges = read },
+    watchDependencies(read) { dependencies = read },
+  }
+}
+
+/** The usage counts' saves and their lag. */
+function usageMetrics({ registers, zero }: Section): Pick<Metrics, 'usageFlushed' | 'watchUsageLag'> {
   const flushes = new Counter({ name: 'tessera_usage_flushes_total', help: 'Saves of the pending usage counts to the store, by outcome (ok, failed).', labelNames: ['outcome'] as const, registers })
   const flushOk = zero(flushes.labels({ outcome: 'ok' }))
   const flushFailed = zero(flushes.labels({ outcome: 'failed' }))
   let usageLag: (() => number) | null = null
   new Gauge({ name: 'tessera_usage_flush_lag_seconds', help: 'Age of the oldest usage count not yet saved to the store (0 when none waits).', registers, collect() { this.set(usageLag?.() ?? 0) } })
 
-  // Portal.
+  return {
+    usageFlushed(ok) { (ok ? flushOk : flushFailed).inc() },
+    watchUsageLag(read) { usageLag = read },
+  }
+}
+
+/** The portal: sign-ins, sign-ups, emails. */
+function portalMetrics({ registers, zero }: Section): Pick<Metrics, 'signIn' | 'signUp' | 'email'> {
   const signIns = new Counter({ name: 'tessera_portal_sign_ins_total', help: 'Portal sign-in attempts by outcome (ok, wrong, throttled, second factor, wrong second factor, unconfirmed, pending, disabled).', labelNames: ['outcome'] as const, registers })
   const signInChildren = new Map(SIGN_IN_OUTCOMES.map((outcome) => [outcome, zero(signIns.labels({ outcome }))]))
   const signUps = new Counter({ name: 'tessera_portal_sign_ups_total', help: 'Portal sign-ups accepted (a new user waiting to confirm the address).', registers })
@@ -285,7 +347,15 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const emailSent = zero(emails.labels({ outcome: 'sent' }))
   const emailFailed = zero(emails.labels({ outcome: 'failed' }))
 
-  // Webhooks.
+  return {
+    signIn(outcome) { signInChildren.get(outcome)!.inc() },
+    signUp() { signUps.inc() },
+    email(sent) { (sent ? emailSent : emailFailed).inc() },
+  }
+}
+
+/** Webhook attempts and the deliveries pending. */
+function webhookMetrics({ registers, zero }: Section): Pick<Metrics, 'webhookAttempt' | 'watchWebhooks'> {
   const webhookAttempts = new Counter({ name: 'tessera_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retry, failed: given up after WEBHOOK_RETRY_SECONDS).', labelNames: ['outcome'] as const, registers })
   const webhookChildren = new Map(WEBHOOK_OUTCOMES.map((outcome) => [outcome, zero(webhookAttempts.labels({ outcome }))]))
   let webhooksPending: (() => Promise<number>) | null = null
@@ -299,53 +369,39 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   })
 
   return {
-    registry,
-    perAccount,
-    observeRequest(route, method, status, seconds) {
-      const key = `${status}${method}${route}`
-      if (requests.observe(key, seconds)) return
-      requests.create(key, { route, method, status: String(status) })
-      requests.observe(key, seconds)
-    },
-    accountRequest(accountId, group, status) {
-      accountRequests?.inc({ account_id: accountId, group, status_class: `${Math.floor(status / 100)}xx` })
-    },
-    refused(cause) { refusalChildren.get(cause)!.inc() },
-    keyCache(hit) {
-      if (hit) cacheHits++
-      else cacheMisses++
-    },
-    verified(outcome) { verificationChildren.get(outcome)!.inc() },
-    lockoutStarted() { lockouts.inc() },
-    conversion(route, outcome, done) {
-      conversions.inc({ route, outcome })
-      if (done === undefined) return
-      pages.inc({ route }, done.pages)
-      outputBytes.inc({ route }, done.outputBytes)
-      engine.observe({ route }, done.engineSeconds)
-    },
-    queueWaited(seconds) { wait.observe(seconds) },
-    workerReplaced(reason) { replacementChildren.get(reason)!.inc() },
-    storeOperation(adapter, operation) {
-      const key = `${adapter}.${operation}`
-      const errors = operationErrors.labels({ adapter, operation })
-      return (seconds, failed) => {
-        if (!operations.observe(key, seconds)) {
-          operations.create(key, { adapter, operation })
-          operations.observe(key, seconds)
-        }
-        if (failed) errors.inc()
-      }
-    },
-    usageFlushed(ok) { (ok ? flushOk : flushFailed).inc() },
-    signIn(outcome) { signInChildren.get(outcome)!.inc() },
-    signUp() { signUps.inc() },
-    email(sent) { (sent ? emailSent : emailFailed).inc() },
-    watchPool(read) { pool = read },
-    watchStore(read) { storeGauges = read },
-    watchDependencies(read) { dependencies = read },
-    watchUsageLag(read) { usageLag = read },
     webhookAttempt(outcome) { webhookChildren.get(outcome)!.inc() },
     watchWebhooks(read) { webhooksPending = read },
+  }
+}
+
+/** createMetrics makes the registry and every metric, with the process's defaults (event-loop lag, heap, RSS, handles). */
+export function createMetrics(opts: MetricsOptions): Metrics {
+  const registry = new Registry()
+  registry.setDefaultLabels({ region: opts.region })
+  collectDefaultMetrics({ register: registry })
+  // Gauges named like counters, which `promtool check metrics` refuses; their per-type gauges
+  // (nodejs_active_handles{type} and the rest) hold the same numbers.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
+  const registers = [registry]
+  // prom-client takes any object with get() (its own metrics are such objects); its types list only its own classes.
+  const register = (metric: object) => registry.registerMetric(metric as unknown as Counter)
+  // Every label value from the start, at 0: a rate over a series that appears late misses its first increase.
+  const zero = <T extends { inc(n: number): void }>(child: T): T => { child.inc(0); return child }
+
+  new Gauge({ name: 'tessera_build_info', help: 'Always 1; the running version in its label.', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1)
+
+  const section: Section = { registers, register, zero }
+  const perAccount = opts.perAccount === true
+  return {
+    registry,
+    perAccount,
+    ...requestMetrics(section, perAccount),
+    ...gatewayMetrics(section),
+    ...totpMetrics(section),
+    ...conversionMetrics(section),
+    ...storeMetrics(section),
+    ...usageMetrics(section),
+    ...portalMetrics(section),
+    ...webhookMetrics(section),
   }
 }

@@ -9,7 +9,7 @@
  *
  * The rules are read as text: no YAML parser is among the dependencies, and the file keeps a
  * regular layout (one `- alert:` block each; annotations as one-line `summary: "…"` and folded
- * `description: >-`). Prometheus's own reading of them is checked by test/prometheus.test.ts.
+ * `description: >-`). Prometheus's own reading of them is checked by test/cluster/prometheus.test.ts.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'

@@ -1,4 +1,4 @@
-/** The load of test/load.ts: `connections` loops, each sending the same request as soon as the last is answered. */
+/** The load of test/support/load.ts: `connections` loops, each sending the same request as soon as the last is answered. */
 import { parentPort, workerData } from 'node:worker_threads'
 import { request, Agent } from 'node:http'
 import { setPriority } from 'node:os'

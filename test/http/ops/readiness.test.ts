@@ -1,8 +1,8 @@
 /**
- * /readyz and the SMTP server (a real one, test/smtp.ts): named `smtp` when SMTP_URL is set,
+ * /readyz and the SMTP server (a real one, test/support/smtp.ts): named `smtp` when SMTP_URL is set,
  * asked at most once per SMTP_CHECK_TTL_MS, degraded (200, not 503) when it is down, and never
  * waited for past STORE_TIMEOUT_MS. The store's own checks are in gateway.test.ts (SQLite) and
- * test/faults.test.ts (PostgreSQL and Redis).
+ * test/http/ops/faults.test.ts (PostgreSQL and Redis).
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { Running } from './helper.ts'
-import { Passwords } from '../src/portal/passwords.ts'
+import { Passwords } from '../src/services/users/passwords.ts'
 import type { Role, User } from '../src/domain/portal.ts'
 
 const cheap = new Passwords({ params: { ln: 10, r: 8, p: 1 } })

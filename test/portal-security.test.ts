@@ -14,7 +14,7 @@ import { codeAt, parseSecret, stepAt, totpParams } from '../src/totp/otp.ts'
 import { sessionIdHash } from '../src/portal/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../src/portal/two-factor.ts'
 import type { Kit } from '../src/portal/kit.ts'
-import { portalSecretContext, resealPortalSecrets } from '../src/portal/sealed.ts'
+import { portalSecretContext, resealPortalSecrets } from '../src/services/users/sealed.ts'
 import { resolveKeyring } from '../src/config/encryption.ts'
 import { SealError } from '../src/crypto/keyring.ts'
 

@@ -15,7 +15,7 @@ import { startLoad } from './load.ts'
 import { codeAt, parseSecret, totpParams } from '../src/totp/otp.ts'
 import { csrfToken, newSessionToken } from '../src/portal/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../src/portal/two-factor.ts'
-import { Passwords } from '../src/portal/passwords.ts'
+import { Passwords } from '../src/services/users/passwords.ts'
 
 type Env = Record<string, string>
 const ATTACKER = 'the attacker chose this one'

@@ -12,7 +12,7 @@ import type { Accounts } from '../services/accounts.ts'
 import { isFailure } from '../services/outcome.ts'
 import { SYSTEM, actorName } from '../domain/accounts.ts'
 import { GROUPS, REGIONS, groupServedIn } from '../domain/regions.ts'
-import { Passwords } from '../portal/passwords.ts'
+import { Passwords } from '../services/users/passwords.ts'
 
 export interface Demo {
   readonly apiKey: string

@@ -25,7 +25,7 @@ import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
 import { formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
 import { emailKey, type User } from '../domain/portal.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import * as mail from '../mail/templates.ts'
 import { auditUser, userDraft } from './two-factor.ts'
 import {

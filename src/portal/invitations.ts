@@ -15,7 +15,7 @@ import { csrfField, formExpired, formOk, preSessionCsrf, sendPage, sessionOf, si
 import { emailKey, type EmailToken, type User } from '../domain/portal.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import type { Account } from '../domain/accounts.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import { isToken, newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, sessionIdHash, setCookie } from './session.ts'
 
 const ACCEPT = '/invitations/accept'

@@ -10,7 +10,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
 import { csrfField, formExpired, formOk, sendPage, signedIn } from './kit.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import { emailKey } from '../domain/portal.ts'
 import type { VerifyOutcome } from '../totp/verify.ts'
 import {

@@ -14,7 +14,7 @@ import { messageTo, smtp } from './smtp.ts'
 import { startLoad } from './load.ts'
 import { codeAt, parseSecret, totpParams } from '../src/totp/otp.ts'
 import { csrfToken, newSessionToken } from '../src/portal/session.ts'
-import { newTotpSecret, storeRecoveryCodes } from '../src/portal/two-factor.ts'
+import { newTotpSecret, storeRecoveryCodes } from '../src/services/users/codes.ts'
 import { Passwords } from '../src/services/users/passwords.ts'
 
 type Env = Record<string, string>

@@ -10,6 +10,7 @@ import { openStore } from './storage/factory.ts'
 import type { Store } from './storage/ports.ts'
 import { buildApp } from './app.ts'
 import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
+import { Users } from './services/users.ts'
 import { createMetrics } from './metrics/metrics.ts'
 import { instrumentStore } from './metrics/store.ts'
 import { buildAdminApp } from './admin/api/app.ts'
@@ -59,7 +60,7 @@ const metrics = createMetrics({ region: config.region, perAccount: config.metric
 // Instrumented once for both listeners: the admin API's operations are timed too.
 const store = instrumentStore(await openStoreOrExit(config), metrics, { healthTimeoutMs: config.storeTimeoutMs })
 const accounts = new Accounts({ store, pepper, config })
-const demo = await ensureDemoAccount(config, accounts, store)
+const demo = await ensureDemoAccount(config, accounts, new Users({ store, config, pepper, accounts }))
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
 const app = await buildApp({ config, store, pepper, keyring, metrics })
 // Its re-sends are picked up by this node's worker at its next poll (WEBHOOK_POLL_MS).

@@ -104,7 +104,8 @@ export class UserAdmin {
   /** turnOffTwoFactor: a user's second factor off, with their recovery codes and sessions (a lost phone, lost codes). */
   async turnOffTwoFactor(ctx: Context, ref: UserRef): Promise<(Changed & { sessionsEnded: number }) | Failure> {
     const c = this.#c
-    const done = await this.#change(ctx, ref, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off', (u) => u.totpEnabledAt === null && u.totpSecret === null)
+    const done = await this.#change(ctx, ref, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off',
+      (u) => u.totpEnabledAt === null && u.totpSecret === null)
     if ('failure' in done || !done.changed) return 'failure' in done ? done : { ...done, sessionsEnded: 0 }
     // Unused recovery codes of the old enrolment must not outlive it.
     await c.store.portal.setRecoveryCodes(done.user.id, [])
@@ -135,9 +136,11 @@ export class UserAdmin {
       id: newId('usr'), email: input.email, passwordHash: await c.passwords.hash(input.password), emailVerifiedAt: now, status: 'active',
       operator: input.operator ?? false, totpSecret: null, totpEnabledAt: null, createdAt: now, updatedAt: now,
     }
-    if (!(await c.store.portal.createUser(user, c.draft(ctx, user, 'user.create', input.detail ?? {})))) return fail('conflict', `${input.email} has a user already`)
+    const made = await c.store.portal.createUser(user, c.draft(ctx, user, 'user.create', input.detail ?? {}))
+    if (!made) return fail('conflict', `${input.email} has a user already`)
     if (member !== undefined) {
-      const draft = { ...c.draft(ctx, user, 'member.add', { role: member.role }), target: { type: 'member' as const, id: user.id }, accountId: member.accountId }
+      const target = { type: 'member' as const, id: user.id }
+      const draft = { ...c.draft(ctx, user, 'member.add', { role: member.role }), target, accountId: member.accountId }
       if (!(await c.store.portal.addMember(member.accountId, user.id, member.role, draft))) return fail('not_found', `no account ${member.accountId}`)
     }
     return user

@@ -27,13 +27,15 @@ export class Security {
   }
 
   /** changePassword: the current password again, then the new one (checked), which ends the user's other sessions. */
-  async changePassword(found: Found, input: { readonly current: string; readonly next: string }, ip: string): Promise<{ changed: true } | ProofRefusal | Failure> {
+  async changePassword(found: Found, input: { readonly current: string; readonly next: string }, ip: string):
+    Promise<{ changed: true } | ProofRefusal | Failure> {
     const c = this.#c
     const refusal = await c.passwordAgain(found.user, input.current, ip, 'current-password')
     if (refusal !== null) return { kind: 'password', refusal }
     const bad = checkPassword(input.next)
     if (bad !== null) return fail('invalid', bad, 'new-password')
-    await c.store.portal.updateUser(found.user.id, { passwordHash: await c.passwords.hash(input.next) }, c.draft(own(found.user, ip), found.user, 'user.password'))
+    const passwordHash = await c.passwords.hash(input.next)
+    await c.store.portal.updateUser(found.user.id, { passwordHash }, c.draft(own(found.user, ip), found.user, 'user.password'))
     await c.store.portal.deleteSessionsOf(found.user.id, found.session.idHash)
     return { changed: true }
   }
@@ -63,7 +65,8 @@ export class Security {
    * account), then a code from the app. Gives the new recovery codes, and ends the user's
    * other sessions (signed in with the password alone).
    */
-  async enableTwoFactor(found: Found, input: { readonly password: string; readonly code: string }, ip: string): Promise<{ codes: string[] } | ProofRefusal | Misstep> {
+  async enableTwoFactor(found: Found, input: { readonly password: string; readonly code: string }, ip: string):
+    Promise<{ codes: string[] } | ProofRefusal | Misstep> {
     const c = this.#c
     const { user } = found
     if (user.totpSecret === null || user.totpEnabledAt !== null) return { kind: 'not-now' }

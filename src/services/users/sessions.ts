@@ -133,7 +133,9 @@ export class Sessions {
     const c = this.#c
     const { user } = found
     const factor = input.recovery === '' ? 'totp' : 'recovery-code'
-    const outcome: VerifyOutcome = input.recovery === '' ? await checkTotp(c, user.id, user.totpSecret!, input.code) : await checkRecoveryCode(c, user, input.recovery)
+    const outcome: VerifyOutcome = input.recovery === ''
+      ? await checkTotp(c, user.id, user.totpSecret!, input.code)
+      : await checkRecoveryCode(c, user, input.recovery)
     if (outcome.kind === 'locked') return { kind: 'locked', retryAfterSeconds: outcome.retryAfterSeconds }
     if (outcome.kind !== 'accepted') {
       await c.auditUser(ip, user, 'user.sign-in', 'failure', { factor, reason: outcome.kind === 'reused' ? 'code used already' : 'wrong code' })

@@ -39,7 +39,9 @@ export interface SignUpInput {
  */
 export type SignUpMail = { readonly kind: 'verify'; readonly to: string; readonly link: string } | { readonly kind: 'registered'; readonly to: string } | null
 
-export type SignUpOutcome = { readonly kind: 'throttled'; readonly wait: number } | { readonly kind: 'done'; readonly created: boolean; readonly mail: SignUpMail }
+export type SignUpOutcome =
+  | { readonly kind: 'throttled'; readonly wait: number }
+  | { readonly kind: 'done'; readonly created: boolean; readonly mail: SignUpMail }
 
 /** What a confirmation came to: a dead link, not the pending password, or confirmed (with whether it waits for an operator). */
 export type ConfirmOutcome =

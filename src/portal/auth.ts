@@ -76,7 +76,8 @@ ${problem ? html`<p class="error" id="${opts.id}-error">${problem.text}</p>` : '
 
 const passwordRule = `At least ${MIN_PASSWORD_LENGTH} characters; a passphrase of several words is best.`
 
-export default async function authPages(app: FastifyInstance, kit: Kit): Promise<void> {
+/** The pieces the signed-out pages share: settings, the pre-session's CSRF, emails in the background, email links' tokens. */
+function shared(kit: Kit) {
   const { config, pepper, mailer, users } = kit
   const VERIFY_TTL_MS = users.signUps.verifyTtlMs
   const RESET_TTL_MS = users.signUps.resetTtlMs
@@ -89,7 +90,7 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
   const csrfInput = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`
   const formOkSignedOut = (request: FastifyRequest) => signedOutFormOk(kit, request)
 
-  /** send mails in the background: the answer must not wait for (or tell anything by) the SMTP server. */
+  /** sendMail sends in the background: the answer must not wait for (or tell anything by) the SMTP server. */
   function sendMail(request: FastifyRequest, to: string, email: mail.Email): void {
     mailer.send({ to, ...email }).catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
   }
@@ -97,7 +98,28 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
   /** mailVerify sends a confirmation link. */
   const mailVerify = (request: FastifyRequest, to: string, link: string) => sendMail(request, to, mail.verifyEmail({ link, validForMs: VERIFY_TTL_MS }))
 
-  // Sign in
+  const tokenOf = (request: FastifyRequest): string => {
+    const t = (request.query as { token?: unknown }).token ?? ((request.body ?? {}) as Record<string, unknown>).token
+    return typeof t === 'string' && isToken(t) ? t : ''
+  }
+  const deadLink = (reply: FastifyReply, what: string, again: Html) =>
+    sendPage(kit, reply, { title: 'Link expired', status: 400, body: html`<p role="alert">This ${what} link has expired, was already used, or was replaced by a newer one.</p><p>${again}</p>` })
+
+  return {
+    kit, config, pepper, users, VERIFY_TTL_MS, RESET_TTL_MS, mailWindow, secure, formCookie, base, formCsrf, csrfInput, formOkSignedOut, sendMail, mailVerify, tokenOf, deadLink,
+  }
+}
+
+type Shared = ReturnType<typeof shared>
+
+export default async function authPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const s = shared(kit)
+  for (const pages of [signInPages, signUpPages, confirmPages, resetPages]) pages(app, s)
+}
+
+/** signInPages: signing in and out. */
+function signInPages(app: FastifyInstance, s: Shared): void {
+  const { kit, config, pepper, users, mailWindow, secure, formCookie, formCsrf, csrfInput, formOkSignedOut, mailVerify } = s
 
   const signInForm = (csrf: string, opts: { email?: string; error?: string | null; notice?: string | null; next?: string } = {}) => html`
 ${notice(opts.notice ?? null)}${alert(opts.error ?? null)}
@@ -172,8 +194,11 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     reply.header('set-cookie', setCookie(SESSION_COOKIE, '', secure, 0))
     return reply.redirect('/portal/sign-in?notice=signed-out', 303)
   })
+}
 
-  // Sign up
+/** signUpPages: the sign-up form. */
+function signUpPages(app: FastifyInstance, s: Shared): void {
+  const { kit, config, users, VERIFY_TTL_MS, mailWindow, base, formCsrf, csrfInput, formOkSignedOut, sendMail, mailVerify } = s
 
   const signUpForm = (csrf: string, opts: { email?: string; account?: string; problems?: readonly Problem[] } = {}) => html`
 <form method="post" action="/portal/sign-up" novalidate>
@@ -221,15 +246,11 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     else if (outcome.mail?.kind === 'registered') sendMail(request, outcome.mail.to, mail.alreadyRegistered({ signInUrl: `${base}/portal/sign-in`, resetUrl: `${base}/portal/reset` }))
     return sendPage(kit, reply, { title: 'Check your inbox', body: html`<p role="status">We have sent a link to ${email}. Open it to confirm your address; it works once, for ${mail.duration(VERIFY_TTL_MS)}, and asks for the password you have just chosen.</p><p>No email? Look in your spam folder. We send at most one every ${mailWindow}: if you signed up twice, the link in the earlier email works too, with the password you chose last.</p>` })
   })
+}
 
-  // Confirming an address: the link shows a button; the post consumes the token.
-
-  const tokenOf = (request: FastifyRequest): string => {
-    const t = (request.query as { token?: unknown }).token ?? ((request.body ?? {}) as Record<string, unknown>).token
-    return typeof t === 'string' && isToken(t) ? t : ''
-  }
-  const deadLink = (reply: FastifyReply, what: string, again: Html) =>
-    sendPage(kit, reply, { title: 'Link expired', status: 400, body: html`<p role="alert">This ${what} link has expired, was already used, or was replaced by a newer one.</p><p>${again}</p>` })
+/** confirmPages: confirming an address (the link shows a button; the post consumes the token). */
+function confirmPages(app: FastifyInstance, s: Shared): void {
+  const { kit, users, base, formCsrf, csrfInput, formOkSignedOut, sendMail, tokenOf, deadLink } = s
 
   const confirmForm = (csrf: string, token: string, problem: string | null = null) => html`
 <form method="post" action="/portal/verify-email" novalidate>
@@ -269,8 +290,11 @@ ${field({ id: 'password', label: 'Your password', type: 'password', autocomplete
     const { emails, accountName } = await users.signUps.operatorsToTell(user)
     for (const to of emails) sendMail(request, to, mail.signupToApprove({ email: user.email, accountName, link: `${base}/portal/operator/sign-ups` }))
   }
+}
 
-  // Password reset
+/** resetPages: asking for a reset link, and choosing a new password with it. */
+function resetPages(app: FastifyInstance, s: Shared): void {
+  const { kit, users, RESET_TTL_MS, formCsrf, csrfInput, formOkSignedOut, sendMail, tokenOf, deadLink } = s
 
   const resetForm = (csrf: string) => html`
 <form method="post" action="/portal/reset">

@@ -19,16 +19,12 @@ const iso = (ms: number) => new Date(ms).toISOString()
 /** `?next=` for a page that leads on to `next` (nothing for the home page). */
 const nextQuery = (next: string) => (next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`)
 
-export default async function secondFactorPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { users, now } = kit
-  const secure = kit.config.portalSecureCookies
-
-  /** The page of the second step: a code from the app, or a recovery code; and a way out. */
-  function stepPage(reply: FastifyReply, current: Current, next: string, problem: Problem | null = null): FastifyReply {
-    const problems = problem ? [problem] : []
-    const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
-    const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
-    return sendPage(kit, reply, { title: 'Two-factor sign-in', status: problem?.status ?? 200, body: html`
+/** The page of the second step: a code from the app, or a recovery code; and a way out. */
+function stepPage(kit: Kit, reply: FastifyReply, current: Current, next: string, problem: Problem | null = null): FastifyReply {
+  const problems = problem ? [problem] : []
+  const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
+  const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
+  return sendPage(kit, reply, { title: 'Two-factor sign-in', status: problem?.status ?? 200, body: html`
 <p>Signing in as ${current.user.email}. Open your authenticator app and enter the code it shows for Tessera.</p>
 <form method="post" action="/portal/two-factor" novalidate>
 ${csrf}${keepNext}
@@ -46,33 +42,36 @@ ${field({ id: 'recovery', label: 'Recovery code', type: 'text', autocomplete: 'o
 ${csrf}
 <button type="submit" class="link">Cancel and sign out</button>
 </form>` })
-  }
+}
 
-  /** The signed-in-with-a-password session of a request, or null after sending where to go instead. */
-  async function pendingOf(request: FastifyRequest, reply: FastifyReply, next: string): Promise<Current | null> {
-    const current = await sessionOf(kit, request, { pendingToo: true })
-    if (current === null) await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
-    else if (!current.session.twoFactorPending) await reply.redirect(next, 303)
-    else if (current.user.totpEnabledAt === null || current.user.totpSecret === null) {
-      // Turned off from another session meanwhile: this one signs in again from the start.
-      await users.sessions.endPending(current)
-      await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
-    } else return current
-    return null
-  }
+/** The signed-in-with-a-password session of a request, or null after sending where to go instead. */
+async function pendingOf(kit: Kit, request: FastifyRequest, reply: FastifyReply, next: string): Promise<Current | null> {
+  const current = await sessionOf(kit, request, { pendingToo: true })
+  if (current === null) await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
+  else if (!current.session.twoFactorPending) await reply.redirect(next, 303)
+  else if (current.user.totpEnabledAt === null || current.user.totpSecret === null) {
+    // Turned off from another session meanwhile: this one signs in again from the start.
+    await kit.users.sessions.endPending(current)
+    await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
+  } else return current
+  return null
+}
 
+export default async function secondFactorPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { users, now } = kit
+  const secure = kit.config.portalSecureCookies
   app.get<{ Querystring: { next?: string } }>('/two-factor', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(request.query.next)
-    const current = await pendingOf(request, reply, next)
-    return current === null ? reply : stepPage(reply, current, next)
+    const current = await pendingOf(kit, request, reply, next)
+    return current === null ? reply : stepPage(kit, reply, current, next)
   })
 
   app.post('/two-factor', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(formField(request, 'next'))
-    const current = await pendingOf(request, reply, next)
+    const current = await pendingOf(kit, request, reply, next)
     if (current === null) return reply
     if (!formOk(kit, request, current)) {
-      return stepPage(reply, current, next, { field: 'code', text: 'This form has expired or did not come from this site. Please enter the code again.', status: 403 })
+      return stepPage(kit, reply, current, next, { field: 'code', text: 'This form has expired or did not come from this site. Please enter the code again.', status: 403 })
     }
     const recovery = formField(request, 'recovery')
     const factor = recovery === '' ? 'totp' : 'recovery-code'
@@ -82,13 +81,13 @@ ${csrf}
       kit.metrics.signIn('throttled')
       reply.header('retry-after', String(outcome.retryAfterSeconds))
       const at = iso(now() + outcome.retryAfterSeconds * 1000).slice(11, 16)
-      return stepPage(reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
+      return stepPage(kit, reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
     }
     if (outcome.kind === 'wrong') {
       kit.metrics.signIn('wrong second factor')
       const text = factor === 'recovery-code' ? 'That recovery code is not right, or was used already.'
         : outcome.reused ? 'That code was used already. Wait for the next one.' : 'That code is not right. Enter the code your app shows now.'
-      return stepPage(reply, current, next, { field: fieldId, text, status: 401 })
+      return stepPage(kit, reply, current, next, { field: fieldId, text, status: 401 })
     }
     if (outcome.kind === 'gone') return reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
     kit.metrics.signIn('ok')

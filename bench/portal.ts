@@ -32,7 +32,7 @@ import { GROUPS, REGIONS, groupServedIn, type Group, type Region } from '../src/
 import type { Role, User } from '../src/domain/portal.ts'
 import type { Store } from '../src/storage/ports.ts'
 import type { UsageRow } from '../src/domain/usage.ts'
-import { Passwords } from '../src/portal/passwords.ts'
+import { Passwords } from '../src/services/users/passwords.ts'
 import { freePort, median, pinned, serve } from './load.ts'
 
 const KEYS = 1_000

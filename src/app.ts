@@ -92,6 +92,8 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       prefix: '/portal', config, store: runtime.portalStore, pepper, now, mailer, metrics,
       accounts: runtime.accounts,
       webhooks: runtime.webhooks,
+      users: runtime.users,
+      team: runtime.team,
       passwords: runtime.passwords,
       throttle: runtime.throttle,
     })

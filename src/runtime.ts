@@ -22,10 +22,12 @@ import { Limits } from './usage/limits.ts'
 import { countedMailer, openMailer, type Mailer } from './mail/mailer.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
-import { sealedPortal } from './portal/sealed.ts'
-import { Passwords } from './portal/passwords.ts'
-import { SignInThrottle } from './portal/throttle.ts'
-import { keepPortalTidy } from './portal/maintenance.ts'
+import { sealedPortal } from './services/users/sealed.ts'
+import { Passwords } from './services/users/passwords.ts'
+import { SignInThrottle } from './services/users/throttle.ts'
+import { keepPortalTidy } from './services/users/maintenance.ts'
+import { Users } from './services/users.ts'
+import { Team } from './services/team.ts'
 import { LateLog, type Log } from './logging/late.ts'
 
 export interface RuntimeOptions {
@@ -56,6 +58,10 @@ export class Runtime {
   readonly log: LateLog = new LateLog()
   readonly accounts: Accounts
   readonly webhooks: Webhooks
+  /** Portal users: sign-up, confirmation, sign-in, reset, sessions, two-factor, approvals. */
+  readonly users: Users
+  /** Account members and invitations. */
+  readonly team: Team
   readonly limits: Limits
   readonly worker: WebhookWorker
   /** The portal's mailer (null: no portal); readyz asks its SMTP server through it. */
@@ -93,6 +99,9 @@ export class Runtime {
     this.mailer = config.portalEnabled ? countedMailer(openMailer(config, log), metrics) : null
     this.passwords = new Passwords()
     this.throttle = new SignInThrottle(this.portalStore, config, now, this.pepper)
+    const portalStore = this.portalStore
+    this.users = new Users({ store: portalStore, config, pepper: this.pepper, accounts: this.accounts, passwords: this.passwords, throttle: this.throttle, now })
+    this.team = new Team({ store: portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
   }
 

@@ -55,7 +55,7 @@ const pepper = orExit(() => resolvePepper(config))
 const keyring = orExit(() => resolveKeyring(config))
 // One runtime for both listeners: the admin API's operations are timed and its webhook re-sends wake this node's worker.
 const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring })
-const demo = await ensureDemoAccount(config, runtime.accounts, runtime.store)
+const demo = await ensureDemoAccount(config, runtime.accounts, runtime.users)
 const app = await buildPublicApp(runtime)
 const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts: runtime.accounts, metrics: runtime.metrics, webhooks: runtime.webhooks })
 runtime.log.attach(app.log)

@@ -5,18 +5,14 @@
  */
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config/config.ts'
-import { resolvePepper } from '../config/pepper.ts'
-import { resolveKeyring } from '../config/encryption.ts'
-import { newKeyItem, type Keyring } from '../crypto/keyring.ts'
-import { rotateSeals } from '../totp/factors/rotate.ts'
-import { resealPortalSecrets } from '../portal/sealed.ts'
-import { resealSecrets } from '../webhooks/secret.ts'
-import { openStore } from '../storage/factory.ts'
-import type { Store } from '../storage/ports.ts'
-import { Accounts } from '../services/accounts.ts'
+import { newKeyItem } from '../crypto/keyring.ts'
+import type { Accounts } from '../services/accounts.ts'
+import type { Encryption } from '../services/encryption.ts'
+import { openServices, type Services } from '../services/index.ts'
+import type { Users } from '../services/users.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
-import { actorName, CLI, type AuditDraft, type Plan } from '../domain/accounts.ts'
-import { USER_STATUSES, type User, type UserPatch, type UserStatus } from '../domain/portal.ts'
+import { CLI, type Plan } from '../domain/accounts.ts'
+import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
 import { signupApproved } from '../mail/templates.ts'
 import type { Config } from '../config/config.ts'
@@ -149,25 +145,6 @@ async function requireAccount(accounts: Accounts, id: string): Promise<void> {
   if ((await accounts.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
 }
 
-async function userByEmail(store: Store, email: string): Promise<User> {
-  const user = await store.portal.findUserByEmail(email)
-  if (user === null) throw new CommandError(`no portal user ${email}`)
-  return user
-}
-
-/** userDraft: the audit event of a CLI change to a portal user. */
-const userDraft = (user: User, action: string, detail: Record<string, unknown>): AuditDraft =>
-  ({ actor: actorName(CLI), action, target: { type: 'user', id: user.id }, accountId: null, ip: null, outcome: 'success', detail })
-
-/** changeUser applies a patch to the user of `--email`, unless it is in place already (then nothing is written). */
-async function changeUser(store: Store, email: string | undefined, patch: UserPatch, action: string, done: (user: User) => boolean): Promise<{ user: User; changed: boolean }> {
-  const user = await userByEmail(store, need(email, 'email'))
-  if (done(user)) return { user, changed: false }
-  const changed = await store.portal.updateUser(user.id, patch, userDraft(user, action, { ...patch }))
-  if (changed === null) throw new CommandError(`no portal user ${email}`)
-  return { user: changed, changed: true }
-}
-
 const userRow = (u: User) => ({ id: u.id, email: u.email, status: u.status, confirmed: u.emailVerifiedAt === null ? 'no' : 'yes', operator: u.operator ? 'yes' : '', createdAt: u.createdAt })
 const userJson = (u: User) => ({ id: u.id, email: u.email, status: u.status, emailVerifiedAt: u.emailVerifiedAt, operator: u.operator, createdAt: u.createdAt })
 
@@ -184,12 +161,12 @@ async function mailApproval(config: Config, user: User): Promise<void> {
   }
 }
 
-async function runUsers(config: Config, store: Store, verb: string | undefined, flags: Flags): Promise<Output> {
+async function runUsers(config: Config, users: Users, verb: string | undefined, flags: Flags): Promise<Output> {
   switch (verb) {
     case 'list': {
       const status = flags.status
       if (status !== undefined && !USER_STATUSES.includes(status as UserStatus)) throw new UsageError(`--status must be one of ${USER_STATUSES.join(', ')} (got "${status}")`)
-      const page = await store.portal.listUsers({
+      const page = await users.admin.list({
         limit: number(flags.limit, 'limit', 1, 100_000, true) ?? 1000,
         ...(status === undefined ? {} : { status: status as UserStatus }),
         ...(flags.email === undefined ? {} : { email: flags.email }),
@@ -199,20 +176,16 @@ async function runUsers(config: Config, store: Store, verb: string | undefined, 
       return { json: { items: page.items.map(userJson), next: page.next }, human: table(page.items.map(userRow), ['id', 'email', 'status', 'confirmed', 'operator', 'createdAt']) + more }
     }
     case 'approve': {
-      const { user, changed } = await changeUser(store, flags.email, { status: 'active' }, 'user.approve', (u) => u.status === 'active')
+      const { user, changed } = ok(await users.admin.decideSignUp(CTX, { email: need(flags.email, 'email') }, 'approve', { disabledToo: true }))
       if (changed) await mailApproval(config, user)
       return { json: userJson(user), human: changed ? `${user.email} is approved and may sign in (emailed)` : `${user.email} is active already` }
     }
     case 'disable': {
-      const { user, changed } = await changeUser(store, flags.email, { status: 'disabled' }, 'user.disable', (u) => u.status === 'disabled')
-      const ended = await store.portal.deleteSessionsOf(user.id)
+      const { user, changed, sessionsEnded: ended } = ok(await users.admin.disable(CTX, { email: need(flags.email, 'email') }))
       return { json: { ...userJson(user), sessionsEnded: ended }, human: `${user.email} is disabled${changed ? '' : ' already'}; ${ended} session(s) ended` }
     }
     case 'two-factor-off': {
-      const { user, changed } = await changeUser(store, flags.email, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off', (u) => u.totpEnabledAt === null && u.totpSecret === null)
-      // Unused recovery codes of the old enrolment must not outlive it.
-      if (changed) await store.portal.setRecoveryCodes(user.id, [])
-      const ended = changed ? await store.portal.deleteSessionsOf(user.id) : 0
+      const { user, changed, sessionsEnded: ended } = ok(await users.admin.turnOffTwoFactor(CTX, { email: need(flags.email, 'email') }))
       return { json: { ...userJson(user), sessionsEnded: ended }, human: changed ? `${user.email} signs in with the password alone now; ${ended} session(s) ended` : `${user.email} has no two-factor sign-in` }
     }
     default:
@@ -220,24 +193,17 @@ async function runUsers(config: Config, store: Store, verb: string | undefined, 
   }
 }
 
-async function runOperators(store: Store, verb: string | undefined, flags: Flags): Promise<Output> {
+async function runOperators(users: Users, verb: string | undefined, flags: Flags): Promise<Output> {
   switch (verb) {
     case 'grant':
     case 'revoke': {
       const operator = verb === 'grant'
-      const { user, changed } = await changeUser(store, flags.email, { operator }, `user.operator-${verb}`, (u) => u.operator === operator)
+      const { user, changed } = ok(await users.admin.setOperator(CTX, { email: need(flags.email, 'email') }, operator))
       const state = operator ? 'is an operator' : 'is not an operator'
       return { json: { ...userJson(user), changed }, human: `${user.email} ${state}${changed ? ' now' : ' already'}` }
     }
     case 'list': {
-      // No store query for operators: they are few, and this walks the users once, in pages.
-      const found: User[] = []
-      let cursor: string | undefined
-      do {
-        const page = await store.portal.listUsers({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) })
-        found.push(...page.items.filter((u) => u.operator))
-        cursor = page.next ?? undefined
-      } while (cursor !== undefined)
+      const found = await users.admin.operators()
       return { json: found.map(userJson), human: table(found.map(userRow), ['id', 'email', 'status', 'confirmed', 'createdAt']) }
     }
     default:
@@ -286,10 +252,11 @@ async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags:
   }
 }
 
-async function runEncryption(store: Store, ring: Keyring, verb: string, flags: Flags): Promise<Output> {
+async function runEncryption(encryption: Encryption, verb: string, flags: Flags): Promise<Output> {
+  const ring = encryption.keyring
   switch (verb) {
     case 'status': {
-      const counts = await store.factors.sealVersions()
+      const counts = await encryption.sealVersions()
       const versions = [...new Set([...ring.versions, ...counts.keys()])].sort((a, b) => a - b)
       const rows = versions.map((version) => ({
         version, configured: ring.versions.includes(version), active: version === ring.active, factors: counts.get(version) ?? 0,
@@ -303,10 +270,7 @@ async function runEncryption(store: Store, ring: Keyring, verb: string, flags: F
     default: {
       const batch = flags.batch === undefined ? 500 : Number(flags.batch)
       if (!Number.isInteger(batch) || batch < 1 || batch > 10000) throw new UsageError('--batch must be a whole number from 1 to 10000')
-      const done = await rotateSeals(store.factors, ring, { batch })
-      const portal = await resealPortalSecrets(store.portal, ring)
-      const hooks = await resealSecrets(store.webhooks, ring)
-      const left = [...(await store.factors.sealVersions())].filter(([version]) => version !== ring.active).reduce((n, [, c]) => n + c, 0)
+      const { factors: done, portalUsers: portal, webhookEndpoints: hooks, leftUnderOtherVersions: left } = await encryption.reseal(batch)
       const human = [`Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
         `Re-sealed ${portal.resealed} portal users' two-factor secrets and ${hooks.resealed} webhook endpoints' signing secrets.`,
         ...[...done.unreadable, ...portal.unreadable, ...hooks.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`)]
@@ -316,11 +280,11 @@ async function runEncryption(store: Store, ring: Keyring, verb: string, flags: F
   }
 }
 
-async function run(config: Config, accounts: Accounts, store: Store, words: readonly string[], flags: Flags): Promise<Output> {
-  const keyring = () => resolveKeyring(config)
+async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
+  const { accounts, users } = services
   const [noun, verb, arg, extra] = words
-  if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
-  if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
+  if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
+  if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
   if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(accounts, verb, flags)
   switch (`${noun} ${verb}`) {
     case 'account create': {
@@ -494,10 +458,10 @@ async function run(config: Config, accounts: Accounts, store: Store, words: read
     case 'encryption status':
     case 'encryption generate':
     case 'encryption rotate':
-      return runEncryption(store, keyring(), verb!, flags)
+      return runEncryption(services.encryption, verb!, flags)
     case 'migrate undefined':
       // Opening the store applies pending migrations.
-      return { json: { migrated: true, store: store.kind }, human: `Schema is up to date (${store.kind})` }
+      return { json: { migrated: true, store: services.storeKind }, human: `Schema is up to date (${services.storeKind})` }
     default:
       throw new UsageError(`unknown command "${words.join(' ')}"`)
   }
@@ -548,13 +512,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`)
     return values.help ? 0 : 2
   }
-  let store: Store | undefined
+  let services: Services | undefined
   try {
     const config = loadConfig()
-    const pepper = resolvePepper(config)
-    store = await openStore(config, { maintenance: false })
-    const accounts = new Accounts({ store, pepper, config })
-    const out = await run(config, accounts, store, positionals, values)
+    services = await openServices(config)
+    const out = await run(config, services, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return 0
   } catch (error) {
@@ -563,7 +525,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (error instanceof UsageError) process.stderr.write(`${USAGE}\n`)
     return error instanceof UsageError ? 2 : error instanceof ConfigError ? 78 : 1
   } finally {
-    await store?.close()
+    await services?.close()
   }
 }
 

@@ -7,12 +7,11 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { Config } from '../config/config.ts'
-import type { Store } from '../storage/ports.ts'
 import type { Accounts } from '../services/accounts.ts'
-import { isFailure } from '../services/outcome.ts'
-import { SYSTEM, actorName } from '../domain/accounts.ts'
+import type { Users } from '../services/users.ts'
+import { isFailure, type Failure } from '../services/outcome.ts'
+import { SYSTEM } from '../domain/accounts.ts'
 import { GROUPS, REGIONS, groupServedIn } from '../domain/regions.ts'
-import { Passwords } from '../portal/passwords.ts'
 
 export interface Demo {
   readonly apiKey: string
@@ -22,29 +21,31 @@ export interface Demo {
 
 export const DEMO_EMAIL = 'demo@example.com'
 
-export async function ensureDemoAccount(config: Config, accounts: Accounts, store: Store): Promise<Demo | null> {
+export async function ensureDemoAccount(config: Config, accounts: Accounts, users: Users): Promise<Demo | null> {
   if (config.nodeEnv === 'production' || (await accounts.countAccounts()) > 0) return null
   const ctx = { actor: SYSTEM }
-  const account = await accounts.createAccount(ctx, { name: 'demo' })
-  if (isFailure(account)) throw new Error(account.message)
+  const signIn = config.portalEnabled ? await demoUser(users) : null
+  // With its user, the account is made through the one path that makes an owned account (its owner in the same write).
+  const account = ok(signIn === null
+    ? await accounts.createAccount(ctx, { name: 'demo' })
+    : await accounts.createOwnedAccount(ctx, signIn.userId, { name: 'demo' }))
   for (const region of REGIONS) {
     for (const group of GROUPS) if (groupServedIn(group, region)) await accounts.setSubscription(ctx, account.id, region, group, 'active')
   }
-  const issued = await accounts.issueKey(ctx, account.id, { name: 'demo key' })
-  if (isFailure(issued)) throw new Error(issued.message)
-  if (!config.portalEnabled) return { apiKey: issued.apiKey, signIn: null }
+  const issued = ok(await accounts.issueKey(ctx, account.id, { name: 'demo key' }))
+  return { apiKey: issued.apiKey, signIn: signIn === null ? null : { email: signIn.email, password: signIn.password } }
+}
 
+/** demoUser: a confirmed operator with a new password, or null when the address has a user already. */
+async function demoUser(users: Users): Promise<{ userId: string; email: string; password: string } | null> {
   const password = randomBytes(15).toString('base64url')
-  const now = new Date().toISOString()
-  const id = `usr_${randomBytes(8).toString('hex')}`
-  const draft = { actor: actorName(SYSTEM), action: 'user.create', target: { type: 'user' as const, id }, accountId: null, ip: null, outcome: 'success' as const, detail: { demo: true } }
-  const created = await store.portal.createUser({
-    id, email: DEMO_EMAIL, passwordHash: await new Passwords().hash(password), emailVerifiedAt: now, status: 'active', operator: true,
-    totpSecret: null, totpEnabledAt: null, createdAt: now,
-  }, draft)
-  if (!created) return { apiKey: issued.apiKey, signIn: null }
-  await store.portal.addMember(account.id, id, 'owner', { ...draft, action: 'member.add', target: { type: 'member', id }, accountId: account.id, detail: { role: 'owner' } })
-  return { apiKey: issued.apiKey, signIn: { email: DEMO_EMAIL, password } }
+  const user = await users.admin.createUser({ actor: SYSTEM }, { email: DEMO_EMAIL, password, operator: true, detail: { demo: true } })
+  return isFailure(user) ? null : { userId: user.id, email: DEMO_EMAIL, password }
+}
+
+function ok<T>(made: T | Failure): T {
+  if (isFailure(made)) throw new Error(made.message)
+  return made
 }
 
 export function demoBanner(demo: Demo, baseUrl: string): string {

@@ -15,7 +15,7 @@ import { actorOf, csrfField, formExpired, formOk, preSessionCsrf, sendPage, sess
 import { emailKey } from '../domain/portal.ts'
 import { isFailure } from '../services/outcome.ts'
 import type { FoundInvitation } from '../services/team.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import { newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, setCookie } from './session.ts'
 
 const ACCEPT = '/invitations/accept'

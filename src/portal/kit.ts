@@ -19,9 +19,9 @@ import type { Webhooks } from '../services/webhooks.ts'
 import type { Mailer } from '../mail/mailer.ts'
 import type { Membership, Role, Session, User } from '../domain/portal.ts'
 import type { Account } from '../domain/accounts.ts'
-import type { Passwords } from './passwords.ts'
-import type { SignInThrottle } from './throttle.ts'
-import type { PortalLimits } from './limits.ts'
+import type { Passwords } from '../services/users/passwords.ts'
+import type { SignInThrottle } from '../services/users/throttle.ts'
+import type { Users } from '../services/users.ts'
 import { html, page, type Html } from './html.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
 import type { Metrics } from '../metrics/metrics.ts'
@@ -36,8 +36,8 @@ export interface Kit {
   readonly mailer: Mailer
   readonly passwords: Passwords
   readonly throttle: SignInThrottle
-  /** Sign-ups and unasked-for emails, per source and address (limits.ts). */
-  readonly limits: PortalLimits
+  /** The users service: sign-up, sign-in, sessions, two-factor, approvals. */
+  readonly users: Users
   readonly pepper: Pepper
   readonly now: () => number
   /** The session cookie's name (with `__Host-` behind HTTPS). */
@@ -72,21 +72,12 @@ export function actorOf(current: Current, request: FastifyRequest): Context {
   return { actor: { type: 'portal-user', id: current.user.id }, ip: request.ip }
 }
 
-const iso = (ms: number) => new Date(ms).toISOString()
-
 /** sessionOf: the signed-in user of a request, or null (no cookie, unknown, expired, disabled, or a second factor still due). */
 export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pendingToo?: boolean } = {}): Promise<Current | null> {
   const token = readCookie(request.headers.cookie, kit.sessionCookie)
   if (token === null || !isToken(token)) return null
-  const found = await kit.store.portal.findSession(sessionIdHash(token), iso(kit.now()))
-  if (found === null || found.user.status !== 'active') return null
-  if (found.session.twoFactorPending && options.pendingToo !== true) return null
-  // Sliding expiry, written at most once a minute per session.
-  // Never a pending one: its ten minutes to give the second factor must not grow by visiting.
-  if (!found.session.twoFactorPending && kit.now() - Date.parse(found.session.lastSeenAt) > 60_000) {
-    await kit.store.portal.touchSession(found.session.idHash, iso(kit.now()), iso(kit.now() + kit.sessionTtlMs))
-  }
-  return { ...found, token }
+  const found = await kit.users.sessions.find(token, options)
+  return found === null ? null : { ...found, token }
 }
 
 /** signedIn: the signed-in user, or null after redirecting to sign-in (which brings them back here). */
@@ -124,7 +115,7 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
 
 /** membershipOf: the user's membership of an account; operators are owners of every account. */
 export async function membershipOf(kit: Kit, user: User, accountId: string): Promise<Pick<Membership, 'accountId' | 'role'> | null> {
-  const own = (await kit.store.portal.membershipsOf(user.id)).find((m) => m.accountId === accountId)
+  const own = (await kit.users.sessions.membershipsOf(user.id)).find((m) => m.accountId === accountId)
   if (own !== undefined) return user.operator ? { accountId, role: 'owner' } : own
   if (user.operator && (await kit.store.access.getAccount(accountId)) !== null) return { accountId, role: 'owner' }
   return null

@@ -31,8 +31,8 @@ export default async function operatorPages(app: FastifyInstance, kit: Kit): Pro
     const [accounts, suspended, signUps, requests] = await Promise.all([
       kit.accounts.countAccounts(),
       kit.accounts.listAccounts({ status: 'suspended', limit: COUNT_CAP }),
-      kit.store.portal.listUsers({ status: 'pending', limit: COUNT_CAP }),
-      kit.store.access.listPendingSubscriptions({ limit: COUNT_CAP }),
+      kit.users.admin.list({ status: 'pending', limit: COUNT_CAP }),
+      kit.accounts.listPendingSubscriptions({ limit: COUNT_CAP }),
     ])
     const count = (page: { items: unknown[]; next: string | null }, one: string, many: string) =>
       (page.next === null ? `${page.items.length} ${page.items.length === 1 ? one : many}` : `More than ${COUNT_CAP} ${many}`)

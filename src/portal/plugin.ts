@@ -10,10 +10,8 @@ import { html } from './html.ts'
 import { HTMX, PORTAL_CSS, PORTAL_JS } from './assets.ts'
 import type { Kit } from './kit.ts'
 import { notFound, sendPage } from './kit.ts'
-import { PasswordsBusy } from './passwords.ts'
+import { PasswordsBusy } from '../services/users/passwords.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
-import { PortalLimits } from './limits.ts'
-import { Team } from '../services/team.ts'
 import authPages from './auth.ts'
 import homePages from './home.ts'
 import keysPages, { css as keysCss } from './keys.ts'
@@ -26,7 +24,7 @@ import securityPages, { css as securityCss } from './security.ts'
 import operatorPages, { css as operatorCss } from './operator.ts'
 import webhookPages, { css as webhooksCss } from './webhooks.ts'
 
-export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs' | 'limits' | 'team'>
+export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 
 /** Nothing but the node's own scripts, styles and images; forms post only here; no framing. */
 export const PORTAL_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -50,14 +48,11 @@ const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, a
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
-  const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics } = opts
-  const sessionTtlMs = config.sessionTtlHours * 3_600_000
+  const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
   const kit: Kit = {
-    config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics,
-    team: new Team({ store, now, sessionTtlMs }),
-    limits: new PortalLimits(store, config, now, pepper),
+    config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team,
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
-    sessionTtlMs,
+    sessionTtlMs: users.sessions.ttlMs,
   }
 
   app.addHook('onRequest', async (_request, reply) => { headers(reply) })

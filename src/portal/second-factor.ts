@@ -10,9 +10,8 @@ import { html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
 import { formField, formOk, sendPage, sessionOf, signedIn } from './kit.ts'
 import { safeNext } from './auth.ts'
-import { csrfToken, newSessionToken, SESSION_COOKIE, setCookie } from './session.ts'
-import type { VerifyOutcome } from '../totp/verify.ts'
-import { auditUser, checkRecoveryCode, checkTotp, RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
+import { csrfToken, SESSION_COOKIE, setCookie } from './session.ts'
+import { RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, type Problem } from './security-form.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -20,16 +19,12 @@ const iso = (ms: number) => new Date(ms).toISOString()
 /** `?next=` for a page that leads on to `next` (nothing for the home page). */
 const nextQuery = (next: string) => (next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`)
 
-export default async function secondFactorPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { store, now } = kit
-  const secure = kit.config.portalSecureCookies
-
-  /** The page of the second step: a code from the app, or a recovery code; and a way out. */
-  function stepPage(reply: FastifyReply, current: Current, next: string, problem: Problem | null = null): FastifyReply {
-    const problems = problem ? [problem] : []
-    const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
-    const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
-    return sendPage(kit, reply, { title: 'Two-factor sign-in', status: problem?.status ?? 200, body: html`
+/** The page of the second step: a code from the app, or a recovery code; and a way out. */
+function stepPage(kit: Kit, reply: FastifyReply, current: Current, next: string, problem: Problem | null = null): FastifyReply {
+  const problems = problem ? [problem] : []
+  const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
+  const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
+  return sendPage(kit, reply, { title: 'Two-factor sign-in', status: problem?.status ?? 200, body: html`
 <p>Signing in as ${current.user.email}. Open your authenticator app and enter the code it shows for Tessera.</p>
 <form method="post" action="/portal/two-factor" novalidate>
 ${csrf}${keepNext}
@@ -47,66 +42,63 @@ ${field({ id: 'recovery', label: 'Recovery code', type: 'text', autocomplete: 'o
 ${csrf}
 <button type="submit" class="link">Cancel and sign out</button>
 </form>` })
-  }
+}
 
-  /** The signed-in-with-a-password session of a request, or null after sending where to go instead. */
-  async function pendingOf(request: FastifyRequest, reply: FastifyReply, next: string): Promise<Current | null> {
-    const current = await sessionOf(kit, request, { pendingToo: true })
-    if (current === null) await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
-    else if (!current.session.twoFactorPending) await reply.redirect(next, 303)
-    else if (current.user.totpEnabledAt === null || current.user.totpSecret === null) {
-      // Turned off from another session meanwhile: this one signs in again from the start.
-      await store.portal.deleteSession(current.session.idHash)
-      await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
-    } else return current
-    return null
-  }
+/** The signed-in-with-a-password session of a request, or null after sending where to go instead. */
+async function pendingOf(kit: Kit, request: FastifyRequest, reply: FastifyReply, next: string): Promise<Current | null> {
+  const current = await sessionOf(kit, request, { pendingToo: true })
+  if (current === null) await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
+  else if (!current.session.twoFactorPending) await reply.redirect(next, 303)
+  else if (current.user.totpEnabledAt === null || current.user.totpSecret === null) {
+    // Turned off from another session meanwhile: this one signs in again from the start.
+    await kit.users.sessions.endPending(current)
+    await reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
+  } else return current
+  return null
+}
 
+export default async function secondFactorPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { users, now } = kit
+  const secure = kit.config.portalSecureCookies
   app.get<{ Querystring: { next?: string } }>('/two-factor', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(request.query.next)
-    const current = await pendingOf(request, reply, next)
-    return current === null ? reply : stepPage(reply, current, next)
+    const current = await pendingOf(kit, request, reply, next)
+    return current === null ? reply : stepPage(kit, reply, current, next)
   })
 
   app.post('/two-factor', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(formField(request, 'next'))
-    const current = await pendingOf(request, reply, next)
+    const current = await pendingOf(kit, request, reply, next)
     if (current === null) return reply
     if (!formOk(kit, request, current)) {
-      return stepPage(reply, current, next, { field: 'code', text: 'This form has expired or did not come from this site. Please enter the code again.', status: 403 })
+      return stepPage(kit, reply, current, next, { field: 'code', text: 'This form has expired or did not come from this site. Please enter the code again.', status: 403 })
     }
     const recovery = formField(request, 'recovery')
     const factor = recovery === '' ? 'totp' : 'recovery-code'
     const fieldId = recovery === '' ? 'code' : 'recovery'
-    const { user } = current
-    const outcome: VerifyOutcome = recovery === '' ? await checkTotp(kit, user.id, user.totpSecret!, formField(request, 'code')) : await checkRecoveryCode(kit, user, recovery)
+    const outcome = await users.sessions.secondFactor(current, { code: formField(request, 'code'), recovery }, request.ip)
     if (outcome.kind === 'locked') {
       kit.metrics.signIn('throttled')
       reply.header('retry-after', String(outcome.retryAfterSeconds))
       const at = iso(now() + outcome.retryAfterSeconds * 1000).slice(11, 16)
-      return stepPage(reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
+      return stepPage(kit, reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
     }
-    if (outcome.kind !== 'accepted') {
+    if (outcome.kind === 'wrong') {
       kit.metrics.signIn('wrong second factor')
-      await auditUser(kit, request, user, 'user.sign-in', 'failure', { factor, reason: outcome.kind === 'reused' ? 'code used already' : 'wrong code' })
       const text = factor === 'recovery-code' ? 'That recovery code is not right, or was used already.'
-        : outcome.kind === 'reused' ? 'That code was used already. Wait for the next one.' : 'That code is not right. Enter the code your app shows now.'
-      return stepPage(reply, current, next, { field: fieldId, text, status: 401 })
+        : outcome.reused ? 'That code was used already. Wait for the next one.' : 'That code is not right. Enter the code your app shows now.'
+      return stepPage(kit, reply, current, next, { field: fieldId, text, status: 401 })
     }
-    const fresh = newSessionToken()
-    // Once, atomically: of two completions at once (a code and a recovery code), one gets the session.
-    if (!(await store.portal.completeTwoFactor(current.session.idHash, fresh.idHash))) return reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
-    await store.portal.touchSession(fresh.idHash, iso(now()), iso(now() + kit.sessionTtlMs))
+    if (outcome.kind === 'gone') return reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
     kit.metrics.signIn('ok')
-    await auditUser(kit, request, user, 'user.sign-in', 'success', { factor })
-    reply.header('set-cookie', setCookie(SESSION_COOKIE, fresh.token, secure, Math.floor(kit.sessionTtlMs / 1000)))
+    reply.header('set-cookie', setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)))
     return reply.redirect(factor === 'recovery-code' ? `/portal/two-factor/recovered${nextQuery(next)}` : next, 303)
   })
 
   app.get<{ Querystring: { next?: string } }>('/two-factor/recovered', { schema: { hide: true } }, async (request, reply) => {
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
-    const left = await store.portal.recoveryCodesLeft(current.user.id)
+    const left = await users.sessions.recoveryCodesLeft(current.user.id)
     return sendPage(kit, reply, { title: 'Signed in with a recovery code', current, body: html`
 <p class="${left <= 3 ? 'error' : 'notice'}" role="status">You are signed in. That recovery code cannot be used again: you have ${left} of ${RECOVERY_CODE_COUNT} left.</p>
 <p>${left <= 3 ? 'Make new ones soon, ' : 'If you have lost your phone, '}on the <a href="/portal/security">Security page</a>: with your password you can make new recovery codes, or turn two-factor sign-in off and set it up again on a new phone.</p>

@@ -9,13 +9,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
-import { csrfField, formExpired, formOk, sendPage, signedIn } from './kit.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from './passwords.ts'
-import { emailKey } from '../domain/portal.ts'
+import { actorOf, csrfField, formExpired, formOk, sendPage, signedIn } from './kit.ts'
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import type { VerifyOutcome } from '../totp/verify.ts'
-import {
-  auditUser, checkTotp, enrolmentUrl, grouped, newTotpSecret, qrDataUrl, RECOVERY_CODE_COUNT, storeRecoveryCodes, userDraft, waitWords,
-} from './two-factor.ts'
+import { isFailure } from '../services/outcome.ts'
+import type { Misstep, ProofRefusal } from '../services/users.ts'
+import { enrolmentUrl, grouped, qrDataUrl, RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, rawField, type Problem } from './security-form.ts'
 import secondFactorPages from './second-factor.ts'
 
@@ -34,21 +33,17 @@ const NOTICES: Record<string, string> = {
   'signed-out-others': 'Every other session is signed out; this one stays.',
 }
 
-const iso = (ms: number) => new Date(ms).toISOString()
 const day = (at: string) => at.slice(0, 10)
 
 /** A form's hidden user name, for password managers to know whose password is asked for. */
 const username = (current: Current) => html`<input type="text" name="username" autocomplete="username" value="${current.user.email}" hidden>`
 
-export default async function securityPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { store, passwords, now } = kit
-
-  /** securityPage: the Security page, with a notice, or a problem on one of its forms. */
-  async function securityPage(reply: FastifyReply, current: Current, opts: { status?: number; notice?: string | null; problem?: Problem | null } = {}): Promise<FastifyReply> {
-    const { user } = current
-    const problems = opts.problem ? [opts.problem] : []
-    const left = user.totpEnabledAt === null ? 0 : await store.portal.recoveryCodesLeft(user.id)
-    const twoFactor = user.totpEnabledAt === null ? html`
+/** securityPage: the Security page, with a notice, or a problem on one of its forms. */
+async function securityPage(kit: Kit, reply: FastifyReply, current: Current, opts: { status?: number; notice?: string | null; problem?: Problem | null } = {}): Promise<FastifyReply> {
+  const { user } = current
+  const problems = opts.problem ? [opts.problem] : []
+  const left = user.totpEnabledAt === null ? 0 : await kit.users.sessions.recoveryCodesLeft(user.id)
+  const twoFactor = user.totpEnabledAt === null ? html`
 <p><span class="badge off">Off</span> Signing in asks only for your password. With two-factor sign-in it also asks for a code from an authenticator app on your phone (Google Authenticator, 1Password and the like), so that a stolen password alone is not enough.</p>
 <form method="post" action="/portal/security/two-factor/setup">
 ${csrfField(kit, current)}
@@ -68,7 +63,7 @@ ${csrfField(kit, current)}${username(current)}
 ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomplete: 'current-password', problems, hint: 'Your recovery codes stop working too.', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"` })}
 <button type="submit" class="danger">Turn off two-factor sign-in</button>
 </form>`
-    return sendPage(kit, reply, { title: 'Security', current, status: opts.status ?? 200, body: html`
+  return sendPage(kit, reply, { title: 'Security', current, status: opts.status ?? 200, body: html`
 ${opts.notice ? html`<p class="notice" role="status">${opts.notice}</p>` : ''}
 <section class="security" aria-labelledby="password-heading">
 <h2 id="password-heading">Password</h2>
@@ -91,73 +86,48 @@ ${csrfField(kit, current)}
 <button type="submit" class="secondary">Sign out everywhere else</button>
 </form>
 </section>` })
+}
+
+/** lockedOut and wrongCode: the problem to show for a code refused (too many wrong ones: with the wait; wrong, or used already). */
+const lockedOut = (reply: FastifyReply, field: string, outcome: Extract<VerifyOutcome, { kind: 'locked' }>): Problem => {
+  reply.header('retry-after', String(outcome.retryAfterSeconds))
+  return { field, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)}.`, status: 429 }
+}
+const wrongCode = (field: string, outcome: VerifyOutcome): Problem =>
+  ({ field, text: outcome.kind === 'reused' ? 'That code was used already: wait for the next one.' : 'That code is not right. Check that the clock of your phone is right, and enter the code your app shows now.', status: 422 })
+
+
+/** refusedProof: the problem to show for a password or a code not taken (with the wait, when there is one). */
+function refusedProof(reply: FastifyReply, fieldId: string, refused: ProofRefusal): Problem {
+  if (refused.kind === 'code') return refused.outcome.kind === 'locked' ? lockedOut(reply, fieldId, refused.outcome) : wrongCode(fieldId, refused.outcome)
+  const { refusal } = refused
+  if (refusal.kind === 'throttled') {
+    reply.header('retry-after', String(refusal.wait))
+    return { field: fieldId, text: `Too many wrong passwords. Try again in ${waitWords(refusal.wait)}.`, status: 429 }
   }
+  if (refusal.lockedFor > 0) reply.header('retry-after', String(refusal.lockedFor))
+  return { field: fieldId, text: 'That password is wrong.', status: 422 }
+}
 
-  /**
-   * passwordProblem checks the signed-in user's password again, through the sign-in throttle
-   * (a session left open must not become a way to guess it); the problem to show, or null.
-   */
-  async function passwordProblem(request: FastifyRequest, reply: FastifyReply, current: Current, fieldId: string): Promise<Problem | null> {
-    const key = emailKey(current.user.email)
-    const wait = await kit.throttle.blocked(key, request.ip)
-    if (wait > 0) {
-      reply.header('retry-after', String(wait))
-      return { field: fieldId, text: `Too many wrong passwords. Try again in ${waitWords(wait)}.`, status: 429 }
-    }
-    const ok = await passwords.verify(rawField(request, fieldId), current.user.passwordHash)
-    const lockedFor = await kit.throttle.settle(key, request.ip, ok)
-    if (ok) return null
-    if (lockedFor > 0) reply.header('retry-after', String(lockedFor))
-    await auditUser(kit, request, current.user, 'user.password-check', 'failure', { form: fieldId })
-    return { field: fieldId, text: 'That password is wrong.', status: 422 }
+/** misstep: where a change that does not apply now leads (back to the page, with a notice for an unconfirmed address). */
+const misstep = (reply: FastifyReply, m: Misstep) => reply.redirect(m.kind === 'unconfirmed' ? '/portal/security?notice=unconfirmed' : '/portal/security', 303)
+
+/** A signed-in user's genuine form post, or null (the answer sent). */
+async function formOf(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+  const current = await signedIn(kit, request, reply)
+  if (current === null) return null
+  if (!formOk(kit, request, current)) {
+    formExpired(kit, reply, current, '/portal/security')
+    return null
   }
+  return current
+}
 
-  /** A signed-in user's genuine form post, or null (the answer sent). */
-  async function formOf(request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return null
-    if (!formOk(kit, request, current)) {
-      formExpired(kit, reply, current, '/portal/security')
-      return null
-    }
-    return current
-  }
-
-  app.get<{ Querystring: { notice?: string } }>('/security', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
-    const notice = typeof request.query.notice === 'string' ? NOTICES[request.query.notice] ?? null : null
-    return securityPage(reply, current, { notice })
-  })
-
-  app.post('/security/password', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
-    if (current === null) return reply
-    const wrong = await passwordProblem(request, reply, current, 'current-password')
-    if (wrong !== null) return securityPage(reply, current, { status: wrong.status, problem: wrong })
-    const password = rawField(request, 'new-password')
-    const bad = checkPassword(password)
-    if (bad !== null) return securityPage(reply, current, { status: 422, problem: { field: 'new-password', text: `Choose a password of ${bad}.`, status: 422 } })
-    await store.portal.updateUser(current.user.id, { passwordHash: await passwords.hash(password) }, userDraft(request, current.user, 'user.password'))
-    await store.portal.deleteSessionsOf(current.user.id, current.session.idHash)
-    return reply.redirect('/portal/security?notice=password', 303)
-  })
-
-  app.post('/security/sign-out-others', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
-    if (current === null) return reply
-    const count = await store.portal.deleteSessionsOf(current.user.id, current.session.idHash)
-    await auditUser(kit, request, current.user, 'user.sign-out', 'success', { everywhere: true, exceptThisSession: true, sessions: count })
-    return reply.redirect('/portal/security?notice=signed-out-others', 303)
-  })
-
-  // Turning two-factor sign-in on: a secret kept while totpEnabledAt is null, shown until a code from it is checked.
-
-  /** enrolPage shows the secret being set up (QR code and text) and the form that turns it on. */
-  function enrolPage(reply: FastifyReply, current: Current, secret: string, problem: Problem | null = null): FastifyReply {
-    const problems = problem ? [problem] : []
-    const qr = qrDataUrl(enrolmentUrl(current.user, secret))
-    return sendPage(kit, reply, { title: 'Set up two-factor sign-in', current, status: problem?.status ?? 200, body: html`
+/** enrolPage shows the secret being set up (QR code and text) and the form that turns it on. */
+function enrolPage(kit: Kit, reply: FastifyReply, current: Current, secret: string, problem: Problem | null = null): FastifyReply {
+  const problems = problem ? [problem] : []
+  const qr = qrDataUrl(enrolmentUrl(current.user, secret))
+  return sendPage(kit, reply, { title: 'Set up two-factor sign-in', current, status: problem?.status ?? 200, body: html`
 <p>After your password, signing in will ask for the 6-digit code an authenticator app shows (Google Authenticator, 1Password, Microsoft Authenticator and the like); it changes every 30 seconds.</p>
 <h2>1. Add Tessera to your app</h2>
 <p>In your app, choose to add an account and scan this QR code.</p>
@@ -175,13 +145,13 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
 <button type="submit">Turn on two-factor sign-in</button>
 </form>
 <p><a href="/portal/security">Not now: back to Security</a></p>` })
-  }
+}
 
-  /** codesPage shows new recovery codes, the only time they are shown. */
-  function codesPage(reply: FastifyReply, current: Current, title: string, said: string, codes: readonly string[]): FastifyReply {
-    const text = `${codes.join('\n')}\n`
-    const file = `Tessera recovery codes for ${current.user.email} (each works once):\n\n${text}`
-    return sendPage(kit, reply, { title, current, body: html`
+/** codesPage shows new recovery codes, the only time they are shown. */
+function codesPage(kit: Kit, reply: FastifyReply, current: Current, title: string, said: string, codes: readonly string[]): FastifyReply {
+  const text = `${codes.join('\n')}\n`
+  const file = `Tessera recovery codes for ${current.user.email} (each works once):\n\n${text}`
+  return sendPage(kit, reply, { title, current, body: html`
 <p class="notice" role="status">${said}</p>
 <p>If you lose your phone, each of these codes signs you in once in place of a code from your app. Keep them somewhere safe and apart from your phone, in a password manager or on paper. <strong>They are shown only this once.</strong></p>
 <label for="recovery-codes">Recovery codes</label>
@@ -189,94 +159,92 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
 <p><button type="button" class="secondary" data-copy="recovery-codes" hidden>Copy the recovery codes</button> <span id="recovery-codes-status" role="status"></span></p>
 <p><a download="tessera-recovery-codes.txt" href="data:text/plain;charset=utf-8,${encodeURIComponent(file)}">Download the recovery codes as a text file</a></p>
 <p><a href="/portal/security">I have kept them: back to Security</a></p>` })
-  }
+}
 
-  const lockedOut = (reply: FastifyReply, field: string, outcome: Extract<VerifyOutcome, { kind: 'locked' }>): Problem => {
-    reply.header('retry-after', String(outcome.retryAfterSeconds))
-    return { field, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)}.`, status: 429 }
-  }
-  const wrongCode = (field: string, outcome: VerifyOutcome): Problem =>
-    ({ field, text: outcome.kind === 'reused' ? 'That code was used already: wait for the next one.' : 'That code is not right. Check that the clock of your phone is right, and enter the code your app shows now.', status: 422 })
+export default async function securityPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  passwordPages(app, kit)
+  twoFactorPages(app, kit)
+  await secondFactorPages(app, kit)
+}
 
-  /**
-   * unconfirmed: the address was never confirmed (no sign-in gives such a user a session,
-   * but no session may be enough): nobody proved it theirs, so nobody may put a second factor
-   * on it that its owner would then be asked for (auth.ts).
-   */
-  const unconfirmed = (reply: FastifyReply, current: Current) =>
-    current.user.emailVerifiedAt === null ? reply.redirect('/portal/security?notice=unconfirmed', 303) : null
+/** passwordPages: the Security page itself, changing the password, and signing out everywhere else. */
+function passwordPages(app: FastifyInstance, kit: Kit): void {
+  const { users } = kit
+
+  app.get<{ Querystring: { notice?: string } }>('/security', { schema: { hide: true } }, async (request, reply) => {
+    const current = await signedIn(kit, request, reply)
+    if (current === null) return reply
+    const notice = typeof request.query.notice === 'string' ? NOTICES[request.query.notice] ?? null : null
+    return securityPage(kit, reply, current, { notice })
+  })
+
+  app.post('/security/password', { schema: { hide: true } }, async (request, reply) => {
+    const current = await formOf(kit, request, reply)
+    if (current === null) return reply
+    const changed = await users.security.changePassword(current, { current: rawField(request, 'current-password'), next: rawField(request, 'new-password') }, request.ip)
+    if (isFailure(changed)) return securityPage(kit, reply, current, { status: 422, problem: { field: 'new-password', text: `Choose a password of ${changed.message}.`, status: 422 } })
+    if ('kind' in changed) {
+      const problem = refusedProof(reply, 'current-password', changed)
+      return securityPage(kit, reply, current, { status: problem.status, problem })
+    }
+    return reply.redirect('/portal/security?notice=password', 303)
+  })
+
+  app.post('/security/sign-out-others', { schema: { hide: true } }, async (request, reply) => {
+    const current = await formOf(kit, request, reply)
+    if (current === null) return reply
+    await users.sessions.signOutOthers(actorOf(current, request), current)
+    return reply.redirect('/portal/security?notice=signed-out-others', 303)
+  })
+}
+
+/** twoFactorPages: turning two-factor sign-in on (a secret kept while totpEnabledAt is null, shown until a code from it is checked) and off, and new recovery codes. */
+function twoFactorPages(app: FastifyInstance, kit: Kit): void {
+  const { users } = kit
 
   app.post('/security/two-factor/setup', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
+    const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    if (current.user.totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
-    const refused = unconfirmed(reply, current)
-    if (refused !== null) return refused
-    // One secret while setting up: reloading, or coming back later, shows the one the app may have scanned already.
-    if (current.user.totpSecret === null) await store.portal.updateUser(current.user.id, { totpSecret: newTotpSecret() }, null)
-    return reply.redirect('/portal/security/two-factor/setup', 303)
+    const set = await users.security.setUpTwoFactor(current)
+    return 'kind' in set ? misstep(reply, set) : reply.redirect('/portal/security/two-factor/setup', 303)
   })
 
   app.get('/security/two-factor/setup', { schema: { hide: true } }, async (request, reply) => {
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
-    const { totpSecret, totpEnabledAt } = current.user
+    const { totpSecret, totpEnabledAt, emailVerifiedAt } = current.user
     if (totpSecret === null || totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
-    const refused = unconfirmed(reply, current)
-    if (refused !== null) return refused
-    return enrolPage(reply, current, totpSecret)
+    // Nobody proved an unconfirmed address theirs: nobody may put a second factor on it that its owner would be asked for.
+    if (emailVerifiedAt === null) return misstep(reply, { kind: 'unconfirmed' })
+    return enrolPage(kit, reply, current, totpSecret)
   })
 
   app.post('/security/two-factor/enable', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
+    const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    const { user } = current
-    if (user.totpSecret === null || user.totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
-    const refused = unconfirmed(reply, current)
-    if (refused !== null) return refused
-    // The password first: a session left open must not be enough to put someone else's phone on the account.
-    const wrong = await passwordProblem(request, reply, current, 'enable-password')
-    if (wrong !== null) return enrolPage(reply, current, user.totpSecret, wrong)
-    const outcome = await checkTotp(kit, user.id, user.totpSecret, rawField(request, 'totp-code'))
-    if (outcome.kind === 'locked') return enrolPage(reply, current, user.totpSecret, lockedOut(reply, 'totp-code', outcome))
-    if (outcome.kind !== 'accepted') return enrolPage(reply, current, user.totpSecret, wrongCode('totp-code', outcome))
-    await store.portal.updateUser(user.id, { totpEnabledAt: iso(now()) }, userDraft(request, user, 'user.2fa-on'))
-    const codes = await storeRecoveryCodes(kit, user.id)
-    // Sessions signed in with the password alone end: from now on every session has passed both factors.
-    await store.portal.deleteSessionsOf(user.id, current.session.idHash)
-    return codesPage(reply, current, 'Two-factor sign-in is on', 'Two-factor sign-in is on, and your other sessions are signed out.', codes)
+    const on = await users.security.enableTwoFactor(current, { password: rawField(request, 'enable-password'), code: rawField(request, 'totp-code') }, request.ip)
+    if ('codes' in on) return codesPage(kit, reply, current, 'Two-factor sign-in is on', 'Two-factor sign-in is on, and your other sessions are signed out.', on.codes)
+    if (on.kind === 'not-now' || on.kind === 'unconfirmed') return misstep(reply, on)
+    return enrolPage(kit, reply, current, current.user.totpSecret!, refusedProof(reply, on.kind === 'password' ? 'enable-password' : 'totp-code', on))
   })
 
   app.post('/security/recovery-codes', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
+    const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    const { user } = current
-    if (user.totpSecret === null || user.totpEnabledAt === null) return reply.redirect('/portal/security', 303)
-    const proof = rawField(request, 'regen-proof')
-    // A password has at least 12 characters: six digits can only be a code.
-    if (/^\s*\d{3}\s?\d{3}\s*$/.test(proof)) {
-      const outcome = await checkTotp(kit, user.id, user.totpSecret, proof)
-      if (outcome.kind === 'locked') return securityPage(reply, current, { status: 429, problem: lockedOut(reply, 'regen-proof', outcome) })
-      if (outcome.kind !== 'accepted') return securityPage(reply, current, { status: 422, problem: wrongCode('regen-proof', outcome) })
-    } else {
-      const wrong = await passwordProblem(request, reply, current, 'regen-proof')
-      if (wrong !== null) return securityPage(reply, current, { status: wrong.status, problem: wrong })
-    }
-    const codes = await storeRecoveryCodes(kit, user.id)
-    await auditUser(kit, request, user, 'user.recovery-codes', 'success', { count: codes.length })
-    return codesPage(reply, current, 'New recovery codes', 'These are your new recovery codes; the old ones no longer work.', codes)
+    const made = await users.security.newRecoveryCodes(current, rawField(request, 'regen-proof'), request.ip)
+    if ('codes' in made) return codesPage(kit, reply, current, 'New recovery codes', 'These are your new recovery codes; the old ones no longer work.', made.codes)
+    if (made.kind === 'not-now' || made.kind === 'unconfirmed') return misstep(reply, made)
+    const problem = refusedProof(reply, 'regen-proof', made)
+    return securityPage(kit, reply, current, { status: problem.status, problem })
   })
 
   app.post('/security/two-factor/off', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(request, reply)
+    const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    if (current.user.totpEnabledAt === null) return reply.redirect('/portal/security', 303)
-    const wrong = await passwordProblem(request, reply, current, 'off-password')
-    if (wrong !== null) return securityPage(reply, current, { status: wrong.status, problem: wrong })
-    await store.portal.updateUser(current.user.id, { totpSecret: null, totpEnabledAt: null }, userDraft(request, current.user, 'user.2fa-off'))
-    await store.portal.setRecoveryCodes(current.user.id, [])
-    return reply.redirect('/portal/security?notice=2fa-off', 303)
+    const off = await users.security.disableTwoFactor(current, rawField(request, 'off-password'), request.ip)
+    if ('off' in off) return reply.redirect('/portal/security?notice=2fa-off', 303)
+    if (off.kind === 'not-now' || off.kind === 'unconfirmed') return misstep(reply, off)
+    const problem = refusedProof(reply, 'off-password', off)
+    return securityPage(kit, reply, current, { status: problem.status, problem })
   })
-
-  await secondFactorPages(app, kit)
 }

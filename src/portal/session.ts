@@ -9,30 +9,11 @@
  * - every state-changing request must also come from this origin (`Origin`, else
  *   `Sec-Fetch-Site`): a cross-site form post fails even where SameSite is not enforced.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 
-export interface SessionToken {
-  /** What the cookie carries. */
-  readonly token: string
-  /** What the store keeps. */
-  readonly idHash: string
-}
-
-export function newSessionToken(): SessionToken {
-  const token = randomBytes(20).toString('base64url')
-  return { token, idHash: sessionIdHash(token) }
-}
-
-export function sessionIdHash(token: string): string {
-  return createHash('sha256').update(token).digest('hex')
-}
-
-/** A token as newSessionToken writes it: 27 base64url characters; anything else is not looked up. */
-export function isToken(value: string): boolean {
-  return /^[A-Za-z0-9_-]{27}$/.test(value)
-}
+export { isToken, newSessionToken, sessionIdHash, type SessionToken } from '../services/users/tokens.ts'
 
 export const SESSION_COOKIE = 'tessera_session'
 export const PRESESSION_COOKIE = 'tessera_form'

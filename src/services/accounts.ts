@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto'
 import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
-import type { Account, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, NewKey, Subscription } from '../domain/accounts.ts'
+import type { Account, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, NewKey, PendingSubscription, Subscription } from '../domain/accounts.ts'
 import type { AccountQuery, AuditQuery, Store } from '../storage/ports.ts'
 import type { Factor, TotpUser } from '../domain/factors.ts'
 import type { Page } from '../domain/lists.ts'
@@ -274,6 +274,11 @@ export class Accounts {
 
   listSubscriptions(accountId: string): Promise<Subscription[]> {
     return this.#store.access.listSubscriptions(accountId)
+  }
+
+  /** listPendingSubscriptions: every account's subscriptions waiting for an operator, oldest first (the operators' queue). */
+  listPendingSubscriptions(query: { readonly cursor?: string; readonly limit: number }): Promise<Page<PendingSubscription>> {
+    return this.#store.access.listPendingSubscriptions(query)
   }
 
   /**

@@ -1,16 +1,31 @@
 /**
- * Portal test helpers: portal users made straight in the store (a cheap scrypt setting, which
- * the portal verifies like any other: parameters travel with each hash), a cookie-keeping
+ * Portal test helpers: portal users made through the users service (a cheap scrypt setting,
+ * which the portal verifies like any other: parameters travel with each hash), a cookie-keeping
  * HTTP client that fills in each form's CSRF token from the page it came from (as a browser
  * does), and the emails the log mailer wrote (no SMTP_URL: each email's text is logged).
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { Running } from './helper.ts'
-import { Passwords } from '../../src/portal/passwords.ts'
+import { Passwords } from '../../src/services/users/passwords.ts'
+import { Users } from '../../src/services/users.ts'
+import { isFailure } from '../../src/services/outcome.ts'
+import { SYSTEM } from '../../src/domain/accounts.ts'
 import type { Role, User } from '../../src/domain/portal.ts'
 
 const cheap = new Passwords({ params: { ln: 10, r: 8, p: 1 } })
+
+/** The users service of each app, over its store and clock, hashing cheaply. */
+const usersOf = new WeakMap<Running, Users>()
+
+function users(app: Running): Users {
+  let made = usersOf.get(app)
+  if (made === undefined) {
+    made = new Users({ store: app.store, config: app.config, pepper: app.pepper, accounts: app.accounts, passwords: cheap, now: app.clock.now })
+    usersOf.set(app, made)
+  }
+  return made
+}
 
 export interface PortalUserInput {
   readonly email?: string
@@ -27,21 +42,14 @@ export interface PortalUser {
   readonly password: string
 }
 
-/** portalUser creates an active, confirmed user (and membership) directly in the store. */
+/** portalUser creates an active, confirmed user (and membership) through the users service. */
 export async function portalUser(app: Running, input: PortalUserInput = {}): Promise<PortalUser> {
   const email = input.email ?? `user-${randomBytes(4).toString('hex')}@example.com`
   const password = input.password ?? 'correct horse battery staple'
-  const nowIso = new Date(app.clock.now()).toISOString()
-  const user: User = {
-    id: `usr_${randomBytes(8).toString('hex')}`, email, passwordHash: await cheap.hash(password), emailVerifiedAt: nowIso,
-    status: 'active', operator: input.operator ?? false, totpSecret: null, totpEnabledAt: null, createdAt: nowIso, updatedAt: nowIso,
-  }
-  const audit = { actor: 'system', action: 'user.create', target: { type: 'user' as const, id: user.id }, accountId: null, ip: null, outcome: 'success' as const, detail: {} }
-  assert.equal(await app.store.portal.createUser(user, audit), true)
   const accountId = input.accountId === undefined ? app.accountId : input.accountId
-  if (accountId !== null) {
-    assert.equal(await app.store.portal.addMember(accountId, user.id, input.role ?? 'owner', { ...audit, action: 'member.add', accountId }), true)
-  }
+  const user = await users(app).admin.createUser({ actor: SYSTEM }, { email, password, operator: input.operator ?? false },
+    accountId === null ? undefined : { accountId, role: input.role ?? 'owner' })
+  assert.ok(!isFailure(user), isFailure(user) ? user.message : '')
   return { user, email, password }
 }
 

@@ -8,7 +8,6 @@ import { html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
 import { actorOf, csrfField, formField, notFound } from '../kit.ts'
 import { isFailure } from '../../services/outcome.ts'
-import { actorName, type AuditDraft } from '../../domain/accounts.ts'
 import type { User } from '../../domain/portal.ts'
 import * as mail from '../../mail/templates.ts'
 import { decisionForms } from './accounts.ts'
@@ -17,16 +16,15 @@ import {
 } from './common.ts'
 
 export default async function operatorQueues(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { store, accounts } = kit
+  const { users, accounts } = kit
 
   app.get('/operator/sign-ups', { schema: { hide: true } }, async (request, reply) => {
     const current = await asOperator(kit, request, reply)
     if (current === null) return reply
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'sign-ups', 'Sign-ups', () =>
-      store.portal.listUsers({ status: 'pending', limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+      users.admin.pendingSignUps({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
     if (found === null) return reply
-    const accountsOf = await Promise.all(found.items.map(async (u) => (await store.portal.membershipsOf(u.id))[0] ?? null))
     const decide = (user: User, verb: 'approve' | 'refuse') => html`<form method="post" action="/portal/operator/sign-ups/${encodeURIComponent(user.id)}/${verb}" class="inline">
 ${csrfField(kit, current)}<button type="submit"${verb === 'refuse' ? html` class="secondary"` : ''}>${verb === 'approve' ? 'Approve' : 'Refuse'} ${user.email}</button></form>`
     return sendOperatorPage(kit, reply, current, 'sign-ups', 'Sign-ups', html`
@@ -35,10 +33,9 @@ ${kit.config.signupMode === 'approval' ? '' : html`<p>Sign-ups do not wait for a
 ${found.items.length === 0 ? html`<p>No sign-up is waiting for approval.</p>` : html`<table>
 <caption>Sign-ups waiting for approval, oldest first</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Address confirmed</th><th scope="col">Signed up</th><th scope="col">Account</th><th scope="col">Decision</th></tr></thead>
-<tbody>${found.items.map((u, i) => {
-  const account = accountsOf[i]
+<tbody>${found.items.map(({ user: u, account }) => {
   return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
-<td>${account === null || account === undefined ? 'none' : html`<a href="/portal/operator/accounts/${encodeURIComponent(account.accountId)}">${account.accountName}</a>`}</td>
+<td>${account === null ? 'none' : html`<a href="/portal/operator/accounts/${encodeURIComponent(account.accountId)}">${account.accountName}</a>`}</td>
 <td>${decide(u, 'approve')} ${decide(u, 'refuse')}</td></tr>`
 })}</tbody>
 </table>`}
@@ -47,19 +44,12 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
 
   /** decideUser approves (active) or refuses (disabled) a pending sign-up; a user no longer pending is left as they are. */
   async function decideUser(request: FastifyRequest, current: Current, verb: 'approve' | 'refuse'): Promise<'done' | 'gone' | 'decided'> {
-    const user = await store.portal.getUser((request.params as { userId: string }).userId)
-    if (user === null) return 'gone'
-    if (user.status !== 'pending') return 'decided'
-    const account = (await store.portal.membershipsOf(user.id))[0]
-    const draft: AuditDraft = {
-      actor: actorName(actorOf(current, request).actor), action: `user.${verb}`, target: { type: 'user', id: user.id },
-      accountId: account?.accountId ?? null, ip: request.ip, outcome: 'success', detail: { email: user.email },
-    }
-    const changed = await store.portal.updateUser(user.id, { status: verb === 'approve' ? 'active' : 'disabled' }, draft)
-    if (changed === null) return 'gone'
+    const decided = await users.admin.decideSignUp(actorOf(current, request), { id: (request.params as { userId: string }).userId }, verb)
+    if (isFailure(decided)) return decided.failure === 'not_found' ? 'gone' : 'decided'
+    if (!decided.changed) return 'decided'
     if (verb === 'approve') {
       // In the background: the answer must not wait for the SMTP server.
-      kit.mailer.send({ to: user.email, ...mail.signupApproved({ signInUrl: `${kit.config.publicBaseUrl}/portal/sign-in` }) })
+      kit.mailer.send({ to: decided.user.email, ...mail.signupApproved({ signInUrl: `${kit.config.publicBaseUrl}/portal/sign-in` }) })
         .catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
     }
     return 'done'
@@ -83,7 +73,7 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
     if (current === null) return reply
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'subscriptions', 'Subscription requests', () =>
-      store.access.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+      accounts.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
     if (found === null) return reply
     return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`
 ${notice(request)}

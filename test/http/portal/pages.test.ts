@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { startApp } from '../../support/helper.ts'
 import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
 import { PORTAL_CSP } from '../../../src/portal/plugin.ts'
-import { Passwords } from '../../../src/portal/passwords.ts'
+import { Passwords } from '../../../src/services/users/passwords.ts'
 import { sessionIdHash } from '../../../src/portal/session.ts'
 
 const skip = browserSkip()

@@ -12,9 +12,9 @@ import { browserSkip, openBrowser, seriousViolations } from '../../support/brows
 import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
 import { codeAt, parseSecret, stepAt, totpParams } from '../../../src/totp/otp.ts'
 import { sessionIdHash } from '../../../src/portal/session.ts'
-import { newTotpSecret, storeRecoveryCodes } from '../../../src/portal/two-factor.ts'
+import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
 import type { Kit } from '../../../src/portal/kit.ts'
-import { portalSecretContext, resealPortalSecrets } from '../../../src/portal/sealed.ts'
+import { portalSecretContext, resealPortalSecrets } from '../../../src/services/users/sealed.ts'
 import { resolveKeyring } from '../../../src/config/encryption.ts'
 import { SealError } from '../../../src/crypto/keyring.ts'
 

@@ -14,8 +14,8 @@ import { messageTo, smtp } from '../../support/smtp.ts'
 import { startLoad } from '../../support/load.ts'
 import { codeAt, parseSecret, totpParams } from '../../../src/totp/otp.ts'
 import { csrfToken, newSessionToken } from '../../../src/portal/session.ts'
-import { newTotpSecret, storeRecoveryCodes } from '../../../src/portal/two-factor.ts'
-import { Passwords } from '../../../src/portal/passwords.ts'
+import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
+import { Passwords } from '../../../src/services/users/passwords.ts'
 
 type Env = Record<string, string>
 const ATTACKER = 'the attacker chose this one'

@@ -1,13 +1,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { loadConfig } from '../config/config.ts'
-import { pepperKey } from '../crypto/keyed.ts'
-import { openSqliteStore } from '../storage/sqlite/store.ts'
-import type { Store, VerificationStore } from '../storage/ports.ts'
-import { ADDRESS_WINDOW_MS, SignInThrottle, sourceOf } from './throttle.ts'
-import { openSqliteWithRedis, openTestPostgres, skipUnless } from '../../test/support/services.ts'
-import { startApp } from '../../test/support/helper.ts'
-import { PortalClient, portalUser } from '../../test/support/portal-helper.ts'
+import { loadConfig } from '../../../src/config/config.ts'
+import { pepperKey } from '../../../src/crypto/keyed.ts'
+import { openSqliteStore } from '../../../src/storage/sqlite/store.ts'
+import type { Store, VerificationStore } from '../../../src/storage/ports.ts'
+import { ADDRESS_WINDOW_MS, SignInThrottle, sourceOf } from '../../../src/services/users/throttle.ts'
+import { openSqliteWithRedis, openTestPostgres, skipUnless } from '../../support/services.ts'
+import { startApp } from '../../support/helper.ts'
+import { PortalClient, portalUser } from '../../support/portal-helper.ts'
 
 const START = Date.parse('2030-01-01T00:00:00Z')
 const PEPPER = pepperKey('p'.repeat(32))

@@ -1,9 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { openSqliteStore } from '../storage/sqlite/store.ts'
-import { makeAccount, makeUser } from '../../test/support/storage/contract.ts'
-import type { Store } from '../storage/ports.ts'
+import { openSqliteStore } from '../../storage/sqlite/store.ts'
+import { makeAccount, makeUser } from '../../../test/support/storage/contract.ts'
+import type { Store } from '../../storage/ports.ts'
 import { keepPortalTidy } from './maintenance.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()

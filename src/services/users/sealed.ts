@@ -5,9 +5,9 @@
  * it is and sealed by the next `encryption rotate`. A sealed secret that does not open fails
  * the request (closed: never read as "no second factor").
  */
-import type { PortalStore } from '../storage/ports.ts'
-import type { User } from '../domain/portal.ts'
-import { resealValue, type Keyring } from '../crypto/keyring.ts'
+import type { PortalStore } from '../../storage/ports.ts'
+import type { User } from '../../domain/portal.ts'
+import { resealValue, type Keyring } from '../../crypto/keyring.ts'
 
 const SEALED = /^v\d{1,9}\./
 

@@ -15,11 +15,11 @@
  * Each count is the store's one atomic step (`settle`): however many requests arrive at once,
  * no more than the limit get through.
  */
-import type { LockPolicy } from '../domain/lockout.ts'
-import type { Store } from '../storage/ports.ts'
-import type { Config } from '../config/config.ts'
-import { emailKey } from '../domain/portal.ts'
-import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
+import type { LockPolicy } from '../../domain/lockout.ts'
+import type { Store } from '../../storage/ports.ts'
+import type { Config } from '../../config/config.ts'
+import { emailKey } from '../../domain/portal.ts'
+import { keyedDigest, type Pepper } from '../../crypto/keyed.ts'
 import { sourceOf } from './throttle.ts'
 
 const HOUR_MS = 3_600_000

@@ -6,7 +6,7 @@
  * someone else is free again, and nothing set up on it waits for its owner. Every node may
  * run it: deleting what has expired is idempotent.
  */
-import type { Store } from '../storage/ports.ts'
+import type { Store } from '../../storage/ports.ts'
 
 /** How often expired sessions and tokens are looked for. */
 export const TIDY_EVERY_MS = 3_600_000

@@ -23,10 +23,10 @@
  */
 import { createHash } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
-import type { LockPolicy, Verdict } from '../domain/lockout.ts'
-import type { Store } from '../storage/ports.ts'
-import type { Config } from '../config/config.ts'
-import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
+import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
+import type { Store } from '../../storage/ports.ts'
+import type { Config } from '../../config/config.ts'
+import { keyedDigest, type Pepper } from '../../crypto/keyed.ts'
 
 /** The span of an address's run of failures (the email's run ends with a success). */
 export const ADDRESS_WINDOW_MS = 3_600_000

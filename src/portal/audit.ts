@@ -81,7 +81,7 @@ export default async function auditPages(app: FastifyInstance, kit: Kit): Promis
     if (typeof action !== 'string' || (action !== '' && !ACTION.test(action))) return refuse(reply, here, 'An action is a word and a verb, like key.create')
     if (typeof cursor !== 'string' || cursor.length > 200) return refuse(reply, here, 'That link to older events is not valid')
     const id = here.account.id
-    let page
+    let page: Awaited<ReturnType<typeof kit.accounts.auditEvents>>
     try {
       page = await kit.accounts.auditEvents({ accountId: id, limit: PAGE_SIZE, ...(action === '' ? {} : { action }), ...(cursor === '' ? {} : { cursor }) })
     } catch (error) {

@@ -60,7 +60,10 @@ function tally(lines: readonly UsageLine[], keyOf: (line: UsageLine) => string, 
   for (const line of lines) {
     const key = keyOf(line)
     let t = into.get(key)
-    if (t === undefined) into.set(key, t = zero())
+    if (t === undefined) {
+      t = zero()
+      into.set(key, t)
+    }
     t.calls[line.group] += line.count
     t.count += line.count
     t.units += line.units

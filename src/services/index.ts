@@ -31,7 +31,10 @@ export async function openServices(config: Config): Promise<Services> {
   const store = await openStore(config, { maintenance: false })
   const accounts = new Accounts({ store, pepper, config })
   let keyring: Keyring | undefined
-  const ring = () => (keyring ??= resolveKeyring(config))
+  const ring = (): Keyring => {
+    keyring ??= resolveKeyring(config)
+    return keyring
+  }
   let webhooks: Webhooks | undefined
   let encryption: Encryption | undefined
   return {
@@ -39,10 +42,12 @@ export async function openServices(config: Config): Promise<Services> {
     // The store itself, not the portal's sealed view: the CLI never reads a user's TOTP secret, it only clears it.
     users: new Users({ store, config, pepper, accounts }),
     get webhooks() {
-      return (webhooks ??= new Webhooks({ store, keyring: ring(), config }))
+      webhooks ??= new Webhooks({ store, keyring: ring(), config })
+      return webhooks
     },
     get encryption() {
-      return (encryption ??= new Encryption({ store, keyring: ring() }))
+      encryption ??= new Encryption({ store, keyring: ring() })
+      return encryption
     },
     storeKind: store.kind,
     close: () => store.close(),

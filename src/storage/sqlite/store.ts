@@ -272,7 +272,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
       retentionMs: retention,
       // A chunk took a median 3 ms here (1 000 rows: 28 ms): the server's writes wait at most that long behind one.
       pruneChunk: 250,
-    }, options.pruneMs ?? Math.min(retention, 3600 * 1000), options.clock ?? Date.now, options.onBackgroundError ?? (() => undefined))
+    }, options.pruneMs ?? Math.min(retention, 3600 * 1000), () => stamps.ms(), options.onBackgroundError ?? (() => undefined))
   }
   const ping = db.prepare('SELECT 1')
   const batch = new GroupCommit(db)

@@ -90,12 +90,13 @@ export class Runtime {
     metrics.watchUsageLag(() => this.limits.usageLagMs() / 1000)
     // The outbox's sender, on every node; every door's webhooks service wakes it when a delivery is due.
     this.worker = new WebhookWorker({
+      // Deliveries are scheduled and sent on the wall clock: a receiver checks a signature's freshness against its own.
       store: this.store.webhooks, keyring: this.keyring, config,
       onError: (error, what) => log.warn({ err: error, what }, 'webhook delivery failed to run'),
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
     })
     metrics.watchWebhooks(() => this.store.webhooks.pending())
-    this.webhooks = new Webhooks({ store: this.store, keyring: this.keyring, config, onDue: () => this.worker.nudge() })
+    this.webhooks = new Webhooks({ store: this.store, keyring: this.keyring, config, now, onDue: () => this.worker.nudge() })
     this.mailer = config.portalEnabled ? countedMailer(openMailer(config, log), metrics) : null
     this.passwords = new Passwords()
     this.throttle = new SignInThrottle(this.portalStore, config, now, this.pepper)

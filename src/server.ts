@@ -43,18 +43,20 @@ function reportBackground(error: Error, what: string): void {
 /** openStoreOrExit: a store that cannot be reached at start-up stops the process with one clear line. */
 async function openStoreOrExit(config: Config): Promise<Store> {
   try {
-    return await openStore(config, { onBackgroundError: reportBackground })
+    return await openStore(config, { onBackgroundError: reportBackground, clock: now })
   } catch (error) {
     process.stderr.write(`Cannot open the store: ${(error as Error).message}\n`)
     process.exit(1)
   }
 }
 
+/** The process's one clock: the store's own stamps and every service read it. */
+const now: () => number = Date.now
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const keyring = orExit(() => resolveKeyring(config))
 // One runtime for both listeners: the admin API's operations are timed and its webhook re-sends wake this node's worker.
-const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring })
+const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring, now })
 const demo = await ensureDemoAccount(config, runtime.accounts, runtime.users)
 const app = await buildPublicApp(runtime)
 const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts: runtime.accounts, metrics: runtime.metrics, webhooks: runtime.webhooks })

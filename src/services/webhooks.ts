@@ -6,7 +6,7 @@
  */
 import type { Config } from '../config/config.ts'
 import type { Keyring } from '../crypto/keyring.ts'
-import { isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { fail, isFailure, type Context, type Failure } from './outcome.ts'
 import { actorName, type AuditDraft } from '../domain/accounts.ts'
 import { EVENT_TYPES, isEventType } from '../domain/events.ts'
 import type { Page } from '../domain/lists.ts'
@@ -29,18 +29,20 @@ export interface WebhooksOptions {
   readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints'>
   /** Called after a change that makes a delivery due (a re-send), so that this node's worker looks at once. */
   readonly onDue?: () => void
+  /** The clock (epoch ms); tests move it. */
+  readonly now?: () => number
 }
 
-const fail = (failure: FailureKind, message: string, field?: string): Failure =>
-  field === undefined ? { failure, message } : { failure, message, field }
 
 export { isFailure }
 
 export class Webhooks {
   readonly #o: WebhooksOptions
+  readonly #now: () => number
 
   constructor(options: WebhooksOptions) {
     this.#o = options
+    this.#now = options.now ?? Date.now
   }
 
   #draft(ctx: Context, action: string, id: string, accountId: string, detail: Record<string, unknown> = {}): AuditDraft {
@@ -61,7 +63,7 @@ export class Webhooks {
     const types = readEventTypes(input.eventTypes)
     if (isFailure(types)) return types
     const endpoint: WebhookEndpoint = {
-      id: newId('whe'), accountId, url: checked.url, eventTypes: types, createdAt: new Date().toISOString(),
+      id: newId('whe'), accountId, url: checked.url, eventTypes: types, createdAt: new Date(this.#now()).toISOString(),
     }
     const secret = newWebhookSecret()
     const sealedSecret = await sealSecret(this.#o.keyring, secret, { accountId, endpointId: endpoint.id })
@@ -101,7 +103,7 @@ export class Webhooks {
     if (missing) return missing
     if ((await this.#o.store.webhooks.getEndpoint(accountId, id)) === null) return fail('not_found', `no webhook ${id} in account ${accountId}`)
     // The real clock, as the audit events that start deliveries are dated by it (a test's moved clock is not the workers').
-    const resent = await this.#o.store.webhooks.resend(id, deliveryId, Date.now(), this.#draft(ctx, 'webhook.resend', id, accountId, { deliveryId }))
+    const resent = await this.#o.store.webhooks.resend(id, deliveryId, this.#now(), this.#draft(ctx, 'webhook.resend', id, accountId, { deliveryId }))
     if (!resent) return fail('not_found', `no delivery ${deliveryId} of webhook ${id}`)
     this.#o.onDue?.()
     return { resent: true }

@@ -24,6 +24,13 @@ export interface StoreHooks {
   /** Tests: a PostgreSQL schema and a Redis prefix of their own. */
   readonly postgresSchema?: string
   readonly redisPrefix?: string
+  /**
+   * The clock of every time the store stamps itself (default Date.now): pass the service's
+   * `now`, so that one clock dates audit events, revocations, sessions and what retention
+   * prunes. Redis stores no time of its own (verification state is given the caller's time);
+   * its limiter keeps to Redis's TIME, one clock for every node sharing a bucket.
+   */
+  readonly clock?: () => number
 }
 
 export async function openStore(config: Config, hooks: StoreHooks = {}): Promise<Store> {
@@ -34,6 +41,7 @@ export async function openStore(config: Config, hooks: StoreHooks = {}): Promise
       changePollMs: config.keyCachePollMs,
       maintenance: hooks.maintenance ?? true,
       onBackgroundError: (error) => report(error, 'SQLite'),
+      ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
     })
     : await openPostgresStore({
       url: config.databaseUrl,
@@ -41,6 +49,7 @@ export async function openStore(config: Config, hooks: StoreHooks = {}): Promise
       timeoutMs: config.storeTimeoutMs,
       ...(hooks.postgresSchema === undefined ? {} : { schema: hooks.postgresSchema }),
       onBackgroundError: (error) => report(error, 'PostgreSQL'),
+      ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
     })
   if (config.redisUrl === '') return relational
   let redis: RedisParts

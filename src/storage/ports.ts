@@ -7,7 +7,6 @@ import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditDraft, AuditE
 import type { EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus } from '../domain/portal.ts'
 import type { Group, Region } from '../domain/regions.ts'
 import type { Page } from '../domain/lists.ts'
-import type { CursorError, LastOwnerError } from '../domain/errors.ts'
 import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'
 import type { LockPolicy, Verdict } from '../domain/lockout.ts'
 import type { LimitDecision, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'

@@ -9,33 +9,13 @@ import type { Page } from '../domain/lists.ts'
 import type { EmailToken, Member, Membership, Role, Session, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
 import type { OnboardingRecord, Factor, FactorStatus, TotpUser } from '../domain/factors.ts'
 import { CursorError } from '../domain/errors.ts'
-import type { AuditDraft, KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
+import type { KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
 import type { Group, Region } from '../domain/regions.ts'
 
 export type Row = Record<string, unknown>
 
 /** newId: a prefix and 64 random bits (accounts, keys, tokens). */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(8).toString('hex')}`
-
-let lastEventMs = 0
-let eventSeq = 0
-/**
- * eventId: time-ordered ids for audit events (`evt_`, 12 hex digits of epoch ms, a sequence
- * within the ms, 6 random hex digits): a later event of this process sorts after an earlier
- * one, and events of other processes interleave by their millisecond.
- */
-export function eventId(ms: number): string {
-  if (ms > lastEventMs) {
-    lastEventMs = ms
-    eventSeq = 0
-  } else eventSeq++
-  return `evt_${lastEventMs.toString(16).padStart(12, '0')}${eventSeq.toString(16).padStart(4, '0')}${randomBytes(3).toString('hex')}`
-}
-
-/** eventIdBefore: a bound below every id of an event at or after `iso` (ids sort by time). */
-export function eventIdBefore(iso: string): string {
-  return `evt_${Date.parse(iso).toString(16).padStart(12, '0')}`
-}
 
 export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : String(value))
 const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
@@ -125,15 +105,6 @@ export const USER_COLUMNS = {
   passwordHash: 'password_hash', emailVerifiedAt: 'email_verified_at', status: 'status', operator: 'operator',
   totpSecret: 'totp_secret', totpEnabledAt: 'totp_enabled_at',
 } as const
-
-/** auditValues: an event's columns in table order (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail). */
-export function auditValues(draft: AuditDraft, atMs: number): { event: AuditEvent; values: (string | null)[] } {
-  const event: AuditEvent = { ...draft, id: eventId(atMs), at: new Date(atMs).toISOString() }
-  return {
-    event,
-    values: [event.id, event.at, draft.actor, draft.action, draft.target.type, draft.target.id, draft.accountId, draft.ip, draft.outcome, JSON.stringify(draft.detail)],
-  }
-}
 
 /** Account (and user) cursors carry the last item's creation time and id (the list's order). */
 export function accountCursor(item: { readonly createdAt: string; readonly id: string }): string {

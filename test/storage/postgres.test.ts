@@ -10,7 +10,7 @@ import { databaseUrl, dropSchema, openTestPostgres, skipUnless, uniqueName } fro
 
 const skip = skipUnless('TEST_DATABASE_URL')
 
-storeContract('postgres', () => openTestPostgres(), skip)
+storeContract('postgres', (clock) => openTestPostgres(undefined, clock), skip)
 
 test('postgres: migrations are recorded once, also when two nodes start together', { skip }, async (t) => {
   const schema = uniqueName('t')

@@ -48,7 +48,8 @@ test('the SQLite and PostgreSQL schemas have the same tables, columns, keys and 
   const postgres: Shape = {}
   for (const r of rows) {
     const line = `${r.column_name} ${r.is_nullable === 'NO' ? 'not null' : 'null'} ${r.pk === null ? '' : `pk${r.pk}`}`.trim()
-    ;(postgres[r.table_name] ??= []).push(line)
+    postgres[r.table_name] ??= []
+    postgres[r.table_name]!.push(line)
   }
   for (const lines of Object.values(postgres)) lines.sort()
   assert.ok(Object.keys(sqlite).length >= 12, 'every table is read')

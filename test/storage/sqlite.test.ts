@@ -9,7 +9,7 @@ import { openSqliteStore } from '../../src/storage/sqlite/store.ts'
 import { migrations } from '../../src/storage/migrations.ts'
 import { tempDir } from '../support/helper.ts'
 
-storeContract('sqlite', async () => openSqliteStore({ path: ':memory:' }))
+storeContract('sqlite', async (clock) => openSqliteStore({ path: ':memory:', ...(clock === undefined ? {} : { clock }) }))
 limiterContract('in-process', async (clock) => ({ limiter: new LocalLimiter(clock), close: async () => undefined }))
 
 const POLICY = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }

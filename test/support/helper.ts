@@ -60,7 +60,8 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   const dataDir = env.DATA_DIR ?? tempDir(t)
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info', ...env, DATA_DIR: dataDir })
   const pepper = resolvePepper(config)
-  const store = await openStore(config)
+  // The store stamps by the app's clock: a test that moves it moves every stored time.
+  const store = await openStore(config, { clock: clock.now })
   const logs: string[] = []
   const app = await buildApp({ config, store, pepper, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
   await app.listen({ port: 0, host: '127.0.0.1' })

@@ -79,9 +79,9 @@ export async function dropPrefix(prefix: string): Promise<void> {
   }
 }
 
-/** openTestPostgres opens a PostgreSQL store in a fresh schema, dropped when the store closes. */
-export async function openTestPostgres(schema = uniqueName('t')): Promise<Store> {
-  const store = await openPostgresStore({ url: databaseUrl(), schema, timeoutMs: 5000 })
+/** openTestPostgres opens a PostgreSQL store in a fresh schema, dropped when the store closes (stamping by `clock`, if given). */
+export async function openTestPostgres(schema = uniqueName('t'), clock?: () => number): Promise<Store> {
+  const store = await openPostgresStore({ url: databaseUrl(), schema, timeoutMs: 5000, ...(clock === undefined ? {} : { clock }) })
   return { ...store, close: async () => { await store.close(); await dropSchema(schema) } }
 }
 
@@ -93,12 +93,12 @@ export async function openTestRedis(options: Partial<RedisStoreOptions> = {}): P
 }
 
 /** The store combinations the contract suite runs on, beside plain SQLite. */
-export async function openSqliteWithRedis(): Promise<Store> {
-  return withRedis(openSqliteStore({ path: ':memory:' }), await openTestRedis(), () => undefined)
+export async function openSqliteWithRedis(clock?: () => number): Promise<Store> {
+  return withRedis(openSqliteStore({ path: ':memory:', ...(clock === undefined ? {} : { clock }) }), await openTestRedis(), () => undefined)
 }
 
-export async function openPostgresWithRedis(): Promise<Store> {
-  return withRedis(await openTestPostgres(), await openTestRedis(), () => undefined)
+export async function openPostgresWithRedis(clock?: () => number): Promise<Store> {
+  return withRedis(await openTestPostgres(undefined, clock), await openTestRedis(), () => undefined)
 }
 
 /** createDatabase makes a fresh database on the TEST_DATABASE_URL server; it is dropped after the test. */

@@ -10,10 +10,11 @@ import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
 import type { Account, AuditDraft, KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
-  auditValues, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope, subscriptionCursor,
+  likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope, subscriptionCursor,
   toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
   createdOrderPage, pageOf,
 } from '../rows.ts'
+import type { Stamps } from '../stamps.ts'
 
 export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
 
@@ -30,7 +31,8 @@ export function auditInsert(first: number, source: string | null): string {
     SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}${source === null ? '' : ` FROM ${source}`}`
 }
 
-export const audited = (draft: AuditDraft) => auditValues(draft, Date.now()).values
+/** auditor: the values of auditInsert for an event stamped by the store's clock. */
+export const auditor = (stamps: Stamps) => (draft: AuditDraft): (string | null)[] => stamps.audit(draft).values
 
 export interface AccessParts {
   readonly access: AccessStore
@@ -38,7 +40,12 @@ export interface AccessParts {
   readonly adminTokens: AdminTokenStore
 }
 
-export function accessParts(query: Query, transaction: Transaction): AccessParts {
+/**
+ * accessParts: accounts, keys, subscriptions, plans, the audit trail and admin tokens. Times
+ * the store stamps itself (updated_at, revoked_at) are parameters from its clock, never now().
+ */
+export function accessParts(query: Query, transaction: Transaction, stamps: Stamps): AccessParts {
+  const audited = auditor(stamps)
   const changeListeners = new Set<() => void>()
   const commitListeners = new Set<() => void>()
   // Called once PostgreSQL has committed a change (the statement has returned).
@@ -91,11 +98,11 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
     },
     async updateAccount(id, patch, audit) {
       const { rows } = await query('account-update', `
-        WITH u AS (UPDATE accounts SET name = COALESCE($2::text, name), status = COALESCE($3::text, status), updated_at = now()
+        WITH u AS (UPDATE accounts SET name = COALESCE($2::text, name), status = COALESCE($3::text, status), updated_at = $14::timestamptz
           WHERE id = $1 RETURNING *),
         e AS (${auditInsert(4, 'u')})
         SELECT * FROM u`,
-      [id, patch.name ?? null, patch.status ?? null, ...audited(audit)])
+      [id, patch.name ?? null, patch.status ?? null, ...audited(audit), stamps.iso()])
       if (rows[0] === undefined) return null
       committed()
       return toAccount(rows[0])
@@ -154,8 +161,8 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
     },
     async revokeKey(keyId, audit) {
       const r = await query('key-revoke', `
-        WITH k AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id)
-        ${auditInsert(2, 'k')}`, [keyId, ...audited(audit)])
+        WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        ${auditInsert(2, 'k')}`, [keyId, ...audited(audit), stamps.iso()])
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
@@ -170,16 +177,16 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
       // With `from`, a conditional UPDATE: of two approvals at once, the second finds the row no longer pending.
       const r = from === undefined
         ? await query('subscription-set', `
-          WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, now())
+          WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, $15::timestamptz)
             ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
             RETURNING 1)
           ${auditInsert(5, 's')}`,
-        [accountId, region, group, status, ...audited(audit)])
+        [accountId, region, group, status, ...audited(audit), stamps.iso()])
         : await query('subscription-move', `
-          WITH s AS (UPDATE subscriptions SET status = $4, updated_at = now()
+          WITH s AS (UPDATE subscriptions SET status = $4, updated_at = $16::timestamptz
             WHERE account_id = $1 AND region = $2 AND api_group = $3 AND status = $15 RETURNING 1)
           ${auditInsert(5, 's')}`,
-        [accountId, region, group, status, ...audited(audit), from])
+        [accountId, region, group, status, ...audited(audit), from, stamps.iso()])
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
@@ -190,7 +197,8 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
     },
     async listPendingSubscriptions({ cursor, limit }) {
       const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
-      // The cursor keeps the time to the microsecond (now() has them), so that no row is met twice.
+      // The cursor keeps the time to the microsecond (rows stamped by PostgreSQL's now(), before the
+      // store took the service's clock, have them), so that no row is met twice.
       const { rows } = await query(null, `SELECT s.*, a.name AS account_name,
           to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS exact_at
         FROM subscriptions s JOIN accounts a ON a.id = s.account_id
@@ -234,13 +242,13 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
           ${auditInsert(2, 'a')}`, [accountId, ...audited(audit)])
         : await query('plan-set', `
           WITH p AS (INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at)
-            SELECT id, $2::double precision, $3::integer, $4::bigint, $5::text, $6::integer, $7::integer, now() FROM accounts WHERE id = $1
+            SELECT id, $2::double precision, $3::integer, $4::bigint, $5::text, $6::integer, $7::integer, $18::timestamptz FROM accounts WHERE id = $1
             ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
               period = excluded.period, weight_totp = excluded.weight_totp, weight_converter = excluded.weight_converter,
               updated_at = excluded.updated_at
             RETURNING 1)
           ${auditInsert(8, 'p')}`,
-        [accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, ...audited(audit)])
+        [accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, ...audited(audit), stamps.iso()])
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
@@ -271,7 +279,7 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
 
   const audit: AuditStore = {
     async append(draft) {
-      const { event, values } = auditValues(draft, Date.now())
+      const { event, values } = stamps.audit(draft)
       await query('audit-append', auditInsert(1, null), values)
       return event
     },
@@ -309,8 +317,8 @@ export function accessParts(query: Query, transaction: Transaction): AccessParts
     },
     async revoke(id, audit) {
       const r = await query('admin-token-revoke', `
-        WITH t AS (UPDATE admin_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id)
-        ${auditInsert(2, 't')}`, [id, ...audited(audit)])
+        WITH t AS (UPDATE admin_tokens SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        ${auditInsert(2, 't')}`, [id, ...audited(audit), stamps.iso()])
       return (r.rowCount ?? 0) > 0
     },
   }

@@ -9,12 +9,14 @@
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
 import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
-import { audited, auditInsert, type Query, type Transaction } from './accounts.ts'
+import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
+import type { Stamps } from '../stamps.ts'
 
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
 
-export function factorStore(query: Query, transaction: Transaction): FactorStore {
+export function factorStore(query: Query, transaction: Transaction, stamps: Stamps): FactorStore {
+  const audited = auditor(stamps)
   /** lockUser locks the user's row for the transaction; false when there is no such user. */
   const lockUser = async (q: Query, accountId: string, userId: string) =>
     (await q('totp-user-lock', 'SELECT 1 FROM totp_users WHERE account_id = $1 AND user_id = $2 FOR UPDATE', [accountId, userId])).rows.length > 0

@@ -13,7 +13,8 @@ import {
   likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
   createdOrderPage, pageOf, HOLDS_NOTHING,
 } from '../rows.ts'
-import { audited, auditInsert, type Query } from './accounts.ts'
+import { auditor, auditInsert, type Query } from './accounts.ts'
+import type { Stamps } from '../stamps.ts'
 
 /**
  * OWNERS locks the account's owners, in one order (no deadlock between two changes), before
@@ -29,7 +30,9 @@ const KEEPS_OWNER = '(NOT EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) O
 const OUTCOME = (change: string) => `SELECT (SELECT count(*) FROM ${change})::int AS changed,
   (EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) AND (SELECT count(*) FROM owners) <= 1) AS last_owner`
 
-export function portalStore(query: Query): PortalStore {
+/** portalStore: times the store stamps itself (updated_at, a member's or session's start, a code's use) are parameters from its clock. */
+export function portalStore(query: Query, stamps: Stamps): PortalStore {
+  const audited = auditor(stamps)
   /** memberChange reads OUTCOME: true when changed, LastOwnerError when refused for the last owner, false when no such member. */
   const memberChange = (row: Record<string, unknown> | undefined, demotes: boolean): boolean => {
     if (Number(row?.changed) > 0) return true
@@ -57,19 +60,19 @@ export function portalStore(query: Query): PortalStore {
       return rows[0] ? toUser(rows[0]) : null
     },
     async updateUser(id, patch, audit) {
-      const { sets, values } = userSets(patch, 2)
-      const update = `UPDATE users SET ${[...sets, 'updated_at = now()'].join(', ')} WHERE id = $1 RETURNING *`
+      const { sets, values } = userSets(patch, 3)
+      const update = `UPDATE users SET ${[...sets, 'updated_at = $2::timestamptz'].join(', ')} WHERE id = $1 RETURNING *`
       const { rows } = audit === null
-        ? await query(null, update, [id, ...values])
-        : await query(null, `WITH u AS (${update}), e AS (${auditInsert(2 + values.length, 'u')}) SELECT * FROM u`,
-          [id, ...values, ...audited(audit)])
+        ? await query(null, update, [id, stamps.iso(), ...values])
+        : await query(null, `WITH u AS (${update}), e AS (${auditInsert(3 + values.length, 'u')}) SELECT * FROM u`,
+          [id, stamps.iso(), ...values, ...audited(audit)])
       return rows[0] ? toUser(rows[0]) : null
     },
     async setPendingPassword(id, passwordHash, audit) {
       // The row lock orders it with a confirmation: once that commits, the re-read row is confirmed and nothing changes.
       const r = await query('portal-user-pending-password', `
-        WITH u AS (UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1 AND email_verified_at IS NULL RETURNING id)
-        ${auditInsert(3, 'u')}`, [id, passwordHash, ...audited(audit)])
+        WITH u AS (UPDATE users SET password_hash = $2, updated_at = $13::timestamptz WHERE id = $1 AND email_verified_at IS NULL RETURNING id)
+        ${auditInsert(3, 'u')}`, [id, passwordHash, ...audited(audit), stamps.iso()])
       return (r.rowCount ?? 0) > 0
     },
     async purgeUnconfirmed(beforeIso, nowIso) {
@@ -107,9 +110,9 @@ export function portalStore(query: Query): PortalStore {
     async addMember(accountId, userId, role, audit) {
       const r = await query('portal-member-add', `
         WITH m AS (INSERT INTO members (account_id, user_id, role, created_at)
-          SELECT a.id, u.id, $3::text, now() FROM accounts a, users u WHERE a.id = $1 AND u.id = $2
+          SELECT a.id, u.id, $3::text, $14::timestamptz FROM accounts a, users u WHERE a.id = $1 AND u.id = $2
           ON CONFLICT (account_id, user_id) DO NOTHING RETURNING 1)
-        ${auditInsert(4, 'm')}`, [accountId, userId, role, ...audited(audit)])
+        ${auditInsert(4, 'm')}`, [accountId, userId, role, ...audited(audit), stamps.iso()])
       return (r.rowCount ?? 0) > 0
     },
     async listMembers(accountId) {
@@ -145,8 +148,8 @@ export function portalStore(query: Query): PortalStore {
     async createSession(session) {
       const { rows } = await query('portal-session-create', `
         INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-        VALUES ($1, $2, now(), $3, now(), $4, $5, $6) RETURNING *`,
-      [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent])
+        VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *`,
+      [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso()])
       return toSession(rows[0]!)
     },
     async findSession(idHash, nowIso) {
@@ -186,8 +189,8 @@ export function portalStore(query: Query): PortalStore {
         WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
           AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END)
         INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, now(), $7) RETURNING *`,
-      [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt])
+        VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *`,
+      [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt, stamps.iso()])
       return toEmailToken(rows[0]!)
     },
     async consumeToken(tokenHash, purpose, nowIso) {
@@ -226,7 +229,7 @@ export function portalStore(query: Query): PortalStore {
     },
     async useRecoveryCode(userId, codeHash) {
       const r = await query('portal-code-use', `
-        UPDATE recovery_codes SET used_at = now() WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`, [userId, codeHash])
+        UPDATE recovery_codes SET used_at = $3 WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`, [userId, codeHash, stamps.iso()])
       return (r.rowCount ?? 0) > 0
     },
     async recoveryCodesLeft(userId) {

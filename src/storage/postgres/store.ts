@@ -13,7 +13,7 @@
 import pg from 'pg'
 import type { Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
-import type { UsageBy, UsageLine } from '../../domain/usage.ts'
+import type { UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
 import { UnavailableError } from '../../domain/errors.ts'
 import type { Group, Region } from '../../domain/regions.ts'
@@ -23,6 +23,7 @@ import { accessParts, type Query, type Transaction } from './accounts.ts'
 import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
+import { Stamps, type Clock } from '../stamps.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -35,6 +36,8 @@ export interface PostgresOptions {
   readonly stateRetentionMs?: number
   /** Called with errors that belong to no request (an idle connection dropped). */
   readonly onBackgroundError?: (error: Error) => void
+  /** The clock of every time the store stamps itself (default Date.now): the service's `now`, never PostgreSQL's now(). */
+  readonly clock?: Clock
 }
 
 const DEPENDENCY = 'PostgreSQL'
@@ -46,7 +49,7 @@ function isStatementError(error: unknown): boolean {
   return !code.startsWith('08') && !code.startsWith('57P') && !code.startsWith('53')
 }
 
-async function migrate(pool: pg.Pool, schema: string | undefined): Promise<void> {
+async function migrate(pool: pg.Pool, schema: string | undefined, stamps: Stamps): Promise<void> {
   const client = await pool.connect()
   try {
     // One node migrates at a time; the others wait on the lock, then find nothing to do.
@@ -58,7 +61,7 @@ async function migrate(pool: pg.Pool, schema: string | undefined): Promise<void>
     for (const m of migrations) {
       if (applied.has(m.version)) continue
       await client.query(m.postgres)
-      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, now())', [m.version, m.name])
+      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, stamps.iso()])
     }
     await client.query('COMMIT')
   } catch (error) {
@@ -256,16 +259,17 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       client.release(broken)
     }
   }
+  const stamps = new Stamps(options.clock)
   try {
-    await migrate(pool, options.schema)
+    await migrate(pool, options.schema, stamps)
   } catch (error) {
     await pool.end().catch(() => undefined)
     throw isStatementError(error) ? error : new UnavailableError(DEPENDENCY, error)
   }
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
-  const factors = factorStore(query, transaction)
+  const factors = factorStore(query, transaction, stamps)
   const pruner = setInterval(() => {
-    const now = Date.now()
+    const now = stamps.ms()
     query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now])
       .catch((error: Error) => options.onBackgroundError?.(error))
     factors.prune(new Date(now).toISOString()).catch((error: Error) => options.onBackgroundError?.(error))
@@ -273,13 +277,13 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   let closed = false
   return {
     kind: 'postgres',
-    ...accessParts(query, transaction),
+    ...accessParts(query, transaction, stamps),
     onboarding: onboardingStore(query),
     factors,
     verification: verificationStore(query),
     usage: usageStore(query),
-    portal: portalStore(query),
-    webhooks: webhookStore(query, transaction),
+    portal: portalStore(query, stamps),
+    webhooks: webhookStore(query, transaction, stamps),
     sharedLimiter: null,
     gauges: () => ({ postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 } }),
     async health(): Promise<Health> {

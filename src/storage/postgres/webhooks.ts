@@ -8,10 +8,12 @@ import { randomBytes } from 'node:crypto'
 import type { WebhookStore } from '../ports.ts'
 import { newId, readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
-import { audited, auditInsert, type Query, type Transaction } from './accounts.ts'
+import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
+import type { Stamps } from '../stamps.ts'
 
 
-export function webhookStore(query: Query, transaction: Transaction): WebhookStore {
+export function webhookStore(query: Query, transaction: Transaction, stamps: Stamps): WebhookStore {
+  const audited = auditor(stamps)
   return {
     createEndpoint(endpoint, max, audit) {
       return transaction(async (tx) => {
@@ -45,11 +47,12 @@ export function webhookStore(query: Query, transaction: Transaction): WebhookSto
       return rows[0] ? toEndpoint(rows[0]) : null
     },
     async deleteEndpoint(accountId, id, audit) {
+      const at = stamps.ms()
       const { rows } = await query('webhook-delete', `
-        WITH w AS (UPDATE webhook_endpoints SET disabled_at = now() WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL RETURNING id),
+        WITH w AS (UPDATE webhook_endpoints SET disabled_at = $14::timestamptz WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL RETURNING id),
         c AS (UPDATE webhook_deliveries d SET status = 'cancelled', lease = NULL, updated_ms = $3 FROM w WHERE d.endpoint_id = w.id AND d.status = 'pending'),
         e AS (${auditInsert(4, 'w')})
-        SELECT count(*) AS n FROM w`, [accountId, id, Date.now(), ...audited(audit)])
+        SELECT count(*) AS n FROM w`, [accountId, id, at, ...audited(audit), new Date(at).toISOString()])
       return Number(rows[0]?.n) > 0
     },
     async listDeliveries(endpointId, { cursor, limit }) {

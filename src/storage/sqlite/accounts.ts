@@ -8,11 +8,12 @@ import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
 import type { AuditDraft, KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
-  auditValues, eventIdBefore, likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope,
+  likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope,
   subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
   createdOrderPage, pageOf,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { eventIdBefore, type Stamps } from '../stamps.ts'
 
 const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -23,7 +24,7 @@ function page<T>(rows: readonly Row[], limit: number, map: (r: Row) => T, cursor
   return { items, next: rows.length > limit && items.length > 0 ? cursor(items.at(-1)!) : null }
 }
 
-export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
+export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
   const listeners = new Set<() => void>()
   const committers = new Set<() => void>()
   const changed = () => {
@@ -31,7 +32,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
     for (const l of listeners) l()
   }
   const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
   /** write runs a change and its event as one; `changed` follows the commit when the change happened. */
   const write = async <T>(work: () => T, happened: (result: T) => boolean = () => true): Promise<T> => {
     const result = await batch.atomic(work)
@@ -103,7 +104,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
     async updateAccount(id, patch, event) {
       return write(() => {
         const row = db.prepare(`UPDATE accounts SET name = coalesce(?, name), status = coalesce(?, status), updated_at = ?
-          WHERE id = ? RETURNING *`).get(patch.name ?? null, patch.status ?? null, new Date().toISOString(), id)
+          WHERE id = ? RETURNING *`).get(patch.name ?? null, patch.status ?? null, stamps.iso(), id)
         if (row === undefined) return null
         audit(event)
         return toAccount(row)
@@ -139,7 +140,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
     },
     async revokeKey(keyId, event) {
       return write(() => {
-        const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), keyId)
+        const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(stamps.iso(), keyId)
         if (Number(r.changes) === 0) return false
         audit(event)
         return true
@@ -157,9 +158,9 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
         const r = from === undefined
           ? db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
               ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
-            .run(accountId, region, group, status, new Date().toISOString())
+            .run(accountId, region, group, status, stamps.iso())
           : db.prepare('UPDATE subscriptions SET status = ?, updated_at = ? WHERE account_id = ? AND region = ? AND api_group = ? AND status = ?')
-            .run(status, new Date().toISOString(), accountId, region, group, from)
+            .run(status, stamps.iso(), accountId, region, group, from)
         if (Number(r.changes) === 0) return false
         audit(event)
         return true
@@ -200,7 +201,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
             ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
               period = excluded.period, weight_totp = excluded.weight_totp, weight_converter = excluded.weight_converter,
               updated_at = excluded.updated_at`)
-            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, new Date().toISOString())
+            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, stamps.iso())
         }
         audit(event)
         return true
@@ -241,14 +242,14 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, changePollMs: 
   }
 }
 
-export function auditStore(db: DatabaseSync, batch: GroupCommit): AuditStore {
+export function auditStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): AuditStore {
   const insert = db.prepare(INSERT_EVENT)
   // Ids begin with their time: the prefix of `before` bounds the old ones, along the primary key.
   const prune = db.prepare('DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE id < ? ORDER BY id LIMIT 1000)')
   const statements = new Map<string, StatementSync>()
   return {
     async append(draft) {
-      const { event, values } = auditValues(draft, Date.now())
+      const { event, values } = stamps.audit(draft)
       await batch.run(() => insert.run(...values))
       return event
     },
@@ -261,7 +262,10 @@ export function auditStore(db: DatabaseSync, batch: GroupCommit): AuditStore {
       if (action !== undefined) { where.push('action = ?'); values.push(action) }
       const text = `SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`
       let statement = statements.get(text)
-      if (statement === undefined) statements.set(text, statement = db.prepare(text))
+      if (statement === undefined) {
+        statement = db.prepare(text)
+        statements.set(text, statement)
+      }
       return page(statement.all(...values, limit + 1), limit, toAuditEvent, (e) => e.id)
     },
     async prune(beforeIso) {
@@ -276,14 +280,14 @@ export function auditStore(db: DatabaseSync, batch: GroupCommit): AuditStore {
   }
 }
 
-export function adminTokenStore(db: DatabaseSync, batch: GroupCommit): AdminTokenStore {
+export function adminTokenStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): AdminTokenStore {
   const insertEvent = db.prepare(INSERT_EVENT)
   return {
     async create(token, event) {
       await batch.atomic(() => {
         db.prepare('INSERT INTO admin_tokens (id, name, scope, token_hash, created_at) VALUES (?, ?, ?, ?, ?)')
           .run(token.id, token.name, token.scope, token.hash, token.createdAt)
-        insertEvent.run(...auditValues(event, Date.now()).values)
+        insertEvent.run(...stamps.audit(event).values)
       })
     },
     async find(hash) {
@@ -295,9 +299,9 @@ export function adminTokenStore(db: DatabaseSync, batch: GroupCommit): AdminToke
     },
     async revoke(id, event) {
       return batch.atomic(() => {
-        const r = db.prepare('UPDATE admin_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(new Date().toISOString(), id)
+        const r = db.prepare('UPDATE admin_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(stamps.iso(), id)
         if (Number(r.changes) === 0) return false
-        insertEvent.run(...auditValues(event, Date.now()).values)
+        insertEvent.run(...stamps.audit(event).values)
         return true
       })
     },

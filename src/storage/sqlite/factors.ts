@@ -9,15 +9,16 @@ import type { DatabaseSync } from 'node:sqlite'
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
 import type { TotpUser } from '../../domain/factors.ts'
-import { auditValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import type { Stamps } from '../stamps.ts'
 
 const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-export function factorStore(db: DatabaseSync, batch: GroupCommit): FactorStore {
+export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): FactorStore {
   const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
   const live = "(status = 'active' OR expires_at > $now)"
   const q = {
     user: db.prepare('SELECT 1 FROM totp_users WHERE account_id = ? AND user_id = ?'),

@@ -17,13 +17,13 @@ import { DatabaseSync } from 'node:sqlite'
 export interface MaintenanceOptions {
   readonly path: string
   readonly checkpointMs: number
-  readonly pruneMs: number
   readonly retentionMs: number
   readonly pruneChunk: number
 }
 
 export type FromMaintenance = { readonly type: 'error'; readonly what: string; readonly message: string }
-export type ToMaintenance = { readonly type: 'stop' }
+/** `prune` carries the store's clock (a function cannot cross into the thread): what expired is judged by the service's time. */
+export type ToMaintenance = { readonly type: 'stop' } | { readonly type: 'prune'; readonly nowMs: number }
 
 const options = workerData as MaintenanceOptions
 const port = parentPort!
@@ -51,11 +51,10 @@ function runCheckpoint(): void {
 
 let pruning = false
 let stopped = false
-/** pruneAll deletes expired state one chunk per turn, so a checkpoint can run between chunks. */
-function pruneAll(): void {
+/** pruneAll deletes what expired by `now` one chunk per turn, so a checkpoint can run between chunks. */
+function pruneAll(now: number): void {
   if (pruning) return
   pruning = true
-  const now = Date.now()
   const step = () => {
     if (stopped) return
     let deleted: number
@@ -76,12 +75,13 @@ function pruneAll(): void {
   step()
 }
 
-const timers = [setInterval(runCheckpoint, options.checkpointMs), setInterval(pruneAll, options.pruneMs)]
+const checkpoints = setInterval(runCheckpoint, options.checkpointMs)
 
 port.on('message', (message: ToMaintenance) => {
-  if (message.type === 'stop') {
+  if (message.type === 'prune') pruneAll(message.nowMs)
+  else {
     stopped = true
-    for (const t of timers) clearInterval(t)
+    clearInterval(checkpoints)
     runCheckpoint()
     db.close()
     port.close()

@@ -11,19 +11,20 @@ import type { PortalStore } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import {
-  auditValues, likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
+  likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
   createdOrderPage, pageOf, HOLDS_NOTHING,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import type { Stamps } from '../stamps.ts'
 
 const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const flag = (value: boolean) => (value ? 1 : 0)
 
-export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
+export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): PortalStore {
   const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
   const q = {
     reseal: db.prepare('UPDATE users SET totp_secret = ? WHERE id = ? AND totp_secret = ?'),
     user: db.prepare('SELECT * FROM users WHERE id = ?'),
@@ -111,7 +112,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
       const { sets, values } = userSets(patch)
       return batch.atomic(() => {
         const row = db.prepare(`UPDATE users SET ${[...sets, 'updated_at = ?'].join(', ')} WHERE id = ? RETURNING *`)
-          .get(...values, new Date().toISOString(), id)
+          .get(...values, stamps.iso(), id)
         if (row === undefined) return null
         if (event !== null) audit(event)
         return toUser(row)
@@ -119,7 +120,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
     },
     async setPendingPassword(id, passwordHash, event) {
       return batch.atomic(() => {
-        if (Number(q.pendingPassword.run(passwordHash, new Date().toISOString(), id).changes) === 0) return false
+        if (Number(q.pendingPassword.run(passwordHash, stamps.iso(), id).changes) === 0) return false
         audit(event)
         return true
       })
@@ -152,7 +153,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
 
     async addMember(accountId, userId, role, event) {
       return batch.atomic(() => {
-        const r = q.insertMember.run(role, new Date().toISOString(), accountId, userId)
+        const r = q.insertMember.run(role, stamps.iso(), accountId, userId)
         if (Number(r.changes) === 0) return false
         audit(event)
         return true
@@ -184,7 +185,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
     },
 
     async createSession(session) {
-      const now = new Date().toISOString()
+      const now = stamps.iso()
       const row = await batch.run(() => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now,
         flag(session.twoFactorPending), session.ip, session.userAgent)!)
       return toSession(row)
@@ -216,7 +217,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
       const row = await batch.atomic(() => {
         q.replaceTokens.run(token.purpose, accountId, userId, userId, token.email)
         return q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null,
-          new Date().toISOString(), token.expiresAt)!
+          stamps.iso(), token.expiresAt)!
       })
       return toEmailToken(row)
     },
@@ -245,7 +246,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit): PortalStore {
       })
     },
     async useRecoveryCode(userId, codeHash) {
-      const r = await batch.run(() => q.useCode.run(new Date().toISOString(), userId, codeHash))
+      const r = await batch.run(() => q.useCode.run(stamps.iso(), userId, codeHash))
       return Number(r.changes) > 0
     },
     async recoveryCodesLeft(userId) {

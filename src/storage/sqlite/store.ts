@@ -21,6 +21,7 @@ import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
+import { Stamps, type Clock } from '../stamps.ts'
 
 export interface SqliteOptions {
   /** File path, or ':memory:'. */
@@ -35,9 +36,11 @@ export interface SqliteOptions {
   readonly maintenance?: boolean
   /** Failures of the maintenance thread (they belong to no request). */
   readonly onBackgroundError?: (error: Error) => void
+  /** The clock of every time the store stamps itself (default Date.now): the service's `now`. */
+  readonly clock?: Clock
 }
 
-function migrate(db: DatabaseSync): void {
+function migrate(db: DatabaseSync, stamps: Stamps): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
   const applied = new Set(db.prepare('SELECT version FROM schema_migrations').all().map((r) => Number(r.version)))
   for (const m of migrations) {
@@ -45,7 +48,7 @@ function migrate(db: DatabaseSync): void {
     db.exec('BEGIN IMMEDIATE')
     try {
       db.exec(m.sqlite)
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString())
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, stamps.iso())
       db.exec('COMMIT')
     } catch (error) {
       db.exec('ROLLBACK')
@@ -166,7 +169,10 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
       const text = `SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')})
         GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id, api_group`
       let statement = byKey.get(text)
-      if (statement === undefined) byKey.set(text, statement = db.prepare(text))
+      if (statement === undefined) {
+        statement = db.prepare(text)
+        byKey.set(text, statement)
+      }
       const values = [...spans.days, ...spans.minus, ...(spans.months === null ? [] : [spans.months])].flatMap(([a, b]) => [accountId, a, b])
       return statement.all(...values).map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
@@ -188,14 +194,16 @@ const FALLBACK_CHECKPOINT_PAGES = 10_000
 /**
  * startMaintenance runs maintenance.ts in a thread of its own (checkpoints, pruning) and
  * starts it again should it die: a second later, doubling while it keeps dying within a
- * minute, up to a minute.
+ * minute, up to a minute. Every `pruneMs` it tells the thread the store's time to prune by.
  */
-function startMaintenance(options: MaintenanceOptions, report: (error: Error) => void): { stop(): Promise<void> } {
+function startMaintenance(options: MaintenanceOptions, pruneMs: number, clock: Clock, report: (error: Error) => void): { stop(): Promise<void> } {
   let worker: Worker | null = null
   let stopping = false
   let restart: NodeJS.Timeout | undefined
   let delay = 1000
+  const pruner = setInterval(() => worker?.postMessage({ type: 'prune', nowMs: clock() } satisfies ToMaintenance), pruneMs).unref()
   const spawn = () => {
+    // The restart back-off is process timing, nothing stored: the wall clock.
     const started = Date.now()
     const w = new Worker(new URL('./maintenance.ts', import.meta.url), { workerData: options })
     worker = w
@@ -214,6 +222,7 @@ function startMaintenance(options: MaintenanceOptions, report: (error: Error) =>
     async stop() {
       stopping = true
       clearTimeout(restart)
+      clearInterval(pruner)
       const w = worker
       if (w === null) return
       const exited = new Promise((resolve) => w.once('exit', resolve))
@@ -252,7 +261,8 @@ export function openSqliteStore(options: SqliteOptions): Store {
   if (file) ownerOnly(options.path)
   const db = new DatabaseSync(options.path)
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
-  migrate(db)
+  const stamps = new Stamps(options.clock)
+  migrate(db, stamps)
   const timers = new Set<NodeJS.Timeout>()
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
   // A database in memory (tests) is the process's alone: no other connection, no maintenance.
@@ -262,25 +272,24 @@ export function openSqliteStore(options: SqliteOptions): Store {
     maintenance = startMaintenance({
       path: options.path,
       checkpointMs: CHECKPOINT_MS,
-      pruneMs: options.pruneMs ?? Math.min(retention, 3600 * 1000),
       retentionMs: retention,
       // A chunk took a median 3 ms here (1 000 rows: 28 ms): the server's writes wait at most that long behind one.
       pruneChunk: 250,
-    }, options.onBackgroundError ?? (() => undefined))
+    }, options.pruneMs ?? Math.min(retention, 3600 * 1000), () => stamps.ms(), options.onBackgroundError ?? (() => undefined))
   }
   const ping = db.prepare('SELECT 1')
   const batch = new GroupCommit(db)
   return {
     kind: 'sqlite',
-    access: accessStore(db, batch, options.changePollMs ?? 1000, timers),
+    access: accessStore(db, batch, stamps, options.changePollMs ?? 1000, timers),
     onboarding: onboardingStore(db, batch),
-    factors: factorStore(db, batch),
+    factors: factorStore(db, batch, stamps),
     verification: verificationStore(db, batch),
     usage: usageStore(db, batch),
-    audit: auditStore(db, batch),
-    adminTokens: adminTokenStore(db, batch),
-    portal: portalStore(db, batch),
-    webhooks: webhookStore(db, batch),
+    audit: auditStore(db, batch, stamps),
+    adminTokens: adminTokenStore(db, batch, stamps),
+    portal: portalStore(db, batch, stamps),
+    webhooks: webhookStore(db, batch, stamps),
     sharedLimiter: null,
     gauges: () => ({}),
     async health() {

@@ -8,14 +8,15 @@ import { randomBytes } from 'node:crypto'
 import type { DatabaseSync } from 'node:sqlite'
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { WebhookStore } from '../ports.ts'
-import { auditValues, newId, readEventCursor, type Row } from '../rows.ts'
+import { newId, readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
 import type { GroupCommit } from './batch.ts'
+import type { Stamps } from '../stamps.ts'
 
-export function webhookStore(db: DatabaseSync, batch: GroupCommit): WebhookStore {
+export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): WebhookStore {
   const insertEvent = db.prepare(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-  const audit = (draft: AuditDraft) => insertEvent.run(...auditValues(draft, Date.now()).values)
+  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
   const q = {
     live: db.prepare('SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = ? AND disabled_at IS NULL'),
     insert: db.prepare('INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -73,8 +74,9 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit): WebhookStore
     },
     deleteEndpoint(accountId, id, event) {
       return batch.atomic(() => {
-        if (Number(q.disable.run(new Date().toISOString(), accountId, id).changes) === 0) return false
-        q.cancel.run(Date.now(), id)
+        const at = stamps.ms()
+        if (Number(q.disable.run(new Date(at).toISOString(), accountId, id).changes) === 0) return false
+        q.cancel.run(at, id)
         audit(event)
         return true
       })

@@ -40,7 +40,8 @@ export async function makeKey(access: AccessStore, accountId: string, hash: stri
 
 const policy: LockPolicy = { maxFailures: 3, baseSeconds: 10, maxSeconds: 25 }
 
-export function storeContract(name: string, open: () => Promise<Store>, skip: false | string = false): void {
+/** storeContract: what every store does; `open` gives a fresh store, stamping by `clock` when one is given. */
+export function storeContract(name: string, open: (clock?: () => number) => Promise<Store>, skip: false | string = false): void {
   const withStore = (title: string, body: (s: Store) => Promise<void>) =>
     test(`${name}: ${title}`, { skip }, async () => {
       const store = await open()
@@ -524,6 +525,59 @@ export function storeContract(name: string, open: () => Promise<Store>, skip: fa
   portalContract(withStore)
   factorContract(withStore, async (store) => (await makeAccount(store.access, 'factors')).id)
   webhookContract(withStore)
+  clockContract(name, open, skip)
+}
+
+/**
+ * clockContract: every time a store writes of its own accord (an event, a change of status,
+ * a revocation, a member's, session's or link's start) is its clock's, never the wall clock's
+ * or the database's. The clock starts years from now and moves between the steps.
+ */
+function clockContract(name: string, open: (clock: () => number) => Promise<Store>, skip: false | string): void {
+  test(`${name}: every time the store stamps itself comes from its clock`, { skip }, async () => {
+    let now = Date.parse('2031-02-03T04:05:06.007Z')
+    const at = () => new Date(now).toISOString()
+    const store = await open(() => now)
+    try {
+      const { access, audit, adminTokens, portal } = store
+      const account = await makeAccount(access, 'clocked', now)
+      assert.equal((await audit.append(draft('clock.read'))).at, at())
+      now += 1001
+      await access.setSubscription(account.id, 'eu', 'totp', 'pending', draft('subscription.set'))
+      assert.equal((await access.listSubscriptions(account.id))[0]?.updatedAt, at(), 'set')
+      now += 1001
+      assert.equal(await access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.approve'), 'pending'), true)
+      assert.equal((await access.listSubscriptions(account.id))[0]?.updatedAt, at(), 'moved on from pending')
+      const key = await makeKey(access, account.id, 'h-clock')
+      now += 1001
+      assert.equal(await access.revokeKey(key.id, draft('key.revoke', key.id)), true)
+      assert.equal((await access.getKey(key.id))?.revokedAt, at(), 'revoked')
+      assert.equal((await audit.list({ action: 'key.revoke', limit: 1 })).items[0]?.at, at(), 'its event')
+      await adminTokens.create({ id: 'adm_clock', name: 'c', scope: 'read', createdAt: at(), revokedAt: null, hash: 'th-clock' }, draft('admin-token.create'))
+      now += 1001
+      assert.equal(await adminTokens.revoke('adm_clock', draft('admin-token.revoke')), true)
+      assert.equal((await adminTokens.list()).find((t) => t.id === 'adm_clock')?.revokedAt, at(), 'an admin token revoked')
+      const user = await makeUser(portal, 'clock@example.com', { createdAt: at() })
+      now += 1001
+      assert.equal((await portal.updateUser(user.id, { status: 'disabled' }, draft('user.disable')))?.updatedAt, at(), 'a user changed')
+      now += 1001
+      assert.equal((await portal.updateUser(user.id, { status: 'active' }, null))?.updatedAt, at(), 'a user changed without an event')
+      const pending = await makeUser(portal, 'pending-clock@example.com', { createdAt: at() })
+      now += 1001
+      assert.equal(await portal.setPendingPassword(pending.id, 'another hash', draft('user.signup')), true)
+      assert.equal((await portal.getUser(pending.id))?.updatedAt, at(), 'a sign-up\'s password replaced')
+      assert.equal(await portal.addMember(account.id, user.id, 'admin', draft('member.add')), true)
+      assert.equal((await portal.listMembers(account.id)).find((m) => m.userId === user.id)?.createdAt, at(), 'a member')
+      now += 1001
+      const expiresAt = new Date(now + 3_600_000).toISOString()
+      const session = await portal.createSession({ idHash: 'sh-clock', userId: user.id, expiresAt, twoFactorPending: false, ip: null, userAgent: null })
+      assert.deepEqual([session.createdAt, session.lastSeenAt], [at(), at()], 'a session')
+      const token = await portal.createToken({ tokenHash: 'th-clock', purpose: 'verify-email', email: user.email, userId: user.id, expiresAt })
+      assert.equal(token.createdAt, at(), 'an email link')
+    } finally {
+      await store.close()
+    }
+  })
 }
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

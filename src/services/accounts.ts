@@ -17,7 +17,7 @@ import type { AccountQuery, AuditQuery, Store } from '../storage/ports.ts'
 import type { Factor, TotpUser } from '../domain/factors.ts'
 import type { Page } from '../domain/lists.ts'
 import type { UsageBy, UsageLine } from '../domain/usage.ts'
-import { newId } from '../storage/rows.ts'
+import { newId } from '../domain/ids.ts'
 import {
   actorName, GROUPS, REGIONS, UNSCOPED, type AccountStatus, type Actor, type AuditDraft, type AuditTarget, type KeyScope,
   type Plan, type QuotaPeriod, type SubscriptionStatus,

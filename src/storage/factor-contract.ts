@@ -9,7 +9,8 @@ import type { AuditDraft } from '../domain/accounts.ts'
 import type { Factor } from '../domain/factors.ts'
 import type { Store } from './ports.ts'
 import { CursorError } from '../domain/errors.ts'
-import { newId, userCursor } from './rows.ts'
+import { newId } from '../domain/ids.ts'
+import { userCursor } from './rows.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 

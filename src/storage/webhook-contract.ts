@@ -8,7 +8,7 @@ import type { AuditDraft, AuditEvent } from '../domain/accounts.ts'
 import type { NewWebhookEndpoint } from '../domain/webhooks.ts'
 import type { Store } from './ports.ts'
 import { CursorError } from '../domain/errors.ts'
-import { newId } from './rows.ts'
+import { newId } from '../domain/ids.ts'
 import { EVENT_TYPES } from '../domain/events.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

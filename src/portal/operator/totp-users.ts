@@ -10,7 +10,7 @@ import type { Current, Kit } from '../kit.ts'
 import { actorOf, csrfField, formField, notFound } from '../kit.ts'
 import type { FactorUserState } from '../../services/accounts.ts'
 import { isFailure } from '../../services/outcome.ts'
-import { MAX_USER_CURSOR } from '../../storage/rows.ts'
+import { MAX_USER_CURSOR } from '../../domain/user-ids.ts'
 import type { Account } from '../../domain/accounts.ts'
 import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 

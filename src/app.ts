@@ -20,6 +20,8 @@ import { SignInThrottle } from './portal/throttle.ts'
 import { keepPortalTidy } from './portal/maintenance.ts'
 import { countedMailer, openMailer } from './mail/mailer.ts'
 import { Accounts } from './services/accounts.ts'
+import { Factors } from './services/factors.ts'
+import { Totp } from './services/totp.ts'
 import { ConversionPool } from './converter/pool.ts'
 import { groupServedIn } from './domain/regions.ts'
 import { VERSION } from './version.ts'
@@ -140,6 +142,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.addHook('onClose', () => worker.close())
   metrics.watchWebhooks(() => store.webhooks.pending())
   const webhooks = new Webhooks({ store, keyring, config, onDue: () => worker.nudge() })
+  const factors = new Factors({ store, config, pepper, keyring, now, metrics })
 
   await app.register(errors, { config })
   await app.register(gateway, { config, store, pepper, now, limits, metrics })
@@ -156,6 +159,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await app.register(portal, {
       prefix: '/portal', config, store: portalStore, pepper, now, mailer, metrics,
       accounts: new Accounts({ store: portalStore, pepper, config, now }),
+      factors,
       webhooks,
       passwords: new Passwords(),
       throttle: new SignInThrottle(portalStore, config, now, pepper),
@@ -164,7 +168,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // On close, before the caller closes the store: a pass under way finishes first.
     app.addHook('onClose', () => stopTidying())
   }
-  await app.register(totpRoutes, { config, store, pepper, keyring, now, metrics })
+  await app.register(totpRoutes, { config, totp: new Totp({ store, config, pepper }), factors, now, metrics })
   if (groupServedIn('converter', config.region)) {
     const pool = new ConversionPool({
       size: config.converterWorkers,

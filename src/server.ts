@@ -15,6 +15,8 @@ import { instrumentStore } from './metrics/store.ts'
 import { buildAdminApp } from './admin/api/app.ts'
 import { Accounts } from './services/accounts.ts'
 import { Webhooks } from './services/webhooks.ts'
+import { Factors } from './services/factors.ts'
+import { Totp } from './services/totp.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {
@@ -63,7 +65,9 @@ const demo = await ensureDemoAccount(config, accounts, store)
 const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackground(error, 'audit retention'))
 const app = await buildApp({ config, store, pepper, keyring, metrics })
 // Its re-sends are picked up by this node's worker at its next poll (WEBHOOK_POLL_MS).
-const admin = config.adminListen === null ? null : await buildAdminApp({ config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }) })
+const admin = config.adminListen === null ? null : await buildAdminApp({
+  config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }), factors: new Factors({ store, config, pepper, keyring }), totp: new Totp({ store, config, pepper }),
+})
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */

@@ -14,6 +14,7 @@ import { resealSecrets } from '../webhooks/secret.ts'
 import { openStore } from '../storage/factory.ts'
 import type { Store } from '../storage/ports.ts'
 import { Accounts } from '../services/accounts.ts'
+import { Factors } from '../services/factors.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { actorName, CLI, type AuditDraft, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserPatch, type UserStatus } from '../domain/portal.ts'
@@ -247,12 +248,12 @@ async function runOperators(store: Store, verb: string | undefined, flags: Flags
 
 const lockWords = (lockedUntil: string | null) => (lockedUntil === null ? 'not locked' : `locked until ${lockedUntil}`)
 
-async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags: Flags): Promise<Output> {
+async function runTotpUsers(service: Factors, verb: string | undefined, flags: Flags): Promise<Output> {
   if (!['list', 'show', 'unlock', 'delete'].includes(verb ?? '')) throw new UsageError(`unknown command "totp-user ${verb ?? ''}"`)
   const accountId = need(flags.account, 'account')
   switch (verb) {
     case 'list': {
-      const page = ok(await accounts.listFactorUsers(accountId, {
+      const page = ok(await service.listUsers(accountId, {
         limit: number(flags.limit, 'limit', 1, 1000, true) ?? 100, ...(flags.after === undefined ? {} : { cursor: flags.after }),
       }))
       const items = page.items.map((u) => ({ userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, lockedUntil: u.lockedUntil }))
@@ -261,7 +262,7 @@ async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags:
       return { json: { items, next: page.next }, human: table(rows, ['userID', 'active', 'pending', 'codesLeft', 'locked', 'createdAt']) + more }
     }
     case 'show': {
-      const user = ok(await accounts.factorUser(accountId, need(flags.user, 'user')))
+      const user = ok(await service.user(accountId, need(flags.user, 'user')))
       const factors = user.factors.map((f) => ({
         factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
         tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
@@ -275,12 +276,12 @@ async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags:
     }
     case 'unlock': {
       const userId = need(flags.user, 'user')
-      const { cleared } = ok(await accounts.clearFactorLockout(CTX, accountId, userId))
+      const { cleared } = ok(await service.clearLockout(CTX, accountId, userId))
       return { json: { accountId, userID: userId, cleared }, human: cleared ? `User ${userId}'s lockout is cleared: their next right code is taken` : `User ${userId} had no failures to clear` }
     }
     default: {
       const userId = need(flags.user, 'user')
-      ok(await accounts.deleteFactorUser(CTX, accountId, userId))
+      ok(await service.deleteUser(CTX, accountId, userId))
       return { json: { accountId, userID: userId, deleted: true }, human: `Deleted user ${userId}'s factors and recovery codes in account ${accountId}` }
     }
   }
@@ -321,7 +322,7 @@ async function run(config: Config, accounts: Accounts, store: Store, words: read
   const [noun, verb, arg, extra] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
-  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(accounts, verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(new Factors({ store, config, pepper: resolvePepper(config), keyring: keyring() }), verb, flags)
   switch (`${noun} ${verb}`) {
     case 'account create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))

@@ -13,6 +13,7 @@ import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import type { Store } from '../storage/ports.ts'
 import type { Accounts } from '../services/accounts.ts'
+import type { Factors } from '../services/factors.ts'
 import type { Context } from '../services/outcome.ts'
 import type { Webhooks } from '../services/webhooks.ts'
 import type { Mailer } from '../mail/mailer.ts'
@@ -29,6 +30,7 @@ export interface Kit {
   readonly config: Config
   readonly store: Store
   readonly accounts: Accounts
+  readonly factors: Factors
   readonly webhooks: Webhooks
   readonly mailer: Mailer
   readonly passwords: Passwords

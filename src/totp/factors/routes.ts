@@ -50,15 +50,23 @@ function answer<T>(request: FastifyRequest, result: T | FactorRefusal): T {
   throw new ApiError(result.problems, first.code === 'OTP_LOCKED' ? { 'retry-after': String(first.params!.seconds) } : {})
 }
 
+/** factorRoutes registers the routes in the order the OpenAPI document lists them: the factors and users, then the attempts. */
 export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
   const { factors } = opts
-
   /** userParam puts the path's user under the form it is stored by (the service's rule), before anything reads it, or answers USER_ID_INVALID. */
-  async function userParam(request: FastifyRequest): Promise<void> {
+  const userParam = async (request: FastifyRequest): Promise<void> => {
     const params = request.params as UserParams
     params.userID = answer(request, await factors.userId(request.caller!.accountId, params.userID))
   }
+  enrolmentRoutes(app, opts, userParam)
+  attemptRoutes(app, factors, userParam)
+}
 
+type UserHook = (request: FastifyRequest) => Promise<void>
+
+/** enrolmentRoutes: creating, listing and deleting factors, and deleting a user. */
+function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: UserHook): void {
+  const { factors } = opts
   app.post<{ Params: UserParams; Body: CreateBody }>(
     '/totp/users/:userID/factors',
     { schema: createSchema(PROFILE_NAMES), config: { fields: createFields }, preValidation: userParam },
@@ -97,6 +105,12 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     answer(request, await factors.removeUser(caller(request), request.params.userID))
     return reply.code(204).send()
   })
+
+}
+
+/** attemptRoutes: everything a user's code or recovery code is tried by (under their one lockout), and new recovery codes. */
+function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHook): void {
+  const userRoute = { config: { fields: userFields }, preValidation: userParam }
 
   app.post<{ Params: FactorParams; Body: { token: string } }>(
     '/totp/users/:userID/factors/:factorID/activate',

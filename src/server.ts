@@ -66,7 +66,8 @@ const stopAuditRetention = accounts.keepAuditRetention((error) => reportBackgrou
 const app = await buildApp({ config, store, pepper, keyring, metrics })
 // Its re-sends are picked up by this node's worker at its next poll (WEBHOOK_POLL_MS).
 const admin = config.adminListen === null ? null : await buildAdminApp({
-  config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }), factors: new Factors({ store, config, pepper, keyring }), totp: new Totp({ store, config, pepper }),
+  config, accounts, metrics, webhooks: new Webhooks({ store, keyring, config }),
+  factors: new Factors({ store, config, pepper, keyring }), totp: new Totp({ store, config, pepper }),
 })
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 

@@ -322,7 +322,9 @@ async function run(config: Config, accounts: Accounts, store: Store, words: read
   const [noun, verb, arg, extra] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, store, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(store, verb, flags)
-  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(new Factors({ store, config, pepper: resolvePepper(config), keyring: keyring() }), verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) {
+    return runTotpUsers(new Factors({ store, config, pepper: resolvePepper(config), keyring: keyring() }), verb, flags)
+  }
   switch (`${noun} ${verb}`) {
     case 'account create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))

@@ -59,7 +59,8 @@ export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit):
     if (account === null) return reply
     const after = query(request, 'after', MAX_USER_CURSOR)
     const title = `TOTP users of ${account.name}`
-    const found = await listed(kit, reply, current, 'accounts', title, () => factors.listUsers(account.id, { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+    const page = { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }
+    const found = await listed(kit, reply, current, 'accounts', title, () => factors.listUsers(account.id, page))
     if (found === null) return reply
     if (isFailure(found)) return notFound(kit, reply, current)
     return sendOperatorPage(kit, reply, current, null, title, html`

@@ -23,7 +23,7 @@ import { fail, type Context, type Failure } from './outcome.ts'
 export type TotpConfig = Pick<Config,
   'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'keyCacheTtlSeconds' | 'keyCacheMaxEntries' | 'minSecretBits'>
 
-export interface TotpOptions {
+export interface TotpServiceOptions {
   readonly store: Store
   readonly config: TotpConfig
   readonly pepper: Pepper
@@ -51,7 +51,7 @@ export class Totp {
   readonly #policy: LockPolicy
   readonly #records: RecordCache
 
-  constructor(opts: TotpOptions) {
+  constructor(opts: TotpServiceOptions) {
     const { store, config, pepper } = opts
     this.#store = store
     this.#pepper = pepper

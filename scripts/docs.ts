@@ -15,6 +15,9 @@ import { openSqliteStore } from '../src/storage/sqlite/store.ts'
 import { buildApp } from '../src/app.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { Accounts } from '../src/services/accounts.ts'
+import { Factors } from '../src/services/factors.ts'
+import { Totp } from '../src/services/totp.ts'
+import { resolveKeyring } from '../src/config/encryption.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
 import { renderTypes } from './typegen/openapi-types.ts'
 
@@ -74,7 +77,10 @@ export async function renderOpenApi(which: 'public' | 'admin' = 'public'): Promi
     const pepper = pepperKey('x'.repeat(32))
     const app = which === 'public'
       ? await buildApp({ config, store, pepper })
-      : await buildAdminApp({ config, accounts: new Accounts({ store, pepper, config }) })
+      : await buildAdminApp({
+        config, accounts: new Accounts({ store, pepper, config }),
+        factors: new Factors({ store, config, pepper, keyring: resolveKeyring(config) }), totp: new Totp({ store, config, pepper }),
+      })
     await app.ready()
     const doc = app.swagger() as unknown as Record<string, unknown>
     await app.close()

@@ -50,7 +50,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
 /** buildPublicApp: the public app on a runtime that the caller starts and closes (server.ts: after both listeners have stopped). */
 export async function buildPublicApp(runtime: Runtime, opts: { readonly logStream?: LogStream } = {}): Promise<FastifyInstance> {
-  const { config, store, pepper, keyring, now, metrics } = runtime
+  const { config, store, pepper, now, metrics } = runtime
   const perAccount = metrics.perAccount
   let lastCapWarning = 0
   const app = await createBase({
@@ -89,16 +89,17 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
     await app.register(portal, {
-      prefix: '/portal', config, store: runtime.portalStore, pepper, now, mailer, metrics,
+      prefix: '/portal', config, pepper, now, mailer, metrics,
       accounts: runtime.accounts,
       webhooks: runtime.webhooks,
+      factors: runtime.factors,
       users: runtime.users,
       team: runtime.team,
       passwords: runtime.passwords,
       throttle: runtime.throttle,
     })
   }
-  await app.register(totpRoutes, { config, store, pepper, keyring, now, metrics })
+  await app.register(totpRoutes, { config, totp: runtime.totp, factors: runtime.factors, now, metrics })
   const { pool } = runtime
   if (pool !== null) {
     await app.register(converterRoutes, { config, pool, metrics })

@@ -28,6 +28,8 @@ import { SignInThrottle } from './services/users/throttle.ts'
 import { keepPortalTidy } from './services/users/maintenance.ts'
 import { Users } from './services/users.ts'
 import { Team } from './services/team.ts'
+import { Factors } from './services/factors.ts'
+import { Totp } from './services/totp.ts'
 import { LateLog, type Log } from './logging/late.ts'
 
 export interface RuntimeOptions {
@@ -62,6 +64,10 @@ export class Runtime {
   readonly users: Users
   /** Account members and invitations. */
   readonly team: Team
+  /** Managed TOTP factors: their users, recovery codes, lockouts and events. */
+  readonly factors: Factors
+  /** The Renda-compatible TOTP routes' onboarding records and verifications. */
+  readonly totp: Totp
   readonly limits: Limits
   readonly worker: WebhookWorker
   /** The portal's mailer (null: no portal); readyz asks its SMTP server through it. */
@@ -103,6 +109,8 @@ export class Runtime {
     const portalStore = this.portalStore
     this.users = new Users({ store: portalStore, config, pepper: this.pepper, accounts: this.accounts, passwords: this.passwords, throttle: this.throttle, now })
     this.team = new Team({ store: portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
+    this.factors = new Factors({ store: this.store, config, pepper: this.pepper, keyring: this.keyring, now, metrics })
+    this.totp = new Totp({ store: this.store, config, pepper: this.pepper })
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
   }
 

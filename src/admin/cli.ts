@@ -10,6 +10,7 @@ import type { Accounts } from '../services/accounts.ts'
 import type { Encryption } from '../services/encryption.ts'
 import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
+import type { Factors } from '../services/factors.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { CLI, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
@@ -213,12 +214,12 @@ async function runOperators(users: Users, verb: string | undefined, flags: Flags
 
 const lockWords = (lockedUntil: string | null) => (lockedUntil === null ? 'not locked' : `locked until ${lockedUntil}`)
 
-async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags: Flags): Promise<Output> {
+async function runTotpUsers(service: Factors, verb: string | undefined, flags: Flags): Promise<Output> {
   if (!['list', 'show', 'unlock', 'delete'].includes(verb ?? '')) throw new UsageError(`unknown command "totp-user ${verb ?? ''}"`)
   const accountId = need(flags.account, 'account')
   switch (verb) {
     case 'list': {
-      const page = ok(await accounts.listFactorUsers(accountId, {
+      const page = ok(await service.listUsers(accountId, {
         limit: number(flags.limit, 'limit', 1, 1000, true) ?? 100, ...(flags.after === undefined ? {} : { cursor: flags.after }),
       }))
       const items = page.items.map((u) => ({ userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, lockedUntil: u.lockedUntil }))
@@ -227,7 +228,7 @@ async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags:
       return { json: { items, next: page.next }, human: table(rows, ['userID', 'active', 'pending', 'codesLeft', 'locked', 'createdAt']) + more }
     }
     case 'show': {
-      const user = ok(await accounts.factorUser(accountId, need(flags.user, 'user')))
+      const user = ok(await service.user(accountId, need(flags.user, 'user')))
       const factors = user.factors.map((f) => ({
         factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
         tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
@@ -241,12 +242,12 @@ async function runTotpUsers(accounts: Accounts, verb: string | undefined, flags:
     }
     case 'unlock': {
       const userId = need(flags.user, 'user')
-      const { cleared } = ok(await accounts.clearFactorLockout(CTX, accountId, userId))
+      const { cleared } = ok(await service.clearLockout(CTX, accountId, userId))
       return { json: { accountId, userID: userId, cleared }, human: cleared ? `User ${userId}'s lockout is cleared: their next right code is taken` : `User ${userId} had no failures to clear` }
     }
     default: {
       const userId = need(flags.user, 'user')
-      ok(await accounts.deleteFactorUser(CTX, accountId, userId))
+      ok(await service.deleteUser(CTX, accountId, userId))
       return { json: { accountId, userID: userId, deleted: true }, human: `Deleted user ${userId}'s factors and recovery codes in account ${accountId}` }
     }
   }
@@ -285,7 +286,7 @@ async function run(config: Config, services: Services, words: readonly string[],
   const [noun, verb, arg, extra] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
-  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(accounts, verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(services.factors, verb, flags)
   switch (`${noun} ${verb}`) {
     case 'account create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
@@ -467,42 +468,47 @@ async function run(config: Config, services: Services, words: readonly string[],
   }
 }
 
+/** parse reads the command line; it throws on an unknown flag or a flag without its value. */
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+      name: { type: 'string' },
+      account: { type: 'string' },
+      region: { type: 'string' },
+      group: { type: 'string' },
+      rate: { type: 'string' },
+      burst: { type: 'string' },
+      quota: { type: 'string' },
+      period: { type: 'string' },
+      days: { type: 'string' },
+      status: { type: 'string' },
+      limit: { type: 'string' },
+      after: { type: 'string' },
+      expires: { type: 'string' },
+      groups: { type: 'string' },
+      regions: { type: 'string' },
+      grace: { type: 'string' },
+      by: { type: 'string' },
+      actor: { type: 'string' },
+      action: { type: 'string' },
+      scope: { type: 'string' },
+      'weight-totp': { type: 'string' },
+      'weight-converter': { type: 'string' },
+      email: { type: 'string' },
+      batch: { type: 'string' },
+      user: { type: 'string' },
+    },
+  })
+}
+
 export async function main(argv: readonly string[]): Promise<number> {
-  let parsed
+  let parsed: ReturnType<typeof parse>
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-        name: { type: 'string' },
-        account: { type: 'string' },
-        region: { type: 'string' },
-        group: { type: 'string' },
-        rate: { type: 'string' },
-        burst: { type: 'string' },
-        quota: { type: 'string' },
-        period: { type: 'string' },
-        days: { type: 'string' },
-        status: { type: 'string' },
-        limit: { type: 'string' },
-        after: { type: 'string' },
-        expires: { type: 'string' },
-        groups: { type: 'string' },
-        regions: { type: 'string' },
-        grace: { type: 'string' },
-        by: { type: 'string' },
-        actor: { type: 'string' },
-        action: { type: 'string' },
-        scope: { type: 'string' },
-        'weight-totp': { type: 'string' },
-        'weight-converter': { type: 'string' },
-        email: { type: 'string' },
-        batch: { type: 'string' },
-        user: { type: 'string' },
-      },
-    })
+    parsed = parse(argv)
   } catch (error) {
     process.stderr.write(`error: ${(error as Error).message}\n${USAGE}\n`)
     return 2

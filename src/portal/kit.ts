@@ -11,8 +11,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
-import type { Store } from '../storage/ports.ts'
 import type { Accounts } from '../services/accounts.ts'
+import type { Factors } from '../services/factors.ts'
 import type { Context } from '../services/outcome.ts'
 import type { Team } from '../services/team.ts'
 import type { Webhooks } from '../services/webhooks.ts'
@@ -28,8 +28,8 @@ import type { Metrics } from '../metrics/metrics.ts'
 
 export interface Kit {
   readonly config: Config
-  readonly store: Store
   readonly accounts: Accounts
+  readonly factors: Factors
   readonly webhooks: Webhooks
   /** Members and invitations (built by plugin.ts, over the portal's store). */
   readonly team: Team
@@ -101,7 +101,7 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
   if (current === null) return null
   const accountId = (request.params as { accountId?: string }).accountId ?? ''
   const membership = await membershipOf(kit, current.user, accountId)
-  const account = membership === null ? null : await kit.store.access.getAccount(accountId)
+  const account = membership === null ? null : await kit.accounts.getAccount(accountId)
   if (membership === null || account === null) {
     await notFound(kit, reply, current)
     return null
@@ -117,7 +117,7 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
 export async function membershipOf(kit: Kit, user: User, accountId: string): Promise<Pick<Membership, 'accountId' | 'role'> | null> {
   const own = (await kit.users.sessions.membershipsOf(user.id)).find((m) => m.accountId === accountId)
   if (own !== undefined) return user.operator ? { accountId, role: 'owner' } : own
-  if (user.operator && (await kit.store.access.getAccount(accountId)) !== null) return { accountId, role: 'owner' }
+  if (user.operator && (await kit.accounts.getAccount(accountId)) !== null) return { accountId, role: 'owner' }
   return null
 }
 

@@ -48,9 +48,9 @@ const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, a
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
-  const { config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
+  const { config, accounts, factors, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
   const kit: Kit = {
-    config, store, accounts, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team,
+    config, accounts, factors, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team,
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
     sessionTtlMs: users.sessions.ttlMs,
   }

@@ -14,22 +14,16 @@ import type { Pepper } from '../crypto/keyed.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
 import type { Account, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, NewKey, PendingSubscription, Subscription } from '../domain/accounts.ts'
 import type { AccountQuery, AuditQuery, Store } from '../storage/ports.ts'
-import type { Factor, TotpUser } from '../domain/factors.ts'
 import type { Page } from '../domain/lists.ts'
 import type { UsageBy, UsageLine } from '../domain/usage.ts'
-import { newId } from '../storage/rows.ts'
+import { newId } from '../domain/ids.ts'
 import {
-  actorName, GROUPS, REGIONS, UNSCOPED, type AccountStatus, type Actor, type AuditDraft, type AuditTarget, type KeyScope,
+  actorName, GROUPS, REGIONS, UNSCOPED, type AccountStatus, type AuditDraft, type AuditTarget, type KeyScope,
   type Plan, type QuotaPeriod, type SubscriptionStatus,
 } from '../domain/accounts.ts'
 import { groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
-import { verificationKeys } from '../totp/verify.ts'
-import { parseSecret } from '../totp/otp.ts'
-import { userLockKey } from '../totp/factors/core.ts'
-import { resolveUserId } from '../totp/factors/user-id.ts'
-import { USER_ID_RULE } from '../domain/user-ids.ts'
-import { fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { fail, isFailure, type Context, type Failure } from './outcome.ts'
 
 /** The longest grace a roll may give the old key: 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 86_400
@@ -373,102 +367,6 @@ export class Accounts {
     return () => clearInterval(timer)
   }
 
-  // TOTP lockouts
-
-  /**
-   * clearLockout forgets the failures and lock of one secret of an account, given the secret
-   * (every algorithm, at `period`) or the fingerprint that the lockout's log line names.
-   */
-  async clearLockout(ctx: Context, accountId: string, input: { readonly secret?: string; readonly fingerprint?: string; readonly period?: number }): Promise<{ cleared: boolean } | Failure> {
-    let keys: string[]
-    if (input.fingerprint !== undefined && input.fingerprint !== '') {
-      if (!/^[\w-]{43}$/.test(input.fingerprint)) return fail('invalid', 'fingerprint must be the 43-character fingerprint of a lockout log line', 'fingerprint')
-      keys = [input.fingerprint]
-    } else {
-      const secret = typeof input.secret === 'string' ? parseSecret(input.secret, this.#config.minSecretBits) : null
-      if (secret === null) return fail('invalid', 'give the secret (base32) or its fingerprint', 'secret')
-      const period = input.period ?? 30
-      if (!Number.isInteger(period) || period < 15 || period > 3600) return fail('invalid', 'period must be a whole number of seconds from 15 to 3600', 'period')
-      keys = verificationKeys(this.#pepper, accountId, secret, period)
-    }
-    const target: AuditTarget = { type: 'totp-lockout', id: input.fingerprint ?? keys[0]! }
-    if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, 'totp-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
-    const cleared = (await Promise.all(keys.map((k) => this.#store.verification.clear(k)))).some(Boolean)
-    await this.#store.audit.append(this.#draft(ctx, 'totp-lockout.clear', target, accountId, { cleared }))
-    return { cleared }
-  }
-
-  // Users of managed TOTP factors: what operators see (never a secret) and may do
-
-  /** listFactorUsers pages through an account's users by user id, each with when their lock ends (null: not locked). A malformed cursor throws CursorError. */
-  async listFactorUsers(accountId: string, query: { readonly cursor?: string; readonly limit: number }): Promise<Page<FactorUserSummary> | Failure> {
-    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
-    const now = this.#now()
-    const page = await this.#store.factors.listUsers(accountId, { ...query, nowIso: new Date(now).toISOString() })
-    // One read per user of the page, at once: a page is at most a few hundred.
-    const locks = await Promise.all(page.items.map((u) => this.#lockEnd(accountId, u.userId, now)))
-    return { items: page.items.map((u, i) => ({ ...u, lockedUntil: locks[i]! })), next: page.next }
-  }
-
-  /** factorUser: one user's factors (never their secrets), recovery codes left and lock; not_found for an unknown account or user. */
-  async factorUser(accountId: string, givenId: string): Promise<FactorUserState | Failure> {
-    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
-    const userId = await this.#userId(accountId, givenId)
-    if (isFailure(userId)) return userId
-    const now = this.#now()
-    const factors = await this.#store.factors.factors(accountId, userId, new Date(now).toISOString())
-    if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
-    const [recoveryCodesLeft, lockedUntil] = await Promise.all([
-      this.#store.factors.recoveryCodesLeft(accountId, userId), this.#lockEnd(accountId, userId, now),
-    ])
-    return { accountId, userId, factors: factors.map(factorState), recoveryCodesLeft, lockedUntil }
-  }
-
-  /** clearFactorLockout forgets a user's run of failures and lock: their next right code is taken at once. */
-  async clearFactorLockout(ctx: Context, accountId: string, givenId: string): Promise<{ cleared: boolean } | Failure> {
-    const userId = await this.#userId(accountId, givenId)
-    if (isFailure(userId)) return userId
-    const target: AuditTarget = { type: 'totp-user', id: userId }
-    if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, 'factor-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
-    if ((await this.#store.factors.factors(accountId, userId, this.#iso())) === null) {
-      return this.#refuse(ctx, 'factor-lockout.clear', target, accountId, fail('not_found', `no TOTP user ${userId} in account ${accountId}`))
-    }
-    const cleared = await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
-    await this.#store.audit.append(this.#draft(ctx, 'factor-lockout.clear', target, accountId, { userID: userId, cleared }))
-    return { cleared }
-  }
-
-  /**
-   * deleteFactorUser deletes a user's factors and recovery codes (a lost phone and lost codes):
-   * the `factor.deleted` event, written with the deletion, reaches the account's webhooks too.
-   */
-  async deleteFactorUser(ctx: Context, accountId: string, givenId: string): Promise<{ deleted: true } | Failure> {
-    const userId = await this.#userId(accountId, givenId)
-    if (isFailure(userId)) return userId
-    const target: AuditTarget = { type: 'totp-user', id: userId }
-    // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
-    const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
-    if ((await this.#store.access.getAccount(accountId)) === null) return refused(fail('not_found', `no account ${accountId}`), false)
-    const removed = await this.#store.factors.removeUser(accountId, userId,
-      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }))
-    if (!removed) return refused(fail('not_found', `no TOTP user ${userId} in account ${accountId}`), true)
-    // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
-    await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
-    return { deleted: true }
-  }
-
-  /** #userId: the stored form of a user ID given at a door (the API's rule: resolveUserId), or the refusal of one no user can have. */
-  async #userId(accountId: string, givenId: unknown): Promise<string | Failure> {
-    const userId = await resolveUserId(this.#store.factors, accountId, givenId, this.#iso())
-    return userId ?? fail('invalid', `userID must be ${USER_ID_RULE}`, 'userID')
-  }
-
-  /** #lockEnd: when the user's lock ends (ISO time), or null when they are not locked. */
-  async #lockEnd(accountId: string, userId: string, now: number): Promise<string | null> {
-    const until = await this.#store.verification.lockedUntil([userLockKey(this.#pepper, accountId, userId)], now)
-    return until > now ? new Date(until).toISOString() : null
-  }
-
   // Admin tokens
 
   async createAdminToken(ctx: Context, input: { readonly name: string; readonly scope: string }): Promise<{ token: AdminToken; secret: string } | Failure> {
@@ -510,31 +408,6 @@ export class Accounts {
   }
 }
 
-/** A user of managed factors in a list: their counts, and when their lock ends (null: not locked). */
-export interface FactorUserSummary extends TotpUser {
-  readonly lockedUntil: string | null
-}
-
-/** A factor as operators see it: everything but its sealed secret. */
-export type FactorState = Omit<Factor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
-
-export interface FactorUserState {
-  readonly accountId: string
-  readonly userId: string
-  readonly factors: FactorState[]
-  readonly recoveryCodesLeft: number
-  /** When the user's lock ends; null: not locked. */
-  readonly lockedUntil: string | null
-}
-
-function factorState(f: Factor): FactorState {
-  return {
-    id: f.id, status: f.status, label: f.label, applicationId: f.applicationId, profile: f.profile, algorithm: f.algorithm,
-    digits: f.digits, period: f.period, drift: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
-  }
-}
-
-/** The longest user ID of managed factors (as their routes take it). */
 function keyInfo(key: NewKey): ApiKeyInfo {
   return {
     id: key.id, accountId: key.accountId, name: key.name, hint: key.hint, createdAt: key.createdAt, revokedAt: null,

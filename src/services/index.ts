@@ -11,6 +11,7 @@ import type { Keyring } from '../crypto/keyring.ts'
 import { openStore } from '../storage/factory.ts'
 import { Accounts } from './accounts.ts'
 import { Encryption } from './encryption.ts'
+import { Factors } from './factors.ts'
 import { Users } from './users.ts'
 import { Webhooks } from './webhooks.ts'
 
@@ -19,6 +20,8 @@ export interface Services {
   readonly users: Users
   readonly webhooks: Webhooks
   readonly encryption: Encryption
+  /** Managed factors' users (the totp-user commands). */
+  readonly factors: Factors
   /** The kind of store opened (`sqlite`, `postgres`, with `+redis`), for people. */
   readonly storeKind: string
   /** close closes the store. */
@@ -37,6 +40,7 @@ export async function openServices(config: Config): Promise<Services> {
   }
   let webhooks: Webhooks | undefined
   let encryption: Encryption | undefined
+  let factors: Factors | undefined
   return {
     accounts,
     // The store itself, not the portal's sealed view: the CLI never reads a user's TOTP secret, it only clears it.
@@ -44,6 +48,10 @@ export async function openServices(config: Config): Promise<Services> {
     get webhooks() {
       webhooks ??= new Webhooks({ store, keyring: ring(), config })
       return webhooks
+    },
+    get factors() {
+      factors ??= new Factors({ store, config, pepper, keyring: ring() })
+      return factors
     },
     get encryption() {
       encryption ??= new Encryption({ store, keyring: ring() })

@@ -12,7 +12,7 @@ import { EVENT_TYPES, isEventType } from '../domain/events.ts'
 import type { Page } from '../domain/lists.ts'
 import type { Store } from '../storage/ports.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
-import { newId } from '../storage/rows.ts'
+import { newId } from '../domain/ids.ts'
 import { checkEndpointUrl } from '../webhooks/address.ts'
 import { newWebhookSecret, sealSecret } from '../webhooks/secret.ts'
 

@@ -3,19 +3,17 @@
  * gives them (text dates, text lists) or as pg does (Date objects, jsonb parsed): the
  * mappers take either.
  */
-import { randomBytes } from 'node:crypto'
 import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, Plan, Subscription, Algorithm } from '../domain/accounts.ts'
 import type { Page } from '../domain/lists.ts'
 import type { EmailToken, Member, Membership, Role, Session, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
 import type { OnboardingRecord, Factor, FactorStatus, TotpUser } from '../domain/factors.ts'
 import { CursorError } from '../domain/errors.ts'
+import { MAX_USER_CURSOR } from '../domain/user-ids.ts'
 import type { KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
 import type { Group, Region } from '../domain/regions.ts'
 
 export type Row = Record<string, unknown>
 
-/** newId: a prefix and 64 random bits (accounts, keys, tokens). */
-export const newId = (prefix: string): string => `${prefix}_${randomBytes(8).toString('hex')}`
 
 export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : String(value))
 const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
@@ -242,9 +240,6 @@ export const toTotpUser = (r: Row): TotpUser => ({
 
 /** userCursor: the cursor after a user of an account's user list (their id, opaque to clients). */
 export const userCursor = (userId: string): string => Buffer.from(userId, 'utf8').toString('base64url')
-
-/** The longest user cursor: a user ID of 256 characters, 4 bytes each in UTF-8, in base64url. */
-export const MAX_USER_CURSOR = 1366
 
 /**
  * readUserCursor gives the user ID a cursor is after; CursorError for any cursor userCursor

@@ -7,21 +7,17 @@ import type { FastifyInstance } from 'fastify'
 import type { Metrics } from '../metrics/metrics.ts'
 import type { Config } from '../config/config.ts'
 import type { Algorithm } from '../domain/accounts.ts'
-import type { LockPolicy } from '../domain/lockout.ts'
 import type { OnboardingRecord } from '../domain/factors.ts'
-import type { Store } from '../storage/ports.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
-import type { Pepper } from '../crypto/keyed.ts'
+import type { Factors } from '../services/factors.ts'
+import type { Totp } from '../services/totp.ts'
 import { currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
-import { verificationKey, verifyCode } from './verify.ts'
-import { RecordCache, secretFingerprint } from './records.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor } from './qr/render.ts'
 import { QrDrawer } from './qr/drawer.ts'
 import { pickQrOutput } from './negotiate.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from './profiles.ts'
 import { acceptFields } from '../bodies/fields.ts'
-import type { Keyring } from '../crypto/keyring.ts'
 import { factorRoutes } from './factors/routes.ts'
 import {
   getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema,
@@ -29,10 +25,10 @@ import {
 
 export interface TotpOptions {
   readonly config: Config
-  readonly store: Store
-  readonly pepper: Pepper
-  /** Seals the secrets of managed factors. */
-  readonly keyring: Keyring
+  /** Onboarding records and the secrets' lockouts. */
+  readonly totp: Totp
+  /** The managed factors (/totp/users/…). */
+  readonly factors: Factors
   readonly now: () => number
   readonly metrics: Pick<Metrics, 'verified' | 'lockoutStarted'>
 }
@@ -47,13 +43,8 @@ const BLACK = [0, 0, 0, 255] as const
 const WHITE = [255, 255, 255, 255] as const
 
 export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions): Promise<void> {
-  const { config, store, pepper, now } = opts
+  const { config, totp, now } = opts
   const secretLimits = { bits: config.minSecretBits, chars: Math.ceil(config.minSecretBits / 5) }
-  const policy: LockPolicy = {
-    maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds,
-  }
-
-  const records = new RecordCache(store.onboarding, pepper, config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
 
   app.addHook('onRequest', app.guard('totp'))
   acceptFields(app, config.bodyLimitBytes)
@@ -89,7 +80,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
    */
   function recordOf(secret: Buffer, accountId: string, body: TotpBody): OnboardingRecord | null | Promise<OnboardingRecord | null> {
     const complete = body.algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
-    return complete ? null : records.find(accountId, secret, now())
+    return complete ? null : totp.record(accountId, secret, now())
   }
 
   /**
@@ -138,15 +129,7 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       // Drawn before anything is stored: a URL too long for a QR code leaves no record behind.
       const qrCode = await draw(otpURL, 'M', 'png')
       const t = now()
-      await store.onboarding.upsert({
-        accountId: request.caller!.accountId,
-        applicationId: applicationID,
-        userId: userID,
-        algorithm: p.algorithm,
-        digits: p.digits,
-        period: p.period,
-        secretFingerprint: secretFingerprint(pepper, p.secret),
-      }, new Date(t))
+      await totp.onboard({ accountId: request.caller!.accountId, applicationId: applicationID, userId: userID, params: p }, t)
       const { otp, expiresIn } = currentCode(p, t)
       return {
         secretKey,
@@ -188,10 +171,10 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
       const accountId = request.caller!.accountId
       const secret = secretOf(request.body.secret)
       const p = paramsOf(secret, request.body, await recordOf(secret, accountId, request.body), token.length)
-      const key = verificationKey(pepper, accountId, p.secret, p.algorithm, p.period)
+      const key = totp.lockKey(accountId, p)
       const t = now()
       const match = token.length === p.digits ? matchStep(p, token, t) : null
-      const outcome = await verifyCode(store.verification, policy, key, match, t)
+      const outcome = await totp.verify(key, match, t)
       opts.metrics.verified(outcome.kind)
       if ((outcome.kind === 'invalid' || outcome.kind === 'reused') && outcome.locks === true) opts.metrics.lockoutStarted()
       switch (outcome.kind) {
@@ -209,5 +192,5 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
     },
   )
 
-  factorRoutes(app, { config, store, pepper, keyring: opts.keyring, now, metrics: opts.metrics, draw: (text) => draw(text, 'M', 'png') })
+  factorRoutes(app, { factors: opts.factors, draw: (text) => draw(text, 'M', 'png') })
 }

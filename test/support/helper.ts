@@ -17,6 +17,9 @@ import type { Store } from '../../src/storage/ports.ts'
 import { buildApp } from '../../src/app.ts'
 import { GROUPS, REGIONS, groupServedIn, type Group, type Region } from '../../src/domain/regions.ts'
 import { Accounts, type KeyInput } from '../../src/services/accounts.ts'
+import { Factors } from '../../src/services/factors.ts'
+import { Totp } from '../../src/services/totp.ts'
+import { resolveKeyring } from '../../src/config/encryption.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { SYSTEM } from '../../src/domain/accounts.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
@@ -40,6 +43,9 @@ export interface Running {
   readonly pepper: Pepper
   /** The accounts layer over the same store, on the same clock. */
   readonly accounts: Accounts
+  /** The factors and TOTP services over the same store (operators' calls), on the same clock. */
+  readonly factors: Factors
+  readonly totp: Totp
   readonly clock: Clock
   readonly dataDir: string
   /** Every log line written so far. */
@@ -80,7 +86,8 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   })
   const accounts = new Accounts({ store, pepper, config, now: clock.now })
   const { apiKey, accountId, keyId } = await createCaller(accounts)
-  return { url, app, store, config, pepper, accounts, clock, dataDir, logs, key: apiKey, accountId, keyId }
+  const factors = new Factors({ store, config, pepper, keyring: resolveKeyring(config), now: clock.now })
+  return { url, app, store, config, pepper, accounts, factors, totp: new Totp({ store, config, pepper }), clock, dataDir, logs, key: apiKey, accountId, keyId }
 }
 
 /** createCaller makes an account with a key and the given active subscriptions (default: every group where it is served). */

@@ -14,6 +14,8 @@ import type { Metrics } from '../../metrics/metrics.ts'
 import metricsRoute from '../../metrics/route.ts'
 import type { Config } from '../../config/config.ts'
 import type { Accounts } from '../../services/accounts.ts'
+import type { Factors } from '../../services/factors.ts'
+import type { Totp } from '../../services/totp.ts'
 import type { ErrorCode } from '../../errors/catalogue.ts'
 import { ApiError, apiError, type Problem } from '../../errors/errors.ts'
 import { sendProblems } from '../../errors/plugin.ts'
@@ -58,6 +60,9 @@ const DESCRIPTION = [
 export interface AdminAppOptions {
   readonly config: Config
   readonly accounts: Accounts
+  /** Operators' view of managed-factor users, and the Renda-compatible secrets' lockouts. */
+  readonly factors: Factors
+  readonly totp: Totp
   /** The webhooks service (none: no webhook routes). */
   readonly webhooks?: Webhooks
   /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
@@ -204,8 +209,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))
-    await guarded.register(totpUserRoutes, { accounts })
-    await guarded.register(adminRoutes, { accounts, now })
+    await guarded.register(totpUserRoutes, { factors: opts.factors })
+    await guarded.register(adminRoutes, { accounts, totp: opts.totp, now })
     if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.

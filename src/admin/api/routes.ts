@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Accounts, KeyInput, PlanInput } from '../../services/accounts.ts'
+import type { Totp } from '../../services/totp.ts'
 import { isFailure, type Context, type Failure } from '../../services/outcome.ts'
 import type { AccountStatus } from '../../domain/accounts.ts'
 import type { UsageBy, UsageLine } from '../../domain/usage.ts'
@@ -76,8 +77,8 @@ const CSV_COLUMNS: Record<UsageBy, readonly [string, keyof UsageLine][]> = {
 
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 
-export default async function adminRoutes(app: FastifyInstance, opts: { accounts: Accounts; now: () => number }): Promise<void> {
-  const { accounts, now } = opts
+export default async function adminRoutes(app: FastifyInstance, opts: { accounts: Accounts; totp: Totp; now: () => number }): Promise<void> {
+  const { accounts, totp, now } = opts
 
   /** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */
   async function requireAccount(id: string): Promise<void> {
@@ -217,6 +218,6 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.post(`${V1}/accounts/:id/totp-lockouts/clear`, { schema: clearLockoutSchema }, async (request) => {
     const { id } = request.params as { id: string }
-    return ok(await accounts.clearLockout(context(request), id, request.body as { secret?: string; fingerprint?: string; period?: number }))
+    return ok(await totp.clearLockout(context(request), id, request.body as { secret?: string; fingerprint?: string; period?: number }))
   })
 }

@@ -6,8 +6,7 @@
  */
 import { Type } from 'typebox'
 import { ALGORITHMS } from '../../totp/otp.ts'
-import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
-import { MAX_USER_CURSOR } from '../../storage/rows.ts'
+import { MAX_USER_CURSOR, MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
 
 const params = Type.Object({

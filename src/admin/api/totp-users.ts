@@ -1,11 +1,11 @@
 /**
  * The admin API's users of managed TOTP factors: list an account's users, read one user's
- * factor states and lock, clear the lock, delete the user's factors. Through the accounts
+ * factor states and lock, clear the lock, delete the user's factors. Through the factors
  * service with the operator's token as actor (changes audited); a user of another account is
  * the same 404 as one that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
-import type { Accounts, FactorState, FactorUserSummary } from '../../services/accounts.ts'
+import type { Factors, FactorState, FactorUserSummary } from '../../services/factors.ts'
 import { context, ok } from './routes.ts'
 import { DEFAULT_LIMIT } from './schemas.ts'
 import { clearTotpUserLockoutSchema, deleteTotpUserSchema, getTotpUserSchema, listTotpUsersSchema } from './totp-user-schemas.ts'
@@ -26,30 +26,30 @@ const factorView = (f: FactorState) => ({
   tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
 })
 
-export default async function totpUserRoutes(app: FastifyInstance, opts: { accounts: Accounts }): Promise<void> {
-  const { accounts } = opts
+export default async function totpUserRoutes(app: FastifyInstance, opts: { factors: Factors }): Promise<void> {
+  const { factors } = opts
 
   app.get(BASE, { schema: listTotpUsersSchema }, async (request) => {
     const { id } = request.params as { id: string }
     const q = request.query as { after?: string; limit?: number }
-    const found = ok(await accounts.listFactorUsers(id, { limit: q.limit ?? DEFAULT_LIMIT, ...(q.after === undefined ? {} : { cursor: q.after }) }))
+    const found = ok(await factors.listUsers(id, { limit: q.limit ?? DEFAULT_LIMIT, ...(q.after === undefined ? {} : { cursor: q.after }) }))
     return { items: found.items.map(userView), next: found.next }
   })
 
   app.get(`${BASE}/:userID`, { schema: getTotpUserSchema }, async (request) => {
     const { id, userID } = request.params as UserParams
-    const user = ok(await accounts.factorUser(id, userID))
+    const user = ok(await factors.user(id, userID))
     return { accountId: user.accountId, userID: user.userId, factors: user.factors.map(factorView), recoveryCodesLeft: user.recoveryCodesLeft, ...lock(user.lockedUntil) }
   })
 
   app.post(`${BASE}/:userID/lockout/clear`, { schema: clearTotpUserLockoutSchema }, async (request) => {
     const { id, userID } = request.params as UserParams
-    return ok(await accounts.clearFactorLockout(context(request), id, userID))
+    return ok(await factors.clearLockout(context(request), id, userID))
   })
 
   app.delete(`${BASE}/:userID`, { schema: deleteTotpUserSchema }, async (request) => {
     const { id, userID } = request.params as UserParams
-    ok(await accounts.deleteFactorUser(context(request), id, userID))
+    ok(await factors.deleteUser(context(request), id, userID))
     return { deleted: true, userID }
   })
 }

@@ -2,15 +2,15 @@
  * An account's users of managed TOTP factors, for operators: the users in cursor pages, one
  * user's factor states (never a secret), recovery codes left and lock; clearing the lock, and
  * deleting the user's factors and recovery codes behind a confirmation. Changes go through the
- * Accounts service, which audits them as the operator's.
+ * factors service, which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
 import { actorOf, csrfField, formField, notFound } from '../kit.ts'
-import type { FactorUserState } from '../../services/accounts.ts'
+import type { FactorUserState } from '../../services/factors.ts'
 import { isFailure } from '../../services/outcome.ts'
-import { MAX_USER_CURSOR } from '../../storage/rows.ts'
+import { MAX_USER_CURSOR } from '../../domain/user-ids.ts'
 import type { Account } from '../../domain/accounts.ts'
 import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
@@ -43,7 +43,7 @@ function factorTable(user: FactorUserState): Html {
 }
 
 export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { accounts } = kit
+  const { accounts, factors } = kit
 
   /** The account of the path for an operator, or null once a 404 is sent. */
   async function accountOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
@@ -59,7 +59,8 @@ export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit):
     if (account === null) return reply
     const after = query(request, 'after', MAX_USER_CURSOR)
     const title = `TOTP users of ${account.name}`
-    const found = await listed(kit, reply, current, 'accounts', title, () => accounts.listFactorUsers(account.id, { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+    const page = { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }
+    const found = await listed(kit, reply, current, 'accounts', title, () => factors.listUsers(account.id, page))
     if (found === null) return reply
     if (isFailure(found)) return notFound(kit, reply, current)
     return sendOperatorPage(kit, reply, current, null, title, html`
@@ -79,7 +80,7 @@ ${nextLink(usersPath(account), found.next, {}, 'Next users')}`)
   async function userOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<{ account: Account; user: FactorUserState } | null> {
     const account = await accountOf(request, reply, current)
     if (account === null) return null
-    const user = await accounts.factorUser(account.id, (request.params as Params).userID)
+    const user = await factors.user(account.id, (request.params as Params).userID)
     if (isFailure(user)) {
       await notFound(kit, reply, current)
       return null
@@ -119,7 +120,7 @@ ${factorTable(user)}
     if (current === null) return reply
     const found = await userOf(request, reply, current)
     if (found === null) return reply
-    const cleared = await accounts.clearFactorLockout(actorOf(current, request), found.account.id, found.user.userId)
+    const cleared = await factors.clearLockout(actorOf(current, request), found.account.id, found.user.userId)
     if (isFailure(cleared)) return sendOperatorPage(kit, reply, current, null, 'Lockout not cleared', html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`, 422)
     return reply.redirect(`${userPath(found.account, found.user.userId)}?done=unlocked`, 303)
   })
@@ -142,7 +143,7 @@ ${csrfField(kit, current)}
 <a href="${path}">Keep them: back to ${user.userId}</a>
 </form>`)
     }
-    const deleted = await accounts.deleteFactorUser(actorOf(current, request), account.id, user.userId)
+    const deleted = await factors.deleteUser(actorOf(current, request), account.id, user.userId)
     if (isFailure(deleted)) return sendOperatorPage(kit, reply, current, null, 'Factors not deleted', html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`, 422)
     return reply.redirect(`${usersPath(account)}?done=factors-deleted`, 303)
   })

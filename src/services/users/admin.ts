@@ -7,7 +7,7 @@
 import type { Membership, Role, User, UserPatch } from '../../domain/portal.ts'
 import type { Page } from '../../domain/lists.ts'
 import type { UserQuery } from '../../storage/ports.ts'
-import { newId } from '../../storage/rows.ts'
+import { newId } from '../../domain/ids.ts'
 import { fail, type Context, type Failure } from '../outcome.ts'
 import type { UsersCore } from './core.ts'
 

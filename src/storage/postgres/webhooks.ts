@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { WebhookStore } from '../ports.ts'
-import { newId, readEventCursor, type Row } from '../rows.ts'
+import { newId } from '../../domain/ids.ts'
+import { readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
 import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
 import type { Stamps } from '../stamps.ts'

@@ -18,7 +18,9 @@ import { isFailure } from '../../../src/services/outcome.ts'
 async function start(t: TestContext, env: Record<string, string>) {
   const pub = await startApp(t, { WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '200', ...env })
   const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
-  const app = await buildAdminApp({ config: pub.config, accounts: pub.accounts, webhooks, logStream: { write: () => undefined } })
+  const app = await buildAdminApp({
+    config: pub.config, accounts: pub.accounts, factors: pub.factors, totp: pub.totp, webhooks, logStream: { write: () => undefined },
+  })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => app.close())
   const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`

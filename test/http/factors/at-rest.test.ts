@@ -17,7 +17,7 @@ import { codes, post, startApp, tempDir, testClock, type Running } from '../../s
 import { createDatabase, redisEnv, redisUrl, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 import { codeOf, enroll, path, type Created } from '../../support/factors.ts'
 import { keyring, parseKeys } from '../../../src/crypto/keyring.ts'
-import { rotateSeals } from '../../../src/totp/factors/rotate.ts'
+import { Factors } from '../../../src/services/factors.ts'
 import { Webhooks } from '../../../src/services/webhooks.ts'
 import { openSecret } from '../../../src/webhooks/secret.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
@@ -113,11 +113,12 @@ for (const [name, storeEnv, skip] of stores) {
     Object.assign(both, { key: old.key })
     const ring = keyring(parseKeys(`${v1},${v2}`))
     let mixedWaves = 0
-    const rotation = await rotateSeals(both.store.factors, ring, {
+    const factors = new Factors({ store: both.store, config: both.config, pepper: both.pepper, keyring: ring })
+    const rotation = await factors.rotateSeals({
       batch: 7,
       // Between batches, some factors are under version 1 and some under 2: every user verifies.
       onBatch: async () => {
-        const versions = await both.store.factors.sealVersions()
+        const versions = await factors.sealVersions()
         if ((versions.get(1) ?? 0) > 0) mixedWaves++
         const statuses = await wave(both, users)
         assert.deepEqual(statuses.filter((s) => s !== 200), [], 'every verification succeeds during the rotation')
@@ -126,7 +127,7 @@ for (const [name, storeEnv, skip] of stores) {
     assert.equal(rotation.resealed, 60)
     assert.deepEqual(rotation.unreadable, [])
     assert.ok(mixedWaves >= 5, `${mixedWaves} waves ran with both versions in the store`)
-    assert.deepEqual(await both.store.factors.sealVersions(), new Map([[2, 60]]))
+    assert.deepEqual(await factors.sealVersions(), new Map([[2, 60]]))
 
     // Version 1 removed: a node with version 2 alone verifies every factor.
     await stop(both)

@@ -69,7 +69,9 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
   const metrics = createMetrics({ region: 'eu' })
   metrics.observeRequest('/totp/getOTP', 'POST', 200, 0.0003)
   metrics.refused('throttled')
-  const admin = await buildAdminApp({ config: app.config, accounts: app.accounts, metrics, logStream: { write: () => undefined } })
+  const admin = await buildAdminApp({
+    config: app.config, accounts: app.accounts, factors: app.factors, totp: app.totp, metrics, logStream: { write: () => undefined },
+  })
   await admin.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => admin.close())
   const address = admin.server.address()
@@ -81,7 +83,9 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
   assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'throttled' }), 1)
 
   const guarded = await startApp(t, { METRICS_TOKEN: TOKEN })
-  const admin2 = await buildAdminApp({ config: guarded.config, accounts: guarded.accounts, metrics, logStream: { write: () => undefined } })
+  const admin2 = await buildAdminApp({
+    config: guarded.config, accounts: guarded.accounts, factors: guarded.factors, totp: guarded.totp, metrics, logStream: { write: () => undefined },
+  })
   await admin2.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => admin2.close())
   const a2 = admin2.server.address()

@@ -95,7 +95,7 @@ test('the TOTP-user pages are a 404 to everyone but operators; forms need their 
     assert.equal((await op.post(`${frank}/${action}`, fields, { from: frank, origin: 'https://evil.example' })).status, 403, `${action} from another site`)
   }
   assert.match((await op.get(frank)).text, /is <span class="badge bad">locked<\/span>/, 'still locked')
-  assert.equal((await app.accounts.factorUser(app.accountId, 'frank') as { factors: unknown[] }).factors.length, 1, 'still there')
+  assert.equal((await app.factors.user(app.accountId, 'frank') as { factors: unknown[] }).factors.length, 1, 'still there')
 
   assert.equal((await op.get(`${account}/totp-users/grace`)).status, 404, 'another account\'s user')
   assert.equal((await op.post(`${account}/totp-users/grace/delete`, { confirm: '1' }, { from: frank })).status, 404)

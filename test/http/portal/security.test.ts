@@ -13,7 +13,6 @@ import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
 import { codeAt, parseSecret, stepAt, totpParams } from '../../../src/totp/otp.ts'
 import { sessionIdHash } from '../../../src/portal/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
-import type { Kit } from '../../../src/portal/kit.ts'
 import { portalSecretContext, resealPortalSecrets } from '../../../src/services/users/sealed.ts'
 import { resolveKeyring } from '../../../src/config/encryption.ts'
 import { SealError } from '../../../src/crypto/keyring.ts'
@@ -61,7 +60,7 @@ async function twoFactorUser(app: Running) {
   const made = await portalUser(app)
   const secret = newTotpSecret()
   await app.store.portal.updateUser(made.user.id, { totpSecret: secret, totpEnabledAt: new Date(app.clock.now()).toISOString() }, null)
-  const codes = await storeRecoveryCodes({ pepper: app.pepper, store: app.store } as unknown as Kit, made.user.id)
+  const codes = await storeRecoveryCodes({ pepper: app.pepper, store: app.store }, made.user.id)
   return { ...made, secret, codes }
 }
 

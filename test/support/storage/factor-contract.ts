@@ -9,7 +9,8 @@ import type { AuditDraft } from '../../../src/domain/accounts.ts'
 import type { Factor } from '../../../src/domain/factors.ts'
 import type { Store } from '../../../src/storage/ports.ts'
 import { CursorError } from '../../../src/domain/errors.ts'
-import { newId, userCursor } from '../../../src/storage/rows.ts'
+import { newId } from '../../../src/domain/ids.ts'
+import { userCursor } from '../../../src/storage/rows.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 

@@ -8,7 +8,7 @@ import type { AuditDraft, AuditEvent } from '../../../src/domain/accounts.ts'
 import type { NewWebhookEndpoint } from '../../../src/domain/webhooks.ts'
 import type { Store } from '../../../src/storage/ports.ts'
 import { CursorError } from '../../../src/domain/errors.ts'
-import { newId } from '../../../src/storage/rows.ts'
+import { newId } from '../../../src/domain/ids.ts'
 import { EVENT_TYPES } from '../../../src/domain/events.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void

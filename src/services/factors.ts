@@ -1,0 +1,505 @@
+/**
+ * The managed-factors service: each user's TOTP secrets (sealed by the keyring), their one
+ * lockout and replay record, and their recovery codes, for every door (the public API's
+ * `/totp/users/…` routes, the admin API, the operator pages, the CLI). Every attempt
+ * (activate, verify, resync, recover) is decided by the verification store in one atomic
+ * step; every change is written with the audit event that reports it (the trail, and from it
+ * the webhooks' outbox), and failed attempts and lockouts leave events of their own.
+ *
+ * The public API calls as an API key in its own account (`KeyCaller`) and gets refusals that
+ * name their catalogue problems (`FactorRefusal`); operators call with a `Context` and get
+ * the `Failure`s every service gives.
+ */
+import type { Config } from '../config/config.ts'
+import { SealError, type Keyring } from '../crypto/keyring.ts'
+import type { Pepper } from '../crypto/keyed.ts'
+import { actorName, type Algorithm, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
+import type { EventType } from '../domain/events.ts'
+import type { Factor, TotpUser } from '../domain/factors.ts'
+import { newId } from '../domain/ids.ts'
+import type { Page } from '../domain/lists.ts'
+import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
+import { canonicalUserId, USER_ID_RULE } from '../domain/user-ids.ts'
+import { render, type ErrorCode } from '../errors/catalogue.ts'
+import type { Params, Problem } from '../errors/errors.ts'
+import type { Metrics } from '../metrics/metrics.ts'
+import type { Store } from '../storage/ports.ts'
+import { findDrift, mark, matchFactor, paramsOf, sealContext, userLockKey } from '../totp/factors/core.ts'
+import { codeHash, newRecoveryCodes, normalizeCode } from '../totp/factors/recovery.ts'
+import { rotateSeals, type Rotation } from '../totp/factors/rotate.ts'
+import { matchStep, newSecret, otpauthUrl, toBase32, totpParams, type TotpParams } from '../totp/otp.ts'
+import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../totp/profiles.ts'
+import { verifyCode } from '../totp/verify.ts'
+import { fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+
+export type FactorsConfig = Pick<Config,
+  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'factorPendingSeconds' | 'factorMaxPerUser' | 'factorResyncSteps'>
+
+export interface FactorsOptions {
+  readonly store: Store
+  readonly config: FactorsConfig
+  readonly pepper: Pepper
+  /** Seals and opens the factors' secrets. */
+  readonly keyring: Keyring
+  /** The clock (epoch ms); tests move it. */
+  readonly now?: () => number
+  /** Counts verifications by outcome and the lockouts they start (none: not counted). */
+  readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted'>
+}
+
+/** KeyCaller: a call of the public API, made with an API key in its own account (the actor of the events it causes). */
+export interface KeyCaller {
+  readonly accountId: string
+  readonly keyId: string
+  readonly ip: string
+  /** unreadable is told of each factor whose secret does not open (for the request's log: its id and why, never the sealed value). */
+  readonly unreadable: (factorId: string, reason: string) => void
+}
+
+/** FactorRefusal: an expected refusal of the public API's, with the catalogue problems it is answered with. */
+export interface FactorRefusal extends Failure {
+  readonly problems: readonly Problem[]
+}
+
+/** A factor as it is shown: everything but its sealed secret. */
+export type FactorState = Omit<Factor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
+
+/** A user of managed factors in a list: their counts, and when their lock ends (null: not locked). */
+export interface FactorUserSummary extends TotpUser {
+  readonly lockedUntil: string | null
+}
+
+export interface FactorUserState {
+  readonly accountId: string
+  readonly userId: string
+  readonly factors: FactorState[]
+  readonly recoveryCodesLeft: number
+  /** When the user's lock ends; null: not locked. */
+  readonly lockedUntil: string | null
+}
+
+/** What a new factor is asked with; parameters left out come from the profile (default `universal`). */
+export interface FactorInput {
+  readonly applicationId: string
+  readonly label?: string
+  readonly profile?: ProfileName
+  readonly algorithm?: Algorithm
+  readonly digits?: number
+  readonly period?: number
+}
+
+/**
+ * Enrolment: a factor drawn and not yet stored (`enrol`), with its secret; `create` stores it.
+ * The door shows `otpURL` (as a QR code) between the two, so that what cannot be shown is never stored.
+ */
+export interface Enrolment {
+  readonly userId: string
+  readonly applicationId: string
+  readonly label: string | null
+  readonly profile: ProfileName
+  readonly params: TotpParams
+  readonly otpURL: string
+}
+
+export interface Resynced {
+  readonly driftSteps: number
+  readonly driftSeconds: number
+}
+
+export interface CreatedFactor {
+  readonly factorId: string
+  /** The secret in base32: shown in the creation answer only. */
+  readonly secretKey: string
+  readonly expiresAt: string
+}
+
+/** An attempt's outcome: null when accepted, else its refusal. */
+type Refused = FactorRefusal | null
+const ACCEPTED = null
+
+export class Factors {
+  readonly #store: Store
+  readonly #config: FactorsConfig
+  readonly #pepper: Pepper
+  readonly #keyring: Keyring
+  readonly #now: () => number
+  readonly #metrics: Pick<Metrics, 'verified' | 'lockoutStarted'> | undefined
+  readonly #policy: LockPolicy
+
+  constructor(opts: FactorsOptions) {
+    this.#store = opts.store
+    this.#config = opts.config
+    this.#pepper = opts.pepper
+    this.#keyring = opts.keyring
+    this.#now = opts.now ?? Date.now
+    this.#metrics = opts.metrics
+    this.#policy = { maxFailures: opts.config.otpMaxFailures, baseSeconds: opts.config.otpLockBaseSeconds, maxSeconds: opts.config.otpLockMaxSeconds }
+  }
+
+  // The public API's calls (an API key, in its own account)
+
+  /**
+   * userId: which stored user an ID given at any door names, or USER_ID_INVALID. The rule is
+   * the domain's (canonicalUserId); new users are stored under their NFC form. Users stored
+   * before IDs were normalised keep working under the exact form they were created with: when
+   * the NFC form names no user and the given form differs from it, a user stored under the
+   * given form is that user. The fallback costs a read only for an ID that is not already
+   * canonical (never for ASCII), and a row is never renamed: its sealed secrets are bound to its ID.
+   */
+  async userId(accountId: string, raw: unknown): Promise<string | FactorRefusal> {
+    const id = canonicalUserId(raw)
+    if (id !== null && id === raw) return id
+    if (!couldBeStored(raw)) return id ?? refusal('invalid', 'USER_ID_INVALID')
+    const exists = async (userId: string) => (await this.#store.factors.factors(accountId, userId, this.#iso())) !== null
+    if (id !== null && await exists(id)) return id
+    // A user created before the rule, under this exact form (not NFC, or an ID the rule now refuses).
+    if (await exists(raw)) return raw
+    return id ?? refusal('invalid', 'USER_ID_INVALID')
+  }
+
+  /** enrol resolves a new factor's profile and draws its secret; nothing is stored (see Enrolment). */
+  enrol(userId: string, input: FactorInput): Enrolment | FactorRefusal {
+    const profile = input.profile ?? 'universal'
+    const resolved = resolveProfile(PROFILES[profile], { algorithm: input.algorithm, digits: input.digits, period: input.period })
+    if (resolved.kind === 'unsupported') {
+      const problems = profileProblems(resolved)
+      return { failure: 'invalid', message: render(problems[0]!.code, problems[0]!.params), problems }
+    }
+    const params = totpParams(newSecret(), resolved.algorithm, resolved.digits, resolved.period)
+    return { userId, applicationId: input.applicationId, label: input.label ?? null, profile, params, otpURL: otpauthUrl(input.applicationId, userId, params) }
+  }
+
+  /** create stores an enrolment as a pending factor (`factor.created`), unless the user has FACTOR_MAX_PER_USER factors. */
+  async create(caller: KeyCaller, e: Enrolment): Promise<CreatedFactor | FactorRefusal> {
+    const t = this.#now()
+    const id = newId('fct')
+    const expiresAt = iso(t + this.#config.factorPendingSeconds * 1000)
+    const { accountId } = caller
+    const p = e.params
+    const max = this.#config.factorMaxPerUser
+    const created = await this.#store.factors.create({
+      id, accountId, userId: e.userId, applicationId: e.applicationId, label: e.label, profile: e.profile,
+      status: 'pending', algorithm: p.algorithm, digits: p.digits, period: p.period, drift: 0,
+      sealed: this.#keyring.seal(p.secret, sealContext(accountId, e.userId, id)), keyVersion: this.#keyring.active,
+      createdAt: iso(t), expiresAt, activatedAt: null,
+    }, max, iso(t), keyEvent(caller, 'factor.created', e.userId, {
+      factorID: id, applicationID: e.applicationId, label: e.label, profile: e.profile,
+      algorithm: p.algorithm, tokenLength: p.digits, tokenValidity: p.period,
+    }, id))
+    if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    return { factorId: id, secretKey: toBase32(p.secret), expiresAt }
+  }
+
+  /** factors: the user's live factors, oldest first, and their recovery codes left. */
+  async factors(caller: KeyCaller, userId: string): Promise<{ factors: FactorState[]; recoveryCodesLeft: number } | FactorRefusal> {
+    const factors = await this.#factorsOf(caller.accountId, userId, this.#now())
+    if (isFailure(factors)) return factors
+    return { factors: factors.map(factorState), recoveryCodesLeft: await this.#store.factors.recoveryCodesLeft(caller.accountId, userId) }
+  }
+
+  /** removeFactor deletes one factor (`factor.deleted`). */
+  async removeFactor(caller: KeyCaller, userId: string, factorId: string): Promise<{ deleted: true } | FactorRefusal> {
+    const removed = await this.#store.factors.remove(caller.accountId, userId, factorId,
+      keyEvent(caller, 'factor.deleted', userId, { factorID: factorId }, factorId))
+    return removed ? { deleted: true } : refusal('not_found', 'FACTOR_NOT_FOUND')
+  }
+
+  /** removeUser deletes a user, their factors and recovery codes (`factor.deleted`), and their run of failures. */
+  async removeUser(caller: KeyCaller, userId: string): Promise<{ deleted: true } | FactorRefusal> {
+    const { accountId } = caller
+    const removed = await this.#store.factors.removeUser(accountId, userId, keyEvent(caller, 'factor.deleted', userId, { factorID: null, user: true }))
+    if (!removed) return refusal('not_found', 'USER_NOT_FOUND')
+    // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays, so no code is accepted twice).
+    await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
+    return { deleted: true }
+  }
+
+  /** activate makes a pending factor active with its first code (`factor.activated`): an attempt like any other. */
+  async activate(caller: KeyCaller, userId: string, factorId: string, token: string): Promise<{ activatedAt: string } | FactorRefusal> {
+    const t = this.#now()
+    const factor = await this.#factorOf(caller.accountId, userId, factorId, t)
+    if (isFailure(factor)) return factor
+    if (factor.status === 'active') return refusal('conflict', 'FACTOR_ACTIVE')
+    let step: number | null = null
+    try {
+      step = token.length === factor.digits ? matchStep(paramsOf(this.#keyring, factor), token, t) : null
+    } catch (error) {
+      return unreadable(caller, factor, error)
+    }
+    const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, { factorID: factorId })
+    if (refused !== ACCEPTED) return refused
+    const activated = await this.#store.factors.activate(caller.accountId, userId, factorId, iso(t),
+      keyEvent(caller, 'factor.activated', userId, { factorID: factorId }, factorId))
+    // Expired (or deleted) between the read and now: gone, as for any pending factor past its time.
+    return activated ? { activatedAt: iso(t) } : refusal('not_found', 'FACTOR_NOT_FOUND')
+  }
+
+  /** verify checks a code of the user's against each of their active factors: the factor it is of. */
+  async verify(caller: KeyCaller, userId: string, token: string): Promise<{ factorId: string } | FactorRefusal> {
+    const t = this.#now()
+    const factors = await this.#factorsOf(caller.accountId, userId, t)
+    if (isFailure(factors)) return factors
+    const active = factors.filter((f) => f.status === 'active')
+    if (active.length === 0) return refusal('conflict', 'NO_ACTIVE_FACTOR')
+    let broken = 0
+    const match = matchFactor(this.#keyring, active, token, t, (f, error) => {
+      broken++
+      caller.unreadable(f.id, error.message)
+    })
+    // Not one factor that could have matched (its digits) opened: say so rather than count a failure the user did not make.
+    if (match === null && broken > 0 && broken === active.filter((f) => f.digits === token.length).length) return refusal('conflict', 'FACTOR_UNREADABLE')
+    const refused = await this.#settle(caller, userId, match?.mark ?? null, t)
+    return refused ?? { factorId: match!.factor.id }
+  }
+
+  /**
+   * resync finds the drift of a device from two consecutive codes (`factor.resynced`). Two
+   * codes that are not are a failed attempt like any other (two codes guessed at once are
+   * still guesses), answered as what it is.
+   */
+  async resync(caller: KeyCaller, userId: string, factorId: string, token: string, nextToken: string): Promise<Resynced | FactorRefusal> {
+    const t = this.#now()
+    const factor = await this.#factorOf(caller.accountId, userId, factorId, t)
+    if (isFailure(factor)) return factor
+    if (factor.status !== 'active') return refusal('conflict', 'FACTOR_PENDING')
+    let found: { drift: number; step: number } | null = null
+    try {
+      if (token.length === factor.digits && nextToken.length === factor.digits) {
+        found = findDrift(paramsOf(this.#keyring, factor), token, nextToken, t, this.#config.factorResyncSteps)
+      }
+    } catch (error) {
+      return unreadable(caller, factor, error)
+    }
+    if (found === null) {
+      const refused = (await this.#settle(caller, userId, null, t, { factorID: factorId, resync: true }))!
+      if (refused.problems[0]!.code !== 'OTP_INVALID') return refused
+      return refusal('invalid', 'RESYNC_FAILED', { minutes: Math.round(this.#config.factorResyncSteps * factor.period / 60) })
+    }
+    const { drift } = found
+    const locked = await this.#settleResync(caller, userId, mark({ period: factor.period, drift }, found.step), t)
+    if (locked !== ACCEPTED) return locked
+    const stored = await this.#store.factors.setDrift(caller.accountId, userId, factorId, drift, iso(t),
+      keyEvent(caller, 'factor.resynced', userId, { factorID: factorId, driftSteps: drift }, factorId))
+    return stored ? { driftSteps: drift, driftSeconds: drift * factor.period } : refusal('not_found', 'FACTOR_NOT_FOUND')
+  }
+
+  /** regenerateRecoveryCodes replaces the user's recovery codes by new ones (`recovery_codes.regenerated`), shown once. */
+  async regenerateRecoveryCodes(caller: KeyCaller, userId: string): Promise<{ codes: string[] } | FactorRefusal> {
+    const { accountId } = caller
+    const codes = newRecoveryCodes()
+    const stored = await this.#store.factors.setRecoveryCodes(accountId, userId, codes.map((c) => codeHash(this.#pepper, accountId, userId, c)), this.#iso(),
+      keyEvent(caller, 'recovery_codes.regenerated', userId, { count: codes.length }))
+    return stored ? { codes } : refusal('not_found', 'USER_NOT_FOUND')
+  }
+
+  /** recover uses one of the user's recovery codes (`recovery_code.used`): an attempt under the user's lockout. */
+  async recover(caller: KeyCaller, userId: string, given: string): Promise<{ recoveryCodesLeft: number } | FactorRefusal> {
+    const { accountId } = caller
+    const t = this.#now()
+    // A user unknown here is 404 before any count: there is nothing to guess at.
+    if (await this.#store.factors.factors(accountId, userId, iso(t)) === null) return refusal('not_found', 'USER_NOT_FOUND')
+    const key = userLockKey(this.#pepper, accountId, userId)
+    // Counted before it is tried (as the portal's sign-in): parallel guesses get no more than the policy.
+    const verdict = await this.#store.verification.settle(key, null, t, this.#policy)
+    if (verdict.kind === 'locked') return lockedRefusal(Math.max(1, Math.ceil((verdict.lockedUntil - t) / 1000)))
+    const code = normalizeCode(given)
+    const left = code === null ? null
+      : await this.#store.factors.useRecoveryCode(accountId, userId, codeHash(this.#pepper, accountId, userId, code), iso(t),
+        keyEvent(caller, 'recovery_code.used', userId, {}))
+    if (left === null) {
+      await this.#failed(caller, userId, 'recovery code', verdict.kind !== 'accepted' && verdict.locks === true)
+      return refusal('invalid', 'RECOVERY_CODE_INVALID')
+    }
+    await this.#store.verification.forgive(key, this.#policy)
+    return { recoveryCodesLeft: left }
+  }
+
+  /**
+   * #settle decides an attempt of the user's in the one atomic step and records the events of
+   * a failure (and of a lockout it starts): null when accepted, else the refusal.
+   */
+  async #settle(caller: KeyCaller, userId: string, matched: number | null, t: number, failedDetail: Record<string, unknown> = {}): Promise<Refused> {
+    const outcome: VerifyOutcome = await verifyCode(this.#store.verification, this.#policy, userLockKey(this.#pepper, caller.accountId, userId), matched, t)
+    this.#metrics?.verified(outcome.kind)
+    if (outcome.kind === 'accepted') return ACCEPTED
+    if (outcome.kind === 'locked') return lockedRefusal(outcome.retryAfterSeconds)
+    await this.#failed(caller, userId, outcome.kind, outcome.locks === true, failedDetail)
+    return outcome.kind === 'invalid' ? refusal('invalid', 'OTP_INVALID') : refusal('conflict', 'OTP_REUSED')
+  }
+
+  /**
+   * #settleResync records a resync whose two codes are right. Under the new drift the second
+   * code's step ends where the server's current step ends, so the mark it sets is that end:
+   * the two codes cannot then verify, and the device's next code (a step later) can. The
+   * outcome is the two codes' alone: a mark already there (a code of the user's accepted
+   * earlier in this step) covers them as well, and the failure `#settle` counted for it is
+   * taken back (between the two calls a parallel attempt may see one failure more).
+   */
+  async #settleResync(caller: KeyCaller, userId: string, resyncMark: number, t: number): Promise<Refused> {
+    const key = userLockKey(this.#pepper, caller.accountId, userId)
+    const outcome = await verifyCode(this.#store.verification, this.#policy, key, resyncMark, t)
+    if (outcome.kind === 'locked') {
+      this.#metrics?.verified(outcome.kind)
+      return lockedRefusal(outcome.retryAfterSeconds)
+    }
+    if (outcome.kind === 'reused') await this.#store.verification.forgive(key, this.#policy)
+    this.#metrics?.verified('accepted')
+    return ACCEPTED
+  }
+
+  /** #failed records a failed attempt, and the lockout it started, as events. */
+  async #failed(caller: KeyCaller, userId: string, reason: string, locks: boolean, detail: Record<string, unknown> = {}): Promise<void> {
+    await this.#store.audit.append({ ...keyEvent(caller, 'factor.verification_failed', userId, { reason, ...detail }), outcome: 'failure' })
+    if (locks) {
+      this.#metrics?.lockoutStarted()
+      // No length: each failure past the threshold starts a longer lock, and the verdict does not say how long.
+      await this.#store.audit.append(keyEvent(caller, 'factor.lockout_started', userId, {}))
+    }
+  }
+
+  async #factorsOf(accountId: string, userId: string, t: number): Promise<Factor[] | FactorRefusal> {
+    return (await this.#store.factors.factors(accountId, userId, iso(t))) ?? refusal('not_found', 'USER_NOT_FOUND')
+  }
+
+  async #factorOf(accountId: string, userId: string, factorId: string, t: number): Promise<Factor | FactorRefusal> {
+    const factors = await this.#store.factors.factors(accountId, userId, iso(t))
+    return factors?.find((f) => f.id === factorId) ?? refusal('not_found', 'FACTOR_NOT_FOUND')
+  }
+
+  // Operators' calls (the admin API, the operator pages, the CLI): what they see (never a secret) and may do
+
+  /** listUsers pages through an account's users by user id, each with when their lock ends (null: not locked). A malformed cursor throws CursorError. */
+  async listUsers(accountId: string, query: { readonly cursor?: string; readonly limit: number }): Promise<Page<FactorUserSummary> | Failure> {
+    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const now = this.#now()
+    const page = await this.#store.factors.listUsers(accountId, { ...query, nowIso: iso(now) })
+    // One read per user of the page, at once: a page is at most a few hundred.
+    const locks = await Promise.all(page.items.map((u) => this.#lockEnd(accountId, u.userId, now)))
+    return { items: page.items.map((u, i) => ({ ...u, lockedUntil: locks[i]! })), next: page.next }
+  }
+
+  /** user: one user's factors (never their secrets), recovery codes left and lock; not_found for an unknown account or user. */
+  async user(accountId: string, givenId: string): Promise<FactorUserState | Failure> {
+    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    const userId = await this.#operatorUserId(accountId, givenId)
+    if (isFailure(userId)) return userId
+    const now = this.#now()
+    const factors = await this.#store.factors.factors(accountId, userId, iso(now))
+    if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
+    const [recoveryCodesLeft, lockedUntil] = await Promise.all([
+      this.#store.factors.recoveryCodesLeft(accountId, userId), this.#lockEnd(accountId, userId, now),
+    ])
+    return { accountId, userId, factors: factors.map(factorState), recoveryCodesLeft, lockedUntil }
+  }
+
+  /** clearLockout forgets a user's run of failures and lock (`factor-lockout.clear`): their next right code is taken at once. */
+  async clearLockout(ctx: Context, accountId: string, givenId: string): Promise<{ cleared: boolean } | Failure> {
+    const userId = await this.#operatorUserId(accountId, givenId)
+    if (isFailure(userId)) return userId
+    const target: AuditTarget = { type: 'totp-user', id: userId }
+    if ((await this.#store.access.getAccount(accountId)) === null) {
+      return this.#refuse(ctx, 'factor-lockout.clear', target, null, fail('not_found', `no account ${accountId}`))
+    }
+    if ((await this.#store.factors.factors(accountId, userId, this.#iso())) === null) {
+      return this.#refuse(ctx, 'factor-lockout.clear', target, accountId, fail('not_found', `no TOTP user ${userId} in account ${accountId}`))
+    }
+    const cleared = await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
+    await this.#store.audit.append(this.#draft(ctx, 'factor-lockout.clear', target, accountId, { userID: userId, cleared }))
+    return { cleared }
+  }
+
+  /**
+   * deleteUser deletes a user's factors and recovery codes (a lost phone and lost codes):
+   * the `factor.deleted` event, written with the deletion, reaches the account's webhooks too.
+   */
+  async deleteUser(ctx: Context, accountId: string, givenId: string): Promise<{ deleted: true } | Failure> {
+    const userId = await this.#operatorUserId(accountId, givenId)
+    if (isFailure(userId)) return userId
+    const target: AuditTarget = { type: 'totp-user', id: userId }
+    // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
+    const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
+    if ((await this.#store.access.getAccount(accountId)) === null) return refused(fail('not_found', `no account ${accountId}`), false)
+    const removed = await this.#store.factors.removeUser(accountId, userId,
+      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }))
+    if (!removed) return refused(fail('not_found', `no TOTP user ${userId} in account ${accountId}`), true)
+    // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
+    await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
+    return { deleted: true }
+  }
+
+  // Key rotation (the CLI's `encryption` commands)
+
+  /** sealVersions counts factors per key version. */
+  sealVersions(): Promise<Map<number, number>> {
+    return this.#store.factors.sealVersions()
+  }
+
+  /** rotateSeals re-seals every factor sealed under another key version than the keyring's active one (rotate.ts). */
+  rotateSeals(options: { batch?: number; onBatch?: (done: number) => void | Promise<void> } = {}): Promise<Rotation> {
+    return rotateSeals(this.#store.factors, this.#keyring, options)
+  }
+
+  /** #operatorUserId: the stored form of a user ID given at a door (the API's rule), or the refusal of one no user can have. */
+  async #operatorUserId(accountId: string, givenId: unknown): Promise<string | Failure> {
+    const userId = await this.userId(accountId, givenId)
+    return isFailure(userId) ? fail('invalid', `userID must be ${USER_ID_RULE}`, 'userID') : userId
+  }
+
+  /** #lockEnd: when the user's lock ends (ISO time), or null when they are not locked. */
+  async #lockEnd(accountId: string, userId: string, now: number): Promise<string | null> {
+    const until = await this.#store.verification.lockedUntil([userLockKey(this.#pepper, accountId, userId)], now)
+    return until > now ? iso(until) : null
+  }
+
+  #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
+    return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+  }
+
+  /** #refuse records a refused change and returns its failure. */
+  async #refuse(ctx: Context, action: string, target: AuditTarget, accountId: string | null, failure: Failure): Promise<Failure> {
+    await this.#store.audit.append({ ...this.#draft(ctx, action, target, accountId, { reason: failure.message }), outcome: 'failure' })
+    return failure
+  }
+
+  #iso(): string {
+    return iso(this.#now())
+  }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/**
+ * keyEvent is the audit draft of a change or attempt of a user's, made with an API key in its
+ * account (and the webhook's data): about the factor when one is named, else about the user.
+ */
+function keyEvent(caller: KeyCaller, action: EventType | string, userId: string, detail: Record<string, unknown>, factorId?: string): AuditDraft {
+  return {
+    actor: `api-key:${caller.keyId}`, action, accountId: caller.accountId, ip: caller.ip, outcome: 'success',
+    target: factorId === undefined ? { type: 'totp-user', id: userId } : { type: 'factor', id: factorId }, detail: { userID: userId, ...detail },
+  }
+}
+
+function refusal(failure: FailureKind, code: ErrorCode, params?: Params): FactorRefusal {
+  return { failure, message: render(code, params), problems: [params === undefined ? { code } : { code, params }] }
+}
+
+const lockedRefusal = (seconds: number): FactorRefusal => refusal('conflict', 'OTP_LOCKED', { seconds })
+
+/** unreadable reports a factor whose secret does not open (SealError; anything else is a fault and thrown on). */
+function unreadable(caller: KeyCaller, factor: Factor, error: unknown): FactorRefusal {
+  if (!(error instanceof SealError)) throw error
+  caller.unreadable(factor.id, error.message)
+  return refusal('conflict', 'FACTOR_UNREADABLE')
+}
+
+function factorState(f: Factor): FactorState {
+  return {
+    id: f.id, status: f.status, label: f.label, applicationId: f.applicationId, profile: f.profile, algorithm: f.algorithm,
+    digits: f.digits, period: f.period, drift: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+  }
+}
+
+/** couldBeStored: the IDs the earlier rule took (no ':' or C0 control, not blank, at most 256 characters): no other is looked up. */
+function couldBeStored(raw: unknown): raw is string {
+  return typeof raw === 'string' && raw.isWellFormed() && raw.trim() !== '' && [...raw].length <= 256 && !/[:\u0000-\u001f\u007f]/.test(raw)
+}

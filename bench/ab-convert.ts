@@ -27,14 +27,28 @@ if (BASELINE === undefined || BASELINE === '') {
 }
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
-const files = readdirSync(CORPUS).filter((f) => f.endsWith('.pdf') && !f.includes('password')).map((name) => ({ name, bytes: readFileSync(join(CORPUS, name)) }))
+const files = readdirSync(CORPUS)
+  .filter((f) => f.endsWith('.pdf') && !f.includes('password'))
+  .map((name) => ({ name, bytes: readFileSync(join(CORPUS, name)) }))
 const refused = new Set<string>()
 
-interface Server { readonly name: string; readonly url: string; readonly key: string }
+interface Server {
+  readonly name: string
+  readonly url: string
+  readonly key: string
+}
 
 async function start(name: string, root: string): Promise<Server> {
   const port = await freePort()
-  const env = { PORT: String(port), DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-convert-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', CONVERTER_WORKERS: '2' }
+  const env = {
+    PORT: String(port),
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-convert-')),
+    NODE_ENV: 'development',
+    PLAN_RATE: '0',
+    LOG_LEVEL: 'warn',
+    ADMIN_LISTEN: 'off',
+    CONVERTER_WORKERS: '2',
+  }
   const child = spawn(process.execPath, [join(root, 'src/server.ts')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   return { name, ...(await demoServer(child, port)) }
 }
@@ -56,12 +70,20 @@ async function pass(server: Server): Promise<number[]> {
     await work()
     times.push((performance.now() - t0) / 1000)
   }
-  await timed(async () => { for (const file of files) await convert(server, 'generateImage', file) })
+  await timed(async () => {
+    for (const file of files) await convert(server, 'generateImage', file)
+  })
   const queue = [...files, ...files]
-  await timed(() => Promise.all(Array.from({ length: 4 }, async () => {
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await convert(server, 'generateImage', file)
-  })))
-  await timed(async () => { for (const file of files.filter((f) => f.bytes.length < 100_000)) await convert(server, 'generatePostscript', file) })
+  await timed(() =>
+    Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let file = queue.shift(); file !== undefined; file = queue.shift()) await convert(server, 'generateImage', file)
+      }),
+    ),
+  )
+  await timed(async () => {
+    for (const file of files.filter((f) => f.bytes.length < 100_000)) await convert(server, 'generatePostscript', file)
+  })
   return times
 }
 
@@ -80,6 +102,8 @@ for (let round = 0; round < ROUNDS; round++) {
   console.log(`round ${round}: baseline ${before.map((s) => s.toFixed(1)).join(' / ')} s, this tree ${after.map((s) => s.toFixed(1)).join(' / ')} s`)
 }
 const m = ratios.map((r) => median(r).toFixed(3))
-console.log(`throughput this tree / baseline (above 1: faster), medians of ${ROUNDS} alternating rounds: PNG one at a time ${m[0]}, PNG by 4 clients ${m[1]}, PostScript ${m[2]}`)
+console.log(
+  `throughput this tree / baseline (above 1: faster), medians of ${ROUNDS} alternating rounds: PNG one at a time ${m[0]}, PNG by 4 clients ${m[1]}, PostScript ${m[2]}`,
+)
 if (refused.size > 0) console.log(`not 200: ${[...refused].join('; ')}`)
 process.exit(0)

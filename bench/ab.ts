@@ -34,7 +34,14 @@ async function start(script: string, env: Record<string, string>): Promise<{ url
   const port = await freePort()
   return demoServer(onCpu0(script, { PORT: String(port), ...env }, 'pipe'), port)
 }
-const env = (extra: Record<string, string> = {}) => ({ DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-')), NODE_ENV: 'development', PLAN_RATE: '0', LOG_LEVEL: 'warn', ADMIN_LISTEN: 'off', ...extra })
+const env = (extra: Record<string, string> = {}) => ({
+  DATA_DIR: mkdtempSync(join(tmpdir(), 'ab-')),
+  NODE_ENV: 'development',
+  PLAN_RATE: '0',
+  LOG_LEVEL: 'warn',
+  ADMIN_LISTEN: 'off',
+  ...extra,
+})
 const old = await start(resolve(BASELINE, 'src/server.ts'), env())
 const now = await start(new URL('../src/server.ts', import.meta.url).pathname, env())
 const barePort = await freePort()
@@ -43,17 +50,36 @@ process.on('exit', () => bareChild.kill('SIGKILL'))
 const bare = `http://127.0.0.1:${barePort}`
 await waitFor(`${bare}/bare/10`)
 const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
-for (const [name, path, body, size] of [['ping', '/totp/ping', undefined, 46], ['getOTP', '/totp/getOTP', `secret=${secret}`, 85]] as const) {
-  const load = (key: string): Load => ({ method: body === undefined ? 'GET' : 'POST', path, headers: { 'x-api-key': key }, ...(body === undefined ? {} : { body }) })
+for (const [name, path, body, size] of [
+  ['ping', '/totp/ping', undefined, 46],
+  ['getOTP', '/totp/getOTP', `secret=${secret}`, 85],
+] as const) {
+  const load = (key: string): Load => ({
+    method: body === undefined ? 'GET' : 'POST',
+    path,
+    headers: { 'x-api-key': key },
+    ...(body === undefined ? {} : { body }),
+  })
   const bareLoad: Load = { method: body === undefined ? 'GET' : 'POST', path: `/bare/${size}`, ...(body === undefined ? {} : { body }) }
-  for (const [u, l] of [[old.url, load(old.key)], [now.url, load(now.key)], [bare, bareLoad]] as const) {
+  for (const [u, l] of [
+    [old.url, load(old.key)],
+    [now.url, load(now.key)],
+    [bare, bareLoad],
+  ] as const) {
     const f = await run(u, l, 1)
     if (f.non2xx > 0) throw new Error(`${name} on ${u}: non-2xx`)
   }
   const ro: number[] = []
   const rn: number[] = []
   const paired: number[] = []
-  const order = [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1], [1, 0, 2], [2, 1, 0]]
+  const order = [
+    [0, 1, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [0, 2, 1],
+    [1, 0, 2],
+    [2, 1, 0],
+  ]
   for (let r = 0; r < ROUNDS; r++) {
     const rps: number[] = [0, 0, 0]
     for (const i of order[r % order.length]!) {
@@ -67,6 +93,8 @@ for (const [name, path, body, size] of [['ping', '/totp/ping', undefined, 46], [
   }
   const mo = median(ro)
   const mn = median(rn)
-  console.log(`${name}: ratio to bare, medians of ${ROUNDS} rounds: before ${mo.toFixed(3)}x, now ${mn.toFixed(3)}x; now/before ${(mn / mo).toFixed(3)}; median of the rounds' now/before ${median(paired).toFixed(3)} (quartiles ${[...paired].sort((a, b) => a - b)[Math.floor(paired.length / 4)]!.toFixed(3)}..${[...paired].sort((a, b) => a - b)[Math.floor(3 * paired.length / 4)]!.toFixed(3)})`)
+  console.log(
+    `${name}: ratio to bare, medians of ${ROUNDS} rounds: before ${mo.toFixed(3)}x, now ${mn.toFixed(3)}x; now/before ${(mn / mo).toFixed(3)}; median of the rounds' now/before ${median(paired).toFixed(3)} (quartiles ${[...paired].sort((a, b) => a - b)[Math.floor(paired.length / 4)]!.toFixed(3)}..${[...paired].sort((a, b) => a - b)[Math.floor((3 * paired.length) / 4)]!.toFixed(3)})`,
+  )
 }
 process.exit(0)

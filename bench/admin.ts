@@ -68,23 +68,152 @@ export function generator(seed: number): () => number {
   }
 }
 
-const FIRST = ['Acme', 'Northwind', 'Globex', 'Initech', 'Umbrella', 'Stark', 'Wayne', 'Wonka', 'Tyrell', 'Cyberdyne', 'Soylent',
-  'Hooli', 'Vandelay', 'Pied Piper', 'Aperture', 'Black Mesa', 'Oscorp', 'Gringotts', 'Monarch', 'Blue Sun', 'Nakatomi', 'Dunder',
-  'Sterling', 'Prestige', 'Bluth', 'Krusty', 'Duff', 'Gekko', 'Massive', 'Octan', 'Zorg', 'Rekall', 'Buy n Large', 'Virtucon',
-  'Spacely', 'Cogswell', 'Ollivander', 'Genco', 'Wernham', 'Lunar', 'Polar', 'Cedar', 'Granite', 'Harbor', 'Summit', 'Falcon',
-  'Meridian', 'Atlas', 'Orion', 'Vertex', 'Nimbus', 'Beacon', 'Crescent', 'Evergreen', 'Silverline', 'Redwood', 'Ironbridge',
-  'Müller', 'Søren', 'Café Olé', 'Łódź', 'Zürich', 'São Paulo', 'Kraków', 'Île', 'Ōsaka', 'Björk', 'Niño', 'Åland', 'Élan']
-const SECOND = ['Logistics', 'Labs', 'Systems', 'Analytics', 'Payments', 'Health', 'Media', 'Robotics', 'Energy', 'Foods', 'Travel',
-  'Insurance', 'Software', 'Consulting', 'Security', 'Capital', 'Retail', 'Studios', 'Networks', 'Bank', 'Telecom', 'Pharma',
-  'Motors', 'Aerospace', 'Holdings', 'Partners', 'Digital', 'Cloud', 'Data', 'Games', 'Education', 'Legal', 'Realty', 'Shipping',
-  'Textiles', 'Farms', 'Brewing', 'Records', 'Clinic', 'Foundation']
+const FIRST = [
+  'Acme',
+  'Northwind',
+  'Globex',
+  'Initech',
+  'Umbrella',
+  'Stark',
+  'Wayne',
+  'Wonka',
+  'Tyrell',
+  'Cyberdyne',
+  'Soylent',
+  'Hooli',
+  'Vandelay',
+  'Pied Piper',
+  'Aperture',
+  'Black Mesa',
+  'Oscorp',
+  'Gringotts',
+  'Monarch',
+  'Blue Sun',
+  'Nakatomi',
+  'Dunder',
+  'Sterling',
+  'Prestige',
+  'Bluth',
+  'Krusty',
+  'Duff',
+  'Gekko',
+  'Massive',
+  'Octan',
+  'Zorg',
+  'Rekall',
+  'Buy n Large',
+  'Virtucon',
+  'Spacely',
+  'Cogswell',
+  'Ollivander',
+  'Genco',
+  'Wernham',
+  'Lunar',
+  'Polar',
+  'Cedar',
+  'Granite',
+  'Harbor',
+  'Summit',
+  'Falcon',
+  'Meridian',
+  'Atlas',
+  'Orion',
+  'Vertex',
+  'Nimbus',
+  'Beacon',
+  'Crescent',
+  'Evergreen',
+  'Silverline',
+  'Redwood',
+  'Ironbridge',
+  'Müller',
+  'Søren',
+  'Café Olé',
+  'Łódź',
+  'Zürich',
+  'São Paulo',
+  'Kraków',
+  'Île',
+  'Ōsaka',
+  'Björk',
+  'Niño',
+  'Åland',
+  'Élan',
+]
+const SECOND = [
+  'Logistics',
+  'Labs',
+  'Systems',
+  'Analytics',
+  'Payments',
+  'Health',
+  'Media',
+  'Robotics',
+  'Energy',
+  'Foods',
+  'Travel',
+  'Insurance',
+  'Software',
+  'Consulting',
+  'Security',
+  'Capital',
+  'Retail',
+  'Studios',
+  'Networks',
+  'Bank',
+  'Telecom',
+  'Pharma',
+  'Motors',
+  'Aerospace',
+  'Holdings',
+  'Partners',
+  'Digital',
+  'Cloud',
+  'Data',
+  'Games',
+  'Education',
+  'Legal',
+  'Realty',
+  'Shipping',
+  'Textiles',
+  'Farms',
+  'Brewing',
+  'Records',
+  'Clinic',
+  'Foundation',
+]
 const SUFFIX = [' Ltd', ' GmbH', ' Inc.', ' SAS', ' BV', ' LLC', ' AB', ' Oy', ' S.p.A.', ' & Co', '', '', '']
 /** A word no other name has: a name filter that matches a handful of accounts out of all of them. */
 const RARE = 'Quetzalcoatl'
 
-interface SeedAccount { id: string; name: string; status: 'active' | 'suspended'; createdAt: string; updatedAt: string }
-interface SeedKey { id: string; accountId: string; name: string; hash: string; hint: string; createdAt: string; lastUsedAt: string; lastUsedRegion: Region }
-interface SeedEvent { id: string; at: string; actor: string; action: string; targetType: string; targetId: string; accountId: string | null; ip: string | null; detail: string }
+interface SeedAccount {
+  id: string
+  name: string
+  status: 'active' | 'suspended'
+  createdAt: string
+  updatedAt: string
+}
+interface SeedKey {
+  id: string
+  accountId: string
+  name: string
+  hash: string
+  hint: string
+  createdAt: string
+  lastUsedAt: string
+  lastUsedRegion: Region
+}
+interface SeedEvent {
+  id: string
+  at: string
+  actor: string
+  action: string
+  targetType: string
+  targetId: string
+  accountId: string | null
+  ip: string | null
+  detail: string
+}
 
 interface Seed {
   accounts: SeedAccount[]
@@ -114,7 +243,11 @@ function makeSeed(nowMs: number): Seed {
   const gaps: number[] = []
   let burst = 0
   for (let i = 0; i < ACCOUNTS; i++) {
-    if (burst > 0) { burst--; gaps.push(0); continue }
+    if (burst > 0) {
+      burst--
+      gaps.push(0)
+      continue
+    }
     if (rand() < 1 / 2000) burst = 24
     gaps.push(-Math.log(1 - rand()))
   }
@@ -127,7 +260,17 @@ function makeSeed(nowMs: number): Seed {
   const since = nowMs - 390 * DAY
   const event = (atMs: number, actor: string, action: string, targetType: string, targetId: string, accountId: string | null, detail: object) => {
     if (atMs >= since) {
-      events.push({ id: '', at: isoOf(atMs), actor, action, targetType, targetId, accountId, ip: actor === 'cli' ? null : `10.0.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}`, detail: JSON.stringify(detail) })
+      events.push({
+        id: '',
+        at: isoOf(atMs),
+        actor,
+        action,
+        targetType,
+        targetId,
+        accountId,
+        ip: actor === 'cli' ? null : `10.0.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}`,
+        detail: JSON.stringify(detail),
+      })
     }
   }
   let t = start
@@ -137,12 +280,21 @@ function makeSeed(nowMs: number): Seed {
     const createdMs = Math.min(Math.floor(t), end)
     let name = `${pick(FIRST)} ${pick(SECOND)}${pick(SUFFIX)}`
     if (i === usageIndex) name = 'Globex Platform Ltd'
-    if (rareAt.has(i)) { name = `${RARE} Orbital Foundry`; counts.rare++ }
+    if (rareAt.has(i)) {
+      name = `${RARE} Orbital Foundry`
+      counts.rare++
+    }
     if (/logistics/i.test(name)) counts.logistics++
     const suspended = i !== usageIndex && rand() < 0.1
     const suspendedMs = suspended ? createdMs + Math.floor(rand() * (nowMs - createdMs)) : createdMs
     if (suspended) counts.suspended++
-    const account: SeedAccount = { id: `acc_${hex(8)}`, name, status: suspended ? 'suspended' : 'active', createdAt: isoOf(createdMs), updatedAt: isoOf(suspendedMs) }
+    const account: SeedAccount = {
+      id: `acc_${hex(8)}`,
+      name,
+      status: suspended ? 'suspended' : 'active',
+      createdAt: isoOf(createdMs),
+      updatedAt: isoOf(suspendedMs),
+    }
     accounts.push(account)
     const actor = pick(admins)
     event(createdMs, actor, 'account.create', 'account', account.id, account.id, { name })
@@ -151,7 +303,13 @@ function makeSeed(nowMs: number): Seed {
     if (rand() < 0.05) {
       const at = createdMs + Math.floor(rand() * (nowMs - createdMs))
       if (rand() < 0.5) event(at, pick(admins), 'plan.set', 'plan', account.id, account.id, { rate: 10, burst: 20, quota: 100000, period: 'month' })
-      else event(at, pick(admins), 'subscription.set', 'subscription', `${account.id}:eu:totp`, account.id, { region: 'eu', group: 'totp', status: 'active', was: null })
+      else
+        event(at, pick(admins), 'subscription.set', 'subscription', `${account.id}:eu:totp`, account.id, {
+          region: 'eu',
+          group: 'totp',
+          status: 'active',
+          was: null,
+        })
     }
   }
   const usageAccount = accounts[usageIndex]!
@@ -161,11 +319,22 @@ function makeSeed(nowMs: number): Seed {
     // Keys made over the 300 days before the usage starts (all of them used every day of it).
     const createdMs = Date.parse(`${USAGE_FROM}T00:00:00Z`) - Math.floor(rand() * 300 * DAY)
     const key: SeedKey = {
-      id: `key_${hex(8)}`, accountId: usageAccount.id, name: `service ${k + 1}`, hash: randomBytes(32).toString('base64url'),
-      hint: randomBytes(3).toString('base64url'), createdAt: isoOf(createdMs), lastUsedAt: `${USAGE_TO}T23:59:00.000Z`, lastUsedRegion: regions[k % 3]!,
+      id: `key_${hex(8)}`,
+      accountId: usageAccount.id,
+      name: `service ${k + 1}`,
+      hash: randomBytes(32).toString('base64url'),
+      hint: randomBytes(3).toString('base64url'),
+      createdAt: isoOf(createdMs),
+      lastUsedAt: `${USAGE_TO}T23:59:00.000Z`,
+      lastUsedRegion: regions[k % 3]!,
     }
     keys.push(key)
-    event(createdMs, pick(admins), 'key.create', 'key', key.id, usageAccount.id, { name: key.name, expiresAt: null, scope: { groups: null, regions: null }, hint: key.hint })
+    event(createdMs, pick(admins), 'key.create', 'key', key.id, usageAccount.id, {
+      name: key.name,
+      expiresAt: null,
+      scope: { groups: null, regions: null },
+      hint: key.hint,
+    })
   }
   // Ids as the store makes them (eventId): the millisecond, a sequence within it, 6 random hex digits.
   events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
@@ -240,21 +409,44 @@ async function seedStore(kind: 'sqlite' | 'postgres', env: Record<string, string
       try {
         const chunks = <T>(xs: T[], n: number) => Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n))
         for (const c of chunks(seed.accounts, 20_000)) {
-          await client.query(`INSERT INTO accounts (id, name, status, created_at, updated_at)
+          await client.query(
+            `INSERT INTO accounts (id, name, status, created_at, updated_at)
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])`,
-          [c.map((a) => a.id), c.map((a) => a.name), c.map((a) => a.status), c.map((a) => a.createdAt), c.map((a) => a.updatedAt)])
+            [c.map((a) => a.id), c.map((a) => a.name), c.map((a) => a.status), c.map((a) => a.createdAt), c.map((a) => a.updatedAt)],
+          )
         }
-        await client.query(`INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, last_used_at, last_used_region)
+        await client.query(
+          `INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, last_used_at, last_used_region)
           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[])`,
-        [seed.keys.map((k) => k.id), seed.keys.map((k) => k.accountId), seed.keys.map((k) => k.name), seed.keys.map((k) => k.hash),
-          seed.keys.map((k) => k.hint), seed.keys.map((k) => k.createdAt), seed.keys.map((k) => k.lastUsedAt), seed.keys.map((k) => k.lastUsedRegion)])
+          [
+            seed.keys.map((k) => k.id),
+            seed.keys.map((k) => k.accountId),
+            seed.keys.map((k) => k.name),
+            seed.keys.map((k) => k.hash),
+            seed.keys.map((k) => k.hint),
+            seed.keys.map((k) => k.createdAt),
+            seed.keys.map((k) => k.lastUsedAt),
+            seed.keys.map((k) => k.lastUsedRegion),
+          ],
+        )
         for (const c of chunks(seed.events, 20_000)) {
-          await client.query(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+          await client.query(
+            `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
             SELECT id, at, actor, action, target_type, target_id, account_id, ip, 'success', detail::jsonb
             FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
               AS t(id, at, actor, action, target_type, target_id, account_id, ip, detail)`,
-          [c.map((e) => e.id), c.map((e) => e.at), c.map((e) => e.actor), c.map((e) => e.action), c.map((e) => e.targetType),
-            c.map((e) => e.targetId), c.map((e) => e.accountId), c.map((e) => e.ip), c.map((e) => e.detail)])
+            [
+              c.map((e) => e.id),
+              c.map((e) => e.at),
+              c.map((e) => e.actor),
+              c.map((e) => e.action),
+              c.map((e) => e.targetType),
+              c.map((e) => e.targetId),
+              c.map((e) => e.accountId),
+              c.map((e) => e.ip),
+              c.map((e) => e.detail),
+            ],
+          )
         }
       } finally {
         await client.end()
@@ -280,7 +472,12 @@ async function seedStore(kind: 'sqlite' | 'postgres', env: Record<string, string
 
 // Measuring -------------------------------------------------------------------------------
 
-interface Series { name: string; times: number[]; target?: number; note?: string }
+interface Series {
+  name: string
+  times: number[]
+  target?: number
+  note?: string
+}
 
 const p95 = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -332,7 +529,9 @@ async function waitForAdmin(client: Client, child: ChildProcess): Promise<void> 
       const res = await fetch(`${client.base}/admin/v1/openapi.json`)
       await res.arrayBuffer()
       if (res.ok) return
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     await new Promise((r) => setTimeout(r, 50))
   }
   throw new Error('the admin API did not come up')
@@ -341,7 +540,9 @@ async function waitForAdmin(client: Client, child: ChildProcess): Promise<void> 
 /** measure takes every figure of one server; `unitsByDay` is the units seeded each day, to check the reports by. */
 async function measure(client: Client, seed: Seed, unitsByDay: ReadonlyMap<string, number>): Promise<Series[]> {
   const series: Series[] = []
-  const check = (ok: boolean, what: string) => { if (!ok) client.problems.push(what) }
+  const check = (ok: boolean, what: string) => {
+    if (!ok) client.problems.push(what)
+  }
   const baseline = async (n: number) => {
     const times: number[] = []
     for (let i = 0; i < n; i++) times.push((await client.get(`/admin/v1/accounts/${seed.sample[i % seed.sample.length]}`)).ms)
@@ -350,7 +551,8 @@ async function measure(client: Client, seed: Seed, unitsByDay: ReadonlyMap<strin
   // Warm-up: the JIT, the server's prepared statements and the store's caches.
   await baseline(200)
   await client.pages('/admin/v1/accounts?limit=50', 100)
-  for (const w of WINDOWS) for (const by of ['day', 'key', 'region']) await client.get(`/admin/v1/accounts/${seed.usageAccount.id}/usage?from=${w.from}&to=${w.to}&by=${by}`)
+  for (const w of WINDOWS)
+    for (const by of ['day', 'key', 'region']) await client.get(`/admin/v1/accounts/${seed.usageAccount.id}/usage?from=${w.from}&to=${w.to}&by=${by}`)
   await client.pages('/admin/v1/audit-events?limit=50', 50)
 
   // The baseline is taken in two halves, before and after the rest, so that a drift of the machine's speed shows in it.
@@ -358,8 +560,10 @@ async function measure(client: Client, seed: Seed, unitsByDay: ReadonlyMap<strin
 
   for (const limit of [50, 200]) {
     const { times, ids } = await client.pages(`/admin/v1/accounts?limit=${limit}`)
-    check(ids.length === seed.accounts.length && new Set(ids).size === ids.length,
-      `paging at limit=${limit} saw ${ids.length} accounts (${new Set(ids).size} distinct) of ${seed.accounts.length}`)
+    check(
+      ids.length === seed.accounts.length && new Set(ids).size === ids.length,
+      `paging at limit=${limit} saw ${ids.length} accounts (${new Set(ids).size} distinct) of ${seed.accounts.length}`,
+    )
     series.push({ name: `accounts, limit=${limit}, all ${times.length} pages`, times, target: PAGE_TARGET_MS })
   }
   const filtered: [string, string, number][] = [
@@ -386,7 +590,10 @@ async function measure(client: Client, seed: Seed, unitsByDay: ReadonlyMap<strin
     const days = (Date.parse(w.to) - Date.parse(w.from)) / DAY + 1
     for (const by of ['day', 'key', 'region'] as const) {
       const path = `/admin/v1/accounts/${seed.usageAccount.id}/usage?from=${w.from}&to=${w.to}&by=${by}`
-      for (const [format, accept] of [['JSON', 'application/json'], ['CSV', 'text/csv']] as const) {
+      for (const [format, accept] of [
+        ['JSON', 'application/json'],
+        ['CSV', 'text/csv'],
+      ] as const) {
         const times: number[] = []
         let body = ''
         for (let i = 0; i < USAGE_REQUESTS; i++) {
@@ -435,7 +642,7 @@ async function measure(client: Client, seed: Seed, unitsByDay: ReadonlyMap<strin
     series.push({ name: `audit events ${label}, limit=50, ${pages} pages`, times })
   }
 
-  base.push(...await baseline(250))
+  base.push(...(await baseline(250)))
   series.unshift({ name: 'baseline: GET /admin/v1/accounts/{id}', times: base })
   return series
 }
@@ -454,9 +661,14 @@ function table(title: string, series: Series[]): { text: string; misses: string[
     }
     return `| ${s.name} | ${s.times.length} | ${m.toFixed(2)} | ${p.toFixed(2)} | ${Math.max(...s.times).toFixed(2)} | ${(m / base).toFixed(2)}× | ${(p / base).toFixed(2)}× | ${verdict} |`
   })
-  const text = [title, '',
+  const text = [
+    title,
+    '',
     '| request | requests | median ms | p95 ms | max ms | median ÷ baseline median | p95 ÷ baseline median | target (p95) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- |', ...rows, ''].join('\n')
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n')
   return { text, misses, passes }
 }
 
@@ -473,7 +685,12 @@ async function benchStore(label: string, kind: 'sqlite' | 'postgres', env: Recor
   const seeded = (performance.now() - t0) / 1000
   const [port, adminPort] = [await freePort(), await freePort()]
   const child = serve('src/server.ts', {
-    ...env, NODE_ENV: 'test', LOG_LEVEL: 'warn', PEPPER, PORT: String(port), ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
+    ...env,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'warn',
+    PEPPER,
+    PORT: String(port),
+    ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
   })
   try {
     const client = new Client(`http://127.0.0.1:${adminPort}`, token)
@@ -481,7 +698,8 @@ async function benchStore(label: string, kind: 'sqlite' | 'postgres', env: Recor
     const t1 = performance.now()
     const series = await measure(client, seed, unitsByDay(seed))
     const measured = (performance.now() - t1) / 1000
-    const title = `## Admin API on ${label}: ${seed.accounts.length.toLocaleString('en')} accounts (${seed.counts.suspended.toLocaleString('en')} suspended), ` +
+    const title =
+      `## Admin API on ${label}: ${seed.accounts.length.toLocaleString('en')} accounts (${seed.counts.suspended.toLocaleString('en')} suspended), ` +
       `an account of ${KEYS.toLocaleString('en')} keys used every day ${USAGE_FROM}..${USAGE_TO}, ${seed.events.length.toLocaleString('en')} audit events ` +
       `(seeded in ${seeded.toFixed(1)} s, measured in ${measured.toFixed(1)} s; one request at a time on a keep-alive connection, ` +
       `${pinned ? 'server pinned to CPU 0, this client to CPU 1' : 'not pinned'})`
@@ -493,13 +711,17 @@ async function benchStore(label: string, kind: 'sqlite' | 'postgres', env: Recor
     const worstPage = Math.max(...pageRows.map((s) => p95(s.times)))
     const usageRows = series.filter((s) => s.target === USAGE_TARGET_MS)
     const worstUsage = Math.max(...usageRows.map((s) => p95(s.times)))
-    out.push(`${worstPage < PAGE_TARGET_MS ? 'PASS' : '!!! FAIL'} ${label}: paging through all accounts, worst p95 ${worstPage.toFixed(1)} ms a page (target < ${PAGE_TARGET_MS} ms)`)
-    out.push(`${worstUsage < USAGE_TARGET_MS ? 'PASS' : '!!! FAIL'} ${label}: 90-day usage reports over ${KEYS} keys, worst p95 ${worstUsage.toFixed(1)} ms (target < ${USAGE_TARGET_MS} ms)`)
+    out.push(
+      `${worstPage < PAGE_TARGET_MS ? 'PASS' : '!!! FAIL'} ${label}: paging through all accounts, worst p95 ${worstPage.toFixed(1)} ms a page (target < ${PAGE_TARGET_MS} ms)`,
+    )
+    out.push(
+      `${worstUsage < USAGE_TARGET_MS ? 'PASS' : '!!! FAIL'} ${label}: 90-day usage reports over ${KEYS} keys, worst p95 ${worstUsage.toFixed(1)} ms (target < ${USAGE_TARGET_MS} ms)`,
+    )
     for (const m of misses) out.push(`!!! TARGET MISSED on ${label}: ${m}`)
     return `${out.join('\n')}\n`
   } finally {
     child.kill('SIGTERM')
-    await new Promise((r) => child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r))
+    await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r)))
   }
 }
 

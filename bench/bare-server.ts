@@ -26,4 +26,6 @@ app.post<{ Params: { size: string } }>('/bare/:size', async (req, res) => res.ty
 await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' })
 const address = app.server.address()
 process.stdout.write(`listening ${typeof address === 'object' && address ? address.port : ''}\n`)
-process.on('SIGTERM', () => { void app.close().then(() => process.exit(0)) })
+process.on('SIGTERM', () => {
+  void app.close().then(() => process.exit(0))
+})

@@ -141,8 +141,10 @@ async function totpBench(): Promise<void> {
       }
       const m = (fs: Figures[], k: keyof Figures) => median(fs.map((f) => f[k]))
       rates[name] = m(t, 'rps')
-      rows.push(`| ${name} | ${size} | ${m(t, 'rps').toFixed(0)} | ${m(t, 'p50').toFixed(1)} | ${m(t, 'p99').toFixed(1)} | ` +
-        `${m(b, 'rps').toFixed(0)} | ${m(b, 'p50').toFixed(1)} | ${m(b, 'p99').toFixed(1)} | **${median(ratios).toFixed(2)}×** | ${t.reduce((n, f) => n + f.non2xx, 0)} |`)
+      rows.push(
+        `| ${name} | ${size} | ${m(t, 'rps').toFixed(0)} | ${m(t, 'p50').toFixed(1)} | ${m(t, 'p99').toFixed(1)} | ` +
+          `${m(b, 'rps').toFixed(0)} | ${m(b, 'p50').toFixed(1)} | ${m(b, 'p99').toFixed(1)} | **${median(ratios).toFixed(2)}×** | ${t.reduce((n, f) => n + f.non2xx, 0)} |`,
+      )
     }
     for (const c of children) c.kill('SIGTERM')
 
@@ -158,7 +160,7 @@ async function totpBench(): Promise<void> {
       '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
       ...rows,
       '',
-      '## QR drawing against `qrcode`\'s own `toDataURL` (same otpauth URL, in process, one core)',
+      "## QR drawing against `qrcode`'s own `toDataURL` (same otpauth URL, in process, one core)",
       '',
       '| what | per second | ratio to toDataURL |',
       '| --- | --- | --- |',

@@ -38,7 +38,12 @@ const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).stat
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
 const x = (n: number) => `${n.toFixed(2)}×`
 
-interface Server { url: string; key: string; child: ChildProcess; dir: string }
+interface Server {
+  url: string
+  key: string
+  child: ChildProcess
+  dir: string
+}
 
 function stop(server: Server): void {
   server.child.kill('SIGTERM')
@@ -50,7 +55,17 @@ type MakeKey = () => Promise<{ dataDir: string; apiKey: string }>
 async function startServer(makeKey: MakeKey, port: number, env: Record<string, string>): Promise<Server> {
   const { dataDir, apiKey } = await makeKey()
   const child = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', NODE_ENV: 'test', ADMIN_LISTEN: 'off', CONVERSION_TIMEOUT_MS: '600000', CONVERTER_QUEUE_PER_WORKER: '16', ...env },
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      NODE_ENV: 'test',
+      ADMIN_LISTEN: 'off',
+      CONVERSION_TIMEOUT_MS: '600000',
+      CONVERTER_QUEUE_PER_WORKER: '16',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   const url = `http://127.0.0.1:${port}`
@@ -62,7 +77,13 @@ async function startServer(makeKey: MakeKey, port: number, env: Record<string, s
   return server
 }
 
-async function convert(server: Server, route: 'generateImage' | 'generatePostscript', name: string, extra: Record<string, string> = {}, retried = false): Promise<number> {
+async function convert(
+  server: Server,
+  route: 'generateImage' | 'generatePostscript',
+  name: string,
+  extra: Record<string, string> = {},
+  retried = false,
+): Promise<number> {
   const form = new FormData()
   form.append('pdfDocument', new Blob([readFileSync(join(CORPUS, name))]), name)
   if (route === 'generateImage') form.append('dpi', String(DPI))
@@ -98,17 +119,49 @@ interface Native {
   args(file: string, out: string): string[]
 }
 
-const password = (f: string, flag: (p: string) => string[]) => PASSWORDS[f] ? flag(PASSWORDS[f]!) : []
+const password = (f: string, flag: (p: string) => string[]) => (PASSWORDS[f] ? flag(PASSWORDS[f]!) : [])
 
-const MUTOOL: Native = { label: 'mutool draw, single-threaded', tool: 'mutool', args: (f, o) => ['draw', '-q', ...password(f, (p) => ['-p', p]), '-r', String(DPI), '-o', join(o, 'p%d.png'), join(CORPUS, f)] }
-const MUTOOL_THREADS: Native = {
-  label: `mutool draw -B 256 -T ${cpus().length} (banded, its threads)`, tool: 'mutool',
-  args: (f, o) => ['draw', '-q', ...password(f, (p) => ['-p', p]), '-B', '256', '-T', String(cpus().length), '-r', String(DPI), '-o', join(o, 'p%d.png'), join(CORPUS, f)],
+const MUTOOL: Native = {
+  label: 'mutool draw, single-threaded',
+  tool: 'mutool',
+  args: (f, o) => ['draw', '-q', ...password(f, (p) => ['-p', p]), '-r', String(DPI), '-o', join(o, 'p%d.png'), join(CORPUS, f)],
 }
-const PDFTOPPM: Native = { label: 'pdftoppm', tool: 'pdftoppm', args: (f, o) => [...password(f, (p) => ['-upw', p]), '-r', String(DPI), '-png', join(CORPUS, f), join(o, 'p')] }
+const MUTOOL_THREADS: Native = {
+  label: `mutool draw -B 256 -T ${cpus().length} (banded, its threads)`,
+  tool: 'mutool',
+  args: (f, o) => [
+    'draw',
+    '-q',
+    ...password(f, (p) => ['-p', p]),
+    '-B',
+    '256',
+    '-T',
+    String(cpus().length),
+    '-r',
+    String(DPI),
+    '-o',
+    join(o, 'p%d.png'),
+    join(CORPUS, f),
+  ],
+}
+const PDFTOPPM: Native = {
+  label: 'pdftoppm',
+  tool: 'pdftoppm',
+  args: (f, o) => [...password(f, (p) => ['-upw', p]), '-r', String(DPI), '-png', join(CORPUS, f), join(o, 'p')],
+}
 const GS_PS: Native = {
-  label: 'gs -sDEVICE=ps2write', tool: 'gs',
-  args: (f, o) => ['-q', '-dSAFER', '-dBATCH', '-dNOPAUSE', ...password(f, (p) => [`-sPDFPassword=${p}`]), '-sDEVICE=ps2write', `-sOutputFile=${join(o, 'out.ps')}`, join(CORPUS, f)],
+  label: 'gs -sDEVICE=ps2write',
+  tool: 'gs',
+  args: (f, o) => [
+    '-q',
+    '-dSAFER',
+    '-dBATCH',
+    '-dNOPAUSE',
+    ...password(f, (p) => [`-sPDFPassword=${p}`]),
+    '-sDEVICE=ps2write',
+    `-sOutputFile=${join(o, 'out.ps')}`,
+    join(CORPUS, f),
+  ],
 }
 
 /** runNative runs a tool on each file (into a fresh scratch folder) and returns the seconds each took, and the files it converted. */
@@ -153,7 +206,9 @@ async function compare(sides: Side[], files: string[]): Promise<{ files: string[
 }
 
 export async function convertBench(makeKey: MakeKey, port: number): Promise<string> {
-  const files = readdirSync(CORPUS).filter((f) => f.endsWith('.pdf')).sort()
+  const files = readdirSync(CORPUS)
+    .filter((f) => f.endsWith('.pdf'))
+    .sort()
   const out: string[] = [`## Conversion: real corpus (${files.length} files), ${DPI} dpi, ${cpus().length} CPUs, medians of ${ROUNDS} alternating rounds`, '']
   const all = await startServer(makeKey, port, { CONVERTER_WORKERS: String(cpus().length) })
   const one = await startServer(makeKey, port + 1, { CONVERTER_WORKERS: '1' })
@@ -174,10 +229,18 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
     ]
     const png = await compare(sides, pngFiles)
     const multi = pngFiles.filter((f) => pageCount.get(f)! > 1)
-    for (const [title, set] of [[`all ${pngFiles.length} files`, pngFiles], [`the ${multi.length} files of several pages`, multi]] as const) {
+    for (const [title, set] of [
+      [`all ${pngFiles.length} files`, pngFiles],
+      [`the ${multi.length} files of several pages`, multi],
+    ] as const) {
       const pages = set.reduce((a, f) => a + pageCount.get(f)!, 0)
       const rate = (round: Map<string, number>[], i: number) => pages / sum(round[i]!, set)
-      out.push(`PNG, one conversion at a time, ${title} (${pages} pages):`, '', '| what | pages/s | ours (all workers) at | ours (1 worker) at |', '| --- | --- | --- | --- |')
+      out.push(
+        `PNG, one conversion at a time, ${title} (${pages} pages):`,
+        '',
+        '| what | pages/s | ours (all workers) at | ours (1 worker) at |',
+        '| --- | --- | --- | --- |',
+      )
       for (const [i, side] of sides.entries()) {
         const r = median(png.rounds.map((round) => rate(round, i)))
         const vsAll = median(png.rounds.map((round) => rate(round, 0) / rate(round, i)))
@@ -188,7 +251,12 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
     }
     if (left.length > 0) out.push(`Left out of the PNG comparison (a native tool fails on them): ${left.join(', ')}.`, '')
     const heavy = [...multi].sort((a, b) => pageCount.get(b)! - pageCount.get(a)!)
-    out.push('Per file (several pages), pages/s:', '', `| file | pages | ${sides.map((s) => s.label).join(' | ')} |`, `| --- | --- | ${sides.map(() => '---').join(' | ')} |`)
+    out.push(
+      'Per file (several pages), pages/s:',
+      '',
+      `| file | pages | ${sides.map((s) => s.label).join(' | ')} |`,
+      `| --- | --- | ${sides.map(() => '---').join(' | ')} |`,
+    )
     for (const f of heavy) {
       const cells = sides.map((_, i) => (pageCount.get(f)! / median(png.rounds.map((round) => round[i]!.get(f)!))).toFixed(1))
       out.push(`| ${f} | ${pageCount.get(f)} | ${cells.join(' | ')} |`)
@@ -205,9 +273,15 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
       const ps = await compare(psSides, psFiles)
       const total = (i: number) => median(ps.rounds.map((round) => sum(round[i]!, psFiles)))
       const ratio = median(ps.rounds.map((round) => sum(round[0]!, psFiles) / sum(round[1]!, psFiles)))
-      out.push(`PostScript, one at a time, the ${psFiles.length} files native gs converts${psFiles.length < files.length ? ` (not: ${files.filter((f) => !psFiles.includes(f)).join(', ')})` : ''}:`, '',
-        '| what | seconds (all) | ours takes |', '| --- | --- | --- |',
-        `| ours | ${total(0).toFixed(2)} | |`, `| gs -sDEVICE=ps2write (native) | ${total(1).toFixed(2)} | **${x(ratio)}** as long |`, '')
+      out.push(
+        `PostScript, one at a time, the ${psFiles.length} files native gs converts${psFiles.length < files.length ? ` (not: ${files.filter((f) => !psFiles.includes(f)).join(', ')})` : ''}:`,
+        '',
+        '| what | seconds (all) | ours takes |',
+        '| --- | --- | --- |',
+        `| ours | ${total(0).toFixed(2)} | |`,
+        `| gs -sDEVICE=ps2write (native) | ${total(1).toFixed(2)} | **${x(ratio)}** as long |`,
+        '',
+      )
       const slowest = [...psFiles].sort((a, b) => median(ps.rounds.map((r) => r[1]!.get(b)!)) - median(ps.rounds.map((r) => r[1]!.get(a)!))).slice(0, 8)
       out.push('The files native gs takes longest on:', '', '| file | ours s | gs s | ours takes |', '| --- | --- | --- | --- |')
       for (const f of slowest) {
@@ -232,7 +306,9 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
         if (!has('mutool')) return
         const dir = mkdtempSync(join(tmpdir(), 'tessera-native-'))
         const start = performance.now()
-        spawnSync('mutool', ['draw', '-q', '-r', String(DPI), '-o', join(dir, 'p.png'), join(CORPUS, ONE_PAGE.file), String(ONE_PAGE.page)], { stdio: 'ignore' })
+        spawnSync('mutool', ['draw', '-q', '-r', String(DPI), '-o', join(dir, 'p.png'), join(CORPUS, ONE_PAGE.file), String(ONE_PAGE.page)], {
+          stdio: 'ignore',
+        })
         mutoolOne.push(performance.now() - start)
         rmSync(dir, { recursive: true, force: true })
       }
@@ -245,8 +321,13 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
       }
     }
     const p50 = percentile(oursOne, 0.5)
-    out.push(`One-page conversion (${ONE_PAGE.file}, page ${ONE_PAGE.page}, ${ONE_PAGE_CALLS} calls each, alternating): ours through HTTP p50 **${p50.toFixed(1)} ms** (p90 ${percentile(oursOne, 0.9).toFixed(1)} ms)` +
-      (mutoolOne.length > 0 ? `; \`mutool draw\` as a process p50 ${percentile(mutoolOne, 0.5).toFixed(1)} ms: ours takes **${x(p50 / percentile(mutoolOne, 0.5))}** as long.` : '.'), '')
+    out.push(
+      `One-page conversion (${ONE_PAGE.file}, page ${ONE_PAGE.page}, ${ONE_PAGE_CALLS} calls each, alternating): ours through HTTP p50 **${p50.toFixed(1)} ms** (p90 ${percentile(oursOne, 0.9).toFixed(1)} ms)` +
+        (mutoolOne.length > 0
+          ? `; \`mutool draw\` as a process p50 ${percentile(mutoolOne, 0.5).toFixed(1)} ms: ours takes **${x(p50 / percentile(mutoolOne, 0.5))}** as long.`
+          : '.'),
+      '',
+    )
 
     // Fair share: a one-page conversion alone, then while the 117-page file runs on every worker.
     const small = async () => {
@@ -257,7 +338,9 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
     const alone: number[] = []
     for (let i = 0; i < 10; i++) alone.push(await small())
     let bigDone = false
-    const big = convert(all, 'generateImage', BIG).then(() => { bigDone = true })
+    const big = convert(all, 'generateImage', BIG).then(() => {
+      bigDone = true
+    })
     await new Promise((r) => setTimeout(r, 500))
     const during: number[] = []
     while (!bigDone) {
@@ -265,9 +348,12 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
       await new Promise((r) => setTimeout(r, 100))
     }
     await big
-    const bigPageMs = 1000 * median(png.rounds.map((round) => round[1]!.get(BIG)!)) / pageCount.get(BIG)!
-    out.push(`Fair share: a one-page conversion (minimal-document.pdf) takes p50 ${percentile(alone, 0.5).toFixed(1)} ms alone, **p50 ${percentile(during, 0.5).toFixed(1)} ms, max ${Math.max(...during).toFixed(1)} ms** ` +
-      `(${during.length} calls) while ${BIG} (117 pages) converts on every worker; a page of that file takes ${bigPageMs.toFixed(0)} ms on one worker.`, '')
+    const bigPageMs = (1000 * median(png.rounds.map((round) => round[1]!.get(BIG)!))) / pageCount.get(BIG)!
+    out.push(
+      `Fair share: a one-page conversion (minimal-document.pdf) takes p50 ${percentile(alone, 0.5).toFixed(1)} ms alone, **p50 ${percentile(during, 0.5).toFixed(1)} ms, max ${Math.max(...during).toFixed(1)} ms** ` +
+        `(${during.length} calls) while ${BIG} (117 pages) converts on every worker; a page of that file takes ${bigPageMs.toFixed(0)} ms on one worker.`,
+      '',
+    )
   } finally {
     servers.forEach(stop)
   }
@@ -280,12 +366,14 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
       const queue = [...files, ...files]
       let pages = 0
       const start = performance.now()
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
-          const converted = await convert(server, 'generateImage', f)
-          pages += converted
-        }
-      }))
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
+            const converted = await convert(server, 'generateImage', f)
+            pages += converted
+          }
+        }),
+      )
       return pages / ((performance.now() - start) / 1000)
     }
     const rates: [number, number][] = []
@@ -296,8 +384,11 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
         rates.push([await load(split), w])
       }
     }
-    out.push(`Eight clients at once (the corpus twice over, ${cpus().length} workers): pages split **${median(rates.map((r) => r[0])).toFixed(1)} pages/s**, ` +
-      `one worker per document ${median(rates.map((r) => r[1])).toFixed(1)} pages/s: **${x(median(rates.map((r) => r[0] / r[1])))}**.`, '')
+    out.push(
+      `Eight clients at once (the corpus twice over, ${cpus().length} workers): pages split **${median(rates.map((r) => r[0])).toFixed(1)} pages/s**, ` +
+        `one worker per document ${median(rates.map((r) => r[1])).toFixed(1)} pages/s: **${x(median(rates.map((r) => r[0] / r[1])))}**.`,
+      '',
+    )
   } finally {
     stop(split)
     stop(whole)
@@ -323,8 +414,11 @@ export async function convertBench(makeKey: MakeKey, port: number): Promise<stri
     await pinger
     const status = readFileSync(`/proc/${load.child.pid}/status`, 'utf8')
     const peak = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024
-    out.push(`8 concurrent conversions of ${BIG} (117 pages each, ${cpus().length} workers): ${seconds.toFixed(1)} s, **peak RSS ${peak.toFixed(0)} MiB** (VmHWM of the server process, workers included); ` +
-      `ping meanwhile: ${pings.length} calls, p50 ${percentile(pings, 0.5).toFixed(1)} ms, **p99 ${percentile(pings, 0.99).toFixed(1)} ms**.`, '')
+    out.push(
+      `8 concurrent conversions of ${BIG} (117 pages each, ${cpus().length} workers): ${seconds.toFixed(1)} s, **peak RSS ${peak.toFixed(0)} MiB** (VmHWM of the server process, workers included); ` +
+        `ping meanwhile: ${pings.length} calls, p50 ${percentile(pings, 0.5).toFixed(1)} ms, **p99 ${percentile(pings, 0.99).toFixed(1)} ms**.`,
+      '',
+    )
   } finally {
     stop(load)
   }

@@ -34,7 +34,10 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 /** Enough users that none is verified twice in one 30 s step at the rates seen here (60 000 were too few on SQLite: 5 800/s). */
 const USERS = Number(process.env.BENCH_USERS ?? 200_000)
 
-interface Setup { apiKey: string; secrets: Buffer[] }
+interface Setup {
+  apiKey: string
+  secrets: Buffer[]
+}
 
 async function setup(env: Record<string, string>): Promise<Setup> {
   const config = loadConfig({ NODE_ENV: 'test', ...env })
@@ -53,17 +56,37 @@ async function setup(env: Record<string, string>): Promise<Setup> {
     const secrets: Buffer[] = []
     const now = new Date().toISOString()
     for (let start = 0; start < USERS; start += 500) {
-      await Promise.all(Array.from({ length: Math.min(500, USERS - start) }, (_, j) => {
-        const secret = randomBytes(20)
-        secrets.push(secret)
-        const userId = `user-${start + j}`
-        const id = newId('fct')
-        return store.factors.create({
-          id, accountId: account.id, userId, applicationId: 'Bench', label: null, profile: 'universal', status: 'active',
-          algorithm: 'SHA1', digits: 6, period: 30, drift: 0, sealed: keyring.seal(secret, sealContext(account.id, userId, id)),
-          keyVersion: keyring.active, createdAt: now, expiresAt: null, activatedAt: now,
-        }, 10, now, { actor: 'bench', action: 'factor.created', accountId: account.id, ip: null, outcome: 'success', target: { type: 'factor', id }, detail: {} })
-      }))
+      await Promise.all(
+        Array.from({ length: Math.min(500, USERS - start) }, (_, j) => {
+          const secret = randomBytes(20)
+          secrets.push(secret)
+          const userId = `user-${start + j}`
+          const id = newId('fct')
+          return store.factors.create(
+            {
+              id,
+              accountId: account.id,
+              userId,
+              applicationId: 'Bench',
+              label: null,
+              profile: 'universal',
+              status: 'active',
+              algorithm: 'SHA1',
+              digits: 6,
+              period: 30,
+              drift: 0,
+              sealed: keyring.seal(secret, sealContext(account.id, userId, id)),
+              keyVersion: keyring.active,
+              createdAt: now,
+              expiresAt: null,
+              activatedAt: now,
+            },
+            10,
+            now,
+            { actor: 'bench', action: 'factor.created', accountId: account.id, ip: null, outcome: 'success', target: { type: 'factor', id }, detail: {} },
+          )
+        }),
+      )
     }
     return { apiKey: issued.apiKey, secrets }
   } finally {
@@ -71,16 +94,24 @@ async function setup(env: Record<string, string>): Promise<Setup> {
   }
 }
 
-const code = (secret: Buffer) => HOTP.generate({ secret: new Secret({ buffer: secret.buffer.slice(secret.byteOffset, secret.byteOffset + secret.length) as ArrayBuffer }), counter: Math.floor(Date.now() / 30_000) })
+const code = (secret: Buffer) =>
+  HOTP.generate({
+    secret: new Secret({ buffer: secret.buffer.slice(secret.byteOffset, secret.byteOffset + secret.length) as ArrayBuffer }),
+    counter: Math.floor(Date.now() / 30_000),
+  })
 
 async function load(url: string, apiKey: string, next: () => { path: string; body: string }, seconds: number): Promise<Figures> {
   const result = await autocannon({
-    url, connections: CONNECTIONS, duration: seconds,
-    requests: [{
-      method: 'POST',
-      headers: { 'x-api-key': apiKey, 'content-type': 'application/x-www-form-urlencoded' },
-      setupRequest: (req: object) => ({ ...req, ...next() }),
-    }],
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    requests: [
+      {
+        method: 'POST',
+        headers: { 'x-api-key': apiKey, 'content-type': 'application/x-www-form-urlencoded' },
+        setupRequest: (req: object) => ({ ...req, ...next() }),
+      },
+    ],
   })
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }
@@ -99,7 +130,10 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
     }
     const stateless = () => {
       const secret = randomBytes(20)
-      return { path: '/totp/verifyOTP', body: `secret=${new Secret({ buffer: secret.buffer.slice(secret.byteOffset, secret.byteOffset + 20) as ArrayBuffer }).base32}&token=${code(secret)}` }
+      return {
+        path: '/totp/verifyOTP',
+        body: `secret=${new Secret({ buffer: secret.buffer.slice(secret.byteOffset, secret.byteOffset + 20) as ArrayBuffer }).base32}&token=${code(secret)}`,
+      }
     }
     await load(target, apiKey, factor, 1)
     await load(target, apiKey, stateless, 1)
@@ -117,7 +151,8 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
       ratios.push(f[r]!.rps / s[r]!.rps)
     }
     const m = (fs: Figures[], k: keyof Figures) => median(fs.map((x) => x[k]))
-    const row = (label: string, fs: Figures[]) => `| ${label} | ${m(fs, 'rps').toFixed(0)} | ${m(fs, 'p50').toFixed(1)} | ${m(fs, 'p99').toFixed(1)} | ${fs.reduce((n, x) => n + x.non2xx, 0)} |`
+    const row = (label: string, fs: Figures[]) =>
+      `| ${label} | ${m(fs, 'rps').toFixed(0)} | ${m(fs, 'p50').toFixed(1)} | ${m(fs, 'p99').toFixed(1)} | ${fs.reduce((n, x) => n + x.non2xx, 0)} |`
     return [
       `## Factor verification against stateless verifyOTP, ${name}: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${cpus().length} CPUs, ${pinned ? 'server pinned to CPU 0, load generator to CPU 1' : 'not pinned'}; ${secrets.length} users)`,
       '',

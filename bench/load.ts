@@ -28,8 +28,8 @@ export async function freePort(): Promise<number> {
  * CPU 1: on a small machine the two would otherwise fight for the same cores, and the
  * figures would measure the scheduler as much as the server.
  */
-export const pinned = process.env.BENCH_ONLY !== 'convert' && cpus().length >= 2 &&
-  spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
+export const pinned =
+  process.env.BENCH_ONLY !== 'convert' && cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' }).status === 0
 
 export function serve(script: string, env: Record<string, string>): ChildProcess {
   const [cmd, args] = pinned ? ['taskset', ['-c', '0', process.execPath, join(ROOT, script)]] : [process.execPath, [join(ROOT, script)]]
@@ -44,7 +44,12 @@ export interface Load {
   readonly body?: string | (() => string)
 }
 
-export interface Figures { rps: number; p50: number; p99: number; non2xx: number }
+export interface Figures {
+  rps: number
+  p50: number
+  p99: number
+  non2xx: number
+}
 
 export async function run(base: string, load: Load, seconds: number, connections = CONNECTIONS): Promise<Figures> {
   const headers = { ...(load.body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}), ...load.headers }
@@ -57,7 +62,9 @@ export async function run(base: string, load: Load, seconds: number, connections
     headers,
     ...(typeof body === 'function'
       ? { requests: [{ method: load.method, setupRequest: (req: object) => ({ ...req, body: body() }) }] }
-      : body !== undefined ? { body } : {}),
+      : body !== undefined
+        ? { body }
+        : {}),
   })
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }

@@ -23,7 +23,12 @@ const RUNS = 40
 const WALK = 2_000
 /** The partial index proposed for the queue (the same text in both stores). */
 export const PENDING_INDEX = "CREATE INDEX subscriptions_pending ON subscriptions (updated_at, account_id, region, api_group) WHERE status = 'pending'"
-const SUBS = [['eu', 'totp'], ['eu', 'converter'], ['us', 'totp'], ['apac', 'totp']] as const
+const SUBS = [
+  ['eu', 'totp'],
+  ['eu', 'converter'],
+  ['us', 'totp'],
+  ['apac', 'totp'],
+] as const
 
 async function median(work: () => Promise<unknown>, runs = RUNS): Promise<number> {
   await work()
@@ -54,15 +59,18 @@ async function measure(name: string, store: Store, addIndex: () => Promise<void>
   await addIndex()
   const indexed = await median(() => store.access.listPendingSubscriptions({ limit: PAGE }))
   const indexedDeep = await median(() => store.access.listPendingSubscriptions({ limit: PAGE, cursor }))
-  const row = (label: string, ms: number) => `${name.padEnd(9)} ${label.padEnd(46)} ${ms.toFixed(2).padStart(10)} ms  ${(ms / baseline).toFixed(1).padStart(8)}×`
-  console.log([
-    row(`baseline: listAccounts, ${PAGE} rows`, baseline),
-    row(`listPendingSubscriptions, first ${PAGE}`, first),
-    row(`listPendingSubscriptions, page 17 (cursor)`, deep),
-    row(`with the partial index: first ${PAGE}`, indexed),
-    row(`with the partial index: page 17 (cursor)`, indexedDeep),
-    row(`walk: listSubscriptions × ${ACCOUNTS} (extrapolated)`, walk),
-  ].join('\n'))
+  const row = (label: string, ms: number) =>
+    `${name.padEnd(9)} ${label.padEnd(46)} ${ms.toFixed(2).padStart(10)} ms  ${(ms / baseline).toFixed(1).padStart(8)}×`
+  console.log(
+    [
+      row(`baseline: listAccounts, ${PAGE} rows`, baseline),
+      row(`listPendingSubscriptions, first ${PAGE}`, first),
+      row(`listPendingSubscriptions, page 17 (cursor)`, deep),
+      row(`with the partial index: first ${PAGE}`, indexed),
+      row(`with the partial index: page 17 (cursor)`, indexedDeep),
+      row(`walk: listSubscriptions × ${ACCOUNTS} (extrapolated)`, walk),
+    ].join('\n'),
+  )
 }
 
 async function sqlite(): Promise<void> {
@@ -100,15 +108,23 @@ async function postgres(url: string): Promise<void> {
     await admin.query(`CREATE SCHEMA ${schema}`)
     const store = await openPostgresStore({ url, schema })
     await admin.query(`SET search_path = ${schema}`)
-    await admin.query(`INSERT INTO accounts (id, name, status, created_at, updated_at)
+    await admin.query(
+      `INSERT INTO accounts (id, name, status, created_at, updated_at)
       SELECT 'acc_' || lpad(to_hex(i), 16, '0'), 'Account ' || i, 'active', timestamptz '2026-01-01Z' + i * interval '1 second', now()
-      FROM generate_series(0, $1 - 1) i`, [ACCOUNTS])
-    await admin.query(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at)
+      FROM generate_series(0, $1 - 1) i`,
+      [ACCOUNTS],
+    )
+    await admin.query(
+      `INSERT INTO subscriptions (account_id, region, api_group, status, updated_at)
       SELECT 'acc_' || lpad(to_hex(i), 16, '0'), s.region, s.api_group,
         CASE WHEN i % 100 = 0 AND s.region = 'us' THEN 'pending' ELSE 'active' END, timestamptz '2026-01-01Z' + i * interval '1 second'
-      FROM generate_series(0, $1 - 1) i, (VALUES ('eu', 'totp'), ('eu', 'converter'), ('us', 'totp'), ('apac', 'totp')) s(region, api_group)`, [ACCOUNTS])
+      FROM generate_series(0, $1 - 1) i, (VALUES ('eu', 'totp'), ('eu', 'converter'), ('us', 'totp'), ('apac', 'totp')) s(region, api_group)`,
+      [ACCOUNTS],
+    )
     await admin.query('ANALYZE')
-    await measure('postgres', store, async () => { await admin.query(PENDING_INDEX) })
+    await measure('postgres', store, async () => {
+      await admin.query(PENDING_INDEX)
+    })
     await store.close()
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)

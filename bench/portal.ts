@@ -80,25 +80,51 @@ export async function seed(store: Store, accounts: Accounts, config: Config, now
   const ownerHash = await cheap.hash(PASSWORD)
   for (let i = 0; i < MEMBERS; i++) {
     users.push({
-      id: `usr_${hex(8)}`, email: `member-${i}@globex.example`, passwordHash: i === 0 ? ownerHash : null, emailVerifiedAt: iso,
-      status: 'active', operator: false, totpSecret: null, totpEnabledAt: null, createdAt: iso, updatedAt: iso,
+      id: `usr_${hex(8)}`,
+      email: `member-${i}@globex.example`,
+      passwordHash: i === 0 ? ownerHash : null,
+      emailVerifiedAt: iso,
+      status: 'active',
+      operator: false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: iso,
+      updatedAt: iso,
     })
   }
   const roles: Role[] = ['owner', 'admin', 'developer', 'viewer']
   await inBatches(users, 25, async (user, i) => {
-    const draft: AuditDraft = { actor: 'cli', action: 'user.create', target: { type: 'user', id: user.id }, accountId: null, ip: null, outcome: 'success', detail: {} }
+    const draft: AuditDraft = {
+      actor: 'cli',
+      action: 'user.create',
+      target: { type: 'user', id: user.id },
+      accountId: null,
+      ip: null,
+      outcome: 'success',
+      detail: {},
+    }
     if (!(await store.portal.createUser(user, draft))) throw new Error(`user ${user.email} not created`)
     const role = i === 0 ? 'owner' : roles[i % roles.length]!
-    await store.portal.addMember(account.id, user.id, role, { ...draft, action: 'member.add', target: { type: 'member', id: user.id }, accountId: account.id, detail: { role } })
+    await store.portal.addMember(account.id, user.id, role, {
+      ...draft,
+      action: 'member.add',
+      target: { type: 'member', id: user.id },
+      accountId: account.id,
+      detail: { role },
+    })
   })
 
   const keyIds: string[] = []
-  await inBatches(Array.from({ length: KEYS }, (_, k) => k), 100, async (k) => {
-    const by = { actor: { type: 'portal-user' as const, id: users[k % 10]!.id }, ip: `10.0.0.${k % 250}` }
-    const issued = await accounts.issueKey(by, account.id, { name: `service ${k + 1}` })
-    if (isFailure(issued)) throw new Error(issued.message)
-    keyIds[k] = issued.key.id
-  })
+  await inBatches(
+    Array.from({ length: KEYS }, (_, k) => k),
+    100,
+    async (k) => {
+      const by = { actor: { type: 'portal-user' as const, id: users[k % 10]!.id }, ip: `10.0.0.${k % 250}` }
+      const issued = await accounts.issueKey(by, account.id, { name: `service ${k + 1}` })
+      if (isFailure(issued)) throw new Error(issued.message)
+      keyIds[k] = issued.key.id
+    },
+  )
   // The baseline's key, of another account: its calls count in that account's usage, not in the one measured.
   const other = await accounts.createAccount(ctx, { name: 'Baseline' })
   if (isFailure(other)) throw new Error(other.message)
@@ -110,16 +136,34 @@ export async function seed(store: Store, accounts: Accounts, config: Config, now
 
   const rand = generator(13)
   const actors = [...users.slice(0, 10).map((u) => `portal-user:${u.id}`), `admin-token:adm_${hex(8)}`, 'cli']
-  const actions: [string, 'key' | 'subscription' | 'user'][] = [['key.roll', 'key'], ['subscription.set', 'subscription'], ['user.sign-in', 'user'], ['key.revoke', 'key']]
-  await inBatches(Array.from({ length: EXTRA_EVENTS }, (_, i) => i), 100, async (i) => {
-    const [action, type] = actions[i % actions.length]!
-    const actor = actors[Math.floor(rand() * actors.length)]!
-    await store.audit.append({
-      actor, action, target: { type, id: type === 'key' ? keyIds[i % KEYS]! : type === 'user' ? users[i % MEMBERS]!.id : `${account.id}/eu/totp` },
-      accountId: account.id, ip: actor === 'cli' ? null : `10.1.${i % 256}.${Math.floor(rand() * 256)}`, outcome: i % 17 === 0 ? 'failure' : 'success',
-      detail: action === 'key.roll' ? { graceSeconds: 3600, newKeyId: `key_${hex(8)}` } : action === 'subscription.set' ? { region: 'eu', group: 'totp', status: 'active', was: 'inactive' } : {},
-    })
-  })
+  const actions: [string, 'key' | 'subscription' | 'user'][] = [
+    ['key.roll', 'key'],
+    ['subscription.set', 'subscription'],
+    ['user.sign-in', 'user'],
+    ['key.revoke', 'key'],
+  ]
+  await inBatches(
+    Array.from({ length: EXTRA_EVENTS }, (_, i) => i),
+    100,
+    async (i) => {
+      const [action, type] = actions[i % actions.length]!
+      const actor = actors[Math.floor(rand() * actors.length)]!
+      await store.audit.append({
+        actor,
+        action,
+        target: { type, id: type === 'key' ? keyIds[i % KEYS]! : type === 'user' ? users[i % MEMBERS]!.id : `${account.id}/eu/totp` },
+        accountId: account.id,
+        ip: actor === 'cli' ? null : `10.1.${i % 256}.${Math.floor(rand() * 256)}`,
+        outcome: i % 17 === 0 ? 'failure' : 'success',
+        detail:
+          action === 'key.roll'
+            ? { graceSeconds: 3600, newKeyId: `key_${hex(8)}` }
+            : action === 'subscription.set'
+              ? { region: 'eu', group: 'totp', status: 'active', was: 'inactive' }
+              : {},
+      })
+    },
+  )
 
   // 90 days of every key's use, as the gateway's flushes leave it: totp in the key's home region
   // (and a second region for one key in five), the conversion group (eu, units by pages) for one in three.
@@ -143,7 +187,7 @@ export async function seed(store: Store, accounts: Accounts, config: Config, now
     })
     await store.usage.add(rows)
   }
-  const events = (await countEvents(store, account.id))
+  const events = await countEvents(store, account.id)
   return { accountId: account.id, ownerEmail: users[0]!.email, apiKey, callsByDay, events }
 }
 
@@ -203,7 +247,13 @@ class Browser {
   }
 }
 
-interface Row { name: string; path: string; times: number[]; status: number; bytes: number }
+interface Row {
+  name: string
+  path: string
+  times: number[]
+  status: number
+  bytes: number
+}
 
 async function waitForPing(base: string, apiKey: string, child: ChildProcess): Promise<void> {
   for (let i = 0; i < 600; i++) {
@@ -212,7 +262,9 @@ async function waitForPing(base: string, apiKey: string, child: ChildProcess): P
       const res = await fetch(`${base}/totp/ping`, { headers: { 'x-api-key': apiKey } })
       await res.arrayBuffer()
       if (res.ok) return
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     await new Promise((r) => setTimeout(r, 50))
   }
   throw new Error('the server did not come up')
@@ -262,7 +314,7 @@ async function measure(browser: Browser, seeded: Seeded, problems: string[]): Pr
     rows.push({ name, path, times, status: last.status, bytes: Buffer.byteLength(last.body) })
     check(name, last.body, seeded, now, problems)
   }
-  baseline.push(...await ping(250))
+  baseline.push(...(await ping(250)))
   return { rows, baseline }
 }
 
@@ -294,11 +346,15 @@ function table(title: string, rows: readonly Row[], baseline: readonly number[])
     verdicts.push(`${pass ? 'PASS' : '!!! FAIL'} ${r.name}: p95 ${p.toFixed(1)} ms (target < ${TARGET_MS} ms)`)
     return `| ${r.name} | ${r.times.length} | ${median(r.times).toFixed(2)} | ${p.toFixed(2)} | ${(p / base).toFixed(1)}× | ${(r.bytes / 1024).toFixed(0)} KiB | ${pass ? 'PASS' : '**FAIL**'} |`
   })
-  const text = [title, '',
+  const text = [
+    title,
+    '',
     '| page | requests | p50 ms | p95 ms | p95 ÷ baseline p95 | body | target p95 < 100 ms |',
     '| --- | --- | --- | --- | --- | --- | --- |',
     `| baseline: GET /totp/ping | ${baseline.length} | ${median([...baseline]).toFixed(2)} | ${base.toFixed(2)} | 1.0× | | |`,
-    ...lines, ''].join('\n')
+    ...lines,
+    '',
+  ].join('\n')
   return { text, verdicts }
 }
 
@@ -328,7 +384,8 @@ async function benchStore(label: string, env: Record<string, string>): Promise<s
     await browser.signIn(seeded.ownerEmail, PASSWORD)
     const problems: string[] = []
     const { rows, baseline } = await measure(browser, seeded, problems)
-    const title = `## Portal pages on ${label}: one account of ${KEYS.toLocaleString('en')} keys, ${MEMBERS} members, ${DAYS} days of usage of every key, ` +
+    const title =
+      `## Portal pages on ${label}: one account of ${KEYS.toLocaleString('en')} keys, ${MEMBERS} members, ${DAYS} days of usage of every key, ` +
       `${seeded.events.toLocaleString('en')} audit events (seeded in ${seconds.toFixed(1)} s); an owner signed in through the form; ` +
       `each page ${REQUESTS} times, one request at a time on a keep-alive connection, timed by the client to the last byte of the body ` +
       `(${pinned ? 'server pinned to CPU 0, this client to CPU 1' : 'not pinned'})`
@@ -336,7 +393,7 @@ async function benchStore(label: string, env: Record<string, string>): Promise<s
     return [text, ...verdicts, ...problems.slice(0, 20).map((p) => `!!! WRONG ANSWER on ${label}: ${p}`), ''].join('\n')
   } finally {
     child.kill('SIGTERM')
-    await new Promise((r) => child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r))
+    await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r)))
   }
 }
 

@@ -76,7 +76,9 @@ function pinServices(): { restore: () => void; placement: string } {
     if (mask !== undefined && spawnSync('taskset', ['-a', '-c', '-p', '1', pid], { stdio: 'ignore' }).status === 0) before.set(pid, mask)
   }
   return {
-    restore: () => { for (const [pid, mask] of before) spawnSync('taskset', ['-a', '-c', '-p', mask, pid], { stdio: 'ignore' }) },
+    restore: () => {
+      for (const [pid, mask] of before) spawnSync('taskset', ['-a', '-c', '-p', mask, pid], { stdio: 'ignore' })
+    },
     placement: before.size === pids.length && pids.length === 2 ? 'PostgreSQL and Redis on CPU 1 too' : 'PostgreSQL and Redis unpinned',
   }
 }
@@ -153,8 +155,12 @@ export async function scaleBench(seconds: number, rounds: number): Promise<strin
       })
       lines.push(`| ${name} | ${cells.join(' | ')} | ${(errors.get(`${name}|0`) ?? 0) + (errors.get(`${name}|1`) ?? 0)} |`)
     }
-    lines.push('', 'Two nodes share CPU 0 here, so their sum against one node on the same CPU is the cost of running as two: ' +
-      'per-node throughput on a node of its own is the "1 node" row.', '')
+    lines.push(
+      '',
+      'Two nodes share CPU 0 here, so their sum against one node on the same CPU is the cost of running as two: ' +
+        'per-node throughput on a node of its own is the "1 node" row.',
+      '',
+    )
     return lines.join('\n')
   } finally {
     services.restore()

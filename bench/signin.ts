@@ -55,14 +55,19 @@ const quantile = (xs: number[], q: number) => {
 
 // The storm: a worker thread, so that its requests are not timed on the ping's event loop.
 
-interface StormData { readonly base: string }
+interface StormData {
+  readonly base: string
+}
 type Tally = Record<string, number>
 
 /** A signed-out form as a browser holds it: the pre-session cookie and the CSRF token of its page. */
 async function formOf(base: string): Promise<{ cookie: string; csrf: string }> {
   const res = await fetch(`${base}/portal/sign-in`)
   const page = await res.text()
-  const cookie = res.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('tessera_form='))
+  const cookie = res.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0]!)
+    .find((c) => c.startsWith('tessera_form='))
   const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1]
   if (cookie === undefined || csrf === undefined) throw new Error(`no sign-in form (${res.status})`)
   return { cookie, csrf }
@@ -73,13 +78,19 @@ async function storm({ base }: StormData): Promise<void> {
   const forms = await Promise.all(Array.from({ length: IN_FLIGHT }, () => formOf(base)))
   let running = false
   let tally: Tally = {}
-  const count = (what: string) => { tally[what] = (tally[what] ?? 0) + 1 }
+  const count = (what: string) => {
+    tally[what] = (tally[what] ?? 0) + 1
+  }
   let fresh = 0
   /** One kind of attempt per third of the workers: its email, password and address. */
   const kinds = [
     () => ({ kind: 'user, wrong password, one address', email: EMAIL, ip: '203.0.113.1' }),
     () => ({ kind: 'unknown emails, one address', email: `nobody${fresh++}@example.com`, ip: '203.0.113.2' }),
-    () => ({ kind: 'unknown emails, a new address each', email: `nobody${fresh++}@example.com`, ip: `10.${(fresh >> 16) & 255}.${(fresh >> 8) & 255}.${fresh & 255}` }),
+    () => ({
+      kind: 'unknown emails, a new address each',
+      email: `nobody${fresh++}@example.com`,
+      ip: `10.${(fresh >> 16) & 255}.${(fresh >> 8) & 255}.${fresh & 255}`,
+    }),
   ]
   const worker = async (i: number) => {
     const { cookie, csrf } = forms[i]!
@@ -89,7 +100,9 @@ async function storm({ base }: StormData): Promise<void> {
       const body = new URLSearchParams({ _csrf: csrf, email, password: `wrong password ${randomBytes(4).toString('hex')}` })
       try {
         const res = await fetch(`${base}/portal/sign-in`, {
-          method: 'POST', redirect: 'manual', body: body.toString(),
+          method: 'POST',
+          redirect: 'manual',
+          body: body.toString(),
           headers: { 'content-type': 'application/x-www-form-urlencoded', cookie, origin: base, 'x-forwarded-for': ip },
         })
         await res.arrayBuffer()
@@ -171,17 +184,33 @@ async function seed(env: Record<string, string>): Promise<string> {
     if (isFailure(issued)) throw new Error(issued.message)
     const now = new Date().toISOString()
     const id = `usr_${randomBytes(8).toString('hex')}`
-    await store.portal.createUser({
-      id, email: EMAIL, passwordHash: await new Passwords().hash(PASSWORD), emailVerifiedAt: now, status: 'active',
-      operator: false, totpSecret: null, totpEnabledAt: null, createdAt: now,
-    }, { actor: 'system', action: 'user.create', target: { type: 'user', id }, accountId: null, ip: null, outcome: 'success', detail: {} })
+    await store.portal.createUser(
+      {
+        id,
+        email: EMAIL,
+        passwordHash: await new Passwords().hash(PASSWORD),
+        emailVerifiedAt: now,
+        status: 'active',
+        operator: false,
+        totpSecret: null,
+        totpEnabledAt: null,
+        createdAt: now,
+      },
+      { actor: 'system', action: 'user.create', target: { type: 'user', id }, accountId: null, ip: null, outcome: 'success', detail: {} },
+    )
     return issued.apiKey
   } finally {
     await store.close()
   }
 }
 
-interface Round { alone: number[]; storm: number[]; tally: Tally; attemptsPerSecond: number; problems: number }
+interface Round {
+  alone: number[]
+  storm: number[]
+  tally: Tally
+  attemptsPerSecond: number
+  problems: number
+}
 
 async function benchStore(label: string, env: Record<string, string>): Promise<string> {
   const apiKey = await seed(env)
@@ -215,7 +244,13 @@ async function benchStore(label: string, env: Record<string, string>): Promise<s
         round.tally = tally
         round.attemptsPerSecond = Object.values(tally).reduce((a, b) => a + b, 0) / seconds
       }
-      if (r % 2 === 0) { await alone(); await stormy() } else { await stormy(); await alone() }
+      if (r % 2 === 0) {
+        await alone()
+        await stormy()
+      } else {
+        await stormy()
+        await alone()
+      }
       rounds.push(round)
     }
     return report(label, rounds)
@@ -223,7 +258,7 @@ async function benchStore(label: string, env: Record<string, string>): Promise<s
     await storm?.close()
     process.off('exit', killServer)
     child.kill('SIGTERM')
-    await new Promise((r) => child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r))
+    await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once('exit', r)))
   }
 }
 
@@ -247,7 +282,9 @@ function report(label: string, rounds: Round[]): string {
     '',
     `Sign-in attempts answered: ${m((r) => r.attemptsPerSecond).toFixed(0)}/s (median of rounds); by kind and status over all rounds:`,
     '',
-    ...Object.entries(tally).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `- ${k}: ${n}`),
+    ...Object.entries(tally)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, n]) => `- ${k}: ${n}`),
     '',
     `${stormP99 < TARGET_P99_MS ? 'PASS' : '!!! FAIL'} ${label}: GET /totp/ping p99 with ${IN_FLIGHT} sign-ins in flight ${stormP99.toFixed(1)} ms (target < ${TARGET_P99_MS} ms)`,
   ]

@@ -22,7 +22,9 @@ export async function onEachStore(what: string, run: (name: StoreName, env: Reco
   }
   const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL
   if (adminUrl === undefined || adminUrl === '') {
-    process.stdout.write(`The ${what} bench on PostgreSQL skipped: set BENCH_DATABASE_URL (or TEST_DATABASE_URL) to a server to create a scratch database on.\n\n`)
+    process.stdout.write(
+      `The ${what} bench on PostgreSQL skipped: set BENCH_DATABASE_URL (or TEST_DATABASE_URL) to a server to create a scratch database on.\n\n`,
+    )
     return
   }
   const admin = new pg.Client({ connectionString: adminUrl })

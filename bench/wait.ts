@@ -3,7 +3,9 @@ export async function waitFor(url: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
     try {
       if ((await fetch(url)).ok) return
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     await new Promise((r) => setTimeout(r, 50))
   }
   throw new Error(`${url} did not come up`)
@@ -16,7 +18,9 @@ export async function waitFor(url: string): Promise<void> {
 export async function demoServer(child: import('node:child_process').ChildProcess, port: number): Promise<{ url: string; key: string }> {
   process.on('exit', () => child.kill('SIGKILL'))
   let out = ''
-  child.stdout!.on('data', (d) => { out += d })
+  child.stdout!.on('data', (d) => {
+    out += d
+  })
   const url = `http://127.0.0.1:${port}`
   await waitFor(`${url}/healthz`)
   for (let i = 0; i < 100 && !/tsr_[0-9a-f]{40}/.test(out); i++) await new Promise((r) => setTimeout(r, 50))

@@ -89,7 +89,12 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
     await app.register(portal, {
-      prefix: '/portal', config, pepper, now, mailer, metrics,
+      prefix: '/portal',
+      config,
+      pepper,
+      now,
+      mailer,
+      metrics,
       accounts: runtime.accounts,
       webhooks: runtime.webhooks,
       factors: runtime.factors,

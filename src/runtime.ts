@@ -91,13 +91,20 @@ export class Runtime {
     this.portalStore = { ...this.store, portal: sealedPortal(this.store.portal, this.keyring) }
     this.accounts = new Accounts({ store: this.portalStore, pepper: this.pepper, config, now })
     this.limits = new Limits({
-      config, store: this.store, now, log, onRefused: (cause) => metrics.refused(cause), onFlushed: (ok) => metrics.usageFlushed(ok),
+      config,
+      store: this.store,
+      now,
+      log,
+      onRefused: (cause) => metrics.refused(cause),
+      onFlushed: (ok) => metrics.usageFlushed(ok),
     })
     metrics.watchUsageLag(() => this.limits.usageLagMs() / 1000)
     // The outbox's sender, on every node; every door's webhooks service wakes it when a delivery is due.
     this.worker = new WebhookWorker({
       // Deliveries are scheduled and sent on the wall clock: a receiver checks a signature's freshness against its own.
-      store: this.store.webhooks, keyring: this.keyring, config,
+      store: this.store.webhooks,
+      keyring: this.keyring,
+      config,
       onError: (error, what) => log.warn({ err: error, what }, 'webhook delivery failed to run'),
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
     })
@@ -107,7 +114,15 @@ export class Runtime {
     this.passwords = new Passwords()
     this.throttle = new SignInThrottle(this.portalStore, config, now, this.pepper)
     const portalStore = this.portalStore
-    this.users = new Users({ store: portalStore, config, pepper: this.pepper, accounts: this.accounts, passwords: this.passwords, throttle: this.throttle, now })
+    this.users = new Users({
+      store: portalStore,
+      config,
+      pepper: this.pepper,
+      accounts: this.accounts,
+      passwords: this.passwords,
+      throttle: this.throttle,
+      now,
+    })
     this.team = new Team({ store: portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
     this.factors = new Factors({ store: this.store, config, pepper: this.pepper, keyring: this.keyring, now, metrics })
     this.totp = new Totp({ store: this.store, config, pepper: this.pepper })

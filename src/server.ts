@@ -59,9 +59,17 @@ const keyring = orExit(() => resolveKeyring(config))
 const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring, now })
 const demo = await ensureDemoAccount(config, runtime.accounts, runtime.users)
 const app = await buildPublicApp(runtime)
-const admin = config.adminListen === null ? null : await buildAdminApp({
-  config, accounts: runtime.accounts, metrics: runtime.metrics, webhooks: runtime.webhooks, factors: runtime.factors, totp: runtime.totp,
-})
+const admin =
+  config.adminListen === null
+    ? null
+    : await buildAdminApp({
+        config,
+        accounts: runtime.accounts,
+        metrics: runtime.metrics,
+        webhooks: runtime.webhooks,
+        factors: runtime.factors,
+        totp: runtime.totp,
+      })
 runtime.log.attach(app.log)
 runtime.start()
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')

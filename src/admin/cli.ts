@@ -88,11 +88,31 @@ interface Output {
 }
 
 type Flags = {
-  name?: string; account?: string; region?: string; group?: string
-  rate?: string; burst?: string; quota?: string; period?: string; days?: string
-  status?: string; limit?: string; after?: string; expires?: string; groups?: string; regions?: string; grace?: string
-  by?: string; actor?: string; action?: string; scope?: string; 'weight-totp'?: string; 'weight-converter'?: string
-  email?: string; batch?: string; user?: string
+  name?: string
+  account?: string
+  region?: string
+  group?: string
+  rate?: string
+  burst?: string
+  quota?: string
+  period?: string
+  days?: string
+  status?: string
+  limit?: string
+  after?: string
+  expires?: string
+  groups?: string
+  regions?: string
+  grace?: string
+  by?: string
+  actor?: string
+  action?: string
+  scope?: string
+  'weight-totp'?: string
+  'weight-converter'?: string
+  email?: string
+  batch?: string
+  user?: string
 }
 
 const CTX = { actor: CLI }
@@ -112,7 +132,11 @@ function table(rows: readonly Record<string, unknown>[], columns: readonly strin
   if (rows.length === 0) return '(none)'
   const cells = rows.map((r) => columns.map((c) => String(r[c] ?? '')))
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]!.length)))
-  const line = (values: readonly string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()
+  const line = (values: readonly string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()
   return [line(columns), ...cells.map(line)].join('\n')
 }
 
@@ -131,22 +155,37 @@ function ok<T>(result: T | Failure): T {
   return result
 }
 
-const list = (value: string | undefined): string[] | null => (value === undefined ? null : value.split(',').map((v) => v.trim()).filter((v) => v !== ''))
+const list = (value: string | undefined): string[] | null =>
+  value === undefined
+    ? null
+    : value
+        .split(',')
+        .map((v) => v.trim())
+        .filter((v) => v !== '')
 
 const describePlan = (p: Plan) =>
   `rate ${p.rate === 0 ? 'unlimited' : `${p.rate}/s`}, burst ${p.burst}, quota ${p.quota === 0 ? 'none' : `${p.quota} units per ${p.period}`}, ` +
   `units per call: totp ${p.weights.totp}, converter ${p.weights.converter}`
 
 const describeKey = (k: { expiresAt: string | null; scope: { groups: readonly string[] | null; regions: readonly string[] | null } }) =>
-  [k.expiresAt === null ? '' : ` expiring ${k.expiresAt}`,
+  [
+    k.expiresAt === null ? '' : ` expiring ${k.expiresAt}`,
     k.scope.groups === null ? '' : ` for ${k.scope.groups.join(', ') || 'no group'}`,
-    k.scope.regions === null ? '' : ` in ${k.scope.regions.join(', ') || 'no region'}`].join('')
+    k.scope.regions === null ? '' : ` in ${k.scope.regions.join(', ') || 'no region'}`,
+  ].join('')
 
 async function requireAccount(accounts: Accounts, id: string): Promise<void> {
   if ((await accounts.getAccount(id)) === null) throw new CommandError(`no account ${id}`)
 }
 
-const userRow = (u: User) => ({ id: u.id, email: u.email, status: u.status, confirmed: u.emailVerifiedAt === null ? 'no' : 'yes', operator: u.operator ? 'yes' : '', createdAt: u.createdAt })
+const userRow = (u: User) => ({
+  id: u.id,
+  email: u.email,
+  status: u.status,
+  confirmed: u.emailVerifiedAt === null ? 'no' : 'yes',
+  operator: u.operator ? 'yes' : '',
+  createdAt: u.createdAt,
+})
 const userJson = (u: User) => ({ id: u.id, email: u.email, status: u.status, emailVerifiedAt: u.emailVerifiedAt, operator: u.operator, createdAt: u.createdAt })
 
 /** mailApproval tells an approved user they can sign in; a failure is a warning (the approval stands). */
@@ -166,7 +205,8 @@ async function runUsers(config: Config, users: Users, verb: string | undefined, 
   switch (verb) {
     case 'list': {
       const status = flags.status
-      if (status !== undefined && !USER_STATUSES.includes(status as UserStatus)) throw new UsageError(`--status must be one of ${USER_STATUSES.join(', ')} (got "${status}")`)
+      if (status !== undefined && !USER_STATUSES.includes(status as UserStatus))
+        throw new UsageError(`--status must be one of ${USER_STATUSES.join(', ')} (got "${status}")`)
       const page = await users.admin.list({
         limit: number(flags.limit, 'limit', 1, 100_000, true) ?? 1000,
         ...(status === undefined ? {} : { status: status as UserStatus }),
@@ -174,7 +214,10 @@ async function runUsers(config: Config, users: Users, verb: string | undefined, 
         ...(flags.after === undefined ? {} : { cursor: flags.after }),
       })
       const more = page.next === null ? '' : `\n(more: --after ${page.next})`
-      return { json: { items: page.items.map(userJson), next: page.next }, human: table(page.items.map(userRow), ['id', 'email', 'status', 'confirmed', 'operator', 'createdAt']) + more }
+      return {
+        json: { items: page.items.map(userJson), next: page.next },
+        human: table(page.items.map(userRow), ['id', 'email', 'status', 'confirmed', 'operator', 'createdAt']) + more,
+      }
     }
     case 'approve': {
       const { user, changed } = ok(await users.admin.decideSignUp(CTX, { email: need(flags.email, 'email') }, 'approve', { disabledToo: true }))
@@ -187,7 +230,10 @@ async function runUsers(config: Config, users: Users, verb: string | undefined, 
     }
     case 'two-factor-off': {
       const { user, changed, sessionsEnded: ended } = ok(await users.admin.turnOffTwoFactor(CTX, { email: need(flags.email, 'email') }))
-      return { json: { ...userJson(user), sessionsEnded: ended }, human: changed ? `${user.email} signs in with the password alone now; ${ended} session(s) ended` : `${user.email} has no two-factor sign-in` }
+      return {
+        json: { ...userJson(user), sessionsEnded: ended },
+        human: changed ? `${user.email} signs in with the password alone now; ${ended} session(s) ended` : `${user.email} has no two-factor sign-in`,
+      }
     }
     default:
       throw new UsageError(`unknown command "user ${verb ?? ''}"`)
@@ -219,10 +265,20 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
   const accountId = need(flags.account, 'account')
   switch (verb) {
     case 'list': {
-      const page = ok(await service.listUsers(accountId, {
-        limit: number(flags.limit, 'limit', 1, 1000, true) ?? 100, ...(flags.after === undefined ? {} : { cursor: flags.after }),
+      const page = ok(
+        await service.listUsers(accountId, {
+          limit: number(flags.limit, 'limit', 1, 1000, true) ?? 100,
+          ...(flags.after === undefined ? {} : { cursor: flags.after }),
+        }),
+      )
+      const items = page.items.map((u) => ({
+        userID: u.userId,
+        createdAt: u.createdAt,
+        activeFactors: u.active,
+        pendingFactors: u.pending,
+        recoveryCodesLeft: u.recoveryCodesLeft,
+        lockedUntil: u.lockedUntil,
       }))
-      const items = page.items.map((u) => ({ userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, lockedUntil: u.lockedUntil }))
       const rows = items.map((u) => ({ ...u, active: u.activeFactors, pending: u.pendingFactors, codesLeft: u.recoveryCodesLeft, locked: u.lockedUntil ?? '' }))
       const more = page.next === null ? '' : `\n(more: --after ${page.next})`
       return { json: { items, next: page.next }, human: table(rows, ['userID', 'active', 'pending', 'codesLeft', 'locked', 'createdAt']) + more }
@@ -230,20 +286,48 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
     case 'show': {
       const user = ok(await service.user(accountId, need(flags.user, 'user')))
       const factors = user.factors.map((f) => ({
-        factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
-        tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+        factorID: f.id,
+        status: f.status,
+        label: f.label,
+        applicationID: f.applicationId,
+        profile: f.profile,
+        algorithm: f.algorithm,
+        tokenLength: f.digits,
+        tokenValidity: f.period,
+        driftSteps: f.drift,
+        createdAt: f.createdAt,
+        activatedAt: f.activatedAt,
+        expiresAt: f.expiresAt,
       }))
-      const rows = factors.map((f) => ({ ...f, label: f.label ?? '', code: `${f.algorithm} ${f.tokenLength} digits ${f.tokenValidity} s`, drift: f.driftSteps, since: f.activatedAt ?? `(expires ${f.expiresAt})` }))
+      const rows = factors.map((f) => ({
+        ...f,
+        label: f.label ?? '',
+        code: `${f.algorithm} ${f.tokenLength} digits ${f.tokenValidity} s`,
+        drift: f.driftSteps,
+        since: f.activatedAt ?? `(expires ${f.expiresAt})`,
+      }))
       return {
-        json: { accountId, userID: user.userId, factors, recoveryCodesLeft: user.recoveryCodesLeft, locked: user.lockedUntil !== null, lockedUntil: user.lockedUntil },
-        human: [`User ${user.userId} of account ${accountId}: ${lockWords(user.lockedUntil)}; ${user.recoveryCodesLeft} recovery code(s) left`,
-          table(rows, ['factorID', 'status', 'label', 'applicationID', 'profile', 'code', 'drift', 'createdAt', 'since'])].join('\n'),
+        json: {
+          accountId,
+          userID: user.userId,
+          factors,
+          recoveryCodesLeft: user.recoveryCodesLeft,
+          locked: user.lockedUntil !== null,
+          lockedUntil: user.lockedUntil,
+        },
+        human: [
+          `User ${user.userId} of account ${accountId}: ${lockWords(user.lockedUntil)}; ${user.recoveryCodesLeft} recovery code(s) left`,
+          table(rows, ['factorID', 'status', 'label', 'applicationID', 'profile', 'code', 'drift', 'createdAt', 'since']),
+        ].join('\n'),
       }
     }
     case 'unlock': {
       const userId = need(flags.user, 'user')
       const { cleared } = ok(await service.clearLockout(CTX, accountId, userId))
-      return { json: { accountId, userID: userId, cleared }, human: cleared ? `User ${userId}'s lockout is cleared: their next right code is taken` : `User ${userId} had no failures to clear` }
+      return {
+        json: { accountId, userID: userId, cleared },
+        human: cleared ? `User ${userId}'s lockout is cleared: their next right code is taken` : `User ${userId} had no failures to clear`,
+      }
     }
     default: {
       const userId = need(flags.user, 'user')
@@ -260,23 +344,35 @@ async function runEncryption(encryption: Encryption, verb: string, flags: Flags)
       const counts = await encryption.sealVersions()
       const versions = [...new Set([...ring.versions, ...counts.keys()])].sort((a, b) => a - b)
       const rows = versions.map((version) => ({
-        version, configured: ring.versions.includes(version), active: version === ring.active, factors: counts.get(version) ?? 0,
+        version,
+        configured: ring.versions.includes(version),
+        active: version === ring.active,
+        factors: counts.get(version) ?? 0,
       }))
       return { json: { active: ring.active, versions: rows }, human: table(rows as never[], ['version', 'configured', 'active', 'factors']) }
     }
     case 'generate': {
       const item = newKeyItem(Math.max(...ring.versions) + 1)
-      return { json: { item }, human: `${item}\nAppend it to ENCRYPTION_KEYS (comma-separated) on every node; it seals from then on (pin ENCRYPTION_ACTIVE_VERSION until every node has it).` }
+      return {
+        json: { item },
+        human: `${item}\nAppend it to ENCRYPTION_KEYS (comma-separated) on every node; it seals from then on (pin ENCRYPTION_ACTIVE_VERSION until every node has it).`,
+      }
     }
     default: {
       const batch = flags.batch === undefined ? 500 : Number(flags.batch)
       if (!Number.isInteger(batch) || batch < 1 || batch > 10000) throw new UsageError('--batch must be a whole number from 1 to 10000')
       const { factors: done, portalUsers: portal, webhookEndpoints: hooks, leftUnderOtherVersions: left } = await encryption.reseal(batch)
-      const human = [`Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
+      const human = [
+        `Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
         `Re-sealed ${portal.resealed} portal users' two-factor secrets and ${hooks.resealed} webhook endpoints' signing secrets.`,
-        ...[...done.unreadable, ...portal.unreadable, ...hooks.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`)]
-      if (done.unreadable.length + portal.unreadable.length + hooks.unreadable.length > 0) human.push('What does not open keeps its old version: do not remove it until those are deleted.')
-      return { json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left, portalUsers: portal, webhookEndpoints: hooks }, human: human.join('\n') }
+        ...[...done.unreadable, ...portal.unreadable, ...hooks.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`),
+      ]
+      if (done.unreadable.length + portal.unreadable.length + hooks.unreadable.length > 0)
+        human.push('What does not open keeps its old version: do not remove it until those are deleted.')
+      return {
+        json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left, portalUsers: portal, webhookEndpoints: hooks },
+        human: human.join('\n'),
+      }
     }
   }
 }
@@ -318,11 +414,13 @@ async function run(config: Config, services: Services, words: readonly string[],
     }
     case 'key create': {
       const accountId = need(flags.account, 'account')
-      const issued = ok(await accounts.issueKey(CTX, accountId, {
-        name: flags.name ?? '',
-        ...(flags.expires === undefined ? {} : { expiresAt: flags.expires }),
-        ...(flags.groups === undefined && flags.regions === undefined ? {} : { scope: { groups: list(flags.groups), regions: list(flags.regions) } }),
-      }))
+      const issued = ok(
+        await accounts.issueKey(CTX, accountId, {
+          name: flags.name ?? '',
+          ...(flags.expires === undefined ? {} : { expiresAt: flags.expires }),
+          ...(flags.groups === undefined && flags.regions === undefined ? {} : { scope: { groups: list(flags.groups), regions: list(flags.regions) } }),
+        }),
+      )
       return {
         json: { keyId: issued.key.id, apiKey: issued.apiKey, expiresAt: issued.key.expiresAt, scope: issued.key.scope },
         human: `Created key ${issued.key.id} for account ${accountId}${describeKey(issued.key)}.\nAPI key (shown once, store it now): ${issued.apiKey}`,
@@ -347,7 +445,10 @@ async function run(config: Config, services: Services, words: readonly string[],
     case 'key list': {
       const keys = await accounts.listKeys(flags.account)
       const rows = keys.map((k) => ({
-        ...k, hint: `…${k.hint}`, revokedAt: k.revokedAt ?? '', expiresAt: k.expiresAt ?? '',
+        ...k,
+        hint: `…${k.hint}`,
+        revokedAt: k.revokedAt ?? '',
+        expiresAt: k.expiresAt ?? '',
         scope: k.scope.groups === null && k.scope.regions === null ? 'all' : describeKey({ ...k, expiresAt: null }).trim(),
         lastUsed: k.lastUsedAt === null ? '' : `${k.lastUsedAt} (${k.lastUsedRegion})`,
       }))
@@ -391,13 +492,15 @@ async function run(config: Config, services: Services, words: readonly string[],
       if (period !== undefined && period !== 'day' && period !== 'month') throw new UsageError(`--period must be day or month (got "${period}")`)
       const weightTotp = number(flags['weight-totp'], 'weight-totp', 0, 1e6, true)
       const weightConverter = number(flags['weight-converter'], 'weight-converter', 0, 1e6, true)
-      const plan = ok(await accounts.setPlan(CTX, accountId, {
-        ...(flags.rate === undefined ? {} : { rate: number(flags.rate, 'rate', 0, 1e6, false)! }),
-        ...(flags.burst === undefined ? {} : { burst: number(flags.burst, 'burst', 1, 1e9, true)! }),
-        ...(flags.quota === undefined ? {} : { quota: number(flags.quota, 'quota', 0, 1e12, true)! }),
-        ...(period === undefined ? {} : { period }),
-        weights: { ...(weightTotp === undefined ? {} : { totp: weightTotp }), ...(weightConverter === undefined ? {} : { converter: weightConverter }) },
-      }))
+      const plan = ok(
+        await accounts.setPlan(CTX, accountId, {
+          ...(flags.rate === undefined ? {} : { rate: number(flags.rate, 'rate', 0, 1e6, false)! }),
+          ...(flags.burst === undefined ? {} : { burst: number(flags.burst, 'burst', 1, 1e9, true)! }),
+          ...(flags.quota === undefined ? {} : { quota: number(flags.quota, 'quota', 0, 1e12, true)! }),
+          ...(period === undefined ? {} : { period }),
+          weights: { ...(weightTotp === undefined ? {} : { totp: weightTotp }), ...(weightConverter === undefined ? {} : { converter: weightConverter }) },
+        }),
+      )
       return { json: { accountId, plan }, human: `Account ${accountId}: ${describePlan(plan)}` }
     }
     case 'plan reset': {
@@ -409,7 +512,10 @@ async function run(config: Config, services: Services, words: readonly string[],
       const accountId = need(flags.account, 'account')
       const found = await accounts.getPlan(accountId)
       if (found === null) throw new CommandError(`no account ${accountId}`)
-      return { json: { accountId, plan: found.plan, default: !found.own }, human: `Account ${accountId}: ${found.own ? '' : 'default plan, '}${describePlan(found.plan)}` }
+      return {
+        json: { accountId, plan: found.plan, default: !found.own },
+        human: `Account ${accountId}: ${found.own ? '' : 'default plan, '}${describePlan(found.plan)}`,
+      }
     }
     case 'usage undefined': {
       const accountId = need(flags.account, 'account')
@@ -430,7 +536,13 @@ async function run(config: Config, services: Services, words: readonly string[],
         ...(flags.action === undefined ? {} : { action: flags.action }),
         ...(flags.after === undefined ? {} : { cursor: flags.after }),
       })
-      const rows = page.items.map((e) => ({ ...e, target: `${e.target.type}:${e.target.id}`, ip: e.ip ?? '', accountId: e.accountId ?? '', detail: JSON.stringify(e.detail) }))
+      const rows = page.items.map((e) => ({
+        ...e,
+        target: `${e.target.type}:${e.target.id}`,
+        ip: e.ip ?? '',
+        accountId: e.accountId ?? '',
+        detail: JSON.stringify(e.detail),
+      }))
       const more = page.next === null ? '' : `\n(more: --after ${page.next})`
       return { json: page, human: table(rows, ['at', 'actor', 'action', 'target', 'accountId', 'ip', 'outcome', 'detail']) + more }
     }
@@ -445,7 +557,13 @@ async function run(config: Config, services: Services, words: readonly string[],
         }
         case 'list': {
           const tokens = await accounts.listAdminTokens()
-          return { json: tokens, human: table(tokens.map((t) => ({ ...t, revokedAt: t.revokedAt ?? '' })), ['id', 'name', 'scope', 'createdAt', 'revokedAt']) }
+          return {
+            json: tokens,
+            human: table(
+              tokens.map((t) => ({ ...t, revokedAt: t.revokedAt ?? '' })),
+              ['id', 'name', 'scope', 'createdAt', 'revokedAt'],
+            ),
+          }
         }
         case 'revoke': {
           const id = need(extra, 'token id')

@@ -26,9 +26,9 @@ export async function ensureDemoAccount(config: Config, accounts: Accounts, user
   const ctx = { actor: SYSTEM }
   const signIn = config.portalEnabled ? await demoUser(users) : null
   // With its user, the account is made through the one path that makes an owned account (its owner in the same write).
-  const account = ok(signIn === null
-    ? await accounts.createAccount(ctx, { name: 'demo' })
-    : await accounts.createOwnedAccount(ctx, signIn.userId, { name: 'demo' }))
+  const account = ok(
+    signIn === null ? await accounts.createAccount(ctx, { name: 'demo' }) : await accounts.createOwnedAccount(ctx, signIn.userId, { name: 'demo' }),
+  )
   for (const region of REGIONS) {
     for (const group of GROUPS) if (groupServedIn(group, region)) await accounts.setSubscription(ctx, account.id, region, group, 'active')
   }
@@ -56,10 +56,12 @@ export function demoBanner(demo: Demo, baseUrl: string): string {
     'Try it:',
     `  curl -H 'x-api-key: ${demo.apiKey}' ${baseUrl}/totp/ping`,
     `API docs: ${baseUrl}/docs`,
-    ...(demo.signIn === null ? [] : [
-      `Developer portal: ${baseUrl}/portal`,
-      `  sign in as ${demo.signIn.email} with the password ${demo.signIn.password} (shown this once; an owner of the demo account and an operator)`,
-    ]),
+    ...(demo.signIn === null
+      ? []
+      : [
+          `Developer portal: ${baseUrl}/portal`,
+          `  sign in as ${demo.signIn.email} with the password ${demo.signIn.password} (shown this once; an owner of the demo account and an operator)`,
+        ]),
     '',
   ].join('\n')
 }

@@ -97,8 +97,7 @@ function markMalformed(body: unknown): unknown {
     const fields = body as Record<string, unknown>
     for (const name of Object.keys(fields)) {
       const value = fields[name]
-      const bad = typeof value === 'string' ? !value.isWellFormed()
-        : Array.isArray(value) && value.some((v) => typeof v === 'string' && !v.isWellFormed())
+      const bad = typeof value === 'string' ? !value.isWellFormed() : Array.isArray(value) && value.some((v) => typeof v === 'string' && !v.isWellFormed())
       if (bad) fields[name] = MALFORMED_TEXT
     }
   }
@@ -121,5 +120,6 @@ export function acceptFields(scope: FastifyInstance, bodyLimit: number): void {
     done(null, markMalformed(parseForm(body as Buffer)))
   })
   scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit }, async (request: FastifyRequest, body: string | Buffer) =>
-    markMalformed(await parseMultipart(String(request.headers['content-type']), body as Buffer, bodyLimit)))
+    markMalformed(await parseMultipart(String(request.headers['content-type']), body as Buffer, bodyLimit)),
+  )
 }

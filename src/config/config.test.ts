@@ -2,7 +2,6 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { ConfigError, loadConfig, settings } from './config.ts'
 
-
 const KEY = `1:${Buffer.alloc(32, 7).toString('base64')}`
 
 test('defaults: every setting has one, and the result is frozen', () => {
@@ -47,8 +46,22 @@ test('a bad value is refused with a message naming the variable', () => {
     [{ ENCRYPTION_KEYS: `${KEY},${KEY}` }, /ENCRYPTION_KEYS is invalid: version 1 appears twice/],
     [{ ENCRYPTION_KEYS: KEY, ENCRYPTION_ACTIVE_VERSION: '2' }, /ENCRYPTION_ACTIVE_VERSION must be one of the versions in ENCRYPTION_KEYS \(1\)/],
   ]
-  for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
-  assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', PEPPER: 'p'.repeat(32), REGION: 'us', EU_BASE_URL: 'https://eu.example.com', SMTP_URL: 'smtp://smtp.example.com', ENCRYPTION_KEYS: KEY }))
+  for (const [env, message] of bad)
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && message.test(e.message),
+      JSON.stringify(env),
+    )
+  assert.doesNotThrow(() =>
+    loadConfig({
+      NODE_ENV: 'production',
+      PEPPER: 'p'.repeat(32),
+      REGION: 'us',
+      EU_BASE_URL: 'https://eu.example.com',
+      SMTP_URL: 'smtp://smtp.example.com',
+      ENCRYPTION_KEYS: KEY,
+    }),
+  )
 })
 
 test('portal settings: defaults', () => {
@@ -56,7 +69,7 @@ test('portal settings: defaults', () => {
   assert.equal(config.portalEnabled, true)
   assert.equal(config.signupMode, 'open')
   assert.equal(config.subscriptionApproval, 'auto')
-  assert.deepEqual(config.regionUrls, { eu: 'http://localhost:3000' }, 'this node\'s region at PUBLIC_BASE_URL')
+  assert.deepEqual(config.regionUrls, { eu: 'http://localhost:3000' }, "this node's region at PUBLIC_BASE_URL")
   assert.ok(Object.isFrozen(config.regionUrls))
   assert.deepEqual(loadConfig({ REGION: 'US', PUBLIC_BASE_URL: 'https://us.example.com/' }).regionUrls, { us: 'https://us.example.com' })
   assert.equal(config.smtpUrl, '')
@@ -67,9 +80,13 @@ test('portal settings: defaults', () => {
 
 test('portal settings: values are read', () => {
   const config = loadConfig({
-    PORTAL_ENABLED: 'false', SIGNUP_MODE: 'Approval', SUBSCRIPTION_APPROVAL: 'operator',
+    PORTAL_ENABLED: 'false',
+    SIGNUP_MODE: 'Approval',
+    SUBSCRIPTION_APPROVAL: 'operator',
     REGION_URLS: ' eu=https://eu.example.com/ , US=https://us.example.com,apac=http://10.0.0.3:3000',
-    SMTP_URL: 'smtps://user:pass@smtp.example.com:465', MAIL_FROM: 'Zoë Ops <ops@example.com>', SESSION_TTL_HOURS: '12',
+    SMTP_URL: 'smtps://user:pass@smtp.example.com:465',
+    MAIL_FROM: 'Zoë Ops <ops@example.com>',
+    SESSION_TTL_HOURS: '12',
   })
   assert.equal(config.portalEnabled, false)
   assert.equal(config.signupMode, 'approval')
@@ -80,10 +97,16 @@ test('portal settings: values are read', () => {
   assert.equal(config.sessionTtlHours, 12)
   assert.equal(loadConfig({ SMTP_URL: 'smtp://localhost:2525' }).smtpUrl, 'smtp://localhost:2525')
   assert.equal(loadConfig({ MAIL_FROM: 'no-reply@example.com' }).mailFrom, 'no-reply@example.com')
-  assert.deepEqual(loadConfig({ REGION_URLS: 'us=https://us.example.com', PUBLIC_BASE_URL: 'https://eu.example.com' }).regionUrls,
-    { eu: 'https://eu.example.com', us: 'https://us.example.com' }, 'this node\'s region, left out, is at PUBLIC_BASE_URL')
-  assert.deepEqual(loadConfig({ REGION_URLS: 'eu=https://portal.example.com', PUBLIC_BASE_URL: 'https://api.example.com' }).regionUrls,
-    { eu: 'https://portal.example.com' }, 'and given, it is as given')
+  assert.deepEqual(
+    loadConfig({ REGION_URLS: 'us=https://us.example.com', PUBLIC_BASE_URL: 'https://eu.example.com' }).regionUrls,
+    { eu: 'https://eu.example.com', us: 'https://us.example.com' },
+    "this node's region, left out, is at PUBLIC_BASE_URL",
+  )
+  assert.deepEqual(
+    loadConfig({ REGION_URLS: 'eu=https://portal.example.com', PUBLIC_BASE_URL: 'https://api.example.com' }).regionUrls,
+    { eu: 'https://portal.example.com' },
+    'and given, it is as given',
+  )
   assert.ok(Object.isFrozen(loadConfig({ REGION_URLS: 'us=https://us.example.com' }).regionUrls))
 })
 
@@ -113,18 +136,31 @@ test('portal settings: a bad value is refused with a message naming the variable
     [{ SESSION_TTL_HOURS: '0' }, /SESSION_TTL_HOURS must be from 1 to/],
     [{ PORTAL_SECURE_COOKIES: 'always' }, /PORTAL_SECURE_COOKIES must be one of auto, true, false/],
   ]
-  for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
+  for (const [env, message] of bad)
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && message.test(e.message),
+      JSON.stringify(env),
+    )
 })
 
 test('an SMTP_URL refused is not echoed: it may carry a password', () => {
-  assert.throws(() => loadConfig({ SMTP_URL: 'http://user:s3cret@smtp.example.com' }), (e: unknown) => e instanceof ConfigError && !e.message.includes('s3cret'))
+  assert.throws(
+    () => loadConfig({ SMTP_URL: 'http://user:s3cret@smtp.example.com' }),
+    (e: unknown) => e instanceof ConfigError && !e.message.includes('s3cret'),
+  )
 })
 
 test('production: a portal that takes sign-ups needs SMTP_URL', () => {
   const prod = { NODE_ENV: 'production', PEPPER: 'p'.repeat(32), ENCRYPTION_KEYS: KEY }
   for (const mode of ['open', 'approval']) {
-    assert.throws(() => loadConfig({ ...prod, SIGNUP_MODE: mode }),
-      (e: unknown) => e instanceof ConfigError && new RegExp(`^Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${mode}`).test(e.message), mode)
+    assert.throws(
+      () => loadConfig({ ...prod, SIGNUP_MODE: mode }),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        new RegExp(`^Invalid configuration: SMTP_URL is required when NODE_ENV=production, PORTAL_ENABLED=true and SIGNUP_MODE=${mode}`).test(e.message),
+      mode,
+    )
   }
   assert.doesNotThrow(() => loadConfig({ ...prod, SMTP_URL: 'smtp://smtp.example.com:587' }))
   assert.doesNotThrow(() => loadConfig({ ...prod, SIGNUP_MODE: 'closed' }), 'no sign-up, no email needed to start')
@@ -136,12 +172,21 @@ test('portal sign-in throttle: defaults, values, and a delay cap below its base 
   const config = loadConfig({})
   assert.deepEqual([config.signinMaxFailures, config.signinIpMaxFailures, config.signinLockBaseSeconds, config.signinLockMaxSeconds], [5, 50, 1, 900])
   const set = loadConfig({ SIGNIN_MAX_FAILURES: '3', SIGNIN_IP_MAX_FAILURES: '0', SIGNIN_LOCK_BASE_SECONDS: '2', SIGNIN_LOCK_MAX_SECONDS: '60' })
-  assert.deepEqual([set.signinMaxFailures, set.signinIpMaxFailures, set.signinLockBaseSeconds, set.signinLockMaxSeconds], [3, 0, 2, 60], '0: no limit per address')
+  assert.deepEqual(
+    [set.signinMaxFailures, set.signinIpMaxFailures, set.signinLockBaseSeconds, set.signinLockMaxSeconds],
+    [3, 0, 2, 60],
+    '0: no limit per address',
+  )
   const bad: [Record<string, string>, RegExp][] = [
     [{ SIGNIN_MAX_FAILURES: '0' }, /SIGNIN_MAX_FAILURES must be from 1 to 100/],
     [{ SIGNIN_IP_MAX_FAILURES: '-1' }, /SIGNIN_IP_MAX_FAILURES must be a whole number/],
     [{ SIGNIN_LOCK_BASE_SECONDS: '0' }, /SIGNIN_LOCK_BASE_SECONDS must be from 1 to 86400/],
     [{ SIGNIN_LOCK_BASE_SECONDS: '60', SIGNIN_LOCK_MAX_SECONDS: '30' }, /SIGNIN_LOCK_MAX_SECONDS must not be below SIGNIN_LOCK_BASE_SECONDS/],
   ]
-  for (const [env, message] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(env))
+  for (const [env, message] of bad)
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && message.test(e.message),
+      JSON.stringify(env),
+    )
 })

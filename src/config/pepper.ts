@@ -38,7 +38,9 @@ function pepperText(config: Config): string {
 function checked(file: string, content: string): string {
   const pepper = content.trim()
   if (pepper.length < MIN_PEPPER_LENGTH) {
-    throw new ConfigError(`Invalid pepper file ${file}: it must hold at least ${MIN_PEPPER_LENGTH} characters, like PEPPER (it holds ${pepper.length}). Put a strong secret in it, or remove it to have one generated (every API key would then have to be issued again).`)
+    throw new ConfigError(
+      `Invalid pepper file ${file}: it must hold at least ${MIN_PEPPER_LENGTH} characters, like PEPPER (it holds ${pepper.length}). Put a strong secret in it, or remove it to have one generated (every API key would then have to be issued again).`,
+    )
   }
   return pepper
 }

@@ -281,8 +281,19 @@ export class ConversionPool {
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
       entry = {
-        id: this.#nextId++, account, job: { ...job, pdf: shared(job.pdf) }, handlers, counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
-        settled: false, parts: new Set(), workers: new Set(), held: new Map(), next: 0, outputBytes: 0, queuedAt: performance.now(), pausedMs: 0,
+        id: this.#nextId++,
+        account,
+        job: { ...job, pdf: shared(job.pdf) },
+        handlers,
+        counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
+        settled: false,
+        parts: new Set(),
+        workers: new Set(),
+        held: new Map(),
+        next: 0,
+        outputBytes: 0,
+        queuedAt: performance.now(),
+        pausedMs: 0,
         settle: (outcome) => {
           if (entry.settled) return
           entry.settled = true
@@ -387,7 +398,13 @@ export class ConversionPool {
     this.#running.add(entry)
     this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
     this.#arm(entry, this.#options.timeoutMs)
-    slot.worker.postMessage({ type: 'job', id: entry.id, job: entry.job, counters: entry.counters.buffer as SharedArrayBuffer, window: this.#window } satisfies ToWorker)
+    slot.worker.postMessage({
+      type: 'job',
+      id: entry.id,
+      job: entry.job,
+      counters: entry.counters.buffer as SharedArrayBuffer,
+      window: this.#window,
+    } satisfies ToWorker)
   }
 
   /**
@@ -415,7 +432,10 @@ export class ConversionPool {
     this.#begin(slot, entry, false)
     this.#setPaused(entry)
     slot.worker.postMessage({
-      type: 'help', id: entry.id, counters: entry.counters.buffer as SharedArrayBuffer, window: this.#window,
+      type: 'help',
+      id: entry.id,
+      counters: entry.counters.buffer as SharedArrayBuffer,
+      window: this.#window,
       share: { pdf: job.pdf, password: job.password, dpi: job.dpi, color: job.color, pages: entry.pages! },
     } satisfies ToWorker)
   }
@@ -606,9 +626,10 @@ export class ConversionPool {
   }
 
   #onTimeout(entry: Entry, reason: 'timeout' | 'stalled'): void {
-    const [what, ms, why] = reason === 'timeout'
-      ? ['conversion', this.#options.timeoutMs, 'conversion timed out']
-      : ['the client took nothing', this.#options.stallTimeoutMs, 'the client took nothing']
+    const [what, ms, why] =
+      reason === 'timeout'
+        ? ['conversion', this.#options.timeoutMs, 'conversion timed out']
+        : ['the client took nothing', this.#options.stallTimeoutMs, 'the client took nothing']
     // A job already over (a part that did not stop when asked) only has its workers replaced.
     this.#fail(entry, new PoolError(reason, `${what} (${ms} ms)`), reason, why)
   }

@@ -20,9 +20,7 @@ export interface JobCommon {
   readonly limits: Limits
 }
 
-export type Job =
-  | (JobCommon & { readonly op: 'png'; readonly dpi: number })
-  | (JobCommon & { readonly op: 'ps' })
+export type Job = (JobCommon & { readonly op: 'png'; readonly dpi: number }) | (JobCommon & { readonly op: 'ps' })
 
 /** A refusal caused by the document (a 4xx), with the catalogue code and its parameters. */
 export interface Refusal {

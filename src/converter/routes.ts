@@ -38,15 +38,21 @@ function outcomeOf(done: Settled): ConversionOutcome {
   if ('result' in done) return done.result.ok ? 'ok' : 'refused'
   if (!(done.error instanceof PoolError)) return 'failed'
   switch (done.error.reason) {
-    case 'queue-full': return 'queue full'
-    case 'account-busy': return 'account busy'
+    case 'queue-full':
+      return 'queue full'
+    case 'account-busy':
+      return 'account busy'
     case 'timeout':
     case 'page-timeout':
-    case 'stalled': return 'timeout'
+    case 'stalled':
+      return 'timeout'
     case 'crashed':
-    case 'failed': return 'failed'
-    case 'cancelled': return 'cancelled'
-    case 'closed': return 'unavailable'
+    case 'failed':
+      return 'failed'
+    case 'cancelled':
+      return 'cancelled'
+    case 'closed':
+      return 'unavailable'
   }
 }
 
@@ -115,7 +121,15 @@ class Conversions {
   }
 
   /** submit runs a job in its place and gives it up when the client goes away before the answer is complete. */
-  submit(request: FastifyRequest, reply: FastifyReply, route: ConversionRoute, place: Reservation, job: Job, handlers: Handlers, outputBytes: () => number): Running {
+  submit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    route: ConversionRoute,
+    place: Reservation,
+    job: Job,
+    handlers: Handlers,
+    outputBytes: () => number,
+  ): Running {
     let running: Running
     try {
       running = place.run(job, handlers)
@@ -140,10 +154,20 @@ class Conversions {
     const result = 'result' in done ? done.result : null
     if (result?.ok === true) this.metrics.conversion(route, outcome, { pages: result.pages, outputBytes, engineSeconds: engineMs / 1000 })
     else this.metrics.conversion(route, outcome)
-    request.log.info({
-      outcome, pages: result?.ok === true ? result.pages : undefined, pageCount: result?.ok === true ? result.pageCount : undefined,
-      code: result !== null && !result.ok ? result.code : undefined, outputBytes, engineMs: Math.round(engineMs), queuedMs: Math.round(queuedMs), worker, workers,
-    }, 'conversion finished')
+    request.log.info(
+      {
+        outcome,
+        pages: result?.ok === true ? result.pages : undefined,
+        pageCount: result?.ok === true ? result.pageCount : undefined,
+        code: result !== null && !result.ok ? result.code : undefined,
+        outputBytes,
+        engineMs: Math.round(engineMs),
+        queuedMs: Math.round(queuedMs),
+        worker,
+        workers,
+      },
+      'conversion finished',
+    )
   }
 
   /**
@@ -179,7 +203,10 @@ class Conversions {
 
 /** settle: a conversion's end as a value, never a rejection. */
 function settle(running: Running): Promise<Settled> {
-  return running.result.then((result) => ({ result }), (error: unknown) => ({ error }))
+  return running.result.then(
+    (result) => ({ result }),
+    (error: unknown) => ({ error }),
+  )
 }
 
 /** taken acknowledges a piece once `stream` has room again: the worker makes more only as the client reads. */
@@ -198,16 +225,26 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
   let outputBytes = 0
   let sink: ((page: number, png: Uint8Array) => void) | null = null
   let started!: (shape: { pages: number; pageCount: number }) => void
-  const start = new Promise<{ pages: number; pageCount: number }>((resolve) => { started = resolve })
+  const start = new Promise<{ pages: number; pageCount: number }>((resolve) => {
+    started = resolve
+  })
   const job: Job = { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
-  const running = c.submit(request, reply, route, place, job, {
-    onStart: (pages, pageCount) => started({ pages, pageCount }),
-    onPage: (page, png) => {
-      outputBytes += png.byteLength
-      if (sink) sink(page, png)
-      else received.push({ page, png })
+  const running = c.submit(
+    request,
+    reply,
+    route,
+    place,
+    job,
+    {
+      onStart: (pages, pageCount) => started({ pages, pageCount }),
+      onPage: (page, png) => {
+        outputBytes += png.byteLength
+        if (sink) sink(page, png)
+        else received.push({ page, png })
+      },
     },
-  }, () => outputBytes)
+    () => outputBytes,
+  )
   const settled = settle(running)
   const first = await Promise.race([start.then((shape) => ({ shape })), settled])
   if (!('shape' in first)) {
@@ -237,10 +274,7 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
   sink = add
   c.endWhenSettled(request, settled, () => zip.end(), zip.outputStream as Readable)
   c.dropStalled(request, reply)
-  return reply
-    .type('application/zip')
-    .header('content-disposition', `attachment; filename="${upload.basename}.zip"`)
-    .send(zip.outputStream)
+  return reply.type('application/zip').header('content-disposition', `attachment; filename="${upload.basename}.zip"`).send(zip.outputStream)
 }
 
 /** POST /converter/generatePostscript: PostScript streamed in pieces as Ghostscript writes it. */
@@ -252,17 +286,29 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
   const out = new PassThrough({ highWaterMark: 64 * 1024 })
   let pages = 0
   let firstPiece!: () => void
-  const flowing = new Promise<void>((resolve) => { firstPiece = resolve })
+  const flowing = new Promise<void>((resolve) => {
+    firstPiece = resolve
+  })
   const job: Job = { op: 'ps', pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
-  const running = c.submit(request, reply, route, place, job, {
-    onStart: (count) => { pages = count },
-    onChunk: (bytes) => {
-      outputBytes += bytes.byteLength
-      out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-      taken(out, running)
-      firstPiece()
+  const running = c.submit(
+    request,
+    reply,
+    route,
+    place,
+    job,
+    {
+      onStart: (count) => {
+        pages = count
+      },
+      onChunk: (bytes) => {
+        outputBytes += bytes.byteLength
+        out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+        taken(out, running)
+        firstPiece()
+      },
     },
-  }, () => outputBytes)
+    () => outputBytes,
+  )
   const settled = settle(running)
   // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
   const first = await Promise.race([flowing.then(() => null), settled])
@@ -279,5 +325,7 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   await app.register(multipart)
   app.addHook('onRequest', app.guard('converter'))
   app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, (request, reply) => generateImage(conversions, request, reply))
-  app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) => generatePostscript(conversions, request, reply))
+  app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
+    generatePostscript(conversions, request, reply),
+  )
 }

@@ -10,17 +10,20 @@ export function dropWhenStalled(res: ServerResponse, ms: number, onDrop: () => v
   if (socket === null) return
   let written = socket.bytesWritten
   let since = Date.now()
-  const timer = setInterval(() => {
-    const now = Date.now()
-    if (socket.bytesWritten !== written || !res.writableNeedDrain) {
-      written = socket.bytesWritten
-      since = now
-    } else if (now - since >= ms) {
-      clearInterval(timer)
-      onDrop()
-      res.destroy()
-    }
-  }, Math.max(20, Math.min(1000, ms / 5)))
+  const timer = setInterval(
+    () => {
+      const now = Date.now()
+      if (socket.bytesWritten !== written || !res.writableNeedDrain) {
+        written = socket.bytesWritten
+        since = now
+      } else if (now - since >= ms) {
+        clearInterval(timer)
+        onDrop()
+        res.destroy()
+      }
+    },
+    Math.max(20, Math.min(1000, ms / 5)),
+  )
   timer.unref()
   res.once('close', () => clearInterval(timer))
 }

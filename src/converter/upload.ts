@@ -27,7 +27,12 @@ const HEADER = Buffer.from('%PDF-')
 /** safeBasename keeps a name that is harmless in a Content-Disposition header and a zip entry. */
 export function safeBasename(filename: string | undefined): string {
   const leaf = (filename ?? '').split(/[\\/]/).pop() ?? ''
-  const stem = leaf.replace(/\.pdf$/i, '').normalize('NFKD').replace(/[^\w.-]+/g, '_').replace(/^[._]+|_+$/g, '').slice(0, 100)
+  const stem = leaf
+    .replace(/\.pdf$/i, '')
+    .normalize('NFKD')
+    .replace(/[^\w.-]+/g, '_')
+    .replace(/^[._]+|_+$/g, '')
+    .slice(0, 100)
   return stem === '' ? 'document' : stem
 }
 

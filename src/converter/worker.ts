@@ -43,7 +43,9 @@ let capped = false
 /** Both engines' heaps grow only while the worker as a whole stays within its budget. */
 const guard: HeapGuard = {
   allow: (bytes) => memoryBytes() + bytes <= budget,
-  refused: () => { capped = true },
+  refused: () => {
+    capped = true
+  },
 }
 mupdfHeap.guard = guard
 const raster: PdfEngine = mupdfEngine
@@ -145,7 +147,7 @@ function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], 
     used = 0
   }
   const sink = (bytes: Uint8Array) => {
-    for (let at = 0; at < bytes.byteLength;) {
+    for (let at = 0; at < bytes.byteLength; ) {
       const n = Math.min(CHUNK_BYTES - used, bytes.byteLength - at)
       chunk.set(bytes.subarray(at, at + n), used)
       used += n

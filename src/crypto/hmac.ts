@@ -26,7 +26,9 @@ const longKey = Buffer.alloc(64)
 /** The result of hmacBytes, overwritten by the next call. */
 const result = Buffer.alloc(64)
 const RESULT: Readonly<Record<HashName, Buffer>> = {
-  sha1: result.subarray(0, 20), sha256: result.subarray(0, 32), sha512: result.subarray(0, 64),
+  sha1: result.subarray(0, 20),
+  sha256: result.subarray(0, 32),
+  sha512: result.subarray(0, 64),
 }
 
 function blockKey(algorithm: HashName, key: Uint8Array): Uint8Array {
@@ -58,9 +60,7 @@ function pad(buffer: Buffer, block: number, key: Uint8Array, value: number): voi
 }
 
 /** hmacText is the HMAC of `message` (bytes, or a string taken as UTF-8) in `encoding` ('binary' is latin1). */
-export function hmacText(
-  algorithm: HashName, key: Uint8Array, message: Uint8Array | string, encoding: 'binary' | 'hex' | 'base64url',
-): string {
+export function hmacText(algorithm: HashName, key: Uint8Array, message: Uint8Array | string, encoding: 'binary' | 'hex' | 'base64url'): string {
   const block = BLOCK[algorithm]
   const k = blockKey(algorithm, key)
   const length = typeof message === 'string' ? Buffer.byteLength(message, 'utf8') : message.byteLength

@@ -14,7 +14,7 @@ export const EVENT_TYPES = [
   'recovery_codes.regenerated',
 ] as const
 
-export type EventType = typeof EVENT_TYPES[number]
+export type EventType = (typeof EVENT_TYPES)[number]
 
 const TYPES: ReadonlySet<string> = new Set(EVENT_TYPES)
 

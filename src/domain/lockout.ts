@@ -18,9 +18,7 @@ export type Verdict =
   | { readonly kind: 'locked'; readonly lockedUntil: number }
 
 /** VerifyOutcome: a verdict as a caller answers it, the lock's end as seconds to wait (the metrics count `locks`). */
-export type VerifyOutcome =
-  | Exclude<Verdict, { readonly kind: 'locked' }>
-  | { readonly kind: 'locked'; readonly retryAfterSeconds: number }
+export type VerifyOutcome = Exclude<Verdict, { readonly kind: 'locked' }> | { readonly kind: 'locked'; readonly retryAfterSeconds: number }
 
 export const ACCEPTED: Verdict = Object.freeze({ kind: 'accepted' })
 
@@ -35,7 +33,7 @@ const REUSED_LOCKS: Verdict = Object.freeze({ kind: 'reused', locks: true })
 /** failure: the verdict of a failed verification (`step` null: no code matched; else a replay), and whether it started a lock. */
 export function failure(step: number | null, failures: number, policy: LockPolicy): Verdict {
   const locks = failures >= policy.maxFailures
-  return step === null ? (locks ? INVALID_LOCKS : INVALID) : (locks ? REUSED_LOCKS : REUSED)
+  return step === null ? (locks ? INVALID_LOCKS : INVALID) : locks ? REUSED_LOCKS : REUSED
 }
 
 /** lockDelaySeconds is the policy's delay after `failures` consecutive failures (0 below the threshold). */

@@ -116,5 +116,8 @@ export interface EmailToken {
   readonly usedAt: string | null
 }
 
-export type NewEmailToken = Pick<EmailToken, 'tokenHash' | 'purpose' | 'email' | 'expiresAt'>
-  & { readonly userId?: string | null; readonly accountId?: string | null; readonly role?: Role | null }
+export type NewEmailToken = Pick<EmailToken, 'tokenHash' | 'purpose' | 'email' | 'expiresAt'> & {
+  readonly userId?: string | null
+  readonly accountId?: string | null
+  readonly role?: Role | null
+}

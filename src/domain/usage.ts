@@ -30,12 +30,12 @@ export interface UsageLine {
 /** The outcome of asking a limiter to admit one call. Times are milliseconds from now. */
 export type LimitDecision =
   | {
-    readonly admitted: true
-    /** Whole tokens left in the bucket, and when the bucket is full again. */
-    readonly tokens: number
-    readonly refillMs: number
-    /** Calls left in the quota window, and when the window ends. */
-    readonly left: number
-    readonly windowEndsMs: number
-  }
+      readonly admitted: true
+      /** Whole tokens left in the bucket, and when the bucket is full again. */
+      readonly tokens: number
+      readonly refillMs: number
+      /** Calls left in the quota window, and when the window ends. */
+      readonly left: number
+      readonly windowEndsMs: number
+    }
   | { readonly admitted: false; readonly reason: 'throttle' | 'quota'; readonly retryAfterMs: number }

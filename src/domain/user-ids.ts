@@ -13,7 +13,7 @@
 export const MAX_USER_ID_LENGTH = 256
 
 /** The longest cursor of a list of users: a user ID of MAX_USER_ID_LENGTH characters, 4 bytes each in UTF-8, in base64url. */
-export const MAX_USER_CURSOR = Math.ceil(MAX_USER_ID_LENGTH * 4 * 4 / 3)
+export const MAX_USER_CURSOR = Math.ceil((MAX_USER_ID_LENGTH * 4 * 4) / 3)
 
 /** USER_ID_RULE says the rule in words, for answers and documents. */
 export const USER_ID_RULE = `1 to ${MAX_USER_ID_LENGTH} characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters`

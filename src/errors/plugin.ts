@@ -81,7 +81,9 @@ function toApiError(error: FastifyError, request: FastifyRequest, config: Config
   if (error instanceof ApiError) return error
   if (error instanceof UnavailableError) return apiError('SERVICE_UNAVAILABLE', { what: error.dependency }, { 'retry-after': '5' })
   const rules = request.routeOptions.config.fields
-  const bodyError = error.validation ? (error as { validationContext?: string }).validationContext === 'body' : error.statusCode === 400 || error.statusCode === 415
+  const bodyError = error.validation
+    ? (error as { validationContext?: string }).validationContext === 'body'
+    : error.statusCode === 400 || error.statusCode === 415
   if (rules !== undefined && bodyError && sentNoBody(request)) {
     const problems = emptyFields(request, rules)
     if (problems !== undefined) return new ApiError(problems)

@@ -3,7 +3,16 @@ import assert from 'node:assert/strict'
 import { GrantCache } from './cache.ts'
 import type { KeyGrant } from '../domain/accounts.ts'
 
-const grant: KeyGrant = { keyId: 'k', accountId: 'a', revoked: false, accountActive: true, expiresAt: Infinity, subscriptions: new Set(['eu:totp']), scope: { groups: null, regions: null }, plan: null }
+const grant: KeyGrant = {
+  keyId: 'k',
+  accountId: 'a',
+  revoked: false,
+  accountActive: true,
+  expiresAt: Infinity,
+  subscriptions: new Set(['eu:totp']),
+  scope: { groups: null, regions: null },
+  plan: null,
+}
 
 test('entries expire, misses are cached too, and the oldest goes first when full', () => {
   const cache = new GrantCache(10, 2)

@@ -52,14 +52,21 @@ export interface GatewayOptions {
 
 /** The metrics' name of each denial reason ('unknown' becomes 'missing' when no key was sent). */
 const CAUSES: Readonly<Record<DenialReason, RefusalCause>> = {
-  'unknown key': 'unknown', 'revoked key': 'revoked', 'expired key': 'expired', 'account suspended': 'suspended', 'not subscribed': 'not subscribed', 'out of scope': 'out of scope',
+  'unknown key': 'unknown',
+  'revoked key': 'revoked',
+  'expired key': 'expired',
+  'account suspended': 'suspended',
+  'not subscribed': 'not subscribed',
+  'out of scope': 'out of scope',
 }
 
 async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
   const { config, store, pepper, now, limits } = opts
   const cache = new GrantCache(config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
   const unsubscribe = store.access.onChange(() => cache.clear())
-  app.addHook('onClose', async () => { unsubscribe() })
+  app.addHook('onClose', async () => {
+    unsubscribe()
+  })
   app.decorateRequest('caller', null)
 
   const denied = Buffer.from(errorBody([{ code: 'ACCESS_DENIED', params: { docsUrl: config.docsUrl } }]))
@@ -85,7 +92,10 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
    * of every call: no closure, no promise, no allocation), after the store otherwise.
    */
   function withGrant<T>(
-    request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, context: T,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: (error?: Error) => void,
+    context: T,
     decide: (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, context: T) => void,
   ): void {
     const header = request.headers['x-api-key']
@@ -114,7 +124,10 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     return true
   }
 
-  interface Guarded { readonly group: Group; readonly subscription: string }
+  interface Guarded {
+    readonly group: Group
+    readonly subscription: string
+  }
 
   function decideGuarded(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, g: Guarded): void {
     if (admit(request, reply, grant, authorize(grant, g.subscription, config.region, g.group, now()))) limits.admit(grant, g.group, reply, done)
@@ -137,9 +150,13 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     }
   })
 
-  app.decorate('guardNotServed', (group: Group): onRequestHookHandler => function guardNotServed(request, reply, done) {
-    withGrant(request, reply, done, group, decideNotServed)
-  })
+  app.decorate(
+    'guardNotServed',
+    (group: Group): onRequestHookHandler =>
+      function guardNotServed(request, reply, done) {
+        withGrant(request, reply, done, group, decideNotServed)
+      },
+  )
 }
 
 export default fp(gatewayPlugin, { name: 'gateway', fastify: '5.x', dependencies: ['errors'] })

@@ -26,7 +26,7 @@ export class LazyChild {
 
   #write(level: Level, args: unknown[]): void {
     if ((this.#parent as unknown as { isLevelEnabled(l: string): boolean }).isLevelEnabled(level)) {
-      (this.#child()[level] as (...a: unknown[]) => void)(...args)
+      ;(this.#child()[level] as (...a: unknown[]) => void)(...args)
     }
   }
 
@@ -42,12 +42,24 @@ export class LazyChild {
     return (this.#parent as unknown as { isLevelEnabled(l: string): boolean }).isLevelEnabled(level)
   }
 
-  fatal(...args: unknown[]): void { this.#write('fatal', args) }
-  error(...args: unknown[]): void { this.#write('error', args) }
-  warn(...args: unknown[]): void { this.#write('warn', args) }
-  info(...args: unknown[]): void { this.#write('info', args) }
-  debug(...args: unknown[]): void { this.#write('debug', args) }
-  trace(...args: unknown[]): void { this.#write('trace', args) }
+  fatal(...args: unknown[]): void {
+    this.#write('fatal', args)
+  }
+  error(...args: unknown[]): void {
+    this.#write('error', args)
+  }
+  warn(...args: unknown[]): void {
+    this.#write('warn', args)
+  }
+  info(...args: unknown[]): void {
+    this.#write('info', args)
+  }
+  debug(...args: unknown[]): void {
+    this.#write('debug', args)
+  }
+  trace(...args: unknown[]): void {
+    this.#write('trace', args)
+  }
   silent(): void {}
 
   child(bindings: Bindings, options?: object): FastifyBaseLogger {
@@ -56,7 +68,11 @@ export class LazyChild {
 }
 
 /** childLoggerFactory for Fastify: lazy unless the route asks for its own level or serializers. */
-export function lazyChildLoggerFactory(logger: FastifyBaseLogger, bindings: Bindings, opts: NonNullable<Parameters<FastifyBaseLogger['child']>[1]>): FastifyBaseLogger {
+export function lazyChildLoggerFactory(
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  opts: NonNullable<Parameters<FastifyBaseLogger['child']>[1]>,
+): FastifyBaseLogger {
   if (opts.level !== undefined || opts.serializers !== undefined) return logger.child(bindings, opts)
   return new LazyChild(logger, bindings) as unknown as FastifyBaseLogger
 }

@@ -100,7 +100,10 @@ function smtpMailer(config: MailerConfig, log: MailLog, timeoutMs: number): Mail
       } catch (error) {
         const e = error as Error & { responseCode?: number; code?: string }
         // nodemailer's message names the server's reply ("550 …") or the socket error; never the body.
-        throw new MailError(`Could not send the email "${message.subject}" to ${addressOf(message.to)}: ${e.message}`, { cause: error, responseCode: e.responseCode })
+        throw new MailError(`Could not send the email "${message.subject}" to ${addressOf(message.to)}: ${e.message}`, {
+          cause: error,
+          responseCode: e.responseCode,
+        })
       }
     },
     close() {

@@ -39,9 +39,7 @@ type Part = string | { readonly link: string }
 function compose(subject: string, parts: readonly Part[]): Email {
   const all: Part[] = [...parts, `— ${PRODUCT}`]
   const text = `${all.map((p) => (typeof p === 'string' ? p : p.link)).join('\n\n')}\n`
-  const paragraphs = all.map((p) => (typeof p === 'string'
-    ? `<p>${escapeHtml(p)}</p>`
-    : `<p><a href="${escapeHtml(p.link)}">${escapeHtml(p.link)}</a></p>`))
+  const paragraphs = all.map((p) => (typeof p === 'string' ? `<p>${escapeHtml(p)}</p>` : `<p><a href="${escapeHtml(p.link)}">${escapeHtml(p.link)}</a></p>`))
   const html = [
     '<!doctype html>',
     '<html lang="en">',

@@ -22,7 +22,17 @@ export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
 
 /** Why the gateway refused a call (the client is told none of them: one 403 for all, 429 for the plan). */
 export type RefusalCause = 'missing' | 'unknown' | 'revoked' | 'expired' | 'suspended' | 'not subscribed' | 'out of scope' | 'throttled' | 'over quota'
-export const REFUSAL_CAUSES: readonly RefusalCause[] = ['missing', 'unknown', 'revoked', 'expired', 'suspended', 'not subscribed', 'out of scope', 'throttled', 'over quota']
+export const REFUSAL_CAUSES: readonly RefusalCause[] = [
+  'missing',
+  'unknown',
+  'revoked',
+  'expired',
+  'suspended',
+  'not subscribed',
+  'out of scope',
+  'throttled',
+  'over quota',
+]
 
 /** What one webhook attempt came to: delivered (a 2xx), to be retried, or given up (the retry window over). */
 export type WebhookOutcome = 'delivered' | 'retry' | 'failed'
@@ -33,9 +43,18 @@ export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['accepted'
 
 /** How a conversion ended: its answer (ok, the document refused) or why there was none. */
 export type ConversionOutcome = 'ok' | 'refused' | 'queue full' | 'account busy' | 'timeout' | 'failed' | 'cancelled' | 'unavailable'
-export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = ['ok', 'refused', 'queue full', 'account busy', 'timeout', 'failed', 'cancelled', 'unavailable']
+export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = [
+  'ok',
+  'refused',
+  'queue full',
+  'account busy',
+  'timeout',
+  'failed',
+  'cancelled',
+  'unavailable',
+]
 export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript'] as const
-export type ConversionRoute = typeof CONVERSION_ROUTES[number]
+export type ConversionRoute = (typeof CONVERSION_ROUTES)[number]
 
 /**
  * Why a conversion worker was replaced: its job ran out of time, it reached its job count, its
@@ -51,7 +70,16 @@ export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'jo
  * `wrong second factor`); the address not confirmed; awaiting an operator's approval; disabled.
  */
 export type SignInOutcome = 'ok' | 'wrong' | 'throttled' | 'second factor' | 'wrong second factor' | 'unconfirmed' | 'pending' | 'disabled'
-export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = ['ok', 'wrong', 'throttled', 'second factor', 'wrong second factor', 'unconfirmed', 'pending', 'disabled']
+export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = [
+  'ok',
+  'wrong',
+  'throttled',
+  'second factor',
+  'wrong second factor',
+  'unconfirmed',
+  'pending',
+  'disabled',
+]
 
 /** The conversion pool as a scrape sees it. */
 export interface PoolGauges {
@@ -61,7 +89,6 @@ export interface PoolGauges {
   readonly busy: number
   readonly size: number
 }
-
 
 type Sample = { metricName: string; labels: Record<string, string | number>; value: number }
 
@@ -109,7 +136,11 @@ class PlainHistogram<L extends string> {
     const series = this.#series
     const buckets = this.#buckets
     const histogram = {
-      name, help, type: 'histogram', aggregator: 'sum', reset: () => undefined,
+      name,
+      help,
+      type: 'histogram',
+      aggregator: 'sum',
+      reset: () => undefined,
       get: async () => {
         const values: Sample[] = []
         for (const s of series.values()) {
@@ -127,7 +158,11 @@ class PlainHistogram<L extends string> {
     }
     if (counter === undefined) return [histogram]
     const total = {
-      name: counter.name, help: counter.help, type: 'counter', aggregator: 'sum', reset: () => undefined,
+      name: counter.name,
+      help: counter.help,
+      type: 'counter',
+      aggregator: 'sum',
+      reset: () => undefined,
       get: async () => ({ ...total, values: [...series.values()].map((s): Sample => ({ metricName: counter.name, labels: s.labels, value: s.count })) }),
     }
     return [total, histogram]
@@ -137,7 +172,11 @@ class PlainHistogram<L extends string> {
 /** A counter kept as a plain number (for the hot path), read at scrape. */
 function plainCounter(name: string, help: string, read: () => number): object {
   const metric = {
-    name, help, type: 'counter', aggregator: 'sum', reset: () => undefined,
+    name,
+    help,
+    type: 'counter',
+    aggregator: 'sum',
+    reset: () => undefined,
     get: async () => ({ ...metric, values: [{ metricName: name, labels: {}, value: read() }] }),
   }
   return metric
@@ -196,11 +235,18 @@ interface Section {
 function requestMetrics({ registers, register }: Section, perAccount: boolean): Pick<Metrics, 'observeRequest' | 'accountRequest'> {
   const requests = new PlainHistogram<'route' | 'method' | 'status'>(DURATION_BUCKETS)
   for (const metric of requests.collectors(
-    'tessera_http_request_duration_seconds', 'Time from a request\'s arrival to its answer, by route pattern, method and status.',
+    'tessera_http_request_duration_seconds',
+    "Time from a request's arrival to its answer, by route pattern, method and status.",
     { name: 'tessera_http_requests_total', help: 'HTTP requests answered, by route pattern, method and status.' },
-  )) register(metric)
+  ))
+    register(metric)
   const accountRequests = perAccount
-    ? new Counter({ name: 'tessera_account_requests_total', help: 'Calls by account ID, group and status class (METRICS_PER_ACCOUNT).', labelNames: ['account_id', 'group', 'status_class'] as const, registers })
+    ? new Counter({
+        name: 'tessera_account_requests_total',
+        help: 'Calls by account ID, group and status class (METRICS_PER_ACCOUNT).',
+        labelNames: ['account_id', 'group', 'status_class'] as const,
+        registers,
+      })
     : null
 
   return {
@@ -218,7 +264,12 @@ function requestMetrics({ registers, register }: Section, perAccount: boolean): 
 
 /** The gateway: refusals by cause, the key cache. */
 function gatewayMetrics({ registers, register, zero }: Section): Pick<Metrics, 'refused' | 'keyCache'> {
-  const refusals = new Counter({ name: 'tessera_gateway_refusals_total', help: 'Calls the gateway refused, by cause (clients see one 403, or 429 for the plan).', labelNames: ['cause'] as const, registers })
+  const refusals = new Counter({
+    name: 'tessera_gateway_refusals_total',
+    help: 'Calls the gateway refused, by cause (clients see one 403, or 429 for the plan).',
+    labelNames: ['cause'] as const,
+    registers,
+  })
   const refusalChildren = new Map(REFUSAL_CAUSES.map((cause) => [cause, zero(refusals.labels({ cause }))]))
   let cacheHits = 0
   let cacheMisses = 0
@@ -226,7 +277,9 @@ function gatewayMetrics({ registers, register, zero }: Section): Pick<Metrics, '
   register(plainCounter('tessera_key_cache_misses_total', 'Key lookups that went to the store.', () => cacheMisses))
 
   return {
-    refused(cause) { refusalChildren.get(cause)!.inc() },
+    refused(cause) {
+      refusalChildren.get(cause)!.inc()
+    },
     keyCache(hit) {
       if (hit) cacheHits++
       else cacheMisses++
@@ -236,34 +289,86 @@ function gatewayMetrics({ registers, register, zero }: Section): Pick<Metrics, '
 
 /** TOTP verifications and lockouts. */
 function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | 'lockoutStarted'> {
-  const verifications = new Counter({ name: 'tessera_otp_verifications_total', help: 'verifyOTP outcomes: accepted, invalid, reused, locked.', labelNames: ['outcome'] as const, registers })
+  const verifications = new Counter({
+    name: 'tessera_otp_verifications_total',
+    help: 'verifyOTP outcomes: accepted, invalid, reused, locked.',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
   const verificationChildren = new Map(VERIFICATION_OUTCOMES.map((outcome) => [outcome, zero(verifications.labels({ outcome }))]))
   const lockouts = new Counter({ name: 'tessera_otp_lockouts_total', help: 'Secrets locked after too many failed verifications.', registers })
 
   return {
-    verified(outcome) { verificationChildren.get(outcome)!.inc() },
-    lockoutStarted() { lockouts.inc() },
+    verified(outcome) {
+      verificationChildren.get(outcome)!.inc()
+    },
+    lockoutStarted() {
+      lockouts.inc()
+    },
   }
 }
 
 /** Conversions, their pages, output and engine time, the queue and the workers. */
 function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'conversion' | 'queueWaited' | 'workerReplaced' | 'watchPool'> {
-  const conversions = new Counter({ name: 'tessera_conversions_total', help: 'Conversions by route and outcome (ok, refused, queue full, account busy, timeout, failed, cancelled, unavailable).', labelNames: ['route', 'outcome'] as const, registers })
+  const conversions = new Counter({
+    name: 'tessera_conversions_total',
+    help: 'Conversions by route and outcome (ok, refused, queue full, account busy, timeout, failed, cancelled, unavailable).',
+    labelNames: ['route', 'outcome'] as const,
+    registers,
+  })
   for (const route of CONVERSION_ROUTES) for (const outcome of CONVERSION_OUTCOMES) zero(conversions.labels({ route, outcome }))
-  const pages = new Counter({ name: 'tessera_conversion_pages_total', help: 'Pages rendered by conversions that completed, by route.', labelNames: ['route'] as const, registers })
-  const outputBytes = new Counter({ name: 'tessera_conversion_output_bytes_total', help: 'Bytes of PNG or PostScript produced by conversions that completed, by route.', labelNames: ['route'] as const, registers })
-  for (const route of CONVERSION_ROUTES) { zero(pages.labels({ route })); zero(outputBytes.labels({ route })) }
-  const engine = new Histogram({ name: 'tessera_conversion_engine_seconds', help: 'Engine time of each completed conversion (time paused for a slow client left out), by route.', labelNames: ['route'] as const, buckets: DURATION_BUCKETS, registers })
-  const wait = new Histogram({ name: 'tessera_conversion_queue_wait_seconds', help: 'Time a conversion waited in the queue for a worker.', buckets: DURATION_BUCKETS, registers })
-  const replacements = new Counter({ name: 'tessera_conversion_worker_replacements_total', help: 'Conversion workers replaced, by reason (timeout, job count, grown, memory, trap, death, cancelled, stalled).', labelNames: ['reason'] as const, registers })
+  const pages = new Counter({
+    name: 'tessera_conversion_pages_total',
+    help: 'Pages rendered by conversions that completed, by route.',
+    labelNames: ['route'] as const,
+    registers,
+  })
+  const outputBytes = new Counter({
+    name: 'tessera_conversion_output_bytes_total',
+    help: 'Bytes of PNG or PostScript produced by conversions that completed, by route.',
+    labelNames: ['route'] as const,
+    registers,
+  })
+  for (const route of CONVERSION_ROUTES) {
+    zero(pages.labels({ route }))
+    zero(outputBytes.labels({ route }))
+  }
+  const engine = new Histogram({
+    name: 'tessera_conversion_engine_seconds',
+    help: 'Engine time of each completed conversion (time paused for a slow client left out), by route.',
+    labelNames: ['route'] as const,
+    buckets: DURATION_BUCKETS,
+    registers,
+  })
+  const wait = new Histogram({
+    name: 'tessera_conversion_queue_wait_seconds',
+    help: 'Time a conversion waited in the queue for a worker.',
+    buckets: DURATION_BUCKETS,
+    registers,
+  })
+  const replacements = new Counter({
+    name: 'tessera_conversion_worker_replacements_total',
+    help: 'Conversion workers replaced, by reason (timeout, job count, grown, memory, trap, death, cancelled, stalled).',
+    labelNames: ['reason'] as const,
+    registers,
+  })
   const replacementChildren = new Map(REPLACEMENT_REASONS.map((reason) => [reason, zero(replacements.labels({ reason }))]))
   let pool: (() => PoolGauges) | null = null
-  const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) => new Gauge({
-    name, help, registers,
-    collect() { if (pool !== null) this.set(pick(pool())) },
-  })
+  const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        if (pool !== null) this.set(pick(pool()))
+      },
+    })
   poolGauge('tessera_conversion_queue_depth', 'Conversions waiting for a worker (uploads being read included).', (g) => g.queued)
-  poolGauge('tessera_conversion_queue_capacity', 'Conversions that may wait before the queue refuses more (CONVERTER_WORKERS × CONVERTER_QUEUE_PER_WORKER).', (g) => g.capacity)
+  poolGauge(
+    'tessera_conversion_queue_capacity',
+    'Conversions that may wait before the queue refuses more (CONVERTER_WORKERS × CONVERTER_QUEUE_PER_WORKER).',
+    (g) => g.capacity,
+  )
   poolGauge('tessera_conversion_workers_alive', 'Conversion workers running (started and not retiring).', (g) => g.alive)
   poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
   poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
@@ -276,31 +381,79 @@ function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'convers
       outputBytes.inc({ route }, done.outputBytes)
       engine.observe({ route }, done.engineSeconds)
     },
-    queueWaited(seconds) { wait.observe(seconds) },
-    workerReplaced(reason) { replacementChildren.get(reason)!.inc() },
-    watchPool(read) { pool = read },
+    queueWaited(seconds) {
+      wait.observe(seconds)
+    },
+    workerReplaced(reason) {
+      replacementChildren.get(reason)!.inc()
+    },
+    watchPool(read) {
+      pool = read
+    },
   }
 }
 
 /** The store: each operation timed, its errors, the pools and the dependencies. */
 function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOperation' | 'watchStore' | 'watchDependencies'> {
   const operations = new PlainHistogram<'adapter' | 'operation'>(DURATION_BUCKETS)
-  for (const metric of operations.collectors('tessera_store_operation_duration_seconds', 'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.')) register(metric)
-  const operationErrors = new Counter({ name: 'tessera_store_operation_errors_total', help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.', labelNames: ['adapter', 'operation'] as const, registers })
+  for (const metric of operations.collectors(
+    'tessera_store_operation_duration_seconds',
+    'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.',
+  ))
+    register(metric)
+  const operationErrors = new Counter({
+    name: 'tessera_store_operation_errors_total',
+    help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.',
+    labelNames: ['adapter', 'operation'] as const,
+    registers,
+  })
   let storeGauges: (() => StoreGauges) | null = null
   new Gauge({
-    name: 'tessera_postgres_pool_connections', help: 'PostgreSQL pool connections, by state (in use, idle).', labelNames: ['state'] as const, registers,
+    name: 'tessera_postgres_pool_connections',
+    help: 'PostgreSQL pool connections, by state (in use, idle).',
+    labelNames: ['state'] as const,
+    registers,
     collect() {
       const p = storeGauges?.().postgresPool
-      if (p !== undefined) { this.set({ state: 'in use' }, p.inUse); this.set({ state: 'idle' }, p.idle) }
+      if (p !== undefined) {
+        this.set({ state: 'in use' }, p.inUse)
+        this.set({ state: 'idle' }, p.idle)
+      }
     },
   })
-  new Gauge({ name: 'tessera_postgres_pool_waiting', help: 'Queries waiting for a PostgreSQL pool connection.', registers, collect() { const p = storeGauges?.().postgresPool; if (p !== undefined) this.set(p.waiting) } })
-  new Gauge({ name: 'tessera_postgres_pool_max', help: 'The PostgreSQL pool\'s size (DATABASE_POOL_SIZE).', registers, collect() { const p = storeGauges?.().postgresPool; if (p !== undefined) this.set(p.max) } })
-  new Gauge({ name: 'tessera_redis_connected', help: '1 while the Redis connection is ready, 0 otherwise.', registers, collect() { const r = storeGauges?.().redisConnected; if (r !== undefined) this.set(r ? 1 : 0) } })
+  new Gauge({
+    name: 'tessera_postgres_pool_waiting',
+    help: 'Queries waiting for a PostgreSQL pool connection.',
+    registers,
+    collect() {
+      const p = storeGauges?.().postgresPool
+      if (p !== undefined) this.set(p.waiting)
+    },
+  })
+  new Gauge({
+    name: 'tessera_postgres_pool_max',
+    help: "The PostgreSQL pool's size (DATABASE_POOL_SIZE).",
+    registers,
+    collect() {
+      const p = storeGauges?.().postgresPool
+      if (p !== undefined) this.set(p.max)
+    },
+  })
+  new Gauge({
+    name: 'tessera_redis_connected',
+    help: '1 while the Redis connection is ready, 0 otherwise.',
+    registers,
+    collect() {
+      const r = storeGauges?.().redisConnected
+      if (r !== undefined) this.set(r ? 1 : 0)
+    },
+  })
   let dependencies: (() => Promise<Record<string, boolean>>) | null = null
   new Gauge({
-    name: 'tessera_dependency_up', help: 'Each dependency (sqlite, postgres, redis) as the readiness check sees it: 1 up, 0 down.', labelNames: ['dependency'] as const, registers,
+    name: 'tessera_dependency_up',
+    help: 'Each dependency (sqlite, postgres, redis) as the readiness check sees it: 1 up, 0 down.',
+    labelNames: ['dependency'] as const,
+    registers,
     async collect() {
       if (dependencies === null) return
       for (const [dependency, up] of Object.entries(await dependencies())) this.set({ dependency }, up ? 1 : 0)
@@ -319,58 +472,113 @@ function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOpe
         if (failed) errors.inc()
       }
     },
-    watchStore(read) { storeGauges = read },
-    watchDependencies(read) { dependencies = read },
+    watchStore(read) {
+      storeGauges = read
+    },
+    watchDependencies(read) {
+      dependencies = read
+    },
   }
 }
 
 /** The usage counts' saves and their lag. */
 function usageMetrics({ registers, zero }: Section): Pick<Metrics, 'usageFlushed' | 'watchUsageLag'> {
-  const flushes = new Counter({ name: 'tessera_usage_flushes_total', help: 'Saves of the pending usage counts to the store, by outcome (ok, failed).', labelNames: ['outcome'] as const, registers })
+  const flushes = new Counter({
+    name: 'tessera_usage_flushes_total',
+    help: 'Saves of the pending usage counts to the store, by outcome (ok, failed).',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
   const flushOk = zero(flushes.labels({ outcome: 'ok' }))
   const flushFailed = zero(flushes.labels({ outcome: 'failed' }))
   let usageLag: (() => number) | null = null
-  new Gauge({ name: 'tessera_usage_flush_lag_seconds', help: 'Age of the oldest usage count not yet saved to the store (0 when none waits).', registers, collect() { this.set(usageLag?.() ?? 0) } })
+  new Gauge({
+    name: 'tessera_usage_flush_lag_seconds',
+    help: 'Age of the oldest usage count not yet saved to the store (0 when none waits).',
+    registers,
+    collect() {
+      this.set(usageLag?.() ?? 0)
+    },
+  })
 
   return {
-    usageFlushed(ok) { (ok ? flushOk : flushFailed).inc() },
-    watchUsageLag(read) { usageLag = read },
+    usageFlushed(ok) {
+      ;(ok ? flushOk : flushFailed).inc()
+    },
+    watchUsageLag(read) {
+      usageLag = read
+    },
   }
 }
 
 /** The portal: sign-ins, sign-ups, emails. */
 function portalMetrics({ registers, zero }: Section): Pick<Metrics, 'signIn' | 'signUp' | 'email'> {
-  const signIns = new Counter({ name: 'tessera_portal_sign_ins_total', help: 'Portal sign-in attempts by outcome (ok, wrong, throttled, second factor, wrong second factor, unconfirmed, pending, disabled).', labelNames: ['outcome'] as const, registers })
+  const signIns = new Counter({
+    name: 'tessera_portal_sign_ins_total',
+    help: 'Portal sign-in attempts by outcome (ok, wrong, throttled, second factor, wrong second factor, unconfirmed, pending, disabled).',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
   const signInChildren = new Map(SIGN_IN_OUTCOMES.map((outcome) => [outcome, zero(signIns.labels({ outcome }))]))
-  const signUps = new Counter({ name: 'tessera_portal_sign_ups_total', help: 'Portal sign-ups accepted (a new user waiting to confirm the address).', registers })
-  const emails = new Counter({ name: 'tessera_emails_total', help: 'Emails handed to SMTP, by outcome (sent, failed).', labelNames: ['outcome'] as const, registers })
+  const signUps = new Counter({
+    name: 'tessera_portal_sign_ups_total',
+    help: 'Portal sign-ups accepted (a new user waiting to confirm the address).',
+    registers,
+  })
+  const emails = new Counter({
+    name: 'tessera_emails_total',
+    help: 'Emails handed to SMTP, by outcome (sent, failed).',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
   const emailSent = zero(emails.labels({ outcome: 'sent' }))
   const emailFailed = zero(emails.labels({ outcome: 'failed' }))
 
   return {
-    signIn(outcome) { signInChildren.get(outcome)!.inc() },
-    signUp() { signUps.inc() },
-    email(sent) { (sent ? emailSent : emailFailed).inc() },
+    signIn(outcome) {
+      signInChildren.get(outcome)!.inc()
+    },
+    signUp() {
+      signUps.inc()
+    },
+    email(sent) {
+      ;(sent ? emailSent : emailFailed).inc()
+    },
   }
 }
 
 /** Webhook attempts and the deliveries pending. */
 function webhookMetrics({ registers, zero }: Section): Pick<Metrics, 'webhookAttempt' | 'watchWebhooks'> {
-  const webhookAttempts = new Counter({ name: 'tessera_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retry, failed: given up after WEBHOOK_RETRY_SECONDS).', labelNames: ['outcome'] as const, registers })
+  const webhookAttempts = new Counter({
+    name: 'tessera_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome (delivered, retry, failed: given up after WEBHOOK_RETRY_SECONDS).',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
   const webhookChildren = new Map(WEBHOOK_OUTCOMES.map((outcome) => [outcome, zero(webhookAttempts.labels({ outcome }))]))
   let webhooksPending: (() => Promise<number>) | null = null
   new Gauge({
-    name: 'tessera_webhook_deliveries_pending', help: 'Webhook deliveries waiting to be sent or retried, across all nodes (read from the store at each scrape).', registers,
+    name: 'tessera_webhook_deliveries_pending',
+    help: 'Webhook deliveries waiting to be sent or retried, across all nodes (read from the store at each scrape).',
+    registers,
     async collect() {
       if (webhooksPending === null) return
       // A store that does not answer leaves the last value; its own series (tessera_dependency_up) tells why.
-      try { this.set(await webhooksPending()) } catch { /* above */ }
+      try {
+        this.set(await webhooksPending())
+      } catch {
+        /* above */
+      }
     },
   })
 
   return {
-    webhookAttempt(outcome) { webhookChildren.get(outcome)!.inc() },
-    watchWebhooks(read) { webhooksPending = read },
+    webhookAttempt(outcome) {
+      webhookChildren.get(outcome)!.inc()
+    },
+    watchWebhooks(read) {
+      webhooksPending = read
+    },
   }
 }
 
@@ -386,9 +594,15 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   // prom-client takes any object with get() (its own metrics are such objects); its types list only its own classes.
   const register = (metric: object) => registry.registerMetric(metric as unknown as Counter)
   // Every label value from the start, at 0: a rate over a series that appears late misses its first increase.
-  const zero = <T extends { inc(n: number): void }>(child: T): T => { child.inc(0); return child }
+  const zero = <T extends { inc(n: number): void }>(child: T): T => {
+    child.inc(0)
+    return child
+  }
 
-  new Gauge({ name: 'tessera_build_info', help: 'Always 1; the running version in its label.', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1)
+  new Gauge({ name: 'tessera_build_info', help: 'Always 1; the running version in its label.', labelNames: ['version'] as const, registers }).set(
+    { version: VERSION },
+    1,
+  )
 
   const section: Section = { registers, register, zero }
   const perAccount = opts.perAccount === true

@@ -27,7 +27,11 @@ export default async function metricsRoute(app: FastifyInstance, opts: MetricsRo
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
     reply.header('cache-control', 'no-store')
     if (token !== '' && !bearerMatches(request.headers.authorization, token)) {
-      return reply.code(401).header('www-authenticate', 'Bearer realm="metrics"').type('text/plain; charset=utf-8').send('A bearer token (METRICS_TOKEN) is needed.\n')
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="metrics"')
+        .type('text/plain; charset=utf-8')
+        .send('A bearer token (METRICS_TOKEN) is needed.\n')
     }
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics())
   })

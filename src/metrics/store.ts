@@ -40,13 +40,16 @@ function timed<T extends object>(part: T, adapter: string, partName: string, met
       // Looked up at each call, not kept: whatever replaces the part's function later (a test's spy) is what runs.
       const result = ((part as Part)[name] as (...a: unknown[]) => unknown).apply(part, args)
       if (!(result instanceof Promise)) return result
-      return result.then((value: unknown) => {
-        record((performance.now() - started) / 1000, false)
-        return value
-      }, (error: unknown) => {
-        record((performance.now() - started) / 1000, !(error instanceof Error && ANSWERS.has(error.name)))
-        throw error
-      })
+      return result.then(
+        (value: unknown) => {
+          record((performance.now() - started) / 1000, false)
+          return value
+        },
+        (error: unknown) => {
+          record((performance.now() - started) / 1000, !(error instanceof Error && ANSWERS.has(error.name)))
+          throw error
+        },
+      )
     }
   }
   return out as T

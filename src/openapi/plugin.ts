@@ -50,7 +50,9 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
   })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   serveReference(app, '/docs', () => app.swagger() as unknown as Record<string, unknown>, {
-    intro: ['Every `/totp/*` and `/converter/*` call needs a key in the `x-api-key` header. Errors come as `[{"type":"Error","code":…,"message":…}]` (a problem with the request), or as `{"message":…}` (the gateway: 403, 404, 429); the table at the end lists every code.'],
+    intro: [
+      'Every `/totp/*` and `/converter/*` call needs a key in the `x-api-key` header. Errors come as `[{"type":"Error","code":…,"message":…}]` (a problem with the request), or as `{"message":…}` (the gateway: 403, 404, 429); the table at the end lists every code.',
+    ],
   })
 }
 
@@ -71,12 +73,18 @@ export function referenceHeaders(reply: FastifyReply): FastifyReply {
  * serveReference serves the reference page of a document at `path` (made once, on first
  * request: the document is complete only once every route is registered) and its stylesheet.
  */
-export function serveReference(app: FastifyInstance, path: string, doc: () => Record<string, unknown>, opts: { intro: readonly string[]; codes?: Parameters<typeof renderReference>[1]['codes'] }): void {
+export function serveReference(
+  app: FastifyInstance,
+  path: string,
+  doc: () => Record<string, unknown>,
+  opts: { intro: readonly string[]; codes?: Parameters<typeof renderReference>[1]['codes'] },
+): void {
   let page: string | undefined
   app.get(path, { schema: { hide: true } }, async (_request, reply) => {
     page ??= renderReference(doc(), { ...opts, stylesheet: `${path.split('/').pop()}/reference.css` })
     return referenceHeaders(reply).type('text/html; charset=utf-8').send(page)
   })
   app.get(`${path}/reference.css`, { schema: { hide: true } }, async (_request, reply) =>
-    referenceHeaders(reply).type('text/css; charset=utf-8').send(REFERENCE_CSS))
+    referenceHeaders(reply).type('text/css; charset=utf-8').send(REFERENCE_CSS),
+  )
 }

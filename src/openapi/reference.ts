@@ -47,15 +47,22 @@ export function escapeHtml(text: string): string {
 /** prose: escaped text with `code spans` and paragraphs (blank lines). */
 function prose(text: string | undefined): string {
   if (text === undefined || text.trim() === '') return ''
-  return text.split(/\n{2,}/).map((p) => `<p>${escapeHtml(p).replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`).join('\n')
+  return text
+    .split(/\n{2,}/)
+    .map((p) => `<p>${escapeHtml(p).replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`)
+    .join('\n')
 }
 
-const slug = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')
+const slug = (text: string) =>
+  text
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '')
 
 function typeOf(s: Schema | undefined): string {
   if (s === undefined) return ''
   if (s.enum !== undefined) return s.enum.map(String).join(' | ')
-  const type = Array.isArray(s.type) ? s.type.join(' | ') : s.type ?? 'any'
+  const type = Array.isArray(s.type) ? s.type.join(' | ') : (s.type ?? 'any')
   const range = s.minimum !== undefined || s.maximum !== undefined ? ` (${s.minimum ?? '…'} to ${s.maximum ?? '…'})` : ''
   const length = s.maxLength !== undefined ? ` (at most ${s.maxLength} characters)` : ''
   return `${type}${s.format === undefined ? '' : `, ${s.format}`}${range}${length}`
@@ -93,10 +100,20 @@ function curlLine(base: string, method: string, path: string, op: Operation): st
 
 function operation(base: string, method: string, path: string, op: Operation): string {
   const id = op.operationId ?? slug(`${method} ${path}`)
-  const params = (op.parameters ?? []).map((p) => ({ name: `${p.name} (${p.in})`, type: typeOf(p.schema), required: p.required === true, description: p.description ?? p.schema?.description }))
+  const params = (op.parameters ?? []).map((p) => ({
+    name: `${p.name} (${p.in})`,
+    type: typeOf(p.schema),
+    required: p.required === true,
+    description: p.description ?? p.schema?.description,
+  }))
   const bodies = Object.entries(op.requestBody?.content ?? {})
   const body = bodies[0]?.[1].schema
-  const bodyRows = Object.entries(body?.properties ?? {}).map(([name, s]) => ({ name, type: typeOf(s), required: body?.required?.includes(name) === true, description: s.description }))
+  const bodyRows = Object.entries(body?.properties ?? {}).map(([name, s]) => ({
+    name,
+    type: typeOf(s),
+    required: body?.required?.includes(name) === true,
+    description: s.description,
+  }))
   const responses = Object.entries(op.responses ?? {})
   return `<section class="operation" aria-labelledby="${id}">
 <h3 id="${id}"><span class="method">${method.toUpperCase()}</span> <code>${escapeHtml(path)}</code></h3>
@@ -109,7 +126,14 @@ ${fieldTable('Body fields', bodyRows)}
 <caption>Responses</caption>
 <thead><tr><th scope="col">Status</th><th scope="col">Meaning</th><th scope="col">Content type</th></tr></thead>
 <tbody>
-${responses.map(([status, r]) => `<tr><th scope="row">${escapeHtml(status)}</th><td>${prose(r.description)}</td><td>${Object.keys(r.content ?? {}).map((t) => `<code>${escapeHtml(t)}</code>`).join(', ')}</td></tr>`).join('\n')}
+${responses
+  .map(
+    ([status, r]) =>
+      `<tr><th scope="row">${escapeHtml(status)}</th><td>${prose(r.description)}</td><td>${Object.keys(r.content ?? {})
+        .map((t) => `<code>${escapeHtml(t)}</code>`)
+        .join(', ')}</td></tr>`,
+  )
+  .join('\n')}
 </tbody>
 </table>
 <p>Example:</p>
@@ -143,8 +167,10 @@ export function renderReference(doc: Json, opts: ReferenceOptions): string {
   const servers = (doc.servers ?? []) as { url: string; description?: string }[]
   const base = servers[0]?.url ?? ''
   const paths = (doc.paths ?? {}) as Record<string, Partial<Record<(typeof METHODS)[number], Operation>>>
-  const tags = ((doc.tags ?? []) as { name: string; description?: string }[])
-  const groups = new Map<string, { description?: string | undefined; ops: [string, string, Operation][] }>(tags.map((t) => [t.name, { description: t.description, ops: [] }]))
+  const tags = (doc.tags ?? []) as { name: string; description?: string }[]
+  const groups = new Map<string, { description?: string | undefined; ops: [string, string, Operation][] }>(
+    tags.map((t) => [t.name, { description: t.description, ops: [] }]),
+  )
   for (const [path, item] of Object.entries(paths)) {
     for (const method of METHODS) {
       const op = item[method]
@@ -155,8 +181,13 @@ export function renderReference(doc: Json, opts: ReferenceOptions): string {
     }
   }
   const title = `${info.title ?? 'API'} reference`
-  const nav = [...groups].filter(([, g]) => g.ops.length > 0).map(([tag, g]) => `<li><a href="#tag-${slug(tag)}">${escapeHtml(tag)}</a>
-<ul>${g.ops.map(([method, path, op]) => `<li><a href="#${op.operationId ?? slug(`${method} ${path}`)}">${method.toUpperCase()} ${escapeHtml(path)}</a></li>`).join('')}</ul></li>`).join('\n')
+  const nav = [...groups]
+    .filter(([, g]) => g.ops.length > 0)
+    .map(
+      ([tag, g]) => `<li><a href="#tag-${slug(tag)}">${escapeHtml(tag)}</a>
+<ul>${g.ops.map(([method, path, op]) => `<li><a href="#${op.operationId ?? slug(`${method} ${path}`)}">${method.toUpperCase()} ${escapeHtml(path)}</a></li>`).join('')}</ul></li>`,
+    )
+    .join('\n')
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -181,11 +212,16 @@ ${nav}
 </nav>
 <main id="main">
 ${opts.intro.map((line) => prose(line)).join('\n')}
-${[...groups].filter(([, g]) => g.ops.length > 0).map(([tag, g]) => `<section aria-labelledby="tag-${slug(tag)}">
+${[...groups]
+  .filter(([, g]) => g.ops.length > 0)
+  .map(
+    ([tag, g]) => `<section aria-labelledby="tag-${slug(tag)}">
 <h2 id="tag-${slug(tag)}">${escapeHtml(tag)}</h2>
 ${prose(g.description)}
 ${g.ops.map(([method, path, op]) => operation(base, method, path, op)).join('\n')}
-</section>`).join('\n')}
+</section>`,
+  )
+  .join('\n')}
 <section aria-labelledby="errors">
 <h2 id="errors">Errors</h2>
 ${errorTable(opts.codes)}

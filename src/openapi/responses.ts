@@ -27,13 +27,20 @@ export function errorResponses(codes: readonly ErrorCode[], options: { body?: bo
     // A client reads a status's body one way: a list code beside a message one would be answered in a shape the document does not describe.
     const lists = list.filter((c) => catalogue[c].shape === 'list')
     if (lists.length > 0 && lists.length < list.length) throw new Error(`status ${status} mixes body shapes: ${list.join(', ')}`)
-    out[status] = catalogue[list[0]!].shape !== 'list'
-      ? Type.Object({ message: Type.String(), ...(coded.length === 0 ? {} : { code: Type.Optional(Type.String({ enum: coded })) }) }, { description, 'x-error-codes': list })
-      : Type.Array(Type.Object({
-          type: Type.Literal('Error'),
-          code: Type.String({ enum: list }),
-          message: Type.String(),
-        }), { description, 'x-error-codes': list })
+    out[status] =
+      catalogue[list[0]!].shape !== 'list'
+        ? Type.Object(
+            { message: Type.String(), ...(coded.length === 0 ? {} : { code: Type.Optional(Type.String({ enum: coded })) }) },
+            { description, 'x-error-codes': list },
+          )
+        : Type.Array(
+            Type.Object({
+              type: Type.Literal('Error'),
+              code: Type.String({ enum: list }),
+              message: Type.String(),
+            }),
+            { description, 'x-error-codes': list },
+          )
   }
   return out
 }

@@ -30,15 +30,17 @@ export interface Dependency extends CheckResult {
  * and the metrics' `tessera_dependency_up` both ask through here.
  */
 export function storeHealth(store: Pick<Store, 'kind' | 'health'>, timeoutMs: number): Promise<Record<string, Dependency>> {
-  return withinDeadline<Record<string, Dependency>>(store.health(), timeoutMs, () => Object.fromEntries(store.kind.split('+').map((name, i) => [
-    name, { ok: false, detail: `no answer within ${timeoutMs} ms`, essential: i === 0 },
-  ])))
+  return withinDeadline<Record<string, Dependency>>(store.health(), timeoutMs, () =>
+    Object.fromEntries(store.kind.split('+').map((name, i) => [name, { ok: false, detail: `no answer within ${timeoutMs} ms`, essential: i === 0 }])),
+  )
 }
 
 /** withinDeadline gives `work`'s value, or `late()` when it has not come within `ms`. */
 export async function withinDeadline<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {
   let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<T>((resolve) => { timer = setTimeout(() => resolve(late()), ms) })
+  const deadline = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(late()), ms)
+  })
   try {
     return await Promise.race([work, deadline])
   } finally {
@@ -56,14 +58,16 @@ export function cachedCheck(check: () => Promise<void>, options: { ttlMs: number
   let running: Promise<CheckResult> | undefined
   return (waitMs) => {
     if (last !== undefined && options.now() - last.at < options.ttlMs) return Promise.resolve(last.result)
-    running ??= check().then(
-      () => ({ ok: true, detail: 'ok' }),
-      (error: Error) => ({ ok: false, detail: error.message }),
-    ).then((result) => {
-      last = { at: options.now(), result }
-      running = undefined
-      return result
-    })
+    running ??= check()
+      .then(
+        () => ({ ok: true, detail: 'ok' }),
+        (error: Error) => ({ ok: false, detail: error.message }),
+      )
+      .then((result) => {
+        last = { at: options.now(), result }
+        running = undefined
+        return result
+      })
     return withinDeadline(running, waitMs, () => last?.result ?? { ok: false, detail: `no answer within ${waitMs} ms` })
   }
 }

@@ -18,7 +18,8 @@ const readiness = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('unavailable')]),
   version,
   checks: Type.Record(Type.String(), Type.String(), {
-    description: 'Each dependency by name: the store (`sqlite` or `postgres`), and `redis` and `smtp` when configured: `ok` or `unavailable` (the log says why).',
+    description:
+      'Each dependency by name: the store (`sqlite` or `postgres`), and `redis` and `smtp` when configured: `ok` or `unavailable` (the log says why).',
   }),
 })
 
@@ -37,40 +38,46 @@ export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions):
   const verify = opts.mailer?.verify?.bind(opts.mailer)
   const smtp = verify === undefined ? undefined : cachedCheck(verify, { ttlMs: SMTP_CHECK_TTL_MS, now: opts.now ?? Date.now })
 
-  app.get('/healthz', {
-    schema: { operationId: 'checkLiveness', summary: 'Liveness: the process answers', tags: ['operations'], security: [], response: { 200: status } },
-  }, async () => ({ status: 'ok', version: VERSION }))
-
-  app.get('/readyz', {
-    schema: {
-      operationId: 'checkReadiness',
-      summary: 'Readiness: each dependency answers',
-      description: '503 when the store (SQLite or PostgreSQL) is down; 200 `degraded` when only Redis is down (verifyOTP then answers 503) or the SMTP server is (the portal\'s emails then fail). '
-        + `The SMTP server is asked at most every ${SMTP_CHECK_TTL_MS / 1000} s, and the answer never waits longer than \`STORE_TIMEOUT_MS\` for a dependency.`,
-      tags: ['operations'],
-      security: [],
-      response: { 200: readiness, 503: readiness },
+  app.get(
+    '/healthz',
+    {
+      schema: { operationId: 'checkLiveness', summary: 'Liveness: the process answers', tags: ['operations'], security: [], response: { 200: status } },
     },
-  }, async (request, reply) => {
-    const [health, mail] = await Promise.all([
-      storeHealth(store, timeoutMs),
-      smtp?.(timeoutMs),
-    ])
-    const all: Record<string, Dependency> = mail === undefined ? health : { ...health, smtp: { ...mail, essential: false } }
-    const checks: Record<string, string> = {}
-    const why: Record<string, string> = {}
-    let ready = true
-    let degraded = false
-    for (const [name, h] of Object.entries(all)) {
-      // Unauthenticated: the body names the dependency, the log (not the client) gets the error.
-      checks[name] = h.ok ? 'ok' : 'unavailable'
-      if (!h.ok) {
-        why[name] = h.detail
-        if (h.essential) ready = false
-        else degraded = true
+    async () => ({ status: 'ok', version: VERSION }),
+  )
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        operationId: 'checkReadiness',
+        summary: 'Readiness: each dependency answers',
+        description:
+          "503 when the store (SQLite or PostgreSQL) is down; 200 `degraded` when only Redis is down (verifyOTP then answers 503) or the SMTP server is (the portal's emails then fail). " +
+          `The SMTP server is asked at most every ${SMTP_CHECK_TTL_MS / 1000} s, and the answer never waits longer than \`STORE_TIMEOUT_MS\` for a dependency.`,
+        tags: ['operations'],
+        security: [],
+        response: { 200: readiness, 503: readiness },
+      },
+    },
+    async (request, reply) => {
+      const [health, mail] = await Promise.all([storeHealth(store, timeoutMs), smtp?.(timeoutMs)])
+      const all: Record<string, Dependency> = mail === undefined ? health : { ...health, smtp: { ...mail, essential: false } }
+      const checks: Record<string, string> = {}
+      const why: Record<string, string> = {}
+      let ready = true
+      let degraded = false
+      for (const [name, h] of Object.entries(all)) {
+        // Unauthenticated: the body names the dependency, the log (not the client) gets the error.
+        checks[name] = h.ok ? 'ok' : 'unavailable'
+        if (!h.ok) {
+          why[name] = h.detail
+          if (h.essential) ready = false
+          else degraded = true
+        }
       }
-    }
-    if (!ready || degraded) request.log.warn({ unavailable: why }, 'readiness check failed')
-    return reply.code(ready ? 200 : 503).send({ status: ready ? (degraded ? 'degraded' : 'ok') : 'unavailable', version: VERSION, checks })
-  })
+      if (!ready || degraded) request.log.warn({ unavailable: why }, 'readiness check failed')
+      return reply.code(ready ? 200 : 503).send({ status: ready ? (degraded ? 'degraded' : 'ok') : 'unavailable', version: VERSION, checks })
+    },
+  )
 }

@@ -19,10 +19,29 @@ const ACTION = /^[a-z][a-z-]{0,40}(\.[a-z][a-z-]{0,40}){0,3}$/
 
 /** The actions an account's trail holds, offered as suggestions (the field takes any action). */
 const KNOWN_ACTIONS = [
-  'account.create', 'account.update', 'account.suspend', 'account.activate', 'key.create', 'key.roll', 'key.revoke',
-  'subscription.set', 'subscription.approve', 'subscription.refuse', 'plan.set', 'plan.reset', 'totp-lockout.clear',
-  'member.add', 'member.invite', 'member.invite-cancel', 'member.join', 'member.role', 'member.remove',
-  'user.sign-in', 'user.sign-out', 'user.recovery-codes', 'user.password-check',
+  'account.create',
+  'account.update',
+  'account.suspend',
+  'account.activate',
+  'key.create',
+  'key.roll',
+  'key.revoke',
+  'subscription.set',
+  'subscription.approve',
+  'subscription.refuse',
+  'plan.set',
+  'plan.reset',
+  'totp-lockout.clear',
+  'member.add',
+  'member.invite',
+  'member.invite-cancel',
+  'member.join',
+  'member.role',
+  'member.remove',
+  'user.sign-in',
+  'user.sign-out',
+  'user.recovery-codes',
+  'user.password-check',
 ]
 
 /** Styles of these pages, added to the portal's one stylesheet. */
@@ -35,7 +54,9 @@ nav.pager ul { display: flex; gap: 1.5rem; list-style: none; padding: 0; }
 
 /** detailText: an event's detail as `key=value` pairs, strings as they are, the rest as JSON. */
 export function detailText(detail: Readonly<Record<string, unknown>>): string {
-  return Object.entries(detail).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ')
+  return Object.entries(detail)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ')
 }
 
 const PORTAL_USER = 'portal-user:'
@@ -47,7 +68,10 @@ const PORTAL_USER = 'portal-user:'
 async function actorNames(kit: Kit, accountId: string, events: readonly AuditEvent[]): Promise<Map<string, string>> {
   const users = [...new Set(events.map((e) => e.actor).filter((a) => a.startsWith(PORTAL_USER)))]
   if (users.length === 0) return new Map()
-  const emails = await kit.team.emailsOf(accountId, users.map((a) => a.slice(PORTAL_USER.length)))
+  const emails = await kit.team.emailsOf(
+    accountId,
+    users.map((a) => a.slice(PORTAL_USER.length)),
+  )
   return new Map(users.map((a) => [a, emails.get(a.slice(PORTAL_USER.length)) ?? a]))
 }
 
@@ -67,10 +91,14 @@ function row(event: AuditEvent, names: ReadonlyMap<string, string>): Html {
 }
 
 export default async function auditPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const refuse = (reply: FastifyReply, here: InAccount, message: string) => sendPage(kit, reply, {
-    title: 'Audit', status: 400, current: here, account: { id: here.account.id, name: here.account.name, here: 'audit' },
-    body: html`<p class="error" role="alert">${message}. <a href="/portal/accounts/${encodeURIComponent(here.account.id)}/audit">Show the latest events</a>.</p>`,
-  })
+  const refuse = (reply: FastifyReply, here: InAccount, message: string) =>
+    sendPage(kit, reply, {
+      title: 'Audit',
+      status: 400,
+      current: here,
+      account: { id: here.account.id, name: here.account.name, here: 'audit' },
+      body: html`<p class="error" role="alert">${message}. <a href="/portal/accounts/${encodeURIComponent(here.account.id)}/audit">Show the latest events</a>.</p>`,
+    })
 
   app.get('/accounts/:accountId/audit', { schema: { hide: true } }, async (request, reply) => {
     const here = await inAccount(kit, request, reply, 'viewer')
@@ -95,7 +123,10 @@ export default async function auditPages(app: FastifyInstance, kit: Kit): Promis
     const latest = cursor === '' ? null : `${base}${filter === '' ? '' : `?${filter}`}`
 
     return sendPage(kit, reply, {
-      title: 'Audit', current: here, account: { id, name: here.account.name, here: 'audit' }, body: html`
+      title: 'Audit',
+      current: here,
+      account: { id, name: here.account.name, here: 'audit' },
+      body: html`
 <p>Every change to this account, its keys, subscriptions, plan and team, and its members' sign-ins, newest first.</p>
 <form method="get" action="${base}" class="row" role="search" aria-label="Filter the events">
 <div><label for="action">Action</label>
@@ -105,16 +136,23 @@ export default async function auditPages(app: FastifyInstance, kit: Kit): Promis
 ${action === '' ? '' : html`<a href="${base}">Show all actions</a>`}
 </form>
 <p class="hint" id="action-hint">For example key.create or user.sign-in; leave empty for all.</p>
-${page.items.length === 0
+${
+  page.items.length === 0
     ? html`<p role="status">${cursor === '' ? (action === '' ? 'No events yet.' : `No ${action} events.`) : 'No older events.'}</p>`
     : html`<table class="audit">
 <caption>${action === '' ? 'Events' : html`<code>${action}</code> events`}${cursor === '' ? ', newest first' : ', older'}</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Source IP</th><th scope="col">Detail</th></tr></thead>
 <tbody>${page.items.map((e) => row(e, names))}</tbody>
-</table>`}
-${older === null && latest === null ? '' : html`<nav class="pager" aria-label="Pages of events"><ul>
+</table>`
+}
+${
+  older === null && latest === null
+    ? ''
+    : html`<nav class="pager" aria-label="Pages of events"><ul>
 ${latest === null ? '' : html`<li><a href="${latest}">Newest events</a></li>`}
 ${older === null ? '' : html`<li><a href="${older}" rel="next">Older events</a></li>`}
-</ul></nav>`}` })
+</ul></nav>`
+}`,
+    })
   })
 }

@@ -62,10 +62,23 @@ export function safeNext(next: unknown): string {
 const notice = (text: string | null) => (text === null ? '' : html`<p class="notice" role="status">${text}</p>`)
 const alert = (text: string | null) => (text === null ? '' : html`<p class="error" role="alert">${text}</p>`)
 
-interface Problem { readonly field: string; readonly text: string }
+interface Problem {
+  readonly field: string
+  readonly text: string
+}
 
 /** field writes one labelled input, with its error (if any) tied to it for screen readers. */
-function field(opts: { id: string; label: string; type: string; autocomplete: string; value?: string; problems?: readonly Problem[]; hint?: string; required?: boolean; extra?: Html }): Html {
+function field(opts: {
+  id: string
+  label: string
+  type: string
+  autocomplete: string
+  value?: string
+  problems?: readonly Problem[]
+  hint?: string
+  required?: boolean
+  extra?: Html
+}): Html {
   const problem = opts.problems?.find((p) => p.field === opts.id)
   const described = [opts.hint ? `${opts.id}-hint` : '', problem ? `${opts.id}-error` : ''].filter(Boolean).join(' ')
   return html`<label for="${opts.id}">${opts.label}</label>
@@ -103,10 +116,30 @@ function shared(kit: Kit) {
     return typeof t === 'string' && isToken(t) ? t : ''
   }
   const deadLink = (reply: FastifyReply, what: string, again: Html) =>
-    sendPage(kit, reply, { title: 'Link expired', status: 400, body: html`<p role="alert">This ${what} link has expired, was already used, or was replaced by a newer one.</p><p>${again}</p>` })
+    sendPage(kit, reply, {
+      title: 'Link expired',
+      status: 400,
+      body: html`<p role="alert">This ${what} link has expired, was already used, or was replaced by a newer one.</p><p>${again}</p>`,
+    })
 
   return {
-    kit, config, pepper, users, VERIFY_TTL_MS, RESET_TTL_MS, mailWindow, secure, formCookie, base, formCsrf, csrfInput, formOkSignedOut, sendMail, mailVerify, tokenOf, deadLink,
+    kit,
+    config,
+    pepper,
+    users,
+    VERIFY_TTL_MS,
+    RESET_TTL_MS,
+    mailWindow,
+    secure,
+    formCookie,
+    base,
+    formCsrf,
+    csrfInput,
+    formOkSignedOut,
+    sendMail,
+    mailVerify,
+    tokenOf,
+    deadLink,
   }
 }
 
@@ -141,14 +174,18 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
   app.get<{ Querystring: { next?: string; notice?: string } }>('/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(request.query.next)
     if ((await sessionOf(kit, request)) !== null) return reply.redirect(next, 303)
-    const said = typeof request.query.notice === 'string' ? NOTICES[request.query.notice] ?? null : null
+    const said = typeof request.query.notice === 'string' ? (NOTICES[request.query.notice] ?? null) : null
     return sendPage(kit, reply, { title: 'Sign in', body: signInForm(formCsrf(request, reply), { next, notice: said }) })
   })
 
   app.post('/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(formField(request, 'next'))
     if (!formOkSignedOut(request)) {
-      return sendPage(kit, reply, { title: 'Sign in', status: 403, body: signInForm(formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }) })
+      return sendPage(kit, reply, {
+        title: 'Sign in',
+        status: 403,
+        body: signInForm(formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }),
+      })
     }
     const pre = readCookie(request.headers.cookie, formCookie)!
     const again = (status: number, error: string, email: string) =>
@@ -174,12 +211,21 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
         return again(403, `Please confirm your email address first: open the link we have sent you (a new one at most every ${mailWindow}).`, email)
       case 'inactive':
         kit.metrics.signIn(outcome.status)
-        return again(403, outcome.status === 'pending' ? 'Your sign-up is waiting for an operator\'s approval; we will email you when it is approved.' : 'This sign-in is disabled. Ask your operator.', email)
+        return again(
+          403,
+          outcome.status === 'pending'
+            ? "Your sign-up is waiting for an operator's approval; we will email you when it is approved."
+            : 'This sign-in is disabled. Ask your operator.',
+          email,
+        )
     }
     const { twoFactor } = outcome
     kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
     // The pre-session ends.
-    reply.header('set-cookie', [setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)), setCookie(PRESESSION_COOKIE, '', secure, 0)])
+    reply.header('set-cookie', [
+      setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),
+      setCookie(PRESESSION_COOKIE, '', secure, 0),
+    ])
     return reply.redirect(twoFactor ? `/portal/two-factor${next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
   })
 
@@ -188,7 +234,12 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
     if (current === null) return reply.redirect('/portal/sign-in', 303)
     const body = (request.body ?? {}) as Record<string, unknown>
     if (!sameOrigin(request.headers, originsOf(kit, request)) || !checkCsrf(pepper, current.session.idHash, body._csrf)) {
-      return sendPage(kit, reply, { title: 'Sign out', status: 403, current, body: html`<p class="error" role="alert">This form has expired. <a href="/portal/home">Back</a>.</p>` })
+      return sendPage(kit, reply, {
+        title: 'Sign out',
+        status: 403,
+        current,
+        body: html`<p class="error" role="alert">This form has expired. <a href="/portal/home">Back</a>.</p>`,
+      })
     }
     await users.sessions.signOut(actorOf(current, request), current, body.everywhere === '1')
     reply.header('set-cookie', setCookie(SESSION_COOKIE, '', secure, 0))
@@ -211,7 +262,12 @@ ${field({ id: 'account', label: 'Account name', type: 'text', autocomplete: 'org
 ${config.signupMode === 'approval' ? html`<p>An operator approves each new account before it can be used.</p>` : ''}
 <p>Already have an account? <a href="/portal/sign-in">Sign in</a>.</p>`
 
-  const closed = (reply: FastifyReply) => sendPage(kit, reply, { title: 'Sign up', status: 403, body: html`<p role="alert">Sign-ups are closed on this service: ask an account owner to invite you, or your operator. <a href="/portal/sign-in">Sign in</a></p>` })
+  const closed = (reply: FastifyReply) =>
+    sendPage(kit, reply, {
+      title: 'Sign up',
+      status: 403,
+      body: html`<p role="alert">Sign-ups are closed on this service: ask an account owner to invite you, or your operator. <a href="/portal/sign-in">Sign in</a></p>`,
+    })
 
   app.get('/sign-up', { schema: { hide: true } }, async (request, reply) => {
     if (config.signupMode === 'closed') return closed(reply)
@@ -225,26 +281,43 @@ ${config.signupMode === 'approval' ? html`<p>An operator approves each new accou
     const body = request.body as Record<string, unknown>
     const password = typeof body.password === 'string' ? body.password : ''
     if (!formOkSignedOut(request)) {
-      return sendPage(kit, reply, { title: 'Sign up', status: 403, body: html`${alert('This form has expired. Please try again.')}${signUpForm(formCsrf(request, reply), { email, account: accountName })}` })
+      return sendPage(kit, reply, {
+        title: 'Sign up',
+        status: 403,
+        body: html`${alert('This form has expired. Please try again.')}${signUpForm(formCsrf(request, reply), { email, account: accountName })}`,
+      })
     }
     const problems: Problem[] = []
     const badEmail = checkEmail(email)
     if (badEmail) problems.push({ field: 'email', text: `Enter ${badEmail}.` })
     const badPassword = checkPassword(password)
     if (badPassword) problems.push({ field: 'password', text: `Choose a password of ${badPassword}.` })
-    if ([...accountName].length > 200 || /[\u0000-\u001f\u007f]/.test(accountName)) problems.push({ field: 'account', text: 'Use at most 200 characters, on one line.' })
+    if ([...accountName].length > 200 || /[\u0000-\u001f\u007f]/.test(accountName))
+      problems.push({ field: 'account', text: 'Use at most 200 characters, on one line.' })
     if (problems.length > 0) {
-      return sendPage(kit, reply, { title: 'Sign up', status: 422, body: html`${alert('Please correct the fields below.')}${signUpForm(formCsrf(request, reply), { email, account: accountName, problems })}` })
+      return sendPage(kit, reply, {
+        title: 'Sign up',
+        status: 422,
+        body: html`${alert('Please correct the fields below.')}${signUpForm(formCsrf(request, reply), { email, account: accountName, problems })}`,
+      })
     }
     const outcome = await users.signUps.signUp({ email, password, accountName, ip: request.ip })
     if (outcome.kind === 'throttled') {
       reply.header('retry-after', String(outcome.wait))
-      return sendPage(kit, reply, { title: 'Sign up', status: 429, body: html`${alert(`Too many sign-ups from your network, or on this service, just now. Try again in ${mail.duration(outcome.wait * 1000)}.`)}${signUpForm(formCsrf(request, reply), { email, account: accountName })}` })
+      return sendPage(kit, reply, {
+        title: 'Sign up',
+        status: 429,
+        body: html`${alert(`Too many sign-ups from your network, or on this service, just now. Try again in ${mail.duration(outcome.wait * 1000)}.`)}${signUpForm(formCsrf(request, reply), { email, account: accountName })}`,
+      })
     }
     if (outcome.created) kit.metrics.signUp()
     if (outcome.mail?.kind === 'verify') mailVerify(request, outcome.mail.to, outcome.mail.link)
-    else if (outcome.mail?.kind === 'registered') sendMail(request, outcome.mail.to, mail.alreadyRegistered({ signInUrl: `${base}/portal/sign-in`, resetUrl: `${base}/portal/reset` }))
-    return sendPage(kit, reply, { title: 'Check your inbox', body: html`<p role="status">We have sent a link to ${email}. Open it to confirm your address; it works once, for ${mail.duration(VERIFY_TTL_MS)}, and asks for the password you have just chosen.</p><p>No email? Look in your spam folder. We send at most one every ${mailWindow}: if you signed up twice, the link in the earlier email works too, with the password you chose last.</p>` })
+    else if (outcome.mail?.kind === 'registered')
+      sendMail(request, outcome.mail.to, mail.alreadyRegistered({ signInUrl: `${base}/portal/sign-in`, resetUrl: `${base}/portal/reset` }))
+    return sendPage(kit, reply, {
+      title: 'Check your inbox',
+      body: html`<p role="status">We have sent a link to ${email}. Open it to confirm your address; it works once, for ${mail.duration(VERIFY_TTL_MS)}, and asks for the password you have just chosen.</p><p>No email? Look in your spam folder. We send at most one every ${mailWindow}: if you signed up twice, the link in the earlier email works too, with the password you chose last.</p>`,
+    })
   })
 }
 
@@ -263,7 +336,8 @@ ${field({ id: 'password', label: 'Your password', type: 'password', autocomplete
 </form>`
 
   app.get('/verify-email', { schema: { hide: true } }, async (request, reply) =>
-    sendPage(kit, reply, { title: 'Confirm your email address', body: confirmForm(formCsrf(request, reply), tokenOf(request)) }))
+    sendPage(kit, reply, { title: 'Confirm your email address', body: confirmForm(formCsrf(request, reply), tokenOf(request)) }),
+  )
 
   app.post('/verify-email', { schema: { hide: true } }, async (request, reply) => {
     const again = html`<a href="/portal/sign-up">Sign up again</a> to get a new one.`
@@ -274,13 +348,23 @@ ${field({ id: 'password', label: 'Your password', type: 'password', autocomplete
     const confirmed = await users.signUps.confirm(token, password, request.ip)
     if (confirmed.kind === 'dead') return deadLink(reply, 'confirmation', again)
     if (confirmed.kind === 'wrong-password') {
-      return sendPage(kit, reply, { title: 'Confirm your email address', status: 422, body: confirmForm(formCsrf(request, reply), token,
-        'That is not the password of the last sign-up for this address. Enter the password you chose when you last signed up, or sign up again to choose one.') })
+      return sendPage(kit, reply, {
+        title: 'Confirm your email address',
+        status: 422,
+        body: confirmForm(
+          formCsrf(request, reply),
+          token,
+          'That is not the password of the last sign-up for this address. Enter the password you chose when you last signed up, or sign up again to choose one.',
+        ),
+      })
     }
     if (confirmed.pending) {
       await notifyOperators(request, confirmed.user)
       sendMail(request, confirmed.user.email, mail.signupAwaitingApproval({ portalUrl: `${base}/portal/sign-in` }))
-      return sendPage(kit, reply, { title: 'Address confirmed', body: html`<p role="status">Thank you: your address is confirmed. An operator approves each new account; we will email you when yours is ready.</p>` })
+      return sendPage(kit, reply, {
+        title: 'Address confirmed',
+        body: html`<p role="status">Thank you: your address is confirmed. An operator approves each new account; we will email you when yours is ready.</p>`,
+      })
     }
     return reply.redirect('/portal/sign-in?notice=confirmed', 303)
   })
@@ -305,10 +389,16 @@ ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username' }
 <p><a href="/portal/sign-in">Back to sign-in</a></p>`
 
   app.get('/reset', { schema: { hide: true } }, async (request, reply) =>
-    sendPage(kit, reply, { title: 'Reset your password', body: resetForm(formCsrf(request, reply)) }))
+    sendPage(kit, reply, { title: 'Reset your password', body: resetForm(formCsrf(request, reply)) }),
+  )
 
   app.post('/reset', { schema: { hide: true } }, async (request, reply) => {
-    if (!formOkSignedOut(request)) return sendPage(kit, reply, { title: 'Reset your password', status: 403, body: html`${alert('This form has expired. Please try again.')}${resetForm(formCsrf(request, reply))}` })
+    if (!formOkSignedOut(request))
+      return sendPage(kit, reply, {
+        title: 'Reset your password',
+        status: 403,
+        body: html`${alert('This form has expired. Please try again.')}${resetForm(formCsrf(request, reply))}`,
+      })
     const email = formField(request, 'email')
     // The same answer whatever the address; the lookup and the email happen after it is sent.
     setImmediate(() => {
@@ -317,7 +407,10 @@ ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username' }
         if (reset !== null) sendMail(request, reset.to, mail.resetPassword({ link: reset.link, validForMs: RESET_TTL_MS }))
       })().catch((error: Error) => request.log.error({ err: error }, 'password reset not sent'))
     })
-    return sendPage(kit, reply, { title: 'Check your inbox', body: html`<p role="status">If an account uses ${email}, we have sent it a link to choose a new password. It works once, for ${mail.duration(RESET_TTL_MS)}.</p><p><a href="/portal/sign-in">Back to sign-in</a></p>` })
+    return sendPage(kit, reply, {
+      title: 'Check your inbox',
+      body: html`<p role="status">If an account uses ${email}, we have sent it a link to choose a new password. It works once, for ${mail.duration(RESET_TTL_MS)}.</p><p><a href="/portal/sign-in">Back to sign-in</a></p>`,
+    })
   })
 
   const newPasswordForm = (csrf: string, token: string, problem: string | null = null) => html`
@@ -330,7 +423,8 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
 </form>`
 
   app.get('/reset/confirm', { schema: { hide: true } }, async (request, reply) =>
-    sendPage(kit, reply, { title: 'Choose a new password', body: newPasswordForm(formCsrf(request, reply), tokenOf(request)) }))
+    sendPage(kit, reply, { title: 'Choose a new password', body: newPasswordForm(formCsrf(request, reply), tokenOf(request)) }),
+  )
 
   app.post('/reset/confirm', { schema: { hide: true } }, async (request, reply) => {
     const again = html`<a href="/portal/reset">Ask for a new link</a>.`
@@ -340,7 +434,12 @@ ${field({ id: 'password', label: 'New password', type: 'password', autocomplete:
     const password = typeof body.password === 'string' ? body.password : ''
     // The rule first: a password refused does not use the link up.
     const reset = await users.signUps.resetPassword(token, password, request.ip)
-    if (isFailure(reset)) return sendPage(kit, reply, { title: 'Choose a new password', status: 422, body: newPasswordForm(formCsrf(request, reply), token, `Choose a password of ${reset.message}.`) })
+    if (isFailure(reset))
+      return sendPage(kit, reply, {
+        title: 'Choose a new password',
+        status: 422,
+        body: newPasswordForm(formCsrf(request, reply), token, `Choose a password of ${reset.message}.`),
+      })
     if ('dead' in reset) return deadLink(reply, 'reset', again)
     return reply.redirect('/portal/sign-in?notice=reset', 303)
   })

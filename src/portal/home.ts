@@ -12,20 +12,28 @@ export default async function homePages(app: FastifyInstance, kit: Kit): Promise
   const { team, accounts } = kit
 
   app.get('/', { schema: { hide: true } }, async (request, reply) =>
-    reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303))
+    reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303),
+  )
 
   app.get('/home', { schema: { hide: true } }, async (request, reply) => {
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
     const memberships = await team.memberships(current.user.id)
     const owned = memberships.filter((m) => m.role === 'owner').length
-    return sendPage(kit, reply, { title: 'Your accounts', current, body: html`
-${memberships.length === 0 ? html`<p>You do not belong to any account yet. Create one below, or ask an account owner to invite you.</p>` : html`
+    return sendPage(kit, reply, {
+      title: 'Your accounts',
+      current,
+      body: html`
+${
+  memberships.length === 0
+    ? html`<p>You do not belong to any account yet. Create one below, or ask an account owner to invite you.</p>`
+    : html`
 <table>
 <caption>Accounts you belong to</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">Your role</th><th scope="col">Status</th></tr></thead>
 <tbody>${memberships.map((m) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(m.accountId)}/start">${m.accountName}</a></td><td>${m.role}</td><td>${m.accountStatus}</td></tr>`)}</tbody>
-</table>`}
+</table>`
+}
 <h2>Create an account</h2>
 <p id="account-count">You own ${owned} of the ${accounts.accountLimit} accounts a user may own${owned >= accounts.accountLimit ? html`: you cannot create another` : ''}.</p>
 <form method="post" action="/portal/accounts">
@@ -33,7 +41,8 @@ ${csrfField(kit, current)}
 <label for="name">Account name</label>
 <input id="name" name="name" type="text" required maxlength="200" autocomplete="organization">
 <button type="submit">Create account</button>
-</form>` })
+</form>`,
+    })
   })
 
   app.post('/accounts', { schema: { hide: true } }, async (request, reply) => {
@@ -44,11 +53,17 @@ ${csrfField(kit, current)}
     // The account and its owner in one step, refused past PORTAL_ACCOUNT_MAX_PER_USER.
     const account = await accounts.createOwnedAccount(ctx, current.user.id, { name: formField(request, 'name') })
     if (isFailure(account)) {
-      return sendPage(kit, reply, { title: 'Your accounts', status: account.failure === 'limit' ? 409 : 422, current, body: html`<p class="error" role="alert">No account was created: ${account.message}. <a href="/portal/home">Back</a></p>` })
+      return sendPage(kit, reply, {
+        title: 'Your accounts',
+        status: account.failure === 'limit' ? 409 : 422,
+        current,
+        body: html`<p class="error" role="alert">No account was created: ${account.message}. <a href="/portal/home">Back</a></p>`,
+      })
     }
     return reply.redirect(`/portal/accounts/${encodeURIComponent(account.id)}/start`, 303)
   })
 
   app.get<{ Params: { accountId: string } }>('/accounts/:accountId', { schema: { hide: true } }, async (request, reply) =>
-    reply.redirect(`/portal/accounts/${encodeURIComponent(request.params.accountId)}/start`, 303))
+    reply.redirect(`/portal/accounts/${encodeURIComponent(request.params.accountId)}/start`, 303),
+  )
 }

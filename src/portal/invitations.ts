@@ -44,14 +44,18 @@ async function find(kit: Kit, request: FastifyRequest): Promise<Found | null> {
   return found === null ? null : { ...found, token }
 }
 
-const deadLink = (kit: Kit, reply: FastifyReply, current: Current | null) => sendPage(kit, reply, {
-  title: 'Invitation not valid', status: 400, current,
-  body: html`<p role="alert">This invitation link was already used, has expired, or was replaced by a newer invitation or cancelled.</p><p>Ask the person who invited you for a new invitation.</p>`,
-})
+const deadLink = (kit: Kit, reply: FastifyReply, current: Current | null) =>
+  sendPage(kit, reply, {
+    title: 'Invitation not valid',
+    status: 400,
+    current,
+    body: html`<p role="alert">This invitation link was already used, has expired, or was replaced by a newer invitation or cancelled.</p><p>Ask the person who invited you for a new invitation.</p>`,
+  })
 
 const hidden = (found: Found) => html`<input type="hidden" name="token" value="${found.token}"><input type="hidden" name="account" value="${found.account.id}">`
 const selfPath = (found: Found) => `/portal${ACCEPT}?token=${found.token}&account=${encodeURIComponent(found.account.id)}`
-const what = (found: Found) => html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
+const what = (found: Found) =>
+  html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
 const join = (found: Found) => `Join ${found.account.name} as ${found.invitation.role ?? ''}`
 
 function newUserForm(found: Found, csrf: string, problem: string | null = null): Html {
@@ -81,17 +85,28 @@ export default async function invitationPages(app: FastifyInstance, kit: Kit): P
     if (found === null) return deadLink(kit, reply, current)
     const title = `Invitation to ${found.account.name}`
     if (current !== null && emailKey(current.user.email) === emailKey(found.invitation.email)) {
-      return sendPage(kit, reply, { title, current, body: html`${what(found)}
-<form method="post" action="/portal${ACCEPT}">${csrfField(kit, current)}${hidden(found)}<button type="submit">${join(found)}</button></form>` })
+      return sendPage(kit, reply, {
+        title,
+        current,
+        body: html`${what(found)}
+<form method="post" action="/portal${ACCEPT}">${csrfField(kit, current)}${hidden(found)}<button type="submit">${join(found)}</button></form>`,
+      })
     }
     if (current !== null) {
-      return sendPage(kit, reply, { title, current, body: html`${what(found)}
+      return sendPage(kit, reply, {
+        title,
+        current,
+        body: html`${what(found)}
 <p role="alert">You are signed in as ${current.user.email}, but this invitation was sent to another address. Sign out, then open the link again and sign in as ${found.invitation.email}.</p>
-<form method="post" action="/portal/sign-out">${csrfField(kit, current)}<button type="submit" class="secondary">Sign out ${current.user.email}</button></form>` })
+<form method="post" action="/portal/sign-out">${csrfField(kit, current)}<button type="submit" class="secondary">Sign out ${current.user.email}</button></form>`,
+      })
     }
     if (await team.hasSignIn(found.invitation.email)) {
-      return sendPage(kit, reply, { title, body: html`${what(found)}
-<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a> as ${found.invitation.email}.</p>` })
+      return sendPage(kit, reply, {
+        title,
+        body: html`${what(found)}
+<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a> as ${found.invitation.email}.</p>`,
+      })
     }
     return sendPage(kit, reply, { title, body: newUserForm(found, preSessionCsrf(kit, request, reply)) })
   })
@@ -100,18 +115,31 @@ export default async function invitationPages(app: FastifyInstance, kit: Kit): P
     const current = await sessionOf(kit, request)
     if (current !== null) return acceptSignedIn(request, reply, current)
     if (!signedOutFormOk(kit, request)) {
-      return sendPage(kit, reply, { title: 'Form expired', status: 403, body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>` })
+      return sendPage(kit, reply, {
+        title: 'Form expired',
+        status: 403,
+        body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>`,
+      })
     }
     const found = await find(kit, request)
     if (found === null) return deadLink(kit, reply, null)
     if (await team.hasSignIn(found.invitation.email)) {
-      return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409, body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
-<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>` })
+      return sendPage(kit, reply, {
+        title: `Invitation to ${found.account.name}`,
+        status: 409,
+        body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
+<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>`,
+      })
     }
     const password = param(request, 'password')
     // The rule first: a password refused does not use the invitation up; nor does a hash refused when too many run.
     const bad = checkPassword(password)
-    if (bad !== null) return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 422, body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`) })
+    if (bad !== null)
+      return sendPage(kit, reply, {
+        title: `Invitation to ${found.account.name}`,
+        status: 422,
+        body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`),
+      })
     const passwordHash = await kit.passwords.hash(password)
     const session = newSessionToken()
     const userAgent = typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 256) : null
@@ -119,8 +147,11 @@ export default async function invitationPages(app: FastifyInstance, kit: Kit): P
     if (isFailure(user)) {
       if (user.refusal === 'no-invitation') return deadLink(kit, reply, null)
       // Someone created a sign-in for this address since the page was shown.
-      return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 409,
-        body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>` })
+      return sendPage(kit, reply, {
+        title: `Invitation to ${found.account.name}`,
+        status: 409,
+        body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>`,
+      })
     }
     // A new session for a user who just proved their address and chose a password; the pre-session ends.
     const cookie = setCookie(SESSION_COOKIE, session.token, secure, Math.floor(kit.sessionTtlMs / 1000))
@@ -135,7 +166,12 @@ export default async function invitationPages(app: FastifyInstance, kit: Kit): P
     // The address is checked before the invitation is used up: someone else's click must not spend it.
     const joined = await team.join(actorOf(current, request), current.user, found)
     if (isFailure(joined) && joined.refusal === 'wrong-address') {
-      return sendPage(kit, reply, { title: `Invitation to ${found.account.name}`, status: 403, current, body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>` })
+      return sendPage(kit, reply, {
+        title: `Invitation to ${found.account.name}`,
+        status: 403,
+        current,
+        body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>`,
+      })
     }
     if (isFailure(joined)) return deadLink(kit, reply, current)
     return reply.redirect(startPage(found), 303)

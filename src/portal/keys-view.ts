@@ -26,13 +26,24 @@ const BADGE: Readonly<Record<KeyState, Html>> = {
 }
 
 /** The grace a roll may give the old key, in seconds, with its words. */
-export const GRACES: readonly (readonly [number, string])[] = [[0, 'none (stops at once)'], [3600, '1 hour'], [86_400, '24 hours'], [604_800, '7 days']]
+export const GRACES: readonly (readonly [number, string])[] = [
+  [0, 'none (stops at once)'],
+  [3600, '1 hour'],
+  [86_400, '24 hours'],
+  [604_800, '7 days'],
+]
 const DEFAULT_GRACE = 86_400
 /** The grace options, made once: a thousand rows share them. */
 const GRACE_OPTIONS = html`${GRACES.map(([s, words]) => html`<option value="${s}"${s === DEFAULT_GRACE ? html` selected` : ''}>${words}</option>`)}`
 
 /** The expiries the create form offers, in days (`date`: the date field). */
-export const EXPIRIES: readonly (readonly [string, string])[] = [['never', 'Never'], ['30', 'In 30 days'], ['90', 'In 90 days'], ['365', 'In 365 days'], ['date', 'On the date below']]
+export const EXPIRIES: readonly (readonly [string, string])[] = [
+  ['never', 'Never'],
+  ['30', 'In 30 days'],
+  ['90', 'In 90 days'],
+  ['365', 'In 365 days'],
+  ['date', 'On the date below'],
+]
 
 /**
  * keyLabel: how controls name a key: its name, told apart by its last characters when the
@@ -50,7 +61,10 @@ export function fullLabel(key: ApiKeyInfo): string {
 
 /** liveKeys: the keys that still work at `nowMs` (active, or rolled and in their grace). */
 export function liveKeys(keys: readonly ApiKeyInfo[], nowMs: number): ApiKeyInfo[] {
-  return keys.filter((k) => { const s = keyState(k, nowMs); return s === 'active' || s === 'expiring' })
+  return keys.filter((k) => {
+    const s = keyState(k, nowMs)
+    return s === 'active' || s === 'expiring'
+  })
 }
 
 /** sharedNames: the names more than one of `keys` has. */
@@ -95,7 +109,10 @@ function expiryCell(key: ApiKeyInfo, state: KeyState): Html | string {
 
 function actions(view: ListView, key: ApiKeyInfo, state: KeyState, label: string): Html {
   const path = `${view.base}/${encodeURIComponent(key.id)}`
-  const roll = state !== 'active' ? '' : html`<form method="post" action="${path}/roll" class="row">${view.csrf}<div><label for="grace-${key.id}">Grace<span class="visually-hidden"> for the old key when rolling ${label}</span></label>
+  const roll =
+    state !== 'active'
+      ? ''
+      : html`<form method="post" action="${path}/roll" class="row">${view.csrf}<div><label for="grace-${key.id}">Grace<span class="visually-hidden"> for the old key when rolling ${label}</span></label>
 <select id="grace-${key.id}" name="grace">${GRACE_OPTIONS}</select></div>
 <button type="submit" class="secondary">Roll key ${label}</button></form>`
   return html`<td>${roll}<form method="get" action="${path}/revoke" class="inline"><button type="submit" class="danger">Revoke key ${label}</button></form></td>`
@@ -120,18 +137,25 @@ function table(view: ListView, caption: string, keys: readonly (readonly [ApiKey
 export function keyList(view: ListView): Html {
   const rank: Readonly<Record<KeyState, number>> = { active: 0, expiring: 1, expired: 2, revoked: 2 }
   const needle = view.filter.toLowerCase()
-  const sorted = view.keys.map((k) => [k, keyState(k, view.nowMs)] as const)
+  const sorted = view.keys
+    .map((k) => [k, keyState(k, view.nowMs)] as const)
     .sort(([a, sa], [b, sb]) => rank[sa] - rank[sb] || (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
   const live = sorted.filter(([, s]) => s === 'active' || s === 'expiring')
   const old = sorted.filter(([, s]) => s === 'expired' || s === 'revoked')
   // Names told apart among every live key, not only this page's: a label names one key wherever it is shown.
   const shared = sharedNames(live.map(([k]) => k))
-  const chosen = (view.show === 'live' ? live : old).filter(([k]) => needle === '' || k.name.toLowerCase().includes(needle) || k.hint.toLowerCase().includes(needle))
+  const chosen = (view.show === 'live' ? live : old).filter(
+    ([k]) => needle === '' || k.name.toLowerCase().includes(needle) || k.hint.toLowerCase().includes(needle),
+  )
   const pages = Math.max(1, Math.ceil(chosen.length / KEYS_PER_PAGE))
   const page = Math.min(view.page, pages)
   const shown = chosen.slice((page - 1) * KEYS_PER_PAGE, page * KEYS_PER_PAGE)
   const link = (show: 'live' | 'old', p: number, words: string, rel = '') => {
-    const query = new URLSearchParams({ ...(show === 'old' ? { show } : {}), ...(p > 1 ? { page: String(p) } : {}), ...(view.filter === '' ? {} : { filter: view.filter }) }).toString()
+    const query = new URLSearchParams({
+      ...(show === 'old' ? { show } : {}),
+      ...(p > 1 ? { page: String(p) } : {}),
+      ...(view.filter === '' ? {} : { filter: view.filter }),
+    }).toString()
     return html`<a href="${view.base}${query === '' ? '' : `?${query}`}"${rel === '' ? '' : html` rel="${rel}"`}>${words}</a>`
   }
   const range = pages === 1 ? '' : `, ${(page - 1) * KEYS_PER_PAGE + 1} to ${(page - 1) * KEYS_PER_PAGE + shown.length}`
@@ -142,18 +166,28 @@ ${view.show === 'old' ? html`<input type="hidden" name="show" value="old">` : ''
 <button type="submit" class="secondary">Find keys</button>
 </form>
 ${view.show === 'old' ? html`<p>${link('live', 1, 'Back to the keys in use')}</p>` : ''}
-${shown.length === 0
+${
+  shown.length === 0
     ? html`<p>${view.filter !== '' ? 'No key matches.' : view.show === 'live' ? 'This account has no key in use.' : 'No key has expired or been revoked.'}</p>`
-    : table(view, caption, shown, shared, view.show === 'live')}
-${view.show === 'live' && view.filter === '' && page === 1 && old.length > 0 ? html`<details${live.length === 0 ? html` open` : ''}><summary>Expired and revoked keys (${old.length})</summary>
+    : table(view, caption, shown, shared, view.show === 'live')
+}
+${
+  view.show === 'live' && view.filter === '' && page === 1 && old.length > 0
+    ? html`<details${live.length === 0 ? html` open` : ''}><summary>Expired and revoked keys (${old.length})</summary>
 ${table(view, `Expired and revoked keys${old.length > KEYS_PER_PAGE ? `, the ${KEYS_PER_PAGE} newest` : ''}`, old.slice(0, KEYS_PER_PAGE), shared, false)}
 ${old.length > KEYS_PER_PAGE ? html`<p>${link('old', 1, `All ${old.length} expired and revoked keys`)}</p>` : ''}
-</details>` : ''}
-${pages > 1 ? html`<nav aria-label="Pages of keys"><ul class="menu">
+</details>`
+    : ''
+}
+${
+  pages > 1
+    ? html`<nav aria-label="Pages of keys"><ul class="menu">
 ${page > 1 ? html`<li>${link(view.show, page - 1, 'Newer keys', 'prev')}</li>` : ''}
 <li>Page ${page} of ${pages}</li>
 ${page < pages ? html`<li>${link(view.show, page + 1, 'Older keys', 'next')}</li>` : ''}
-</ul></nav>` : ''}`
+</ul></nav>`
+    : ''
+}`
 }
 
 export interface CreateValues {
@@ -180,8 +214,10 @@ const fieldError = (problem: Problem | null, field: string) =>
   problem?.field === field ? html`<p class="error" id="key-${field}-error">${problem.text}</p>` : ''
 
 function checkboxes(legend: string, name: string, values: readonly (readonly [string, string])[], checked: readonly string[], problem: Problem | null): Html {
-  return html`<fieldset${problem?.field === 'scope' ? html` aria-describedby="key-scope-error"` : ''}><legend>${legend}</legend><div class="choices">${values.map(([value, words]) =>
-    html`<div><input type="checkbox" id="key-${name}-${value}" name="${name}" value="${value}"${checked.includes(value) ? html` checked` : ''}><label for="key-${name}-${value}">${words}</label></div>`)}</div></fieldset>`
+  return html`<fieldset${problem?.field === 'scope' ? html` aria-describedby="key-scope-error"` : ''}><legend>${legend}</legend><div class="choices">${values.map(
+    ([value, words]) =>
+      html`<div><input type="checkbox" id="key-${name}-${value}" name="${name}" value="${value}"${checked.includes(value) ? html` checked` : ''}><label for="key-${name}-${value}">${words}</label></div>`,
+  )}</div></fieldset>`
 }
 
 /** createForm: the form that creates a key, filled with `values`, with `problem` shown at its field. */
@@ -200,17 +236,32 @@ ${fieldError(problem, 'expires')}
 <p class="hint" id="key-date-hint">The key stops working at the start of that day (00:00 UTC).</p>
 <input id="key-date" name="date" type="date" min="${minDate}" value="${values.date}"${invalid(problem, 'expires', 'key-date-hint')}>
 ${fieldError(problem, 'scope')}
-${checkboxes('API groups it may call (none checked: all)', 'groups', GROUPS.map((g) => [g, GROUP_NAMES[g]] as const), values.groups, problem)}
-${checkboxes('Regions it may call (none checked: all)', 'regions', REGIONS.map((r) => [r, r] as const), values.regions, problem)}
+${checkboxes(
+  'API groups it may call (none checked: all)',
+  'groups',
+  GROUPS.map((g) => [g, GROUP_NAMES[g]] as const),
+  values.groups,
+  problem,
+)}
+${checkboxes(
+  'Regions it may call (none checked: all)',
+  'regions',
+  REGIONS.map((r) => [r, r] as const),
+  values.regions,
+  problem,
+)}
 <button type="submit">Create key</button>
 </form>`
 }
 
 /** shownOnce: the body of the page that shows a new key, the only time it is ever shown. */
 export function shownOnce(keysPath: string, key: ApiKeyInfo, apiKey: string, old: ApiKeyInfo | null): Html {
-  const oldWords = old === null ? '' : old.revokedAt !== null
-    ? html`<p>The old key (ending in ${old.hint}) stopped working at once.</p>`
-    : html`<p>The old key (ending in ${old.hint}) keeps working until ${when(old.expiresAt)}, then stops: move your clients to the new key before then.</p>`
+  const oldWords =
+    old === null
+      ? ''
+      : old.revokedAt !== null
+        ? html`<p>The old key (ending in ${old.hint}) stopped working at once.</p>`
+        : html`<p>The old key (ending in ${old.hint}) keeps working until ${when(old.expiresAt)}, then stops: move your clients to the new key before then.</p>`
   return html`<p role="status" class="notice">${old === null ? 'Key' : 'The new key'} ${keyLabel(key)} is ready.</p>
 ${oldWords}
 <p><strong>Copy it now: it will not be shown again.</strong> We keep only a fingerprint of it; if it is lost, roll the key to get a new one.</p>

@@ -13,7 +13,20 @@ import { isFailure, type Failure } from '../services/outcome.ts'
 import type { ApiKeyInfo } from '../domain/accounts.ts'
 import { accountPath } from './labels.ts'
 import {
-  confirmRevoke, createForm, EMPTY_FORM, EXPIRIES, fullLabel, GRACES, keyLabel, keyList, keyState, liveKeys, sharedNames, shownOnce, type CreateValues, type Problem,
+  confirmRevoke,
+  createForm,
+  EMPTY_FORM,
+  EXPIRIES,
+  fullLabel,
+  GRACES,
+  keyLabel,
+  keyList,
+  keyState,
+  liveKeys,
+  sharedNames,
+  shownOnce,
+  type CreateValues,
+  type Problem,
   type ListView,
 } from './keys-view.ts'
 
@@ -43,7 +56,11 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
   const tomorrow = () => new Date(kit.now() + DAY_MS).toISOString().slice(0, 10)
 
   /** keysPage sends the list, with the create form for developers (filled again after a problem). */
-  async function keysPage(reply: FastifyReply, who: InAccount, opts: { status?: number; values?: CreateValues; problem?: Problem | null; revokedId?: string; list?: Pick<ListView, 'show' | 'page' | 'filter'> } = {}): Promise<FastifyReply> {
+  async function keysPage(
+    reply: FastifyReply,
+    who: InAccount,
+    opts: { status?: number; values?: CreateValues; problem?: Problem | null; revokedId?: string; list?: Pick<ListView, 'show' | 'page' | 'filter'> } = {},
+  ): Promise<FastifyReply> {
     const base = accountPath(who.account.id, 'keys')
     const keys = await accounts.listKeys(who.account.id)
     const revoked = opts.revokedId === undefined ? undefined : keys.find((k) => k.id === opts.revokedId && k.revokedAt !== null)
@@ -52,7 +69,10 @@ export default async function keysPages(app: FastifyInstance, kit: Kit): Promise
     const csrf = developer ? csrfField(kit, who) : null
     const problem = opts.problem ?? null
     return sendPage(kit, reply, {
-      title: 'Keys', current: who, status: opts.status ?? 200, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      title: 'Keys',
+      current: who,
+      status: opts.status ?? 200,
+      account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: html`${revoked === undefined ? '' : html`<p class="notice" role="status">Key ${fullLabel(revoked)} is revoked: calls with it get 403.</p>`}${problem === null ? '' : html`<p class="error" role="alert">The key was not created: ${problem.text}</p>`}
 <p>A key lets your code call the API: send it in the <code>x-api-key</code> header. It works in the regions this account is <a href="${accountPath(who.account.id, 'subscriptions')}">subscribed</a> in, within its scope.</p>
 <p id="key-count">${active} of ${accounts.keyLimit} active keys: the most this account may have${active >= accounts.keyLimit ? html`, so no key can be created until one is revoked` : ''}.</p>
@@ -75,7 +95,10 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
   function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
     const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
     return sendPage(kit, reply, {
-      title, current: who, status, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      title,
+      current: who,
+      status,
+      account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'keys')}">Back to the keys</a></p>`,
     })
   }
@@ -83,31 +106,41 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
   /** shown: the page that shows a new key, once. */
   function shown(reply: FastifyReply, who: InAccount, title: string, made: { key: ApiKeyInfo; apiKey: string; old?: ApiKeyInfo }): FastifyReply {
     return sendPage(kit, reply, {
-      title, current: who, status: 201, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      title,
+      current: who,
+      status: 201,
+      account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: shownOnce(accountPath(who.account.id, 'keys'), made.key, made.apiKey, made.old ?? null),
     })
   }
 
-  app.get<{ Params: { accountId: string }; Querystring: { revoked?: unknown; show?: unknown; page?: unknown; filter?: unknown } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'viewer')
-    if (who === null) return reply
-    const { revoked, show, page, filter } = request.query
-    const list = {
-      show: show === 'old' ? 'old' as const : 'live' as const,
-      // A page past the last shows the last; anything but a small whole number, the first.
-      page: typeof page === 'string' && /^[1-9]\d{0,5}$/.test(page) ? Number(page) : 1,
-      filter: typeof filter === 'string' ? filter.trim().slice(0, 200) : '',
-    }
-    return keysPage(reply, who, { list, ...(typeof revoked === 'string' ? { revokedId: revoked } : {}) })
-  })
+  app.get<{ Params: { accountId: string }; Querystring: { revoked?: unknown; show?: unknown; page?: unknown; filter?: unknown } }>(
+    '/accounts/:accountId/keys',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const who = await inAccount(kit, request, reply, 'viewer')
+      if (who === null) return reply
+      const { revoked, show, page, filter } = request.query
+      const list = {
+        show: show === 'old' ? ('old' as const) : ('live' as const),
+        // A page past the last shows the last; anything but a small whole number, the first.
+        page: typeof page === 'string' && /^[1-9]\d{0,5}$/.test(page) ? Number(page) : 1,
+        filter: typeof filter === 'string' ? filter.trim().slice(0, 200) : '',
+      }
+      return keysPage(reply, who, { list, ...(typeof revoked === 'string' ? { revokedId: revoked } : {}) })
+    },
+  )
 
   app.post<{ Params: { accountId: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
     const who = await inAccount(kit, request, reply, 'developer')
     if (who === null) return reply
     if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
     const values: CreateValues = {
-      name: formField(request, 'name'), expires: formField(request, 'expires') || 'never', date: formField(request, 'date'),
-      groups: listOf(request, 'groups'), regions: listOf(request, 'regions'),
+      name: formField(request, 'name'),
+      expires: formField(request, 'expires') || 'never',
+      date: formField(request, 'date'),
+      groups: listOf(request, 'groups'),
+      regions: listOf(request, 'regions'),
     }
     const again = (problem: Problem) => keysPage(reply, who, { status: 422, values, problem })
     if (values.name === '') return again({ field: 'name', text: 'give the key a name.' })
@@ -115,7 +148,8 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     const expiresAt = expiryOf(values)
     if (typeof expiresAt === 'object' && expiresAt !== null) return again(expiresAt)
     const made = await accounts.issueKey(actorOf(who, request), who.account.id, {
-      name: values.name, expiresAt,
+      name: values.name,
+      expiresAt,
       scope: { groups: values.groups.length === 0 ? null : values.groups, regions: values.regions.length === 0 ? null : values.regions },
     })
     if (isFailure(made)) {
@@ -129,7 +163,8 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
   function expiryOf(values: CreateValues): string | null | Problem {
     if (values.expires === 'never') return null
     if (values.expires === 'date') {
-      if (!/^\d{4}-\d\d-\d\d$/.test(values.date) || Number.isNaN(Date.parse(values.date))) return { field: 'expires', text: 'choose the expiry date (such as 2027-01-31), or another expiry.' }
+      if (!/^\d{4}-\d\d-\d\d$/.test(values.date) || Number.isNaN(Date.parse(values.date)))
+        return { field: 'expires', text: 'choose the expiry date (such as 2027-01-31), or another expiry.' }
       if (values.date <= today()) return { field: 'expires', text: 'choose an expiry date after today.' }
       if (values.date > '9999-12-31') return { field: 'expires', text: 'choose an earlier expiry date.' }
       return `${values.date}T00:00:00.000Z`
@@ -146,7 +181,8 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     const key = await keyOf(request, reply, who)
     if (key === null) return reply
     const grace = GRACES.find(([s]) => String(s) === formField(request, 'grace'))
-    if (grace === undefined) return refused(reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
+    if (grace === undefined)
+      return refused(reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
     const rolled = await accounts.rollKey(actorOf(who, request), key.id, { graceSeconds: grace[0] })
     if (isFailure(rolled)) return refused(reply, who, 'Key not rolled', rolled)
     return shown(reply, who, 'Key rolled', rolled)
@@ -167,7 +203,9 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     if (key.revokedAt !== null) return refused(reply, who, 'Revoke a key', { failure: 'conflict', message: `key ${fullLabel(key)} is revoked already` })
     const shared = sharedNames(liveKeys(await accounts.listKeys(who.account.id), kit.now()))
     return sendPage(kit, reply, {
-      title: 'Revoke a key', current: who, account: { id: who.account.id, name: who.account.name, here: 'keys' },
+      title: 'Revoke a key',
+      current: who,
+      account: { id: who.account.id, name: who.account.name, here: 'keys' },
       body: confirmRevoke(path, csrfField(kit, who), keyLabel(key, shared), keysPath),
     })
   }

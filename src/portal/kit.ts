@@ -107,7 +107,12 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
     return null
   }
   if (!atLeast(membership.role, needed)) {
-    await sendPage(kit, reply, { title: 'Not allowed', current, status: 403, body: html`<p role="alert">Your role in ${account.name} (${membership.role}) does not allow this. An owner or admin of the account can change it.</p>` })
+    await sendPage(kit, reply, {
+      title: 'Not allowed',
+      current,
+      status: 403,
+      body: html`<p role="alert">Your role in ${account.name} (${membership.role}) does not allow this. An owner or admin of the account can change it.</p>`,
+    })
     return null
   }
   return { ...current, account, role: membership.role }
@@ -180,32 +185,54 @@ export interface SendOptions {
 export type AccountPage = 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team' | 'webhooks'
 
 const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
-  ['start', 'Getting started'], ['keys', 'Keys'], ['subscriptions', 'Subscriptions'], ['usage', 'Usage'], ['team', 'Team'], ['webhooks', 'Webhooks'], ['audit', 'Audit'],
+  ['start', 'Getting started'],
+  ['keys', 'Keys'],
+  ['subscriptions', 'Subscriptions'],
+  ['usage', 'Usage'],
+  ['team', 'Team'],
+  ['webhooks', 'Webhooks'],
+  ['audit', 'Audit'],
 ]
 
 /** accountNav: the links between an account's pages. */
 function accountNav(account: NonNullable<SendOptions['account']>): Html {
   const id = encodeURIComponent(account.id)
-  return html`<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(([slug, label]) =>
-    html`<li><a href="/portal/accounts/${id}/${slug}"${slug === account.here ? html` aria-current="page"` : ''}>${label}</a></li>`)}</ul></nav>`
+  return html`<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(
+    ([slug, label]) => html`<li><a href="/portal/accounts/${id}/${slug}"${slug === account.here ? html` aria-current="page"` : ''}>${label}</a></li>`,
+  )}</ul></nav>`
 }
 
 /** sendPage sends a portal page (with the user's menu when signed in, the account's navigation on account pages). */
 export function sendPage(kit: Kit, reply: FastifyReply, options: SendOptions): FastifyReply {
   const { title, body, status = 200, current = null, account = null } = options
-  return reply.code(status).type('text/html; charset=utf-8').send(page({
-    title,
-    user: current === null ? null : { email: current.user.email, operator: current.user.operator, csrf: csrfToken(kit.pepper, current.session.idHash) },
-    nav: account === null ? null : accountNav(account),
-    body,
-  }))
+  return reply
+    .code(status)
+    .type('text/html; charset=utf-8')
+    .send(
+      page({
+        title,
+        user: current === null ? null : { email: current.user.email, operator: current.user.operator, csrf: csrfToken(kit.pepper, current.session.idHash) },
+        nav: account === null ? null : accountNav(account),
+        body,
+      }),
+    )
 }
 
 export function notFound(kit: Kit, reply: FastifyReply, current: Current | null = null): FastifyReply {
-  return sendPage(kit, reply, { title: 'Page not found', status: 404, current, body: html`<p>There is no such page, or it is not yours to see. <a href="/portal">Back to the portal</a>.</p>` })
+  return sendPage(kit, reply, {
+    title: 'Page not found',
+    status: 404,
+    current,
+    body: html`<p>There is no such page, or it is not yours to see. <a href="/portal">Back to the portal</a>.</p>`,
+  })
 }
 
 /** formExpired: the answer to a form without its CSRF token or from another site (nothing done). */
 export function formExpired(kit: Kit, reply: FastifyReply, current: Current | null, back: string): FastifyReply {
-  return sendPage(kit, reply, { title: 'Form expired', status: 403, current, body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. <a href="${back}">Go back</a> and try again.</p>` })
+  return sendPage(kit, reply, {
+    title: 'Form expired',
+    status: 403,
+    current,
+    body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. <a href="${back}">Go back</a> and try again.</p>`,
+  })
 }

@@ -35,16 +35,23 @@ export default async function operatorPages(app: FastifyInstance, kit: Kit): Pro
       kit.accounts.listPendingSubscriptions({ limit: COUNT_CAP }),
     ])
     const count = (page: { items: unknown[]; next: string | null }, one: string, many: string) =>
-      (page.next === null ? `${page.items.length} ${page.items.length === 1 ? one : many}` : `More than ${COUNT_CAP} ${many}`)
+      page.next === null ? `${page.items.length} ${page.items.length === 1 ? one : many}` : `More than ${COUNT_CAP} ${many}`
     const signUpMode = kit.config.signupMode === 'approval' ? '' : html` (SIGNUP_MODE=${kit.config.signupMode}: new sign-ups do not wait)`
     const requestMode = kit.config.subscriptionApproval === 'operator' ? '' : ' (SUBSCRIPTION_APPROVAL=auto: new requests do not wait)'
-    return sendOperatorPage(kit, reply, current, 'summary', 'Operator', html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      'summary',
+      'Operator',
+      html`
 <ul class="counts">
 <li><a href="/portal/operator/accounts">${accounts} ${accounts === 1 ? 'account' : 'accounts'}</a>, of which <a href="/portal/operator/accounts?status=suspended">${count(suspended, 'suspended', 'suspended').toLowerCase()}</a></li>
 <li><a href="/portal/operator/sign-ups">${count(signUps, 'sign-up waiting for approval', 'sign-ups waiting for approval')}</a>${signUpMode}</li>
 <li><a href="/portal/operator/subscriptions">${count(requests, 'subscription request waiting', 'subscription requests waiting')}</a>${requestMode}</li>
 <li><a href="/portal/operator/audit">The audit trail</a>: every event, newest first</li>
-</ul>`)
+</ul>`,
+    )
   })
 
   await app.register(operatorAccounts, kit)

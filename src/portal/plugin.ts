@@ -27,7 +27,8 @@ import webhookPages, { css as webhooksCss } from './webhooks.ts'
 export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 
 /** Nothing but the node's own scripts, styles and images; forms post only here; no framing. */
-export const PORTAL_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+export const PORTAL_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 function headers(reply: FastifyReply): FastifyReply {
   return reply.headers({
@@ -50,12 +51,25 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
   const { config, accounts, factors, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
   const kit: Kit = {
-    config, accounts, factors, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team,
+    config,
+    accounts,
+    factors,
+    webhooks,
+    mailer,
+    passwords,
+    throttle,
+    pepper,
+    now,
+    metrics,
+    users,
+    team,
     sessionCookie: cookieName(SESSION_COOKIE, config.portalSecureCookies),
     sessionTtlMs: users.sessions.ttlMs,
   }
 
-  app.addHook('onRequest', async (_request, reply) => { headers(reply) })
+  app.addHook('onRequest', async (_request, reply) => {
+    headers(reply)
+  })
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, body, done) => {
     done(null, parseForm(body as string))
   })
@@ -64,22 +78,42 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
     const status = error instanceof PasswordsBusy ? 503 : (error.statusCode ?? 500) < 500 ? error.statusCode! : 500
     if (status >= 500) request.log.error({ err: error }, 'portal page failed')
     if (status === 503) reply.header('retry-after', '5')
-    const message = status === 503 ? 'Too many sign-ins or sign-ups at once. Try again in a few seconds.'
-      : status >= 500 ? `Something went wrong on our side (request ${request.id}).`
-      : status === 413 ? 'That form was too large.'
-      : status === 415 ? 'That request was not a form.'
-      : 'That request could not be read.'
+    const message =
+      status === 503
+        ? 'Too many sign-ins or sign-ups at once. Try again in a few seconds.'
+        : status >= 500
+          ? `Something went wrong on our side (request ${request.id}).`
+          : status === 413
+            ? 'That form was too large.'
+            : status === 415
+              ? 'That request was not a form.'
+              : 'That request could not be read.'
     return sendPage(kit, reply, { title: status >= 500 ? 'Sorry' : 'Bad request', status, body: html`<p role="alert">${message}</p>` })
   })
 
-  for (const pages of [authPages, homePages, keysPages, subscriptionPages, startPages, usagePages, auditPages, teamPages, securityPages, operatorPages, webhookPages]) {
+  for (const pages of [
+    authPages,
+    homePages,
+    keysPages,
+    subscriptionPages,
+    startPages,
+    usagePages,
+    auditPages,
+    teamPages,
+    securityPages,
+    operatorPages,
+    webhookPages,
+  ]) {
     await app.register(pages, kit)
   }
 
   app.get('/assets/portal.css', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(STYLESHEET))
+    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(STYLESHEET),
+  )
   app.get('/assets/portal.js', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(PORTAL_JS))
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(PORTAL_JS),
+  )
   app.get('/assets/htmx.min.js', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(HTMX))
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(HTMX),
+  )
 }

@@ -24,7 +24,10 @@ function stepPage(kit: Kit, reply: FastifyReply, current: Current, next: string,
   const problems = problem ? [problem] : []
   const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
   const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
-  return sendPage(kit, reply, { title: 'Two-factor sign-in', status: problem?.status ?? 200, body: html`
+  return sendPage(kit, reply, {
+    title: 'Two-factor sign-in',
+    status: problem?.status ?? 200,
+    body: html`
 <p>Signing in as ${current.user.email}. Open your authenticator app and enter the code it shows for Tessera.</p>
 <form method="post" action="/portal/two-factor" novalidate>
 ${csrf}${keepNext}
@@ -41,7 +44,8 @@ ${field({ id: 'recovery', label: 'Recovery code', type: 'text', autocomplete: 'o
 <form method="post" action="/portal/sign-out" class="inline">
 ${csrf}
 <button type="submit" class="link">Cancel and sign out</button>
-</form>` })
+</form>`,
+  })
 }
 
 /** The signed-in-with-a-password session of a request, or null after sending where to go instead. */
@@ -71,7 +75,11 @@ export default async function secondFactorPages(app: FastifyInstance, kit: Kit):
     const current = await pendingOf(kit, request, reply, next)
     if (current === null) return reply
     if (!formOk(kit, request, current)) {
-      return stepPage(kit, reply, current, next, { field: 'code', text: 'This form has expired or did not come from this site. Please enter the code again.', status: 403 })
+      return stepPage(kit, reply, current, next, {
+        field: 'code',
+        text: 'This form has expired or did not come from this site. Please enter the code again.',
+        status: 403,
+      })
     }
     const recovery = formField(request, 'recovery')
     const factor = recovery === '' ? 'totp' : 'recovery-code'
@@ -81,12 +89,20 @@ export default async function secondFactorPages(app: FastifyInstance, kit: Kit):
       kit.metrics.signIn('throttled')
       reply.header('retry-after', String(outcome.retryAfterSeconds))
       const at = iso(now() + outcome.retryAfterSeconds * 1000).slice(11, 16)
-      return stepPage(kit, reply, current, next, { field: fieldId, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`, status: 429 })
+      return stepPage(kit, reply, current, next, {
+        field: fieldId,
+        text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)} (after ${at} UTC).`,
+        status: 429,
+      })
     }
     if (outcome.kind === 'wrong') {
       kit.metrics.signIn('wrong second factor')
-      const text = factor === 'recovery-code' ? 'That recovery code is not right, or was used already.'
-        : outcome.reused ? 'That code was used already. Wait for the next one.' : 'That code is not right. Enter the code your app shows now.'
+      const text =
+        factor === 'recovery-code'
+          ? 'That recovery code is not right, or was used already.'
+          : outcome.reused
+            ? 'That code was used already. Wait for the next one.'
+            : 'That code is not right. Enter the code your app shows now.'
       return stepPage(kit, reply, current, next, { field: fieldId, text, status: 401 })
     }
     if (outcome.kind === 'gone') return reply.redirect(`/portal/sign-in${nextQuery(next)}`, 303)
@@ -99,9 +115,13 @@ export default async function secondFactorPages(app: FastifyInstance, kit: Kit):
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
     const left = await users.sessions.recoveryCodesLeft(current.user.id)
-    return sendPage(kit, reply, { title: 'Signed in with a recovery code', current, body: html`
+    return sendPage(kit, reply, {
+      title: 'Signed in with a recovery code',
+      current,
+      body: html`
 <p class="${left <= 3 ? 'error' : 'notice'}" role="status">You are signed in. That recovery code cannot be used again: you have ${left} of ${RECOVERY_CODE_COUNT} left.</p>
 <p>${left <= 3 ? 'Make new ones soon, ' : 'If you have lost your phone, '}on the <a href="/portal/security">Security page</a>: with your password you can make new recovery codes, or turn two-factor sign-in off and set it up again on a new phone.</p>
-<p><a href="${safeNext(request.query.next)}">Continue</a></p>` })
+<p><a href="${safeNext(request.query.next)}">Continue</a></p>`,
+    })
   })
 }

@@ -39,16 +39,24 @@ const day = (at: string) => at.slice(0, 10)
 const username = (current: Current) => html`<input type="text" name="username" autocomplete="username" value="${current.user.email}" hidden>`
 
 /** securityPage: the Security page, with a notice, or a problem on one of its forms. */
-async function securityPage(kit: Kit, reply: FastifyReply, current: Current, opts: { status?: number; notice?: string | null; problem?: Problem | null } = {}): Promise<FastifyReply> {
+async function securityPage(
+  kit: Kit,
+  reply: FastifyReply,
+  current: Current,
+  opts: { status?: number; notice?: string | null; problem?: Problem | null } = {},
+): Promise<FastifyReply> {
   const { user } = current
   const problems = opts.problem ? [opts.problem] : []
   const left = user.totpEnabledAt === null ? 0 : await kit.users.sessions.recoveryCodesLeft(user.id)
-  const twoFactor = user.totpEnabledAt === null ? html`
+  const twoFactor =
+    user.totpEnabledAt === null
+      ? html`
 <p><span class="badge off">Off</span> Signing in asks only for your password. With two-factor sign-in it also asks for a code from an authenticator app on your phone (Google Authenticator, 1Password and the like), so that a stolen password alone is not enough.</p>
 <form method="post" action="/portal/security/two-factor/setup">
 ${csrfField(kit, current)}
 <button type="submit">Set up two-factor sign-in</button>
-</form>` : html`
+</form>`
+      : html`
 <p><span class="badge ok">On</span> since ${day(user.totpEnabledAt)}: signing in asks for a code from your authenticator app after your password.</p>
 <p>${left <= 3 ? html`<span class="badge warn">${left === 0 ? 'None left' : 'Few left'}</span> ` : ''}You have ${left} of ${RECOVERY_CODE_COUNT} recovery codes left. Each signs you in once when you cannot use your app.</p>
 <h3>Make new recovery codes</h3>
@@ -63,7 +71,11 @@ ${csrfField(kit, current)}${username(current)}
 ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomplete: 'current-password', problems, hint: 'Your recovery codes stop working too.', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"` })}
 <button type="submit" class="danger">Turn off two-factor sign-in</button>
 </form>`
-  return sendPage(kit, reply, { title: 'Security', current, status: opts.status ?? 200, body: html`
+  return sendPage(kit, reply, {
+    title: 'Security',
+    current,
+    status: opts.status ?? 200,
+    body: html`
 ${opts.notice ? html`<p class="notice" role="status">${opts.notice}</p>` : ''}
 <section class="security" aria-labelledby="password-heading">
 <h2 id="password-heading">Password</h2>
@@ -85,7 +97,8 @@ ${twoFactor}
 ${csrfField(kit, current)}
 <button type="submit" class="secondary">Sign out everywhere else</button>
 </form>
-</section>` })
+</section>`,
+  })
 }
 
 /** lockedOut and wrongCode: the problem to show for a code refused (too many wrong ones: with the wait; wrong, or used already). */
@@ -93,9 +106,14 @@ const lockedOut = (reply: FastifyReply, field: string, outcome: Extract<VerifyOu
   reply.header('retry-after', String(outcome.retryAfterSeconds))
   return { field, text: `Too many wrong codes. Try again in ${waitWords(outcome.retryAfterSeconds)}.`, status: 429 }
 }
-const wrongCode = (field: string, outcome: VerifyOutcome): Problem =>
-  ({ field, text: outcome.kind === 'reused' ? 'That code was used already: wait for the next one.' : 'That code is not right. Check that the clock of your phone is right, and enter the code your app shows now.', status: 422 })
-
+const wrongCode = (field: string, outcome: VerifyOutcome): Problem => ({
+  field,
+  text:
+    outcome.kind === 'reused'
+      ? 'That code was used already: wait for the next one.'
+      : 'That code is not right. Check that the clock of your phone is right, and enter the code your app shows now.',
+  status: 422,
+})
 
 /** refusedProof: the problem to show for a password or a code not taken (with the wait, when there is one). */
 function refusedProof(reply: FastifyReply, fieldId: string, refused: ProofRefusal): Problem {
@@ -127,7 +145,11 @@ async function formOf(kit: Kit, request: FastifyRequest, reply: FastifyReply): P
 function enrolPage(kit: Kit, reply: FastifyReply, current: Current, secret: string, problem: Problem | null = null): FastifyReply {
   const problems = problem ? [problem] : []
   const qr = qrDataUrl(enrolmentUrl(current.user, secret))
-  return sendPage(kit, reply, { title: 'Set up two-factor sign-in', current, status: problem?.status ?? 200, body: html`
+  return sendPage(kit, reply, {
+    title: 'Set up two-factor sign-in',
+    current,
+    status: problem?.status ?? 200,
+    body: html`
 <p>After your password, signing in will ask for the 6-digit code an authenticator app shows (Google Authenticator, 1Password, Microsoft Authenticator and the like); it changes every 30 seconds.</p>
 <h2>1. Add Tessera to your app</h2>
 <p>In your app, choose to add an account and scan this QR code.</p>
@@ -144,21 +166,26 @@ ${field({ id: 'enable-password', label: 'Your password', type: 'password', autoc
 <p class="hint">Turning it on signs out your other sessions.</p>
 <button type="submit">Turn on two-factor sign-in</button>
 </form>
-<p><a href="/portal/security">Not now: back to Security</a></p>` })
+<p><a href="/portal/security">Not now: back to Security</a></p>`,
+  })
 }
 
 /** codesPage shows new recovery codes, the only time they are shown. */
 function codesPage(kit: Kit, reply: FastifyReply, current: Current, title: string, said: string, codes: readonly string[]): FastifyReply {
   const text = `${codes.join('\n')}\n`
   const file = `Tessera recovery codes for ${current.user.email} (each works once):\n\n${text}`
-  return sendPage(kit, reply, { title, current, body: html`
+  return sendPage(kit, reply, {
+    title,
+    current,
+    body: html`
 <p class="notice" role="status">${said}</p>
 <p>If you lose your phone, each of these codes signs you in once in place of a code from your app. Keep them somewhere safe and apart from your phone, in a password manager or on paper. <strong>They are shown only this once.</strong></p>
 <label for="recovery-codes">Recovery codes</label>
 <textarea id="recovery-codes" class="codes" readonly rows="${codes.length}" cols="12" spellcheck="false" autocomplete="off">${text}</textarea>
 <p><button type="button" class="secondary" data-copy="recovery-codes" hidden>Copy the recovery codes</button> <span id="recovery-codes-status" role="status"></span></p>
 <p><a download="tessera-recovery-codes.txt" href="data:text/plain;charset=utf-8,${encodeURIComponent(file)}">Download the recovery codes as a text file</a></p>
-<p><a href="/portal/security">I have kept them: back to Security</a></p>` })
+<p><a href="/portal/security">I have kept them: back to Security</a></p>`,
+  })
 }
 
 export default async function securityPages(app: FastifyInstance, kit: Kit): Promise<void> {
@@ -174,15 +201,23 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
   app.get<{ Querystring: { notice?: string } }>('/security', { schema: { hide: true } }, async (request, reply) => {
     const current = await signedIn(kit, request, reply)
     if (current === null) return reply
-    const notice = typeof request.query.notice === 'string' ? NOTICES[request.query.notice] ?? null : null
+    const notice = typeof request.query.notice === 'string' ? (NOTICES[request.query.notice] ?? null) : null
     return securityPage(kit, reply, current, { notice })
   })
 
   app.post('/security/password', { schema: { hide: true } }, async (request, reply) => {
     const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    const changed = await users.security.changePassword(current, { current: rawField(request, 'current-password'), next: rawField(request, 'new-password') }, request.ip)
-    if (isFailure(changed)) return securityPage(kit, reply, current, { status: 422, problem: { field: 'new-password', text: `Choose a password of ${changed.message}.`, status: 422 } })
+    const changed = await users.security.changePassword(
+      current,
+      { current: rawField(request, 'current-password'), next: rawField(request, 'new-password') },
+      request.ip,
+    )
+    if (isFailure(changed))
+      return securityPage(kit, reply, current, {
+        status: 422,
+        problem: { field: 'new-password', text: `Choose a password of ${changed.message}.`, status: 422 },
+      })
     if ('kind' in changed) {
       const problem = refusedProof(reply, 'current-password', changed)
       return securityPage(kit, reply, current, { status: problem.status, problem })
@@ -222,8 +257,13 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
   app.post('/security/two-factor/enable', { schema: { hide: true } }, async (request, reply) => {
     const current = await formOf(kit, request, reply)
     if (current === null) return reply
-    const on = await users.security.enableTwoFactor(current, { password: rawField(request, 'enable-password'), code: rawField(request, 'totp-code') }, request.ip)
-    if ('codes' in on) return codesPage(kit, reply, current, 'Two-factor sign-in is on', 'Two-factor sign-in is on, and your other sessions are signed out.', on.codes)
+    const on = await users.security.enableTwoFactor(
+      current,
+      { password: rawField(request, 'enable-password'), code: rawField(request, 'totp-code') },
+      request.ip,
+    )
+    if ('codes' in on)
+      return codesPage(kit, reply, current, 'Two-factor sign-in is on', 'Two-factor sign-in is on, and your other sessions are signed out.', on.codes)
     if (on.kind === 'not-now' || on.kind === 'unconfirmed') return misstep(reply, on)
     return enrolPage(kit, reply, current, current.user.totpSecret!, refusedProof(reply, on.kind === 'password' ? 'enable-password' : 'totp-code', on))
   })
@@ -232,7 +272,8 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     const current = await formOf(kit, request, reply)
     if (current === null) return reply
     const made = await users.security.newRecoveryCodes(current, rawField(request, 'regen-proof'), request.ip)
-    if ('codes' in made) return codesPage(kit, reply, current, 'New recovery codes', 'These are your new recovery codes; the old ones no longer work.', made.codes)
+    if ('codes' in made)
+      return codesPage(kit, reply, current, 'New recovery codes', 'These are your new recovery codes; the old ones no longer work.', made.codes)
     if (made.kind === 'not-now' || made.kind === 'unconfirmed') return misstep(reply, made)
     const problem = refusedProof(reply, 'regen-proof', made)
     return securityPage(kit, reply, current, { status: problem.status, problem })

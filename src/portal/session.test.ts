@@ -29,7 +29,7 @@ test('cookies: HttpOnly and SameSite=Lax always; behind HTTPS Secure with the __
   assert.equal(readCookie(`x=${'y'.repeat(9000)}`, 'x'), null, 'an oversized header is not parsed')
 })
 
-test('CSRF: a token bound to its session, compared in constant time; another session\'s or none is refused', () => {
+test("CSRF: a token bound to its session, compared in constant time; another session's or none is refused", () => {
   const session = newSessionToken()
   const other = newSessionToken()
   const token = csrfToken(pepper, session.idHash)

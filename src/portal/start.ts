@@ -39,9 +39,11 @@ export default async function startPages(app: FastifyInstance, kit: Kit): Promis
     const what = `${GROUP_NAMES[sub.group]} in ${sub.region}`
     return html`<section class="first-call" aria-labelledby="${id}-title">
 <h3 id="${id}-title">${what}</h3>
-${base === null
+${
+  base === null
     ? html`<p>The base URL of ${sub.region} is not configured on this service (REGION_URLS): ask your operator where ${sub.region} is served, and put it in place of <code>BASE_URL</code>.</p>`
-    : html`<p>Base URL: <code>${base}</code></p>`}
+    : html`<p>Base URL: <code>${base}</code></p>`
+}
 <pre id="${id}">${firstCall(sub.group, base ?? 'BASE_URL')}</pre>
 <p><button type="button" class="secondary" data-copy="${id}" hidden>Copy command<span class="visually-hidden"> for ${what}</span></button> <span role="status" id="${id}-status"></span></p>
 <p class="hint">${EXPECT[sub.group]}</p>
@@ -52,13 +54,19 @@ ${base === null
   function firstSteps(who: InAccount, active: readonly Subscription[], pending: number, live: number): Html | null {
     const steps: Html[] = []
     const developer = atLeast(who.role, 'developer')
-    if (who.account.status !== 'active') steps.push(html`<li>This account is ${who.account.status}: calls with its keys are refused until an operator activates it.</li>`)
+    if (who.account.status !== 'active')
+      steps.push(html`<li>This account is ${who.account.status}: calls with its keys are refused until an operator activates it.</li>`)
     if (active.length === 0) {
-      steps.push(pending > 0
-        ? html`<li>Your <a href="${accountPath(who.account.id, 'subscriptions')}">subscriptions</a> wait for an operator’s approval (${pending} pending).</li>`
-        : html`<li><a href="${accountPath(who.account.id, 'subscriptions')}">Subscribe</a> to an API group in a region${developer ? '' : ' (ask a developer of the account)'}.</li>`)
+      steps.push(
+        pending > 0
+          ? html`<li>Your <a href="${accountPath(who.account.id, 'subscriptions')}">subscriptions</a> wait for an operator’s approval (${pending} pending).</li>`
+          : html`<li><a href="${accountPath(who.account.id, 'subscriptions')}">Subscribe</a> to an API group in a region${developer ? '' : ' (ask a developer of the account)'}.</li>`,
+      )
     }
-    if (live === 0) steps.push(html`<li><a href="${accountPath(who.account.id, 'keys')}#create">Create a key</a>${developer ? '' : ' (ask a developer of the account)'}: it is shown once, so keep it somewhere safe.</li>`)
+    if (live === 0)
+      steps.push(
+        html`<li><a href="${accountPath(who.account.id, 'keys')}#create">Create a key</a>${developer ? '' : ' (ask a developer of the account)'}: it is shown once, so keep it somewhere safe.</li>`,
+      )
     return steps.length === 0 ? null : html`<h2>First</h2><ol>${steps}</ol>`
   }
 
@@ -71,13 +79,17 @@ ${base === null
     const pending = subs.filter((s) => s.status === 'pending').length
     const first = firstSteps(who, active, pending, live)
     return sendPage(kit, reply, {
-      title: 'Getting started', current: who, account: { id: who.account.id, name: who.account.name, here: 'start' },
+      title: 'Getting started',
+      current: who,
+      account: { id: who.account.id, name: who.account.name, here: 'start' },
       body: html`<p>Each call to the API carries one of this account’s keys in the <code>x-api-key</code> header, and goes to the base URL of a region the account is subscribed in.</p>
 ${first ?? ''}
 <h2>Your first call</h2>
-${active.length === 0
+${
+  active.length === 0
     ? html`<p>Once the account has an active subscription, a command to try it appears here.</p>`
-    : html`<p>Replace <code>YOUR_KEY</code> with a key of this account (${live} in use).</p>${active.map(call)}`}
+    : html`<p>Replace <code>YOUR_KEY</code> with a key of this account (${live} in use).</p>${active.map(call)}`
+}
 <h2>More</h2>
 <ul>
 <li><a href="${accountPath(who.account.id, 'keys')}">Keys</a>: create, roll and revoke them.</li>

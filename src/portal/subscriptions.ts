@@ -67,12 +67,17 @@ export default async function subscriptionsPages(app: FastifyInstance, kit: Kit)
     const subs = await accounts.listSubscriptions(who.account.id)
     const csrf = atLeast(who.role, 'developer') ? csrfField(kit, who) : null
     return sendPage(kit, reply, {
-      title: 'Subscriptions', current: who, status: opts.status ?? 200, account: { id: who.account.id, name: who.account.name, here: 'subscriptions' },
+      title: 'Subscriptions',
+      current: who,
+      status: opts.status ?? 200,
+      account: { id: who.account.id, name: who.account.name, here: 'subscriptions' },
       body: html`${opts.message ?? ''}
 <p>A subscription lets this account's keys call an API group in a region, at that region's base URL. The service runs in each region on its own; a key works in every region the account is subscribed in (within the key's scope).</p>
-<p>${operator
-    ? 'On this service an operator approves each subscription: one you ask for shows as pending approval, and calls are refused until it is active. Cancelling takes effect at once.'
-    : 'A subscription starts at once, and cancelling takes effect at once.'}</p>
+<p>${
+        operator
+          ? 'On this service an operator approves each subscription: one you ask for shows as pending approval, and calls are refused until it is active. Cancelling takes effect at once.'
+          : 'A subscription starts at once, and cancelling takes effect at once.'
+      }</p>
 <table class="subscriptions">
 <caption>Subscriptions of ${who.account.name}, by API group and region</caption>
 <thead><tr><th scope="col">API group</th>${REGIONS.map(regionHeader)}</tr></thead>
@@ -83,15 +88,19 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
     })
   }
 
-  app.get<{ Params: { accountId: string }; Querystring: { changed?: string } }>('/accounts/:accountId/subscriptions', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'viewer')
-    if (who === null) return reply
-    const [region, group] = typeof request.query.changed === 'string' ? request.query.changed.split('.') : []
-    if (region === undefined || group === undefined || !isRegion(region) || !isGroup(group)) return subscriptionsPage(reply, who)
-    const now = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
-    const words = now === 'active' ? 'active' : now === 'pending' ? 'pending an operator’s approval' : 'not subscribed'
-    return subscriptionsPage(reply, who, { message: html`<p class="notice" role="status">${GROUP_NAMES[group]} in ${region} is now ${words}.</p>` })
-  })
+  app.get<{ Params: { accountId: string }; Querystring: { changed?: string } }>(
+    '/accounts/:accountId/subscriptions',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const who = await inAccount(kit, request, reply, 'viewer')
+      if (who === null) return reply
+      const [region, group] = typeof request.query.changed === 'string' ? request.query.changed.split('.') : []
+      if (region === undefined || group === undefined || !isRegion(region) || !isGroup(group)) return subscriptionsPage(reply, who)
+      const now = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
+      const words = now === 'active' ? 'active' : now === 'pending' ? 'pending an operator’s approval' : 'not subscribed'
+      return subscriptionsPage(reply, who, { message: html`<p class="notice" role="status">${GROUP_NAMES[group]} in ${region} is now ${words}.</p>` })
+    },
+  )
 
   app.post<{ Params: { accountId: string } }>('/accounts/:accountId/subscriptions', { schema: { hide: true } }, async (request, reply) => {
     const who = await inAccount(kit, request, reply, 'developer')
@@ -100,7 +109,8 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
     const region = formField(request, 'region')
     const group = formField(request, 'group')
     const from = FROM[formField(request, 'action')]
-    const problem = (text: string) => subscriptionsPage(reply, who, { status: 422, message: html`<p class="error" role="alert">Nothing was changed: ${text}</p>` })
+    const problem = (text: string) =>
+      subscriptionsPage(reply, who, { status: 422, message: html`<p class="error" role="alert">Nothing was changed: ${text}</p>` })
     if (!isRegion(region) || !isGroup(group) || from === undefined) return problem('that request named no region, API group and action this page offers.')
     const current = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
     if (current === 'not-served') return problem(`${GROUP_NAMES[group]} is not offered in ${region}.`)

@@ -50,20 +50,26 @@ interface Said {
 
 const teamPath = (ctx: InAccount) => `/portal/accounts/${encodeURIComponent(ctx.account.id)}/team`
 
-const roleSelect = (id: string, offered: readonly Role[], selected: string) => html`<select id="${id}" name="role">${offered.map((r) =>
-  html`<option value="${r}"${r === selected ? html` selected` : ''}>${r}</option>`)}</select>`
+const roleSelect = (id: string, offered: readonly Role[], selected: string) =>
+  html`<select id="${id}" name="role">${offered.map((r) => html`<option value="${r}"${r === selected ? html` selected` : ''}>${r}</option>`)}</select>`
 
 /** memberRow: one member, with the forms the signed-in user may use on them. */
 function memberRow(kit: Kit, ctx: InAccount, m: Member, index: number): Html {
   const action = (what: string) => `${teamPath(ctx)}/${what}`
   const self = m.userId === ctx.user.id
   const manage = mayManage(ctx.role, m.role)
-  const forms = !manage ? '' : html`<div class="team-actions">
+  const forms = !manage
+    ? ''
+    : html`<div class="team-actions">
 <form method="post" action="${action('role')}" class="row">${csrfField(kit, ctx)}<input type="hidden" name="user" value="${m.userId}">
 <label for="role-${index}" class="visually-hidden">Role of ${m.email}</label>${roleSelect(`role-${index}`, rolesOffered(ctx.role), m.role)}
 <button type="submit" class="secondary">Change role${vh(` of ${m.email}`)}</button></form>
-${self ? '' : html`<form method="post" action="${action('remove')}" class="inline">${csrfField(kit, ctx)}<input type="hidden" name="user" value="${m.userId}">
-<button type="submit" class="danger">Remove${vh(` ${m.email}`)}</button></form>`}</div>`
+${
+  self
+    ? ''
+    : html`<form method="post" action="${action('remove')}" class="inline">${csrfField(kit, ctx)}<input type="hidden" name="user" value="${m.userId}">
+<button type="submit" class="danger">Remove${vh(` ${m.email}`)}</button></form>`
+}</div>`
   return html`<tr><th scope="row">${m.email}${self ? ' (you)' : ''}</th><td>${m.role}</td><td>${day(m.createdAt)}</td>${atLeast(ctx.role, 'admin') ? html`<td>${forms}</td>` : ''}</tr>`
 }
 
@@ -81,30 +87,42 @@ function leaveSection(kit: Kit, ctx: InAccount, members: readonly Member[]): Htm
   const me = members.find((m) => m.userId === ctx.user.id)
   if (me === undefined) return html``
   const lastOwner = me.role === 'owner' && members.filter((m) => m.role === 'owner').length === 1
-  return html`<h2>Leave the account</h2>${lastOwner
-    ? html`<p>You are the only owner of ${ctx.account.name}: make another member owner before you leave.</p>`
-    : html`<form method="post" action="${teamPath(ctx)}/leave">${csrfField(kit, ctx)}<button type="submit" class="danger">Leave ${ctx.account.name}</button></form>`}`
+  return html`<h2>Leave the account</h2>${
+    lastOwner
+      ? html`<p>You are the only owner of ${ctx.account.name}: make another member owner before you leave.</p>`
+      : html`<form method="post" action="${teamPath(ctx)}/leave">${csrfField(kit, ctx)}<button type="submit" class="danger">Leave ${ctx.account.name}</button></form>`
+  }`
 }
 
 /** render sends the team page: a fixed number of queries however large the team. */
 async function render(kit: Kit, reply: FastifyReply, ctx: InAccount, said: Said = {}): Promise<FastifyReply> {
   const [members, invites] = await Promise.all([kit.team.members(ctx.account.id), kit.team.pendingInvitations(ctx.account.id)])
   const admin = atLeast(ctx.role, 'admin')
-  const cancel = (email: string) => html`<form method="post" action="${teamPath(ctx)}/cancel" class="inline">${csrfField(kit, ctx)}<input type="hidden" name="email" value="${email}">
+  const cancel = (
+    email: string,
+  ) => html`<form method="post" action="${teamPath(ctx)}/cancel" class="inline">${csrfField(kit, ctx)}<input type="hidden" name="email" value="${email}">
 <button type="submit" class="secondary">Cancel the invitation${vh(` of ${email}`)}</button></form>`
   return sendPage(kit, reply, {
-    title: 'Team', current: ctx, status: said.status ?? 200, account: { id: ctx.account.id, name: ctx.account.name, here: 'team' }, body: html`
+    title: 'Team',
+    current: ctx,
+    status: said.status ?? 200,
+    account: { id: ctx.account.id, name: ctx.account.name, here: 'team' },
+    body: html`
 ${said.notice ? html`<p class="notice" role="status">${said.notice}</p>` : ''}${said.error ? html`<p class="error" role="alert">${said.error}</p>` : ''}
 <table>
 <caption>Members of ${ctx.account.name}</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Member since</th>${admin ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${members.map((m, i) => memberRow(kit, ctx, m, i))}</tbody>
 </table>
-${invites.length === 0 ? html`<p>No invitation is pending.</p>` : html`<table>
+${
+  invites.length === 0
+    ? html`<p>No invitation is pending.</p>`
+    : html`<table>
 <caption>Pending invitations</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Expires</th>${admin ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${invites.map((t) => html`<tr><th scope="row">${t.email}</th><td>${t.role ?? ''}</td><td>${minute(t.expiresAt)}</td>${admin ? html`<td>${cancel(t.email)}</td>` : ''}</tr>`)}</tbody>
-</table>`}
+</table>`
+}
 ${admin ? inviteForm(kit, ctx, said) : html`<p>Admins and owners of ${ctx.account.name} invite members and change their roles.</p>`}
 ${leaveSection(kit, ctx, members)}`,
   })
@@ -130,14 +148,28 @@ const lastOwner = (ctx: InAccount, email: string | null) =>
 function refusedChange(kit: Kit, reply: FastifyReply, ctx: InAccount, refused: TeamFailure): Promise<FastifyReply> {
   const email = refused.member?.email ?? ''
   switch (refused.refusal) {
-    case 'bad-role': return render(kit, reply, ctx, { status: 422, error: 'Choose a role: owner, admin, developer or viewer.' })
-    case 'owner-only': return render(kit, reply, ctx, refused.member === undefined
-      ? { status: 403, error: 'Only an owner can make owners.' }
-      : { status: 403, error: `Only an owner can change or remove an owner (${email}).` })
-    case 'last-owner': return render(kit, reply, ctx, { status: 409, error: lastOwner(ctx, email) })
-    default: return render(kit, reply, ctx, refused.member === undefined
-      ? { status: 409, error: 'That person is not a member of this account (any more).' }
-      : { status: 409, error: `${email} is not a member of this account any more.` })
+    case 'bad-role':
+      return render(kit, reply, ctx, { status: 422, error: 'Choose a role: owner, admin, developer or viewer.' })
+    case 'owner-only':
+      return render(
+        kit,
+        reply,
+        ctx,
+        refused.member === undefined
+          ? { status: 403, error: 'Only an owner can make owners.' }
+          : { status: 403, error: `Only an owner can change or remove an owner (${email}).` },
+      )
+    case 'last-owner':
+      return render(kit, reply, ctx, { status: 409, error: lastOwner(ctx, email) })
+    default:
+      return render(
+        kit,
+        reply,
+        ctx,
+        refused.member === undefined
+          ? { status: 409, error: 'That person is not a member of this account (any more).' }
+          : { status: 409, error: `${email} is not a member of this account any more.` },
+      )
   }
 }
 
@@ -162,15 +194,18 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
     if (checkEmail(email) !== null) return again(422, `Enter ${checkEmail(email)}.`)
     const invited = await team.invite(actorOf(ctx, request), ctx.account.id, ctx.role, { email, role })
     if (isFailure(invited)) {
-      return invited.refusal === 'bad-role' ? again(422, 'Choose a role: admin, developer or viewer.')
-        : invited.refusal === 'owner-only' ? again(403, 'Only an owner can invite owners.')
-        : again(409, `${email} is already a member of ${ctx.account.name}.`)
+      return invited.refusal === 'bad-role'
+        ? again(422, 'Choose a role: admin, developer or viewer.')
+        : invited.refusal === 'owner-only'
+          ? again(403, 'Only an owner can invite owners.')
+          : again(409, `${email} is already a member of ${ctx.account.name}.`)
     }
     const link = invitationLink(kit, invited.token, ctx.account.id)
     const message = mail.invitation({ accountName: ctx.account.name, role: invited.role, inviter: ctx.user.email, link, validForMs: INVITE_TTL_MS })
     // In the background: the page does not wait for SMTP. The log names the account, never the link.
-    kit.mailer.send({ to: invited.email, ...message }).catch((error: Error) =>
-      request.log.error({ accountId: ctx.account.id, reason: error.name }, 'invitation email not sent'))
+    kit.mailer
+      .send({ to: invited.email, ...message })
+      .catch((error: Error) => request.log.error({ accountId: ctx.account.id, reason: error.name }, 'invitation email not sent'))
     return done(reply, ctx, 'invited')
   })
 
@@ -201,9 +236,14 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
     if (ctx === null) return reply
     const left = await team.leave(actorOf(ctx, request), ctx.account.id, ctx.user, ctx.role)
     if (isFailure(left)) {
-      return render(kit, reply, ctx, left.refusal === 'last-owner'
-        ? { status: 409, error: lastOwner(ctx, null) }
-        : { status: 409, error: `You are not a member of ${ctx.account.name}: there is nothing to leave.` })
+      return render(
+        kit,
+        reply,
+        ctx,
+        left.refusal === 'last-owner'
+          ? { status: 409, error: lastOwner(ctx, null) }
+          : { status: 409, error: `You are not a member of ${ctx.account.name}: there is nothing to leave.` },
+      )
     }
     return reply.redirect('/portal/home', 303)
   })

@@ -107,13 +107,17 @@ function pageOf(query: unknown): number | null {
 
 function badRequest(kit: Kit, reply: FastifyReply, here: InAccount, message: string): FastifyReply {
   return sendPage(kit, reply, {
-    title: 'Usage', status: 400, current: here, account: { id: here.account.id, name: here.account.name, here: 'usage' },
+    title: 'Usage',
+    status: 400,
+    current: here,
+    account: { id: here.account.id, name: here.account.name, here: 'usage' },
     body: html`<p class="error" role="alert">${message}. <a href="/portal/accounts/${encodeURIComponent(here.account.id)}/usage">Show the last ${DEFAULT_DAYS} days</a>.</p>`,
   })
 }
 
 /** A row of a totals table: its heading cell, then calls per group, calls, units. */
-const totalsCells = (t: Totals) => html`${GROUPS.map((g) => html`<td class="num">${n(t.calls[g])}</td>`)}<td class="num">${n(t.count)}</td><td class="num">${n(t.units)}</td>`
+const totalsCells = (t: Totals) =>
+  html`${GROUPS.map((g) => html`<td class="num">${n(t.calls[g])}</td>`)}<td class="num">${n(t.count)}</td><td class="num">${n(t.units)}</td>`
 
 /** totalsTable: rows of totals, and their sum (`partial`: the rows are one page of many, and have none). */
 function totalsTable(caption: string, first: string, rows: readonly (readonly [Html | string, Totals])[], empty: string, partial = false): Html {
@@ -132,14 +136,16 @@ function planSection(plan: Plan, own: boolean, used: number, flushMs: number): H
   const percent = plan.quota === 0 ? 0 : (used / plan.quota) * 100
   return html`<h2>Plan and quota</h2>
 <div class="quota">
-${plan.quota === 0
+${
+  plan.quota === 0
     ? html`<p>No quota: ${n(used)} units used ${when} (UTC), without a limit.</p>`
     : html`<p id="quota-used">${n(used)} of ${n(plan.quota)} units used ${when} (${percent.toFixed(1)} %).</p>
-<meter min="0" max="${plan.quota}" value="${Math.min(used, plan.quota)}" high="${Math.floor(plan.quota * 0.8)}" aria-labelledby="quota-used">${percent.toFixed(1)} %</meter>`}
+<meter min="0" max="${plan.quota}" value="${Math.min(used, plan.quota)}" high="${Math.floor(plan.quota * 0.8)}" aria-labelledby="quota-used">${percent.toFixed(1)} %</meter>`
+}
 <p class="hint">The quota counts units per UTC ${plan.period}; the counts of the last ${Math.ceil(flushMs / 1000)} seconds may not show yet.</p>
 </div>
 <dl class="plan">
-<dt>Plan</dt><dd>${own ? 'This account\'s own plan' : 'The service\'s default plan'}</dd>
+<dt>Plan</dt><dd>${own ? "This account's own plan" : "The service's default plan"}</dd>
 <dt>Rate</dt><dd>${plan.rate === 0 ? 'No throttle' : `${n(plan.rate)} calls per second, bursts of up to ${n(plan.burst)}`}</dd>
 <dt>Quota</dt><dd>${plan.quota === 0 ? 'None' : `${n(plan.quota)} units per ${plan.period}`}</dd>
 ${GROUPS.map((g) => html`<dt>${GROUP_NAMES[g]} call</dt><dd>${plan.weights[g] === 0 ? 'Free' : `${n(plan.weights[g])} unit${plan.weights[g] === 1 ? '' : 's'}`}</dd>`)}
@@ -174,7 +180,10 @@ export default async function usagePages(app: FastifyInstance, kit: Kit): Promis
     const csvLink = (by: UsageBy, label: string) => html`<li><a href="${base}/usage.csv?from=${from}&amp;to=${to}&amp;by=${by}" download>${label}</a></li>`
 
     return sendPage(kit, reply, {
-      title: 'Usage', current: here, account: { id, name: here.account.name, here: 'usage' }, body: html`
+      title: 'Usage',
+      current: here,
+      account: { id, name: here.account.name, here: 'usage' },
+      body: html`
 <link rel="stylesheet" href="/portal/assets/uplot.min.css">
 <script src="/portal/assets/uplot.min.js" defer></script>
 <script src="/portal/assets/usage-chart.js" defer></script>
@@ -197,7 +206,8 @@ ${planSection(plan.plan, plan.own, used, config.usageFlushMs)}
 <h2>Tables</h2>
 ${totalsTable(`Calls per day, ${from} to ${to} (UTC)`, 'Day', dayRows, 'No calls.')}
 ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No calls in this period.')}
-<div id="keys-usage"><p><a href="${base}/usage/keys?days=${days}" hx-get="${base}/usage/keys?days=${days}" hx-trigger="load" hx-select="#keys-usage" hx-target="#keys-usage" hx-swap="outerHTML">Calls per key, last ${days} days</a></p></div>` })
+<div id="keys-usage"><p><a href="${base}/usage/keys?days=${days}" hx-get="${base}/usage/keys?days=${days}" hx-trigger="load" hx-select="#keys-usage" hx-target="#keys-usage" hx-swap="outerHTML">Calls per key, last ${days} days</a></p></div>`,
+    })
   })
 
   app.get('/accounts/:accountId/usage/keys', { schema: { hide: true } }, async (request, reply) => {
@@ -224,16 +234,24 @@ ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No c
     const link = (p: number, label: string, rel: string) => html`<li><a href="${base}/usage/keys?days=${days}&amp;page=${p}" rel="${rel}">${label}</a></li>`
     const range = ranked.length === 0 ? '' : `, ${(pageNo - 1) * KEYS_PER_PAGE + 1} to ${Math.min(ranked.length, pageNo * KEYS_PER_PAGE)} of ${ranked.length}`
     return sendPage(kit, reply, {
-      title: 'Usage per key', current: here, account: { id, name: here.account.name, here: 'usage' }, body: html`
+      title: 'Usage per key',
+      current: here,
+      account: { id, name: here.account.name, here: 'usage' },
+      body: html`
 <div id="keys-usage">
 ${totalsTable(`Calls per key, last ${days} days, most used first${range}`, 'Key', rows, 'No key made calls in this period.', pages > 1)}
-${pages === 1 ? '' : html`<nav class="pager" aria-label="Pages of keys"><ul>
+${
+  pages === 1
+    ? ''
+    : html`<nav class="pager" aria-label="Pages of keys"><ul>
 ${pageNo > 1 ? link(pageNo - 1, 'More used keys', 'prev') : ''}
 ${pageNo < pages ? link(pageNo + 1, 'Less used keys', 'next') : ''}
-</ul></nav>`}
+</ul></nav>`
+}
 </div>
 <p><a href="${base}/usage.csv?from=${from}&amp;to=${to}&amp;by=key" download>Download usage by key as CSV</a> (every key)</p>
-<p><a href="${base}/usage?days=${days}">Back to the usage of the last ${days} days</a></p>` })
+<p><a href="${base}/usage?days=${days}">Back to the usage of the last ${days} days</a></p>`,
+    })
   })
 
   app.get('/accounts/:accountId/usage.csv', { schema: { hide: true } }, async (request, reply) => {
@@ -252,7 +270,12 @@ ${pageNo < pages ? link(pageNo + 1, 'Less used keys', 'next') : ''}
     if (isFailure(lines)) return badRequest(kit, reply, here, `That report cannot be made: ${lines.message}`)
     const names = by === 'key' ? new Map((await accounts.listKeys(id)).map((k) => [k.id, k.name])) : new Map<string, string>()
     const rows: unknown[][] = lines.map((l) =>
-      by === 'day' ? [l.day, l.group, l.count, l.units] : by === 'region' ? [l.region, l.group, l.count, l.units] : [l.keyId, names.get(l.keyId!) ?? '', l.group, l.count, l.units])
+      by === 'day'
+        ? [l.day, l.group, l.count, l.units]
+        : by === 'region'
+          ? [l.region, l.group, l.count, l.units]
+          : [l.keyId, names.get(l.keyId!) ?? '', l.group, l.count, l.units],
+    )
     const header = by === 'key' ? ['keyId', 'keyName', 'group', 'count', 'units'] : [by, 'group', 'count', 'units']
     return reply
       .type('text/csv; charset=utf-8')

@@ -29,9 +29,11 @@ function endpointList(base: string, endpoints: readonly WebhookEndpoint[]): Html
   if (endpoints.length === 0) return html`<p>No endpoint yet: events are recorded in the audit trail only.</p>`
   return html`<table class="webhooks"><caption>Endpoints</caption>
 <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Added</th><th scope="col">Actions</th></tr></thead>
-<tbody>${endpoints.map((e) => html`<tr><td>${e.url}</td><td>${typesOf(e)}</td><td>${e.createdAt.slice(0, 16).replace('T', ' ')} UTC</td>
+<tbody>${endpoints.map(
+    (e) => html`<tr><td>${e.url}</td><td>${typesOf(e)}</td><td>${e.createdAt.slice(0, 16).replace('T', ' ')} UTC</td>
 <td><a href="${base}/${encodeURIComponent(e.id)}/deliveries">Deliveries<span class="visually-hidden"> to ${e.url}</span></a>
-· <a href="${base}/${encodeURIComponent(e.id)}/delete">Delete<span class="visually-hidden"> ${e.url}</span></a></td></tr>`)}</tbody></table>`
+· <a href="${base}/${encodeURIComponent(e.id)}/delete">Delete<span class="visually-hidden"> ${e.url}</span></a></td></tr>`,
+  )}</tbody></table>`
 }
 
 function createForm(base: string, csrf: Html, url: string, types: readonly string[], problem: string | null): Html {
@@ -51,10 +53,12 @@ function deliveryTable(deliveries: readonly WebhookDelivery[], resendBase: strin
   if (deliveries.length === 0) return html`<p>No delivery yet.</p>`
   return html`<table class="webhooks"><caption>Deliveries, newest event first</caption>
 <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Latest attempts</th><th scope="col">Action</th></tr></thead>
-<tbody>${deliveries.map((d) => html`<tr><td>${d.eventType}<br><code>${d.id}</code><br>${d.createdAt.replace('T', ' ').slice(0, 19)} UTC</td>
+<tbody>${deliveries.map(
+    (d) => html`<tr><td>${d.eventType}<br><code>${d.id}</code><br>${d.createdAt.replace('T', ' ').slice(0, 19)} UTC</td>
 <td>${d.status}${d.nextAttemptAt === null ? '' : html`<br>next try ${d.nextAttemptAt.replace('T', ' ').slice(0, 19)} UTC`}</td>
 <td>${d.attempts.length === 0 ? 'none yet' : html`<ul>${d.attempts.slice(0, 5).map((a) => html`<li>${a.at.replace('T', ' ').slice(0, 19)}: ${a.error ?? `HTTP ${a.statusCode}`} (${a.durationMs} ms)</li>`)}</ul>`}</td>
-<td><form method="post" action="${resendBase}/${encodeURIComponent(d.id)}/resend">${csrf}<button type="submit">Send again<span class="visually-hidden"> ${d.id}</span></button></form></td></tr>`)}</tbody></table>`
+<td><form method="post" action="${resendBase}/${encodeURIComponent(d.id)}/resend">${csrf}<button type="submit">Send again<span class="visually-hidden"> ${d.id}</span></button></form></td></tr>`,
+  )}</tbody></table>`
 }
 
 /** listOf: the ticked checkboxes of a field, as strings. */
@@ -68,15 +72,26 @@ export default async function webhookPages(app: FastifyInstance, kit: Kit): Prom
   const { webhooks } = kit
   const here = (who: InAccount) => ({ id: who.account.id, name: who.account.name, here: 'webhooks' as const })
 
-  async function listPage(reply: FastifyReply, who: InAccount, opts: { status?: number; url?: string; types?: readonly string[]; problem?: string | null; notice?: Html | null } = {}): Promise<FastifyReply> {
+  async function listPage(
+    reply: FastifyReply,
+    who: InAccount,
+    opts: { status?: number; url?: string; types?: readonly string[]; problem?: string | null; notice?: Html | null } = {},
+  ): Promise<FastifyReply> {
     const base = accountPath(who.account.id, 'webhooks')
     const endpoints = await webhooks.list(who.account.id)
     const csrf = csrfField(kit, who)
     return sendPage(kit, reply, {
-      title: 'Webhooks', current: who, status: opts.status ?? 200, account: here(who),
+      title: 'Webhooks',
+      current: who,
+      status: opts.status ?? 200,
+      account: here(who),
       body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the operating guide's Webhooks section (docs/operating.md in the project) to verify their signature.</p>
-${isFailure(endpoints) ? '' : html`${endpointList(base, endpoints)}
-<p id="endpoint-count">${endpoints.length} of ${webhooks.limit} endpoints: the most this account may have${endpoints.length >= webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`}
+${
+  isFailure(endpoints)
+    ? ''
+    : html`${endpointList(base, endpoints)}
+<p id="endpoint-count">${endpoints.length} of ${webhooks.limit} endpoints: the most this account may have${endpoints.length >= webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`
+}
 ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}`,
     })
   }
@@ -84,7 +99,10 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
   function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
     const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
     return sendPage(kit, reply, {
-      title, current: who, status, account: here(who),
+      title,
+      current: who,
+      status,
+      account: here(who),
       body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
     })
   }
@@ -99,7 +117,13 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
   app.get<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', { schema: { hide: true } }, async (request, reply) => {
     const who = await inAccount(kit, request, reply, 'admin')
     if (who === null) return reply
-    return listPage(reply, who, (request.query as { deleted?: unknown }).deleted === '1' ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` } : {})
+    return listPage(
+      reply,
+      who,
+      (request.query as { deleted?: unknown }).deleted === '1'
+        ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` }
+        : {},
+    )
   })
 
   app.post<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', { schema: { hide: true } }, async (request, reply) => {
@@ -115,7 +139,10 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
       return listPage(reply, who, { status: 422, url, types, problem: `${made.message}.` })
     }
     return sendPage(kit, reply, {
-      title: 'Endpoint added', current: who, status: 201, account: here(who),
+      title: 'Endpoint added',
+      current: who,
+      status: 201,
+      account: here(who),
       body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
 <p><strong>Its signing secret is shown this once.</strong> Keep it with the receiving code, which verifies each delivery with it:</p>
 <pre class="secret" id="secret">${made.secret}</pre>
@@ -130,7 +157,9 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
     if (endpoint === null) return reply
     const base = accountPath(who.account.id, 'webhooks')
     return sendPage(kit, reply, {
-      title: 'Delete an endpoint', current: who, account: here(who),
+      title: 'Delete an endpoint',
+      current: who,
+      account: here(who),
       body: html`<p>Delete the endpoint ${endpoint.url}? It receives no further event, and deliveries still pending are cancelled.</p>
 <form method="post" action="${base}/${encodeURIComponent(endpoint.id)}/delete">${csrfField(kit, who)}<input type="hidden" name="confirm" value="1">
 <button type="submit">Delete the endpoint</button> <a href="${base}">Keep it</a></form>`,
@@ -148,33 +177,43 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
     return reply.redirect(`${base}?deleted=1`, 303)
   })
 
-  app.get<{ Params: Params; Querystring: { after?: unknown } }>('/accounts/:accountId/webhooks/:webhookId/deliveries', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    const endpoint = await endpointOf(request, reply, who)
-    if (endpoint === null) return reply
-    const after = typeof request.query.after === 'string' && /^evt_[0-9a-f]{22}$/.test(request.query.after) ? request.query.after : undefined
-    const page = await webhooks.deliveries(who.account.id, endpoint.id, { limit: PAGE, ...(after === undefined ? {} : { cursor: after }) })
-    if (isFailure(page)) return refused(reply, who, 'Deliveries', page)
-    const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(endpoint.id)}/deliveries`
-    const resent = (request.query as { resent?: unknown }).resent
-    return sendPage(kit, reply, {
-      title: 'Deliveries', current: who, account: here(who),
-      body: html`${typeof resent === 'string' ? html`<p class="notice" role="status">Delivery ${resent} will be sent again within seconds.</p>` : ''}
+  app.get<{ Params: Params; Querystring: { after?: unknown } }>(
+    '/accounts/:accountId/webhooks/:webhookId/deliveries',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const who = await inAccount(kit, request, reply, 'admin')
+      if (who === null) return reply
+      const endpoint = await endpointOf(request, reply, who)
+      if (endpoint === null) return reply
+      const after = typeof request.query.after === 'string' && /^evt_[0-9a-f]{22}$/.test(request.query.after) ? request.query.after : undefined
+      const page = await webhooks.deliveries(who.account.id, endpoint.id, { limit: PAGE, ...(after === undefined ? {} : { cursor: after }) })
+      if (isFailure(page)) return refused(reply, who, 'Deliveries', page)
+      const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(endpoint.id)}/deliveries`
+      const resent = (request.query as { resent?: unknown }).resent
+      return sendPage(kit, reply, {
+        title: 'Deliveries',
+        current: who,
+        account: here(who),
+        body: html`${typeof resent === 'string' ? html`<p class="notice" role="status">Delivery ${resent} will be sent again within seconds.</p>` : ''}
 <p>Deliveries to ${endpoint.url} (${typesOf(endpoint)}). A receiver drops what it has seen by the event's id, which every attempt repeats.</p>
 ${deliveryTable(page.items, path, csrfField(kit, who))}
 ${page.next === null ? '' : html`<p><a href="${path}?after=${encodeURIComponent(page.next)}">Older deliveries</a></p>`}
 <p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
-    })
-  })
+      })
+    },
+  )
 
-  app.post<{ Params: Params & { deliveryId: string } }>('/accounts/:accountId/webhooks/:webhookId/deliveries/:deliveryId/resend', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(request.params.webhookId)}/deliveries`
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, path)
-    const resent = await webhooks.resend(actorOf(who, request), who.account.id, request.params.webhookId, request.params.deliveryId)
-    if (isFailure(resent)) return refused(reply, who, 'Not sent again', resent)
-    return reply.redirect(`${path}?resent=${encodeURIComponent(request.params.deliveryId)}`, 303)
-  })
+  app.post<{ Params: Params & { deliveryId: string } }>(
+    '/accounts/:accountId/webhooks/:webhookId/deliveries/:deliveryId/resend',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const who = await inAccount(kit, request, reply, 'admin')
+      if (who === null) return reply
+      const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(request.params.webhookId)}/deliveries`
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, path)
+      const resent = await webhooks.resend(actorOf(who, request), who.account.id, request.params.webhookId, request.params.deliveryId)
+      if (isFailure(resent)) return refused(reply, who, 'Not sent again', resent)
+      return reply.redirect(`${path}?resent=${encodeURIComponent(request.params.deliveryId)}`, 303)
+    },
+  )
 }

@@ -18,8 +18,17 @@ import type { Page } from '../domain/lists.ts'
 import type { UsageBy, UsageLine } from '../domain/usage.ts'
 import { newId } from '../domain/ids.ts'
 import {
-  actorName, GROUPS, REGIONS, UNSCOPED, type AccountStatus, type AuditDraft, type AuditTarget, type KeyScope,
-  type Plan, type QuotaPeriod, type SubscriptionStatus,
+  actorName,
+  GROUPS,
+  REGIONS,
+  UNSCOPED,
+  type AccountStatus,
+  type AuditDraft,
+  type AuditTarget,
+  type KeyScope,
+  type Plan,
+  type QuotaPeriod,
+  type SubscriptionStatus,
 } from '../domain/accounts.ts'
 import { groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
@@ -37,7 +46,10 @@ const ADMIN_TOKEN_PREFIX = 'tsa_'
 /** defaultPlan is the plan of accounts without one of their own (PLAN_* settings). */
 export function defaultPlan(config: Config): Plan {
   return Object.freeze({
-    rate: config.planRate, burst: config.planBurst, quota: config.planQuota, period: config.planPeriod,
+    rate: config.planRate,
+    burst: config.planBurst,
+    quota: config.planQuota,
+    period: config.planPeriod,
     weights: Object.freeze({ totp: config.planWeightTotp, converter: config.planWeightConverter }),
   })
 }
@@ -122,9 +134,13 @@ export class Accounts {
     if (bad) return bad
     const account: Account = { id: newId('acc'), name: input.name, status: 'active', createdAt: this.#iso() }
     const max = this.#config.portalAccountMaxPerUser
-    const made = await this.#store.access.createAccount(account, this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
-      { userId, max, audit: this.#draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) })
-    if (!made) return this.#refuse(ctx, 'account.create', { type: 'account', id: account.id }, null, fail('limit', `you own ${max} accounts, the most a user may own`))
+    const made = await this.#store.access.createAccount(
+      account,
+      this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
+      { userId, max, audit: this.#draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) },
+    )
+    if (!made)
+      return this.#refuse(ctx, 'account.create', { type: 'account', id: account.id }, null, fail('limit', `you own ${max} accounts, the most a user may own`))
     return account
   }
 
@@ -155,7 +171,10 @@ export class Accounts {
     if (patch.status !== undefined && patch.status !== 'active' && patch.status !== 'suspended') {
       return fail('invalid', 'status must be active or suspended', 'status')
     }
-    const change = { ...(patch.name === undefined ? {} : { name: patch.name }), ...(patch.status === undefined ? {} : { status: patch.status as AccountStatus }) }
+    const change = {
+      ...(patch.name === undefined ? {} : { name: patch.name }),
+      ...(patch.status === undefined ? {} : { status: patch.status as AccountStatus }),
+    }
     const action = patch.status === undefined ? 'account.update' : patch.status === 'suspended' ? 'account.suspend' : 'account.activate'
     const account = await this.#store.access.updateAccount(id, change, this.#draft(ctx, action, target, id, change))
     return account ?? this.#refuse(ctx, action, target, null, fail('not_found', `no account ${id}`))
@@ -176,7 +195,7 @@ export class Accounts {
       if (bad !== undefined) return fail('invalid', `scope.regions: "${bad}" is not one of ${REGIONS.join(', ')}`, 'scope.regions')
     }
     // Kept sorted and once each, so that equal scopes read alike.
-    const tidy = <T extends string>(list: readonly string[] | null) => (list === null ? null : [...new Set(list)].sort() as T[])
+    const tidy = <T extends string>(list: readonly string[] | null) => (list === null ? null : ([...new Set(list)].sort() as T[]))
     return { groups: tidy<Group>(groups), regions: tidy<Region>(regions) }
   }
 
@@ -212,9 +231,13 @@ export class Accounts {
       return this.#refuse(ctx, 'key.create', target, null, fail('not_found', `no account ${accountId}`))
     }
     const max = this.#config.keyMaxPerAccount
-    const made = await this.#store.access.createKey(key, this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }),
-      { max, nowIso: this.#iso() })
-    if (!made) return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
+    const made = await this.#store.access.createKey(
+      key,
+      this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }),
+      { max, nowIso: this.#iso() },
+    )
+    if (!made)
+      return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
     return { key: keyInfo(key), apiKey }
   }
 
@@ -235,7 +258,11 @@ export class Accounts {
    * rollKey replaces a live key by a new one with the same name, scope and expiry, shown once;
    * the old key keeps working for `graceSeconds` (0: it stops at once).
    */
-  async rollKey(ctx: Context, keyId: string, input: { readonly graceSeconds?: number; readonly name?: string } = {}): Promise<{ key: ApiKeyInfo; apiKey: string; old: ApiKeyInfo } | Failure> {
+  async rollKey(
+    ctx: Context,
+    keyId: string,
+    input: { readonly graceSeconds?: number; readonly name?: string } = {},
+  ): Promise<{ key: ApiKeyInfo; apiKey: string; old: ApiKeyInfo } | Failure> {
     const grace = input.graceSeconds ?? 0
     if (!Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS) {
       return fail('invalid', `graceSeconds must be a whole number from 0 to ${MAX_GRACE_SECONDS} (7 days)`, 'graceSeconds')
@@ -248,8 +275,13 @@ export class Accounts {
     const now = this.#now()
     const { key, apiKey } = this.#newKey(old.accountId, input.name ?? old.name, old.expiresAt, old.scope)
     const graceEndsAt = grace === 0 ? null : new Date(now + grace * 1000).toISOString()
-    const rolled = await this.#store.access.rollKey(keyId, key, new Date(now).toISOString(), graceEndsAt,
-      this.#draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }))
+    const rolled = await this.#store.access.rollKey(
+      keyId,
+      key,
+      new Date(now).toISOString(),
+      graceEndsAt,
+      this.#draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }),
+    )
     if (!rolled) return this.#refuse(ctx, 'key.roll', target, old.accountId, fail('conflict', `key ${keyId} is revoked, expired or rolled already`))
     return { key: keyInfo(key), apiKey, old: (await this.#store.access.getKey(keyId)) ?? old }
   }
@@ -283,7 +315,8 @@ export class Accounts {
   async setSubscription(ctx: Context, accountId: string, region: string, group: string, status: string): Promise<Subscription | Failure> {
     if (!isRegion(region)) return fail('invalid', `region must be one of ${REGIONS.join(', ')}`, 'region')
     if (!isGroup(group)) return fail('invalid', `group must be one of ${GROUPS.join(', ')}`, 'group')
-    if (!['active', 'inactive', 'pending', 'approved', 'refused'].includes(status)) return fail('invalid', 'status must be active, inactive, pending, approved or refused', 'status')
+    if (!['active', 'inactive', 'pending', 'approved', 'refused'].includes(status))
+      return fail('invalid', 'status must be active, inactive, pending, approved or refused', 'status')
     const target: AuditTarget = { type: 'subscription', id: `${accountId}/${region}/${group}` }
     const decision = status === 'approved' || status === 'refused'
     const action = `subscription.${status === 'approved' ? 'approve' : status === 'refused' ? 'refuse' : 'set'}`
@@ -292,13 +325,18 @@ export class Accounts {
     }
     if ((await this.#store.access.getAccount(accountId)) === null) return this.#refuse(ctx, action, target, null, fail('not_found', `no account ${accountId}`))
     const current = (await this.#store.access.listSubscriptions(accountId)).find((s) => s.region === region && s.group === group)
-    const next: SubscriptionStatus = status === 'approved' ? 'active' : status === 'refused' ? 'inactive' : status as SubscriptionStatus
+    const next: SubscriptionStatus = status === 'approved' ? 'active' : status === 'refused' ? 'inactive' : (status as SubscriptionStatus)
     const notPending = fail('conflict', `${region}/${group} is not pending for account ${accountId}`)
     if (decision && current?.status !== 'pending') return this.#refuse(ctx, action, target, accountId, notPending)
     // A decision applies only if the request is still pending when written: of two at once, one wins.
-    const set = await this.#store.access.setSubscription(accountId, region, group, next,
+    const set = await this.#store.access.setSubscription(
+      accountId,
+      region,
+      group,
+      next,
       this.#draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }),
-      decision ? 'pending' : undefined)
+      decision ? 'pending' : undefined,
+    )
     if (!set) return this.#refuse(ctx, action, target, accountId, notPending)
     return { accountId, region, group, status: next, updatedAt: this.#iso() }
   }
@@ -361,7 +399,9 @@ export class Accounts {
    * is idempotent); failures go to `report`. Returns the stop function.
    */
   keepAuditRetention(report: (error: Error) => void): () => void {
-    const prune = () => { this.pruneAudit().catch(report) }
+    const prune = () => {
+      this.pruneAudit().catch(report)
+    }
     prune()
     const timer = setInterval(prune, 6 * 3_600_000).unref()
     return () => clearInterval(timer)
@@ -375,8 +415,10 @@ export class Accounts {
     if (input.scope !== 'read' && input.scope !== 'write') return fail('invalid', 'scope must be read or write', 'scope')
     const secret = ADMIN_TOKEN_PREFIX + randomBytes(24).toString('base64url')
     const token: AdminToken = { id: newId('adm'), name: input.name, scope: input.scope as AdminScope, createdAt: this.#iso(), revokedAt: null }
-    await this.#store.adminTokens.create({ ...token, hash: this.#adminHash(secret) },
-      this.#draft(ctx, 'admin-token.create', { type: 'admin-token', id: token.id }, null, { name: token.name, scope: token.scope }))
+    await this.#store.adminTokens.create(
+      { ...token, hash: this.#adminHash(secret) },
+      this.#draft(ctx, 'admin-token.create', { type: 'admin-token', id: token.id }, null, { name: token.name, scope: token.scope }),
+    )
     return { token, secret }
   }
 
@@ -410,8 +452,17 @@ export class Accounts {
 
 function keyInfo(key: NewKey): ApiKeyInfo {
   return {
-    id: key.id, accountId: key.accountId, name: key.name, hint: key.hint, createdAt: key.createdAt, revokedAt: null,
-    expiresAt: key.expiresAt, scope: key.scope, rolledTo: null, lastUsedAt: null, lastUsedRegion: null,
+    id: key.id,
+    accountId: key.accountId,
+    name: key.name,
+    hint: key.hint,
+    createdAt: key.createdAt,
+    revokedAt: null,
+    expiresAt: key.expiresAt,
+    scope: key.scope,
+    rolledTo: null,
+    lastUsedAt: null,
+    lastUsedRegion: null,
   }
 }
 
@@ -422,7 +473,8 @@ function wholeIn(value: unknown, min: number, max: number): boolean {
 /** mergePlan applies the given fields to a plan and checks the result. */
 export function mergePlan(current: Plan, input: PlanInput): Plan | Failure {
   const rate = input.rate ?? current.rate
-  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0 || rate > 1e6) return fail('invalid', 'rate must be a number of calls per second from 0 to 1000000 (0: no throttle)', 'rate')
+  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0 || rate > 1e6)
+    return fail('invalid', 'rate must be a number of calls per second from 0 to 1000000 (0: no throttle)', 'rate')
   const burst = input.burst ?? current.burst
   if (!wholeIn(burst, 1, 1e9)) return fail('invalid', 'burst must be a whole number from 1 to 1000000000', 'burst')
   const quota = input.quota ?? current.quota

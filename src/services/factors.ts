@@ -32,8 +32,10 @@ import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../
 import { verifyCode } from '../totp/verify.ts'
 import { fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
-export type FactorsConfig = Pick<Config,
-  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'factorPendingSeconds' | 'factorMaxPerUser' | 'factorResyncSteps'>
+export type FactorsConfig = Pick<
+  Config,
+  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'factorPendingSeconds' | 'factorMaxPerUser' | 'factorResyncSteps'
+>
 
 export interface FactorsOptions {
   readonly store: Store
@@ -151,7 +153,7 @@ export class Factors {
     if (id !== null && id === raw) return id
     if (!couldBeStored(raw)) return id ?? refusal('invalid', 'USER_ID_INVALID')
     const exists = async (userId: string) => (await this.#store.factors.factors(accountId, userId, this.#iso())) !== null
-    if (id !== null && await exists(id)) return id
+    if (id !== null && (await exists(id))) return id
     // A user created before the rule, under this exact form (not NFC, or an ID the rule now refuses).
     if (await exists(raw)) return raw
     return id ?? refusal('invalid', 'USER_ID_INVALID')
@@ -177,15 +179,43 @@ export class Factors {
     const { accountId } = caller
     const p = e.params
     const max = this.#config.factorMaxPerUser
-    const created = await this.#store.factors.create({
-      id, accountId, userId: e.userId, applicationId: e.applicationId, label: e.label, profile: e.profile,
-      status: 'pending', algorithm: p.algorithm, digits: p.digits, period: p.period, drift: 0,
-      sealed: this.#keyring.seal(p.secret, sealContext(accountId, e.userId, id)), keyVersion: this.#keyring.active,
-      createdAt: iso(t), expiresAt, activatedAt: null,
-    }, max, iso(t), keyEvent(caller, 'factor.created', e.userId, {
-      factorID: id, applicationID: e.applicationId, label: e.label, profile: e.profile,
-      algorithm: p.algorithm, tokenLength: p.digits, tokenValidity: p.period,
-    }, id))
+    const created = await this.#store.factors.create(
+      {
+        id,
+        accountId,
+        userId: e.userId,
+        applicationId: e.applicationId,
+        label: e.label,
+        profile: e.profile,
+        status: 'pending',
+        algorithm: p.algorithm,
+        digits: p.digits,
+        period: p.period,
+        drift: 0,
+        sealed: this.#keyring.seal(p.secret, sealContext(accountId, e.userId, id)),
+        keyVersion: this.#keyring.active,
+        createdAt: iso(t),
+        expiresAt,
+        activatedAt: null,
+      },
+      max,
+      iso(t),
+      keyEvent(
+        caller,
+        'factor.created',
+        e.userId,
+        {
+          factorID: id,
+          applicationID: e.applicationId,
+          label: e.label,
+          profile: e.profile,
+          algorithm: p.algorithm,
+          tokenLength: p.digits,
+          tokenValidity: p.period,
+        },
+        id,
+      ),
+    )
     if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
     return { factorId: id, secretKey: toBase32(p.secret), expiresAt }
   }
@@ -199,8 +229,12 @@ export class Factors {
 
   /** removeFactor deletes one factor (`factor.deleted`). */
   async removeFactor(caller: KeyCaller, userId: string, factorId: string): Promise<{ deleted: true } | FactorRefusal> {
-    const removed = await this.#store.factors.remove(caller.accountId, userId, factorId,
-      keyEvent(caller, 'factor.deleted', userId, { factorID: factorId }, factorId))
+    const removed = await this.#store.factors.remove(
+      caller.accountId,
+      userId,
+      factorId,
+      keyEvent(caller, 'factor.deleted', userId, { factorID: factorId }, factorId),
+    )
     return removed ? { deleted: true } : refusal('not_found', 'FACTOR_NOT_FOUND')
   }
 
@@ -228,8 +262,13 @@ export class Factors {
     }
     const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, { factorID: factorId })
     if (refused !== ACCEPTED) return refused
-    const activated = await this.#store.factors.activate(caller.accountId, userId, factorId, iso(t),
-      keyEvent(caller, 'factor.activated', userId, { factorID: factorId }, factorId))
+    const activated = await this.#store.factors.activate(
+      caller.accountId,
+      userId,
+      factorId,
+      iso(t),
+      keyEvent(caller, 'factor.activated', userId, { factorID: factorId }, factorId),
+    )
     // Expired (or deleted) between the read and now: gone, as for any pending factor past its time.
     return activated ? { activatedAt: iso(t) } : refusal('not_found', 'FACTOR_NOT_FOUND')
   }
@@ -273,13 +312,19 @@ export class Factors {
     if (found === null) {
       const refused = (await this.#settle(caller, userId, null, t, { factorID: factorId, resync: true }))!
       if (refused.problems[0]!.code !== 'OTP_INVALID') return refused
-      return refusal('invalid', 'RESYNC_FAILED', { minutes: Math.round(this.#config.factorResyncSteps * factor.period / 60) })
+      return refusal('invalid', 'RESYNC_FAILED', { minutes: Math.round((this.#config.factorResyncSteps * factor.period) / 60) })
     }
     const { drift } = found
     const locked = await this.#settleResync(caller, userId, mark({ period: factor.period, drift }, found.step), t)
     if (locked !== ACCEPTED) return locked
-    const stored = await this.#store.factors.setDrift(caller.accountId, userId, factorId, drift, iso(t),
-      keyEvent(caller, 'factor.resynced', userId, { factorID: factorId, driftSteps: drift }, factorId))
+    const stored = await this.#store.factors.setDrift(
+      caller.accountId,
+      userId,
+      factorId,
+      drift,
+      iso(t),
+      keyEvent(caller, 'factor.resynced', userId, { factorID: factorId, driftSteps: drift }, factorId),
+    )
     return stored ? { driftSteps: drift, driftSeconds: drift * factor.period } : refusal('not_found', 'FACTOR_NOT_FOUND')
   }
 
@@ -287,8 +332,13 @@ export class Factors {
   async regenerateRecoveryCodes(caller: KeyCaller, userId: string): Promise<{ codes: string[] } | FactorRefusal> {
     const { accountId } = caller
     const codes = newRecoveryCodes()
-    const stored = await this.#store.factors.setRecoveryCodes(accountId, userId, codes.map((c) => codeHash(this.#pepper, accountId, userId, c)), this.#iso(),
-      keyEvent(caller, 'recovery_codes.regenerated', userId, { count: codes.length }))
+    const stored = await this.#store.factors.setRecoveryCodes(
+      accountId,
+      userId,
+      codes.map((c) => codeHash(this.#pepper, accountId, userId, c)),
+      this.#iso(),
+      keyEvent(caller, 'recovery_codes.regenerated', userId, { count: codes.length }),
+    )
     return stored ? { codes } : refusal('not_found', 'USER_NOT_FOUND')
   }
 
@@ -297,15 +347,22 @@ export class Factors {
     const { accountId } = caller
     const t = this.#now()
     // A user unknown here is 404 before any count: there is nothing to guess at.
-    if (await this.#store.factors.factors(accountId, userId, iso(t)) === null) return refusal('not_found', 'USER_NOT_FOUND')
+    if ((await this.#store.factors.factors(accountId, userId, iso(t))) === null) return refusal('not_found', 'USER_NOT_FOUND')
     const key = userLockKey(this.#pepper, accountId, userId)
     // Counted before it is tried (as the portal's sign-in): parallel guesses get no more than the policy.
     const verdict = await this.#store.verification.settle(key, null, t, this.#policy)
     if (verdict.kind === 'locked') return lockedRefusal(Math.max(1, Math.ceil((verdict.lockedUntil - t) / 1000)))
     const code = normalizeCode(given)
-    const left = code === null ? null
-      : await this.#store.factors.useRecoveryCode(accountId, userId, codeHash(this.#pepper, accountId, userId, code), iso(t),
-        keyEvent(caller, 'recovery_code.used', userId, {}))
+    const left =
+      code === null
+        ? null
+        : await this.#store.factors.useRecoveryCode(
+            accountId,
+            userId,
+            codeHash(this.#pepper, accountId, userId, code),
+            iso(t),
+            keyEvent(caller, 'recovery_code.used', userId, {}),
+          )
     if (left === null) {
       await this.#failed(caller, userId, 'recovery code', verdict.kind !== 'accepted' && verdict.locks === true)
       return refusal('invalid', 'RECOVERY_CODE_INVALID')
@@ -387,7 +444,8 @@ export class Factors {
     const factors = await this.#store.factors.factors(accountId, userId, iso(now))
     if (factors === null) return fail('not_found', `no TOTP user ${userId} in account ${accountId}`)
     const [recoveryCodesLeft, lockedUntil] = await Promise.all([
-      this.#store.factors.recoveryCodesLeft(accountId, userId), this.#lockEnd(accountId, userId, now),
+      this.#store.factors.recoveryCodesLeft(accountId, userId),
+      this.#lockEnd(accountId, userId, now),
     ])
     return { accountId, userId, factors: factors.map(factorState), recoveryCodesLeft, lockedUntil }
   }
@@ -419,8 +477,11 @@ export class Factors {
     // A refusal is recorded under its own action: `factor.deleted` is a webhook event, and nothing was deleted.
     const refused = (failure: Failure, known: boolean) => this.#refuse(ctx, 'factor-user.delete', target, known ? accountId : null, failure)
     if ((await this.#store.access.getAccount(accountId)) === null) return refused(fail('not_found', `no account ${accountId}`), false)
-    const removed = await this.#store.factors.removeUser(accountId, userId,
-      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }))
+    const removed = await this.#store.factors.removeUser(
+      accountId,
+      userId,
+      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }),
+    )
     if (!removed) return refused(fail('not_found', `no TOTP user ${userId} in account ${accountId}`), true)
     // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
     await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
@@ -474,8 +535,13 @@ const iso = (ms: number) => new Date(ms).toISOString()
  */
 function keyEvent(caller: KeyCaller, action: EventType | string, userId: string, detail: Record<string, unknown>, factorId?: string): AuditDraft {
   return {
-    actor: `api-key:${caller.keyId}`, action, accountId: caller.accountId, ip: caller.ip, outcome: 'success',
-    target: factorId === undefined ? { type: 'totp-user', id: userId } : { type: 'factor', id: factorId }, detail: { userID: userId, ...detail },
+    actor: `api-key:${caller.keyId}`,
+    action,
+    accountId: caller.accountId,
+    ip: caller.ip,
+    outcome: 'success',
+    target: factorId === undefined ? { type: 'totp-user', id: userId } : { type: 'factor', id: factorId },
+    detail: { userID: userId, ...detail },
   }
 }
 
@@ -494,8 +560,18 @@ function unreadable(caller: KeyCaller, factor: Factor, error: unknown): FactorRe
 
 function factorState(f: Factor): FactorState {
   return {
-    id: f.id, status: f.status, label: f.label, applicationId: f.applicationId, profile: f.profile, algorithm: f.algorithm,
-    digits: f.digits, period: f.period, drift: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+    id: f.id,
+    status: f.status,
+    label: f.label,
+    applicationId: f.applicationId,
+    profile: f.profile,
+    algorithm: f.algorithm,
+    digits: f.digits,
+    period: f.period,
+    drift: f.drift,
+    createdAt: f.createdAt,
+    activatedAt: f.activatedAt,
+    expiresAt: f.expiresAt,
   }
 }
 

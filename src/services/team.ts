@@ -240,8 +240,10 @@ export class Team {
   }
 
   #joinDraft(ip: string | null, found: FoundInvitation, user: Pick<User, 'id' | 'email'>): AuditDraft {
-    return this.#draft({ actor: { type: 'portal-user', id: user.id }, ip }, 'member.join', { type: 'member', id: user.id }, found.account.id,
-      { email: user.email, role: found.invitation.role })
+    return this.#draft({ actor: { type: 'portal-user', id: user.id }, ip }, 'member.join', { type: 'member', id: user.id }, found.account.id, {
+      email: user.email,
+      role: found.invitation.role,
+    })
   }
 
   /**
@@ -266,17 +268,34 @@ export class Team {
     if (!(await this.#consume(found))) return refused('no-invitation', 'conflict', 'the invitation was used, has expired or was replaced')
     const at = this.#iso()
     const user: User = {
-      id: `usr_${newSessionToken().token.slice(0, 22)}`, email: found.invitation.email, passwordHash: input.passwordHash, emailVerifiedAt: at,
-      status: 'active', operator: false, totpSecret: null, totpEnabledAt: null, createdAt: at, updatedAt: at,
+      id: `usr_${newSessionToken().token.slice(0, 22)}`,
+      email: found.invitation.email,
+      passwordHash: input.passwordHash,
+      emailVerifiedAt: at,
+      status: 'active',
+      operator: false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: at,
+      updatedAt: at,
     }
     const signUp: AuditDraft = {
-      ...this.#joinDraft(input.ip, found, user), action: 'user.sign-up', target: { type: 'user', id: user.id }, accountId: null, detail: { via: 'invitation' },
+      ...this.#joinDraft(input.ip, found, user),
+      action: 'user.sign-up',
+      target: { type: 'user', id: user.id },
+      accountId: null,
+      detail: { via: 'invitation' },
     }
     // Someone created a sign-in for this address since the page was shown: the invitation is used up all the same.
     if (!(await this.#store.portal.createUser(user, signUp))) return refused('has-sign-in', 'conflict', `${user.email} has a sign-in already`)
     await this.#store.portal.addMember(found.account.id, user.id, found.invitation.role ?? 'viewer', this.#joinDraft(input.ip, found, user))
     await this.#store.portal.createSession({
-      idHash: input.sessionIdHash, userId: user.id, expiresAt: this.#iso(this.#sessionTtlMs), twoFactorPending: false, ip: input.ip, userAgent: input.userAgent,
+      idHash: input.sessionIdHash,
+      userId: user.id,
+      expiresAt: this.#iso(this.#sessionTtlMs),
+      twoFactorPending: false,
+      ip: input.ip,
+      userAgent: input.userAgent,
     })
     return user
   }

@@ -20,8 +20,10 @@ import { RecordCache, secretFingerprint } from '../totp/records.ts'
 import { verificationKey, verificationKeys, verifyCode } from '../totp/verify.ts'
 import { fail, type Context, type Failure } from './outcome.ts'
 
-export type TotpConfig = Pick<Config,
-  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'keyCacheTtlSeconds' | 'keyCacheMaxEntries' | 'minSecretBits'>
+export type TotpConfig = Pick<
+  Config,
+  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'keyCacheTtlSeconds' | 'keyCacheMaxEntries' | 'minSecretBits'
+>
 
 export interface TotpServiceOptions {
   readonly store: Store
@@ -72,15 +74,18 @@ export class Totp {
   /** onboard keeps the parameters of a secret onboardUser issued, under its fingerprint (the record of the same application and user is replaced). */
   onboard(o: Onboarding, now: number): Promise<OnboardingRecord> {
     const p = o.params
-    return this.#store.onboarding.upsert({
-      accountId: o.accountId,
-      applicationId: o.applicationId,
-      userId: o.userId,
-      algorithm: p.algorithm,
-      digits: p.digits,
-      period: p.period,
-      secretFingerprint: secretFingerprint(this.#pepper, p.secret),
-    }, new Date(now))
+    return this.#store.onboarding.upsert(
+      {
+        accountId: o.accountId,
+        applicationId: o.applicationId,
+        userId: o.userId,
+        algorithm: p.algorithm,
+        digits: p.digits,
+        period: p.period,
+        secretFingerprint: secretFingerprint(this.#pepper, p.secret),
+      },
+      new Date(now),
+    )
   }
 
   /** lockKey names a secret's lockout and replay record (verificationKey): a keyed fingerprint, safe to log and to show. */

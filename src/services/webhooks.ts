@@ -33,7 +33,6 @@ export interface WebhooksOptions {
   readonly now?: () => number
 }
 
-
 export { isFailure }
 
 export class Webhooks {
@@ -63,13 +62,20 @@ export class Webhooks {
     const types = readEventTypes(input.eventTypes)
     if (isFailure(types)) return types
     const endpoint: WebhookEndpoint = {
-      id: newId('whe'), accountId, url: checked.url, eventTypes: types, createdAt: new Date(this.#now()).toISOString(),
+      id: newId('whe'),
+      accountId,
+      url: checked.url,
+      eventTypes: types,
+      createdAt: new Date(this.#now()).toISOString(),
     }
     const secret = newWebhookSecret()
     const sealedSecret = await sealSecret(this.#o.keyring, secret, { accountId, endpointId: endpoint.id })
     const max = this.#o.config.webhookMaxEndpoints
-    const made = await this.#o.store.webhooks.createEndpoint({ ...endpoint, sealedSecret }, max,
-      this.#draft(ctx, 'webhook.create', endpoint.id, accountId, { url: endpoint.url, eventTypes: endpoint.eventTypes }))
+    const made = await this.#o.store.webhooks.createEndpoint(
+      { ...endpoint, sealedSecret },
+      max,
+      this.#draft(ctx, 'webhook.create', endpoint.id, accountId, { url: endpoint.url, eventTypes: endpoint.eventTypes }),
+    )
     if (!made) return fail('limit', `the account has ${max} webhook endpoints, the most it may have: delete one first`)
     return { endpoint, secret }
   }
@@ -121,5 +127,5 @@ function readEventTypes(value: unknown): readonly string[] | null | Failure {
   const bad = fail('invalid', `eventTypes must be a list of distinct event types: ${EVENT_TYPES.join(', ')}`, 'eventTypes')
   if (!Array.isArray(value) || value.length === 0) return bad
   if (!value.every((t) => typeof t === 'string' && isEventType(t)) || new Set(value).size !== value.length) return bad
-  return [...value as string[]].sort()
+  return [...(value as string[])].sort()
 }

@@ -35,22 +35,23 @@ export interface StoreHooks {
 
 export async function openStore(config: Config, hooks: StoreHooks = {}): Promise<Store> {
   const report = hooks.onBackgroundError ?? (() => undefined)
-  const relational = config.databaseUrl === ''
-    ? openSqliteStore({
-      path: join(config.dataDir, SQLITE_FILE),
-      changePollMs: config.keyCachePollMs,
-      maintenance: hooks.maintenance ?? true,
-      onBackgroundError: (error) => report(error, 'SQLite'),
-      ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
-    })
-    : await openPostgresStore({
-      url: config.databaseUrl,
-      poolSize: config.databasePoolSize,
-      timeoutMs: config.storeTimeoutMs,
-      ...(hooks.postgresSchema === undefined ? {} : { schema: hooks.postgresSchema }),
-      onBackgroundError: (error) => report(error, 'PostgreSQL'),
-      ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
-    })
+  const relational =
+    config.databaseUrl === ''
+      ? openSqliteStore({
+          path: join(config.dataDir, SQLITE_FILE),
+          changePollMs: config.keyCachePollMs,
+          maintenance: hooks.maintenance ?? true,
+          onBackgroundError: (error) => report(error, 'SQLite'),
+          ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
+        })
+      : await openPostgresStore({
+          url: config.databaseUrl,
+          poolSize: config.databasePoolSize,
+          timeoutMs: config.storeTimeoutMs,
+          ...(hooks.postgresSchema === undefined ? {} : { schema: hooks.postgresSchema }),
+          onBackgroundError: (error) => report(error, 'PostgreSQL'),
+          ...(hooks.clock === undefined ? {} : { clock: hooks.clock }),
+        })
   if (config.redisUrl === '') return relational
   let redis: RedisParts
   try {
@@ -86,7 +87,10 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     async health(): Promise<Health> {
       const [own, shared] = await Promise.all([
         relational.health(),
-        redis.ping().then(() => ({ ok: true, detail: 'ok' }), (error: Error) => ({ ok: false, detail: error.message })),
+        redis.ping().then(
+          () => ({ ok: true, detail: 'ok' }),
+          (error: Error) => ({ ok: false, detail: error.message }),
+        ),
       ])
       // Without Redis only verifyOTP stops (fail closed): the node stays ready for the rest.
       return { ...own, redis: { ...shared, essential: false } }
@@ -112,7 +116,10 @@ function signalled(access: AccessStore, signal: AccessSignal, report: (error: Er
     onChange(listener) {
       const offStore = access.onChange(listener)
       const offSignal = signal.subscribe(listener)
-      return () => { offStore(); offSignal() }
+      return () => {
+        offStore()
+        offSignal()
+      }
     },
   }
 }

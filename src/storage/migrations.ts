@@ -442,7 +442,7 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 6,
-    name: 'the operators\' queue of pending subscriptions',
+    name: "the operators' queue of pending subscriptions",
     // Partial: the queue reads the few pending rows in order, never the whole table (bench/pending.ts:
     // 50 of 1 000 pending among 400 000 subscriptions, 163 ms → 0.27 ms on SQLite, 258 → 4.3 ms on PostgreSQL).
     sqlite: `CREATE INDEX subscriptions_pending ON subscriptions (updated_at, account_id, region, api_group) WHERE status = 'pending';`,
@@ -450,7 +450,7 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 7,
-    name: 'managed TOTP factors (sealed secrets) and their users\' recovery codes',
+    name: "managed TOTP factors (sealed secrets) and their users' recovery codes",
     sqlite: `
       CREATE TABLE totp_users (
         account_id TEXT NOT NULL REFERENCES accounts(id),

@@ -3,8 +3,34 @@
  * nothing else (the entities, their errors and policies are in domain/). Adapters (SQLite,
  * PostgreSQL, Redis) implement them, and one contract suite runs against each.
  */
-import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditDraft, AuditEvent, KeyGrant, NewKey, PendingSubscription, Plan, Subscription, SubscriptionStatus } from '../domain/accounts.ts'
-import type { EmailToken, Member, Membership, NewEmailToken, NewSession, NewUser, Role, Session, TokenPurpose, User, UserPatch, UserStatus } from '../domain/portal.ts'
+import type {
+  Account,
+  AccountStatus,
+  AdminToken,
+  ApiKeyInfo,
+  AuditDraft,
+  AuditEvent,
+  KeyGrant,
+  NewKey,
+  PendingSubscription,
+  Plan,
+  Subscription,
+  SubscriptionStatus,
+} from '../domain/accounts.ts'
+import type {
+  EmailToken,
+  Member,
+  Membership,
+  NewEmailToken,
+  NewSession,
+  NewUser,
+  Role,
+  Session,
+  TokenPurpose,
+  User,
+  UserPatch,
+  UserStatus,
+} from '../domain/portal.ts'
 import type { Group, Region } from '../domain/regions.ts'
 import type { Page } from '../domain/lists.ts'
 import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'

@@ -14,14 +14,16 @@ import type { Group, Region } from '../domain/regions.ts'
 
 export type Row = Record<string, unknown>
 
-
 export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : String(value))
 const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
-const list = <T extends string>(value: unknown): readonly T[] | null => (value === null || value === undefined ? null : (String(value) === '' ? [] : String(value).split(',') as T[]))
+const list = <T extends string>(value: unknown): readonly T[] | null =>
+  value === null || value === undefined ? null : String(value) === '' ? [] : (String(value).split(',') as T[])
 
 /** scopeColumns: a scope as two nullable comma lists. */
-export const scopeColumns = (scope: KeyScope): [string | null, string | null] =>
-  [scope.groups === null ? null : scope.groups.join(','), scope.regions === null ? null : scope.regions.join(',')]
+export const scopeColumns = (scope: KeyScope): [string | null, string | null] => [
+  scope.groups === null ? null : scope.groups.join(','),
+  scope.regions === null ? null : scope.regions.join(','),
+]
 
 /** toScope: the two nullable comma lists back as a scope. */
 export const toScope = (r: Row): KeyScope => ({ groups: list<Group>(r.scope_groups), regions: list<Region>(r.scope_regions) })
@@ -29,8 +31,13 @@ export const toScope = (r: Row): KeyScope => ({ groups: list<Group>(r.scope_grou
 export const toAccount = (r: Row): Account => ({ id: String(r.id), name: String(r.name), status: r.status as AccountStatus, createdAt: iso(r.created_at) })
 
 export const toKey = (r: Row): ApiKeyInfo => ({
-  id: String(r.id), accountId: String(r.account_id), name: String(r.name), hint: String(r.hint),
-  createdAt: iso(r.created_at), revokedAt: isoOrNull(r.revoked_at), expiresAt: isoOrNull(r.expires_at),
+  id: String(r.id),
+  accountId: String(r.account_id),
+  name: String(r.name),
+  hint: String(r.hint),
+  createdAt: iso(r.created_at),
+  revokedAt: isoOrNull(r.revoked_at),
+  expiresAt: isoOrNull(r.expires_at),
   scope: toScope(r),
   rolledTo: r.rolled_to === null || r.rolled_to === undefined ? null : String(r.rolled_to),
   lastUsedAt: isoOrNull(r.last_used_at),
@@ -38,23 +45,38 @@ export const toKey = (r: Row): ApiKeyInfo => ({
 })
 
 export const toPlan = (r: Row): Plan => ({
-  rate: Number(r.rate), burst: Number(r.burst), quota: Number(r.quota), period: r.period as Plan['period'],
+  rate: Number(r.rate),
+  burst: Number(r.burst),
+  quota: Number(r.quota),
+  period: r.period as Plan['period'],
   weights: { totp: Number(r.weight_totp ?? 1), converter: Number(r.weight_converter ?? 1) },
 })
 
 export const toSubscription = (r: Row): Subscription => ({
-  accountId: String(r.account_id), region: r.region as Region, group: r.api_group as Group,
-  status: r.status as SubscriptionStatus, updatedAt: iso(r.updated_at),
+  accountId: String(r.account_id),
+  region: r.region as Region,
+  group: r.api_group as Group,
+  status: r.status as SubscriptionStatus,
+  updatedAt: iso(r.updated_at),
 })
 
 export const toOnboarding = (r: Row): OnboardingRecord => ({
-  accountId: String(r.account_id), applicationId: String(r.application_id), userId: String(r.user_id),
-  algorithm: r.algorithm as OnboardingRecord['algorithm'], digits: Number(r.digits), period: Number(r.period),
-  secretFingerprint: String(r.secret_fingerprint), createdAt: iso(r.created_at), updatedAt: iso(r.updated_at),
+  accountId: String(r.account_id),
+  applicationId: String(r.application_id),
+  userId: String(r.user_id),
+  algorithm: r.algorithm as OnboardingRecord['algorithm'],
+  digits: Number(r.digits),
+  period: Number(r.period),
+  secretFingerprint: String(r.secret_fingerprint),
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at),
 })
 
 export const toAuditEvent = (r: Row): AuditEvent => ({
-  id: String(r.id), at: iso(r.at), actor: String(r.actor), action: String(r.action),
+  id: String(r.id),
+  at: iso(r.at),
+  actor: String(r.actor),
+  action: String(r.action),
   target: { type: r.target_type as AuditEvent['target']['type'], id: String(r.target_id) },
   accountId: r.account_id === null || r.account_id === undefined ? null : String(r.account_id),
   ip: r.ip === null || r.ip === undefined ? null : String(r.ip),
@@ -63,7 +85,11 @@ export const toAuditEvent = (r: Row): AuditEvent => ({
 })
 
 export const toAdminToken = (r: Row): AdminToken => ({
-  id: String(r.id), name: String(r.name), scope: r.scope as AdminToken['scope'], createdAt: iso(r.created_at), revokedAt: isoOrNull(r.revoked_at),
+  id: String(r.id),
+  name: String(r.name),
+  scope: r.scope as AdminToken['scope'],
+  createdAt: iso(r.created_at),
+  revokedAt: isoOrNull(r.revoked_at),
 })
 
 const textOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : String(value))
@@ -71,37 +97,66 @@ const textOrNull = (value: unknown): string | null => (value === null || value =
 const bool = (value: unknown): boolean => value === true || Number(value) === 1
 
 export const toUser = (r: Row): User => ({
-  id: String(r.id), email: String(r.email), passwordHash: textOrNull(r.password_hash), emailVerifiedAt: isoOrNull(r.email_verified_at),
-  status: r.status as UserStatus, operator: bool(r.operator), totpSecret: textOrNull(r.totp_secret), totpEnabledAt: isoOrNull(r.totp_enabled_at),
-  createdAt: iso(r.created_at), updatedAt: iso(r.updated_at),
+  id: String(r.id),
+  email: String(r.email),
+  passwordHash: textOrNull(r.password_hash),
+  emailVerifiedAt: isoOrNull(r.email_verified_at),
+  status: r.status as UserStatus,
+  operator: bool(r.operator),
+  totpSecret: textOrNull(r.totp_secret),
+  totpEnabledAt: isoOrNull(r.totp_enabled_at),
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at),
 })
 
 export const toMember = (r: Row): Member => ({
-  accountId: String(r.account_id), userId: String(r.user_id), email: String(r.email), role: r.role as Role, createdAt: iso(r.created_at),
+  accountId: String(r.account_id),
+  userId: String(r.user_id),
+  email: String(r.email),
+  role: r.role as Role,
+  createdAt: iso(r.created_at),
 })
 
 export const toMembership = (r: Row): Membership => ({
-  accountId: String(r.account_id), accountName: String(r.account_name), accountStatus: r.account_status as AccountStatus,
-  role: r.role as Role, createdAt: iso(r.created_at),
+  accountId: String(r.account_id),
+  accountName: String(r.account_name),
+  accountStatus: r.account_status as AccountStatus,
+  role: r.role as Role,
+  createdAt: iso(r.created_at),
 })
 
 /** toSession reads a session's own columns (`s_` prefixed beside a user's, as findSession joins them). */
 export const toSession = (r: Row, prefix = ''): Session => ({
-  idHash: String(r[`${prefix}id_hash`]), userId: String(r[`${prefix}user_id`]), createdAt: iso(r[`${prefix}created_at`]),
-  expiresAt: iso(r[`${prefix}expires_at`]), lastSeenAt: iso(r[`${prefix}last_seen_at`]), twoFactorPending: bool(r[`${prefix}two_factor_pending`]),
-  ip: textOrNull(r[`${prefix}ip`]), userAgent: textOrNull(r[`${prefix}user_agent`]),
+  idHash: String(r[`${prefix}id_hash`]),
+  userId: String(r[`${prefix}user_id`]),
+  createdAt: iso(r[`${prefix}created_at`]),
+  expiresAt: iso(r[`${prefix}expires_at`]),
+  lastSeenAt: iso(r[`${prefix}last_seen_at`]),
+  twoFactorPending: bool(r[`${prefix}two_factor_pending`]),
+  ip: textOrNull(r[`${prefix}ip`]),
+  userAgent: textOrNull(r[`${prefix}user_agent`]),
 })
 
 export const toEmailToken = (r: Row): EmailToken => ({
-  tokenHash: String(r.token_hash), purpose: r.purpose as TokenPurpose, email: String(r.email), userId: textOrNull(r.user_id),
-  accountId: textOrNull(r.account_id), role: textOrNull(r.role) as Role | null, createdAt: iso(r.created_at), expiresAt: iso(r.expires_at),
+  tokenHash: String(r.token_hash),
+  purpose: r.purpose as TokenPurpose,
+  email: String(r.email),
+  userId: textOrNull(r.user_id),
+  accountId: textOrNull(r.account_id),
+  role: textOrNull(r.role) as Role | null,
+  createdAt: iso(r.created_at),
+  expiresAt: iso(r.expires_at),
   usedAt: isoOrNull(r.used_at),
 })
 
 /** The user columns an update may set, by UserPatch field. */
 export const USER_COLUMNS = {
-  passwordHash: 'password_hash', emailVerifiedAt: 'email_verified_at', status: 'status', operator: 'operator',
-  totpSecret: 'totp_secret', totpEnabledAt: 'totp_enabled_at',
+  passwordHash: 'password_hash',
+  emailVerifiedAt: 'email_verified_at',
+  status: 'status',
+  operator: 'operator',
+  totpSecret: 'totp_secret',
+  totpEnabledAt: 'totp_enabled_at',
 } as const
 
 /** Account (and user) cursors carry the last item's creation time and id (the list's order). */
@@ -112,9 +167,11 @@ export function accountCursor(item: { readonly createdAt: string; readonly id: s
 export function readAccountCursor(cursor: string): { createdAt: string; id: string } {
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string'
-      && !Number.isNaN(Date.parse(value[0]))) return { createdAt: new Date(value[0]).toISOString(), id: value[1] }
-  } catch { /* below */ }
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string' && !Number.isNaN(Date.parse(value[0])))
+      return { createdAt: new Date(value[0]).toISOString(), id: value[1] }
+  } catch {
+    /* below */
+  }
   throw new CursorError()
 }
 
@@ -126,14 +183,21 @@ export function readAccountCursor(cursor: string): { createdAt: string; id: stri
  * with `cast` for PostgreSQL's typed comparison); the filters are asked for after the
  * cursor, so that positional placeholders stay in order. A malformed cursor throws CursorError.
  */
-export function createdOrderPage(table: string, query: { readonly cursor?: string | undefined; readonly limit: number },
-  param: (value: unknown) => string, cast: boolean, where: () => readonly (string | null)[]): string {
+export function createdOrderPage(
+  table: string,
+  query: { readonly cursor?: string | undefined; readonly limit: number },
+  param: (value: unknown) => string,
+  cast: boolean,
+  where: () => readonly (string | null)[],
+): string {
   const conditions: string[] = []
   if (query.cursor !== undefined) {
     const after = readAccountCursor(query.cursor)
-    conditions.push(cast
-      ? `(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`
-      : `(created_at, id) > (${param(after.createdAt)}, ${param(after.id)})`)
+    conditions.push(
+      cast
+        ? `(created_at, id) > (${param(after.createdAt)}::timestamptz, ${param(after.id)}::text)`
+        : `(created_at, id) > (${param(after.createdAt)}, ${param(after.id)})`,
+    )
   }
   for (const condition of where()) if (condition !== null) conditions.push(condition)
   return `SELECT * FROM ${table} ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''} ORDER BY created_at, id LIMIT ${param(query.limit + 1)}`
@@ -163,7 +227,9 @@ export function readSubscriptionCursor(cursor: string): { updatedAt: string; acc
       const [updatedAt, accountId, region, group] = value as [string, string, string, string]
       if (EXACT_TIME.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt))) return { updatedAt, accountId, region, group }
     }
-  } catch { /* below */ }
+  } catch {
+    /* below */
+  }
   throw new CursorError()
 }
 
@@ -192,8 +258,14 @@ export function usageSpans(fromDay: string, toDay: string): { days: [string, str
   const day = (ms: number) => new Date(ms).toISOString().slice(0, 10)
   const from = Date.parse(`${fromDay}T00:00:00Z`)
   const to = Date.parse(`${toDay}T00:00:00Z`)
-  const monthStart = (ms: number) => { const d = new Date(ms); return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1) }
-  const monthEnd = (ms: number) => { const d = new Date(ms); return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - DAY_MS }
+  const monthStart = (ms: number) => {
+    const d = new Date(ms)
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)
+  }
+  const monthEnd = (ms: number) => {
+    const d = new Date(ms)
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - DAY_MS
+  }
   const days: [string, string][] = []
   const minus: [string, string][] = []
   // A month's row counts as one day's rows: a cut month is taken whole when its days outside the range, plus one, are fewer than those inside.
@@ -227,15 +299,31 @@ export function usageSpans(fromDay: string, toDay: string): { days: [string, str
 }
 
 export const toFactor = (r: Row): Factor => ({
-  id: String(r.id), accountId: String(r.account_id), userId: String(r.user_id), applicationId: String(r.application_id),
-  label: textOrNull(r.label), profile: String(r.profile), status: r.status as FactorStatus, algorithm: r.algorithm as Algorithm,
-  digits: Number(r.digits), period: Number(r.period), drift: Number(r.drift), sealed: String(r.sealed), keyVersion: Number(r.key_version),
-  createdAt: iso(r.created_at), expiresAt: isoOrNull(r.expires_at), activatedAt: isoOrNull(r.activated_at),
+  id: String(r.id),
+  accountId: String(r.account_id),
+  userId: String(r.user_id),
+  applicationId: String(r.application_id),
+  label: textOrNull(r.label),
+  profile: String(r.profile),
+  status: r.status as FactorStatus,
+  algorithm: r.algorithm as Algorithm,
+  digits: Number(r.digits),
+  period: Number(r.period),
+  drift: Number(r.drift),
+  sealed: String(r.sealed),
+  keyVersion: Number(r.key_version),
+  createdAt: iso(r.created_at),
+  expiresAt: isoOrNull(r.expires_at),
+  activatedAt: isoOrNull(r.activated_at),
 })
 
 export const toTotpUser = (r: Row): TotpUser => ({
-  accountId: String(r.account_id), userId: String(r.user_id), createdAt: iso(r.created_at),
-  active: Number(r.active ?? 0), pending: Number(r.pending ?? 0), recoveryCodesLeft: Number(r.codes_left ?? 0),
+  accountId: String(r.account_id),
+  userId: String(r.user_id),
+  createdAt: iso(r.created_at),
+  active: Number(r.active ?? 0),
+  pending: Number(r.pending ?? 0),
+  recoveryCodesLeft: Number(r.codes_left ?? 0),
 })
 
 /** userCursor: the cursor after a user of an account's user list (their id, opaque to clients). */
@@ -259,4 +347,5 @@ export function readUserCursor(cursor: string): string {
  * account an operator has given a key, a subscription, a plan or anything else).
  */
 export const HOLDS_NOTHING = ['api_keys', 'subscriptions', 'plans', 'onboarding', 'totp_users', 'webhook_endpoints']
-  .map((table) => `AND NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.account_id = m.account_id)`).join(' ')
+  .map((table) => `AND NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.account_id = m.account_id)`)
+  .join(' ')

@@ -54,8 +54,18 @@ export class Stamps {
     const event: AuditEvent = { ...draft, id: this.eventId(atMs), at: new Date(atMs).toISOString() }
     return {
       event,
-      values: [event.id, event.at, draft.actor, draft.action, draft.target.type, draft.target.id, draft.accountId, draft.ip, draft.outcome,
-        JSON.stringify(draft.detail)],
+      values: [
+        event.id,
+        event.at,
+        draft.actor,
+        draft.action,
+        draft.target.type,
+        draft.target.id,
+        draft.accountId,
+        draft.ip,
+        draft.outcome,
+        JSON.stringify(draft.detail),
+      ],
     }
   }
 }

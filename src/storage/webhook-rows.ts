@@ -10,18 +10,32 @@ import { iso, type Row } from './rows.ts'
 export const eventTypesColumn = (types: readonly string[] | null): string | null => (types === null ? null : types.join(','))
 
 export const toEndpoint = (r: Row): WebhookEndpoint => ({
-  id: String(r.id), accountId: String(r.account_id), url: String(r.url),
-  eventTypes: r.event_types === null || r.event_types === undefined ? null : String(r.event_types).split(',').filter((t) => t !== ''),
+  id: String(r.id),
+  accountId: String(r.account_id),
+  url: String(r.url),
+  eventTypes:
+    r.event_types === null || r.event_types === undefined
+      ? null
+      : String(r.event_types)
+          .split(',')
+          .filter((t) => t !== ''),
   createdAt: iso(r.created_at),
 })
 
-const json = (value: unknown): Readonly<Record<string, unknown>> =>
-  (typeof value === 'string' ? JSON.parse(value) : value) as Readonly<Record<string, unknown>>
+const json = (value: unknown): Readonly<Record<string, unknown>> => (typeof value === 'string' ? JSON.parse(value) : value) as Readonly<Record<string, unknown>>
 
 export const toClaimed = (r: Row, lease: string): ClaimedDelivery => ({
-  endpointId: String(r.endpoint_id), messageId: String(r.message_id), accountId: String(r.account_id), url: String(r.url),
-  sealedSecret: String(r.secret), eventType: String(r.event_type), at: iso(r.at), data: json(r.data),
-  tries: Number(r.tries), sinceMs: Number(r.since_ms), lease,
+  endpointId: String(r.endpoint_id),
+  messageId: String(r.message_id),
+  accountId: String(r.account_id),
+  url: String(r.url),
+  sealedSecret: String(r.secret),
+  eventType: String(r.event_type),
+  at: iso(r.at),
+  data: json(r.data),
+  tries: Number(r.tries),
+  sinceMs: Number(r.since_ms),
+  lease,
 })
 
 export const toAttempt = (r: Row): WebhookAttempt => ({
@@ -33,7 +47,10 @@ export const toAttempt = (r: Row): WebhookAttempt => ({
 
 /** toDelivery: a delivery row (joined with its message) and its attempts. */
 export const toDelivery = (r: Row, attempts: readonly WebhookAttempt[]): WebhookDelivery => ({
-  id: String(r.message_id), eventType: String(r.event_type), createdAt: iso(r.at), status: r.status as DeliveryStatus,
+  id: String(r.message_id),
+  eventType: String(r.event_type),
+  createdAt: iso(r.at),
+  status: r.status as DeliveryStatus,
   nextAttemptAt: r.status === 'pending' ? new Date(Number(r.next_at_ms)).toISOString() : null,
   attempts,
 })

@@ -6,8 +6,7 @@ import { canonicalKey, codeAt, currentCode, matchStep, newSecret, otpauthUrl, pa
 import type { Algorithm } from '../domain/accounts.ts'
 import { RFC4226_CODES, RFC6238_SEEDS, RFC6238_VECTORS } from './rfc-vectors.ts'
 
-const params = (algorithm: Algorithm, digits = 8, period = 30) =>
-  totpParams(Buffer.from(RFC6238_SEEDS[algorithm], 'latin1'), algorithm, digits, period)
+const params = (algorithm: Algorithm, digits = 8, period = 30) => totpParams(Buffer.from(RFC6238_SEEDS[algorithm], 'latin1'), algorithm, digits, period)
 
 test('RFC 6238 Appendix B vectors', () => {
   for (const [seconds, expected] of RFC6238_VECTORS) {
@@ -44,14 +43,16 @@ test('parseSecret takes any case, spaces and padding, and refuses short or non-b
   const s = newSecret()
   assert.equal(s.byteLength, 20)
   assert.match(toBase32(s), /^[A-Z2-7]{32}$/)
-  const spaced = `${toBase32(s).toLowerCase().replace(/(.{4})/g, '$1 ')}====`
+  const spaced = `${toBase32(s)
+    .toLowerCase()
+    .replace(/(.{4})/g, '$1 ')}====`
   assert.deepEqual(parseSecret(spaced), s)
   for (let size = 10; size <= 64; size++) {
     const random = new Secret({ size })
     assert.deepEqual(parseSecret(random.base32), Buffer.from(random.bytes), `${size} bytes decode as otpauth encodes them`)
   }
   assert.equal(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPEHé'), null, 'non-ASCII')
-  assert.deepEqual(parseSecret('LVJFKZI5AJZXIZKG'), Buffer.from('5d5255651d0273746546', 'hex'), 'Renda.io\'s 80-bit secrets are taken by default')
+  assert.deepEqual(parseSecret('LVJFKZI5AJZXIZKG'), Buffer.from('5d5255651d0273746546', 'hex'), "Renda.io's 80-bit secrets are taken by default")
   assert.equal(parseSecret('LVJFKZI5AJZXIZK'), null, '75 bits is too short')
   assert.equal(parseSecret('LVJFKZI5AJZXIZKG', 128), null, 'MIN_SECRET_BITS=128 refuses them')
   assert.equal(parseSecret('JBSWY3DPEHPK3PXPJBSWY3DPE1'), null, '1 is not base32')
@@ -66,7 +67,7 @@ test('canonicalKey is the key as HMAC uses it: trailing zero bytes dropped, long
   assert.deepEqual(canonicalKey(Buffer.from('00ff00', 'hex'), 'SHA256'), Buffer.from('00ff', 'hex'), 'leading and inner zeros stay')
   const long = Buffer.alloc(100, 7)
   assert.deepEqual(canonicalKey(long, 'SHA1'), createHash('sha1').update(long).digest())
-  assert.deepEqual(canonicalKey(long, 'SHA512'), long, 'SHA-512\'s block is 128 bytes')
+  assert.deepEqual(canonicalKey(long, 'SHA512'), long, "SHA-512's block is 128 bytes")
   assert.equal(codeAt(totpParams(long), 9), codeAt(totpParams(canonicalKey(long, 'SHA1')), 9))
 })
 

@@ -103,7 +103,10 @@ const asSecret = (bytes: Buffer) => ({ bytes }) as unknown as Secret
 
 export function codeAt(params: TotpParams, step: number): string {
   return HOTP.generate({
-    secret: asSecret(params.secret), algorithm: params.algorithm, digits: params.digits, counter: step,
+    secret: asSecret(params.secret),
+    algorithm: params.algorithm,
+    digits: params.digits,
+    counter: step,
     hmac: (_algorithm, key, message) => hmacBytes(HASH[params.algorithm], key, message),
   })
 }
@@ -134,6 +137,8 @@ export function matchStep(params: TotpParams, token: string, nowMs: number): num
  */
 export function otpauthUrl(issuer: string, account: string, params: TotpParams): string {
   const e = encodeURIComponent
-  return `otpauth://totp/${e(issuer)}:${e(account)}?secret=${toBase32(params.secret)}&issuer=${e(issuer)}` +
+  return (
+    `otpauth://totp/${e(issuer)}:${e(account)}?secret=${toBase32(params.secret)}&issuer=${e(issuer)}` +
     `&algorithm=${params.algorithm}&digits=${params.digits}&period=${params.period}`
+  )
 }

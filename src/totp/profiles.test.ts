@@ -39,24 +39,32 @@ const CASES: Case[] = [
   ['any', { digits: 6, period: 15 }, 'ok'],
 ]
 
-test('resolveProfile accepts and refuses each profile\'s combinations', () => {
+test("resolveProfile accepts and refuses each profile's combinations", () => {
   for (const [name, requested, expected] of CASES) {
     const outcome = resolveProfile(PROFILES[name], requested)
     const label = `${name} ${JSON.stringify(requested)}`
     if (expected === 'ok') {
       assert.equal(outcome.kind, 'ok', label)
       const defaults = PROFILES[name].defaults
-      assert.deepEqual(outcome, {
-        kind: 'ok',
-        algorithm: requested.algorithm ?? defaults.algorithm,
-        digits: requested.digits ?? defaults.digits,
-        period: requested.period ?? defaults.period,
-      }, `${label}: the requested values, the profile's defaults for the rest`)
+      assert.deepEqual(
+        outcome,
+        {
+          kind: 'ok',
+          algorithm: requested.algorithm ?? defaults.algorithm,
+          digits: requested.digits ?? defaults.digits,
+          period: requested.period ?? defaults.period,
+        },
+        `${label}: the requested values, the profile's defaults for the rest`,
+      )
     } else {
       assert.equal(outcome.kind, 'unsupported', label)
       if (outcome.kind !== 'unsupported') continue
       assert.equal(outcome.app, PROFILES[name].app)
-      assert.deepEqual(outcome.problems.map((p) => p.field), expected, label)
+      assert.deepEqual(
+        outcome.problems.map((p) => p.field),
+        expected,
+        label,
+      )
     }
   }
 })
@@ -73,16 +81,20 @@ test('a refusal names the app, the value and what the app reads', () => {
   const ranges = resolveProfile(PROFILES.keepassxc, { digits: 10, period: 90 })
   assert.equal(ranges.kind, 'unsupported')
   if (ranges.kind !== 'unsupported') return
-  assert.deepEqual(profileProblems(ranges).map((p) => render(p.code, p.params)), [
-    'KeePassXC does not support tokenLength 10 (it reads 6 to 9 digits).',
-    'KeePassXC does not support tokenValidity 90 (it reads 15 to 60 seconds).',
-  ])
+  assert.deepEqual(
+    profileProblems(ranges).map((p) => render(p.code, p.params)),
+    ['KeePassXC does not support tokenLength 10 (it reads 6 to 9 digits).', 'KeePassXC does not support tokenValidity 90 (it reads 15 to 60 seconds).'],
+  )
   const lists = resolveProfile(PROFILES.google, { algorithm: 'SHA1', digits: 7 })
   assert.equal(lists.kind === 'unsupported' && lists.problems[0]!.supported, '6 or 8 digits')
 })
 
 test('every profile is consistent: defaults inside its own sets, within what the service accepts, with sources', () => {
-  interface Field { minimum?: number; maximum?: number; default?: unknown }
+  interface Field {
+    minimum?: number
+    maximum?: number
+    default?: unknown
+  }
   const body = onboardSchema.body.properties as unknown as Record<'algorithm' | 'tokenLength' | 'tokenValidity', Field>
   const service = {
     digits: { min: body.tokenLength.minimum!, max: body.tokenLength.maximum! },
@@ -94,7 +106,10 @@ test('every profile is consistent: defaults inside its own sets, within what the
     // onboardUser's schema fills left-out parameters with SHA1/6/30 before the profile sees them.
     assert.deepEqual(profile.defaults, { algorithm: body.algorithm.default, digits: body.tokenLength.default, period: body.tokenValidity.default }, name)
     for (const a of profile.algorithms) assert.ok((ALGORITHMS as readonly string[]).includes(a), `${name}: ${a}`)
-    for (const [allowed, limits] of [[profile.digits, service.digits], [profile.periods, service.periods]] as const) {
+    for (const [allowed, limits] of [
+      [profile.digits, service.digits],
+      [profile.periods, service.periods],
+    ] as const) {
       const values = 'min' in allowed ? [allowed.min, allowed.max] : allowed
       for (const v of values) assert.ok(v >= limits.min && v <= limits.max, `${name}: ${v} within the service's limits`)
     }

@@ -13,12 +13,26 @@ test('RecordCache answers a repeated lookup from memory, found or not, until its
   const pepper = Buffer.alloc(32, 7)
   const account = await makeAccount(store.access, 'a')
   const secret = newSecret()
-  await store.onboarding.upsert({
-    accountId: account.id, applicationId: 'app', userId: 'u', algorithm: 'SHA256', digits: 8, period: 60,
-    secretFingerprint: secretFingerprint(pepper, secret),
-  }, new Date())
+  await store.onboarding.upsert(
+    {
+      accountId: account.id,
+      applicationId: 'app',
+      userId: 'u',
+      algorithm: 'SHA256',
+      digits: 8,
+      period: 60,
+      secretFingerprint: secretFingerprint(pepper, secret),
+    },
+    new Date(),
+  )
   let reads = 0
-  const counting: OnboardingStore = { ...store.onboarding, findBySecret: (...args) => { reads++; return store.onboarding.findBySecret(...args) } }
+  const counting: OnboardingStore = {
+    ...store.onboarding,
+    findBySecret: (...args) => {
+      reads++
+      return store.onboarding.findBySecret(...args)
+    },
+  }
   const cache = new RecordCache(counting, pepper, 30, 10)
 
   const first = cache.find(account.id, secret, 0)
@@ -55,10 +69,18 @@ test('a record written before fingerprints were canonical is still found for a s
   const account = await makeAccount(store.access, 'a')
   const secret = newSecret()
   secret[secret.length - 1] = 0
-  await store.onboarding.upsert({
-    accountId: account.id, applicationId: 'app', userId: 'u', algorithm: 'SHA1', digits: 7, period: 30,
-    secretFingerprint: keyedDigest(pepper, 'onboarding-secret', toBase32(secret)), // the old fingerprint
-  }, new Date())
+  await store.onboarding.upsert(
+    {
+      accountId: account.id,
+      applicationId: 'app',
+      userId: 'u',
+      algorithm: 'SHA1',
+      digits: 7,
+      period: 30,
+      secretFingerprint: keyedDigest(pepper, 'onboarding-secret', toBase32(secret)), // the old fingerprint
+    },
+    new Date(),
+  )
   assert.notEqual(secretFingerprint(pepper, secret), keyedDigest(pepper, 'onboarding-secret', toBase32(secret)))
   assert.equal((await new RecordCache(store.onboarding, pepper, 30, 10).find(account.id, secret, 0))?.digits, 7)
 })

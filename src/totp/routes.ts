@@ -19,9 +19,7 @@ import { pickQrOutput } from './negotiate.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from './profiles.ts'
 import { acceptFields } from '../bodies/fields.ts'
 import { factorRoutes } from './factors/routes.ts'
-import {
-  getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema,
-} from './schemas.ts'
+import { getOtpFields, getOtpSchema, onboardFields, onboardSchema, pingSchema, qrFields, qrSchema, verifyFields, verifySchema } from './schemas.ts'
 
 export interface TotpOptions {
   readonly config: Config
@@ -53,9 +51,19 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.addHook('onClose', () => drawer.close())
 
   /** draw gives the image of a QR code, drawn off the event loop when it is large. */
-  async function draw(text: string, ecc: Ecc, format: 'png' | 'svg', body: { size?: number; margin?: number; color?: string; bgcolor?: string } = {}): Promise<Buffer> {
+  async function draw(
+    text: string,
+    ecc: Ecc,
+    format: 'png' | 'svg',
+    body: { size?: number; margin?: number; color?: string; bgcolor?: string } = {},
+  ): Promise<Buffer> {
     const drawn = await drawer.draw({
-      text, ecc, format, size: body.size, margin: body.margin, scale: config.qrDefaultScale,
+      text,
+      ecc,
+      format,
+      size: body.size,
+      margin: body.margin,
+      scale: config.qrDefaultScale,
       color: body.color ? parseColor(body.color)! : BLACK,
       background: body.bgcolor ? parseColor(body.bgcolor)! : WHITE,
     })
@@ -89,8 +97,12 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
    * verifyOTP, the token's length: a secret issued elsewhere, such as by Renda.io).
    */
   function paramsOf(secret: Buffer, body: TotpBody, record: OnboardingRecord | null, defaultDigits: number): TotpParams {
-    return totpParams(secret, (body.algorithm?.toUpperCase() as Algorithm | undefined) ?? record?.algorithm ?? 'SHA1',
-      body.tokenLength ?? record?.digits ?? defaultDigits, body.tokenValidity ?? record?.period ?? 30)
+    return totpParams(
+      secret,
+      (body.algorithm?.toUpperCase() as Algorithm | undefined) ?? record?.algorithm ?? 'SHA1',
+      body.tokenLength ?? record?.digits ?? defaultDigits,
+      body.tokenValidity ?? record?.period ?? 30,
+    )
   }
 
   // ping and getOTP answer synchronously (reply.send, no promise) where they can: on routes
@@ -158,7 +170,11 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
         return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
       }
       const record = recordOf(secret, request.caller!.accountId, body)
-      if (record instanceof Promise) record.then((r) => reply.send(answer(r)), (error: unknown) => reply.send(error))
+      if (record instanceof Promise)
+        record.then(
+          (r) => reply.send(answer(r)),
+          (error: unknown) => reply.send(error),
+        )
       else reply.send(answer(record))
     },
   )

@@ -9,33 +9,42 @@ import { errorResponses } from '../openapi/responses.ts'
 import { ALGORITHMS } from './otp.ts'
 import { PROFILE_NAMES } from './profiles.ts'
 
-const algorithm = Type.Optional(Type.String({
-  enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
-  default: 'SHA1',
-  description: 'HMAC hash of the TOTP: SHA1 (default, what every authenticator app supports), SHA256 or SHA512.',
-}))
+const algorithm = Type.Optional(
+  Type.String({
+    enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
+    default: 'SHA1',
+    description: 'HMAC hash of the TOTP: SHA1 (default, what every authenticator app supports), SHA256 or SHA512.',
+  }),
+)
 const tokenValidity = Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, default: 30, description: 'Time step in seconds (TOTP period).' }))
 const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, default: 6, description: 'Digits in a code.' }))
 /**
  * profile is shared with the factor routes. No schema default: on onboardUser, leaving it
  * out keeps Renda.io's behaviour (no check); the factor routes apply `universal` themselves.
  */
-export const profile = Type.Optional(Type.String({
-  enum: PROFILE_NAMES,
-  description: 'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".',
-}))
+export const profile = Type.Optional(
+  Type.String({
+    enum: PROFILE_NAMES,
+    description:
+      'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".',
+  }),
+)
 /** profileRule maps the field's schema errors to PROFILE_INVALID, naming the known profiles. */
 export const profileRule = { invalid: 'PROFILE_INVALID', params: { profiles: PROFILE_NAMES.join(', ') } } as const
 
-const label = (what: string) => Type.String({
-  // No control characters: nothing an app could show, and PostgreSQL refuses NUL in text (a 500 before).
-  minLength: 1, maxLength: 256, pattern: '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$',
-  description: `${what}; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters.`,
-})
+const label = (what: string) =>
+  Type.String({
+    // No control characters: nothing an app could show, and PostgreSQL refuses NUL in text (a 500 before).
+    minLength: 1,
+    maxLength: 256,
+    pattern: '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$',
+    description: `${what}; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters.`,
+  })
 const secret = Type.String({
   maxLength: 1024,
   pattern: '^[\\s=]*(?:[A-Za-z2-7][\\s=]*){16,}$',
-  description: 'Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored.',
+  description:
+    'Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored.',
 })
 /**
  * getOTP and verifyOTP take the parameters a request leaves out from the onboarding record
@@ -44,17 +53,23 @@ const secret = Type.String({
 const fromRecord = (fallback: string) => ` Default: the value the secret was onboarded with here, else ${fallback}.`
 const secretParams = {
   tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: `Time step in seconds (TOTP period).${fromRecord('30')}` })),
-  algorithm: Type.Optional(Type.String({
-    enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
-    description: `HMAC hash of the TOTP: SHA1, SHA256 or SHA512.${fromRecord('SHA1')}`,
-  })),
+  algorithm: Type.Optional(
+    Type.String({
+      enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
+      description: `HMAC hash of the TOTP: SHA1, SHA256 or SHA512.${fromRecord('SHA1')}`,
+    }),
+  ),
 }
-const hexColor = (what: string, def: string) => Type.Optional(Type.String({
-  pattern: '^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{8})$', default: def, description: `${what} as #rrggbb or #rrggbbaa.`,
-}))
+const hexColor = (what: string, def: string) =>
+  Type.Optional(
+    Type.String({
+      pattern: '^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{8})$',
+      default: def,
+      description: `${what} as #rrggbb or #rrggbbaa.`,
+    }),
+  )
 
-const success = (fields: Record<string, ReturnType<typeof Type.String>>) =>
-  Type.Object({ type: Type.Literal('Success'), ...fields })
+const success = (fields: Record<string, ReturnType<typeof Type.String>>) => Type.Object({ type: Type.Literal('Success'), ...fields })
 
 export const pingSchema = {
   operationId: 'ping',
@@ -86,7 +101,13 @@ export function qrSchema(maxSize: number) {
     body: Type.Object({
       data: Type.String({ minLength: 1, description: 'Text to encode (UTF-8).' }),
       format: Type.Optional(Type.String({ enum: ['png', 'svg'], description: 'Image format; overrides Accept.' })),
-      size: Type.Optional(Type.Integer({ minimum: 21, maximum: maxSize, description: 'Width and height in pixels (default: 4 pixels per module); never less than one pixel per module.' })),
+      size: Type.Optional(
+        Type.Integer({
+          minimum: 21,
+          maximum: maxSize,
+          description: 'Width and height in pixels (default: 4 pixels per module); never less than one pixel per module.',
+        }),
+      ),
       ecc: Type.Optional(Type.String({ pattern: '^[LMQHlmqh]$', default: 'M', description: 'Error correction level: L (7%), M (15%), Q (25%), H (30%).' })),
       margin: Type.Optional(Type.Integer({ minimum: 0, maximum: 16, default: 4, description: 'Quiet zone in modules (the standard asks for 4).' })),
       color: hexColor('Dark modules', '#000000'),
@@ -101,7 +122,18 @@ export function qrSchema(maxSize: number) {
           'application/json': { schema: success({ QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) }) },
         },
       },
-      ...errorResponses(['DATA_REQUIRED', 'DATA_INVALID', 'DATA_TOO_LONG', 'FORMAT_INVALID', 'SIZE_INVALID', 'ECC_INVALID', 'MARGIN_INVALID', 'COLOR_INVALID', 'BGCOLOR_INVALID', 'QR_BUSY']),
+      ...errorResponses([
+        'DATA_REQUIRED',
+        'DATA_INVALID',
+        'DATA_TOO_LONG',
+        'FORMAT_INVALID',
+        'SIZE_INVALID',
+        'ECC_INVALID',
+        'MARGIN_INVALID',
+        'COLOR_INVALID',
+        'BGCOLOR_INVALID',
+        'QR_BUSY',
+      ]),
     },
   }
 }
@@ -118,13 +150,17 @@ export const onboardFields: FieldRules = {
 export const onboardSchema = {
   operationId: 'onboardUser',
   summary: 'Create a TOTP secret for a user of an application',
-  description: 'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
+  description:
+    'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
   body: Type.Object({
     userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
     applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
-    tokenValidity, tokenLength, algorithm, profile,
+    tokenValidity,
+    tokenLength,
+    algorithm,
+    profile,
   }),
   response: {
     200: Type.Object({
@@ -132,13 +168,25 @@ export const onboardSchema = {
       otpURL: Type.String({ description: 'otpauth://totp/<applicationID>:<userID>?secret=…&issuer=…&algorithm=…&digits=…&period=…' }),
       QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
       otp: Type.String({ description: 'The current code.' }),
-      token: Type.String({ description: 'The current code again, under Renda.io\'s name.' }),
+      token: Type.String({ description: "The current code again, under Renda.io's name." }),
       tokenValidity: Type.Integer(),
       tokenLength: Type.Integer(),
       algorithm: Type.String(),
       expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
     }),
-    ...errorResponses(['USER_ID_REQUIRED', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'PROFILE_INVALID', 'PROFILE_UNSUPPORTED', 'DATA_TOO_LONG', 'QR_BUSY']),
+    ...errorResponses([
+      'USER_ID_REQUIRED',
+      'USER_ID_INVALID',
+      'APPLICATION_ID_REQUIRED',
+      'APPLICATION_ID_INVALID',
+      'TOKEN_VALIDITY_INVALID',
+      'TOKEN_LENGTH_INVALID',
+      'ALGORITHM_INVALID',
+      'PROFILE_INVALID',
+      'PROFILE_UNSUPPORTED',
+      'DATA_TOO_LONG',
+      'QR_BUSY',
+    ]),
   },
 }
 
@@ -170,8 +218,8 @@ export const getOtpSchema = {
       type: Type.Literal('Success'),
       otp: Type.String({ description: 'The current code.' }),
       expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
-      currentToken: Type.String({ description: 'The current code again, under Renda.io\'s name.' }),
-      timeUsed: Type.Integer({ description: 'Seconds elapsed in the current time step (Renda.io\'s field): `timeUsed` + `expiresIn` = the period.' }),
+      currentToken: Type.String({ description: "The current code again, under Renda.io's name." }),
+      timeUsed: Type.Integer({ description: "Seconds elapsed in the current time step (Renda.io's field): `timeUsed` + `expiresIn` = the period." }),
     }),
     ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
   },
@@ -188,20 +236,36 @@ export const verifyFields = (limits: SecretLimits): FieldRules => ({
 export const verifySchema = {
   operationId: 'verifyOTP',
   summary: 'Verify a code against a secret',
-  description: 'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
+  description:
+    'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
   body: Type.Object({
     secret,
     token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check.' }),
-    tokenLength: Type.Optional(Type.Integer({
-      minimum: 6, maximum: 10,
-      description: 'Digits in a code. Default: the value the secret was onboarded with here, else the length of `token` (a secret issued elsewhere, such as by Renda.io). A token of another length is a failed attempt.',
-    })),
+    tokenLength: Type.Optional(
+      Type.Integer({
+        minimum: 6,
+        maximum: 10,
+        description:
+          'Digits in a code. Default: the value the secret was onboarded with here, else the length of `token` (a secret issued elsewhere, such as by Renda.io). A token of another length is a failed attempt.',
+      }),
+    ),
     ...secretParams,
   }),
   response: {
     200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String() }),
-    ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'TOKEN_LENGTH_INVALID', 'TOKEN_VALIDITY_INVALID', 'ALGORITHM_INVALID', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED']),
+    ...errorResponses([
+      'SECRET_REQUIRED',
+      'SECRET_INVALID',
+      'TOKEN_REQUIRED',
+      'TOKEN_INVALID',
+      'TOKEN_LENGTH_INVALID',
+      'TOKEN_VALIDITY_INVALID',
+      'ALGORITHM_INVALID',
+      'OTP_INVALID',
+      'OTP_REUSED',
+      'OTP_LOCKED',
+    ]),
   },
 }

@@ -29,11 +29,8 @@ export function verificationKeys(pepper: Pepper, accountId: string, secret: Buff
   return ALGORITHMS.map((algorithm) => verificationKey(pepper, accountId, secret, algorithm, period))
 }
 
-
 /** `match` gives the time step whose code matches, or null. */
-export async function verifyCode(
-  store: VerificationStore, policy: LockPolicy, key: string, match: number | null, nowMs: number,
-): Promise<VerifyOutcome> {
+export async function verifyCode(store: VerificationStore, policy: LockPolicy, key: string, match: number | null, nowMs: number): Promise<VerifyOutcome> {
   const verdict = await store.settle(key, match, nowMs, policy)
   if (verdict.kind !== 'locked') return verdict
   return { kind: 'locked', retryAfterSeconds: Math.max(1, Math.ceil((verdict.lockedUntil - nowMs) / 1000)) }

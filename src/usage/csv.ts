@@ -17,7 +17,7 @@ const FORMULA_START = /(^|[,;\t\r\n])(?=[ \t\r]*[=+\-@])/g
 export function csvField(value: unknown): string {
   if (value === undefined || value === null) return ''
   if (typeof value === 'number' || typeof value === 'bigint') return String(value)
-  const text = String(value).replace(FORMULA_START, '$1\'')
+  const text = String(value).replace(FORMULA_START, "$1'")
   return `"${text.replace(/"/g, '""')}"`
 }
 

@@ -30,7 +30,6 @@ export interface LimitsOptions {
   readonly onFlushed?: (ok: boolean) => void
 }
 
-
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 export class Limits {
@@ -57,10 +56,15 @@ export class Limits {
     this.#recorder = new UsageRecorder(opts.store.usage, opts.store.access, config.region, opts.now)
     const onFlushed = opts.onFlushed ?? (() => undefined)
     this.#timer = setInterval(() => {
-      this.#recorder.flush().then((rows) => { if (rows > 0) onFlushed(true) }, (error: Error) => {
-        onFlushed(false)
-        this.#log.warn({ err: error }, 'usage counts not saved yet; will retry')
-      })
+      this.#recorder.flush().then(
+        (rows) => {
+          if (rows > 0) onFlushed(true)
+        },
+        (error: Error) => {
+          onFlushed(false)
+          this.#log.warn({ err: error }, 'usage counts not saved yet; will retry')
+        },
+      )
     }, config.usageFlushMs).unref()
   }
 
@@ -92,20 +96,23 @@ export class Limits {
       else this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
       return
     }
-    shared.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then((decision) => {
-      if (this.#fallback) {
-        this.#fallback = false
-        this.#log.info('shared limits are back: throttle and quota hold across nodes again')
-      }
-      finish(decision)
-    }, (error: unknown) => {
-      if (!(error instanceof UnavailableError)) return done(error as Error)
-      if (!this.#fallback) {
-        this.#fallback = true
-        this.#log.warn({ err: error }, 'Redis unreachable: throttle and quota fall back to per-node limits until it is back')
-      }
-      this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
-    })
+    shared.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(
+      (decision) => {
+        if (this.#fallback) {
+          this.#fallback = false
+          this.#log.info('shared limits are back: throttle and quota hold across nodes again')
+        }
+        finish(decision)
+      },
+      (error: unknown) => {
+        if (!(error instanceof UnavailableError)) return done(error as Error)
+        if (!this.#fallback) {
+          this.#fallback = true
+          this.#log.warn({ err: error }, 'Redis unreachable: throttle and quota fall back to per-node limits until it is back')
+        }
+        this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
+      },
+    )
   }
 
   /** The quota already used in a window: the store's counts plus this node's unsaved ones. */
@@ -116,7 +123,7 @@ export class Limits {
       try {
         return (await this.#store.usage.total(accountId, from, to)) + this.#recorder.pending(accountId, from, to)
       } catch (error) {
-        this.#log.warn({ err: error }, 'usage counts unreadable: the quota window starts from this node\'s own counts')
+        this.#log.warn({ err: error }, "usage counts unreadable: the quota window starts from this node's own counts")
         return this.#recorder.pending(accountId, from, to)
       }
     }
@@ -146,9 +153,7 @@ export class Limits {
     if (!decision.admitted) {
       const retry = String(seconds(decision.retryAfterMs))
       this.#onRefused(decision.reason === 'quota' ? 'over quota' : 'throttled')
-      return decision.reason === 'quota'
-        ? apiError('QUOTA_EXCEEDED', {}, { 'retry-after': retry })
-        : apiError('THROTTLED', {}, { 'retry-after': retry })
+      return decision.reason === 'quota' ? apiError('QUOTA_EXCEEDED', {}, { 'retry-after': retry }) : apiError('THROTTLED', {}, { 'retry-after': retry })
     }
     const left: string[] = []
     if (plan.rate > 0) left.push(`"burst";r=${decision.tokens};t=${Math.ceil(decision.refillMs / 1000)}`)

@@ -46,16 +46,19 @@ test('usage is kept per day, key and group in calls and units, and a failed save
   assert.equal(recorder.lagMs(), 0, 'nothing waits')
   assert.equal(await recorder.flush(), 0, 'nothing to write')
   const key = (r: UsageRow) => `${r.day}${r.keyId}${r.group}`
-  assert.deepEqual(state.saved.sort((x, y) => key(x).localeCompare(key(y))), [
-    { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-21', group: 'totp', count: 2, units: 4 },
-    { accountId: 'a', keyId: 'k2', region: 'us', day: '2026-11-21', group: 'converter', count: 1, units: 1 },
-    { accountId: 'b', keyId: 'k9', region: 'us', day: '2026-11-21', group: 'totp', count: 1, units: 2 },
-    { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-22', group: 'totp', count: 2, units: 4 },
-  ])
+  assert.deepEqual(
+    state.saved.sort((x, y) => key(x).localeCompare(key(y))),
+    [
+      { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-21', group: 'totp', count: 2, units: 4 },
+      { accountId: 'a', keyId: 'k2', region: 'us', day: '2026-11-21', group: 'converter', count: 1, units: 1 },
+      { accountId: 'b', keyId: 'k9', region: 'us', day: '2026-11-21', group: 'totp', count: 1, units: 2 },
+      { accountId: 'a', keyId: 'k1', region: 'us', day: '2026-11-22', group: 'totp', count: 2, units: 4 },
+    ],
+  )
   assert.equal(recorder.pending('a', '2000-01-01', '2999-12-31'), 0)
 })
 
-test('a key\'s last use is written at most once a minute, and its latest time is what is written', async () => {
+test("a key's last use is written at most once a minute, and its latest time is what is written", async () => {
   const { state, usage, access } = fakeStores()
   state.up = true
   let now = Date.UTC(2026, 10, 21, 12)

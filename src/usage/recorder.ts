@@ -89,7 +89,9 @@ export class UsageRecorder {
    * written (0: nothing was pending); on failure the counts stay pending and it throws.
    */
   flush(): Promise<number> {
-    this.#flushing ??= this.#flush().finally(() => { this.#flushing = null })
+    this.#flushing ??= this.#flush().finally(() => {
+      this.#flushing = null
+    })
     return this.#flushing
   }
 
@@ -140,7 +142,9 @@ export class UsageRecorder {
         const last = this.#lastUse.get(u.keyId)
         if (last !== undefined) last.writtenMs = now
       }
-    } catch { /* retried at the next flush */ }
+    } catch {
+      /* retried at the next flush */
+    }
   }
 }
 

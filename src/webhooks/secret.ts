@@ -49,7 +49,10 @@ export async function openSecret(keyring: Keyring, sealed: string, ctx: SecretCo
 }
 
 /** resealSecrets seals every live endpoint's secret under the active key version (compare-and-set, in batches); returns how many, and those that do not open. */
-export async function resealSecrets(store: Pick<WebhookStore, 'sealedSecrets' | 'resealSecret'>, keyring: Keyring): Promise<{ resealed: number; unreadable: { id: string; reason: string }[] }> {
+export async function resealSecrets(
+  store: Pick<WebhookStore, 'sealedSecrets' | 'resealSecret'>,
+  keyring: Keyring,
+): Promise<{ resealed: number; unreadable: { id: string; reason: string }[] }> {
   let resealed = 0
   const unreadable: { id: string; reason: string }[] = []
   let after = ''

@@ -54,30 +54,33 @@ export async function send(url: string, headers: Record<string, string>, body: s
 
 function post(target: URL, headers: Record<string, string>, body: string, lookup: LookupFunction, signal: AbortSignal, ca?: string | Buffer): Promise<number> {
   return new Promise((resolve, reject) => {
-    const request = (target.protocol === 'https:' ? https : http).request({
-      protocol: target.protocol,
-      hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
-      port: target.port === '' ? undefined : Number(target.port),
-      path: `${target.pathname}${target.search}`,
-      method: 'POST',
-      headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-      lookup,
-      signal,
-      // A connection of its own: nothing pooled outlives the attempt, or carries another endpoint's address.
-      agent: false,
-      ...(ca === undefined ? {} : { ca }),
-    }, (response) => {
-      let read = 0
-      response.on('data', (chunk: Buffer) => {
-        read += chunk.length
-        if (read > MAX_ANSWER_BYTES) {
-          response.destroy()
-          resolve(response.statusCode ?? 0)
-        }
-      })
-      response.on('end', () => resolve(response.statusCode ?? 0))
-      response.on('error', reject)
-    })
+    const request = (target.protocol === 'https:' ? https : http).request(
+      {
+        protocol: target.protocol,
+        hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: target.port === '' ? undefined : Number(target.port),
+        path: `${target.pathname}${target.search}`,
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        lookup,
+        signal,
+        // A connection of its own: nothing pooled outlives the attempt, or carries another endpoint's address.
+        agent: false,
+        ...(ca === undefined ? {} : { ca }),
+      },
+      (response) => {
+        let read = 0
+        response.on('data', (chunk: Buffer) => {
+          read += chunk.length
+          if (read > MAX_ANSWER_BYTES) {
+            response.destroy()
+            resolve(response.statusCode ?? 0)
+          }
+        })
+        response.on('end', () => resolve(response.statusCode ?? 0))
+        response.on('error', reject)
+      },
+    )
     request.on('error', reject)
     request.end(body)
   })

@@ -20,8 +20,17 @@ export interface WorkerOptions {
   readonly store: WebhookStore
   /** Opens endpoints' signing secrets. */
   readonly keyring: Keyring
-  readonly config: Pick<Config, 'webhookTimeoutMs' | 'webhookRetrySeconds' | 'webhookBackoffMs' | 'webhookBackoffMaxMs' | 'webhookPollMs'
-    | 'webhookConcurrency' | 'webhookAllowPrivate' | 'webhookLogDays'>
+  readonly config: Pick<
+    Config,
+    | 'webhookTimeoutMs'
+    | 'webhookRetrySeconds'
+    | 'webhookBackoffMs'
+    | 'webhookBackoffMaxMs'
+    | 'webhookPollMs'
+    | 'webhookConcurrency'
+    | 'webhookAllowPrivate'
+    | 'webhookLogDays'
+  >
   /** Faults of no request (the store away): logged, and the worker tries again at the next poll. */
   readonly onError: (error: Error, what: string) => void
   readonly onOutcome?: (outcome: DeliveryOutcome) => void
@@ -114,27 +123,34 @@ export class WebhookWorker {
       const body = JSON.stringify({ type: c.eventType, timestamp: c.at, data: c.data })
       // The attempt's own time (the receiver checks its freshness); the event's time is in the payload.
       const timestamp = Math.floor(Date.now() / 1000)
-      sent = await send(c.url, {
-        'content-type': 'application/json',
-        'user-agent': `tessera-webhooks/${VERSION}`,
-        'webhook-id': c.messageId,
-        'webhook-timestamp': String(timestamp),
-        'webhook-signature': signature(secret, c.messageId, timestamp, body),
-      }, body, { timeoutMs: config.webhookTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.send })
+      sent = await send(
+        c.url,
+        {
+          'content-type': 'application/json',
+          'user-agent': `tessera-webhooks/${VERSION}`,
+          'webhook-id': c.messageId,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signature(secret, c.messageId, timestamp, body),
+        },
+        body,
+        { timeoutMs: config.webhookTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.send },
+      )
     } catch (error) {
       this.#o.onError(error as Error, 'webhook delivery')
-      sent = { statusCode: null, error: (error as Error).name === 'SealedSecretError' ? 'the endpoint\'s secret does not open' : 'internal error' }
+      sent = { statusCode: null, error: (error as Error).name === 'SealedSecretError' ? "the endpoint's secret does not open" : 'internal error' }
     }
     const at = this.#now()
     const windowEnds = c.sinceMs + config.webhookRetrySeconds * 1000
     const outcome: DeliveryOutcome = sent.error === null ? 'delivered' : at >= windowEnds ? 'failed' : 'retry'
-    const nextAtMs = outcome === 'retry'
-      ? Math.min(at + backoffMs(c.tries + 1, config.webhookBackoffMs, config.webhookBackoffMaxMs, this.#o.random), windowEnds)
-      : at
+    const nextAtMs =
+      outcome === 'retry' ? Math.min(at + backoffMs(c.tries + 1, config.webhookBackoffMs, config.webhookBackoffMaxMs, this.#o.random), windowEnds) : at
     await this.#o.store.finish({
-      endpointId: c.endpointId, messageId: c.messageId, lease: c.lease,
+      endpointId: c.endpointId,
+      messageId: c.messageId,
+      lease: c.lease,
       attempt: { atMs: at, statusCode: sent.statusCode, durationMs: at - started, error: sent.error },
-      outcome, nextAtMs,
+      outcome,
+      nextAtMs,
     })
     this.#o.onOutcome?.(outcome)
   }

@@ -17,32 +17,71 @@ import { SYSTEM } from '../../src/domain/accounts.ts'
 
 const skip = browserSkip()
 
-const SIGNED_OUT = ['/sign-in', '/sign-up', '/reset', '/reset/confirm?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA', '/verify-email?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA',
-  '/invitations/accept?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA&account=acc_none', '/no-such-page']
+const SIGNED_OUT = [
+  '/sign-in',
+  '/sign-up',
+  '/reset',
+  '/reset/confirm?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA',
+  '/verify-email?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA',
+  '/invitations/accept?token=AAAAAAAAAAAAAAAAAAAAAAAAAAA&account=acc_none',
+  '/no-such-page',
+]
 
-const SIGNED_IN = ['/home', '/security', '/security/two-factor/setup',
-  '/accounts/:a/start', '/accounts/:a/keys', '/accounts/:a/keys?show=old', '/accounts/:a/keys/:k/revoke', '/accounts/:a/subscriptions',
-  '/accounts/:a/usage', '/accounts/:a/usage/keys', '/accounts/:a/team', '/accounts/:a/audit',
-  '/accounts/:a/webhooks', '/accounts/:a/webhooks/:w/deliveries', '/accounts/:a/webhooks/:w/delete',
-  '/operator', '/operator/accounts', '/operator/accounts/:a', '/operator/sign-ups', '/operator/subscriptions', '/operator/audit']
+const SIGNED_IN = [
+  '/home',
+  '/security',
+  '/security/two-factor/setup',
+  '/accounts/:a/start',
+  '/accounts/:a/keys',
+  '/accounts/:a/keys?show=old',
+  '/accounts/:a/keys/:k/revoke',
+  '/accounts/:a/subscriptions',
+  '/accounts/:a/usage',
+  '/accounts/:a/usage/keys',
+  '/accounts/:a/team',
+  '/accounts/:a/audit',
+  '/accounts/:a/webhooks',
+  '/accounts/:a/webhooks/:w/deliveries',
+  '/accounts/:a/webhooks/:w/delete',
+  '/operator',
+  '/operator/accounts',
+  '/operator/accounts/:a',
+  '/operator/sign-ups',
+  '/operator/subscriptions',
+  '/operator/audit',
+]
 /** The operator's pages of the account's managed-factor users: the list, a user (made in the test) and the deletion's confirmation. */
 const FACTOR_PAGES = ['/operator/accounts/:a/totp-users', '/operator/accounts/:a/totp-users/axe%20user']
 
-test('every portal page, signed out and signed in as an operator: no serious or critical axe finding, nothing refused by the CSP, one h1', { skip }, async (t) => {
+test('every portal page, signed out and signed in as an operator: no serious or critical axe finding, nothing refused by the CSP, one h1', {
+  skip,
+}, async (t) => {
   const app = await startApp(t, { USAGE_FLUSH_MS: '100' })
   await createFactor(app, 'axe user')
   const op = await portalUser(app, { operator: true })
   await portalUser(app, { email: 'dev@example.com', role: 'developer' })
   assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
   // An endpoint with a delivery in its log (refused: its host is not this node's), for the webhook pages.
-  const hook = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, { url: 'https://hooks.example.com/in' })
+  const hook = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
+    url: 'https://hooks.example.com/in',
+  })
   assert.ok(!('failure' in hook))
-  await app.store.audit.append({ actor: 'system', action: 'factor.created', target: { type: 'factor', id: 'fac_1' }, accountId: app.accountId, ip: null, outcome: 'success', detail: { userID: 'u1' } })
+  await app.store.audit.append({
+    actor: 'system',
+    action: 'factor.created',
+    target: { type: 'factor', id: 'fac_1' },
+    accountId: app.accountId,
+    ip: null,
+    outcome: 'success',
+    detail: { userID: 'u1' },
+  })
   await new Promise((resolve) => setTimeout(resolve, 300))
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(`${page.url()}: ${m.text()}`) })
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(`${page.url()}: ${m.text()}`)
+  })
   const findings: string[] = []
   const visit = async (path: string) => {
     const url = `${app.url}/portal${path.replace(':a', app.accountId).replace(':k', app.keyId).replace(':w', hook.endpoint.id)}`

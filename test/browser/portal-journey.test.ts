@@ -37,7 +37,9 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.url })
   const page = await context.newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
+  })
 
   /** tab: a link of the account's navigation (the pages link to each other in their text too). */
   const tab = (name: string) => page.getByRole('navigation', { name: 'Hopper Labs' }).getByRole('link', { name, exact: true })
@@ -99,8 +101,17 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   assert.equal(await ping(app.url, key), 200)
   await new Promise((resolve) => setTimeout(resolve, 400))
   await tab('Usage').click()
-  await page.getByRole('table', { name: /Calls per key/ }).getByRole('row', { name: /backend/ }).waitFor()
-  assert.match(await page.getByRole('table', { name: /Calls per key/ }).getByRole('row', { name: /backend/ }).innerText(), /backend.*\b1\b/)
+  await page
+    .getByRole('table', { name: /Calls per key/ })
+    .getByRole('row', { name: /backend/ })
+    .waitFor()
+  assert.match(
+    await page
+      .getByRole('table', { name: /Calls per key/ })
+      .getByRole('row', { name: /backend/ })
+      .innerText(),
+    /backend.*\b1\b/,
+  )
   await look(page, 'usage')
 
   // Roll with a grace period: both keys work; revoke the old one: 403.

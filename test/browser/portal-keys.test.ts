@@ -20,7 +20,9 @@ async function submit(page: Page, role: 'button' | 'link', name: string): Promis
   return res?.status()
 }
 
-test('a new account from nothing to a first call: subscribe, create a key and copy it, roll it, revoke it after a confirmation; axe on every page', { skip }, async (t) => {
+test('a new account from nothing to a first call: subscribe, create a key and copy it, roll it, revoke it after a confirmation; axe on every page', {
+  skip,
+}, async (t) => {
   const app = await startApp(t, { REGION_URLS: `eu=http://127.0.0.1:1,us=https://us.example.test` })
   const account = await app.accounts.createAccount({ actor: SYSTEM }, { name: 'Journey' })
   assert.ok(!isFailure(account))
@@ -29,7 +31,9 @@ test('a new account from nothing to a first call: subscribe, create a key and co
   const context = await browser.newContext({ permissions: ['clipboard-read', 'clipboard-write'] })
   const page = await context.newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
+  })
   const ping = async (key: string) => (await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': key } })).status
   const checked = async (what: string) => assert.deepEqual(await seriousViolations(page), [], what)
 
@@ -128,9 +132,22 @@ test('a viewer sees the keys and subscriptions with no control to change them; a
   await page.getByLabel('Password').fill(viewer.password)
   await submit(page, 'button', 'Sign in')
   assert.equal(await page.getByRole('table', { name: 'Keys in use (1)' }).count(), 1)
-  assert.equal(await page.getByRole('button').filter({ hasText: /(Create|Roll|Revoke) key/ }).count(), 0, 'no control to change a key (finding keys is reading)')
+  assert.equal(
+    await page
+      .getByRole('button')
+      .filter({ hasText: /(Create|Roll|Revoke) key/ })
+      .count(),
+    0,
+    'no control to change a key (finding keys is reading)',
+  )
   assert.deepEqual(await seriousViolations(page), [])
   await submit(page, 'link', 'Subscriptions')
-  assert.equal(await page.getByRole('button').filter({ hasText: / in (eu|us|apac)$/ }).count(), 0)
+  assert.equal(
+    await page
+      .getByRole('button')
+      .filter({ hasText: / in (eu|us|apac)$/ })
+      .count(),
+    0,
+  )
   assert.deepEqual(await seriousViolations(page), [])
 })

@@ -18,7 +18,9 @@ test('the API reference at /docs: no serious or critical axe finding, a strict C
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const blocked: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) blocked.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) blocked.push(m.text())
+  })
   const res = await page.goto(`${app.url}/docs`)
   assert.equal(res?.status(), 200)
   const headers = res!.headers()
@@ -28,15 +30,26 @@ test('the API reference at /docs: no serious or critical axe finding, a strict C
   assert.deepEqual(await seriousViolations(page), [])
   assert.deepEqual(blocked, [], 'nothing on the page needs what the CSP refuses')
   // The stylesheet applied (served beside the page, under the same CSP).
-  assert.equal(await page.locator('table').first().evaluate((e) => getComputedStyle(e).borderCollapse), 'collapse')
+  assert.equal(
+    await page
+      .locator('table')
+      .first()
+      .evaluate((e) => getComputedStyle(e).borderCollapse),
+    'collapse',
+  )
 
   await page.keyboard.press('Tab')
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to the reference', 'the first stop skips the navigation')
   await page.getByRole('navigation', { name: 'Operations' }).getByRole('link', { name: 'POST /totp/verifyOTP' }).click()
   assert.match(page.url(), /#verifyOTP$/)
   const verify = page.getByRole('region', { name: 'POST /totp/verifyOTP' })
-  await assert.doesNotReject(verify.getByRole('table', { name: 'Body fields' }).getByRole('rowheader', { name: 'token', exact: true }).waitFor({ timeout: 2000 }))
-  assert.match(await verify.locator('pre').innerText(), /^curl -H 'x-api-key: YOUR_KEY' --data-urlencode 'secret=…' --data-urlencode 'token=…' http:\/\/localhost:3000\/totp\/verifyOTP$/)
+  await assert.doesNotReject(
+    verify.getByRole('table', { name: 'Body fields' }).getByRole('rowheader', { name: 'token', exact: true }).waitFor({ timeout: 2000 }),
+  )
+  assert.match(
+    await verify.locator('pre').innerText(),
+    /^curl -H 'x-api-key: YOUR_KEY' --data-urlencode 'secret=…' --data-urlencode 'token=…' http:\/\/localhost:3000\/totp\/verifyOTP$/,
+  )
   const errors = page.getByRole('table', { name: 'Error codes' })
   assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 1)
   assert.equal(await errors.getByRole('rowheader', { name: 'ADMIN_READ_ONLY' }).count(), 1, 'the public reference lists the whole catalogue')
@@ -58,7 +71,7 @@ test('the admin API reference at /admin/v1/docs, on the admin listener, without 
   assert.equal(await page.getByRole('link', { name: 'POST /admin/v1/keys/{id}/roll' }).count(), 1)
   const errors = page.getByRole('table', { name: 'Error codes' })
   assert.equal(await errors.getByRole('rowheader', { name: 'ADMIN_READ_ONLY' }).count(), 1)
-  assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 0, 'only the admin API\'s codes')
+  assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 0, "only the admin API's codes")
   await page.getByRole('link', { name: 'openapi.json' }).click()
   assert.match(page.url(), /\/admin\/v1\/openapi\.json$/)
 })

@@ -47,14 +47,26 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
   const inAdmin = codesOf(admin, statusOf)
   // The 404s of no route belong to no documented operation (an unknown route; the conversion group outside eu): the descriptions' tables have them.
   const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND']
-  assert.deepEqual([...new Set([...inPublic, ...inAdmin])].sort(), ERROR_CODES.filter((c) => !outsideOperations.includes(c)).sort(), 'every code is answered by an operation of one document')
+  assert.deepEqual(
+    [...new Set([...inPublic, ...inAdmin])].sort(),
+    ERROR_CODES.filter((c) => !outsideOperations.includes(c)).sort(),
+    'every code is answered by an operation of one document',
+  )
   const description = (doc.info as { description: string }).description
   for (const code of ERROR_CODES) {
-    assert.match(description, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code].status} \\|`, 'm'), `${code} row in the document's description (what /docs shows)`)
+    assert.match(
+      description,
+      new RegExp(`^\\| \`${code}\` \\| ${catalogue[code].status} \\|`, 'm'),
+      `${code} row in the document's description (what /docs shows)`,
+    )
   }
   const adminDescription = (admin.info as { description: string }).description
   for (const code of [...inAdmin, 'ADMIN_ROUTE_NOT_FOUND']) {
-    assert.match(adminDescription, new RegExp(`^\\| \`${code}\` \\| ${catalogue[code as keyof typeof catalogue].status} \\|`, 'm'), `${code} row in the admin document's description`)
+    assert.match(
+      adminDescription,
+      new RegExp(`^\\| \`${code}\` \\| ${catalogue[code as keyof typeof catalogue].status} \\|`, 'm'),
+      `${code} row in the admin document's description`,
+    )
   }
   for (const [code, statuses] of statusOf) assert.deepEqual([...statuses], [String(catalogue[code as keyof typeof catalogue].status)], code)
 })
@@ -62,11 +74,21 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
 const ROOT = join(import.meta.dirname, '..', '..')
 /** The pages people write (the generated references have their own test above). */
 const GENERATED = new Set(['api.md', 'admin-api.md', 'errors.md', 'configuration.md'])
-const written = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && !GENERATED.has(f)).map((f) => `docs/${f}`)]
+const written = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md') && !GENERATED.has(f))
+    .map((f) => `docs/${f}`),
+]
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8')
 
 /** slug is the anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens. */
-const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s-]/gu, '').replace(/\s/g, '-')
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s-]/gu, '')
+    .replace(/\s/g, '-')
 const anchors = (text: string) => new Set([...text.matchAll(/^#+ (.+)$/gm)].map((m) => slug(m[1] ?? '')))
 
 test('the README stays a front page: at most 12 KiB, its manual in docs/', () => {
@@ -108,8 +130,7 @@ test('docs/architecture.md names only paths that exist (its map of src/ follows 
     else if (top?.[1]) {
       folder = `src/${top[1]}`
       named.add(folder)
-    }
-    else if (nested?.[1]) named.add(`${folder}${nested[1]}`)
+    } else if (nested?.[1]) named.add(`${folder}${nested[1]}`)
   }
   for (const [, path = ''] of text.matchAll(/`((?:src|test|bench|scripts|docs)\/[\w./-]+)`/g)) named.add(path)
   assert.ok(named.size > 30, 'the map was read')

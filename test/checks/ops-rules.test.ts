@@ -41,22 +41,45 @@ interface AlertBlock {
 
 /** alertBlocks splits the rules file at each `- alert:` and reads what each block declares. */
 function alertBlocks(text: string): AlertBlock[] {
-  return text.split(/^\s*- alert: /m).slice(1).map((block) => {
-    const lines = block.split('\n')
-    const folded = /^( *)description: >-\n((?:\1 +.*\n?)+)/m.exec(block)
-    return {
-      name: lines[0]!.trim(),
-      text: block,
-      forDuration: /^\s+for: (\d+[smhd])\s*$/m.exec(block)?.[1],
-      severity: /^\s+severity: (\S+)\s*$/m.exec(block)?.[1],
-      summary: /^\s+summary: "(.*)"\s*$/m.exec(block)?.[1],
-      description: folded?.[2]?.split('\n').map((l) => l.trim()).filter((l) => l !== '').join(' '),
-    }
-  })
+  return text
+    .split(/^\s*- alert: /m)
+    .slice(1)
+    .map((block) => {
+      const lines = block.split('\n')
+      const folded = /^( *)description: >-\n((?:\1 +.*\n?)+)/m.exec(block)
+      return {
+        name: lines[0]!.trim(),
+        text: block,
+        forDuration: /^\s+for: (\d+[smhd])\s*$/m.exec(block)?.[1],
+        severity: /^\s+severity: (\S+)\s*$/m.exec(block)?.[1],
+        summary: /^\s+summary: "(.*)"\s*$/m.exec(block)?.[1],
+        description: folded?.[2]
+          ?.split('\n')
+          .map((l) => l.trim())
+          .filter((l) => l !== '')
+          .join(' '),
+      }
+    })
 }
 
-interface Panel { type: string; title: string; id: number; gridPos: { x: number; y: number; w: number; h: number }; datasource?: { uid: string }; fieldConfig?: { defaults?: { unit?: string } }; targets?: { expr: string; datasource?: { uid: string } }[]; description?: string; panels?: Panel[] }
-interface Dashboard { schemaVersion: number; panels: Panel[]; templating: { list: Record<string, unknown>[] }; uid: string; title: string }
+interface Panel {
+  type: string
+  title: string
+  id: number
+  gridPos: { x: number; y: number; w: number; h: number }
+  datasource?: { uid: string }
+  fieldConfig?: { defaults?: { unit?: string } }
+  targets?: { expr: string; datasource?: { uid: string } }[]
+  description?: string
+  panels?: Panel[]
+}
+interface Dashboard {
+  schemaVersion: number
+  panels: Panel[]
+  templating: { list: Record<string, unknown>[] }
+  uid: string
+  title: string
+}
 
 const rulesText = readFileSync(RULES, 'utf8')
 const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as Dashboard
@@ -84,17 +107,26 @@ test('each alert has a for, a severity, a summary and a description, and a test 
   assert.ok(alerts.length >= 12, `${alerts.length} alerts`)
   assert.equal(new Set(alerts.map((a) => a.name)).size, alerts.length, 'alert names are unique')
   // Each evaluation of the unit tests: the alert it checks, and whether it expects none.
-  const cases = readFileSync(RULE_TESTS, 'utf8').split(/^\s*- eval_time: /m).slice(1).map((c) => ({
-    alertname: /^\s+alertname: (\S+)/m.exec(c)?.[1],
-    silent: /^\s+exp_alerts: \[\]\s*$/m.test(c),
-  }))
+  const cases = readFileSync(RULE_TESTS, 'utf8')
+    .split(/^\s*- eval_time: /m)
+    .slice(1)
+    .map((c) => ({
+      alertname: /^\s+alertname: (\S+)/m.exec(c)?.[1],
+      silent: /^\s+exp_alerts: \[\]\s*$/m.test(c),
+    }))
   for (const alert of alerts) {
     assert.ok(alert.forDuration !== undefined && alert.forDuration !== '0m', `${alert.name}: a for`)
     assert.ok(['critical', 'warning'].includes(alert.severity ?? ''), `${alert.name}: severity critical or warning`)
     assert.ok((alert.summary ?? '').length > 10, `${alert.name}: a summary`)
     assert.ok((alert.description ?? '').length > 100, `${alert.name}: a description that says where to look`)
-    assert.ok(cases.some((c) => c.alertname === alert.name && !c.silent), `${alert.name}: a case where it fires`)
-    assert.ok(cases.some((c) => c.alertname === alert.name && c.silent), `${alert.name}: a case where it must not fire`)
+    assert.ok(
+      cases.some((c) => c.alertname === alert.name && !c.silent),
+      `${alert.name}: a case where it fires`,
+    )
+    assert.ok(
+      cases.some((c) => c.alertname === alert.name && c.silent),
+      `${alert.name}: a case where it must not fire`,
+    )
   }
   assert.deepEqual([...new Set(cases.map((c) => c.alertname))].sort(), alerts.map((a) => a.name).sort(), 'the tests check only alerts that exist')
   // The operating guide's table of alerts ("Dashboard and alerts") has one row per alert, with its severity.
@@ -141,7 +173,11 @@ test('the dashboard imports as it should: schema 39+, a Prometheus data source v
     assert.ok((panel.targets ?? []).length > 0, `${panel.title}: a query`)
     for (const target of panel.targets!) {
       assert.match(target.expr, /region=~"\$region"/, `${panel.title}: ${target.expr}`)
-      assert.equal(target.expr.match(/\{/g)?.length, target.expr.match(/region=~"\$region"/g)?.length, `${panel.title}: every selector by region: ${target.expr}`)
+      assert.equal(
+        target.expr.match(/\{/g)?.length,
+        target.expr.match(/region=~"\$region"/g)?.length,
+        `${panel.title}: every selector by region: ${target.expr}`,
+      )
       assert.equal(target.datasource?.uid, '${datasource}')
     }
   }
@@ -166,18 +202,20 @@ test('what the alerts tell the operator to look at exists: the panels they name,
   const settingNames = new Set(Object.values(settings).map((s) => s.env))
   const codes = new Set<string>(ERROR_CODES)
   const labelValues = new Set<string>([...REFUSAL_CAUSES, ...VERIFICATION_OUTCOMES, ...CONVERSION_OUTCOMES, ...REPLACEMENT_REASONS, ...SIGN_IN_OUTCOMES])
-  const sources = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name)
-    if (e.isDirectory()) return sources(path)
-    return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') ? [readFileSync(path, 'utf8')] : []
-  })
+  const sources = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const path = join(dir, e.name)
+      if (e.isDirectory()) return sources(path)
+      return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') ? [readFileSync(path, 'utf8')] : []
+    })
   const code = sources(join(ROOT, 'src')).join('\n')
   // Template actions ({{ ... }}, quoted or not) are not text the operator reads as such.
   const plain = (text: string) => text.replace(/"\{\{.*?\}\}"/g, '').replace(/\{\{.*?\}\}/g, '')
   const alerts = alertBlocks(rulesText)
   for (const alert of alerts) {
     const text = plain(`${alert.summary} ${alert.description}`)
-    for (const [, title] of text.matchAll(/[Pp]anel "([^"]+)"/g)) assert.ok(titles.has(title!), `${alert.name} names panel "${title}", which the dashboard lacks`)
+    for (const [, title] of text.matchAll(/[Pp]anel "([^"]+)"/g))
+      assert.ok(titles.has(title!), `${alert.name} names panel "${title}", which the dashboard lacks`)
     for (const [name] of text.matchAll(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/g)) {
       assert.ok(settingNames.has(name) || codes.has(name), `${alert.name} names ${name}: neither a setting nor an error code`)
     }
@@ -189,7 +227,8 @@ test('what the alerts tell the operator to look at exists: the panels they name,
   }
   // The alert names the descriptions point to exist.
   const names = new Set(alerts.map((a) => a.name))
-  for (const alert of alerts) for (const [name] of (alert.description ?? '').matchAll(/\bTessera[A-Z]\w+/g)) assert.ok(names.has(name), `${alert.name} refers to ${name}`)
+  for (const alert of alerts)
+    for (const [name] of (alert.description ?? '').matchAll(/\bTessera[A-Z]\w+/g)) assert.ok(names.has(name), `${alert.name} refers to ${name}`)
   // And the dashboard's descriptions name settings that exist.
   for (const panel of graphPanels) {
     for (const [name] of (panel.description ?? '').matchAll(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/g)) {

@@ -17,7 +17,6 @@ import { PortalClient } from '../support/portal-helper.ts'
 const TOKEN = 'a-metrics-token-of-at-least-32-characters'
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
 
-
 test('promtool check metrics accepts what a node that has served every kind of answer exports', { skip: toolSkip('promtool', 'prometheus') }, async (t) => {
   const services: Record<string, string> = {}
   if (process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL) {
@@ -26,9 +25,12 @@ test('promtool check metrics accepts what a node that has served every kind of a
     Object.assign(services, { DATABASE_URL: await createDatabase(t), REDIS_URL: redisUrl(), REDIS_PREFIX: prefix })
   }
   const app = await startApp(t, { METRICS_TOKEN: TOKEN, METRICS_PER_ACCOUNT: 'true', ...services })
-  const post = (path: string, fields: Record<string, string>, key = app.key) => fetch(`${app.url}${path}`, {
-    method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString(),
-  })
+  const post = (path: string, fields: Record<string, string>, key = app.key) =>
+    fetch(`${app.url}${path}`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(fields).toString(),
+    })
   assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
   assert.equal((await post('/totp/onboardUser', { userID: 'jane@example.com', applicationID: 'Acme' })).status, 200)
   assert.equal((await post('/totp/getOTP', { secret: SECRET })).status, 200)

@@ -25,8 +25,13 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
   const prefix = `${uniqueName('t')}:`
   t.after(() => dropPrefix(prefix))
   const env = {
-    NODE_ENV: 'test', PEPPER, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl(), REDIS_PREFIX: prefix,
-    KEY_CACHE_TTL_SECONDS: '60', ADMIN_LISTEN: '127.0.0.1:0',
+    NODE_ENV: 'test',
+    PEPPER,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl(),
+    REDIS_PREFIX: prefix,
+    KEY_CACHE_TTL_SECONDS: '60',
+    ADMIN_LISTEN: '127.0.0.1:0',
   }
   // The operator's side: the same store the CLI opens.
   const config = loadConfig({ ...env, DATA_DIR: tempDir(t) })
@@ -40,7 +45,7 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
 
   await t.test('an OTP accepted on one node is rejected as reused on the other', async () => {
     const { apiKey } = await createCaller(accounts)
-    const onboard = await (await post(a, '/totp/onboardUser', apiKey, { userID: 'u', applicationID: 'app' })).json() as { secretKey: string; otp: string }
+    const onboard = (await (await post(a, '/totp/onboardUser', apiKey, { userID: 'u', applicationID: 'app' })).json()) as { secretKey: string; otp: string }
     assert.equal((await post(a, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })).status, 200)
     const again = await post(b, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })
     assert.equal(again.status, 400)
@@ -71,16 +76,18 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
     const started = Date.now()
     const until = started + 2000
     // Four clients, two per node, as fast as they can for two seconds.
-    await Promise.all([a, b, a, b].map(async (node) => {
-      while (Date.now() < until) {
-        const res = await get(node, '/totp/ping', apiKey)
-        statuses.push(res.status)
-        if (res.status === 429) {
-          assert.deepEqual(await res.json(), { message: 'Too Many Requests' })
-          assert.ok(Number(res.headers.get('retry-after')) >= 1)
-        } else await res.arrayBuffer()
-      }
-    }))
+    await Promise.all(
+      [a, b, a, b].map(async (node) => {
+        while (Date.now() < until) {
+          const res = await get(node, '/totp/ping', apiKey)
+          statuses.push(res.status)
+          if (res.status === 429) {
+            assert.deepEqual(await res.json(), { message: 'Too Many Requests' })
+            assert.ok(Number(res.headers.get('retry-after')) >= 1)
+          } else await res.arrayBuffer()
+        }
+      }),
+    )
     const elapsed = (Date.now() - started) / 1000
     const admitted = statuses.filter((s) => s === 200).length
     const expected = plan.burst + plan.rate * elapsed
@@ -113,7 +120,7 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       })
       assert.ok(res.status < 300, `${method} ${path}: ${res.status} ${await res.clone().text()}`)
-      return res.status === 204 ? null : await res.json() as Record<string, unknown>
+      return res.status === 204 ? null : ((await res.json()) as Record<string, unknown>)
     }
     /** seenOnB waits until node b answers `status` with `key`, and gives how long it took (at most 2 s). */
     const seenOnB = async (key: string, status: number) => {
@@ -124,11 +131,11 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
       }
       return Date.now() - since
     }
-    const account = await call('POST', '/accounts', { name: 'Across nodes' }) as { id: string }
+    const account = (await call('POST', '/accounts', { name: 'Across nodes' })) as { id: string }
     await call('PUT', `/accounts/${account.id}/subscriptions/eu/totp`, { status: 'active' })
-    const first = await call('POST', `/accounts/${account.id}/keys`, { name: 'prod' }) as { id: string; apiKey: string }
+    const first = (await call('POST', `/accounts/${account.id}/keys`, { name: 'prod' })) as { id: string; apiKey: string }
     const times: Record<string, number> = { created: await seenOnB(first.apiKey, 200) }
-    const rolled = await call('POST', `/keys/${first.id}/roll`, { graceSeconds: 3600 }) as { id: string; apiKey: string }
+    const rolled = (await call('POST', `/keys/${first.id}/roll`, { graceSeconds: 3600 })) as { id: string; apiKey: string }
     times.rolled = await seenOnB(rolled.apiKey, 200)
     assert.equal((await get(b, '/totp/ping', first.apiKey)).status, 200, 'the old key works within the grace, on the other node too')
     await call('DELETE', `/keys/${first.id}`)
@@ -136,9 +143,11 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
     await call('PATCH', `/accounts/${account.id}`, { status: 'suspended' })
     times.suspended = await seenOnB(rolled.apiKey, 403)
     st.diagnostic(`seen on the other node after (ms): ${JSON.stringify(times)}`)
-    const trail = await call('GET', `/audit-events?account=${account.id}`) as { items: { action: string; actor: string; ip: string | null }[] }
-    assert.deepEqual(trail.items.map((e) => e.action),
-      ['account.suspend', 'key.revoke', 'key.roll', 'key.create', 'subscription.set', 'account.create'])
+    const trail = (await call('GET', `/audit-events?account=${account.id}`)) as { items: { action: string; actor: string; ip: string | null }[] }
+    assert.deepEqual(
+      trail.items.map((e) => e.action),
+      ['account.suspend', 'key.revoke', 'key.roll', 'key.create', 'subscription.set', 'account.create'],
+    )
     assert.ok(trail.items.every((e) => e.actor === `admin-token:${created.token.id}` && e.ip === '127.0.0.1'))
   })
 
@@ -152,18 +161,20 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
       await new Promise((r) => setTimeout(r, killAt - Date.now()))
       nodes[1]!.child.kill('SIGKILL')
     })()
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (Date.now() < killAt + 200) {
-        const userID = `user-${n++}`
-        try {
-          const res = await post(b, '/totp/onboardUser', apiKey, { userID, applicationID: 'kill' })
-          if (res.status === 200) answered.push(userID)
-          await res.arrayBuffer()
-        } catch {
-          failed++
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (Date.now() < killAt + 200) {
+          const userID = `user-${n++}`
+          try {
+            const res = await post(b, '/totp/onboardUser', apiKey, { userID, applicationID: 'kill' })
+            if (res.status === 200) answered.push(userID)
+            await res.arrayBuffer()
+          } catch {
+            failed++
+          }
         }
-      }
-    }))
+      }),
+    )
     await killed
     st.diagnostic(`${answered.length} onboardings answered before the kill, ${failed} calls cut off`)
     assert.ok(answered.length > 10)
@@ -173,7 +184,11 @@ test('two nodes on one PostgreSQL and one Redis', { skip, timeout: 60_000 }, asy
     const { rows } = await client.query('SELECT user_id FROM onboarding WHERE account_id = $1 AND application_id = $2', [accountId, 'kill'])
     await client.end()
     const stored = new Set(rows.map((r) => r.user_id as string))
-    assert.deepEqual(answered.filter((u) => !stored.has(u)), [], 'every answered onboarding is stored')
+    assert.deepEqual(
+      answered.filter((u) => !stored.has(u)),
+      [],
+      'every answered onboarding is stored',
+    )
     assert.equal((await get(a, '/totp/ping', apiKey)).status, 200, 'the other node serves on')
   })
 })

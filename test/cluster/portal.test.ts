@@ -10,8 +10,10 @@ import { PortalClient, portalUser } from '../support/portal-helper.ts'
 import { createDatabase, redisEnv, skipUnless } from '../support/services.ts'
 import { browserSkip, openBrowser, seriousViolations, signInPage } from '../support/browser.ts'
 
-test('two nodes on PostgreSQL and Redis share sessions: signed out everywhere on one, refused on the other', { skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') }, async (t) => {
-  const env = { DATABASE_URL: await createDatabase(t), ...await redisEnv(t), PEPPER: 'a pepper both nodes share, at least 32 characters' }
+test('two nodes on PostgreSQL and Redis share sessions: signed out everywhere on one, refused on the other', {
+  skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL'),
+}, async (t) => {
+  const env = { DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)), PEPPER: 'a pepper both nodes share, at least 32 characters' }
   const clock = testClock()
   const a = await startApp(t, env, clock)
   const b = await startApp(t, env, clock)
@@ -35,8 +37,10 @@ test('two nodes on PostgreSQL and Redis share sessions: signed out everywhere on
   assert.equal((await fetch(`${b.url}/portal/home`, { redirect: 'manual', headers: { cookie: onB.cookieHeader } })).status, 303)
 })
 
-test('in a browser, two devices and two nodes: "sign out everywhere else" on node A ends the other device\'s session, refused at once on node B', { skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') || browserSkip() }, async (t) => {
-  const env = { DATABASE_URL: await createDatabase(t), ...await redisEnv(t), PEPPER: 'a pepper both nodes share, at least 32 characters' }
+test('in a browser, two devices and two nodes: "sign out everywhere else" on node A ends the other device\'s session, refused at once on node B', {
+  skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') || browserSkip(),
+}, async (t) => {
+  const env = { DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)), PEPPER: 'a pepper both nodes share, at least 32 characters' }
   const clock = testClock()
   const a = await startApp(t, env, clock)
   const b = await startApp(t, env, clock)

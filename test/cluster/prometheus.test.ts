@@ -55,9 +55,15 @@ async function until<T>(what: string, deadline: number, probe: () => Promise<T |
   }
 }
 
-interface Sample { metric: Record<string, string>; value: [number, string] }
+interface Sample {
+  metric: Record<string, string>
+  value: [number, string]
+}
 
-test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum of their counters is the calls made, the alert rules load and evaluate, the dashboard queries run', { skip, timeout: 40_000 }, async (t) => {
+test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum of their counters is the calls made, the alert rules load and evaluate, the dashboard queries run', {
+  skip,
+  timeout: 40_000,
+}, async (t) => {
   const databaseUrl = await createDatabase(t)
   const prefix = `${uniqueName('t')}:`
   t.after(() => dropPrefix(prefix))
@@ -78,17 +84,23 @@ test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum o
   const port = await freePort()
   const api = `http://127.0.0.1:${port}/api/v1`
   // JSON is YAML: the configuration is written as JSON.
-  writeFileSync(join(dir, 'prometheus.yml'), JSON.stringify({
-    global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
-    rule_files: [RULES],
-    scrape_configs: [{ job_name: 'tessera', static_configs: admins.map((target, i) => ({ targets: [target], labels: { node: 'ab'[i] } })) }],
-  }))
-  const prometheus = spawn(PROMETHEUS, [
-    `--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn',
-  ], { stdio: ['ignore', 'ignore', 'pipe'] })
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    JSON.stringify({
+      global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
+      rule_files: [RULES],
+      scrape_configs: [{ job_name: 'tessera', static_configs: admins.map((target, i) => ({ targets: [target], labels: { node: 'ab'[i] } })) }],
+    }),
+  )
+  const prometheus = spawn(
+    PROMETHEUS,
+    [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
   let prometheusLog = ''
-  prometheus.stderr.on('data', (d) => { prometheusLog += d })
+  prometheus.stderr.on('data', (d) => {
+    prometheusLog += d
+  })
   t.after(async () => {
     if (prometheus.exitCode === null && prometheus.signalCode === null) {
       prometheus.kill('SIGKILL')
@@ -99,20 +111,24 @@ test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum o
   const deadline = Date.now() + 25_000
   const query = async (promql: string): Promise<Sample[]> => {
     const res = await fetch(`${api}/query?${new URLSearchParams({ query: promql })}`)
-    const body = await res.json() as { status: string; error?: string; data: { resultType: string; result: Sample[] } }
+    const body = (await res.json()) as { status: string; error?: string; data: { resultType: string; result: Sample[] } }
     assert.equal(body.status, 'success', `${promql}: ${body.error}`)
     return body.data.result
   }
 
   /** ping sends `counts[i]` pings with the key to node i, at once on both nodes. */
-  const ping = (counts: number[]) => Promise.all(urls.map(async (url, i) => {
-    for (let n = 0; n < counts[i]!; n++) assert.equal((await get(url, '/totp/ping', apiKey)).status, 200)
-  }))
+  const ping = (counts: number[]) =>
+    Promise.all(
+      urls.map(async (url, i) => {
+        for (let n = 0; n < counts[i]!; n++) assert.equal((await get(url, '/totp/ping', apiKey)).status, 200)
+      }),
+    )
   /** pingsSeen waits until Prometheus's sum across the nodes is `total`. */
-  const pingsSeen = (total: number) => until(`${total} pings in Prometheus`, deadline, async () => {
-    const [sum] = await query('sum(tessera_http_requests_total{route="/totp/ping",status="200"})')
-    return sum !== undefined && Number(sum.value[1]) === total ? Number(sum.value[1]) : undefined
-  })
+  const pingsSeen = (total: number) =>
+    until(`${total} pings in Prometheus`, deadline, async () => {
+      const [sum] = await query('sum(tessera_http_requests_total{route="/totp/ping",status="200"})')
+      return sum !== undefined && Number(sum.value[1]) === total ? Number(sum.value[1]) : undefined
+    })
 
   // 7 pings on a and 5 on b before the first scrape, and a refusal on each (no key).
   await ping([7, 5])
@@ -131,21 +147,37 @@ test('a real Prometheus scrapes two nodes on one PostgreSQL and Redis: the sum o
     const byNode = await query('sum by (node) (tessera_http_requests_total{route="/totp/ping",status="200"})')
     assert.deepEqual(Object.fromEntries(byNode.map((s) => [s.metric.node, Number(s.value[1])])), { a: 10, b: 7 })
     const up = await query('up{job="tessera"}')
-    assert.deepEqual(up.map((s) => [s.metric.node, s.value[1]]).sort(), [['a', '1'], ['b', '1']])
+    assert.deepEqual(up.map((s) => [s.metric.node, s.value[1]]).sort(), [
+      ['a', '1'],
+      ['b', '1'],
+    ])
     const [refused] = await query('sum(tessera_gateway_refusals_total{cause="missing"})')
     assert.equal(Number(refused!.value[1]), 2)
     // What the store panels and TesseraStoreDown/TesseraRedisDown read: both dependencies up on both nodes.
     const dependencies = await query('tessera_dependency_up{job="tessera"}')
-    assert.deepEqual(dependencies.map((s) => `${s.metric.node} ${s.metric.dependency} ${s.value[1]}`).sort(), ['a postgres 1', 'a redis 1', 'b postgres 1', 'b redis 1'])
-    const regions = await (await fetch(`${api}/label/region/values?${new URLSearchParams({ 'match[]': 'tessera_build_info' })}`)).json() as { data: string[] }
-    assert.deepEqual(regions.data, ['eu'], 'what the dashboard\'s region variable lists')
+    assert.deepEqual(dependencies.map((s) => `${s.metric.node} ${s.metric.dependency} ${s.value[1]}`).sort(), [
+      'a postgres 1',
+      'a redis 1',
+      'b postgres 1',
+      'b redis 1',
+    ])
+    const regions = (await (await fetch(`${api}/label/region/values?${new URLSearchParams({ 'match[]': 'tessera_build_info' })}`)).json()) as { data: string[] }
+    assert.deepEqual(regions.data, ['eu'], "what the dashboard's region variable lists")
   })
 
   await t.test('every alerting rule of docs/ops/alerts.yml is loaded, evaluated without error, with its severity and annotations', async () => {
     const expected = [...readFileSync(RULES, 'utf8').matchAll(/^\s*- alert: (\w+)/gm)].map((m) => m[1]!).sort()
-    type Rule = { type: string; name: string; health: string; lastError?: string; duration: number; labels: Record<string, string>; annotations: Record<string, string> }
+    type Rule = {
+      type: string
+      name: string
+      health: string
+      lastError?: string
+      duration: number
+      labels: Record<string, string>
+      annotations: Record<string, string>
+    }
     const rules = await until('every rule evaluated', deadline, async () => {
-      const body = await (await fetch(`${api}/rules?type=alert`)).json() as { data: { groups: { rules: Rule[] }[] } }
+      const body = (await (await fetch(`${api}/rules?type=alert`)).json()) as { data: { groups: { rules: Rule[] }[] } }
       const all = body.data.groups.flatMap((g) => g.rules)
       return all.length === expected.length && all.every((r) => r.health !== 'unknown') ? all : undefined
     })

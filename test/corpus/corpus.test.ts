@@ -15,16 +15,21 @@ const DPI = 50
  */
 const MAX_DIFFERENCE = 0.04
 /** Files on which the two engines disagree about the PDF itself, and why (see docs/development.md, "Tests on real files"). */
-const ICC = 'its 16x16 image has an ICC profile with 3 components for a gray colour space: MuPDF ignores the profile and draws the image, Ghostscript drops the image'
+const ICC =
+  'its 16x16 image has an ICC profile with 3 components for a gray colour space: MuPDF ignores the profile and draws the image, Ghostscript drops the image'
 const KNOWN_DIFFERENCES: Record<string, string> = {
   'imagemagick-ASCII85Decode.pdf': ICC,
   'imagemagick-images.pdf': ICC,
   'imagemagick-lzw.pdf': ICC,
-  'imagemagick-CCITTFaxDecode.pdf': 'a 16x16 bilevel image on a 3.84 pt page: at 50 dpi the page is 3x3 pixels, and the engines downsample the image differently',
+  'imagemagick-CCITTFaxDecode.pdf':
+    'a 16x16 bilevel image on a 3.84 pt page: at 50 dpi the page is 3x3 pixels, and the engines downsample the image differently',
 }
 /** Where files.json (another library's reading) and any repair can agree no further. */
 const PAGE_COUNT_EXCEPTIONS: Record<string, { pages: number; why: string }> = {
-  'unreadablemetadata.pdf': { pages: 3, why: 'its page tree root and one of its four page objects are overwritten with zeros: the page tree is rebuilt from the three pages left' },
+  'unreadablemetadata.pdf': {
+    pages: 3,
+    why: 'its page tree root and one of its four page objects are overwritten with zeros: the page tree is rebuilt from the three pages left',
+  },
 }
 const PASSWORDS: Record<string, string> = { 'libreoffice-writer-password.pdf': 'openpassword' }
 /** Documents whose pages are text set in fonts: their PostScript must draw text, not pictures of text. */
@@ -32,8 +37,12 @@ const TEXT_DOCUMENTS = ['minimal-document.pdf', 'pdflatex-4-pages.pdf', 'multico
 
 /** The corpus's own metadata (not our engines) says how many pages each file has. */
 const expectedPages: Record<string, number> = HAS_CORPUS
-  ? Object.fromEntries((JSON.parse(readFileSync(join(CORPUS, 'real', 'files.json'), 'utf8')) as { data: { path: string; pages: number }[] }).data
-    .map((f) => [f.path.split('/').pop()!, f.pages]))
+  ? Object.fromEntries(
+      (JSON.parse(readFileSync(join(CORPUS, 'real', 'files.json'), 'utf8')) as { data: { path: string; pages: number }[] }).data.map((f) => [
+        f.path.split('/').pop()!,
+        f.pages,
+      ]),
+    )
   : {}
 
 function pageSizes(pdf: Buffer, password?: string): { width: number; height: number }[] {
@@ -63,18 +72,24 @@ test('every real-world PDF converts to PNG and to vector PostScript that renders
     assert.equal(image.headers.get('x-page-count'), String(pages), name)
     const body = Buffer.from(await image.arrayBuffer())
     const base = name.replace(/\.pdf$/, '')
-    const pngs = pages === 1 ? [body] : unzip(body).map((e, i) => {
-      assert.equal(e.name, `${base}-${String(i + 1).padStart(String(pages).length, '0')}.png`)
-      return e.data
-    })
+    const pngs =
+      pages === 1
+        ? [body]
+        : unzip(body).map((e, i) => {
+            assert.equal(e.name, `${base}-${String(i + 1).padStart(String(pages).length, '0')}.png`)
+            return e.data
+          })
     assert.equal(pngs.length, pages, name)
     // Page sizes read straight from the file (for a file whose page tree is lost, there are none to read).
     const sizes = pageSizes(pdf, password)
-    if (!(name in PAGE_COUNT_EXCEPTIONS)) pngs.forEach((png, i) => {
-      const { width, height } = pngSize(png)
-      assert.ok(Math.abs(width - (sizes[i]!.width * DPI) / 72) <= 1 && Math.abs(height - (sizes[i]!.height * DPI) / 72) <= 1,
-        `${name} page ${i + 1}: ${width}x${height} for ${sizes[i]!.width}x${sizes[i]!.height} pt at ${DPI} dpi`)
-    })
+    if (!(name in PAGE_COUNT_EXCEPTIONS))
+      pngs.forEach((png, i) => {
+        const { width, height } = pngSize(png)
+        assert.ok(
+          Math.abs(width - (sizes[i]!.width * DPI) / 72) <= 1 && Math.abs(height - (sizes[i]!.height * DPI) / 72) <= 1,
+          `${name} page ${i + 1}: ${width}x${height} for ${sizes[i]!.width}x${sizes[i]!.height} pt at ${DPI} dpi`,
+        )
+      })
 
     const ps = await upload(app.url, '/converter/generatePostscript', app.key, pdf, password ? { password } : {}, name)
     assert.equal(ps.status, 200, name)

@@ -16,7 +16,10 @@ const MiB = 1048576
 const PS = '/converter/generatePostscript'
 const IMAGE = '/converter/generateImage'
 
-test('two parallel conversions of each hostile PDF to PostScript, beside two JBIG2 bombs, keep the process tree under 1.5 GB and give it back', { skip: SKIP_CORPUS, timeout: 300_000 }, async (t) => {
+test('two parallel conversions of each hostile PDF to PostScript, beside two JBIG2 bombs, keep the process tree under 1.5 GB and give it back', {
+  skip: SKIP_CORPUS,
+  timeout: 300_000,
+}, async (t) => {
   const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
   const { url } = await server.ready
   const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
@@ -37,18 +40,31 @@ test('two parallel conversions of each hostile PDF to PostScript, beside two JBI
   const huge = hugeImage()
   const started = performance.now()
   const jbig2 = jbig2Bomb()
-  const jobs = [[PS, random], [PS, random], [PS, huge], [PS, huge], [PS, real('pdflatex-4-pages.pdf')], [PS, real('minimal-document.pdf')], [IMAGE, jbig2], [IMAGE, jbig2]] as const
-  const answers = await Promise.all(jobs.map(async ([path, pdf], i) => {
-    const res = await upload(url, path, key, pdf)
-    const body = Buffer.from(await res.arrayBuffer())
-    return { i, status: res.status, type: res.headers.get('content-type') ?? '', body, seconds: (performance.now() - started) / 1000 }
-  }))
+  const jobs = [
+    [PS, random],
+    [PS, random],
+    [PS, huge],
+    [PS, huge],
+    [PS, real('pdflatex-4-pages.pdf')],
+    [PS, real('minimal-document.pdf')],
+    [IMAGE, jbig2],
+    [IMAGE, jbig2],
+  ] as const
+  const answers = await Promise.all(
+    jobs.map(async ([path, pdf], i) => {
+      const res = await upload(url, path, key, pdf)
+      const body = Buffer.from(await res.arrayBuffer())
+      return { i, status: res.status, type: res.headers.get('content-type') ?? '', body, seconds: (performance.now() - started) / 1000 }
+    }),
+  )
   sampling = false
   await sampler
   await sleep(10_000)
   const after = treeRssBytes(pid)
 
-  const summary = answers.map((a) => `#${a.i} ${a.status} ${a.type.startsWith('application/json') ? a.body.toString() : `${a.body.length} bytes`} at ${a.seconds.toFixed(1)} s`)
+  const summary = answers.map(
+    (a) => `#${a.i} ${a.status} ${a.type.startsWith('application/json') ? a.body.toString() : `${a.body.length} bytes`} at ${a.seconds.toFixed(1)} s`,
+  )
   t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB`)
   for (const line of summary) t.diagnostic(line)
   for (const a of answers) {
@@ -60,7 +76,10 @@ test('two parallel conversions of each hostile PDF to PostScript, beside two JBI
     } else {
       assert.ok(a.status >= 400 && a.status < 500, summary[a.i])
       const problems = JSON.parse(a.body.toString()) as { type: string; code: string; message: string }[]
-      assert.ok(problems.every((p) => p.type === 'Error' && ERROR_CODES.includes(p.code as never) && p.message.length > 0), summary[a.i])
+      assert.ok(
+        problems.every((p) => p.type === 'Error' && ERROR_CODES.includes(p.code as never) && p.message.length > 0),
+        summary[a.i],
+      )
     }
   }
   assert.equal(answers[4]!.status, 200, 'the small conversions beside the hostile ones succeed')
@@ -88,7 +107,10 @@ async function peakWhile<T>(pid: number, work: Promise<T>): Promise<{ value: T; 
   }
 }
 
-test('image bombs (JPEG 2000, JBIG2) stop at the worker\'s memory cap with 422, their workers are replaced, and the node gives the memory back', { skip: SKIP_CORPUS, timeout: 180_000 }, async (t) => {
+test("image bombs (JPEG 2000, JBIG2) stop at the worker's memory cap with 422, their workers are replaced, and the node gives the memory back", {
+  skip: SKIP_CORPUS,
+  timeout: 180_000,
+}, async (t) => {
   const budgetMiB = 768
   const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
   const { url } = await server.ready
@@ -104,22 +126,42 @@ test('image bombs (JPEG 2000, JBIG2) stop at the worker\'s memory cap with 422, 
   const before = treeRssBytes(pid)
 
   // Each claims 60000 × 60000 pixels in under 1 KB; two of each to PNG at once, and the JBIG2 one to PostScript.
-  const bombs = [[IMAGE, jpxBomb()], [IMAGE, jpxBomb()], [IMAGE, jbig2Bomb()], [IMAGE, jbig2Bomb()], [PS, jbig2Bomb()]] as const
+  const bombs = [
+    [IMAGE, jpxBomb()],
+    [IMAGE, jpxBomb()],
+    [IMAGE, jbig2Bomb()],
+    [IMAGE, jbig2Bomb()],
+    [PS, jbig2Bomb()],
+  ] as const
   const started = performance.now()
-  const { value: answers, peak } = await peakWhile(pid, Promise.all(bombs.map(async ([path, pdf], i) => {
-    const res = await upload(url, path, key, pdf)
-    return { i, status: res.status, body: await res.text(), seconds: (performance.now() - started) / 1000 }
-  })))
+  const { value: answers, peak } = await peakWhile(
+    pid,
+    Promise.all(
+      bombs.map(async ([path, pdf], i) => {
+        const res = await upload(url, path, key, pdf)
+        return { i, status: res.status, body: await res.text(), seconds: (performance.now() - started) / 1000 }
+      }),
+    ),
+  )
   await sleep(10_000)
   const after = treeRssBytes(pid)
-  const replaced = server.output().split('\n').filter((line) => line.includes('conversion worker replaced'))
+  const replaced = server
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('conversion worker replaced'))
 
   const summary = answers.map((a) => `#${a.i} ${a.status} ${a.body.slice(0, 200)} at ${a.seconds.toFixed(1)} s`)
-  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB; ${replaced.length} workers replaced`)
+  t.diagnostic(
+    `RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB; ${replaced.length} workers replaced`,
+  )
   for (const line of summary) t.diagnostic(line)
   for (const a of answers) {
     assert.equal(a.status, 422, summary[a.i])
-    assert.deepEqual((JSON.parse(a.body) as { code: string }[]).map((p) => p.code), ['CONVERSION_MEMORY_EXCEEDED'], summary[a.i])
+    assert.deepEqual(
+      (JSON.parse(a.body) as { code: string }[]).map((p) => p.code),
+      ['CONVERSION_MEMORY_EXCEEDED'],
+      summary[a.i],
+    )
     assert.ok(a.seconds < 30, `stopped at the cap, not by the time limit: ${summary[a.i]}`)
   }
   // Every bomb's worker is replaced for its memory, whatever the job's outcome.

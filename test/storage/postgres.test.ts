@@ -22,18 +22,26 @@ test('postgres: migrations are recorded once, also when two nodes start together
   await client.connect()
   t.after(() => client.end())
   const { rows } = await client.query(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`)
-  assert.deepEqual(rows.map((r) => r.version), migrations.map((m) => m.version))
+  assert.deepEqual(
+    rows.map((r) => r.version),
+    migrations.map((m) => m.version),
+  )
 })
 
 test('postgres: an unreachable server is UnavailableError, at start-up and per call', { skip }, async (t) => {
   const url = new URL(databaseUrl())
   url.port = '1'
-  await assert.rejects(openPostgresStore({ url: url.href, timeoutMs: 500 }), (error: Error) =>
-    error instanceof UnavailableError && error.dependency === 'PostgreSQL')
+  await assert.rejects(
+    openPostgresStore({ url: url.href, timeoutMs: 500 }),
+    (error: Error) => error instanceof UnavailableError && error.dependency === 'PostgreSQL',
+  )
 
   const schema = uniqueName('t')
   const proxy = await TcpProxy.start(databaseUrl())
-  t.after(async () => { await proxy.close(); await dropSchema(schema) })
+  t.after(async () => {
+    await proxy.close()
+    await dropSchema(schema)
+  })
   const store = await openPostgresStore({ url: proxy.via(databaseUrl()), schema, timeoutMs: 500 })
   t.after(() => store.close())
   assert.equal(await store.access.countAccounts(), 0)
@@ -64,13 +72,22 @@ test('postgres: an event rolled back after its insert takes its outbox rows with
   const store = await openPostgresStore({ url: databaseUrl(), schema })
   t.after(() => store.close())
   await store.access.createAccount({ id: 'acc_w', name: 'w', status: 'active', createdAt: new Date().toISOString() }, draft('account.create'))
-  await store.webhooks.createEndpoint({ id: 'whe_1', accountId: 'acc_w', url: 'https://x.example', eventTypes: null, createdAt: new Date().toISOString(), sealedSecret: 's' }, 10, draft('webhook.create'))
+  await store.webhooks.createEndpoint(
+    { id: 'whe_1', accountId: 'acc_w', url: 'https://x.example', eventTypes: null, createdAt: new Date().toISOString(), sealedSecret: 's' },
+    10,
+    draft('webhook.create'),
+  )
   const client = new pg.Client({ connectionString: databaseUrl(), options: `-c search_path=${schema}` })
   await client.connect()
   t.after(() => client.end())
-  const insert = (id: string) => client.query(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-    VALUES ($1, now(), 'system', 'factor.created', 'factor', 'fac_1', 'acc_w', NULL, 'success', '{"userID":"u"}')`, [id])
-  const count = async () => Number((await client.query('SELECT (SELECT count(*) FROM webhook_messages) + (SELECT count(*) FROM webhook_deliveries) AS n')).rows[0].n)
+  const insert = (id: string) =>
+    client.query(
+      `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+    VALUES ($1, now(), 'system', 'factor.created', 'factor', 'fac_1', 'acc_w', NULL, 'success', '{"userID":"u"}')`,
+      [id],
+    )
+  const count = async () =>
+    Number((await client.query('SELECT (SELECT count(*) FROM webhook_messages) + (SELECT count(*) FROM webhook_deliveries) AS n')).rows[0].n)
   await client.query('BEGIN')
   await insert('evt_000000000000000000rb')
   assert.equal(await count(), 2, 'the message and its delivery, in the transaction')

@@ -24,9 +24,13 @@ test('the SQLite and PostgreSQL schemas have the same tables, columns, keys and 
   const db = new DatabaseSync(path)
   const sqlite: Shape = {}
   for (const { name } of db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()) {
-    sqlite[String(name)] = db.prepare(`PRAGMA table_info(${String(name)})`).all()
+    sqlite[String(name)] = db
+      .prepare(`PRAGMA table_info(${String(name)})`)
+      .all()
       // An INTEGER PRIMARY KEY or a WITHOUT ROWID key column is NOT NULL whatever it says.
-      .map((c) => `${String(c.name)} ${Number(c.notnull) === 1 || Number(c.pk) > 0 ? 'not null' : 'null'} ${Number(c.pk) > 0 ? `pk${Number(c.pk)}` : ''}`.trim())
+      .map((c) =>
+        `${String(c.name)} ${Number(c.notnull) === 1 || Number(c.pk) > 0 ? 'not null' : 'null'} ${Number(c.pk) > 0 ? `pk${Number(c.pk)}` : ''}`.trim(),
+      )
       .sort()
   }
   db.close()
@@ -37,14 +41,17 @@ test('the SQLite and PostgreSQL schemas have the same tables, columns, keys and 
   const client = new pg.Client({ connectionString: databaseUrl() })
   await client.connect()
   t.after(() => client.end())
-  const { rows } = await client.query(`
+  const { rows } = await client.query(
+    `
     SELECT c.table_name, c.column_name, c.is_nullable, k.ordinal_position AS pk
     FROM information_schema.columns c
     LEFT JOIN information_schema.table_constraints tc
       ON tc.table_schema = c.table_schema AND tc.table_name = c.table_name AND tc.constraint_type = 'PRIMARY KEY'
     LEFT JOIN information_schema.key_column_usage k
       ON k.constraint_name = tc.constraint_name AND k.table_schema = c.table_schema AND k.column_name = c.column_name
-    WHERE c.table_schema = $1`, [schema])
+    WHERE c.table_schema = $1`,
+    [schema],
+  )
   const postgres: Shape = {}
   for (const r of rows) {
     const line = `${r.column_name} ${r.is_nullable === 'NO' ? 'not null' : 'null'} ${r.pk === null ? '' : `pk${r.pk}`}`.trim()

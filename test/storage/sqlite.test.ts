@@ -14,7 +14,7 @@ limiterContract('in-process', async (clock) => ({ limiter: new LocalLimiter(cloc
 
 const POLICY = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
 
-test('sqlite: migrations are recorded and applied once; another connection\'s commit is announced', async (t) => {
+test("sqlite: migrations are recorded and applied once; another connection's commit is announced", async (t) => {
   const path = join(tempDir(t), 'db.sqlite')
   const store = openSqliteStore({ path, changePollMs: 20 })
   await store.close()
@@ -22,11 +22,19 @@ test('sqlite: migrations are recorded and applied once; another connection\'s co
   t.after(() => again.close())
   const db = new DatabaseSync(path)
   t.after(() => db.close())
-  const versions = db.prepare('SELECT version FROM schema_migrations ORDER BY version').all().map((r) => Number(r.version))
-  assert.deepEqual(versions, migrations.map((m) => m.version))
+  const versions = db
+    .prepare('SELECT version FROM schema_migrations ORDER BY version')
+    .all()
+    .map((r) => Number(r.version))
+  assert.deepEqual(
+    versions,
+    migrations.map((m) => m.version),
+  )
 
   let changed = 0
-  again.access.onChange(() => { changed++ })
+  again.access.onChange(() => {
+    changed++
+  })
   db.prepare("INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES ('acc_x', 'x', 'active', 'now', 'now')").run()
   const start = Date.now()
   while (changed === 0 && Date.now() - start < 2000) await new Promise((r) => setTimeout(r, 10))
@@ -95,10 +103,18 @@ test('sqlite: the maintenance thread prunes all old verification state, chunk af
   t.after(() => store.close())
   const db = new DatabaseSync(path)
   t.after(() => db.close())
-  const keys = () => db.prepare('SELECT key FROM otp_state ORDER BY key').all().map((r) => String(r.key))
+  const keys = () =>
+    db
+      .prepare('SELECT key FROM otp_state ORDER BY key')
+      .all()
+      .map((r) => String(r.key))
   assert.ok(await until(() => keys().length === 2), `left: ${keys().length} rows`)
   assert.deepEqual(keys(), ['locked', 'recent'])
-  assert.deepEqual(await store.verification.settle('locked', null, now, policy), { kind: 'locked', lockedUntil: old + 3_600_000 }, 'the lock outlived the retention')
+  assert.deepEqual(
+    await store.verification.settle('locked', null, now, policy),
+    { kind: 'locked', lockedUntil: old + 3_600_000 },
+    'the lock outlived the retention',
+  )
   assert.deepEqual(errors, [])
 })
 
@@ -118,11 +134,18 @@ test('sqlite: an event rolled back after its insert takes its outbox rows with i
   const store = openSqliteStore({ path, maintenance: false })
   t.after(() => store.close())
   await store.access.createAccount({ id: 'acc_w', name: 'w', status: 'active', createdAt: new Date().toISOString() }, draft('account.create'))
-  await store.webhooks.createEndpoint({ id: 'whe_1', accountId: 'acc_w', url: 'https://x.example', eventTypes: null, createdAt: new Date().toISOString(), sealedSecret: 's' }, 10, draft('webhook.create'))
+  await store.webhooks.createEndpoint(
+    { id: 'whe_1', accountId: 'acc_w', url: 'https://x.example', eventTypes: null, createdAt: new Date().toISOString(), sealedSecret: 's' },
+    10,
+    draft('webhook.create'),
+  )
   const db = new DatabaseSync(path)
   t.after(() => db.close())
-  const insert = (id: string) => db.prepare(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-    VALUES (?, ?, 'system', 'factor.created', 'factor', 'fac_1', 'acc_w', NULL, 'success', '{"userID":"u"}')`).run(id, new Date().toISOString())
+  const insert = (id: string) =>
+    db
+      .prepare(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
+    VALUES (?, ?, 'system', 'factor.created', 'factor', 'fac_1', 'acc_w', NULL, 'success', '{"userID":"u"}')`)
+      .run(id, new Date().toISOString())
   const count = () => Number(db.prepare('SELECT (SELECT count(*) FROM webhook_messages) + (SELECT count(*) FROM webhook_deliveries) AS n').get()?.n)
   db.exec('BEGIN IMMEDIATE')
   insert('evt_000000000000000000rb')

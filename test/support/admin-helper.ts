@@ -31,8 +31,17 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
   const logs: string[] = []
   const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
   const app = await buildAdminApp({
-    config: pub.config, accounts: pub.accounts, factors: pub.factors, totp: pub.totp, webhooks, now: clock.now,
-    logStream: { write: (line) => { logs.push(line) } },
+    config: pub.config,
+    accounts: pub.accounts,
+    factors: pub.factors,
+    totp: pub.totp,
+    webhooks,
+    now: clock.now,
+    logStream: {
+      write: (line) => {
+        logs.push(line)
+      },
+    },
   })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => app.close())

@@ -15,7 +15,9 @@ export function browserSkip(): false | string {
   if (existsSync(CHROMIUM)) return false
   const notice = `needs chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`
   if (process.env.TESSERA_REQUIRE_SERVICES === '1') {
-    test('required: chromium is installed', () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
+    test('required: chromium is installed', () => {
+      throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`)
+    })
   } else {
     process.stderr.write(`# SKIPPED: ${notice}\n`)
   }

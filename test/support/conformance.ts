@@ -24,7 +24,11 @@ export class Mismatch extends Error {
 // elsewhere (another region, another limit) share the validators of the answers they have in common.
 // date-time as RFC 3339 has it (the admin API's times): a date, 'T', a time and a zone.
 const DATE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/i
-const ajv = new Ajv2020({ allErrors: true, strict: false, formats: { binary: true, 'date-time': (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s)) } })
+const ajv = new Ajv2020({
+  allErrors: true,
+  strict: false,
+  formats: { binary: true, 'date-time': (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s)) },
+})
 const validators = new Map<string, ValidateFunction>()
 
 /** validator compiles a schema of the document once; one with a $ref carries the document's components, where the reference points. */

@@ -10,11 +10,25 @@ export const HAS_CORPUS = existsSync(join(CORPUS, 'real'))
 export const SKIP_CORPUS = HAS_CORPUS ? false : 'the shared corpus (../shared/corpus) is absent'
 
 export const real = (name: string) => readFileSync(join(CORPUS, 'real', name))
-export const realFiles = () => readdirSync(join(CORPUS, 'real')).filter((f) => f.endsWith('.pdf')).sort()
-export const damagedFiles = () => readdirSync(join(CORPUS, 'damaged')).filter((f) => f !== 'LICENSE.txt').sort()
+export const realFiles = () =>
+  readdirSync(join(CORPUS, 'real'))
+    .filter((f) => f.endsWith('.pdf'))
+    .sort()
+export const damagedFiles = () =>
+  readdirSync(join(CORPUS, 'damaged'))
+    .filter((f) => f !== 'LICENSE.txt')
+    .sort()
 export const damaged = (name: string) => readFileSync(join(CORPUS, 'damaged', name))
 
-export function upload(base: string, path: string, key: string, file: Buffer | null, fields: Record<string, string> = {}, filename = 'document.pdf', field = 'pdfDocument'): Promise<Response> {
+export function upload(
+  base: string,
+  path: string,
+  key: string,
+  file: Buffer | null,
+  fields: Record<string, string> = {},
+  filename = 'document.pdf',
+  field = 'pdfDocument',
+): Promise<Response> {
   const form = new FormData()
   if (file !== null) form.append(field, new Blob([new Uint8Array(file)], { type: 'application/pdf' }), filename)
   for (const [k, v] of Object.entries(fields)) form.append(k, v)

@@ -26,7 +26,7 @@ export const path = (userId: string, rest = '') => `/totp/users/${encodeURICompo
 export async function createFactor(app: Running, userId: string, fields: Record<string, string> = {}, key = app.key): Promise<Created> {
   const res = await post(app.url, path(userId, '/factors'), key, { applicationID: 'Acme', ...fields })
   assert.equal(res.status, 201, await res.clone().text())
-  return await res.json() as Created
+  return (await res.json()) as Created
 }
 
 export async function enroll(app: Running, userId: string, fields: Record<string, string> = {}): Promise<Created> {

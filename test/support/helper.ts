@@ -32,7 +32,15 @@ export interface Clock {
 
 export function testClock(start = Date.now()): Clock {
   let t = start
-  return { now: () => t, set: (ms) => { t = ms }, advance: (ms) => { t += ms } }
+  return {
+    now: () => t,
+    set: (ms) => {
+      t = ms
+    },
+    advance: (ms) => {
+      t += ms
+    },
+  }
 }
 
 export interface Running {
@@ -69,7 +77,17 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   // The store stamps by the app's clock: a test that moves it moves every stored time.
   const store = await openStore(config, { clock: clock.now })
   const logs: string[] = []
-  const app = await buildApp({ config, store, pepper, now: clock.now, logStream: { write: (line) => { logs.push(line) } } })
+  const app = await buildApp({
+    config,
+    store,
+    pepper,
+    now: clock.now,
+    logStream: {
+      write: (line) => {
+        logs.push(line)
+      },
+    },
+  })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(async () => {
     await app.close()
@@ -109,7 +127,13 @@ export async function createCaller(
 }
 
 /** post sends form fields (application/x-www-form-urlencoded) with a key. */
-export function post(base: string, path: string, key: string | undefined, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+export function post(
+  base: string,
+  path: string,
+  key: string | undefined,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return fetch(base + path, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...(key === undefined ? {} : { 'x-api-key': key }), ...headers },

@@ -30,7 +30,8 @@ function pagesDrawing(pageCount: number, image: Buffer): Buffer {
   const content = stream('', Buffer.from('q 612 0 0 792 0 0 cm /Im0 Do Q'))
   const contentRef = first + pageCount
   const pages = Array.from({ length: pageCount }, () =>
-    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im0 3 0 R >> >> /Contents ${contentRef} 0 R >>`))
+    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im0 3 0 R >> >> /Contents ${contentRef} 0 R >>`),
+  )
   return pdf([
     Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
     Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),
@@ -43,7 +44,10 @@ function pagesDrawing(pageCount: number, image: Buffer): Buffer {
 /** randomImagePages is about 1.2 MB: one image of random (incompressible) pixels, drawn on each of `pageCount` pages. */
 export function randomImagePages(pageCount = 500): Buffer {
   const side = 632 // 632 x 632 RGB: 1.2 MB
-  return pagesDrawing(pageCount, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8`, randomBytes(side * side * 3)))
+  return pagesDrawing(
+    pageCount,
+    stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8`, randomBytes(side * side * 3)),
+  )
 }
 
 /**
@@ -65,7 +69,13 @@ export function hugeImage(side = 40000): Buffer {
   const raw = side * side * 3
   const padded = Math.ceil(raw / (1 << 20)) * (1 << 20) // extra bytes past the image are ignored by readers
   const twice = deflateSync(zerosZlib(padded), { level: 9 })
-  return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter [/FlateDecode /FlateDecode]`, twice))
+  return pagesDrawing(
+    1,
+    stream(
+      `/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter [/FlateDecode /FlateDecode]`,
+      twice,
+    ),
+  )
 }
 
 /** u16 and u32 write big-endian fields of a codestream. */
@@ -78,7 +88,22 @@ const u32 = (n: number) => Buffer.from([n >>> 24, (n >> 16) & 255, (n >> 8) & 25
  */
 export function jpxBomb(side = 60000, tile = side, pageCount = 1): Buffer {
   const marker = (code: number, body: Buffer) => Buffer.concat([u16(code), u16(body.length + 2), body])
-  const siz = marker(0xff51, Buffer.concat([u16(0), u32(side), u32(side), u32(0), u32(0), u32(tile), u32(tile), u32(0), u32(0), u16(3), ...Array<Buffer>(3).fill(Buffer.from([7, 1, 1]))]))
+  const siz = marker(
+    0xff51,
+    Buffer.concat([
+      u16(0),
+      u32(side),
+      u32(side),
+      u32(0),
+      u32(0),
+      u32(tile),
+      u32(tile),
+      u32(0),
+      u32(0),
+      u16(3),
+      ...Array<Buffer>(3).fill(Buffer.from([7, 1, 1])),
+    ]),
+  )
   // One layer, no colour transform, no wavelet levels, 64 × 64 code blocks, reversible 5-3 filter; no quantisation, 2 guard bits.
   const cod = marker(0xff52, Buffer.from([0, 0, 0, 1, 0, 0, 4, 4, 0, 1]))
   const qcd = marker(0xff5c, Buffer.from([0x40, 0x40]))
@@ -86,7 +111,10 @@ export function jpxBomb(side = 60000, tile = side, pageCount = 1): Buffer {
   const data = Buffer.from([0, 0, 0])
   const sot = marker(0xff90, Buffer.concat([u16(0), u32(12 + 2 + data.length), Buffer.from([0, 1])]))
   const codestream = Buffer.concat([u16(0xff4f), siz, cod, qcd, sot, u16(0xff93), data, u16(0xffd9)])
-  return pagesDrawing(pageCount, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /JPXDecode`, codestream))
+  return pagesDrawing(
+    pageCount,
+    stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /JPXDecode`, codestream),
+  )
 }
 
 /**
@@ -95,13 +123,31 @@ export function jpxBomb(side = 60000, tile = side, pageCount = 1): Buffer {
  * data that is a few bytes long (the decoder reads past its end as 0xFF bytes).
  */
 export function jbig2Bomb(side = 60000): Buffer {
-  const segment = (number: number, type: number, data: Buffer) =>
-    Buffer.concat([u32(number), Buffer.from([type, 0, 1]), u32(data.length), data]) // one-byte page association: page 1
+  const segment = (number: number, type: number, data: Buffer) => Buffer.concat([u32(number), Buffer.from([type, 0, 1]), u32(data.length), data]) // one-byte page association: page 1
   // Page information: width, height, resolution unknown, flags 0, no striping.
   const page = segment(0, 48, Buffer.concat([u32(side), u32(side), u32(0), u32(0), Buffer.from([0]), u16(0)]))
   // Immediate lossless generic region: the region's size and place, combination OR, then template 0, its four adaptive pixels, the data.
-  const region = segment(1, 38, Buffer.concat([u32(side), u32(side), u32(0), u32(0), Buffer.from([0]), Buffer.from([0]), Buffer.from([3, 0xff, 0xfd, 0xff, 2, 0xfe, 0xfe, 0xfe]), Buffer.from([0, 0, 0, 0])]))
-  return pagesDrawing(1, stream(`/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode`, Buffer.concat([page, region])))
+  const region = segment(
+    1,
+    38,
+    Buffer.concat([
+      u32(side),
+      u32(side),
+      u32(0),
+      u32(0),
+      Buffer.from([0]),
+      Buffer.from([0]),
+      Buffer.from([3, 0xff, 0xfd, 0xff, 2, 0xfe, 0xfe, 0xfe]),
+      Buffer.from([0, 0, 0, 0]),
+    ]),
+  )
+  return pagesDrawing(
+    1,
+    stream(
+      `/Type /XObject /Subtype /Image /Width ${side} /Height ${side} /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode`,
+      Buffer.concat([page, region]),
+    ),
+  )
 }
 
 /**
@@ -120,7 +166,8 @@ export function formBomb(depth = 30, fanOut = 4, pageCount = 1): Buffer {
   const content = first + depth + 1
   const kids = Array.from({ length: pageCount }, (_, i) => `${3 + i} 0 R`).join(' ')
   const pages = Array.from({ length: pageCount }, () =>
-    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X ${first} 0 R >> >> /Contents ${content} 0 R >>`))
+    Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X ${first} 0 R >> >> /Contents ${content} 0 R >>`),
+  )
   return pdf([
     Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
     Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),

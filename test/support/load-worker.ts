@@ -41,7 +41,9 @@ async function loop(): Promise<void> {
   while (!stopping) await send()
 }
 
-parentPort!.on('message', () => { stopping = true })
+parentPort!.on('message', () => {
+  stopping = true
+})
 await Promise.all(Array.from({ length: options.connections }, loop))
 parentPort!.postMessage(statuses)
 agent.destroy()

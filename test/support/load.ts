@@ -36,7 +36,7 @@ export async function startLoad(options: LoadOptions): Promise<Load> {
   return {
     async stop() {
       worker.postMessage('stop')
-      const [statuses] = await once(worker, 'message') as [Record<string, number>]
+      const [statuses] = (await once(worker, 'message')) as [Record<string, number>]
       await worker.terminate()
       return statuses
     },
@@ -49,7 +49,14 @@ export async function startLoad(options: LoadOptions): Promise<Load> {
  * one's latency (ms) from when it was due. A ping still unanswered `giveUpMs` after the last
  * one fell due counts with the time it has waited so far.
  */
-export async function pingLatencies(url: string, path: string, headers: Record<string, string>, everyMs: number, durationMs: number, giveUpMs = 5000): Promise<number[]> {
+export async function pingLatencies(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  everyMs: number,
+  durationMs: number,
+  giveUpMs = 5000,
+): Promise<number[]> {
   const agent = new Agent({ keepAlive: true, maxSockets: 16 })
   const start = performance.now()
   const count = Math.floor(durationMs / everyMs)
@@ -64,7 +71,9 @@ export async function pingLatencies(url: string, path: string, headers: Record<s
         else errors++
       })
     })
-    req.on('error', () => { errors++ })
+    req.on('error', () => {
+      errors++
+    })
     req.end()
   }
   let sent = 0

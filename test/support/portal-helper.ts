@@ -47,8 +47,11 @@ export async function portalUser(app: Running, input: PortalUserInput = {}): Pro
   const email = input.email ?? `user-${randomBytes(4).toString('hex')}@example.com`
   const password = input.password ?? 'correct horse battery staple'
   const accountId = input.accountId === undefined ? app.accountId : input.accountId
-  const user = await users(app).admin.createUser({ actor: SYSTEM }, { email, password, operator: input.operator ?? false },
-    accountId === null ? undefined : { accountId, role: input.role ?? 'owner' })
+  const user = await users(app).admin.createUser(
+    { actor: SYSTEM },
+    { email, password, operator: input.operator ?? false },
+    accountId === null ? undefined : { accountId, role: input.role ?? 'owner' },
+  )
   assert.ok(!isFailure(user), isFailure(user) ? user.message : '')
   return { user, email, password }
 }

@@ -19,11 +19,18 @@ export interface ServerProcess {
 export function startServer(env: Record<string, string>, t?: TestContext): ServerProcess {
   // The admin listener is off unless a test asks for it: its default port (3001) would collide between servers.
   // JSON logs unless a test asks otherwise: tests read them, whatever LOG_FORMAT the shell has.
-  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [SERVER], {
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   let err = ''
-  child.stdout!.on('data', (d) => { out += d })
-  child.stderr!.on('data', (d) => { err += d })
+  child.stdout!.on('data', (d) => {
+    out += d
+  })
+  child.stderr!.on('data', (d) => {
+    err += d
+  })
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
   const ready = new Promise<{ port: number; url: string }>((resolve, reject) => {
     child.stdout!.on('data', () => {
@@ -34,7 +41,9 @@ export function startServer(env: Record<string, string>, t?: TestContext): Serve
     child.on('exit', (code) => reject(new Error(`exited ${code}: ${err}`)))
   })
   ready.catch(() => undefined)
-  t?.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  t?.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
   return {
     child,
     ready,
@@ -59,7 +68,9 @@ export function treeRssBytes(pid: number): number {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
       children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)])
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   let total = 0
   const todo = [pid]
@@ -67,7 +78,9 @@ export function treeRssBytes(pid: number): number {
     const p = todo.pop()!
     try {
       total += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0) * 1024
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
     todo.push(...(children.get(p) ?? []))
   }
   return total

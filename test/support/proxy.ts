@@ -49,7 +49,10 @@ export class TcpProxy {
       for (const s of [client, upstream]) {
         this.#sockets.add(s)
         s.on('close', () => this.#sockets.delete(s))
-        s.on('error', () => { client.destroy(); upstream.destroy() })
+        s.on('error', () => {
+          client.destroy()
+          upstream.destroy()
+        })
       }
       client.pipe(upstream)
       upstream.pipe(client)
@@ -98,6 +101,10 @@ export async function proxiedServices(t: { after(fn: () => Promise<void>): void 
   const pgProxy = await TcpProxy.start(databaseUrl)
   const redisProxy = await TcpProxy.start(redisUrl())
   const prefix = `${uniqueName('t')}:`
-  t.after(async () => { await pgProxy.close(); await redisProxy.close(); await dropPrefix(prefix) })
+  t.after(async () => {
+    await pgProxy.close()
+    await redisProxy.close()
+    await dropPrefix(prefix)
+  })
   return { pgProxy, redisProxy, env: { DATABASE_URL: pgProxy.via(databaseUrl), REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix } }
 }

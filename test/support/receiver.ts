@@ -40,7 +40,9 @@ export class Receiver {
         let payload: Delivery['payload'] = null
         try {
           payload = new Webhook(this.secret).verify(body, req.headers as Record<string, string>) as Delivery['payload']
-        } catch { /* recorded as unverified */ }
+        } catch {
+          /* recorded as unverified */
+        }
         const servername = (req.socket as { servername?: string }).servername ?? null
         this.deliveries.push({ id: String(req.headers['webhook-id']), headers: req.headers, body, payload, servername })
         res.statusCode = this.status
@@ -48,7 +50,10 @@ export class Receiver {
       })
     }
     const server = this.#tls ? https.createServer(this.#tls, handler) : http.createServer(handler)
-    server.on('connection', (s: Socket) => { this.#sockets.add(s); s.on('close', () => this.#sockets.delete(s)) })
+    server.on('connection', (s: Socket) => {
+      this.#sockets.add(s)
+      s.on('close', () => this.#sockets.delete(s))
+    })
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
     this.port = (server.address() as AddressInfo).port
     this.#server = server

@@ -7,8 +7,20 @@ export async function renderPostScript(ps: Uint8Array, dpi: number, first: numbe
   const errors: string[] = []
   const { module: gs } = await loadGhostscript((line) => errors.push(line))
   gs.FS.writeFile('/in.ps', ps)
-  const code = gs.callMain(['-dSAFER', '-dBATCH', '-dNOPAUSE', '-dQUIET', '-sDEVICE=pnggray', `-r${dpi}`,
-    `-dFirstPage=${first}`, `-dLastPage=${last}`, '-dTextAlphaBits=4', '-dGraphicsAlphaBits=4', '-sOutputFile=/page-%d.png', '/in.ps'])
+  const code = gs.callMain([
+    '-dSAFER',
+    '-dBATCH',
+    '-dNOPAUSE',
+    '-dQUIET',
+    '-sDEVICE=pnggray',
+    `-r${dpi}`,
+    `-dFirstPage=${first}`,
+    `-dLastPage=${last}`,
+    '-dTextAlphaBits=4',
+    '-dGraphicsAlphaBits=4',
+    '-sOutputFile=/page-%d.png',
+    '/in.ps',
+  ])
   if (code !== 0) throw new Error(`ghostscript failed (${code}): ${errors.join(' | ')}`)
   const pages: Buffer[] = []
   for (let i = 1; i <= last - first + 1; i++) pages.push(Buffer.from(gs.FS.readFile(`/page-${i}.png`)))

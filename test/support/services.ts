@@ -47,7 +47,9 @@ export function toolSkip(tool: string, debianPackage: string, versionArgs: reado
   if (spawnSync(tool, versionArgs).status === 0) return false
   const notice = `needs ${tool} (apt-get install ${debianPackage})`
   if (required) {
-    test(`required: ${tool} is installed`, () => { throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`) })
+    test(`required: ${tool} is installed`, () => {
+      throw new Error(`TESSERA_REQUIRE_SERVICES=1 but ${notice}`)
+    })
   } else process.stderr.write(`# SKIPPED: ${notice}\n`)
   return notice
 }
@@ -82,14 +84,26 @@ export async function dropPrefix(prefix: string): Promise<void> {
 /** openTestPostgres opens a PostgreSQL store in a fresh schema, dropped when the store closes (stamping by `clock`, if given). */
 export async function openTestPostgres(schema = uniqueName('t'), clock?: () => number): Promise<Store> {
   const store = await openPostgresStore({ url: databaseUrl(), schema, timeoutMs: 5000, ...(clock === undefined ? {} : { clock }) })
-  return { ...store, close: async () => { await store.close(); await dropSchema(schema) } }
+  return {
+    ...store,
+    close: async () => {
+      await store.close()
+      await dropSchema(schema)
+    },
+  }
 }
 
 /** openTestRedis opens the Redis parts under a fresh prefix, deleted when they close. */
 export async function openTestRedis(options: Partial<RedisStoreOptions> = {}): Promise<RedisParts> {
   const prefix = options.prefix ?? `${uniqueName('t')}:`
   const parts = await openRedisParts({ url: redisUrl(), ...options, prefix })
-  return { ...parts, close: async () => { await parts.close(); await dropPrefix(prefix) } }
+  return {
+    ...parts,
+    close: async () => {
+      await parts.close()
+      await dropPrefix(prefix)
+    },
+  }
 }
 
 /** The store combinations the contract suite runs on, beside plain SQLite. */

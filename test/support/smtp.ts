@@ -14,7 +14,10 @@ export interface Received {
 }
 
 /** smtp starts a real SMTP server on port 0 and collects what it accepts; `close` stops it before the test ends. */
-export async function smtp(t: TestContext, options: Partial<SMTPServerOptions> = {}): Promise<{ port: number; url: string; received: Received[]; close(): Promise<void> }> {
+export async function smtp(
+  t: TestContext,
+  options: Partial<SMTPServerOptions> = {},
+): Promise<{ port: number; url: string; received: Received[]; close(): Promise<void> }> {
   const received: Received[] = []
   const server = new SMTPServer({
     // No TLS here: nodemailer would upgrade and then refuse the server's self-signed certificate.

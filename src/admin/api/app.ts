@@ -39,12 +39,24 @@ export const ADMIN_BODY_LIMIT = 65_536
 
 /** The codes the admin API answers (its document's error table). */
 export const ADMIN_CODES: readonly ErrorCode[] = [
-  'ADMIN_TOKEN_REQUIRED', 'ADMIN_TOKEN_INVALID', 'ADMIN_READ_ONLY', 'NOT_FOUND', 'ADMIN_ROUTE_NOT_FOUND', 'FIELD_INVALID',
-  'CONFLICT', 'LIMIT_REACHED', 'BAD_CURSOR', 'MALFORMED_BODY', 'BODY_TOO_LARGE', 'JSON_REQUIRED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE',
+  'ADMIN_TOKEN_REQUIRED',
+  'ADMIN_TOKEN_INVALID',
+  'ADMIN_READ_ONLY',
+  'NOT_FOUND',
+  'ADMIN_ROUTE_NOT_FOUND',
+  'FIELD_INVALID',
+  'CONFLICT',
+  'LIMIT_REACHED',
+  'BAD_CURSOR',
+  'MALFORMED_BODY',
+  'BODY_TOO_LARGE',
+  'JSON_REQUIRED',
+  'INTERNAL_ERROR',
+  'SERVICE_UNAVAILABLE',
 ]
 
 const DESCRIPTION = [
-  'The operators\' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts and webhooks. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.',
+  "The operators' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts and webhooks. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.",
   '',
   'Every call needs `Authorization: Bearer <admin token>`; tokens are created, listed and revoked with `npm run admin -- admin token …` and shown once. A `read` token may only read (GET). Every change is recorded in the audit trail with the token and the source address.',
   '',
@@ -97,7 +109,7 @@ export function validationProblems(errors: readonly AjvError[], context: string 
     } else if (e.keyword === 'enum' && e.params.allowedValues) {
       reason = `must be one of ${e.params.allowedValues.join(', ')}`
     }
-    const field = path.join('.') || (context === 'querystring' ? 'query' : context ?? 'request')
+    const field = path.join('.') || (context === 'querystring' ? 'query' : (context ?? 'request'))
     // One problem per field: a union's branches each report the same field.
     if (!seen.has(field)) seen.set(field, reason)
   }
@@ -204,7 +216,9 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   // Its reference page likewise, made from it (the public API's /docs renderer).
   serveReference(app, '/admin/v1/docs', () => app.swagger() as unknown as Record<string, unknown>, {
     codes: ADMIN_CODES,
-    intro: ['Every call needs `Authorization: Bearer <admin token>` (`npm run admin -- admin token create --name N --scope read|write`); a `read` token may only read. Lists are pages of `{"items": […], "next": cursor}`: pass `after=<next>` for the following one.'],
+    intro: [
+      'Every call needs `Authorization: Bearer <admin token>` (`npm run admin -- admin token create --name N --scope read|write`); a `read` token may only read. Lists are pages of `{"items": […], "next": cursor}`: pass `after=<next>` for the following one.',
+    ],
   })
 
   await app.register(async (guarded) => {

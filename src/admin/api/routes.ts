@@ -13,9 +13,25 @@ import type { UsageBy, UsageLine } from '../../domain/usage.ts'
 import { apiError } from '../../errors/errors.ts'
 import { csv } from '../../usage/csv.ts'
 import {
-  auditEventsSchema, clearLockoutSchema, createAccountSchema, createKeySchema, DEFAULT_LIMIT, DEFAULT_USAGE_DAYS, getAccountSchema,
-  getKeySchema, getPlanSchema, listAccountsSchema, listKeysSchema, listSubscriptionsSchema, resetPlanSchema, revokeKeySchema,
-  rollKeySchema, setPlanSchema, setSubscriptionSchema, updateAccountSchema, usageSchema,
+  auditEventsSchema,
+  clearLockoutSchema,
+  createAccountSchema,
+  createKeySchema,
+  DEFAULT_LIMIT,
+  DEFAULT_USAGE_DAYS,
+  getAccountSchema,
+  getKeySchema,
+  getPlanSchema,
+  listAccountsSchema,
+  listKeysSchema,
+  listSubscriptionsSchema,
+  resetPlanSchema,
+  revokeKeySchema,
+  rollKeySchema,
+  setPlanSchema,
+  setSubscriptionSchema,
+  updateAccountSchema,
+  usageSchema,
 } from './schemas.ts'
 
 const V1 = '/admin/v1'
@@ -58,7 +74,11 @@ export function wantsCsv(accept: string | undefined): boolean {
   let csvQ = 0
   let jsonQ = 0
   for (const part of accept.split(',')) {
-    const [range = '', ...params] = part.trim().toLowerCase().split(';').map((s) => s.trim())
+    const [range = '', ...params] = part
+      .trim()
+      .toLowerCase()
+      .split(';')
+      .map((s) => s.trim())
     const qParam = params.find((p) => p.startsWith('q='))
     const q = qParam === undefined ? 1 : Number(qParam.slice(2))
     if (!(q > 0)) continue
@@ -70,9 +90,24 @@ export function wantsCsv(accept: string | undefined): boolean {
 
 /** The CSV columns of each kind of report: the line's own, then the group and the counts. */
 const CSV_COLUMNS: Record<UsageBy, readonly [string, keyof UsageLine][]> = {
-  day: [['day', 'day'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
-  key: [['keyId', 'keyId'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
-  region: [['region', 'region'], ['group', 'group'], ['count', 'count'], ['units', 'units']],
+  day: [
+    ['day', 'day'],
+    ['group', 'group'],
+    ['count', 'count'],
+    ['units', 'units'],
+  ],
+  key: [
+    ['keyId', 'keyId'],
+    ['group', 'group'],
+    ['count', 'count'],
+    ['units', 'units'],
+  ],
+  region: [
+    ['region', 'region'],
+    ['group', 'group'],
+    ['count', 'count'],
+    ['units', 'units'],
+  ],
 }
 
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
@@ -120,7 +155,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
   app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { key, apiKey } = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
-    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey })
+    return reply
+      .code(201)
+      .header('location', `${V1}/keys/${key.id}`)
+      .send({ ...key, apiKey })
   })
 
   app.get(`${V1}/accounts/:id/keys`, { schema: listKeysSchema }, async (request) => {
@@ -139,7 +177,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
   app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { key, apiKey, old } = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
-    return reply.code(201).header('location', `${V1}/keys/${key.id}`).send({ ...key, apiKey, old })
+    return reply
+      .code(201)
+      .header('location', `${V1}/keys/${key.id}`)
+      .send({ ...key, apiKey, old })
   })
 
   app.delete(`${V1}/keys/:id`, { schema: revokeKeySchema }, async (request) => {
@@ -196,7 +237,12 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
       return reply
         .type('text/csv; charset=utf-8')
         .header('content-disposition', `attachment; filename="usage-${id.replace(/[^\w-]/g, '_')}-${from}-${to}-by-${by}.csv"`)
-        .send(csv(columns.map(([title]) => title), items.map((line) => columns.map(([, field]) => line[field]))))
+        .send(
+          csv(
+            columns.map(([title]) => title),
+            items.map((line) => columns.map(([, field]) => line[field])),
+          ),
+        )
     }
     return reply.type('application/json; charset=utf-8').send({ accountId: id, from, to, by, items })
   })

@@ -17,13 +17,28 @@ type UserParams = { id: string; userID: string }
 const lock = (lockedUntil: string | null) => ({ locked: lockedUntil !== null, lockedUntil })
 
 const userView = (u: FactorUserSummary) => ({
-  userID: u.userId, createdAt: u.createdAt, activeFactors: u.active, pendingFactors: u.pending, recoveryCodesLeft: u.recoveryCodesLeft, ...lock(u.lockedUntil),
+  userID: u.userId,
+  createdAt: u.createdAt,
+  activeFactors: u.active,
+  pendingFactors: u.pending,
+  recoveryCodesLeft: u.recoveryCodesLeft,
+  ...lock(u.lockedUntil),
 })
 
 /** factorView: a factor under the public API's names (GET /totp/users/{userID}/factors). */
 const factorView = (f: FactorState) => ({
-  factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
-  tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+  factorID: f.id,
+  status: f.status,
+  label: f.label,
+  applicationID: f.applicationId,
+  profile: f.profile,
+  algorithm: f.algorithm,
+  tokenLength: f.digits,
+  tokenValidity: f.period,
+  driftSteps: f.drift,
+  createdAt: f.createdAt,
+  activatedAt: f.activatedAt,
+  expiresAt: f.expiresAt,
 })
 
 export default async function totpUserRoutes(app: FastifyInstance, opts: { factors: Factors }): Promise<void> {
@@ -39,7 +54,13 @@ export default async function totpUserRoutes(app: FastifyInstance, opts: { facto
   app.get(`${BASE}/:userID`, { schema: getTotpUserSchema }, async (request) => {
     const { id, userID } = request.params as UserParams
     const user = ok(await factors.user(id, userID))
-    return { accountId: user.accountId, userID: user.userId, factors: user.factors.map(factorView), recoveryCodesLeft: user.recoveryCodesLeft, ...lock(user.lockedUntil) }
+    return {
+      accountId: user.accountId,
+      userID: user.userId,
+      factors: user.factors.map(factorView),
+      recoveryCodesLeft: user.recoveryCodesLeft,
+      ...lock(user.lockedUntil),
+    }
   })
 
   app.post(`${BASE}/:userID/lockout/clear`, { schema: clearTotpUserLockoutSchema }, async (request) => {

@@ -7,15 +7,21 @@ import { created, errors, id, nullable, page, paging, strict, time, whole } from
 const eventType = Type.String({ enum: [...EVENT_TYPES] })
 
 const ENDPOINT_EXAMPLE = {
-  id: 'whe_4f9c2a71d0b3e865', url: 'https://hooks.example.com/tessera', eventTypes: null, createdAt: '2026-11-23T09:20:11.402Z',
+  id: 'whe_4f9c2a71d0b3e865',
+  url: 'https://hooks.example.com/tessera',
+  eventTypes: null,
+  createdAt: '2026-11-23T09:20:11.402Z',
 }
 
-export const webhookEndpoint = Type.Object({
-  id: Type.String(),
-  url: Type.String({ description: 'Where events are POSTed.' }),
-  eventTypes: nullable(Type.Array(eventType), 'The event types it receives; null: every type.'),
-  createdAt: time('When the endpoint was created.'),
-}, { examples: [ENDPOINT_EXAMPLE] })
+export const webhookEndpoint = Type.Object(
+  {
+    id: Type.String(),
+    url: Type.String({ description: 'Where events are POSTed.' }),
+    eventTypes: nullable(Type.Array(eventType), 'The event types it receives; null: every type.'),
+    createdAt: time('When the endpoint was created.'),
+  },
+  { examples: [ENDPOINT_EXAMPLE] },
+)
 
 const attempt = Type.Object({
   at: time('When the attempt ended.'),
@@ -24,47 +30,74 @@ const attempt = Type.Object({
   error: nullable(Type.String(), 'Why it failed (`HTTP 500`, `timed out after 10000 ms`, `refused: … a private address`); null: delivered.'),
 })
 
-export const webhookDelivery = Type.Object({
-  id: Type.String({ description: 'The event\'s id, sent as `webhook-id` (the same in every attempt and re-send, for the receiver to drop duplicates).' }),
-  eventType,
-  createdAt: time('When the event happened (the payload\'s `timestamp`).'),
-  status: Type.String({ enum: ['pending', 'delivered', 'failed', 'cancelled'], description: '`pending`: to be tried (again); `failed`: not delivered within `WEBHOOK_RETRY_SECONDS`; `cancelled`: its endpoint was deleted first.' }),
-  nextAttemptAt: nullable(time(), 'When a pending delivery is tried next.'),
-  attempts: Type.Array(attempt, { description: 'Its latest attempts (up to 20), newest first.' }),
-}, {
-  examples: [{
-    id: 'evt_0193581c2a5f0000a1b2c3', eventType: 'factor.activated', createdAt: '2026-11-23T09:21:40.118Z', status: 'delivered', nextAttemptAt: null,
-    attempts: [{ at: '2026-11-23T09:21:40.402Z', statusCode: 204, durationMs: 212, error: null }],
-  }],
-})
+export const webhookDelivery = Type.Object(
+  {
+    id: Type.String({ description: "The event's id, sent as `webhook-id` (the same in every attempt and re-send, for the receiver to drop duplicates)." }),
+    eventType,
+    createdAt: time("When the event happened (the payload's `timestamp`)."),
+    status: Type.String({
+      enum: ['pending', 'delivered', 'failed', 'cancelled'],
+      description: '`pending`: to be tried (again); `failed`: not delivered within `WEBHOOK_RETRY_SECONDS`; `cancelled`: its endpoint was deleted first.',
+    }),
+    nextAttemptAt: nullable(time(), 'When a pending delivery is tried next.'),
+    attempts: Type.Array(attempt, { description: 'Its latest attempts (up to 20), newest first.' }),
+  },
+  {
+    examples: [
+      {
+        id: 'evt_0193581c2a5f0000a1b2c3',
+        eventType: 'factor.activated',
+        createdAt: '2026-11-23T09:21:40.118Z',
+        status: 'delivered',
+        nextAttemptAt: null,
+        attempts: [{ at: '2026-11-23T09:21:40.402Z', statusCode: 204, durationMs: 212, error: null }],
+      },
+    ],
+  },
+)
 
 const webhookParams = Type.Object({ id: id('account', 'acc_01JD3Q5Z8X'), webhookID: id('webhook', 'whe_4f9c2a71d0b3e865') })
 
 export const createWebhookSchema = {
   operationId: 'createWebhook',
   summary: 'Add a webhook endpoint to an account (its secret shown once)',
-  description: 'The URL must be `https` and its host public: loopback, private, link-local, unique-local, CGNAT, multicast and reserved addresses are refused here for an address, and at every delivery for whatever the name resolves to (unless `WEBHOOK_ALLOW_PRIVATE=true`). Events are signed with the secret as Standard Webhooks says; it is shown this once.',
+  description:
+    'The URL must be `https` and its host public: loopback, private, link-local, unique-local, CGNAT, multicast and reserved addresses are refused here for an address, and at every delivery for whatever the name resolves to (unless `WEBHOOK_ALLOW_PRIVATE=true`). Events are signed with the secret as Standard Webhooks says; it is shown this once.',
   tags: ['webhooks'],
   params: Type.Object({ id: id('account', 'acc_01JD3Q5Z8X') }),
-  body: Type.Object({
-    url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'An https URL with a public host.' }),
-    eventTypes: Type.Optional(nullable(Type.Array(eventType, { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }), 'The event types to send; absent or null: every type, present and future.')),
-  }, { ...strict, examples: [{ url: 'https://hooks.example.com/tessera', eventTypes: ['factor.created', 'factor.deleted'] }] }),
+  body: Type.Object(
+    {
+      url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'An https URL with a public host.' }),
+      eventTypes: Type.Optional(
+        nullable(
+          Type.Array(eventType, { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }),
+          'The event types to send; absent or null: every type, present and future.',
+        ),
+      ),
+    },
+    { ...strict, examples: [{ url: 'https://hooks.example.com/tessera', eventTypes: ['factor.created', 'factor.deleted'] }] },
+  ),
   response: {
-    201: created(Type.Object({
-      ...webhookEndpoint.properties,
-      secret: Type.String({ description: 'The signing secret, `whsec_` and base64, shown this once.' }),
-    }, { examples: [{ ...ENDPOINT_EXAMPLE, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw0LqYWcqtKuk=' }] }), 'The endpoint, with its secret (once).'),
+    201: created(
+      Type.Object(
+        {
+          ...webhookEndpoint.properties,
+          secret: Type.String({ description: 'The signing secret, `whsec_` and base64, shown this once.' }),
+        },
+        { examples: [{ ...ENDPOINT_EXAMPLE, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw0LqYWcqtKuk=' }] },
+      ),
+      'The endpoint, with its secret (once).',
+    ),
     ...errors(['NOT_FOUND', 'LIMIT_REACHED'], { write: true, body: true }),
   },
 }
 
 export const listWebhooksSchema = {
   operationId: 'listWebhooks',
-  summary: 'List an account\'s webhook endpoints (never their secrets)',
+  summary: "List an account's webhook endpoints (never their secrets)",
   tags: ['webhooks'],
   params: Type.Object({ id: id('account', 'acc_01JD3Q5Z8X') }),
-  response: { 200: whole(webhookEndpoint, 'The account\'s endpoints, oldest first.'), ...errors(['NOT_FOUND']) },
+  response: { 200: whole(webhookEndpoint, "The account's endpoints, oldest first."), ...errors(['NOT_FOUND']) },
 }
 
 export const deleteWebhookSchema = {
@@ -81,7 +114,7 @@ export const deleteWebhookSchema = {
 
 export const webhookDeliveriesSchema = {
   operationId: 'listWebhookDeliveries',
-  summary: 'An endpoint\'s delivery log, newest event first',
+  summary: "An endpoint's delivery log, newest event first",
   tags: ['webhooks'],
   params: webhookParams,
   querystring: Type.Object(paging, strict),

@@ -16,7 +16,10 @@ export default async function webhookRoutes(app: FastifyInstance, opts: { webhoo
   app.post(BASE, { schema: createWebhookSchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { endpoint, secret } = ok(await webhooks.create(context(request), id, request.body as WebhookInput))
-    return reply.code(201).header('location', `/admin/v1/accounts/${id}/webhooks/${endpoint.id}`).send({ ...endpoint, secret })
+    return reply
+      .code(201)
+      .header('location', `/admin/v1/accounts/${id}/webhooks/${endpoint.id}`)
+      .send({ ...endpoint, secret })
   })
 
   app.get(BASE, { schema: listWebhooksSchema }, async (request) => {

@@ -12,9 +12,7 @@ export interface PageSize {
 
 export type ColorMode = 'rgb' | 'gray'
 
-export type OpenResult =
-  | { readonly ok: true; readonly document: OpenDocument }
-  | { readonly ok: false; readonly reason: 'unreadable' | 'password' }
+export type OpenResult = { readonly ok: true; readonly document: OpenDocument } | { readonly ok: false; readonly reason: 'unreadable' | 'password' }
 
 export interface OpenDocument {
   readonly pageCount: number

@@ -140,14 +140,20 @@ function makeRoom(node: Record<string, unknown>, keys: NodeKeys, need: number, m
 }
 
 /** loadGhostscript instantiates one Ghostscript; `printErr` receives its error output, `print` its messages; `guard` caps its heap (engines/heap.ts). */
-export async function loadGhostscript(printErr: (line: string) => void, guard?: HeapGuard, print: (line: string) => void = () => {}): Promise<LoadedGhostscript> {
+export async function loadGhostscript(
+  printErr: (line: string) => void,
+  guard?: HeapGuard,
+  print: (line: string) => void = () => {},
+): Promise<LoadedGhostscript> {
   let memory: WebAssembly.Memory | undefined
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
-  const factory = (await import(new URL('gs.js', ASSETS).href) as { default: Factory }).default
+  const factory = ((await import(new URL('gs.js', ASSETS).href)) as { default: Factory }).default
   const module = await factory({
     print,
     printErr,
-    instantiateWasm: instantiateGuarded(wasm, guard, (m) => { memory = m }),
+    instantiateWasm: instantiateGuarded(wasm, guard, (m) => {
+      memory = m
+    }),
   })
   return { module, memory: () => memory }
 }
@@ -158,7 +164,15 @@ export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEng
   /** Told as Ghostscript begins a page of the job being run. */
   let onPage: (() => void) | undefined
   // Without -dQUIET Ghostscript says "Page N" as it begins each page, from inside its run: the one word it gives of its progress.
-  const loaded = await loadGhostscript((line) => { if (errors.length < 20) errors.push(line) }, guard, (line) => { if (line.startsWith('Page ')) onPage?.() })
+  const loaded = await loadGhostscript(
+    (line) => {
+      if (errors.length < 20) errors.push(line)
+    },
+    guard,
+    (line) => {
+      if (line.startsWith('Page ')) onPage?.()
+    },
+  )
   const gs = loaded.module
   const fs = gs.FS
   const keys = nodeKeys(fs)
@@ -227,7 +241,9 @@ export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEng
         for (const path of [INPUT, OUTPUT]) {
           try {
             fs.unlink(path)
-          } catch { /* not written */ }
+          } catch {
+            /* not written */
+          }
         }
       }
     },

@@ -24,7 +24,7 @@ export function guardMemory(memory: WebAssembly.Memory, guard: HeapGuard): void 
     value(delta: number): number {
       if (!guard.allow(delta * PAGE)) {
         guard.refused()
-        throw new RangeError('WebAssembly.Memory.grow(): the worker\'s memory budget is spent')
+        throw new RangeError("WebAssembly.Memory.grow(): the worker's memory budget is spent")
       }
       return grow.call(memory, delta)
     },
@@ -47,15 +47,20 @@ type Receive = (instance: WebAssembly.Instance, module: WebAssembly.Module) => v
  */
 export function instantiateGuarded(wasm: BufferSource, guard: HeapGuard | undefined, onMemory: (memory: WebAssembly.Memory) => void) {
   return (imports: WebAssembly.Imports, receive: Receive): object => {
-    WebAssembly.instantiate(wasm, imports).then(({ instance, module }) => {
-      const memory = memoryOf(instance)
-      if (guard !== undefined) guardMemory(memory, guard)
-      onMemory(memory)
-      receive(instance, module)
-    }, (error: unknown) => {
-      // Emscripten waits for `receive`: without it the worker would hang at start-up.
-      queueMicrotask(() => { throw error })
-    })
+    WebAssembly.instantiate(wasm, imports).then(
+      ({ instance, module }) => {
+        const memory = memoryOf(instance)
+        if (guard !== undefined) guardMemory(memory, guard)
+        onMemory(memory)
+        receive(instance, module)
+      },
+      (error: unknown) => {
+        // Emscripten waits for `receive`: without it the worker would hang at start-up.
+        queueMicrotask(() => {
+          throw error
+        })
+      },
+    )
     return {}
   }
 }

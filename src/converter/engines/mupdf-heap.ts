@@ -12,8 +12,14 @@ export const mupdfHeap: { guard?: HeapGuard; memory?: WebAssembly.Memory } = {}
 
 const wasm = readFileSync(fileURLToPath(new URL('mupdf-wasm.wasm', import.meta.resolve('mupdf'))))
 ;(globalThis as Record<string, unknown>).$libmupdf_wasm_Module = {
-  instantiateWasm: instantiateGuarded(wasm, {
-    allow: (bytes) => mupdfHeap.guard?.allow(bytes) ?? true,
-    refused: () => mupdfHeap.guard?.refused(),
-  }, (memory) => { mupdfHeap.memory = memory }),
+  instantiateWasm: instantiateGuarded(
+    wasm,
+    {
+      allow: (bytes) => mupdfHeap.guard?.allow(bytes) ?? true,
+      refused: () => mupdfHeap.guard?.refused(),
+    },
+    (memory) => {
+      mupdfHeap.memory = memory
+    },
+  ),
 }

@@ -12,16 +12,21 @@ import type { PlanInput } from '../../services/accounts.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import { ACCOUNT_STATUSES, type AccountStatus, type Plan } from '../../domain/accounts.ts'
 import type { Account, Subscription } from '../../domain/accounts.ts'
-import {
-  alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when,
-} from './common.ts'
+import { alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 const path = (account: Pick<Account, 'id'>) => `/portal/operator/accounts/${encodeURIComponent(account.id)}`
 
-const statusBadge = (status: string) => html`<span class="badge ${status === 'active' ? 'ok' : status === 'pending' ? 'warn' : status === 'suspended' ? 'bad' : 'off'}">${status}</span>`
+const statusBadge = (status: string) =>
+  html`<span class="badge ${status === 'active' ? 'ok' : status === 'pending' ? 'warn' : status === 'suspended' ? 'bad' : 'off'}">${status}</span>`
 
 /** decisionForms: approve and refuse buttons for a pending subscription, named for what and whose they decide. */
-export function decisionForms(kit: Kit, current: Current, sub: Pick<Subscription, 'accountId' | 'region' | 'group'>, accountName: string, back: 'account' | 'queue'): Html {
+export function decisionForms(
+  kit: Kit,
+  current: Current,
+  sub: Pick<Subscription, 'accountId' | 'region' | 'group'>,
+  accountName: string,
+  back: 'account' | 'queue',
+): Html {
   const what = `${GROUP_NAMES[sub.group]} in ${sub.region} for ${accountName}`
   const fields = html`${csrfField(kit, current)}<input type="hidden" name="accountId" value="${sub.accountId}"><input type="hidden" name="region" value="${sub.region}"><input type="hidden" name="group" value="${sub.group}"><input type="hidden" name="back" value="${back}">`
   return html`<form method="post" action="/portal/operator/subscriptions/decide" class="inline">${fields}<input type="hidden" name="decision" value="approve"><button type="submit">Approve ${what}</button></form>
@@ -42,8 +47,12 @@ const PLAN_FIELDS: readonly (readonly [string, string, string])[] = [
 ]
 
 const planValues = (plan: Plan): Record<string, string> => ({
-  rate: String(plan.rate), burst: String(plan.burst), quota: String(plan.quota), period: plan.period,
-  'weight-totp': String(plan.weights.totp), 'weight-converter': String(plan.weights.converter),
+  rate: String(plan.rate),
+  burst: String(plan.burst),
+  quota: String(plan.quota),
+  period: plan.period,
+  'weight-totp': String(plan.weights.totp),
+  'weight-converter': String(plan.weights.converter),
 })
 
 function planSection(kit: Kit, current: Current, account: Account, plan: { plan: Plan; own: boolean }, form: PlanForm | null): Html {
@@ -70,13 +79,25 @@ ${plan.own ? html`<form method="post" action="${path(account)}/plan/reset" class
 </section>`
 }
 
-async function accountPage(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current, account: Account, form: PlanForm | null = null, status = 200): Promise<FastifyReply> {
-  const [plan, subs, members] = await Promise.all([
-    kit.accounts.getPlan(account.id), kit.accounts.listSubscriptions(account.id), kit.team.members(account.id),
-  ])
+async function accountPage(
+  kit: Kit,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  current: Current,
+  account: Account,
+  form: PlanForm | null = null,
+  status = 200,
+): Promise<FastifyReply> {
+  const [plan, subs, members] = await Promise.all([kit.accounts.getPlan(account.id), kit.accounts.listSubscriptions(account.id), kit.team.members(account.id)])
   if (plan === null) return notFound(kit, reply, current)
   const suspend = account.status === 'active'
-  return sendOperatorPage(kit, reply, current, null, account.name, html`
+  return sendOperatorPage(
+    kit,
+    reply,
+    current,
+    null,
+    account.name,
+    html`
 ${notice(request)}
 <p><a href="/portal/accounts/${encodeURIComponent(account.id)}/start">Open the pages of ${account.name}</a> (as an owner) · <a href="/portal/operator/audit?account=${encodeURIComponent(account.id)}">Audit of ${account.name}</a> · <a href="${path(account)}/totp-users">TOTP users of ${account.name}</a> (managed factors: their state, lockouts)</p>
 <section aria-labelledby="status-heading">
@@ -90,21 +111,33 @@ ${csrfField(kit, current)}<input type="hidden" name="status" value="${suspend ? 
 ${planSection(kit, current, account, plan, form)}
 <section aria-labelledby="subscriptions-heading" id="subscriptions">
 <h2 id="subscriptions-heading">Subscriptions</h2>
-${subs.length === 0 ? html`<p>No subscriptions.</p>` : html`<table>
+${
+  subs.length === 0
+    ? html`<p>No subscriptions.</p>`
+    : html`<table>
 <caption>Subscriptions of ${account.name}</caption>
 <thead><tr><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Status</th><th scope="col">Since</th><th scope="col">Decision</th></tr></thead>
-<tbody>${subs.map((s) => html`<tr><td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${statusBadge(s.status)}</td><td>${when(s.updatedAt)}</td>
-<td>${s.status === 'pending' ? decisionForms(kit, current, s, account.name, 'account') : ''}</td></tr>`)}</tbody>
-</table>`}
+<tbody>${subs.map(
+        (s) => html`<tr><td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${statusBadge(s.status)}</td><td>${when(s.updatedAt)}</td>
+<td>${s.status === 'pending' ? decisionForms(kit, current, s, account.name, 'account') : ''}</td></tr>`,
+      )}</tbody>
+</table>`
+}
 </section>
 <section aria-labelledby="members-heading">
 <h2 id="members-heading">Members</h2>
-${members.length === 0 ? html`<p>No members.</p>` : html`<table>
+${
+  members.length === 0
+    ? html`<p>No members.</p>`
+    : html`<table>
 <caption>Members of ${account.name}</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Member since</th></tr></thead>
 <tbody>${members.map((m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${when(m.createdAt)}</td></tr>`)}</tbody>
-</table>`}
-</section>`, status)
+</table>`
+}
+</section>`,
+    status,
+  )
 }
 
 /** planInput reads the plan form: a field left empty keeps its value; text that is not a number is left for the service to refuse. */
@@ -114,7 +147,10 @@ function planInput(request: FastifyRequest): PlanInput {
     return text === '' ? undefined : Number(text)
   }
   const period = formField(request, 'period')
-  const weights = { ...(num('weight-totp') === undefined ? {} : { totp: num('weight-totp')! }), ...(num('weight-converter') === undefined ? {} : { converter: num('weight-converter')! }) }
+  const weights = {
+    ...(num('weight-totp') === undefined ? {} : { totp: num('weight-totp')! }),
+    ...(num('weight-converter') === undefined ? {} : { converter: num('weight-converter')! }),
+  }
   return {
     ...(num('rate') === undefined ? {} : { rate: num('rate')! }),
     ...(num('burst') === undefined ? {} : { burst: num('burst')! }),
@@ -132,26 +168,46 @@ export default async function operatorAccounts(app: FastifyInstance, kit: Kit): 
     if (current === null) return reply
     const name = query(request, 'name')
     const wanted = query(request, 'status')
-    const status = ACCOUNT_STATUSES.includes(wanted as AccountStatus) ? wanted as AccountStatus : undefined
+    const status = ACCOUNT_STATUSES.includes(wanted as AccountStatus) ? (wanted as AccountStatus) : undefined
     const after = query(request, 'after', 1000)
-    const found = await listed(kit, reply, current, 'accounts', 'Accounts', () => accounts.listAccounts({
-      limit: PAGE_SIZE, ...(name === '' ? {} : { name }), ...(status === undefined ? {} : { status }), ...(after === '' ? {} : { cursor: after }),
-    }))
+    const found = await listed(kit, reply, current, 'accounts', 'Accounts', () =>
+      accounts.listAccounts({
+        limit: PAGE_SIZE,
+        ...(name === '' ? {} : { name }),
+        ...(status === undefined ? {} : { status }),
+        ...(after === '' ? {} : { cursor: after }),
+      }),
+    )
     if (found === null) return reply
     const total = await accounts.countAccounts()
-    return sendOperatorPage(kit, reply, current, 'accounts', 'Accounts', html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      'accounts',
+      'Accounts',
+      html`
 <form method="get" action="/portal/operator/accounts" class="row" role="search" aria-label="Accounts">
 <div><label for="name">Account name contains</label><input id="name" name="name" type="search" maxlength="200" value="${name}"></div>
 <div><label for="status">Status</label><select id="status" name="status"><option value="">any</option>${ACCOUNT_STATUSES.map((s) => html`<option value="${s}"${s === status ? html` selected` : ''}>${s}</option>`)}</select></div>
 <button type="submit">Search accounts</button>
 </form>
-${found.items.length === 0 ? html`<p role="status">No account matches.</p>` : html`<table>
+${
+  found.items.length === 0
+    ? html`<p role="status">No account matches.</p>`
+    : html`<table>
 <caption>Accounts${name !== '' || status !== undefined ? ' that match' : ''} (${total} in all)${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Operator page</th></tr></thead>
-<tbody>${found.items.map((a) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(a.id)}/start">${a.name}</a></td><td>${statusBadge(a.status)}</td><td>${when(a.createdAt)}</td>
-<td><a href="${path(a)}">Manage ${a.name}</a></td></tr>`)}</tbody>
-</table>`}
-${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? '' }, 'Next accounts')}`)
+<tbody>${found.items.map(
+        (
+          a,
+        ) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(a.id)}/start">${a.name}</a></td><td>${statusBadge(a.status)}</td><td>${when(a.createdAt)}</td>
+<td><a href="${path(a)}">Manage ${a.name}</a></td></tr>`,
+      )}</tbody>
+</table>`
+}
+${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? '' }, 'Next accounts')}`,
+    )
   })
 
   /** The account of the path for an operator, or null once a 404 is sent. */
@@ -175,7 +231,16 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
     if (account === null) return reply
     const status = formField(request, 'status')
     const changed = await accounts.updateAccount(actorOf(current, request), account.id, { status })
-    if (isFailure(changed)) return sendOperatorPage(kit, reply, current, null, account.name, html`${alert(`${changed.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`, 422)
+    if (isFailure(changed))
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        null,
+        account.name,
+        html`${alert(`${changed.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
+        422,
+      )
     return reply.redirect(`${path(account)}?done=${changed.status === 'suspended' ? 'suspended' : 'reactivated'}`, 303)
   })
 
@@ -186,7 +251,9 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
     if (account === null) return reply
     const plan = await accounts.setPlan(actorOf(current, request), account.id, planInput(request))
     if (isFailure(plan)) {
-      const values = Object.fromEntries(['rate', 'burst', 'quota', 'period', 'weight-totp', 'weight-converter'].map((n) => [n, formField(request, n).slice(0, 50)]))
+      const values = Object.fromEntries(
+        ['rate', 'burst', 'quota', 'period', 'weight-totp', 'weight-converter'].map((n) => [n, formField(request, n).slice(0, 50)]),
+      )
       return accountPage(kit, request, reply, current, account, { values, failure: plan }, 422)
     }
     return reply.redirect(`${path(account)}?done=plan-set`, 303)
@@ -198,7 +265,16 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
     const account = await accountOf(request, reply, current)
     if (account === null) return reply
     const reset = await accounts.resetPlan(actorOf(current, request), account.id)
-    if (isFailure(reset)) return sendOperatorPage(kit, reply, current, null, account.name, html`${alert(`${reset.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`, 422)
+    if (isFailure(reset))
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        null,
+        account.name,
+        html`${alert(`${reset.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
+        422,
+      )
     return reply.redirect(`${path(account)}?done=plan-reset`, 303)
   })
 }

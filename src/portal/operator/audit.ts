@@ -13,16 +13,24 @@ export default async function operatorAudit(app: FastifyInstance, kit: Kit): Pro
     if (current === null) return reply
     const filters = { account: query(request, 'account'), actor: query(request, 'actor'), action: query(request, 'action') }
     const after = query(request, 'after', 1000)
-    const found = await listed(kit, reply, current, 'audit', 'Audit', () => kit.accounts.auditEvents({
-      limit: PAGE_SIZE,
-      ...(filters.account === '' ? {} : { accountId: filters.account }),
-      ...(filters.actor === '' ? {} : { actor: filters.actor }),
-      ...(filters.action === '' ? {} : { action: filters.action }),
-      ...(after === '' ? {} : { cursor: after }),
-    }))
+    const found = await listed(kit, reply, current, 'audit', 'Audit', () =>
+      kit.accounts.auditEvents({
+        limit: PAGE_SIZE,
+        ...(filters.account === '' ? {} : { accountId: filters.account }),
+        ...(filters.actor === '' ? {} : { actor: filters.actor }),
+        ...(filters.action === '' ? {} : { action: filters.action }),
+        ...(after === '' ? {} : { cursor: after }),
+      }),
+    )
     if (found === null) return reply
     const filtered = filters.account !== '' || filters.actor !== '' || filters.action !== ''
-    return sendOperatorPage(kit, reply, current, 'audit', 'Audit', html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      'audit',
+      'Audit',
+      html`
 <form method="get" action="/portal/operator/audit" class="row" role="search" aria-label="Audit events">
 <div><label for="account">Account id</label><input id="account" name="account" type="search" maxlength="200" value="${filters.account}"></div>
 <div><label for="actor">Actor</label><input id="actor" name="actor" type="search" maxlength="200" value="${filters.actor}" aria-describedby="actor-hint"></div>
@@ -31,13 +39,20 @@ export default async function operatorAudit(app: FastifyInstance, kit: Kit): Pro
 </form>
 <p class="hint" id="actor-hint">Actors read <code>cli</code>, <code>admin-token:ID</code>, <code>portal-user:ID</code>, <code>system</code> or <code>anonymous</code>.</p>
 <p class="hint" id="action-hint">Actions read like <code>account.suspend</code>, <code>subscription.approve</code>, <code>user.sign-in</code>; the whole name.</p>
-${found.items.length === 0 ? html`<p role="status">No event${filtered ? ' matches' : ' yet'}.</p>` : html`<table>
+${
+  found.items.length === 0
+    ? html`<p role="status">No event${filtered ? ' matches' : ' yet'}.</p>`
+    : html`<table>
 <caption>Audit events${filtered ? ' that match' : ''}, newest first${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">When</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Account</th><th scope="col">Source</th><th scope="col">Outcome</th><th scope="col">Detail</th></tr></thead>
-<tbody>${found.items.map((e) => html`<tr><td>${when(e.at)}</td><td>${e.actor}</td><td>${e.action}</td><td>${e.target.type} <code>${e.target.id}</code></td>
+<tbody>${found.items.map(
+        (e) => html`<tr><td>${when(e.at)}</td><td>${e.actor}</td><td>${e.action}</td><td>${e.target.type} <code>${e.target.id}</code></td>
 <td>${e.accountId === null ? '' : html`<a href="/portal/operator/accounts/${encodeURIComponent(e.accountId)}">${e.accountId}</a>`}</td><td>${e.ip ?? ''}</td>
-<td><span class="badge ${e.outcome === 'success' ? 'ok' : 'bad'}">${e.outcome}</span></td><td><code class="detail">${JSON.stringify(e.detail)}</code></td></tr>`)}</tbody>
-</table>`}
-${nextLink('/portal/operator/audit', found.next, filters, 'Older events')}`)
+<td><span class="badge ${e.outcome === 'success' ? 'ok' : 'bad'}">${e.outcome}</span></td><td><code class="detail">${JSON.stringify(e.detail)}</code></td></tr>`,
+      )}</tbody>
+</table>`
+}
+${nextLink('/portal/operator/audit', found.next, filters, 'Older events')}`,
+    )
   })
 }

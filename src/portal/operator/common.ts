@@ -43,12 +43,21 @@ const PAGES: readonly (readonly [OperatorPage, string, string])[] = [
 
 /** operatorNav: the links between the operator pages, this one marked. */
 export function operatorNav(here: OperatorPage | null): Html {
-  return html`<nav aria-label="Operator pages"><ul class="tabs">${PAGES.map(([slug, href, label]) =>
-    html`<li><a href="${href}"${slug === here ? html` aria-current="page"` : ''}>${label}</a></li>`)}</ul></nav>`
+  return html`<nav aria-label="Operator pages"><ul class="tabs">${PAGES.map(
+    ([slug, href, label]) => html`<li><a href="${href}"${slug === here ? html` aria-current="page"` : ''}>${label}</a></li>`,
+  )}</ul></nav>`
 }
 
 /** sendOperatorPage sends an operator page, with the operator navigation above its body. */
-export function sendOperatorPage(kit: Kit, reply: FastifyReply, current: Current, here: OperatorPage | null, title: string, body: Html, status = 200): FastifyReply {
+export function sendOperatorPage(
+  kit: Kit,
+  reply: FastifyReply,
+  current: Current,
+  here: OperatorPage | null,
+  title: string,
+  body: Html,
+  status = 200,
+): FastifyReply {
   return sendPage(kit, reply, { title, current, status, body: html`${operatorNav(here)}${body}` })
 }
 
@@ -56,14 +65,14 @@ export function sendOperatorPage(kit: Kit, reply: FastifyReply, current: Current
 const NOTICES: Readonly<Record<string, string>> = {
   suspended: 'The account is suspended: its keys are refused until it is reactivated.',
   reactivated: 'The account is active again.',
-  'plan-set': 'The account\'s plan is saved.',
+  'plan-set': "The account's plan is saved.",
   'plan-reset': 'The account is back on the default plan.',
   approved: 'The subscription is approved and active.',
   refused: 'The subscription request is refused.',
   'user-approved': 'The sign-up is approved; we are emailing them that they can sign in.',
   'user-refused': 'The sign-up is refused; that user cannot sign in.',
-  unlocked: 'The user\'s lockout is cleared: their next right code is taken.',
-  'factors-deleted': 'The user\'s factors and recovery codes are deleted: their codes no longer work.',
+  unlocked: "The user's lockout is cleared: their next right code is taken.",
+  'factors-deleted': "The user's factors and recovery codes are deleted: their codes no longer work.",
 }
 
 /** notice: the status line of a page reached after a change (nothing for an unknown `done`). */
@@ -95,7 +104,15 @@ export async function listed<T>(kit: Kit, reply: FastifyReply, current: Current,
     return await read()
   } catch (error) {
     if (!(error instanceof CursorError)) throw error
-    await sendOperatorPage(kit, reply, current, here, title, html`${alert('That page link is not valid (a malformed cursor).')}<p><a href="/portal/operator/${here === 'summary' ? '' : here}">Start from the first page</a></p>`, 400)
+    await sendOperatorPage(
+      kit,
+      reply,
+      current,
+      here,
+      title,
+      html`${alert('That page link is not valid (a malformed cursor).')}<p><a href="/portal/operator/${here === 'summary' ? '' : here}">Start from the first page</a></p>`,
+      400,
+    )
     return null
   }
 }

@@ -11,9 +11,7 @@ import { isFailure } from '../../services/outcome.ts'
 import type { User } from '../../domain/portal.ts'
 import * as mail from '../../mail/templates.ts'
 import { decisionForms } from './accounts.ts'
-import {
-  alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when,
-} from './common.ts'
+import { alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 export default async function operatorQueues(app: FastifyInstance, kit: Kit): Promise<void> {
   const { users, accounts } = kit
@@ -23,23 +21,38 @@ export default async function operatorQueues(app: FastifyInstance, kit: Kit): Pr
     if (current === null) return reply
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'sign-ups', 'Sign-ups', () =>
-      users.admin.pendingSignUps({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+      users.admin.pendingSignUps({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }),
+    )
     if (found === null) return reply
-    const decide = (user: User, verb: 'approve' | 'refuse') => html`<form method="post" action="/portal/operator/sign-ups/${encodeURIComponent(user.id)}/${verb}" class="inline">
+    const decide = (
+      user: User,
+      verb: 'approve' | 'refuse',
+    ) => html`<form method="post" action="/portal/operator/sign-ups/${encodeURIComponent(user.id)}/${verb}" class="inline">
 ${csrfField(kit, current)}<button type="submit"${verb === 'refuse' ? html` class="secondary"` : ''}>${verb === 'approve' ? 'Approve' : 'Refuse'} ${user.email}</button></form>`
-    return sendOperatorPage(kit, reply, current, 'sign-ups', 'Sign-ups', html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      'sign-ups',
+      'Sign-ups',
+      html`
 ${notice(request)}
 ${kit.config.signupMode === 'approval' ? '' : html`<p>Sign-ups do not wait for approval on this service (SIGNUP_MODE=${kit.config.signupMode}); users listed here signed up while they did.</p>`}
-${found.items.length === 0 ? html`<p>No sign-up is waiting for approval.</p>` : html`<table>
+${
+  found.items.length === 0
+    ? html`<p>No sign-up is waiting for approval.</p>`
+    : html`<table>
 <caption>Sign-ups waiting for approval, oldest first</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Address confirmed</th><th scope="col">Signed up</th><th scope="col">Account</th><th scope="col">Decision</th></tr></thead>
 <tbody>${found.items.map(({ user: u, account }) => {
-  return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
+        return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
 <td>${account === null ? 'none' : html`<a href="/portal/operator/accounts/${encodeURIComponent(account.accountId)}">${account.accountName}</a>`}</td>
 <td>${decide(u, 'approve')} ${decide(u, 'refuse')}</td></tr>`
-})}</tbody>
-</table>`}
-${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
+      })}</tbody>
+</table>`
+}
+${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`,
+    )
   })
 
   /** decideUser approves (active) or refuses (disabled) a pending sign-up; a user no longer pending is left as they are. */
@@ -49,7 +62,8 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
     if (!decided.changed) return 'decided'
     if (verb === 'approve') {
       // In the background: the answer must not wait for the SMTP server.
-      kit.mailer.send({ to: decided.user.email, ...mail.signupApproved({ signInUrl: `${kit.config.publicBaseUrl}/portal/sign-in` }) })
+      kit.mailer
+        .send({ to: decided.user.email, ...mail.signupApproved({ signInUrl: `${kit.config.publicBaseUrl}/portal/sign-in` }) })
         .catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
     }
     return 'done'
@@ -62,7 +76,15 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
       const outcome = await decideUser(request, current, verb)
       if (outcome === 'gone') return notFound(kit, reply, current)
       if (outcome === 'decided') {
-        return sendOperatorPage(kit, reply, current, 'sign-ups', 'Sign-ups', html`${alert('This sign-up was decided already (by another operator, or in another tab); nothing was changed.')}<p><a href="/portal/operator/sign-ups">Back to the sign-ups</a></p>`, 409)
+        return sendOperatorPage(
+          kit,
+          reply,
+          current,
+          'sign-ups',
+          'Sign-ups',
+          html`${alert('This sign-up was decided already (by another operator, or in another tab); nothing was changed.')}<p><a href="/portal/operator/sign-ups">Back to the sign-ups</a></p>`,
+          409,
+        )
       }
       return reply.redirect(`/portal/operator/sign-ups?done=user-${verb === 'approve' ? 'approved' : 'refused'}`, 303)
     })
@@ -73,18 +95,32 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`)
     if (current === null) return reply
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'subscriptions', 'Subscription requests', () =>
-      accounts.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }))
+      accounts.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }),
+    )
     if (found === null) return reply
-    return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      'subscriptions',
+      'Subscription requests',
+      html`
 ${notice(request)}
 ${kit.config.subscriptionApproval === 'operator' ? '' : html`<p>Subscriptions start at once on this service (SUBSCRIPTION_APPROVAL=auto); requests listed here were made while they waited.</p>`}
-${found.items.length === 0 ? html`<p>No subscription request is waiting.</p>` : html`<table>
+${
+  found.items.length === 0
+    ? html`<p>No subscription request is waiting.</p>`
+    : html`<table>
 <caption>Subscription requests waiting for approval, oldest first</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Asked</th><th scope="col">Decision</th></tr></thead>
-<tbody>${found.items.map((s) => html`<tr><td><a href="/portal/operator/accounts/${encodeURIComponent(s.accountId)}">${s.accountName}</a></td>
-<td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${when(s.updatedAt)}</td><td>${decisionForms(kit, current, s, s.accountName, 'queue')}</td></tr>`)}</tbody>
-</table>`}
-${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`)
+<tbody>${found.items.map(
+        (s) => html`<tr><td><a href="/portal/operator/accounts/${encodeURIComponent(s.accountId)}">${s.accountName}</a></td>
+<td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${when(s.updatedAt)}</td><td>${decisionForms(kit, current, s, s.accountName, 'queue')}</td></tr>`,
+      )}</tbody>
+</table>`
+}
+${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`,
+    )
   })
 
   app.post('/operator/subscriptions/decide', { schema: { hide: true } }, async (request, reply) => {
@@ -92,10 +128,20 @@ ${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`)
     if (current === null) return reply
     const accountId = formField(request, 'accountId')
     const decision = formField(request, 'decision')
-    const back = formField(request, 'back') === 'account' && accountId !== ''
-      ? `/portal/operator/accounts/${encodeURIComponent(accountId)}` : '/portal/operator/subscriptions'
+    const back =
+      formField(request, 'back') === 'account' && accountId !== ''
+        ? `/portal/operator/accounts/${encodeURIComponent(accountId)}`
+        : '/portal/operator/subscriptions'
     if (decision !== 'approve' && decision !== 'refuse') {
-      return sendOperatorPage(kit, reply, current, 'subscriptions', 'Subscription requests', html`${alert('Choose to approve or to refuse the request.')}<p><a href="${back}">Back</a></p>`, 400)
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        'subscriptions',
+        'Subscription requests',
+        html`${alert('Choose to approve or to refuse the request.')}<p><a href="${back}">Back</a></p>`,
+        400,
+      )
     }
     const ctx = actorOf(current, request)
     const region = formField(request, 'region')

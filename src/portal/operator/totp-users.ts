@@ -24,21 +24,26 @@ const userPath = (account: Pick<Account, 'id'>, userId: string) => `${usersPath(
  * userLink: a user's page. `.` and `..` (IDs refused since; a user made before keeps working)
  * cannot be a URL's path segment, escaped or not: a browser resolves them, so they get no link.
  */
-const userLink = (account: Pick<Account, 'id'>, userId: string): Html => (userId === '.' || userId === '..'
-  ? html`${userId} <span class="hint">(no page: an ID a URL cannot hold; <code>npm run admin -- totp-user</code> shows, unlocks or deletes it)</span>`
-  : html`<a href="${userPath(account, userId)}">${userId}</a>`)
+const userLink = (account: Pick<Account, 'id'>, userId: string): Html =>
+  userId === '.' || userId === '..'
+    ? html`${userId} <span class="hint">(no page: an ID a URL cannot hold; <code>npm run admin -- totp-user</code> shows, unlocks or deletes it)</span>`
+    : html`<a href="${userPath(account, userId)}">${userId}</a>`
 
 const lockBadge = (lockedUntil: string | null) =>
-  (lockedUntil === null ? html`<span class="badge ok">not locked</span>` : html`<span class="badge bad">locked</span> until ${when(lockedUntil)}`)
+  lockedUntil === null ? html`<span class="badge ok">not locked</span>` : html`<span class="badge bad">locked</span> until ${when(lockedUntil)}`
 
 function factorTable(user: FactorUserState): Html {
   if (user.factors.length === 0) return html`<p>No factor: every one was deleted, or the pending ones expired.</p>`
   return html`<table>
 <caption>Factors of ${user.userId}, oldest first</caption>
 <thead><tr><th scope="col">Factor</th><th scope="col">Status</th><th scope="col">Label</th><th scope="col">Application</th><th scope="col">Profile</th><th scope="col">Codes</th><th scope="col">Drift (steps)</th><th scope="col">Created</th><th scope="col">Activated or expires</th></tr></thead>
-<tbody>${user.factors.map((f) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
+<tbody>${user.factors.map(
+    (
+      f,
+    ) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
 <td>${f.applicationId}</td><td>${f.profile}</td><td>${f.algorithm}, ${f.digits} digits, ${f.period} s</td><td>${f.drift}</td><td>${when(f.createdAt)}</td>
-<td>${f.activatedAt === null ? html`expires ${when(f.expiresAt)}` : when(f.activatedAt)}</td></tr>`)}</tbody>
+<td>${f.activatedAt === null ? html`expires ${when(f.expiresAt)}` : when(f.activatedAt)}</td></tr>`,
+  )}</tbody>
 </table>`
 }
 
@@ -63,17 +68,30 @@ export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit):
     const found = await listed(kit, reply, current, 'accounts', title, () => factors.listUsers(account.id, page))
     if (found === null) return reply
     if (isFailure(found)) return notFound(kit, reply, current)
-    return sendOperatorPage(kit, reply, current, null, title, html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      title,
+      html`
 ${notice(request)}
 <p><a href="${accountPath(account)}">Back to ${account.name}</a></p>
 <p>The users of the account's managed TOTP factors (<code>/totp/users/{userID}</code>), by user ID.</p>
-${found.items.length === 0 ? html`<p>${after === '' ? 'No user yet.' : 'No more users.'}</p>` : html`<table>
+${
+  found.items.length === 0
+    ? html`<p>${after === '' ? 'No user yet.' : 'No more users.'}</p>`
+    : html`<table>
 <caption>TOTP users of ${account.name}${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">User ID</th><th scope="col">Active factors</th><th scope="col">Pending factors</th><th scope="col">Recovery codes left</th><th scope="col">Lock</th><th scope="col">Since</th></tr></thead>
-<tbody>${found.items.map((u) => html`<tr><td>${userLink(account, u.userId)}</td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
-<td>${lockBadge(u.lockedUntil)}</td><td>${when(u.createdAt)}</td></tr>`)}</tbody>
-</table>`}
-${nextLink(usersPath(account), found.next, {}, 'Next users')}`)
+<tbody>${found.items.map(
+        (u) => html`<tr><td>${userLink(account, u.userId)}</td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
+<td>${lockBadge(u.lockedUntil)}</td><td>${when(u.createdAt)}</td></tr>`,
+      )}</tbody>
+</table>`
+}
+${nextLink(usersPath(account), found.next, {}, 'Next users')}`,
+    )
   })
 
   /** The user of the path, or null once a 404 is sent (an unknown account or user, or an ID no user can have). */
@@ -95,7 +113,13 @@ ${nextLink(usersPath(account), found.next, {}, 'Next users')}`)
     if (found === null) return reply
     const { account, user } = found
     const path = userPath(account, user.userId)
-    return sendOperatorPage(kit, reply, current, null, `TOTP user ${user.userId}`, html`
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      `TOTP user ${user.userId}`,
+      html`
 ${notice(request)}
 <p><a href="${usersPath(account)}">Back to the TOTP users of ${account.name}</a></p>
 <section aria-labelledby="lock-heading">
@@ -112,7 +136,8 @@ ${factorTable(user)}
 <h2 id="delete-heading">Delete</h2>
 <p>For a user who lost their authenticator and their recovery codes: check who asks first. Their codes stop working at once; they may enrol again.</p>
 <form method="post" action="${path}/delete" class="inline">${csrfField(kit, current)}<button type="submit" class="danger">Delete the factors of ${user.userId}</button></form>
-</section>`)
+</section>`,
+    )
   })
 
   app.post('/operator/accounts/:accountId/totp-users/:userID/unlock', { schema: { hide: true } }, async (request, reply) => {
@@ -121,7 +146,16 @@ ${factorTable(user)}
     const found = await userOf(request, reply, current)
     if (found === null) return reply
     const cleared = await factors.clearLockout(actorOf(current, request), found.account.id, found.user.userId)
-    if (isFailure(cleared)) return sendOperatorPage(kit, reply, current, null, 'Lockout not cleared', html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`, 422)
+    if (isFailure(cleared))
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        null,
+        'Lockout not cleared',
+        html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`,
+        422,
+      )
     return reply.redirect(`${userPath(found.account, found.user.userId)}?done=unlocked`, 303)
   })
 
@@ -134,17 +168,33 @@ ${factorTable(user)}
     const path = userPath(account, user.userId)
     // Only the confirmation's button deletes; any other post asks first.
     if (formField(request, 'confirm') !== '1') {
-      return sendOperatorPage(kit, reply, current, null, 'Delete a user\'s factors', html`
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        null,
+        "Delete a user's factors",
+        html`
 <p>Delete the ${user.factors.length === 1 ? 'factor' : `${user.factors.length} factors`} and ${user.recoveryCodesLeft} recovery ${user.recoveryCodesLeft === 1 ? 'code' : 'codes'} of ${user.userId} in ${account.name}? Their codes stop working at once. This cannot be undone.</p>
 <form method="post" action="${path}/delete" class="row">
 ${csrfField(kit, current)}
 <input type="hidden" name="confirm" value="1">
 <button type="submit" class="danger">Delete the factors of ${user.userId} for good</button>
 <a href="${path}">Keep them: back to ${user.userId}</a>
-</form>`)
+</form>`,
+      )
     }
     const deleted = await factors.deleteUser(actorOf(current, request), account.id, user.userId)
-    if (isFailure(deleted)) return sendOperatorPage(kit, reply, current, null, 'Factors not deleted', html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`, 422)
+    if (isFailure(deleted))
+      return sendOperatorPage(
+        kit,
+        reply,
+        current,
+        null,
+        'Factors not deleted',
+        html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`,
+        422,
+      )
     return reply.redirect(`${usersPath(account)}?done=factors-deleted`, 303)
   })
 }

@@ -104,8 +104,13 @@ export class UserAdmin {
   /** turnOffTwoFactor: a user's second factor off, with their recovery codes and sessions (a lost phone, lost codes). */
   async turnOffTwoFactor(ctx: Context, ref: UserRef): Promise<(Changed & { sessionsEnded: number }) | Failure> {
     const c = this.#c
-    const done = await this.#change(ctx, ref, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off',
-      (u) => u.totpEnabledAt === null && u.totpSecret === null)
+    const done = await this.#change(
+      ctx,
+      ref,
+      { totpSecret: null, totpEnabledAt: null },
+      'user.2fa-off',
+      (u) => u.totpEnabledAt === null && u.totpSecret === null,
+    )
     if ('failure' in done || !done.changed) return 'failure' in done ? done : { ...done, sessionsEnded: 0 }
     // Unused recovery codes of the old enrolment must not outlive it.
     await c.store.portal.setRecoveryCodes(done.user.id, [])
@@ -133,8 +138,16 @@ export class UserAdmin {
     const c = this.#c
     const now = c.iso()
     const user: User = {
-      id: newId('usr'), email: input.email, passwordHash: await c.passwords.hash(input.password), emailVerifiedAt: now, status: 'active',
-      operator: input.operator ?? false, totpSecret: null, totpEnabledAt: null, createdAt: now, updatedAt: now,
+      id: newId('usr'),
+      email: input.email,
+      passwordHash: await c.passwords.hash(input.password),
+      emailVerifiedAt: now,
+      status: 'active',
+      operator: input.operator ?? false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: now,
+      updatedAt: now,
     }
     const made = await c.store.portal.createUser(user, c.draft(ctx, user, 'user.create', input.detail ?? {}))
     if (!made) return fail('conflict', `${input.email} has a user already`)

@@ -94,6 +94,9 @@ export function recoveryCodeHash(pepper: Pepper, userId: string, code: string): 
 /** storeRecoveryCodes makes a user's new recovery codes, replacing the old ones; gives them, to show once. */
 export async function storeRecoveryCodes(deps: { readonly store: Pick<Store, 'portal'>; readonly pepper: Pepper }, userId: string): Promise<string[]> {
   const codes = newRecoveryCodes()
-  await deps.store.portal.setRecoveryCodes(userId, codes.map((c) => recoveryCodeHash(deps.pepper, userId, c)))
+  await deps.store.portal.setRecoveryCodes(
+    userId,
+    codes.map((c) => recoveryCodeHash(deps.pepper, userId, c)),
+  )
   return codes
 }

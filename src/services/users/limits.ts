@@ -47,7 +47,13 @@ export class PortalLimits {
     // Spent allowances refuse on a read: a flood past them costs the store no write.
     const limits = [bySource, byAll].filter((l) => l !== null)
     const now = this.#now()
-    if (limits.length > 0 && (await this.#store.verification.lockedUntil(limits.map((l) => l.key), now)) > now) {
+    if (
+      limits.length > 0 &&
+      (await this.#store.verification.lockedUntil(
+        limits.map((l) => l.key),
+        now,
+      )) > now
+    ) {
       return Math.max(1, Math.ceil((limits[0]!.endsAt - now) / 1000))
     }
     const wait = await this.#take(bySource)
@@ -79,7 +85,11 @@ export class PortalLimits {
   #hourly(kind: string, value: string, max: number): { key: string; policy: LockPolicy; endsAt: number } | null {
     if (max === 0) return null
     const hour = Math.floor(this.#now() / HOUR_MS)
-    return { key: `portal:${kind}:${this.#digest(kind, value)}:${hour}`, policy: { maxFailures: max, baseSeconds: 3600, maxSeconds: 3600 }, endsAt: (hour + 1) * HOUR_MS }
+    return {
+      key: `portal:${kind}:${this.#digest(kind, value)}:${hour}`,
+      policy: { maxFailures: max, baseSeconds: 3600, maxSeconds: 3600 },
+      endsAt: (hour + 1) * HOUR_MS,
+    }
   }
 
   /** #take counts one against an allowance: 0 when it was within it, else the seconds until its hour ends. */

@@ -41,7 +41,13 @@ test('keepPortalTidy deletes expired sessions, expired or used tokens and stale 
   const stale = await makeUser(store.portal, 'stale@example.com', { createdAt: iso(nowMs - 2 * 86_400_000) })
   const recent = await makeUser(store.portal, 'recent@example.com', { createdAt: iso(nowMs - 3_600_000) })
   const errors: Error[] = []
-  const stop = keepPortalTidy(store, () => nowMs, (e) => errors.push(e), 86_400_000, 30)
+  const stop = keepPortalTidy(
+    store,
+    () => nowMs,
+    (e) => errors.push(e),
+    86_400_000,
+    30,
+  )
   await sleep(10)
   assert.deepEqual(await left(store, accountId), { sessions: ['s-soon', 's-live'], unusedTokens: ['t-live'] }, 'the first pass ran at start')
   assert.equal(await store.portal.pruneTokens(iso(nowMs)), 0, 'the used token went too')
@@ -62,12 +68,30 @@ test('keepPortalTidy reports a failure and still prunes the other part; stop wai
   const calls: string[] = []
   let release = () => {}
   const portal = {
-    pruneSessions: async () => { calls.push('sessions'); throw new Error('sessions table away') },
-    pruneTokens: () => new Promise<number>((resolve) => { calls.push('tokens'); release = () => { calls.push('tokens done'); resolve(2) } }),
-    purgeUnconfirmed: async () => { calls.push('unconfirmed'); return 0 },
+    pruneSessions: async () => {
+      calls.push('sessions')
+      throw new Error('sessions table away')
+    },
+    pruneTokens: () =>
+      new Promise<number>((resolve) => {
+        calls.push('tokens')
+        release = () => {
+          calls.push('tokens done')
+          resolve(2)
+        }
+      }),
+    purgeUnconfirmed: async () => {
+      calls.push('unconfirmed')
+      return 0
+    },
   }
   const errors: string[] = []
-  const stop = keepPortalTidy({ portal } as unknown as Store, () => 0, (e) => errors.push(e.message), 86_400_000)
+  const stop = keepPortalTidy(
+    { portal } as unknown as Store,
+    () => 0,
+    (e) => errors.push(e.message),
+    86_400_000,
+  )
   const stopped = stop().then(() => calls.push('stopped'))
   await sleep(10)
   assert.deepEqual(calls, ['sessions', 'tokens', 'unconfirmed'], 'stop waits')

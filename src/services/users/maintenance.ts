@@ -18,7 +18,13 @@ export const TIDY_EVERY_MS = 3_600_000
  * `report`, one part's failure not stopping the others. Returns the stop function, which
  * waits for a pass under way (call it before the store closes).
  */
-export function keepPortalTidy(store: Store, now: () => number, report: (error: Error) => void, confirmMs: number, everyMs = TIDY_EVERY_MS): () => Promise<void> {
+export function keepPortalTidy(
+  store: Store,
+  now: () => number,
+  report: (error: Error) => void,
+  confirmMs: number,
+  everyMs = TIDY_EVERY_MS,
+): () => Promise<void> {
   let running: Promise<void> | null = null
   const tidy = () => {
     // A slow pass is not overlapped by the next.
@@ -28,7 +34,9 @@ export function keepPortalTidy(store: Store, now: () => number, report: (error: 
       store.portal.pruneSessions(nowIso).catch(report),
       store.portal.pruneTokens(nowIso).catch(report),
       store.portal.purgeUnconfirmed(new Date(now() - confirmMs).toISOString(), nowIso).catch(report),
-    ]).then(() => { running = null })
+    ]).then(() => {
+      running = null
+    })
   }
   tidy()
   const timer = setInterval(tidy, everyMs).unref()

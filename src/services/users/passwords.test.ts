@@ -61,11 +61,17 @@ test('passwords: hashing runs off the event loop (its delay stays under half a h
   clearInterval(ticker)
   const sorted = [...late].sort((a, b) => a - b)
   const p99 = sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!
-  assert.ok(late.length > 10 && p99 < oneHash / 2, `${late.length} ticks, lateness p99 ${p99.toFixed(1)} ms while hashing; one hash takes ${oneHash.toFixed(0)} ms`)
+  assert.ok(
+    late.length > 10 && p99 < oneHash / 2,
+    `${late.length} ticks, lateness p99 ${p99.toFixed(1)} ms while hashing; one hash takes ${oneHash.toFixed(0)} ms`,
+  )
 
   const small = new Passwords({ concurrency: 1, queue: 2, params: { ln: 12, r: 8, p: 1 } })
   const results = await Promise.allSettled(Array.from({ length: 4 }, (_, i) => small.hash(`password number ${i}`)))
-  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'rejected'])
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'fulfilled', 'fulfilled', 'rejected'],
+  )
   assert.ok((results[3] as PromiseRejectedResult).reason instanceof PasswordsBusy)
   assert.match(await small.hash('the queue drained'), /^\$scrypt\$ln=12/)
 })
@@ -81,13 +87,22 @@ test('passwords: sign-ups hash in a lane of their own: a sign-in waits for none 
   const stored = await new Passwords({ params: { ln: 12, r: 8, p: 1 } }).hash('the right one')
   const passwords = new Passwords({ concurrency: 1, queue: 4, signUpQueue: 3, params: { ln: 12, r: 8, p: 1 } })
   const done: string[] = []
-  const signUps = Array.from({ length: 5 }, (_, i) => passwords.hash(`sign-up ${i}`, 'sign-up').then(() => { done.push(`up${i}`) }))
+  const signUps = Array.from({ length: 5 }, (_, i) =>
+    passwords.hash(`sign-up ${i}`, 'sign-up').then(() => {
+      done.push(`up${i}`)
+    }),
+  )
   const settled = Promise.allSettled(signUps)
   // One runs, three wait, the fifth is refused; a sign-in arriving then runs at once beside them.
-  const signIn = passwords.verify('the right one', stored).then((ok) => { done.push(`in:${ok}`) })
+  const signIn = passwords.verify('the right one', stored).then((ok) => {
+    done.push(`in:${ok}`)
+  })
   await Promise.all([settled, signIn])
   const results = await settled
-  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'])
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'],
+  )
   assert.ok((results[4] as PromiseRejectedResult).reason instanceof PasswordsBusy)
   assert.ok(done.indexOf('in:true') <= 1, `the sign-in did not wait for the sign-ups queued before it: ${done.join(', ')}`)
   assert.ok(done.indexOf('up1') > done.indexOf('in:true'), `no sign-up started while the sign-in hashed: ${done.join(', ')}`)

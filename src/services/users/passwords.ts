@@ -145,7 +145,9 @@ export class Passwords {
 
   #slot<T>(work: () => Promise<T>, lane: Lane): Promise<T> {
     // When a sign-in ends, sign-ups that yielded to it may start.
-    return this.#lanes[lane].run(work, () => { if (lane === 'sign-in') this.#lanes['sign-up'].resume() })
+    return this.#lanes[lane].run(work, () => {
+      if (lane === 'sign-in') this.#lanes['sign-up'].resume()
+    })
   }
 
   /** hash makes the stored form of a password. */

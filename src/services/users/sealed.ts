@@ -28,7 +28,8 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
     createUser: (user, audit) => portal.createUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, audit),
     findUserByEmail: async (email) => open(await portal.findUserByEmail(email)),
     getUser: async (id) => open(await portal.getUser(id)),
-    updateUser: async (id, patch, audit) => open(await portal.updateUser(id, 'totpSecret' in patch ? { ...patch, totpSecret: seal(id, patch.totpSecret) } : patch, audit)),
+    updateUser: async (id, patch, audit) =>
+      open(await portal.updateUser(id, 'totpSecret' in patch ? { ...patch, totpSecret: seal(id, patch.totpSecret) } : patch, audit)),
     listUsers: async (query) => {
       const page = await portal.listUsers(query)
       return { ...page, items: page.items.map(open) }

@@ -27,8 +27,11 @@ export class Security {
   }
 
   /** changePassword: the current password again, then the new one (checked), which ends the user's other sessions. */
-  async changePassword(found: Found, input: { readonly current: string; readonly next: string }, ip: string):
-    Promise<{ changed: true } | ProofRefusal | Failure> {
+  async changePassword(
+    found: Found,
+    input: { readonly current: string; readonly next: string },
+    ip: string,
+  ): Promise<{ changed: true } | ProofRefusal | Failure> {
     const c = this.#c
     const refusal = await c.passwordAgain(found.user, input.current, ip, 'current-password')
     if (refusal !== null) return { kind: 'password', refusal }
@@ -65,8 +68,11 @@ export class Security {
    * account), then a code from the app. Gives the new recovery codes, and ends the user's
    * other sessions (signed in with the password alone).
    */
-  async enableTwoFactor(found: Found, input: { readonly password: string; readonly code: string }, ip: string):
-    Promise<{ codes: string[] } | ProofRefusal | Misstep> {
+  async enableTwoFactor(
+    found: Found,
+    input: { readonly password: string; readonly code: string },
+    ip: string,
+  ): Promise<{ codes: string[] } | ProofRefusal | Misstep> {
     const c = this.#c
     const { user } = found
     if (user.totpSecret === null || user.totpEnabledAt !== null) return { kind: 'not-now' }

@@ -118,8 +118,12 @@ export class Sessions {
     const twoFactor = user.totpEnabledAt !== null
     const session = newSessionToken()
     await c.store.portal.createSession({
-      idHash: session.idHash, userId: user.id, expiresAt: c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs)), twoFactorPending: twoFactor,
-      ip, userAgent: input.userAgent === null ? null : input.userAgent.slice(0, 256),
+      idHash: session.idHash,
+      userId: user.id,
+      expiresAt: c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs)),
+      twoFactorPending: twoFactor,
+      ip,
+      userAgent: input.userAgent === null ? null : input.userAgent.slice(0, 256),
     })
     if (!twoFactor) await c.audit(ip, user, 'user.sign-in', 'success', {})
     return { kind: 'signed-in', token: session.token, twoFactor }
@@ -133,9 +137,8 @@ export class Sessions {
     const c = this.#c
     const { user } = found
     const factor = input.recovery === '' ? 'totp' : 'recovery-code'
-    const outcome: VerifyOutcome = input.recovery === ''
-      ? await checkTotp(c, user.id, user.totpSecret!, input.code)
-      : await checkRecoveryCode(c, user, input.recovery)
+    const outcome: VerifyOutcome =
+      input.recovery === '' ? await checkTotp(c, user.id, user.totpSecret!, input.code) : await checkRecoveryCode(c, user, input.recovery)
     if (outcome.kind === 'locked') return { kind: 'locked', retryAfterSeconds: outcome.retryAfterSeconds }
     if (outcome.kind !== 'accepted') {
       await c.auditUser(ip, user, 'user.sign-in', 'failure', { factor, reason: outcome.kind === 'reused' ? 'code used already' : 'wrong code' })

@@ -81,9 +81,16 @@ export class SignUps {
     // the sign-up lane: a flood of sign-ups never takes the hashes sign-ins need.
     const hash = await c.passwords.hash(input.password, 'sign-up')
     const user: User = {
-      id: `usr_${newSessionToken().token.slice(0, 22)}`, email, passwordHash: hash, emailVerifiedAt: null,
-      status: c.config.signupMode === 'approval' ? 'pending' : 'active', operator: false, totpSecret: null, totpEnabledAt: null,
-      createdAt: c.iso(), updatedAt: c.iso(),
+      id: `usr_${newSessionToken().token.slice(0, 22)}`,
+      email,
+      passwordHash: hash,
+      emailVerifiedAt: null,
+      status: c.config.signupMode === 'approval' ? 'pending' : 'active',
+      operator: false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: c.iso(),
+      updatedAt: c.iso(),
     }
     if (await c.store.portal.createUser(user, c.draft(own(user, ip), user, 'user.sign-up', { mode: c.config.signupMode }))) {
       // The account and its owner in one write (a user left without one, by a crash between the
@@ -102,8 +109,11 @@ export class SignUps {
     if (known !== null && known.emailVerifiedAt === null && known.status !== 'disabled') {
       // Never confirmed: this sign-up's password becomes the pending one (unless a
       // confirmation has just won), and confirming will ask for it.
-      const replaced = await c.store.portal.setPendingPassword(known.id, hash,
-        c.draft(own(known, ip), known, 'user.sign-up', { mode: c.config.signupMode, again: true }))
+      const replaced = await c.store.portal.setPendingPassword(
+        known.id,
+        hash,
+        c.draft(own(known, ip), known, 'user.sign-up', { mode: c.config.signupMode, again: true }),
+      )
       // With no new email, the last link sent stays live and confirms this password.
       const link = replaced ? await c.verifyLink(known) : null
       return link === null ? null : { kind: 'verify', to: known.email, link }
@@ -180,9 +190,14 @@ export class SignUps {
     // The link proves the address. Never confirmed before, whatever was set up on the account
     // (a second factor, sessions) was set up by someone who had not proved it: it goes.
     const neverConfirmed = user.emailVerifiedAt === null
-    await c.store.portal.updateUser(user.id, {
-      passwordHash: await c.passwords.hash(password), ...(neverConfirmed ? { emailVerifiedAt: c.iso(), totpSecret: null, totpEnabledAt: null } : {}),
-    }, c.draft(own(user, ip), user, 'user.reset-password', neverConfirmed ? { confirmed: true } : {}))
+    await c.store.portal.updateUser(
+      user.id,
+      {
+        passwordHash: await c.passwords.hash(password),
+        ...(neverConfirmed ? { emailVerifiedAt: c.iso(), totpSecret: null, totpEnabledAt: null } : {}),
+      },
+      c.draft(own(user, ip), user, 'user.reset-password', neverConfirmed ? { confirmed: true } : {}),
+    )
     if (neverConfirmed) await c.store.portal.setRecoveryCodes(user.id, [])
     await c.store.portal.deleteSessionsOf(user.id)
     // The link proved the address: the guesses that locked it are no reason to keep its owner out.

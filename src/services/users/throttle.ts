@@ -47,11 +47,14 @@ export function sourceOf(ip: string): string {
 /** hextets: the eight groups of an IPv6 address, in one spelling (lowercase, no leading zeros). */
 function hextets(ip: string): string[] {
   const bare = ip.split('%')[0]!.toLowerCase()
-  const groups = (part: string) => (part === '' ? [] : part.split(':').flatMap((g) => {
-    if (!g.includes('.')) return [g]
-    const [a, b, c, d] = g.split('.').map(Number) as [number, number, number, number]
-    return [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)]
-  }))
+  const groups = (part: string) =>
+    part === ''
+      ? []
+      : part.split(':').flatMap((g) => {
+          if (!g.includes('.')) return [g]
+          const [a, b, c, d] = g.split('.').map(Number) as [number, number, number, number]
+          return [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)]
+        })
   const gap = bare.indexOf('::')
   const head = groups(gap < 0 ? bare : bare.slice(0, gap))
   const tail = gap < 0 ? [] : groups(bare.slice(gap + 2))
@@ -131,7 +134,10 @@ export class SignInThrottle {
 
   /** #lockedUntil: when the last lock of `limits` ends, or 0; one read of the store for all. */
   #lockedUntil(limits: readonly Limit[], now: number): Promise<number> {
-    return this.#store.verification.lockedUntil(limits.map((l) => l.key), now)
+    return this.#store.verification.lockedUntil(
+      limits.map((l) => l.key),
+      now,
+    )
   }
 
   /**
@@ -149,8 +155,6 @@ export class SignInThrottle {
   }
 
   #digest(kind: string, value: string): string {
-    return this.#pepper === null
-      ? createHash('sha256').update(`${kind}:${value}`).digest('base64url')
-      : keyedDigest(this.#pepper, kind, value)
+    return this.#pepper === null ? createHash('sha256').update(`${kind}:${value}`).digest('base64url') : keyedDigest(this.#pepper, kind, value)
   }
 }

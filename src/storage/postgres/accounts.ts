@@ -10,9 +10,21 @@ import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
 import type { Account, AuditDraft, KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
-  likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope, subscriptionCursor,
-  toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
-  createdOrderPage, pageOf,
+  likePattern,
+  readEventCursor,
+  readSubscriptionCursor,
+  scopeColumns,
+  toScope,
+  subscriptionCursor,
+  toAccount,
+  toAdminToken,
+  toAuditEvent,
+  toKey,
+  toPlan,
+  toSubscription,
+  type Row,
+  createdOrderPage,
+  pageOf,
 } from '../rows.ts'
 import type { Stamps } from '../stamps.ts'
 
@@ -32,7 +44,10 @@ export function auditInsert(first: number, source: string | null): string {
 }
 
 /** auditor: the values of auditInsert for an event stamped by the store's clock. */
-export const auditor = (stamps: Stamps) => (draft: AuditDraft): (string | null)[] => stamps.audit(draft).values
+export const auditor =
+  (stamps: Stamps) =>
+  (draft: AuditDraft): (string | null)[] =>
+    stamps.audit(draft).values
 
 export interface AccessParts {
   readonly access: AccessStore
@@ -56,10 +71,14 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
 
   const access: AccessStore = {
     async createAccount(account, audit, owner) {
-      const insert = (q: Query) => q('account-create', `
+      const insert = (q: Query) =>
+        q(
+          'account-create',
+          `
         WITH a AS (INSERT INTO accounts (id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) RETURNING id)
         ${auditInsert(5, 'a')}`,
-      [account.id, account.name, account.status, account.createdAt, ...audited(audit)])
+          [account.id, account.name, account.status, account.createdAt, ...audited(audit)],
+        )
       if (owner === undefined) {
         await insert(query)
         committed()
@@ -72,9 +91,13 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
         const owned = await tx('account-owned', "SELECT count(*) AS n FROM members WHERE user_id = $1 AND role = 'owner'", [owner.userId])
         if (Number(owned.rows[0]?.n) >= owner.max) return false
         await insert(tx)
-        await tx('account-owner', `
+        await tx(
+          'account-owner',
+          `
           WITH m AS (INSERT INTO members (account_id, user_id, role, created_at) VALUES ($1, $2, 'owner', $3) RETURNING 1)
-          ${auditInsert(4, 'm')}`, [account.id, owner.userId, account.createdAt, ...audited(owner.audit)])
+          ${auditInsert(4, 'm')}`,
+          [account.id, owner.userId, account.createdAt, ...audited(owner.audit)],
+        )
         return true
       })
       if (made) committed()
@@ -97,22 +120,29 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       return Number((await query('account-count', 'SELECT count(*) AS n FROM accounts')).rows[0]?.n)
     },
     async updateAccount(id, patch, audit) {
-      const { rows } = await query('account-update', `
+      const { rows } = await query(
+        'account-update',
+        `
         WITH u AS (UPDATE accounts SET name = COALESCE($2::text, name), status = COALESCE($3::text, status), updated_at = $14::timestamptz
           WHERE id = $1 RETURNING *),
         e AS (${auditInsert(4, 'u')})
         SELECT * FROM u`,
-      [id, patch.name ?? null, patch.status ?? null, ...audited(audit), stamps.iso()])
+        [id, patch.name ?? null, patch.status ?? null, ...audited(audit), stamps.iso()],
+      )
       if (rows[0] === undefined) return null
       committed()
       return toAccount(rows[0])
     },
     async createKey(key, audit, limit) {
-      const insert = (q: Query) => q('key-create', `
+      const insert = (q: Query) =>
+        q(
+          'key-create',
+          `
         WITH k AS (INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id)
         ${auditInsert(10, 'k')}`,
-      [key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope), ...audited(audit)])
+          [key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope), ...audited(audit)],
+        )
       if (limit === undefined) {
         await insert(query)
         committed()
@@ -123,8 +153,12 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
         // (a count in the insert's own statement would read the snapshot from before the lock).
         const account = await tx('key-lock-account', 'SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [key.accountId])
         if (account.rows.length === 0) return false
-        const active = await tx('key-count', `SELECT count(*) AS n FROM api_keys
-          WHERE account_id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2)`, [key.accountId, limit.nowIso])
+        const active = await tx(
+          'key-count',
+          `SELECT count(*) AS n FROM api_keys
+          WHERE account_id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2)`,
+          [key.accountId, limit.nowIso],
+        )
         if (Number(active.rows[0]?.n) >= limit.max) return false
         await insert(tx)
         return true
@@ -141,7 +175,9 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       // there first (READ COMMITTED re-evaluates them after the row lock): of parallel rolls,
       // exactly one finds the key live and unrolled; the others change, insert and log nothing.
       // The new key belongs to the old key's account, whatever `next` says.
-      const r = await query('key-roll', `
+      const r = await query(
+        'key-roll',
+        `
         WITH old AS (
           UPDATE api_keys SET rolled_to = $4::text,
             revoked_at = CASE WHEN $3::timestamptz IS NULL THEN $2::timestamptz ELSE revoked_at END,
@@ -153,40 +189,52 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
           SELECT $4::text, account_id, $5::text, $6::text, $7::text, $8::timestamptz, $9::timestamptz, $10::text, $11::text FROM old
           RETURNING id)
         ${auditInsert(12, 'k')}`,
-      [oldId, nowIso, graceEndsAt, next.id, next.name, next.hash, next.hint, next.createdAt, next.expiresAt,
-        ...scopeColumns(next.scope), ...audited(audit)])
+        [oldId, nowIso, graceEndsAt, next.id, next.name, next.hash, next.hint, next.createdAt, next.expiresAt, ...scopeColumns(next.scope), ...audited(audit)],
+      )
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
     },
     async revokeKey(keyId, audit) {
-      const r = await query('key-revoke', `
+      const r = await query(
+        'key-revoke',
+        `
         WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
-        ${auditInsert(2, 'k')}`, [keyId, ...audited(audit), stamps.iso()])
+        ${auditInsert(2, 'k')}`,
+        [keyId, ...audited(audit), stamps.iso()],
+      )
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
     },
     async listKeys(accountId) {
-      const r = accountId === undefined
-        ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
-        : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
+      const r =
+        accountId === undefined
+          ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
+          : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
       return r.rows.map(toKey)
     },
     async setSubscription(accountId, region, group, status, audit, from) {
       // With `from`, a conditional UPDATE: of two approvals at once, the second finds the row no longer pending.
-      const r = from === undefined
-        ? await query('subscription-set', `
+      const r =
+        from === undefined
+          ? await query(
+              'subscription-set',
+              `
           WITH s AS (INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES ($1, $2, $3, $4, $15::timestamptz)
             ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
             RETURNING 1)
           ${auditInsert(5, 's')}`,
-        [accountId, region, group, status, ...audited(audit), stamps.iso()])
-        : await query('subscription-move', `
+              [accountId, region, group, status, ...audited(audit), stamps.iso()],
+            )
+          : await query(
+              'subscription-move',
+              `
           WITH s AS (UPDATE subscriptions SET status = $4, updated_at = $16::timestamptz
             WHERE account_id = $1 AND region = $2 AND api_group = $3 AND status = $15 RETURNING 1)
           ${auditInsert(5, 's')}`,
-        [accountId, region, group, status, ...audited(audit), from, stamps.iso()])
+              [accountId, region, group, status, ...audited(audit), from, stamps.iso()],
+            )
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
@@ -199,19 +247,24 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
       // The cursor keeps the time to the microsecond (rows stamped by PostgreSQL's now(), before the
       // store took the service's clock, have them), so that no row is met twice.
-      const { rows } = await query(null, `SELECT s.*, a.name AS account_name,
+      const { rows } = await query(
+        null,
+        `SELECT s.*, a.name AS account_name,
           to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS exact_at
         FROM subscriptions s JOIN accounts a ON a.id = s.account_id
         WHERE s.status = 'pending'${after === null ? '' : ' AND (s.updated_at, s.account_id, s.region, s.api_group) > ($2::timestamptz, $3::text, $4::text, $5::text)'}
         ORDER BY s.updated_at, s.account_id, s.region, s.api_group LIMIT $1`,
-      [limit + 1, ...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group])])
+        [limit + 1, ...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group])],
+      )
       const items = rows.slice(0, limit).map((r) => ({ ...toSubscription(r), accountName: String(r.account_name) }))
       const last = rows[items.length - 1]
       return { items, next: rows.length > limit && last !== undefined ? subscriptionCursor(items.at(-1)!, String(last.exact_at)) : null }
     },
     async findGrant(keyHash) {
       // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.
-      const { rows } = await query('find-grant', `
+      const { rows } = await query(
+        'find-grant',
+        `
         SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, k.scope_groups, k.scope_regions, a.status,
           (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
             WHERE s.account_id = k.account_id AND s.status = 'active'
@@ -219,7 +272,9 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
               AND (k.scope_regions IS NULL OR s.region = ANY (string_to_array(k.scope_regions, ',')))) AS subs,
           p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
         FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
-        WHERE k.key_hash = $1`, [keyHash])
+        WHERE k.key_hash = $1`,
+        [keyHash],
+      )
       const r = rows[0]
       if (r === undefined) return null
       const grant: KeyGrant = {
@@ -235,12 +290,19 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       return grant
     },
     async setPlan(accountId, plan, audit) {
-      const r = plan === null
-        // Removing a plan the account does not have is still a change asked of an account that exists.
-        ? await query('plan-delete', `
+      const r =
+        plan === null
+          ? // Removing a plan the account does not have is still a change asked of an account that exists.
+            await query(
+              'plan-delete',
+              `
           WITH d AS (DELETE FROM plans WHERE account_id = $1), a AS (SELECT id FROM accounts WHERE id = $1)
-          ${auditInsert(2, 'a')}`, [accountId, ...audited(audit)])
-        : await query('plan-set', `
+          ${auditInsert(2, 'a')}`,
+              [accountId, ...audited(audit)],
+            )
+          : await query(
+              'plan-set',
+              `
           WITH p AS (INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at)
             SELECT id, $2::double precision, $3::integer, $4::bigint, $5::text, $6::integer, $7::integer, $18::timestamptz FROM accounts WHERE id = $1
             ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
@@ -248,7 +310,8 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
               updated_at = excluded.updated_at
             RETURNING 1)
           ${auditInsert(8, 'p')}`,
-        [accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, ...audited(audit), stamps.iso()])
+              [accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, ...audited(audit), stamps.iso()],
+            )
       if ((r.rowCount ?? 0) === 0) return false
       committed()
       return true
@@ -260,12 +323,15 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
     async touchKeys(uses) {
       if (uses.length === 0) return
       // One statement for the batch; a key's latest use in it, and only when later than the stored one.
-      await query('key-touch', `
+      await query(
+        'key-touch',
+        `
         UPDATE api_keys k SET last_used_at = u.at, last_used_region = u.region
         FROM (SELECT DISTINCT ON (id) id, at, region FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS t(id, at, region)
           ORDER BY id, at DESC) u
         WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
-      [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)])
+        [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)],
+      )
     },
     onChange(listener) {
       changeListeners.add(listener)
@@ -291,8 +357,12 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       if (accountId !== undefined) where.push(`account_id = ${param(accountId)}`)
       if (actor !== undefined) where.push(`actor = ${param(actor)}`)
       if (action !== undefined) where.push(`action = ${param(action)}`)
-      const { rows } = await query(null, `SELECT * FROM audit_events ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY id DESC LIMIT ${param(limit + 1)}`, values)
+      const { rows } = await query(
+        null,
+        `SELECT * FROM audit_events ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY id DESC LIMIT ${param(limit + 1)}`,
+        values,
+      )
       const items = rows.slice(0, limit).map(toAuditEvent)
       return { items, next: rows.length > limit && items.length > 0 ? items.at(-1)!.id : null }
     },
@@ -303,10 +373,13 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
 
   const adminTokens: AdminTokenStore = {
     async create(token, audit) {
-      await query('admin-token-create', `
+      await query(
+        'admin-token-create',
+        `
         WITH t AS (INSERT INTO admin_tokens (id, name, scope, token_hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id)
         ${auditInsert(7, 't')}`,
-      [token.id, token.name, token.scope, token.hash, token.createdAt, token.revokedAt, ...audited(audit)])
+        [token.id, token.name, token.scope, token.hash, token.createdAt, token.revokedAt, ...audited(audit)],
+      )
     },
     async find(hash) {
       const { rows } = await query('admin-token-find', 'SELECT * FROM admin_tokens WHERE token_hash = $1 AND revoked_at IS NULL', [hash])
@@ -316,9 +389,13 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       return (await query(null, 'SELECT * FROM admin_tokens ORDER BY created_at, id')).rows.map(toAdminToken)
     },
     async revoke(id, audit) {
-      const r = await query('admin-token-revoke', `
+      const r = await query(
+        'admin-token-revoke',
+        `
         WITH t AS (UPDATE admin_tokens SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
-        ${auditInsert(2, 't')}`, [id, ...audited(audit), stamps.iso()])
+        ${auditInsert(2, 't')}`,
+        [id, ...audited(audit), stamps.iso()],
+      )
       return (r.rowCount ?? 0) > 0
     },
   }

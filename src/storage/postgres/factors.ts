@@ -12,7 +12,6 @@ import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
 import type { Stamps } from '../stamps.ts'
 
-
 const LIVE = "(status = 'active' OR expires_at > $3)"
 
 export function factorStore(query: Query, transaction: Transaction, stamps: Stamps): FactorStore {
@@ -25,92 +24,156 @@ export function factorStore(query: Query, transaction: Transaction, stamps: Stam
     create(f, max, nowIso, audit: AuditDraft) {
       return transaction(async (q) => {
         // The no-op update takes the row lock even when the user exists already.
-        await q('totp-user-upsert', `INSERT INTO totp_users (account_id, user_id, created_at) VALUES ($1, $2, $3)
-          ON CONFLICT (account_id, user_id) DO UPDATE SET created_at = totp_users.created_at`, [f.accountId, f.userId, nowIso])
-        await q('factor-drop-expired', `DELETE FROM totp_factors WHERE account_id = $1 AND user_id = $2 AND status = 'pending' AND expires_at <= $3`,
-          [f.accountId, f.userId, nowIso])
+        await q(
+          'totp-user-upsert',
+          `INSERT INTO totp_users (account_id, user_id, created_at) VALUES ($1, $2, $3)
+          ON CONFLICT (account_id, user_id) DO UPDATE SET created_at = totp_users.created_at`,
+          [f.accountId, f.userId, nowIso],
+        )
+        await q('factor-drop-expired', `DELETE FROM totp_factors WHERE account_id = $1 AND user_id = $2 AND status = 'pending' AND expires_at <= $3`, [
+          f.accountId,
+          f.userId,
+          nowIso,
+        ])
         const { rows } = await q('factor-count', 'SELECT count(*) AS n FROM totp_factors WHERE account_id = $1 AND user_id = $2', [f.accountId, f.userId])
         if (Number(rows[0]!.n) >= max) return 'limit' as const
-        await q('factor-insert', `
+        await q(
+          'factor-insert',
+          `
           WITH f AS (INSERT INTO totp_factors (id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period,
             drift, sealed, key_version, created_at, expires_at, activated_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id)
           ${auditInsert(17, 'f')}`,
-        [f.id, f.accountId, f.userId, f.applicationId, f.label, f.profile, f.status, f.algorithm, f.digits, f.period,
-          f.drift, f.sealed, f.keyVersion, f.createdAt, f.expiresAt, f.activatedAt, ...audited(audit)])
+          [
+            f.id,
+            f.accountId,
+            f.userId,
+            f.applicationId,
+            f.label,
+            f.profile,
+            f.status,
+            f.algorithm,
+            f.digits,
+            f.period,
+            f.drift,
+            f.sealed,
+            f.keyVersion,
+            f.createdAt,
+            f.expiresAt,
+            f.activatedAt,
+            ...audited(audit),
+          ],
+        )
         return 'created' as const
       })
     },
     async factors(accountId, userId, nowIso) {
       // One round trip: the user's row (is there such a user?) joined to their live factors.
-      const { rows } = await query('factors-of', `SELECT u.user_id AS known, f.* FROM totp_users u
+      const { rows } = await query(
+        'factors-of',
+        `SELECT u.user_id AS known, f.* FROM totp_users u
         LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > $3)
-        WHERE u.account_id = $1 AND u.user_id = $2 ORDER BY f.created_at, f.id`, [accountId, userId, nowIso])
+        WHERE u.account_id = $1 AND u.user_id = $2 ORDER BY f.created_at, f.id`,
+        [accountId, userId, nowIso],
+      )
       if (rows.length === 0) return null
       return rows.filter((r) => r.id !== null).map(toFactor)
     },
     activate(accountId, userId, factorId, nowIso, audit) {
-      return one('factor-activate', `
+      return one(
+        'factor-activate',
+        `
         WITH f AS (UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = $4
           WHERE id = $1 AND account_id = $2 AND user_id = $3 AND status = 'pending' AND expires_at > $4 RETURNING id)
-        ${auditInsert(5, 'f')} RETURNING 1`, [factorId, accountId, userId, nowIso, ...audited(audit)])
+        ${auditInsert(5, 'f')} RETURNING 1`,
+        [factorId, accountId, userId, nowIso, ...audited(audit)],
+      )
     },
     setDrift(accountId, userId, factorId, drift, nowIso, audit) {
-      return one('factor-drift', `
+      return one(
+        'factor-drift',
+        `
         WITH f AS (UPDATE totp_factors SET drift = $4 WHERE id = $1 AND account_id = $2 AND user_id = $5 AND ${LIVE} RETURNING id)
-        ${auditInsert(6, 'f')} RETURNING 1`, [factorId, accountId, nowIso, drift, userId, ...audited(audit)])
+        ${auditInsert(6, 'f')} RETURNING 1`,
+        [factorId, accountId, nowIso, drift, userId, ...audited(audit)],
+      )
     },
     remove(accountId, userId, factorId, audit) {
-      return one('factor-remove', `
+      return one(
+        'factor-remove',
+        `
         WITH f AS (DELETE FROM totp_factors WHERE id = $1 AND account_id = $2 AND user_id = $3 RETURNING id)
-        ${auditInsert(4, 'f')} RETURNING 1`, [factorId, accountId, userId, ...audited(audit)])
+        ${auditInsert(4, 'f')} RETURNING 1`,
+        [factorId, accountId, userId, ...audited(audit)],
+      )
     },
     removeUser(accountId, userId, audit) {
       // Factors and codes go with the user (ON DELETE CASCADE).
-      return one('totp-user-remove', `
+      return one(
+        'totp-user-remove',
+        `
         WITH u AS (DELETE FROM totp_users WHERE account_id = $1 AND user_id = $2 RETURNING user_id)
-        ${auditInsert(3, 'u')} RETURNING 1`, [accountId, userId, ...audited(audit)])
+        ${auditInsert(3, 'u')} RETURNING 1`,
+        [accountId, userId, ...audited(audit)],
+      )
     },
     setRecoveryCodes(accountId, userId, hashes, nowIso, audit) {
       return transaction(async (q) => {
-        if (!await lockUser(q, accountId, userId)) return false
+        if (!(await lockUser(q, accountId, userId))) return false
         await q('codes-clear', 'DELETE FROM totp_recovery_codes WHERE account_id = $1 AND user_id = $2', [accountId, userId])
-        await q('codes-insert', `
+        await q(
+          'codes-insert',
+          `
           WITH c AS (INSERT INTO totp_recovery_codes (account_id, user_id, code_hash, created_at)
             SELECT $1, $2, h, $4 FROM unnest($3::text[]) AS h RETURNING 1)
-          ${auditInsert(5, null)}`, [accountId, userId, hashes, nowIso, ...audited(audit)])
+          ${auditInsert(5, null)}`,
+          [accountId, userId, hashes, nowIso, ...audited(audit)],
+        )
         return true
       })
     },
     async useRecoveryCode(accountId, userId, hash, nowIso, audit) {
       // The count is read from the statement's snapshot, before this use: one less is what is left.
-      const { rows } = await query('code-use', `
+      const { rows } = await query(
+        'code-use',
+        `
         WITH c AS (UPDATE totp_recovery_codes SET used_at = $4
           WHERE account_id = $1 AND user_id = $2 AND code_hash = $3 AND used_at IS NULL RETURNING 1),
         e AS (${auditInsert(5, 'c')})
         SELECT (SELECT count(*) FROM c) AS used,
           (SELECT count(*) FROM totp_recovery_codes WHERE account_id = $1 AND user_id = $2 AND used_at IS NULL) AS before`,
-      [accountId, userId, hash, nowIso, ...audited(audit)])
+        [accountId, userId, hash, nowIso, ...audited(audit)],
+      )
       return Number(rows[0]!.used) === 0 ? null : Math.max(0, Number(rows[0]!.before) - 1)
     },
     async recoveryCodesLeft(accountId, userId) {
-      const { rows } = await query('codes-left', 'SELECT count(*) AS n FROM totp_recovery_codes WHERE account_id = $1 AND user_id = $2 AND used_at IS NULL',
-        [accountId, userId])
+      const { rows } = await query('codes-left', 'SELECT count(*) AS n FROM totp_recovery_codes WHERE account_id = $1 AND user_id = $2 AND used_at IS NULL', [
+        accountId,
+        userId,
+      ])
       return Number(rows[0]!.n)
     },
     async listUsers(accountId, { cursor, limit, nowIso }) {
       const after = cursor === undefined ? '' : readUserCursor(cursor)
-      const { rows } = await query('totp-users', `SELECT u.account_id, u.user_id, u.created_at,
+      const { rows } = await query(
+        'totp-users',
+        `SELECT u.account_id, u.user_id, u.created_at,
           (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'active') AS active,
           (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'pending' AND f.expires_at > $3) AS pending,
           (SELECT count(*) FROM totp_recovery_codes c WHERE c.account_id = u.account_id AND c.user_id = u.user_id AND c.used_at IS NULL) AS codes_left
-        FROM totp_users u WHERE u.account_id = $1 AND u.user_id COLLATE "C" > $2 ORDER BY u.user_id COLLATE "C" LIMIT $4`, [accountId, after, nowIso, limit + 1])
+        FROM totp_users u WHERE u.account_id = $1 AND u.user_id COLLATE "C" > $2 ORDER BY u.user_id COLLATE "C" LIMIT $4`,
+        [accountId, after, nowIso, limit + 1],
+      )
       const items = rows.slice(0, limit).map(toTotpUser)
       return { items, next: rows.length > limit ? userCursor(items.at(-1)!.userId) : null }
     },
     async staleSeals(version, afterId, limit) {
-      const { rows } = await query('factor-stale', `SELECT id, account_id, user_id, sealed FROM totp_factors
-        WHERE key_version <> $1 AND id COLLATE "C" > $2 ORDER BY id COLLATE "C" LIMIT $3`, [version, afterId, limit])
+      const { rows } = await query(
+        'factor-stale',
+        `SELECT id, account_id, user_id, sealed FROM totp_factors
+        WHERE key_version <> $1 AND id COLLATE "C" > $2 ORDER BY id COLLATE "C" LIMIT $3`,
+        [version, afterId, limit],
+      )
       return rows.map((r) => ({ id: String(r.id), accountId: String(r.account_id), userId: String(r.user_id), sealed: String(r.sealed) }))
     },
     async reseal(id, from, to, version) {

@@ -9,10 +9,7 @@ import { emailKey } from '../../domain/portal.ts'
 import type { PortalStore } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
-import {
-  likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
-  createdOrderPage, pageOf, HOLDS_NOTHING,
-} from '../rows.ts'
+import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
 import { auditor, auditInsert, type Query } from './accounts.ts'
 import type { Stamps } from '../stamps.ts'
 
@@ -42,13 +39,27 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
 
   return {
     async createUser(user, audit) {
-      const r = await query('portal-user-create', `
+      const r = await query(
+        'portal-user-create',
+        `
         WITH u AS (INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret,
             totp_enabled_at, created_at, updated_at)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (email_key) DO NOTHING RETURNING id)
         ${auditInsert(11, 'u')}`,
-      [user.id, user.email, emailKey(user.email), user.passwordHash, user.emailVerifiedAt, user.status, user.operator,
-        user.totpSecret, user.totpEnabledAt, user.createdAt, ...audited(audit)])
+        [
+          user.id,
+          user.email,
+          emailKey(user.email),
+          user.passwordHash,
+          user.emailVerifiedAt,
+          user.status,
+          user.operator,
+          user.totpSecret,
+          user.totpEnabledAt,
+          user.createdAt,
+          ...audited(audit),
+        ],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async findUserByEmail(email) {
@@ -62,22 +73,33 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
     async updateUser(id, patch, audit) {
       const { sets, values } = userSets(patch, 3)
       const update = `UPDATE users SET ${[...sets, 'updated_at = $2::timestamptz'].join(', ')} WHERE id = $1 RETURNING *`
-      const { rows } = audit === null
-        ? await query(null, update, [id, stamps.iso(), ...values])
-        : await query(null, `WITH u AS (${update}), e AS (${auditInsert(3 + values.length, 'u')}) SELECT * FROM u`,
-          [id, stamps.iso(), ...values, ...audited(audit)])
+      const { rows } =
+        audit === null
+          ? await query(null, update, [id, stamps.iso(), ...values])
+          : await query(null, `WITH u AS (${update}), e AS (${auditInsert(3 + values.length, 'u')}) SELECT * FROM u`, [
+              id,
+              stamps.iso(),
+              ...values,
+              ...audited(audit),
+            ])
       return rows[0] ? toUser(rows[0]) : null
     },
     async setPendingPassword(id, passwordHash, audit) {
       // The row lock orders it with a confirmation: once that commits, the re-read row is confirmed and nothing changes.
-      const r = await query('portal-user-pending-password', `
+      const r = await query(
+        'portal-user-pending-password',
+        `
         WITH u AS (UPDATE users SET password_hash = $2, updated_at = $13::timestamptz WHERE id = $1 AND email_verified_at IS NULL RETURNING id)
-        ${auditInsert(3, 'u')}`, [id, passwordHash, ...audited(audit), stamps.iso()])
+        ${auditInsert(3, 'u')}`,
+        [id, passwordHash, ...audited(audit), stamps.iso()],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async purgeUnconfirmed(beforeIso, nowIso) {
       // One statement: every part sees the same users, and the foreign keys are checked at its end, when all is gone.
-      const { rows } = await query(null, `
+      const { rows } = await query(
+        null,
+        `
         WITH doomed AS (SELECT id FROM users u WHERE email_verified_at IS NULL AND created_at <= $1
             AND NOT EXISTS (SELECT 1 FROM email_tokens t WHERE t.user_id = u.id AND t.used_at IS NULL AND t.expires_at > $2)
             ORDER BY created_at LIMIT 500 FOR UPDATE SKIP LOCKED),
@@ -89,7 +111,9 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
           m AS (DELETE FROM members WHERE user_id IN (SELECT id FROM doomed)),
           a AS (DELETE FROM accounts WHERE id IN (SELECT id FROM lone)),
           u AS (DELETE FROM users WHERE id IN (SELECT id FROM doomed) RETURNING id)
-        SELECT count(*)::int AS n FROM u`, [beforeIso, nowIso])
+        SELECT count(*)::int AS n FROM u`,
+        [beforeIso, nowIso],
+      )
       return Number(rows[0]?.n ?? 0)
     },
     async resealTotpSecret(id, from, to) {
@@ -108,75 +132,112 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
     },
 
     async addMember(accountId, userId, role, audit) {
-      const r = await query('portal-member-add', `
+      const r = await query(
+        'portal-member-add',
+        `
         WITH m AS (INSERT INTO members (account_id, user_id, role, created_at)
           SELECT a.id, u.id, $3::text, $14::timestamptz FROM accounts a, users u WHERE a.id = $1 AND u.id = $2
           ON CONFLICT (account_id, user_id) DO NOTHING RETURNING 1)
-        ${auditInsert(4, 'm')}`, [accountId, userId, role, ...audited(audit), stamps.iso()])
+        ${auditInsert(4, 'm')}`,
+        [accountId, userId, role, ...audited(audit), stamps.iso()],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async listMembers(accountId) {
-      const { rows } = await query('portal-members', `
+      const { rows } = await query(
+        'portal-members',
+        `
         SELECT m.account_id, m.user_id, m.role, m.created_at, u.email FROM members m JOIN users u ON u.id = m.user_id
-        WHERE m.account_id = $1 ORDER BY m.created_at, m.user_id COLLATE "C"`, [accountId])
+        WHERE m.account_id = $1 ORDER BY m.created_at, m.user_id COLLATE "C"`,
+        [accountId],
+      )
       return rows.map(toMember)
     },
     async membershipsOf(userId) {
-      const { rows } = await query('portal-memberships', `
+      const { rows } = await query(
+        'portal-memberships',
+        `
         SELECT m.account_id, a.name AS account_name, a.status AS account_status, m.role, m.created_at
-        FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = $1 ORDER BY m.created_at, m.account_id COLLATE "C"`, [userId])
+        FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = $1 ORDER BY m.created_at, m.account_id COLLATE "C"`,
+        [userId],
+      )
       return rows.map(toMembership)
     },
     async setRole(accountId, userId, role, audit) {
-      const { rows } = await query('portal-member-role', `
+      const { rows } = await query(
+        'portal-member-role',
+        `
         WITH ${OWNERS},
         c AS (UPDATE members SET role = $3::text WHERE account_id = $1 AND user_id = $2 AND ($3::text = 'owner' OR ${KEEPS_OWNER})
           RETURNING 1),
         e AS (${auditInsert(4, 'c')})
-        ${OUTCOME('c')}`, [accountId, userId, role, ...audited(audit)])
+        ${OUTCOME('c')}`,
+        [accountId, userId, role, ...audited(audit)],
+      )
       return memberChange(rows[0], role !== 'owner')
     },
     async removeMember(accountId, userId, audit) {
-      const { rows } = await query('portal-member-remove', `
+      const { rows } = await query(
+        'portal-member-remove',
+        `
         WITH ${OWNERS},
         c AS (DELETE FROM members WHERE account_id = $1 AND user_id = $2 AND ${KEEPS_OWNER} RETURNING 1),
         e AS (${auditInsert(3, 'c')})
-        ${OUTCOME('c')}`, [accountId, userId, ...audited(audit)])
+        ${OUTCOME('c')}`,
+        [accountId, userId, ...audited(audit)],
+      )
       return memberChange(rows[0], true)
     },
 
     async createSession(session) {
-      const { rows } = await query('portal-session-create', `
+      const { rows } = await query(
+        'portal-session-create',
+        `
         INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
         VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *`,
-      [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso()])
+        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso()],
+      )
       return toSession(rows[0]!)
     },
     async findSession(idHash, nowIso) {
-      const { rows } = await query('portal-session-find', `
+      const { rows } = await query(
+        'portal-session-find',
+        `
         SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
           s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
-        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1 AND s.expires_at > $2`, [idHash, nowIso])
+        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1 AND s.expires_at > $2`,
+        [idHash, nowIso],
+      )
       return rows[0] ? { session: toSession(rows[0], 's_'), user: toUser(rows[0]) } : null
     },
     async touchSession(idHash, lastSeenIso, newExpiresIso) {
-      const r = await query('portal-session-touch', `
+      const r = await query(
+        'portal-session-touch',
+        `
         UPDATE sessions SET last_seen_at = $2, expires_at = GREATEST(expires_at, $3::timestamptz)
-        WHERE id_hash = $1 AND expires_at > $2`, [idHash, lastSeenIso, newExpiresIso])
+        WHERE id_hash = $1 AND expires_at > $2`,
+        [idHash, lastSeenIso, newExpiresIso],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async completeTwoFactor(idHash, newIdHash) {
-      const r = await query('portal-session-2fa', `
+      const r = await query(
+        'portal-session-2fa',
+        `
         UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
-        WHERE id_hash = $1 AND two_factor_pending`, [idHash, newIdHash ?? null])
+        WHERE id_hash = $1 AND two_factor_pending`,
+        [idHash, newIdHash ?? null],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async deleteSession(idHash) {
       return ((await query('portal-session-delete', 'DELETE FROM sessions WHERE id_hash = $1', [idHash])).rowCount ?? 0) > 0
     },
     async deleteSessionsOf(userId, exceptIdHash) {
-      const r = await query('portal-sessions-delete', 'DELETE FROM sessions WHERE user_id = $1 AND id_hash IS DISTINCT FROM $2::text',
-        [userId, exceptIdHash ?? null])
+      const r = await query('portal-sessions-delete', 'DELETE FROM sessions WHERE user_id = $1 AND id_hash IS DISTINCT FROM $2::text', [
+        userId,
+        exceptIdHash ?? null,
+      ])
       return r.rowCount ?? 0
     },
     async pruneSessions(nowIso) {
@@ -185,31 +246,46 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
 
     async createToken(token) {
       // The tokens replaced and the new one are different rows: one statement does both.
-      const { rows } = await query('portal-token-create', `
+      const { rows } = await query(
+        'portal-token-create',
+        `
         WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
           AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END)
         INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
         VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *`,
-      [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt, stamps.iso()])
+        [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt, stamps.iso()],
+      )
       return toEmailToken(rows[0]!)
     },
     async consumeToken(tokenHash, purpose, nowIso) {
       // Of parallel consumptions, the first takes the row lock; the others, once it commits,
       // find used_at set on the row they re-read, and change (and return) nothing.
-      const { rows } = await query('portal-token-consume', `
+      const { rows } = await query(
+        'portal-token-consume',
+        `
         UPDATE email_tokens SET used_at = $3
-        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 RETURNING *`, [tokenHash, purpose, nowIso])
+        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 RETURNING *`,
+        [tokenHash, purpose, nowIso],
+      )
       return rows[0] ? toEmailToken(rows[0]) : null
     },
     async findToken(tokenHash, purpose, nowIso) {
-      const { rows } = await query('portal-token-find', `
-        SELECT * FROM email_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3`, [tokenHash, purpose, nowIso])
+      const { rows } = await query(
+        'portal-token-find',
+        `
+        SELECT * FROM email_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3`,
+        [tokenHash, purpose, nowIso],
+      )
       return rows[0] ? toEmailToken(rows[0]) : null
     },
     async pendingInvites(accountId, nowIso) {
-      const { rows } = await query('portal-invites', `
+      const { rows } = await query(
+        'portal-invites',
+        `
         SELECT * FROM email_tokens WHERE account_id = $1 AND purpose = 'invite' AND used_at IS NULL AND expires_at > $2
-        ORDER BY created_at, token_hash COLLATE "C"`, [accountId, nowIso])
+        ORDER BY created_at, token_hash COLLATE "C"`,
+        [accountId, nowIso],
+      )
       return rows.map(toEmailToken)
     },
     async deleteToken(tokenHash) {
@@ -222,14 +298,22 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
     async setRecoveryCodes(userId, codeHashes) {
       // One statement: the codes not in the new set go, the new set is there unused. The two
       // parts touch different rows (a CTE and the main statement see one snapshot).
-      await query('portal-codes-set', `
+      await query(
+        'portal-codes-set',
+        `
         WITH d AS (DELETE FROM recovery_codes WHERE user_id = $1 AND code_hash <> ALL ($2::text[]))
         INSERT INTO recovery_codes (user_id, code_hash, used_at) SELECT DISTINCT $1::text, h, NULL::timestamptz FROM unnest($2::text[]) AS h
-        ON CONFLICT (user_id, code_hash) DO UPDATE SET used_at = NULL`, [userId, codeHashes])
+        ON CONFLICT (user_id, code_hash) DO UPDATE SET used_at = NULL`,
+        [userId, codeHashes],
+      )
     },
     async useRecoveryCode(userId, codeHash) {
-      const r = await query('portal-code-use', `
-        UPDATE recovery_codes SET used_at = $3 WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`, [userId, codeHash, stamps.iso()])
+      const r = await query(
+        'portal-code-use',
+        `
+        UPDATE recovery_codes SET used_at = $3 WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`,
+        [userId, codeHash, stamps.iso()],
+      )
       return (r.rowCount ?? 0) > 0
     },
     async recoveryCodesLeft(userId) {

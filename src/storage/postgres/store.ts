@@ -75,25 +75,34 @@ async function migrate(pool: pg.Pool, schema: string | undefined, stamps: Stamps
 function onboardingStore(query: Query): OnboardingStore {
   return {
     async upsert(record, now) {
-      const { rows } = await query('onboard', `
+      const { rows } = await query(
+        'onboard',
+        `
         INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
         ON CONFLICT (account_id, application_id, user_id) DO UPDATE SET
           algorithm = excluded.algorithm, digits = excluded.digits, period = excluded.period,
           secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at
         RETURNING *`,
-      [record.accountId, record.applicationId, record.userId, record.algorithm, record.digits, record.period,
-        record.secretFingerprint, now.toISOString()])
+        [record.accountId, record.applicationId, record.userId, record.algorithm, record.digits, record.period, record.secretFingerprint, now.toISOString()],
+      )
       return toOnboarding(rows[0]!)
     },
     async get(accountId, applicationId, userId) {
-      const { rows } = await query('onboarding-get', 'SELECT * FROM onboarding WHERE account_id = $1 AND application_id = $2 AND user_id = $3',
-        [accountId, applicationId, userId])
+      const { rows } = await query('onboarding-get', 'SELECT * FROM onboarding WHERE account_id = $1 AND application_id = $2 AND user_id = $3', [
+        accountId,
+        applicationId,
+        userId,
+      ])
       return rows[0] ? toOnboarding(rows[0]) : null
     },
     async findBySecret(accountId, fingerprints) {
-      const { rows } = await query('onboarding-by-secret', `SELECT * FROM onboarding WHERE account_id = $1 AND secret_fingerprint = ANY($2)
-        ORDER BY updated_at DESC LIMIT 1`, [accountId, fingerprints])
+      const { rows } = await query(
+        'onboarding-by-secret',
+        `SELECT * FROM onboarding WHERE account_id = $1 AND secret_fingerprint = ANY($2)
+        ORDER BY updated_at DESC LIMIT 1`,
+        [accountId, fingerprints],
+      )
       return rows[0] ? toOnboarding(rows[0]) : null
     },
   }
@@ -107,7 +116,9 @@ function verificationStore(query: Query): VerificationStore {
     async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
       // One statement: the row lock of ON CONFLICT DO UPDATE orders parallel verifications,
       // each sees the state the one before it left, and a locked row is left as it is (no row back).
-      const { rows } = await query('otp-settle', `
+      const { rows } = await query(
+        'otp-settle',
+        `
         INSERT INTO otp_state AS s (key, last_step, failures, locked_until, updated_at)
         VALUES ($1, COALESCE($6::bigint, -1), CASE WHEN $6::bigint IS NULL THEN 1 ELSE 0 END,
           CASE WHEN $6::bigint IS NULL THEN ${lock('1')} ELSE 0 END, $2)
@@ -117,7 +128,9 @@ function verificationStore(query: Query): VerificationStore {
           locked_until = CASE WHEN ${later} THEN 0 ELSE ${lock('(s.failures + 1)')} END,
           updated_at = $2
         WHERE s.locked_until <= $2
-        RETURNING failures`, [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds, step])
+        RETURNING failures`,
+        [key, nowMs, policy.maxFailures, policy.baseSeconds, policy.maxSeconds, step],
+      )
       if (rows.length > 0) {
         const failures = Number(rows[0]!.failures)
         return failures === 0 ? ACCEPTED : failure(step, failures, policy)
@@ -139,13 +152,16 @@ function verificationStore(query: Query): VerificationStore {
     },
     async forgive(key, policy: LockPolicy) {
       // SET reads the row as it was: `failures - 1` is the run after this forgiveness.
-      const r = await query('otp-forgive', `UPDATE otp_state SET failures = failures - 1,
-        locked_until = CASE WHEN failures - 1 < $2 THEN 0 ELSE locked_until END WHERE key = $1 AND failures > 0`, [key, policy.maxFailures])
+      const r = await query(
+        'otp-forgive',
+        `UPDATE otp_state SET failures = failures - 1,
+        locked_until = CASE WHEN failures - 1 < $2 THEN 0 ELSE locked_until END WHERE key = $1 AND failures > 0`,
+        [key, policy.maxFailures],
+      )
       return (r.rowCount ?? 0) > 0
     },
   }
 }
-
 
 function usageStore(query: Query): UsageStore {
   const line = (r: Row) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
@@ -158,49 +174,77 @@ function usageStore(query: Query): UsageStore {
       const upsert = (table: string, columns: string) => `INSERT INTO ${table} AS u (${columns}, count, units)
           SELECT ${columns}, sum(count), sum(units) FROM r GROUP BY ${columns} ORDER BY ${columns}
           ON CONFLICT (${columns}) DO UPDATE SET count = u.count + excluded.count, units = u.units + excluded.units`
-      await query('usage-add', `
+      await query(
+        'usage-add',
+        `
         WITH r AS (SELECT *, left(day, 7) AS month FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
           AS t(account_id, key_id, region, day, api_group, count, units)),
         d AS (${upsert('usage_daily', 'account_id, day, api_group')}),
         k AS (${upsert('usage_keys', 'account_id, day, key_id, api_group')}),
         m AS (${upsert('usage_keys_monthly', 'account_id, month, key_id, api_group')})
         ${upsert('usage_regions', 'account_id, day, region, api_group')}`,
-      [rows.map((r) => r.accountId), rows.map((r) => r.keyId), rows.map((r) => r.region), rows.map((r) => r.day),
-        rows.map((r) => r.group), rows.map((r) => r.count), rows.map((r) => r.units)])
+        [
+          rows.map((r) => r.accountId),
+          rows.map((r) => r.keyId),
+          rows.map((r) => r.region),
+          rows.map((r) => r.day),
+          rows.map((r) => r.group),
+          rows.map((r) => r.count),
+          rows.map((r) => r.units),
+        ],
+      )
     },
     async report(accountId, fromDay, toDay, by) {
       // COLLATE "C": byte order, as SQLite sorts, whatever the database's collation.
       if (by === 'day') {
-        const { rows } = await query('usage-by-day', `SELECT day, api_group, count, units FROM usage_daily
-          WHERE account_id = $1 AND day >= $2 AND day <= $3 ORDER BY day COLLATE "C", api_group COLLATE "C"`, [accountId, fromDay, toDay])
+        const { rows } = await query(
+          'usage-by-day',
+          `SELECT day, api_group, count, units FROM usage_daily
+          WHERE account_id = $1 AND day >= $2 AND day <= $3 ORDER BY day COLLATE "C", api_group COLLATE "C"`,
+          [accountId, fromDay, toDay],
+        )
         return rows.map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
       }
       if (by === 'region') {
-        const { rows } = await query('usage-by-region', `SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
+        const { rows } = await query(
+          'usage-by-region',
+          `SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
           WHERE account_id = $1 AND day >= $2 AND day <= $3 GROUP BY region, api_group ORDER BY region COLLATE "C", api_group COLLATE "C"`,
-        [accountId, fromDay, toDay])
+          [accountId, fromDay, toDay],
+        )
         return rows.map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
       }
       const spans = usageSpans(fromDay, toDay)
       const values: string[] = [accountId]
-      const daily = (sign: string) => ([a, b]: [string, string]) => {
-        values.push(a, b)
-        return `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
-      }
+      const daily =
+        (sign: string) =>
+        ([a, b]: [string, string]) => {
+          values.push(a, b)
+          return `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
+        }
       const parts = [...spans.days.map(daily('')), ...spans.minus.map(daily('-'))]
       if (spans.months !== null) {
         values.push(...spans.months)
-        parts.push(`SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`)
+        parts.push(
+          `SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`,
+        )
       }
       // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
-      const { rows } = await query(`usage-by-key-${spans.days.length}-${spans.minus.length}-${spans.months === null ? 0 : 1}`, `
+      const { rows } = await query(
+        `usage-by-key-${spans.days.length}-${spans.minus.length}-${spans.months === null ? 0 : 1}`,
+        `
         SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
-        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id COLLATE "C", api_group COLLATE "C"`, values)
+        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id COLLATE "C", api_group COLLATE "C"`,
+        values,
+      )
       return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
     },
     async total(accountId, fromDay, toDay) {
-      const { rows } = await query('usage-total', 'SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3',
-        [accountId, fromDay, toDay])
+      const { rows } = await query('usage-total', 'SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3', [
+        accountId,
+        fromDay,
+        toDay,
+      ])
       return Number(rows[0]?.n ?? 0)
     },
   }
@@ -252,7 +296,10 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       await q(null, 'COMMIT')
       return result
     } catch (error) {
-      if (!broken) await client.query('ROLLBACK').catch(() => { broken = true })
+      if (!broken)
+        await client.query('ROLLBACK').catch(() => {
+          broken = true
+        })
       throw error
     } finally {
       // A connection that failed mid-transaction is not given back to the pool.
@@ -268,12 +315,16 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   }
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
   const factors = factorStore(query, transaction, stamps)
-  const pruner = setInterval(() => {
-    const now = stamps.ms()
-    query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now])
-      .catch((error: Error) => options.onBackgroundError?.(error))
-    factors.prune(new Date(now).toISOString()).catch((error: Error) => options.onBackgroundError?.(error))
-  }, Math.min(retention, 3600 * 1000)).unref()
+  const pruner = setInterval(
+    () => {
+      const now = stamps.ms()
+      query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now]).catch((error: Error) =>
+        options.onBackgroundError?.(error),
+      )
+      factors.prune(new Date(now).toISOString()).catch((error: Error) => options.onBackgroundError?.(error))
+    },
+    Math.min(retention, 3600 * 1000),
+  ).unref()
   let closed = false
   return {
     kind: 'postgres',
@@ -285,7 +336,9 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     portal: portalStore(query, stamps),
     webhooks: webhookStore(query, transaction, stamps),
     sharedLimiter: null,
-    gauges: () => ({ postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 } }),
+    gauges: () => ({
+      postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 },
+    }),
     async health(): Promise<Health> {
       try {
         await query('ping', 'SELECT 1')

@@ -12,7 +12,6 @@ import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toE
 import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
 import type { Stamps } from '../stamps.ts'
 
-
 export function webhookStore(query: Query, transaction: Transaction, stamps: Stamps): WebhookStore {
   const audited = auditor(stamps)
   return {
@@ -21,22 +20,33 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
         // The account's row lock orders parallel creates: each counts after the one before committed.
         const account = await tx('webhook-lock-account', 'SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [endpoint.accountId])
         if (account.rows.length === 0) return false
-        const live = await tx('webhook-count', 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL', [endpoint.accountId])
+        const live = await tx('webhook-count', 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL', [
+          endpoint.accountId,
+        ])
         if (Number(live.rows[0]?.n) >= max) return false
-        await tx('webhook-create', `
+        await tx(
+          'webhook-create',
+          `
           WITH w AS (INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id)
           ${auditInsert(7, 'w')}`,
-        [endpoint.id, endpoint.accountId, endpoint.url, eventTypesColumn(endpoint.eventTypes), endpoint.sealedSecret, endpoint.createdAt, ...audited(audit)])
+          [endpoint.id, endpoint.accountId, endpoint.url, eventTypesColumn(endpoint.eventTypes), endpoint.sealedSecret, endpoint.createdAt, ...audited(audit)],
+        )
         return true
       })
     },
     async listEndpoints(accountId) {
-      const { rows } = await query('webhook-list', 'SELECT * FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL ORDER BY created_at, id', [accountId])
+      const { rows } = await query('webhook-list', 'SELECT * FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL ORDER BY created_at, id', [
+        accountId,
+      ])
       return rows.map(toEndpoint)
     },
     async sealedSecrets(afterId, limit) {
-      const { rows } = await query('webhook-sealed', `SELECT id, account_id, secret FROM webhook_endpoints
-        WHERE disabled_at IS NULL AND id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`, [afterId, limit])
+      const { rows } = await query(
+        'webhook-sealed',
+        `SELECT id, account_id, secret FROM webhook_endpoints
+        WHERE disabled_at IS NULL AND id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+        [afterId, limit],
+      )
       return rows.map((r) => ({ id: String(r.id), accountId: String(r.account_id), sealed: String(r.secret) }))
     },
     async resealSecret(id, from, to) {
@@ -49,24 +59,34 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
     },
     async deleteEndpoint(accountId, id, audit) {
       const at = stamps.ms()
-      const { rows } = await query('webhook-delete', `
+      const { rows } = await query(
+        'webhook-delete',
+        `
         WITH w AS (UPDATE webhook_endpoints SET disabled_at = $14::timestamptz WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL RETURNING id),
         c AS (UPDATE webhook_deliveries d SET status = 'cancelled', lease = NULL, updated_ms = $3 FROM w WHERE d.endpoint_id = w.id AND d.status = 'pending'),
         e AS (${auditInsert(4, 'w')})
-        SELECT count(*) AS n FROM w`, [accountId, id, at, ...audited(audit), new Date(at).toISOString()])
+        SELECT count(*) AS n FROM w`,
+        [accountId, id, at, ...audited(audit), new Date(at).toISOString()],
+      )
       return Number(rows[0]?.n) > 0
     },
     async listDeliveries(endpointId, { cursor, limit }) {
       const before = cursor === undefined ? null : readEventCursor(cursor)
-      const { rows } = await query(null, `SELECT d.*, m.event_type, m.at FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
+      const { rows } = await query(
+        null,
+        `SELECT d.*, m.event_type, m.at FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
         WHERE d.endpoint_id = $1${before === null ? '' : ' AND d.message_id < $3'} ORDER BY d.message_id COLLATE "C" DESC LIMIT $2`,
-      before === null ? [endpointId, limit + 1] : [endpointId, limit + 1, before])
+        before === null ? [endpointId, limit + 1] : [endpointId, limit + 1, before],
+      )
       const page = rows.slice(0, limit)
       const attempts = new Map<string, Row[]>()
       if (page.length > 0) {
-        const found = await query('webhook-attempts', `SELECT a.* FROM unnest($2::text[]) AS m(id),
+        const found = await query(
+          'webhook-attempts',
+          `SELECT a.* FROM unnest($2::text[]) AS m(id),
           LATERAL (SELECT * FROM webhook_attempts WHERE endpoint_id = $1 AND message_id = m.id ORDER BY at_ms DESC, id DESC LIMIT ${ATTEMPTS_SHOWN}) a`,
-        [endpointId, page.map((r) => String(r.message_id))])
+          [endpointId, page.map((r) => String(r.message_id))],
+        )
         for (const a of found.rows) {
           const list = attempts.get(String(a.message_id)) ?? []
           list.push(a)
@@ -77,12 +97,16 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
       return { items, next: rows.length > limit && items.length > 0 ? items.at(-1)!.id : null }
     },
     async resend(endpointId, messageId, nowMs, audit) {
-      const { rows } = await query('webhook-resend', `
+      const { rows } = await query(
+        'webhook-resend',
+        `
         WITH r AS (UPDATE webhook_deliveries SET status = 'pending', tries = 0, since_ms = $3, next_at_ms = $3, lease = NULL, updated_ms = $3
           WHERE endpoint_id = $1 AND message_id = $2
             AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = $1 AND e.disabled_at IS NULL) RETURNING 1),
         e AS (${auditInsert(4, 'r')})
-        SELECT count(*) AS n FROM r`, [endpointId, messageId, nowMs, ...audited(audit)])
+        SELECT count(*) AS n FROM r`,
+        [endpointId, messageId, nowMs, ...audited(audit)],
+      )
       return Number(rows[0]?.n) > 0
     },
     async due(nowMs) {
@@ -91,7 +115,9 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
     },
     async claim(limit, nowMs, leaseMs) {
       const lease = randomBytes(12).toString('base64url')
-      const { rows } = await query('webhook-claim', `
+      const { rows } = await query(
+        'webhook-claim',
+        `
         WITH due AS (SELECT endpoint_id, message_id FROM webhook_deliveries WHERE status = 'pending' AND next_at_ms <= $1
           ORDER BY next_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED),
         c AS (UPDATE webhook_deliveries d SET next_at_ms = $3, lease = $4 FROM due
@@ -99,16 +125,30 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
           RETURNING d.endpoint_id, d.message_id, d.tries, d.since_ms)
         SELECT c.*, e.account_id, e.url, e.secret, m.event_type, m.at, m.data
         FROM c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN webhook_messages m ON m.id = c.message_id`,
-      [nowMs, limit, nowMs + leaseMs, lease])
+        [nowMs, limit, nowMs + leaseMs, lease],
+      )
       return rows.map((r) => toClaimed(r, lease))
     },
     async finish(r) {
-      await query('webhook-finish', `
+      await query(
+        'webhook-finish',
+        `
         WITH a AS (INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error) VALUES ($1, $2, $3, $4, $5, $6, $7))
         UPDATE webhook_deliveries SET status = $8, tries = tries + 1, next_at_ms = $9, lease = NULL, updated_ms = $4
         WHERE endpoint_id = $2 AND message_id = $3 AND lease = $10`,
-      [newId('wha'), r.endpointId, r.messageId, r.attempt.atMs, r.attempt.statusCode, Math.round(r.attempt.durationMs), r.attempt.error,
-        r.outcome === 'retry' ? 'pending' : r.outcome, r.nextAtMs, r.lease])
+        [
+          newId('wha'),
+          r.endpointId,
+          r.messageId,
+          r.attempt.atMs,
+          r.attempt.statusCode,
+          Math.round(r.attempt.durationMs),
+          r.attempt.error,
+          r.outcome === 'retry' ? 'pending' : r.outcome,
+          r.nextAtMs,
+          r.lease,
+        ],
+      )
     },
     async pending() {
       const { rows } = await query('webhook-pending', "SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'pending'")
@@ -117,13 +157,17 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
     async prune(beforeMs) {
       let total = 0
       for (;;) {
-        const { rows } = await query('webhook-prune', `
+        const { rows } = await query(
+          'webhook-prune',
+          `
           WITH d AS (DELETE FROM webhook_deliveries WHERE (endpoint_id, message_id) IN (SELECT endpoint_id, message_id FROM webhook_deliveries
             WHERE status <> 'pending' AND updated_ms < $1 ORDER BY updated_ms LIMIT 1000) RETURNING endpoint_id, message_id),
           a AS (DELETE FROM webhook_attempts x USING d WHERE x.endpoint_id = d.endpoint_id AND x.message_id = d.message_id),
           m AS (DELETE FROM webhook_messages x WHERE x.id IN (SELECT message_id FROM d)
             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries y WHERE y.message_id = x.id AND (y.endpoint_id, y.message_id) NOT IN (SELECT endpoint_id, message_id FROM d)))
-          SELECT count(*) AS n FROM d`, [beforeMs])
+          SELECT count(*) AS n FROM d`,
+          [beforeMs],
+        )
         const n = Number(rows[0]?.n)
         total += n
         if (n < 1000) return total

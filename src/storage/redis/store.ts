@@ -178,7 +178,17 @@ interface Scripts {
   /** Defined without numberOfKeys: the first argument is how many keys follow. */
   tesseraLocked(keyCount: number, ...keys: string[]): Promise<string>
   tesseraSettle(key: string, now: string, max: string, base: string, cap: string, retention: string, step: string): Promise<[number, (string | number)?]>
-  tesseraLimit(bucket: string, quotaStem: string, rate: string, burst: string, quota: string, period: string, seed: string, clock: string, cost: string): Promise<string[]>
+  tesseraLimit(
+    bucket: string,
+    quotaStem: string,
+    rate: string,
+    burst: string,
+    quota: string,
+    period: string,
+    seed: string,
+    clock: string,
+    cost: string,
+  ): Promise<string[]>
 }
 
 /** A reply error is Redis refusing a command (a bug); anything else means Redis is not there. */
@@ -218,7 +228,9 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
   const channel = `${prefix}access-changed`
   const listeners = new Set<() => void>()
-  const notify = () => { for (const l of listeners) l() }
+  const notify = () => {
+    for (const l of listeners) l()
+  }
   subscriber.on('message', notify)
   // A (re)connection may come after missed signals: tell the listeners as if one came.
   subscriber.on('ready', notify)
@@ -241,8 +253,17 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const verification: VerificationStore = {
     async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
       // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
-      const [verdict, value] = await call(() => scripts.tesseraSettle(stateKey(key), String(nowMs),
-        String(policy.maxFailures), String(policy.baseSeconds), String(policy.maxSeconds), retention, step === null ? '' : String(step)))
+      const [verdict, value] = await call(() =>
+        scripts.tesseraSettle(
+          stateKey(key),
+          String(nowMs),
+          String(policy.maxFailures),
+          String(policy.baseSeconds),
+          String(policy.maxSeconds),
+          retention,
+          step === null ? '' : String(step),
+        ),
+      )
       if (verdict === 1) return ACCEPTED
       if (verdict === 2 || verdict === 3) return failure(verdict === 2 ? null : step, Number(value), policy)
       return { kind: 'locked', lockedUntil: Number(value) }
@@ -260,9 +281,20 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     },
   }
 
-  const limit = (accountId: string, plan: Plan, cost: number, seed: string) => call(() => scripts.tesseraLimit(
-    `bucket:${accountId}`, `quota:${accountId}`, String(plan.rate), String(plan.burst), String(plan.quota), plan.period,
-    seed, clock ? String(clock()) : '', String(cost)))
+  const limit = (accountId: string, plan: Plan, cost: number, seed: string) =>
+    call(() =>
+      scripts.tesseraLimit(
+        `bucket:${accountId}`,
+        `quota:${accountId}`,
+        String(plan.rate),
+        String(plan.burst),
+        String(plan.quota),
+        plan.period,
+        seed,
+        clock ? String(clock()) : '',
+        String(cost),
+      ),
+    )
 
   const limiter: Limiter = {
     async take(accountId, plan, cost, seed): Promise<LimitDecision> {

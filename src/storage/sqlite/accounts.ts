@@ -8,9 +8,21 @@ import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
 import type { AuditDraft, KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
-  likePattern, readEventCursor, readSubscriptionCursor, scopeColumns, toScope,
-  subscriptionCursor, toAccount, toAdminToken, toAuditEvent, toKey, toPlan, toSubscription, type Row,
-  createdOrderPage, pageOf,
+  likePattern,
+  readEventCursor,
+  readSubscriptionCursor,
+  scopeColumns,
+  toScope,
+  subscriptionCursor,
+  toAccount,
+  toAdminToken,
+  toAuditEvent,
+  toKey,
+  toPlan,
+  toSubscription,
+  type Row,
+  createdOrderPage,
+  pageOf,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { eventIdBefore, type Stamps } from '../stamps.ts'
@@ -70,16 +82,19 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
   return {
     async createAccount(account, event, owner) {
       // The count, the account and its owner are one synchronous step of the write transaction: no parallel creation comes between.
-      return write(() => {
-        if (owner !== undefined && Number(q.owned.get(owner.userId)?.n) >= owner.max) return false
-        q.insertAccount.run(account.id, account.name, account.status, account.createdAt, account.createdAt)
-        audit(event)
-        if (owner !== undefined) {
-          q.insertOwner.run(account.id, owner.userId, account.createdAt)
-          audit(owner.audit)
-        }
-        return true
-      }, (made) => made)
+      return write(
+        () => {
+          if (owner !== undefined && Number(q.owned.get(owner.userId)?.n) >= owner.max) return false
+          q.insertAccount.run(account.id, account.name, account.status, account.createdAt, account.createdAt)
+          audit(event)
+          if (owner !== undefined) {
+            q.insertOwner.run(account.id, owner.userId, account.createdAt)
+            audit(owner.audit)
+          }
+          return true
+        },
+        (made) => made,
+      )
     },
     async getAccount(id) {
       const row = q.account.get(id)
@@ -87,7 +102,10 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     },
     async listAccounts({ status, name, cursor, limit }) {
       const values: unknown[] = []
-      const param = (value: unknown) => { values.push(value); return '?' }
+      const param = (value: unknown) => {
+        values.push(value)
+        return '?'
+      }
       // LIKE is case-insensitive for ASCII letters. lower() on both sides added nothing to
       // that (without ICU, as node:sqlite is built, it folds ASCII only too) but its cost: a
       // search that matches nothing reads every row, 44 ms for 100 000 accounts (bench/admin.ts).
@@ -96,82 +114,107 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         status === undefined ? null : `status = ${param(status)}`,
         name === undefined || name === '' ? null : `name LIKE ${param(likePattern(name))} ESCAPE '\\'`,
       ])
-      return pageOf(db.prepare(sql).all(...values as (string | number)[]), limit, toAccount)
+      return pageOf(db.prepare(sql).all(...(values as (string | number)[])), limit, toAccount)
     },
     async countAccounts() {
       return Number(db.prepare('SELECT count(*) AS n FROM accounts').get()?.n)
     },
     async updateAccount(id, patch, event) {
-      return write(() => {
-        const row = db.prepare(`UPDATE accounts SET name = coalesce(?, name), status = coalesce(?, status), updated_at = ?
-          WHERE id = ? RETURNING *`).get(patch.name ?? null, patch.status ?? null, stamps.iso(), id)
-        if (row === undefined) return null
-        audit(event)
-        return toAccount(row)
-      }, (account) => account !== null)
+      return write(
+        () => {
+          const row = db
+            .prepare(`UPDATE accounts SET name = coalesce(?, name), status = coalesce(?, status), updated_at = ?
+          WHERE id = ? RETURNING *`)
+            .get(patch.name ?? null, patch.status ?? null, stamps.iso(), id)
+          if (row === undefined) return null
+          audit(event)
+          return toAccount(row)
+        },
+        (account) => account !== null,
+      )
     },
     async createKey(key, event, limit) {
-      return write(() => {
-        if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
-        insertKey(key)
-        audit(event)
-        return true
-      }, (made) => made)
+      return write(
+        () => {
+          if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
+          insertKey(key)
+          audit(event)
+          return true
+        },
+        (made) => made,
+      )
     },
     async getKey(id) {
       const row = q.key.get(id)
       return row ? toKey(row) : null
     },
     async rollKey(oldId, next, nowIso, graceEndsAt, event) {
-      return write(() => {
-        // One synchronous step in the write transaction: no other roll comes between the check and the change.
-        const changed = graceEndsAt === null
-          ? db.prepare(`UPDATE api_keys SET revoked_at = ?, rolled_to = ?
+      return write(
+        () => {
+          // One synchronous step in the write transaction: no other roll comes between the check and the change.
+          const changed =
+            graceEndsAt === null
+              ? db
+                  .prepare(`UPDATE api_keys SET revoked_at = ?, rolled_to = ?
               WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
-            .run(nowIso, next.id, oldId, nowIso)
-          : db.prepare(`UPDATE api_keys SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > ? THEN ? ELSE expires_at END, rolled_to = ?
+                  .run(nowIso, next.id, oldId, nowIso)
+              : db
+                  .prepare(`UPDATE api_keys SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > ? THEN ? ELSE expires_at END, rolled_to = ?
               WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
-            .run(graceEndsAt, graceEndsAt, next.id, oldId, nowIso)
-        if (Number(changed.changes) === 0) return false
-        insertKey(next)
-        audit(event)
-        return true
-      }, (rolled) => rolled)
+                  .run(graceEndsAt, graceEndsAt, next.id, oldId, nowIso)
+          if (Number(changed.changes) === 0) return false
+          insertKey(next)
+          audit(event)
+          return true
+        },
+        (rolled) => rolled,
+      )
     },
     async revokeKey(keyId, event) {
-      return write(() => {
-        const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(stamps.iso(), keyId)
-        if (Number(r.changes) === 0) return false
-        audit(event)
-        return true
-      }, (revoked) => revoked)
+      return write(
+        () => {
+          const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(stamps.iso(), keyId)
+          if (Number(r.changes) === 0) return false
+          audit(event)
+          return true
+        },
+        (revoked) => revoked,
+      )
     },
     async listKeys(accountId) {
-      const rows = accountId === undefined
-        ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
-        : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      const rows =
+        accountId === undefined
+          ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
+          : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
       return rows.map(toKey)
     },
     async setSubscription(accountId, region, group, status, event, from) {
-      return write(() => {
-        // With `from`, the check and the change are one synchronous step of the write transaction.
-        const r = from === undefined
-          ? db.prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
+      return write(
+        () => {
+          // With `from`, the check and the change are one synchronous step of the write transaction.
+          const r =
+            from === undefined
+              ? db
+                  .prepare(`INSERT INTO subscriptions (account_id, region, api_group, status, updated_at) VALUES (?, ?, ?, ?, ?)
               ON CONFLICT (account_id, region, api_group) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`)
-            .run(accountId, region, group, status, stamps.iso())
-          : db.prepare('UPDATE subscriptions SET status = ?, updated_at = ? WHERE account_id = ? AND region = ? AND api_group = ? AND status = ?')
-            .run(status, stamps.iso(), accountId, region, group, from)
-        if (Number(r.changes) === 0) return false
-        audit(event)
-        return true
-      }, (set) => set)
+                  .run(accountId, region, group, status, stamps.iso())
+              : db
+                  .prepare('UPDATE subscriptions SET status = ?, updated_at = ? WHERE account_id = ? AND region = ? AND api_group = ? AND status = ?')
+                  .run(status, stamps.iso(), accountId, region, group, from)
+          if (Number(r.changes) === 0) return false
+          audit(event)
+          return true
+        },
+        (set) => set,
+      )
     },
     async listSubscriptions(accountId) {
       return db.prepare('SELECT * FROM subscriptions WHERE account_id = ? ORDER BY region, api_group').all(accountId).map(toSubscription)
     },
     async listPendingSubscriptions({ cursor, limit }) {
       const after = cursor === undefined ? null : readSubscriptionCursor(cursor)
-      const rows = db.prepare(`SELECT s.*, a.name AS account_name FROM subscriptions s JOIN accounts a ON a.id = s.account_id
+      const rows = db
+        .prepare(`SELECT s.*, a.name AS account_name FROM subscriptions s JOIN accounts a ON a.id = s.account_id
         WHERE s.status = 'pending'${after === null ? '' : ' AND (s.updated_at, s.account_id, s.region, s.api_group) > (?, ?, ?, ?)'}
         ORDER BY s.updated_at, s.account_id, s.region, s.api_group LIMIT ?`)
         .all(...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group]), limit + 1)
@@ -193,19 +236,30 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       return grant
     },
     async setPlan(accountId, plan, event) {
-      return write(() => {
-        if (q.account.get(accountId) === undefined) return false
-        if (plan === null) db.prepare('DELETE FROM plans WHERE account_id = ?').run(accountId)
-        else {
-          db.prepare(`INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      return write(
+        () => {
+          if (q.account.get(accountId) === undefined) return false
+          if (plan === null) db.prepare('DELETE FROM plans WHERE account_id = ?').run(accountId)
+          else {
+            db.prepare(`INSERT INTO plans (account_id, rate, burst, quota, period, weight_totp, weight_converter, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (account_id) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, quota = excluded.quota,
               period = excluded.period, weight_totp = excluded.weight_totp, weight_converter = excluded.weight_converter,
-              updated_at = excluded.updated_at`)
-            .run(accountId, plan.rate, plan.burst, plan.quota, plan.period, plan.weights.totp, plan.weights.converter, stamps.iso())
-        }
-        audit(event)
-        return true
-      }, (set) => set)
+              updated_at = excluded.updated_at`).run(
+              accountId,
+              plan.rate,
+              plan.burst,
+              plan.quota,
+              plan.period,
+              plan.weights.totp,
+              plan.weights.converter,
+              stamps.iso(),
+            )
+          }
+          audit(event)
+          return true
+        },
+        (set) => set,
+      )
     },
     async getPlan(accountId) {
       const row = db.prepare('SELECT * FROM plans WHERE account_id = ?').get(accountId)
@@ -256,10 +310,22 @@ export function auditStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps)
     async list({ accountId, actor, action, cursor, limit }) {
       const where: string[] = []
       const values: string[] = []
-      if (cursor !== undefined) { where.push('id < ?'); values.push(readEventCursor(cursor)) }
-      if (accountId !== undefined) { where.push('account_id = ?'); values.push(accountId) }
-      if (actor !== undefined) { where.push('actor = ?'); values.push(actor) }
-      if (action !== undefined) { where.push('action = ?'); values.push(action) }
+      if (cursor !== undefined) {
+        where.push('id < ?')
+        values.push(readEventCursor(cursor))
+      }
+      if (accountId !== undefined) {
+        where.push('account_id = ?')
+        values.push(accountId)
+      }
+      if (actor !== undefined) {
+        where.push('actor = ?')
+        values.push(actor)
+      }
+      if (action !== undefined) {
+        where.push('action = ?')
+        values.push(action)
+      }
       const text = `SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`
       let statement = statements.get(text)
       if (statement === undefined) {
@@ -285,8 +351,13 @@ export function adminTokenStore(db: DatabaseSync, batch: GroupCommit, stamps: St
   return {
     async create(token, event) {
       await batch.atomic(() => {
-        db.prepare('INSERT INTO admin_tokens (id, name, scope, token_hash, created_at) VALUES (?, ?, ?, ?, ?)')
-          .run(token.id, token.name, token.scope, token.hash, token.createdAt)
+        db.prepare('INSERT INTO admin_tokens (id, name, scope, token_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(
+          token.id,
+          token.name,
+          token.scope,
+          token.hash,
+          token.createdAt,
+        )
         insertEvent.run(...stamps.audit(event).values)
       })
     },

@@ -73,4 +73,3 @@ export class GroupCommit {
     for (const w of waiting) w.resolve()
   }
 }
-

@@ -55,8 +55,24 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         q.insertUser.run(f.accountId, f.userId, nowIso)
         q.dropExpired.run(f.accountId, f.userId, nowIso)
         if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
-        q.insert.run(f.id, f.accountId, f.userId, f.applicationId, f.label, f.profile, f.status, f.algorithm, f.digits, f.period,
-          f.drift, f.sealed, f.keyVersion, f.createdAt, f.expiresAt, f.activatedAt)
+        q.insert.run(
+          f.id,
+          f.accountId,
+          f.userId,
+          f.applicationId,
+          f.label,
+          f.profile,
+          f.status,
+          f.algorithm,
+          f.digits,
+          f.period,
+          f.drift,
+          f.sealed,
+          f.keyVersion,
+          f.createdAt,
+          f.expiresAt,
+          f.activatedAt,
+        )
         audit(event)
         return 'created' as const
       })
@@ -122,7 +138,10 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     },
     async staleSeals(version, afterId, limit) {
       return q.stale.all(version, afterId, limit).map((r) => ({
-        id: String(r.id), accountId: String(r.account_id), userId: String(r.user_id), sealed: String(r.sealed),
+        id: String(r.id),
+        accountId: String(r.account_id),
+        userId: String(r.user_id),
+        sealed: String(r.sealed),
       }))
     },
     async reseal(id, from, to, version) {

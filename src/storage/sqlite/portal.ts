@@ -10,10 +10,7 @@ import type { AuditDraft } from '../../domain/accounts.ts'
 import type { PortalStore } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
-import {
-  likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS,
-  createdOrderPage, pageOf, HOLDS_NOTHING,
-} from '../rows.ts'
+import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import type { Stamps } from '../stamps.ts'
 
@@ -70,8 +67,11 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       AND NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id)
       ${HOLDS_NOTHING}`),
     purgeUser: [
-      'DELETE FROM sessions WHERE user_id = ?', 'DELETE FROM recovery_codes WHERE user_id = ?', 'DELETE FROM email_tokens WHERE user_id = ?',
-      'DELETE FROM members WHERE user_id = ?', 'DELETE FROM users WHERE id = ?',
+      'DELETE FROM sessions WHERE user_id = ?',
+      'DELETE FROM recovery_codes WHERE user_id = ?',
+      'DELETE FROM email_tokens WHERE user_id = ?',
+      'DELETE FROM members WHERE user_id = ?',
+      'DELETE FROM users WHERE id = ?',
     ].map((sql) => db.prepare(sql)),
     purgeAccount: ['DELETE FROM email_tokens WHERE account_id = ?', 'DELETE FROM accounts WHERE id = ?'].map((sql) => db.prepare(sql)),
     deleteToken: db.prepare('DELETE FROM email_tokens WHERE token_hash = ?'),
@@ -93,8 +93,19 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
   return {
     async createUser(user, event) {
       return batch.atomic(() => {
-        const r = q.insertUser.run(user.id, user.email, emailKey(user.email), user.passwordHash, user.emailVerifiedAt, user.status,
-          flag(user.operator), user.totpSecret, user.totpEnabledAt, user.createdAt, user.createdAt)
+        const r = q.insertUser.run(
+          user.id,
+          user.email,
+          emailKey(user.email),
+          user.passwordHash,
+          user.emailVerifiedAt,
+          user.status,
+          flag(user.operator),
+          user.totpSecret,
+          user.totpEnabledAt,
+          user.createdAt,
+          user.createdAt,
+        )
         if (Number(r.changes) === 0) return false
         audit(event)
         return true
@@ -111,8 +122,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     async updateUser(id, patch, event) {
       const { sets, values } = userSets(patch)
       return batch.atomic(() => {
-        const row = db.prepare(`UPDATE users SET ${[...sets, 'updated_at = ?'].join(', ')} WHERE id = ? RETURNING *`)
-          .get(...values, stamps.iso(), id)
+        const row = db.prepare(`UPDATE users SET ${[...sets, 'updated_at = ?'].join(', ')} WHERE id = ? RETURNING *`).get(...values, stamps.iso(), id)
         if (row === undefined) return null
         if (event !== null) audit(event)
         return toUser(row)
@@ -142,13 +152,16 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     },
     async listUsers({ status, email, cursor, limit }) {
       const values: unknown[] = []
-      const param = (value: unknown) => { values.push(value); return '?' }
+      const param = (value: unknown) => {
+        values.push(value)
+        return '?'
+      }
       const sql = createdOrderPage('users', { cursor, limit }, param, false, () => [
         status === undefined ? null : `status = ${param(status)}`,
         // The key is lowercased already: a lowercased pattern matches any case.
         email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
       ])
-      return pageOf(db.prepare(sql).all(...values as (string | number)[]), limit, toUser)
+      return pageOf(db.prepare(sql).all(...(values as (string | number)[])), limit, toUser)
     },
 
     async addMember(accountId, userId, role, event) {
@@ -186,8 +199,9 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
 
     async createSession(session) {
       const now = stamps.iso()
-      const row = await batch.run(() => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now,
-        flag(session.twoFactorPending), session.ip, session.userAgent)!)
+      const row = await batch.run(
+        () => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now, flag(session.twoFactorPending), session.ip, session.userAgent)!,
+      )
       return toSession(row)
     },
     async findSession(idHash, nowIso) {
@@ -216,8 +230,7 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       const [userId, accountId] = [token.userId ?? null, token.accountId ?? null]
       const row = await batch.atomic(() => {
         q.replaceTokens.run(token.purpose, accountId, userId, userId, token.email)
-        return q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null,
-          stamps.iso(), token.expiresAt)!
+        return q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null, stamps.iso(), token.expiresAt)!
       })
       return toEmailToken(row)
     },

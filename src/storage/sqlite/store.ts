@@ -42,7 +42,12 @@ export interface SqliteOptions {
 
 function migrate(db: DatabaseSync, stamps: Stamps): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
-  const applied = new Set(db.prepare('SELECT version FROM schema_migrations').all().map((r) => Number(r.version)))
+  const applied = new Set(
+    db
+      .prepare('SELECT version FROM schema_migrations')
+      .all()
+      .map((r) => Number(r.version)),
+  )
   for (const m of migrations) {
     if (applied.has(m.version)) continue
     db.exec('BEGIN IMMEDIATE')
@@ -132,8 +137,12 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
 }
 
 function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
-  const upsert = (table: string, columns: string) => db.prepare(`INSERT INTO ${table} (${columns}, count, units)
-    VALUES (${columns.split(',').map(() => '?').join(', ')}, ?, ?)
+  const upsert = (table: string, columns: string) =>
+    db.prepare(`INSERT INTO ${table} (${columns}, count, units)
+    VALUES (${columns
+      .split(',')
+      .map(() => '?')
+      .join(', ')}, ?, ?)
     ON CONFLICT (${columns}) DO UPDATE SET count = count + excluded.count, units = units + excluded.units`)
   const daily = upsert('usage_daily', 'account_id, day, api_group')
   const perKey = upsert('usage_keys', 'account_id, day, key_id, api_group')
@@ -162,7 +171,8 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
       if (by === 'day') return byDay.all(accountId, fromDay, toDay).map((r): UsageLine => ({ day: String(r.day), ...line(r) }))
       if (by === 'region') return byRegion.all(accountId, fromDay, toDay).map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
       const spans = usageSpans(fromDay, toDay)
-      const daily = (sign: string) => `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?`
+      const daily = (sign: string) =>
+        `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = ? AND day >= ? AND day <= ?`
       const parts = [...spans.days.map(() => daily('')), ...spans.minus.map(() => daily('-'))]
       if (spans.months !== null) parts.push('SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = ? AND month >= ? AND month <= ?')
       // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
@@ -269,13 +279,18 @@ export function openSqliteStore(options: SqliteOptions): Store {
   let maintenance: { stop(): Promise<void> } | null = null
   if (file && options.maintenance !== false) {
     db.exec(`PRAGMA wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}; PRAGMA journal_size_limit = ${64 * 1048576}`)
-    maintenance = startMaintenance({
-      path: options.path,
-      checkpointMs: CHECKPOINT_MS,
-      retentionMs: retention,
-      // A chunk took a median 3 ms here (1 000 rows: 28 ms): the server's writes wait at most that long behind one.
-      pruneChunk: 250,
-    }, options.pruneMs ?? Math.min(retention, 3600 * 1000), () => stamps.ms(), options.onBackgroundError ?? (() => undefined))
+    maintenance = startMaintenance(
+      {
+        path: options.path,
+        checkpointMs: CHECKPOINT_MS,
+        retentionMs: retention,
+        // A chunk took a median 3 ms here (1 000 rows: 28 ms): the server's writes wait at most that long behind one.
+        pruneChunk: 250,
+      },
+      options.pruneMs ?? Math.min(retention, 3600 * 1000),
+      () => stamps.ms(),
+      options.onBackgroundError ?? (() => undefined),
+    )
   }
   const ping = db.prepare('SELECT 1')
   const batch = new GroupCommit(db)

@@ -84,7 +84,8 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
     },
     async listDeliveries(endpointId, { cursor, limit }) {
       const before = cursor === undefined ? null : readEventCursor(cursor)
-      const rows = db.prepare(`SELECT d.*, m.event_type, m.at FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
+      const rows = db
+        .prepare(`SELECT d.*, m.event_type, m.at FROM webhook_deliveries d JOIN webhook_messages m ON m.id = d.message_id
         WHERE d.endpoint_id = ?${before === null ? '' : ' AND d.message_id < ?'} ORDER BY d.message_id DESC LIMIT ?`)
         .all(...(before === null ? [endpointId] : [endpointId, before]), limit + 1)
       const items = rows.slice(0, limit).map((r: Row) => toDelivery(r, q.attempts.all(endpointId, String(r.message_id)).map(toAttempt)))
@@ -103,7 +104,8 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
     claim(limit, nowMs, leaseMs) {
       const lease = randomBytes(12).toString('base64url')
       return batch.run(() => {
-        return q.claim.all({ until: nowMs + leaseMs, lease, now: nowMs, limit })
+        return q.claim
+          .all({ until: nowMs + leaseMs, lease, now: nowMs, limit })
           .map((k) => toClaimed(q.claimed.get(String(k.endpoint_id), String(k.message_id))!, lease))
       })
     },
@@ -111,8 +113,12 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
       await batch.run(() => {
         q.attempt.run(newId('wha'), r.endpointId, r.messageId, r.attempt.atMs, r.attempt.statusCode, Math.round(r.attempt.durationMs), r.attempt.error)
         q.finish.run({
-          status: r.outcome === 'retry' ? 'pending' : r.outcome, next: r.nextAtMs, now: r.attempt.atMs,
-          endpoint: r.endpointId, message: r.messageId, lease: r.lease,
+          status: r.outcome === 'retry' ? 'pending' : r.outcome,
+          next: r.nextAtMs,
+          now: r.attempt.atMs,
+          endpoint: r.endpointId,
+          message: r.messageId,
+          lease: r.lease,
         })
       })
     },

@@ -41,7 +41,13 @@ export interface Match {
  * matchFactor finds the active factor whose code (at its drift, one step either side) is
  * `token`. Factors that do not open are reported to `unreadable` and never matched.
  */
-export function matchFactor(keyring: Keyring, factors: readonly Factor[], token: string, nowMs: number, unreadable: (f: Factor, error: SealError) => void): Match | null {
+export function matchFactor(
+  keyring: Keyring,
+  factors: readonly Factor[],
+  token: string,
+  nowMs: number,
+  unreadable: (f: Factor, error: SealError) => void,
+): Match | null {
   for (const f of factors) {
     if (f.status !== 'active' || f.digits !== token.length) continue
     let p: TotpParams

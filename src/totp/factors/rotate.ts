@@ -18,7 +18,11 @@ export interface Rotation {
   readonly unreadable: readonly { readonly id: string; readonly reason: string }[]
 }
 
-export async function rotateSeals(store: FactorStore, keyring: Keyring, options: { batch?: number; onBatch?: (done: number) => void | Promise<void> } = {}): Promise<Rotation> {
+export async function rotateSeals(
+  store: FactorStore,
+  keyring: Keyring,
+  options: { batch?: number; onBatch?: (done: number) => void | Promise<void> } = {},
+): Promise<Rotation> {
   const batch = options.batch ?? 500
   let after = ''
   let resealed = 0

@@ -15,8 +15,20 @@ import { isFailure } from '../../services/outcome.ts'
 import type { Factors, FactorRefusal, FactorState, KeyCaller } from '../../services/factors.ts'
 import { PROFILE_NAMES, type ProfileName } from '../profiles.ts'
 import {
-  activateSchema, createFields, createSchema, deleteFactorSchema, deleteUserSchema, listSchema, recoverFields, recoverSchema,
-  recoveryCodesSchema, resyncFields, resyncSchema, tokenFields, userFields, verifySchema,
+  activateSchema,
+  createFields,
+  createSchema,
+  deleteFactorSchema,
+  deleteUserSchema,
+  listSchema,
+  recoverFields,
+  recoverSchema,
+  recoveryCodesSchema,
+  resyncFields,
+  resyncSchema,
+  tokenFields,
+  userFields,
+  verifySchema,
 } from './schemas.ts'
 
 export interface FactorOptions {
@@ -30,14 +42,26 @@ type CreateBody = { applicationID: string; label?: string; profile?: string; alg
 type FactorParams = { userID: string; factorID: string }
 
 const view = (f: FactorState) => ({
-  factorID: f.id, status: f.status, label: f.label, applicationID: f.applicationId, profile: f.profile, algorithm: f.algorithm,
-  tokenLength: f.digits, tokenValidity: f.period, driftSteps: f.drift, createdAt: f.createdAt, activatedAt: f.activatedAt, expiresAt: f.expiresAt,
+  factorID: f.id,
+  status: f.status,
+  label: f.label,
+  applicationID: f.applicationId,
+  profile: f.profile,
+  algorithm: f.algorithm,
+  tokenLength: f.digits,
+  tokenValidity: f.period,
+  driftSteps: f.drift,
+  createdAt: f.createdAt,
+  activatedAt: f.activatedAt,
+  expiresAt: f.expiresAt,
 })
 
 /** caller: the request as the factors service knows it (the key, its account, the source address, the log for unreadable factors). */
 function caller(request: FastifyRequest): KeyCaller {
   return {
-    accountId: request.caller!.accountId, keyId: request.caller!.keyId, ip: request.ip,
+    accountId: request.caller!.accountId,
+    keyId: request.caller!.keyId,
+    ip: request.ip,
     unreadable: (factorId, reason) => request.log.error({ factorID: factorId, reason }, 'factor secret does not open'),
   }
 }
@@ -72,18 +96,33 @@ function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: U
     { schema: createSchema(PROFILE_NAMES), config: { fields: createFields }, preValidation: userParam },
     async (request, reply) => {
       const body = request.body
-      const enrolment = answer(request, factors.enrol(request.params.userID, {
-        applicationId: body.applicationID, label: body.label, profile: body.profile as ProfileName | undefined,
-        algorithm: body.algorithm?.toUpperCase() as Algorithm | undefined, digits: body.tokenLength, period: body.tokenValidity,
-      }))
+      const enrolment = answer(
+        request,
+        factors.enrol(request.params.userID, {
+          applicationId: body.applicationID,
+          label: body.label,
+          profile: body.profile as ProfileName | undefined,
+          algorithm: body.algorithm?.toUpperCase() as Algorithm | undefined,
+          digits: body.tokenLength,
+          period: body.tokenValidity,
+        }),
+      )
       // Drawn before anything is stored: a URL too long for a QR code leaves no factor behind.
       const qr = await opts.draw(enrolment.otpURL)
       const created = answer(request, await factors.create(caller(request), enrolment))
       const p = enrolment.params
       return reply.code(201).send({
-        type: 'Success', factorID: created.factorId, status: 'pending', secretKey: created.secretKey, otpURL: enrolment.otpURL,
-        QRCode: `data:image/png;base64,${qr.toString('base64')}`, expiresAt: created.expiresAt, profile: enrolment.profile,
-        algorithm: p.algorithm, tokenLength: p.digits, tokenValidity: p.period,
+        type: 'Success',
+        factorID: created.factorId,
+        status: 'pending',
+        secretKey: created.secretKey,
+        otpURL: enrolment.otpURL,
+        QRCode: `data:image/png;base64,${qr.toString('base64')}`,
+        expiresAt: created.expiresAt,
+        profile: enrolment.profile,
+        algorithm: p.algorithm,
+        tokenLength: p.digits,
+        tokenValidity: p.period,
       })
     },
   )
@@ -105,7 +144,6 @@ function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: U
     answer(request, await factors.removeUser(caller(request), request.params.userID))
     return reply.code(204).send()
   })
-
 }
 
 /** attemptRoutes: everything a user's code or recovery code is tried by (under their one lockout), and new recovery codes. */
@@ -142,14 +180,10 @@ function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHo
     },
   )
 
-  app.post<{ Params: UserParams }>(
-    '/totp/users/:userID/recovery-codes',
-    { schema: recoveryCodesSchema, ...userRoute },
-    async (request, reply) => {
-      const { codes } = answer(request, await factors.regenerateRecoveryCodes(caller(request), request.params.userID))
-      return reply.code(201).send({ type: 'Success', recoveryCodes: codes })
-    },
-  )
+  app.post<{ Params: UserParams }>('/totp/users/:userID/recovery-codes', { schema: recoveryCodesSchema, ...userRoute }, async (request, reply) => {
+    const { codes } = answer(request, await factors.regenerateRecoveryCodes(caller(request), request.params.userID))
+    return reply.code(201).send({ type: 'Success', recoveryCodes: codes })
+  })
 
   app.post<{ Params: UserParams; Body: { code: string } }>(
     '/totp/users/:userID/recover',

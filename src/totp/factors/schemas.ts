@@ -17,7 +17,7 @@ const userParam = Type.String({
   maxLength: 4 * MAX_USER_ID_LENGTH,
   description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}. Users are the calling account's own: another account never sees them.`,
 })
-const factorParam = Type.String({ maxLength: 64, description: 'The factor\'s id, `fct_…`.' })
+const factorParam = Type.String({ maxLength: 64, description: "The factor's id, `fct_…`." })
 const userParams = Type.Object({ userID: userParam })
 const factorParams = Type.Object({ userID: userParam, factorID: factorParam })
 const token = Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the authenticator app shows.' })
@@ -35,7 +35,7 @@ const factorView = Type.Object({
   algorithm: Type.String(),
   tokenLength: Type.Integer(),
   tokenValidity: Type.Integer(),
-  driftSteps: Type.Integer({ description: 'The device\'s clock drift in time steps, as the last resync found it.' }),
+  driftSteps: Type.Integer({ description: "The device's clock drift in time steps, as the last resync found it." }),
   createdAt: Type.String({ format: 'date-time' }),
   activatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When a pending factor is gone; null once active.' }),
@@ -54,17 +54,33 @@ export function createSchema(profiles: readonly string[]) {
   return {
     operationId: 'createFactor',
     summary: 'Create a factor (an authenticator) for a user',
-    description: 'The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.',
+    description:
+      'The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.',
     tags: ['factors'],
     consumes: FORMS,
     params: userParams,
     body: Type.Object({
-      applicationID: Type.String({ minLength: 1, maxLength: 256, pattern: TEXT_ID, description: 'Application ID (the app name), the issuer in authenticator apps.' }),
-      label: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings ("Work phone").' })),
-      profile: Type.Optional(Type.String({ enum: [...profiles], default: 'universal', description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.' })),
-      algorithm: Type.Optional(Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: 'HMAC hash. Default: the profile\'s.' })),
-      tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: 'Digits in a code. Default: the profile\'s.' })),
-      tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'Time step in seconds. Default: the profile\'s.' })),
+      applicationID: Type.String({
+        minLength: 1,
+        maxLength: 256,
+        pattern: TEXT_ID,
+        description: 'Application ID (the app name), the issuer in authenticator apps.',
+      }),
+      label: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings ("Work phone").' }),
+      ),
+      profile: Type.Optional(
+        Type.String({
+          enum: [...profiles],
+          default: 'universal',
+          description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.',
+        }),
+      ),
+      algorithm: Type.Optional(
+        Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: "HMAC hash. Default: the profile's." }),
+      ),
+      tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: "Digits in a code. Default: the profile's." })),
+      tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: "Time step in seconds. Default: the profile's." })),
     }),
     response: {
       201: Type.Object({
@@ -80,15 +96,28 @@ export function createSchema(profiles: readonly string[]) {
         tokenLength: Type.Integer(),
         tokenValidity: Type.Integer(),
       }),
-      ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'APPLICATION_ID_REQUIRED', 'APPLICATION_ID_INVALID', 'LABEL_INVALID', 'PROFILE_INVALID', 'PROFILE_UNSUPPORTED',
-        'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID', 'FACTOR_LIMIT', 'DATA_TOO_LONG', 'QR_BUSY']),
+      ...errorResponses([
+        'PATH_INVALID',
+        'USER_ID_INVALID',
+        'APPLICATION_ID_REQUIRED',
+        'APPLICATION_ID_INVALID',
+        'LABEL_INVALID',
+        'PROFILE_INVALID',
+        'PROFILE_UNSUPPORTED',
+        'TOKEN_VALIDITY_INVALID',
+        'TOKEN_LENGTH_INVALID',
+        'ALGORITHM_INVALID',
+        'FACTOR_LIMIT',
+        'DATA_TOO_LONG',
+        'QR_BUSY',
+      ]),
     },
   }
 }
 
 export const listSchema = {
   operationId: 'listFactors',
-  summary: 'List a user\'s factors',
+  summary: "List a user's factors",
   tags: ['factors'],
   params: userParams,
   response: {
@@ -129,28 +158,56 @@ export const tokenFields: FieldRules = withUser({ token: { required: 'TOKEN_REQU
 export const activateSchema = {
   operationId: 'activateFactor',
   summary: 'Activate a pending factor with its first code',
-  description: 'Proves the user\'s app holds the secret. Counts against the user\'s lockout like verify; the code is then used.',
+  description: "Proves the user's app holds the secret. Counts against the user's lockout like verify; the code is then used.",
   tags: ['factors'],
   consumes: FORMS,
   params: factorParams,
   body: Type.Object({ token }),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), factorID: Type.String(), status: Type.Literal('active'), activatedAt: Type.String({ format: 'date-time' }) }),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'FACTOR_NOT_FOUND', 'FACTOR_ACTIVE', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+    200: Type.Object({
+      type: Type.Literal('Success'),
+      factorID: Type.String(),
+      status: Type.Literal('active'),
+      activatedAt: Type.String({ format: 'date-time' }),
+    }),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'TOKEN_REQUIRED',
+      'TOKEN_INVALID',
+      'FACTOR_NOT_FOUND',
+      'FACTOR_ACTIVE',
+      'OTP_INVALID',
+      'OTP_REUSED',
+      'OTP_LOCKED',
+      'FACTOR_UNREADABLE',
+    ]),
   },
 }
 
 export const verifySchema = {
   operationId: 'verifyUser',
-  summary: 'Verify a user\'s code against their active factors',
-  description: 'As verifyOTP, without the secret: the code of the current time step (at the factor\'s drift) or one either side, once per user; repeated failures lock the user for a doubling delay (429 with Retry-After). Answers which factor matched. Any answer but 200 means "not verified".',
+  summary: "Verify a user's code against their active factors",
+  description:
+    'As verifyOTP, without the secret: the code of the current time step (at the factor\'s drift) or one either side, once per user; repeated failures lock the user for a doubling delay (429 with Retry-After). Answers which factor matched. Any answer but 200 means "not verified".',
   tags: ['factors'],
   consumes: FORMS,
   params: userParams,
   body: Type.Object({ token }),
   response: {
     200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String(), factorID: Type.String() }),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'USER_NOT_FOUND', 'NO_ACTIVE_FACTOR', 'OTP_INVALID', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'TOKEN_REQUIRED',
+      'TOKEN_INVALID',
+      'USER_NOT_FOUND',
+      'NO_ACTIVE_FACTOR',
+      'OTP_INVALID',
+      'OTP_REUSED',
+      'OTP_LOCKED',
+      'FACTOR_UNREADABLE',
+    ]),
   },
 }
 
@@ -162,21 +219,34 @@ export const resyncFields: FieldRules = withUser({
 export const resyncSchema = {
   operationId: 'resyncFactor',
   summary: 'Resynchronise a factor with a device whose clock is off',
-  description: 'Takes two consecutive codes of the device (`token`, then `nextToken`, the one it shows now) and stores how many time steps its clock is off, looked for within `FACTOR_RESYNC_STEPS` either side. Counts against the user\'s lockout; the codes are then used.',
+  description:
+    "Takes two consecutive codes of the device (`token`, then `nextToken`, the one it shows now) and stores how many time steps its clock is off, looked for within `FACTOR_RESYNC_STEPS` either side. Counts against the user's lockout; the codes are then used.",
   tags: ['factors'],
   consumes: FORMS,
   params: factorParams,
   body: Type.Object({ token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }) }),
   response: {
     200: Type.Object({ type: Type.Literal('Success'), factorID: Type.String(), driftSteps: Type.Integer(), driftSeconds: Type.Integer() }),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'TOKEN_REQUIRED', 'TOKEN_INVALID', 'NEXT_TOKEN_REQUIRED', 'NEXT_TOKEN_INVALID', 'FACTOR_NOT_FOUND', 'FACTOR_PENDING',
-      'RESYNC_FAILED', 'OTP_REUSED', 'OTP_LOCKED', 'FACTOR_UNREADABLE']),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'TOKEN_REQUIRED',
+      'TOKEN_INVALID',
+      'NEXT_TOKEN_REQUIRED',
+      'NEXT_TOKEN_INVALID',
+      'FACTOR_NOT_FOUND',
+      'FACTOR_PENDING',
+      'RESYNC_FAILED',
+      'OTP_REUSED',
+      'OTP_LOCKED',
+      'FACTOR_UNREADABLE',
+    ]),
   },
 }
 
 export const recoveryCodesSchema = {
   operationId: 'createRecoveryCodes',
-  summary: 'Issue a user\'s recovery codes (replacing any earlier set)',
+  summary: "Issue a user's recovery codes (replacing any earlier set)",
   description: 'Ten single-use codes, shown in this answer only (the service keeps keyed hashes).',
   tags: ['factors'],
   params: userParams,
@@ -190,8 +260,8 @@ export const recoverFields: FieldRules = withUser({ code: { required: 'RECOVERY_
 
 export const recoverSchema = {
   operationId: 'recoverUser',
-  summary: 'Use one of a user\'s recovery codes',
-  description: 'Accepts each code once, however many use it at once. Counts against the user\'s lockout like verify.',
+  summary: "Use one of a user's recovery codes",
+  description: "Accepts each code once, however many use it at once. Counts against the user's lockout like verify.",
   tags: ['factors'],
   consumes: FORMS,
   params: userParams,

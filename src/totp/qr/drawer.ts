@@ -21,10 +21,7 @@ export interface DrawerOptions {
   readonly queuePerWorker: number
 }
 
-export type Drawn =
-  | { readonly kind: 'image'; readonly image: Uint8Array }
-  | { readonly kind: 'too-long' }
-  | { readonly kind: 'busy' }
+export type Drawn = { readonly kind: 'image'; readonly image: Uint8Array } | { readonly kind: 'too-long' } | { readonly kind: 'busy' }
 
 /** Messages between the drawer and its workers. */
 export type ToQrWorker = { readonly id: number; readonly job: DrawJob }
@@ -73,10 +70,12 @@ export class QrDrawer {
   async close(): Promise<void> {
     this.#closed = true
     for (const pending of this.#queue.splice(0)) pending.reject(new Error('the QR drawer is closed'))
-    await Promise.all([...this.#slots].map((slot) => {
-      this.#slots.delete(slot)
-      return slot.worker.terminate()
-    }))
+    await Promise.all(
+      [...this.#slots].map((slot) => {
+        this.#slots.delete(slot)
+        return slot.worker.terminate()
+      }),
+    )
   }
 
   #fill(): void {

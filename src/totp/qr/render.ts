@@ -76,11 +76,7 @@ export function renderPng(matrix: Matrix, look: Look): Buffer {
   ihdr[8] = 1 // bit depth
   ihdr[9] = 3 // palette
   const [bg, fg] = [look.background, look.color]
-  const parts = [
-    PNG_SIGNATURE,
-    chunk('IHDR', ihdr),
-    chunk('PLTE', Buffer.from([bg[0], bg[1], bg[2], fg[0], fg[1], fg[2]])),
-  ]
+  const parts = [PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('PLTE', Buffer.from([bg[0], bg[1], bg[2], fg[0], fg[1], fg[2]]))]
   if (bg[3] !== 255 || fg[3] !== 255) parts.push(chunk('tRNS', Buffer.from([bg[3], fg[3]])))
   parts.push(chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0)))
   return Buffer.concat(parts)
@@ -98,14 +94,19 @@ export function renderSvg(matrix: Matrix, look: Look): string {
   for (let y = 0; y < n; y++) {
     let x = 0
     while (x < n) {
-      if (data[y * n + x] !== 1) { x++; continue }
+      if (data[y * n + x] !== 1) {
+        x++
+        continue
+      }
       const start = x
       while (x < n && data[y * n + x] === 1) x++
       path += `M${start + look.margin} ${y + look.margin}h${x - start}v1h${start - x}z`
     }
   }
-  return `<?xml version="1.0" encoding="UTF-8"?>\n` +
+  return (
+    `<?xml version="1.0" encoding="UTF-8"?>\n` +
     `<svg xmlns="http://www.w3.org/2000/svg" width="${look.size}" height="${look.size}" viewBox="0 0 ${total} ${total}" shape-rendering="crispEdges">` +
     `<rect width="${total}" height="${total}" ${svgColor(look.background)}/>` +
     `<path ${svgColor(look.color)} d="${path}"/></svg>\n`
+  )
 }

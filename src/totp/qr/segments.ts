@@ -29,8 +29,12 @@ const require = createRequire(import.meta.url)
 const qrVersion = require('qrcode/lib/core/version.js') as { getCapacity(version: number, ecc: unknown, mode: unknown): number }
 const qrMode = require('qrcode/lib/core/mode.js') as { MIXED: unknown }
 const qrLevel = require('qrcode/lib/core/error-correction-level.js') as { from(level: string): unknown }
-const DATA_BITS = Object.fromEntries((['L', 'M', 'Q', 'H'] as const).map((ecc) =>
-  [ecc, Array.from({ length: 41 }, (_, v) => (v === 0 ? 0 : qrVersion.getCapacity(v, qrLevel.from(ecc), qrMode.MIXED)))])) as Record<Ecc, number[]>
+const DATA_BITS = Object.fromEntries(
+  (['L', 'M', 'Q', 'H'] as const).map((ecc) => [
+    ecc,
+    Array.from({ length: 41 }, (_, v) => (v === 0 ? 0 : qrVersion.getCapacity(v, qrLevel.from(ecc), qrMode.MIXED))),
+  ]),
+) as Record<Ecc, number[]>
 
 const MODES: readonly SegmentMode[] = ['numeric', 'alphanumeric', 'byte']
 const NUMERIC = 0

@@ -51,8 +51,21 @@ async function errorCodes(res: Response, status: number): Promise<string[]> {
   return body.map((e) => e.code)
 }
 
-interface Account { id: string; name: string; status: string }
-interface Key { id: string; accountId: string; name: string; hint: string; expiresAt: string | null; revokedAt: string | null; rolledTo: string | null; scope: unknown }
+interface Account {
+  id: string
+  name: string
+  status: string
+}
+interface Key {
+  id: string
+  accountId: string
+  name: string
+  hint: string
+  expiresAt: string | null
+  revokedAt: string | null
+  rolledTo: string | null
+  scope: unknown
+}
 /** A created or rolled key: its fields and the key itself. */
 type Created = Key & { apiKey: string }
 
@@ -89,19 +102,21 @@ async function assertRefused(a: Admin, key: string, what: string, path = '/totp/
   assert.equal(res.headers.get('content-type'), expected.type, `${what}: the unknown key's content type`)
 }
 
-const code = (secret: string, at: number) => new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at })
-
+const code = (secret: string, at: number) =>
+  new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at })
 
 /** The stores the admin API is run on: the embedded one, and the cluster's (PostgreSQL and Redis) when the test services are there. */
 const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 for (const [name, env, skip] of stores) {
-  const start = async (t: TestContext, extra: Record<string, string> = {}, clock?: Clock) => startAdmin(t, { ...await env(t), ...extra }, clock)
+  const start = async (t: TestContext, extra: Record<string, string> = {}, clock?: Clock) => startAdmin(t, { ...(await env(t)), ...extra }, clock)
 
-  test(`${name}: admin tokens: 401 with WWW-Authenticate without, with a bad or a revoked token; a read token reads and gets 403 when it writes`, { skip }, async (t) => {
+  test(`${name}: admin tokens: 401 with WWW-Authenticate without, with a bad or a revoked token; a read token reads and gets 403 when it writes`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const none = await call(a, 'GET', '/admin/v1/accounts', null)
     assert.deepEqual(await errorCodes(none, 401), ['ADMIN_TOKEN_REQUIRED'])
@@ -118,9 +133,15 @@ for (const [name, env, skip] of stores) {
 
     // A read token reads everything…
     const account = await createAccount(a)
-    for (const path of ['/admin/v1/accounts', `/admin/v1/accounts/${account.id}`, `/admin/v1/accounts/${account.id}/keys`,
-      `/admin/v1/accounts/${account.id}/subscriptions`, `/admin/v1/accounts/${account.id}/plan`, `/admin/v1/accounts/${account.id}/usage`,
-      '/admin/v1/audit-events']) {
+    for (const path of [
+      '/admin/v1/accounts',
+      `/admin/v1/accounts/${account.id}`,
+      `/admin/v1/accounts/${account.id}/keys`,
+      `/admin/v1/accounts/${account.id}/subscriptions`,
+      `/admin/v1/accounts/${account.id}/plan`,
+      `/admin/v1/accounts/${account.id}/usage`,
+      '/admin/v1/audit-events',
+    ]) {
       const res = await call(a, 'GET', path, a.read.secret)
       assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`)
       await res.arrayBuffer()
@@ -156,14 +177,20 @@ for (const [name, env, skip] of stores) {
     // The document needs no token; every operation it lists asks for the bearer token.
     const docRes = await fetch(a.url + ADMIN_DOCUMENT_PATH)
     assert.equal(docRes.status, 200)
-    const doc = await docRes.json() as { openapi: string; security: unknown; components: { securitySchemes: Record<string, { type: string; scheme: string }> } }
+    const doc = (await docRes.json()) as {
+      openapi: string
+      security: unknown
+      components: { securitySchemes: Record<string, { type: string; scheme: string }> }
+    }
     assert.equal(doc.openapi, '3.1.0')
     assert.deepEqual(doc.security, [{ adminToken: [] }])
     assert.deepEqual(doc.components.securitySchemes.adminToken, { ...doc.components.securitySchemes.adminToken, type: 'http', scheme: 'bearer' })
     assert.ok(!a.logs.join('').includes(a.write.secret) && !a.logs.join('').includes(a.read.secret), 'no token in the log')
   })
 
-  test(`${name}: keys: created once, working at once; rolled with and without grace; revoked, expired, out of scope and suspended keys get the unknown key's 403 byte for byte`, { skip }, async (t) => {
+  test(`${name}: keys: created once, working at once; rolled with and without grace; revoked, expired, out of scope and suspended keys get the unknown key's 403 byte for byte`, {
+    skip,
+  }, async (t) => {
     const a = await start(t, { REGION: 'eu' })
     const account = await createAccount(a)
     assert.equal(account.status, 'active')
@@ -177,7 +204,10 @@ for (const [name, env, skip] of stores) {
     const listing = await call(a, 'GET', `/admin/v1/accounts/${account.id}/keys`, a.write.secret)
     const listed = await listing.clone().text()
     assert.ok(!listed.includes(created.apiKey), 'the key is never shown again')
-    assert.deepEqual((JSON.parse(listed) as { items: Key[] }).items.map((k) => k.id), [created.id])
+    assert.deepEqual(
+      (JSON.parse(listed) as { items: Key[] }).items.map((k) => k.id),
+      [created.id],
+    )
     assert.ok(!(await (await call(a, 'GET', `/admin/v1/keys/${created.id}`, a.write.secret)).text()).includes(created.apiKey))
 
     // Roll with a grace: both keys work, then only the new one.
@@ -212,7 +242,10 @@ for (const [name, env, skip] of stores) {
     await assertWorks(a, expiring.apiKey, 'a key before its expiry')
     a.clock.advance(3_601_000)
     await assertRefused(a, expiring.apiKey, 'an expired key')
-    assert.deepEqual(await errorCodes(await call(a, 'POST', `/admin/v1/accounts/${account.id}/keys`, a.write.secret, { expiresAt: '2001-01-01T00:00:00Z' }), 400), ['FIELD_INVALID'])
+    assert.deepEqual(
+      await errorCodes(await call(a, 'POST', `/admin/v1/accounts/${account.id}/keys`, a.write.secret, { expiresAt: '2001-01-01T00:00:00Z' }), 400),
+      ['FIELD_INVALID'],
+    )
 
     // Scope: a converter-only key is refused on the TOTP group, with the same 403.
     await subscribe(a, account.id, 'eu', 'converter')
@@ -225,9 +258,15 @@ for (const [name, env, skip] of stores) {
     await assertWorks(a, whole.apiKey, 'an unscoped key')
 
     // A suspended account: refused at once, and back when reactivated.
-    assert.equal((await json<Account>(await call(a, 'PATCH', `/admin/v1/accounts/${account.id}`, a.write.secret, { status: 'suspended' }), 200)).status, 'suspended')
+    assert.equal(
+      (await json<Account>(await call(a, 'PATCH', `/admin/v1/accounts/${account.id}`, a.write.secret, { status: 'suspended' }), 200)).status,
+      'suspended',
+    )
     await assertRefused(a, whole.apiKey, 'a key of a suspended account')
-    assert.equal((await json<Account>(await call(a, 'PATCH', `/admin/v1/accounts/${account.id}`, a.write.secret, { status: 'active', name: 'Acme 2' }), 200)).name, 'Acme 2')
+    assert.equal(
+      (await json<Account>(await call(a, 'PATCH', `/admin/v1/accounts/${account.id}`, a.write.secret, { status: 'active', name: 'Acme 2' }), 200)).name,
+      'Acme 2',
+    )
     await assertWorks(a, whole.apiKey, 'a key of a reactivated account')
 
     // An inactive subscription: refused.
@@ -240,28 +279,50 @@ for (const [name, env, skip] of stores) {
     for (const k of [created, rolled, again, expiring, scoped, regionScoped, whole]) assert.ok(!logs.includes(k.apiKey), 'no key in any log')
   })
 
-  test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict, of an approval and a refusal at once one applies`, { skip }, async (t) => {
+  test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict, of an approval and a refusal at once one applies`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const account = await createAccount(a)
     const set = await subscribe(a, account.id, 'us', 'totp', 'active')
     assert.deepEqual({ region: set.region, group: set.group, status: set.status }, { region: 'us', group: 'totp', status: 'active' })
-    assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/us/totp`, a.write.secret, { status: 'approved' }), 409), ['CONFLICT'])
+    assert.deepEqual(
+      await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/us/totp`, a.write.secret, { status: 'approved' }), 409),
+      ['CONFLICT'],
+    )
     await subscribe(a, account.id, 'eu', 'totp', 'pending')
     const approved = await subscribe(a, account.id, 'eu', 'totp', 'approved')
     assert.equal(approved.status, 'active')
-    const list = await json<{ items: { region: string; group: string; status: string }[] }>(await call(a, 'GET', `/admin/v1/accounts/${account.id}/subscriptions`, a.read.secret), 200)
+    const list = await json<{ items: { region: string; group: string; status: string }[] }>(
+      await call(a, 'GET', `/admin/v1/accounts/${account.id}/subscriptions`, a.read.secret),
+      200,
+    )
     assert.deepEqual(list.items.map((s) => `${s.region}/${s.group}:${s.status}`).sort(), ['eu/totp:active', 'us/totp:active'])
     // An approval and a refusal of one request at once: one applies, the other is a conflict.
     await subscribe(a, account.id, 'apac', 'totp', 'pending')
-    const decisions = await Promise.all(['approved', 'refused', 'approved', 'refused'].map((status) =>
-      call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/apac/totp`, a.write.secret, { status }).then((r) => r.status)))
+    const decisions = await Promise.all(
+      ['approved', 'refused', 'approved', 'refused'].map((status) =>
+        call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/apac/totp`, a.write.secret, { status }).then((r) => r.status),
+      ),
+    )
     assert.deepEqual(decisions.filter((s) => s === 200).length, 1, decisions.join(','))
     assert.deepEqual(decisions.filter((s) => s === 409).length, 3, decisions.join(','))
 
-    assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/mars/totp`, a.write.secret, { status: 'active' }), 400), ['FIELD_INVALID'])
-    assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/us/converter`, a.write.secret, { status: 'active' }), 400), ['FIELD_INVALID'], 'the converter is served in eu only')
-    assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/eu/totp`, a.write.secret, { status: 'on' }), 400), ['FIELD_INVALID'])
-    assert.deepEqual(await errorCodes(await call(a, 'PUT', '/admin/v1/accounts/acc_none/subscriptions/eu/totp', a.write.secret, { status: 'active' }), 404), ['NOT_FOUND'])
+    assert.deepEqual(
+      await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/mars/totp`, a.write.secret, { status: 'active' }), 400),
+      ['FIELD_INVALID'],
+    )
+    assert.deepEqual(
+      await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/us/converter`, a.write.secret, { status: 'active' }), 400),
+      ['FIELD_INVALID'],
+      'the converter is served in eu only',
+    )
+    assert.deepEqual(await errorCodes(await call(a, 'PUT', `/admin/v1/accounts/${account.id}/subscriptions/eu/totp`, a.write.secret, { status: 'on' }), 400), [
+      'FIELD_INVALID',
+    ])
+    assert.deepEqual(await errorCodes(await call(a, 'PUT', '/admin/v1/accounts/acc_none/subscriptions/eu/totp', a.write.secret, { status: 'active' }), 404), [
+      'NOT_FOUND',
+    ])
     assert.deepEqual(await errorCodes(await call(a, 'GET', '/admin/v1/accounts/acc_none/subscriptions', a.write.secret), 404), ['NOT_FOUND'])
   })
 
@@ -272,7 +333,10 @@ for (const [name, env, skip] of stores) {
     const defaults = { rate: 50, burst: 60, quota: 0, period: 'month', weights: { totp: 2, converter: 1 } }
     assert.deepEqual(await json(await call(a, 'GET', path, a.read.secret), 200), { plan: defaults, own: false })
     const own = { ...defaults, quota: 1000, period: 'day', weights: { totp: 3, converter: 1 } }
-    assert.deepEqual(await json(await call(a, 'PUT', path, a.write.secret, { quota: 1000, period: 'day', weights: { totp: 3 } }), 200), { plan: own, own: true })
+    assert.deepEqual(await json(await call(a, 'PUT', path, a.write.secret, { quota: 1000, period: 'day', weights: { totp: 3 } }), 200), {
+      plan: own,
+      own: true,
+    })
     assert.deepEqual(await json(await call(a, 'GET', path, a.read.secret), 200), { plan: own, own: true })
     assert.deepEqual(await json(await call(a, 'PUT', path, a.write.secret, { rate: 5 }), 200), { plan: { ...own, rate: 5 }, own: true })
     const bad = await call(a, 'PUT', path, a.write.secret, { burst: 0, period: 'week' })
@@ -310,7 +374,13 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(report.items, [{ day: today, group: 'totp', count: 4, units: 8 }])
 
     const byKey = await json<Report>(await call(a, 'GET', `${path}?by=key`, a.read.secret), 200)
-    assert.deepEqual(byKey.items.map((l) => [l.keyId, l.count]).sort(), [[one.id, 3], [two.id, 1]].sort())
+    assert.deepEqual(
+      byKey.items.map((l) => [l.keyId, l.count]).sort(),
+      [
+        [one.id, 3],
+        [two.id, 1],
+      ].sort(),
+    )
     const byRegion = await json<Report>(await call(a, 'GET', `${path}?by=region&from=${today}&to=${today}`, a.read.secret), 200)
     assert.deepEqual(byRegion.items, [{ region: 'eu', group: 'totp', count: 4, units: 8 }])
 
@@ -336,7 +406,9 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(await errorCodes(await call(a, 'GET', '/admin/v1/accounts/acc_none/usage', a.read.secret), 404), ['NOT_FOUND'])
   })
 
-  test(`${name}: audit events: newest first, paged by cursor, filtered; recorded with the token and the address; no route changes or deletes them`, { skip }, async (t) => {
+  test(`${name}: audit events: newest first, paged by cursor, filtered; recorded with the token and the address; no route changes or deletes them`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const first = await createAccount(a, 'first')
     const second = await createAccount(a, 'second')
@@ -346,14 +418,28 @@ for (const [name, env, skip] of stores) {
     // A refused change leaves an event too.
     await errorCodes(await call(a, 'POST', `/admin/v1/keys/${key.id}/roll`, a.write.secret, {}), 409)
 
-    interface Event { id: string; at: string; actor: string; action: string; accountId: string | null; ip: string | null; outcome: string; target: { type: string; id: string } }
+    interface Event {
+      id: string
+      at: string
+      actor: string
+      action: string
+      accountId: string | null
+      ip: string | null
+      outcome: string
+      target: { type: string; id: string }
+    }
     type EventPage = { items: Event[]; next: string | null }
     const all = await json<EventPage>(await call(a, 'GET', '/admin/v1/audit-events?limit=200', a.read.secret), 200)
     const mine = all.items.filter((e) => e.actor === `admin-token:${a.write.id}`)
-    assert.deepEqual(mine.map((e) => `${e.action}:${e.outcome}`), [
-      'key.roll:failure', 'account.suspend:success', 'key.roll:success', 'key.create:success', 'account.create:success', 'account.create:success',
-    ], 'newest first')
-    assert.ok(mine.every((e) => e.ip === '127.0.0.1'), 'the source address')
+    assert.deepEqual(
+      mine.map((e) => `${e.action}:${e.outcome}`),
+      ['key.roll:failure', 'account.suspend:success', 'key.roll:success', 'key.create:success', 'account.create:success', 'account.create:success'],
+      'newest first',
+    )
+    assert.ok(
+      mine.every((e) => e.ip === '127.0.0.1'),
+      'the source address',
+    )
     const ids = all.items.map((e) => e.id)
     assert.deepEqual(ids, [...ids].sort().reverse(), 'ids descend')
 
@@ -374,9 +460,15 @@ for (const [name, env, skip] of stores) {
     const byAccount = await json<EventPage>(await call(a, 'GET', `/admin/v1/audit-events?account=${first.id}`, a.read.secret), 200)
     assert.ok(byAccount.items.length >= 3 && byAccount.items.every((e) => e.accountId === first.id))
     const byAction = await json<EventPage>(await call(a, 'GET', '/admin/v1/audit-events?action=key.roll', a.read.secret), 200)
-    assert.deepEqual(byAction.items.map((e) => e.outcome), ['failure', 'success'])
+    assert.deepEqual(
+      byAction.items.map((e) => e.outcome),
+      ['failure', 'success'],
+    )
     const byActor = await json<EventPage>(await call(a, 'GET', `/admin/v1/audit-events?actor=admin-token:${a.write.id}&limit=1`, a.read.secret), 200)
-    assert.deepEqual(byActor.items.map((e) => e.action), ['key.roll'])
+    assert.deepEqual(
+      byActor.items.map((e) => e.action),
+      ['key.roll'],
+    )
     assert.ok(byActor.next !== null)
     assert.deepEqual((await json<EventPage>(await call(a, 'GET', '/admin/v1/audit-events?actor=cli&action=account.create', a.read.secret), 200)).items, [])
 
@@ -415,7 +507,9 @@ for (const [name, env, skip] of stores) {
     const path = `/admin/v1/accounts/${a.pub.accountId}/totp-lockouts/clear`
     // Another account's lockout of the same secret is another lockout: nothing to clear there.
     const other = await createAccount(a)
-    assert.deepEqual(await json(await call(a, 'POST', `/admin/v1/accounts/${other.id}/totp-lockouts/clear`, a.write.secret, { secret }), 200), { cleared: false })
+    assert.deepEqual(await json(await call(a, 'POST', `/admin/v1/accounts/${other.id}/totp-lockouts/clear`, a.write.secret, { secret }), 200), {
+      cleared: false,
+    })
     assert.deepEqual(await json(await call(a, 'POST', path, a.write.secret, { secret: secret.toLowerCase() }), 200), { cleared: true })
     const res = await post(a.pub.url, '/totp/verifyOTP', a.pub.key, { secret, token: right })
     assert.equal(res.status, 200, await res.text())
@@ -425,7 +519,7 @@ for (const [name, env, skip] of stores) {
     const second = new Secret().base32
     for (let i = 0; i < 6; i++) await (await post(a.pub.url, '/totp/verifyOTP', a.pub.key, { secret: second, token: wrong })).arrayBuffer()
     const line = a.pub.logs.map((l) => JSON.parse(l) as Record<string, unknown>).findLast((l) => l.msg === 'TOTP secret locked')
-    assert.ok(typeof line?.lockout === 'string', 'the lockout\'s log line names its fingerprint')
+    assert.ok(typeof line?.lockout === 'string', "the lockout's log line names its fingerprint")
     assert.deepEqual(await json(await call(a, 'POST', path, a.write.secret, { fingerprint: line.lockout }), 200), { cleared: true })
     a.clock.advance(30_000)
     const ok = await post(a.pub.url, '/totp/verifyOTP', a.pub.key, { secret: second, token: code(second, a.clock.now()) })
@@ -453,7 +547,10 @@ for (const [name, env, skip] of stores) {
       const out: string[] = []
       let after: string | null = null
       do {
-        const page: AccountPage = await json<AccountPage>(await call(a, 'GET', `/admin/v1/accounts?${query}${after === null ? '' : `&after=${encodeURIComponent(after)}`}`, a.read.secret), 200)
+        const page: AccountPage = await json<AccountPage>(
+          await call(a, 'GET', `/admin/v1/accounts?${query}${after === null ? '' : `&after=${encodeURIComponent(after)}`}`, a.read.secret),
+          200,
+        )
         out.push(...page.items.map((x) => x.name))
         after = page.next
       } while (after !== null)
@@ -545,16 +642,26 @@ for (const [name, env, skip] of stores) {
     assert.match(named[0]!.message, /^Invalid name: /, 'the field is named')
 
     const accounts = await json<{ items: Account[] }>(await call(a, 'GET', '/admin/v1/accounts?limit=200', W), 200)
-    assert.deepEqual(accounts.items.filter((x) => x.id !== a.pub.accountId).map((x) => x.name), ['Acme'], 'no bad request made an account')
+    assert.deepEqual(
+      accounts.items.filter((x) => x.id !== a.pub.accountId).map((x) => x.name),
+      ['Acme'],
+      'no bad request made an account',
+    )
     const after = await json<{ items: { id: string; outcome: string; action: string }[] }>(await call(a, 'GET', '/admin/v1/audit-events?limit=200', W), 200)
     const seen = new Set((before.items as { id: string }[]).map((e) => e.id))
-    assert.deepEqual(after.items.filter((e) => !seen.has(e.id) && e.outcome === 'success').map((e) => e.action), [], 'no change was made')
+    assert.deepEqual(
+      after.items.filter((e) => !seen.has(e.id) && e.outcome === 'success').map((e) => e.action),
+      [],
+      'no change was made',
+    )
   })
 }
 
 test('the admin document: an operationId, a response schema and the bearer 401 on every operation; it lints clean; the public document has no admin route', async (t) => {
   const a = await startAdmin(t)
-  const doc = a.doc() as { paths: Record<string, Record<string, { operationId?: string; responses: Record<string, { content?: unknown; headers?: Record<string, unknown> }> }>> }
+  const doc = a.doc() as {
+    paths: Record<string, Record<string, { operationId?: string; responses: Record<string, { content?: unknown; headers?: Record<string, unknown> }> }>>
+  }
   const ids = new Set<string>()
   for (const [path, methods] of Object.entries(doc.paths)) {
     assert.match(path, /^\/admin\/v1\//)
@@ -567,21 +674,57 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
       if (method !== 'get') assert.ok(op.responses['403'], `${method} ${path}: 403 for a read token`)
     }
   }
-  assert.deepEqual([...ids].sort(), [
-    'clearTotpLockout', 'createAccount', 'createKey', 'getAccount', 'getKey', 'getPlan', 'getUsage', 'listAccounts', 'listAuditEvents',
-    'listKeys', 'listSubscriptions', 'resetPlan', 'revokeKey', 'rollKey', 'setPlan', 'setSubscription', 'updateAccount',
-    'createWebhook', 'deleteWebhook', 'listWebhookDeliveries', 'listWebhooks', 'resendWebhookDelivery',
-    'clearTotpUserLockout', 'deleteTotpUser', 'getTotpUser', 'listTotpUsers',
-  ].sort(), 'the operations, by the names clients generated from the document use')
+  assert.deepEqual(
+    [...ids].sort(),
+    [
+      'clearTotpLockout',
+      'createAccount',
+      'createKey',
+      'getAccount',
+      'getKey',
+      'getPlan',
+      'getUsage',
+      'listAccounts',
+      'listAuditEvents',
+      'listKeys',
+      'listSubscriptions',
+      'resetPlan',
+      'revokeKey',
+      'rollKey',
+      'setPlan',
+      'setSubscription',
+      'updateAccount',
+      'createWebhook',
+      'deleteWebhook',
+      'listWebhookDeliveries',
+      'listWebhooks',
+      'resendWebhookDelivery',
+      'clearTotpUserLockout',
+      'deleteTotpUser',
+      'getTotpUser',
+      'listTotpUsers',
+    ].sort(),
+    'the operations, by the names clients generated from the document use',
+  )
   const publicDoc = a.pub.app.swagger() as { paths: Record<string, unknown> }
-  assert.ok(Object.keys(publicDoc.paths).every((p) => !p.startsWith('/admin')), 'no admin route in the public document')
+  assert.ok(
+    Object.keys(publicDoc.paths).every((p) => !p.startsWith('/admin')),
+    'no admin route in the public document',
+  )
 
   const file = join(tempDir(t), 'admin.json')
   writeFileSync(file, JSON.stringify(doc))
-  const { stdout } = await promisify(execFile)(process.execPath, [join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', '--config', join(ROOT, 'redocly.yaml'), '--format', 'json', file], {
-    env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
-    maxBuffer: 16 << 20,
-  }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }))
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', '--config', join(ROOT, 'redocly.yaml'), '--format', 'json', file],
+    {
+      env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+      maxBuffer: 16 << 20,
+    },
+  ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }))
   const { problems } = JSON.parse(stdout) as { problems: { severity: string; ruleId: string; message: string }[] }
-  assert.deepEqual(problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message}`), [])
+  assert.deepEqual(
+    problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message}`),
+    [],
+  )
 })

@@ -9,7 +9,7 @@ import { post, startApp, tempDir } from '../../support/helper.ts'
 import { admin, adminJson } from '../../support/admin-helper.ts'
 import { codeOf, enroll, path, wrong } from '../../support/factors.ts'
 
-test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked and verifies at once; a deleted user\'s codes stop working', async (t) => {
+test("totp-user list/show/unlock/delete: a locked user is shown locked, unlocked and verifies at once; a deleted user's codes stop working", async (t) => {
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, OTP_MAX_FAILURES: '5', PLAN_RATE: '0' })
   const user = 'dana@example.com'
@@ -21,10 +21,19 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   assert.equal((await right()).status, 429)
   const account = ['--account', app.accountId]
 
-  const shown = await adminJson<{ userID: string; locked: boolean; lockedUntil: string; factors: { factorID: string; status: string }[]; recoveryCodesLeft: number }>(dataDir, ['totp-user', 'show', ...account, '--user', user])
+  const shown = await adminJson<{
+    userID: string
+    locked: boolean
+    lockedUntil: string
+    factors: { factorID: string; status: string }[]
+    recoveryCodesLeft: number
+  }>(dataDir, ['totp-user', 'show', ...account, '--user', user])
   assert.equal(shown.userID, user)
   assert.equal(shown.locked, true)
-  assert.deepEqual(shown.factors.map((x) => [x.factorID, x.status]), [[f.factorID, 'active']])
+  assert.deepEqual(
+    shown.factors.map((x) => [x.factorID, x.status]),
+    [[f.factorID, 'active']],
+  )
   assert.ok(!JSON.stringify(shown).includes(f.secretKey))
   const human = await admin(dataDir, ['totp-user', 'show', ...account, '--user', user])
   assert.match(human.stdout, new RegExp(`^User dana@example\\.com of account ${app.accountId}: locked until \\S+; 0 recovery code\\(s\\) left\\n`))
@@ -41,7 +50,13 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   app.clock.advance(30_000)
   assert.equal((await right()).status, 404, 'the user is gone')
   const events = (await app.accounts.auditEvents({ accountId: app.accountId, actor: 'cli', limit: 10 })).items
-  assert.deepEqual(events.map((e) => [e.action, e.outcome]), [['factor.deleted', 'success'], ['factor-lockout.clear', 'success']])
+  assert.deepEqual(
+    events.map((e) => [e.action, e.outcome]),
+    [
+      ['factor.deleted', 'success'],
+      ['factor-lockout.clear', 'success'],
+    ],
+  )
   assert.deepEqual(events[0]!.detail, { userID: user, factorID: null, user: true, by: 'operator' })
 
   const gone = await admin(dataDir, ['totp-user', 'show', ...account, '--user', user])
@@ -50,7 +65,11 @@ test('totp-user list/show/unlock/delete: a locked user is shown locked, unlocked
   for (const id of ['a:b', '..', '.', 'evil\u202egnp', 'zero\u200bwidth', 'iso\u2066late']) {
     const bad = await admin(dataDir, ['totp-user', 'show', ...account, '--user', id])
     assert.equal(bad.code, 1, id)
-    assert.match(bad.stderr, /^error: userID must be 1 to 256 characters \(compared in Unicode NFC\), not blank, not "\." or "\.\.", without ":", control, format/, id)
+    assert.match(
+      bad.stderr,
+      /^error: userID must be 1 to 256 characters \(compared in Unicode NFC\), not blank, not "\." or "\.\.", without ":", control, format/,
+      id,
+    )
   }
   const missing = await admin(dataDir, ['totp-user', 'show', ...account])
   assert.equal(missing.code, 2)

@@ -40,7 +40,10 @@ test('the admin CLI manages accounts, keys and subscriptions that a running serv
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
   const keys = await adminJson<{ id: string; hint: string; revokedAt: string | null }[]>(dataDir, ['key', 'list', '--account', accountId])
-  assert.deepEqual(keys.map((k) => k.id), [keyId])
+  assert.deepEqual(
+    keys.map((k) => k.id),
+    [keyId],
+  )
   assert.equal(keys[0]!.hint, apiKey.slice(-4))
   assert.ok(!JSON.stringify(keys).includes(apiKey.slice(4, 20)), 'listings never show the key')
 
@@ -84,7 +87,11 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100', USAGE_FLUSH_MS: '100' })
   const shown = await adminJson<{ plan: unknown; default: boolean }>(dataDir, ['plan', 'show', '--account', app.accountId])
-  assert.deepEqual(shown, { accountId: app.accountId, plan: { rate: 100, burst: 200, quota: 0, period: 'month', weights: { totp: 2, converter: 1 } }, default: true })
+  assert.deepEqual(shown, {
+    accountId: app.accountId,
+    plan: { rate: 100, burst: 200, quota: 0, period: 'month', weights: { totp: 2, converter: 1 } },
+    default: true,
+  })
   const set = await adminJson<{ plan: unknown }>(dataDir, ['plan', 'set', '--account', app.accountId, '--quota', '3', '--period', 'day', '--weight-totp', '1'])
   assert.deepEqual(set.plan, { rate: 100, burst: 200, quota: 3, period: 'day', weights: { totp: 1, converter: 1 } }, 'unset flags keep their value')
   await until(async () => (await get(app.url, '/totp/ping', app.key)).headers.get('ratelimit-policy')?.includes('"day";q=3') === true, 3000)
@@ -108,7 +115,7 @@ test('plan set/show/reset and usage: a running server applies the plan, and usag
   assert.equal((await admin(dataDir, ['plan', 'show', '--account', 'acc_nope'])).code, 1)
 })
 
-test('keys roll with a grace period, expire and are scoped; admin tokens; every change is in the audit trail as the CLI\'s', async (t) => {
+test("keys roll with a grace period, expire and are scoped; admin tokens; every change is in the audit trail as the CLI's", async (t) => {
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, KEY_CACHE_POLL_MS: '100' })
   const { accountId } = await adminJson<{ accountId: string }>(dataDir, ['account', 'create', '--name', 'Rolling'])
@@ -116,7 +123,13 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
   const { keyId, apiKey } = await adminJson<{ keyId: string; apiKey: string }>(dataDir, ['key', 'create', '--account', accountId, '--name', 'prod'])
   await until(async () => (await get(app.url, '/totp/ping', apiKey)).status === 200, 2000)
 
-  const rolled = await adminJson<{ keyId: string; apiKey: string; old: { keyId: string; expiresAt: string } }>(dataDir, ['key', 'roll', keyId, '--grace', '3600'])
+  const rolled = await adminJson<{ keyId: string; apiKey: string; old: { keyId: string; expiresAt: string } }>(dataDir, [
+    'key',
+    'roll',
+    keyId,
+    '--grace',
+    '3600',
+  ])
   assert.notEqual(rolled.apiKey, apiKey)
   assert.ok(Math.abs(Date.parse(rolled.old.expiresAt) - Date.now() - 3_600_000) < 60_000, 'the old key works for the grace period')
   await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 200, 2000)
@@ -128,12 +141,24 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
   await until(async () => (await get(app.url, '/totp/ping', rolled.apiKey)).status === 403, 2000)
   assert.equal((await get(app.url, '/totp/ping', now.apiKey)).status, 200)
 
-  const scoped = await adminJson<{ apiKey: string; scope: unknown }>(dataDir, ['key', 'create', '--account', accountId, '--groups', 'converter', '--regions', 'eu'])
+  const scoped = await adminJson<{ apiKey: string; scope: unknown }>(dataDir, [
+    'key',
+    'create',
+    '--account',
+    accountId,
+    '--groups',
+    'converter',
+    '--regions',
+    'eu',
+  ])
   assert.deepEqual(scoped.scope, { groups: ['converter'], regions: ['eu'] })
   await until(async () => (await get(app.url, '/totp/ping', now.apiKey)).status === 200, 2000)
   assert.equal((await get(app.url, '/totp/ping', scoped.apiKey)).status, 403, 'outside its scope')
   const human = await admin(dataDir, ['key', 'create', '--account', accountId, '--expires', '2099-01-01T00:00:00Z', '--name', 'temp'])
-  assert.match(human.stdout, /^Created key key_[0-9a-f]+ for account acc_[0-9a-f]+ expiring 2099-01-01T00:00:00.000Z\.\nAPI key \(shown once, store it now\): tsr_[0-9a-f]{40}\n$/)
+  assert.match(
+    human.stdout,
+    /^Created key key_[0-9a-f]+ for account acc_[0-9a-f]+ expiring 2099-01-01T00:00:00.000Z\.\nAPI key \(shown once, store it now\): tsr_[0-9a-f]{40}\n$/,
+  )
   for (const [args, message] of [
     [['key', 'create', '--account', accountId, '--expires', '2001-01-01T00:00:00Z'], /^error: expiresAt must be in the future\n$/],
     [['key', 'create', '--account', accountId, '--groups', 'email'], /^error: scope.groups: "email" is not one of totp, converter\n$/],
@@ -152,20 +177,27 @@ test('keys roll with a grace period, expire and are scoped; admin tokens; every 
   await adminJson(dataDir, ['admin', 'token', 'revoke', token.tokenId])
   assert.equal((await admin(dataDir, ['admin', 'token', 'revoke', token.tokenId])).code, 1)
 
-  const trail = await adminJson<{ items: { actor: string; action: string; outcome: string; target: { id: string }; detail: Record<string, unknown> }[] }>(dataDir, ['audit', '--account', accountId, '--limit', '100'])
+  const trail = await adminJson<{ items: { actor: string; action: string; outcome: string; target: { id: string }; detail: Record<string, unknown> }[] }>(
+    dataDir,
+    ['audit', '--account', accountId, '--limit', '100'],
+  )
   const actions = trail.items.map((e) => `${e.action}:${e.outcome}`).reverse()
   assert.deepEqual(actions.slice(0, 2), ['account.create:success', 'subscription.set:success'])
   for (const expected of ['key.create:success', 'key.roll:success', 'key.roll:failure']) assert.ok(actions.includes(expected), expected)
   assert.ok(trail.items.every((e) => e.actor === 'cli'))
   assert.ok(!JSON.stringify(trail).includes(apiKey.slice(4)), 'no key in the trail')
   const tokenTrail = await adminJson<{ items: { action: string; outcome: string }[] }>(dataDir, ['audit', '--action', 'admin-token.revoke'])
-  assert.deepEqual(tokenTrail.items.map((e) => `${e.action}:${e.outcome}`), ['admin-token.revoke:failure', 'admin-token.revoke:success'], 'newest first; the refused second revoke too')
+  assert.deepEqual(
+    tokenTrail.items.map((e) => `${e.action}:${e.outcome}`),
+    ['admin-token.revoke:failure', 'admin-token.revoke:success'],
+    'newest first; the refused second revoke too',
+  )
   const table = await admin(dataDir, ['audit', '--account', accountId, '--limit', '1'])
   assert.match(table.stdout, /^at\s+actor\s+action\s+target\s+accountId\s+ip\s+outcome\s+detail\n\S+\s+cli\s+key\.create/)
   assert.match(table.stdout, /\(more: --after evt_[0-9a-f]{22}\)$/m)
 })
 
-test('operator grant/revoke/list: the portal\'s operator pages follow at once; user list/approve/disable; every change audited as the CLI\'s', async (t) => {
+test("operator grant/revoke/list: the portal's operator pages follow at once; user list/approve/disable; every change audited as the CLI's", async (t) => {
   const dataDir = tempDir(t)
   const app = await startApp(t, { DATA_DIR: dataDir, SIGNUP_MODE: 'approval' })
   const { client, user } = await signedInClient(app, { email: 'Ops@Example.com', accountId: null })
@@ -177,7 +209,10 @@ test('operator grant/revoke/list: the portal\'s operator pages follow at once; u
   assert.equal((await client.get('/portal/operator')).status, 200, 'the next page sees the flag')
   assert.equal((await admin(dataDir, ['operator', 'grant', '--email', 'ops@example.com'])).stdout, 'Ops@Example.com is an operator already\n')
   const operators = await adminJson<{ id: string; email: string; operator: boolean }[]>(dataDir, ['operator', 'list'])
-  assert.deepEqual(operators.map((o) => [o.id, o.email, o.operator]), [[user.id, 'Ops@Example.com', true]])
+  assert.deepEqual(
+    operators.map((o) => [o.id, o.email, o.operator]),
+    [[user.id, 'Ops@Example.com', true]],
+  )
   assert.match((await admin(dataDir, ['operator', 'list'])).stdout, /^id\s+email\s+status\s+confirmed\s+createdAt\nusr_\w+\s+Ops@Example\.com\s+active\s+yes\s/)
 
   const revoked = await adminJson<{ operator: boolean; changed: boolean }>(dataDir, ['operator', 'revoke', '--email', 'ops@example.com'])
@@ -208,8 +243,11 @@ test('operator grant/revoke/list: the portal\'s operator pages follow at once; u
   assert.equal((await signedIn.get('/portal/home')).status, 303, 'signed out')
 
   const trail = await adminJson<{ items: { actor: string; action: string; target: { id: string } }[] }>(dataDir, ['audit', '--actor', 'cli'])
-  assert.deepEqual(trail.items.map((e) => `${e.action}:${e.target.id === user.id ? 'ops' : 'waiting'}`).reverse(),
-    ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.2fa-off:waiting', 'user.disable:waiting'], 'the repeated grant and 2fa-off wrote nothing')
+  assert.deepEqual(
+    trail.items.map((e) => `${e.action}:${e.target.id === user.id ? 'ops' : 'waiting'}`).reverse(),
+    ['user.operator-grant:ops', 'user.operator-revoke:ops', 'user.approve:waiting', 'user.2fa-off:waiting', 'user.disable:waiting'],
+    'the repeated grant and 2fa-off wrote nothing',
+  )
   for (const [args, message] of [
     [['operator', 'grant', '--email', 'nobody@example.com'], /^error: no portal user nobody@example\.com\n$/],
     [['operator', 'grant'], /^error: missing --email\n/],

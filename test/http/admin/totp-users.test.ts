@@ -42,17 +42,26 @@ const statuses = async (answers: Promise<Response>[]) => {
   return all.map((r) => r.status)
 }
 
-interface UserState { accountId: string; userID: string; factors: Record<string, unknown>[]; recoveryCodesLeft: number; locked: boolean; lockedUntil: string | null }
+interface UserState {
+  accountId: string
+  userID: string
+  factors: Record<string, unknown>[]
+  recoveryCodesLeft: number
+  locked: boolean
+  lockedUntil: string | null
+}
 
 const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 for (const [name, env, skip] of stores) {
   const start = async (t: TestContext) => startAdmin(t, await env(t), testClock(T0))
 
-  test(`${name}: a user locked by parallel wrong codes is shown locked, cleared by an operator, and verifies again at once; a read token reads and cannot change`, { skip }, async (t) => {
+  test(`${name}: a user locked by parallel wrong codes is shown locked, cleared by an operator, and verifies again at once; a read token reads and cannot change`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const user = 'alice/ü smith@example.com'
     const f = await enroll(a.pub, user)
@@ -76,10 +85,22 @@ for (const [name, env, skip] of stores) {
     assert.equal(state.userID, user)
     assert.equal(state.locked, true)
     assert.equal(state.lockedUntil, listed)
-    assert.deepEqual(state.factors, [{
-      factorID: f.factorID, status: 'active', label: null, applicationID: 'Acme', profile: 'universal', algorithm: 'SHA1', tokenLength: 6, tokenValidity: 30,
-      driftSteps: 0, createdAt: new Date(T0).toISOString(), activatedAt: new Date(T0).toISOString(), expiresAt: null,
-    }])
+    assert.deepEqual(state.factors, [
+      {
+        factorID: f.factorID,
+        status: 'active',
+        label: null,
+        applicationID: 'Acme',
+        profile: 'universal',
+        algorithm: 'SHA1',
+        tokenLength: 6,
+        tokenValidity: 30,
+        driftSteps: 0,
+        createdAt: new Date(T0).toISOString(),
+        activatedAt: new Date(T0).toISOString(),
+        expiresAt: null,
+      },
+    ])
     assert.ok(!text.includes(f.secretKey) && !/sealed|secret/i.test(text), 'no secret, sealed or not')
 
     for (const method of ['POST', 'DELETE']) {
@@ -93,11 +114,15 @@ for (const [name, env, skip] of stores) {
     assert.equal(again.status, 200, await again.clone().text())
     assert.equal((await json<UserState>(await call(a, 'GET', users(a.pub.accountId, user), a.read.secret), 200)).locked, false)
     const events = (await a.pub.accounts.auditEvents({ action: 'factor-lockout.clear', limit: 10 })).items
-    assert.deepEqual(events.map((e) => [e.actor, e.target, e.accountId, e.outcome, e.detail]),
-      [[`admin-token:${a.write.id}`, { type: 'totp-user', id: user }, a.pub.accountId, 'success', { userID: user, cleared: true }]])
+    assert.deepEqual(
+      events.map((e) => [e.actor, e.target, e.accountId, e.outcome, e.detail]),
+      [[`admin-token:${a.write.id}`, { type: 'totp-user', id: user }, a.pub.accountId, 'success', { userID: user, cleared: true }]],
+    )
   })
 
-  test(`${name}: an operator deletes a user's factors and recovery codes: their codes stop working at once, the event says who; a second delete is 404`, { skip }, async (t) => {
+  test(`${name}: an operator deletes a user's factors and recovery codes: their codes stop working at once, the event says who; a second delete is 404`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const f = await enroll(a.pub, 'bob')
     const codes = await json<{ recoveryCodes: string[] }>(await post(a.pub.url, path('bob', '/recovery-codes'), a.pub.key, {}), 201)
@@ -109,39 +134,72 @@ for (const [name, env, skip] of stores) {
       await post(a.pub.url, path('bob', '/recover'), a.pub.key, { code: codes.recoveryCodes[0]! }),
     ]) {
       assert.equal(res.status, 404)
-      assert.deepEqual((await res.json() as { code: string }[]).map((e) => e.code), ['USER_NOT_FOUND'])
+      assert.deepEqual(
+        ((await res.json()) as { code: string }[]).map((e) => e.code),
+        ['USER_NOT_FOUND'],
+      )
     }
     assert.deepEqual(await errorCodes(await call(a, 'GET', users(a.pub.accountId, 'bob'), a.read.secret), 404), ['NOT_FOUND'])
     assert.deepEqual(await errorCodes(await call(a, 'DELETE', users(a.pub.accountId, 'bob'), a.write.secret), 404), ['NOT_FOUND'])
     const deleted = (await a.pub.accounts.auditEvents({ action: 'factor.deleted', limit: 10 })).items
-    assert.deepEqual(deleted.map((e) => [e.actor, e.target, e.accountId, e.outcome, e.detail]),
-      [[`admin-token:${a.write.id}`, { type: 'totp-user', id: 'bob' }, a.pub.accountId, 'success', { userID: 'bob', factorID: null, user: true, by: 'operator' }]],
-      'one factor.deleted event (a webhook event): the refused second delete is recorded under another action')
+    assert.deepEqual(
+      deleted.map((e) => [e.actor, e.target, e.accountId, e.outcome, e.detail]),
+      [
+        [
+          `admin-token:${a.write.id}`,
+          { type: 'totp-user', id: 'bob' },
+          a.pub.accountId,
+          'success',
+          { userID: 'bob', factorID: null, user: true, by: 'operator' },
+        ],
+      ],
+      'one factor.deleted event (a webhook event): the refused second delete is recorded under another action',
+    )
     const refused = (await a.pub.accounts.auditEvents({ action: 'factor-user.delete', limit: 10 })).items
-    assert.deepEqual(refused.map((e) => e.outcome), ['failure'])
+    assert.deepEqual(
+      refused.map((e) => e.outcome),
+      ['failure'],
+    )
     // The user may enrol again, from nothing.
     await enroll(a.pub, 'bob')
     assert.equal((await json<UserState>(await call(a, 'GET', users(a.pub.accountId, 'bob'), a.read.secret), 200)).recoveryCodesLeft, 0)
   })
 
-  test(`${name}: another account's user is not found; users are paged by cursor; unknown accounts, bad cursors and hostile user IDs get a 4xx, never a 5xx`, { skip }, async (t) => {
+  test(`${name}: another account's user is not found; users are paged by cursor; unknown accounts, bad cursors and hostile user IDs get a 4xx, never a 5xx`, {
+    skip,
+  }, async (t) => {
     const a = await start(t)
     const other = await createCaller(a.pub.accounts)
     await createFactor(a.pub, 'carol', {}, other.apiKey)
-    for (const [method, rest] of [['GET', ''], ['POST', '/lockout/clear'], ['DELETE', '']] as const) {
+    for (const [method, rest] of [
+      ['GET', ''],
+      ['POST', '/lockout/clear'],
+      ['DELETE', ''],
+    ] as const) {
       assert.deepEqual(await errorCodes(await call(a, method, users(a.pub.accountId, 'carol', rest), a.write.secret), 404), ['NOT_FOUND'], `${method} ${rest}`)
-      assert.deepEqual(await errorCodes(await call(a, method, users('acc_none', 'carol', rest), a.write.secret), 404), ['NOT_FOUND'], `${method} ${rest}: no account`)
+      assert.deepEqual(
+        await errorCodes(await call(a, method, users('acc_none', 'carol', rest), a.write.secret), 404),
+        ['NOT_FOUND'],
+        `${method} ${rest}: no account`,
+      )
     }
     assert.deepEqual(await errorCodes(await call(a, 'GET', users('acc_none'), a.read.secret), 404), ['NOT_FOUND'])
     const carol = await json<UserState>(await call(a, 'GET', users(other.accountId, 'carol'), a.read.secret), 200)
-    assert.deepEqual(carol.factors.map((f) => f.status), ['pending'], 'carol is the other account\'s, untouched')
+    assert.deepEqual(
+      carol.factors.map((f) => f.status),
+      ['pending'],
+      "carol is the other account's, untouched",
+    )
 
     const names = ['u1', 'u2', 'u3', 'u4', 'u5']
     for (const u of names) await createFactor(a.pub, u)
     const seen: string[] = []
     let next: string | null = null
     do {
-      const got: { items: { userID: string }[]; next: string | null } = await json(await call(a, 'GET', `${users(a.pub.accountId)}?limit=2${next === null ? '' : `&after=${encodeURIComponent(next)}`}`, a.read.secret), 200)
+      const got: { items: { userID: string }[]; next: string | null } = await json(
+        await call(a, 'GET', `${users(a.pub.accountId)}?limit=2${next === null ? '' : `&after=${encodeURIComponent(next)}`}`, a.read.secret),
+        200,
+      )
       assert.ok(got.items.length <= 2)
       seen.push(...got.items.map((u) => u.userID))
       next = got.next
@@ -150,11 +208,41 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(await errorCodes(await call(a, 'GET', `${users(a.pub.accountId)}?after=not-a-cursor`, a.read.secret), 400), ['BAD_CURSOR'])
     assert.deepEqual(await errorCodes(await call(a, 'GET', `${users(a.pub.accountId)}?limit=0`, a.read.secret), 400), ['FIELD_INVALID'])
 
-    const hostile = ['%zz', '%', '%E0%A4%A', '%ED%A0%80', '%00', 'a%00b', '%0A', '%7F', '%3A', 'a%3Ab', '%20', '%20%20', 'x'.repeat(257), '%2F', 'a%2Fb',
-      '%2E%2E', '..%2F..%2Fkeys', '%C0%AF', '%EF%BF%BF', '%E2%80%AE', "'%20OR%201%3D1--", '%22%3E%3Cscript%3E', '%F0%9F%94%91', '%25', '%2525', 'ü'.repeat(300)]
+    const hostile = [
+      '%zz',
+      '%',
+      '%E0%A4%A',
+      '%ED%A0%80',
+      '%00',
+      'a%00b',
+      '%0A',
+      '%7F',
+      '%3A',
+      'a%3Ab',
+      '%20',
+      '%20%20',
+      'x'.repeat(257),
+      '%2F',
+      'a%2Fb',
+      '%2E%2E',
+      '..%2F..%2Fkeys',
+      '%C0%AF',
+      '%EF%BF%BF',
+      '%E2%80%AE',
+      "'%20OR%201%3D1--",
+      '%22%3E%3Cscript%3E',
+      '%F0%9F%94%91',
+      '%25',
+      '%2525',
+      'ü'.repeat(300),
+    ]
     const base = `/admin/v1/accounts/${a.pub.accountId}/totp-users/`
     for (const raw of hostile) {
-      for (const [method, rest] of [['GET', ''], ['POST', '/lockout/clear'], ['DELETE', '']] as const) {
+      for (const [method, rest] of [
+        ['GET', ''],
+        ['POST', '/lockout/clear'],
+        ['DELETE', ''],
+      ] as const) {
         const res = await call(a, method, `${base}${raw}${rest}`, a.write.secret)
         const body = await res.text()
         assert.ok([400, 404].includes(res.status), `${method} ${raw.slice(0, 40)}${rest}: ${res.status} ${body.slice(0, 200)}`)

@@ -19,7 +19,12 @@ async function start(t: TestContext, env: Record<string, string>) {
   const pub = await startApp(t, { WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '200', ...env })
   const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
   const app = await buildAdminApp({
-    config: pub.config, accounts: pub.accounts, factors: pub.factors, totp: pub.totp, webhooks, logStream: { write: () => undefined },
+    config: pub.config,
+    accounts: pub.accounts,
+    factors: pub.factors,
+    totp: pub.totp,
+    webhooks,
+    logStream: { write: () => undefined },
   })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => app.close())
@@ -44,7 +49,7 @@ async function start(t: TestContext, env: Record<string, string>) {
     })
     const text = await res.text()
     // biome-ignore lint/suspicious/noExplicitAny: each test reads the fields of the answer it expects
-    return { status: res.status, body: text === '' ? null : JSON.parse(text) as any, location: res.headers.get('location') }
+    return { status: res.status, body: text === '' ? null : (JSON.parse(text) as any), location: res.headers.get('location') }
   }
   return { pub, call, R, base: `/admin/v1/accounts/${pub.accountId}/webhooks` }
 }
@@ -60,22 +65,40 @@ test('admin webhooks: create (secret once), list, deliveries, re-send, delete; a
   assert.deepEqual(made.body.eventTypes, ['factor.created', 'factor.deleted'])
   receiver.secret = made.body.secret
   const listed = await a.call('GET', a.base, undefined, a.R)
-  assert.deepEqual(listed.body, { items: [{ id: made.body.id, url: made.body.url, eventTypes: made.body.eventTypes, createdAt: made.body.createdAt }], next: null })
+  assert.deepEqual(listed.body, {
+    items: [{ id: made.body.id, url: made.body.url, eventTypes: made.body.eventTypes, createdAt: made.body.createdAt }],
+    next: null,
+  })
   assert.ok(!JSON.stringify(listed.body).includes('whsec_'), 'no secret in the listing')
 
-  const event = await a.pub.store.audit.append({ actor: 'system', action: 'factor.created', target: { type: 'factor', id: 'fac_1' }, accountId: a.pub.accountId, ip: null, outcome: 'success', detail: { userID: 'u1', factorID: 'fac_1' } })
+  const event = await a.pub.store.audit.append({
+    actor: 'system',
+    action: 'factor.created',
+    target: { type: 'factor', id: 'fac_1' },
+    accountId: a.pub.accountId,
+    ip: null,
+    outcome: 'success',
+    detail: { userID: 'u1', factorID: 'fac_1' },
+  })
   await waitFor(() => receiver.deliveries.length === 1, 5000, 'the delivery')
   const path = `${a.base}/${made.body.id}/deliveries`
   await waitFor(async () => (await a.call('GET', path)).body.items[0]?.status === 'delivered', 5000, 'logged')
   const log = await a.call('GET', `${path}?limit=1`, undefined, a.R)
   assert.equal(log.body.items[0].id, event.id)
-  assert.deepEqual(log.body.items[0].attempts.map((x: { statusCode: number }) => x.statusCode), [204])
+  assert.deepEqual(
+    log.body.items[0].attempts.map((x: { statusCode: number }) => x.statusCode),
+    [204],
+  )
 
   assert.equal((await a.call('POST', `${path}/${event.id}/resend`, undefined, a.R)).status, 403, 'a read token')
   const resent = await a.call('POST', `${path}/${event.id}/resend`)
   assert.deepEqual([resent.status, resent.body], [200, { resent: true }])
   await waitFor(() => receiver.deliveries.length === 2, 5000, 'the re-send')
-  assert.deepEqual(receiver.deliveries.map((d) => d.id), [event.id, event.id], 'the same webhook-id, for the receiver to drop')
+  assert.deepEqual(
+    receiver.deliveries.map((d) => d.id),
+    [event.id, event.id],
+    'the same webhook-id, for the receiver to drop',
+  )
   assert.ok(receiver.deliveries.every((d) => d.payload !== null))
   assert.equal((await a.call('POST', `${path}/evt_00000000000000000000ff/resend`)).status, 404)
 
@@ -90,8 +113,19 @@ test('admin webhooks: create (secret once), list, deliveries, re-send, delete; a
 
 test('admin webhooks: the SSRF rule at creation, the limit, and a sweep of bad input never answering 5xx', async (t) => {
   const a = await start(t, { WEBHOOK_MAX_ENDPOINTS: '2' })
-  for (const url of ['https://127.0.0.1/', 'https://10.0.0.1/hook', 'https://169.254.169.254/latest/meta-data', 'https://[::1]/', 'https://[::ffff:127.0.0.1]/',
-    'https://localhost/', 'https://intranet/', 'http://hooks.example.com/', 'https://0x7f000001/', 'https://user:pw@hooks.example.com/', 'ftp://hooks.example.com/']) {
+  for (const url of [
+    'https://127.0.0.1/',
+    'https://10.0.0.1/hook',
+    'https://169.254.169.254/latest/meta-data',
+    'https://[::1]/',
+    'https://[::ffff:127.0.0.1]/',
+    'https://localhost/',
+    'https://intranet/',
+    'http://hooks.example.com/',
+    'https://0x7f000001/',
+    'https://user:pw@hooks.example.com/',
+    'ftp://hooks.example.com/',
+  ]) {
     const res = await a.call('POST', a.base, { url })
     assert.equal(res.status, 400, url)
     assert.equal(res.body[0].code, 'FIELD_INVALID', url)
@@ -103,17 +137,34 @@ test('admin webhooks: the SSRF rule at creation, the limit, and a sweep of bad i
   assert.deepEqual([full.status, full.body[0].code], [409, 'LIMIT_REACHED'])
   const [one] = (await a.call('GET', a.base)).body.items
   const bad: [string, string, unknown?][] = [
-    ['POST', a.base, {}], ['POST', a.base, { url: 1 }], ['POST', a.base, { url: '' }], ['POST', a.base, { url: 'x'.repeat(5000) }],
-    ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: [] }], ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: ['nope'] }],
+    ['POST', a.base, {}],
+    ['POST', a.base, { url: 1 }],
+    ['POST', a.base, { url: '' }],
+    ['POST', a.base, { url: 'x'.repeat(5000) }],
+    ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: [] }],
+    ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: ['nope'] }],
     ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: ['factor.created', 'factor.created'] }],
-    ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: 'factor.created' }], ['POST', a.base, { url: 'https://hooks.example.com/', extra: 1 }],
-    ['POST', a.base, '{"url":'], ['POST', a.base, '[]'], ['POST', a.base, 'null'], ['POST', a.base, { url: 'https://\u0000/' }],
-    ['POST', '/admin/v1/accounts/acc_none/webhooks', { url: 'https://hooks.example.com/' }], ['GET', '/admin/v1/accounts/acc_none/webhooks'],
-    ['GET', `/admin/v1/accounts/${'x'.repeat(300)}/webhooks`], ['DELETE', `${a.base}/whe_none`], ['DELETE', `${a.base}/${'%FF'.repeat(3)}`],
-    ['GET', `${a.base}/whe_none/deliveries`], ['GET', `${a.base}/${one.id}/deliveries?after=nope`], ['GET', `${a.base}/${one.id}/deliveries?limit=0`],
-    ['GET', `${a.base}/${one.id}/deliveries?limit=abc`], ['GET', `${a.base}/${one.id}/deliveries?what=1`],
-    ['POST', `${a.base}/${one.id}/deliveries/evt_nope/resend`], ['POST', `${a.base}/whe_none/deliveries/evt_nope/resend`],
-    ['POST', `/admin/v1/accounts/acc_none/webhooks/${one.id}/deliveries/evt_x/resend`], ['PUT', a.base, {}], ['PATCH', `${a.base}/${one.id}`, {}],
+    ['POST', a.base, { url: 'https://hooks.example.com/', eventTypes: 'factor.created' }],
+    ['POST', a.base, { url: 'https://hooks.example.com/', extra: 1 }],
+    ['POST', a.base, '{"url":'],
+    ['POST', a.base, '[]'],
+    ['POST', a.base, 'null'],
+    ['POST', a.base, { url: 'https://\u0000/' }],
+    ['POST', '/admin/v1/accounts/acc_none/webhooks', { url: 'https://hooks.example.com/' }],
+    ['GET', '/admin/v1/accounts/acc_none/webhooks'],
+    ['GET', `/admin/v1/accounts/${'x'.repeat(300)}/webhooks`],
+    ['DELETE', `${a.base}/whe_none`],
+    ['DELETE', `${a.base}/${'%FF'.repeat(3)}`],
+    ['GET', `${a.base}/whe_none/deliveries`],
+    ['GET', `${a.base}/${one.id}/deliveries?after=nope`],
+    ['GET', `${a.base}/${one.id}/deliveries?limit=0`],
+    ['GET', `${a.base}/${one.id}/deliveries?limit=abc`],
+    ['GET', `${a.base}/${one.id}/deliveries?what=1`],
+    ['POST', `${a.base}/${one.id}/deliveries/evt_nope/resend`],
+    ['POST', `${a.base}/whe_none/deliveries/evt_nope/resend`],
+    ['POST', `/admin/v1/accounts/acc_none/webhooks/${one.id}/deliveries/evt_x/resend`],
+    ['PUT', a.base, {}],
+    ['PATCH', `${a.base}/${one.id}`, {}],
   ]
   for (const [method, path, body] of bad) {
     const res = await a.call(method, path, body)

@@ -21,16 +21,26 @@ const stores: [string, Env, false | string][] = [
 const ENV = { KEY_MAX_PER_ACCOUNT: '5', PORTAL_ACCOUNT_MAX_PER_USER: '3', WEBHOOK_MAX_ENDPOINTS: '3', WEBHOOK_ALLOW_PRIVATE: 'true' }
 
 for (const [name, env, skip] of stores) {
-  test(`${name}: parallel creations never pass the caps on keys, accounts per user and webhook endpoints; the refusal is in the catalogue and the portal shows limit and count`, { skip, timeout: 60_000 }, async (t: TestContext) => {
-    const a = await startAdmin(t, { ...ENV, ...await env(t) }, testClock())
+  test(`${name}: parallel creations never pass the caps on keys, accounts per user and webhook endpoints; the refusal is in the catalogue and the portal shows limit and count`, {
+    skip,
+    timeout: 60_000,
+  }, async (t: TestContext) => {
+    const a = await startAdmin(t, { ...ENV, ...(await env(t)) }, testClock())
     const app = a.pub
-    const call = (method: string, path: string, body?: unknown) => fetch(`${a.url}${path}`, {
-      method, headers: { authorization: `Bearer ${a.write.secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body),
-    })
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(`${a.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${a.write.secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
     const tally = async (answers: Promise<Response>[]) => {
       const all = await Promise.all(answers)
       const bodies = await Promise.all(all.map((r) => r.text()))
-      return { created: all.filter((r) => r.status === 201).length, refused: bodies.filter((b, i) => all[i]!.status === 409 && JSON.parse(b)[0].code === 'LIMIT_REACHED').length, statuses: all.map((r) => r.status) }
+      return {
+        created: all.filter((r) => r.status === 201).length,
+        refused: bodies.filter((b, i) => all[i]!.status === 409 && JSON.parse(b)[0].code === 'LIMIT_REACHED').length,
+        statuses: all.map((r) => r.status),
+      }
     }
 
     // Keys: the test account has one already; 40 at once through the admin API and 20 through the portal.
@@ -43,7 +53,11 @@ for (const [name, env, skip] of stores) {
       Promise.all(Array.from({ length: 20 }, (_, i) => dev.post(keysPage, { _csrf: csrf, name: `portal-${i}`, expires: 'never' }, { csrf: false }))),
     ])
     const portalMade = viaPortal.filter((r) => r.status === 201).length
-    assert.equal(viaAdmin.created + portalMade, 4, `one key existed: 4 more (admin ${viaAdmin.statuses.join()}; portal ${viaPortal.map((r) => r.status).join()})`)
+    assert.equal(
+      viaAdmin.created + portalMade,
+      4,
+      `one key existed: 4 more (admin ${viaAdmin.statuses.join()}; portal ${viaPortal.map((r) => r.status).join()})`,
+    )
     assert.equal(viaAdmin.refused, 40 - viaAdmin.created, 'every other admin call is LIMIT_REACHED')
     for (const r of viaPortal.filter((x) => x.status !== 201)) {
       assert.equal(r.status, 409)
@@ -51,8 +65,14 @@ for (const [name, env, skip] of stores) {
     }
     const active = (await app.accounts.listKeys(app.accountId)).filter((k) => k.revokedAt === null)
     assert.equal(active.length, 5, 'five keys in the store')
-    assert.match((await dev.get(keysPage)).text, /<p id="key-count">5 of 5 active keys: the most this account may have, so no key can be created until one is revoked\.<\/p>/)
-    const refused = await cli(app.config.dataDir, ['key', 'create', '--account', app.accountId, '--name', 'cli'], { ...ENV, ...(app.config.databaseUrl === null ? {} : { DATABASE_URL: app.config.databaseUrl }) })
+    assert.match(
+      (await dev.get(keysPage)).text,
+      /<p id="key-count">5 of 5 active keys: the most this account may have, so no key can be created until one is revoked\.<\/p>/,
+    )
+    const refused = await cli(app.config.dataDir, ['key', 'create', '--account', app.accountId, '--name', 'cli'], {
+      ...ENV,
+      ...(app.config.databaseUrl === null ? {} : { DATABASE_URL: app.config.databaseUrl }),
+    })
     assert.equal(refused.code, 1)
     assert.match(refused.stderr, /^error: the account has 5 active keys, the most it may have: revoke one first/)
     // A revoked key frees its place.
@@ -63,7 +83,9 @@ for (const [name, env, skip] of stores) {
     const { client: owner, user } = await signedInClient(app)
     await owner.get('/portal/home')
     const ownerCsrf = owner.csrf()
-    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => owner.post('/portal/accounts', { _csrf: ownerCsrf, name: `mine-${i}` }, { csrf: false })))
+    const made = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => owner.post('/portal/accounts', { _csrf: ownerCsrf, name: `mine-${i}` }, { csrf: false })),
+    )
     assert.equal(made.filter((r) => r.status === 303).length, 2, made.map((r) => r.status).join())
     for (const r of made.filter((x) => x.status !== 303)) {
       assert.equal(r.status, 409)
@@ -74,11 +96,16 @@ for (const [name, env, skip] of stores) {
     assert.match((await owner.get('/portal/home')).text, /<p id="account-count">You own 3 of the 3 accounts a user may own: you cannot create another\.<\/p>/)
 
     // Webhook endpoints: 20 at once through the admin API make 3.
-    const hooks = await tally(Array.from({ length: 20 }, (_, i) => call('POST', `/admin/v1/accounts/${app.accountId}/webhooks`, { url: `http://127.0.0.1:9/${i}` })))
+    const hooks = await tally(
+      Array.from({ length: 20 }, (_, i) => call('POST', `/admin/v1/accounts/${app.accountId}/webhooks`, { url: `http://127.0.0.1:9/${i}` })),
+    )
     assert.deepEqual([hooks.created, hooks.refused], [3, 17], hooks.statuses.join())
     const { client: adminUser } = await signedInClient(app, { role: 'admin' })
     const hooksPage = `/portal/accounts/${app.accountId}/webhooks`
-    assert.match((await adminUser.get(hooksPage)).text, /<p id="endpoint-count">3 of 3 endpoints: the most this account may have, so none can be added until one is deleted\.<\/p>/)
+    assert.match(
+      (await adminUser.get(hooksPage)).text,
+      /<p id="endpoint-count">3 of 3 endpoints: the most this account may have, so none can be added until one is deleted\.<\/p>/,
+    )
     const more = await adminUser.post(hooksPage, { url: 'http://127.0.0.1:9/more' }, { from: hooksPage })
     assert.equal(more.status, 409)
     assert.match(more.text, /Nothing was changed: the account has 3 webhook endpoints, the most it may have: delete one first\./)

@@ -5,14 +5,20 @@ import { SKIP_CORPUS, damaged, damagedFiles, upload } from '../../support/conver
 
 const TIMEOUT_MS = 15_000
 
-test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within the time limit, and the service keeps serving', { skip: SKIP_CORPUS, timeout: 1_200_000 }, async (t) => {
+test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within the time limit, and the service keeps serving', {
+  skip: SKIP_CORPUS,
+  timeout: 1_200_000,
+}, async (t) => {
   const app = await startApp(t, { CONVERSION_TIMEOUT_MS: String(TIMEOUT_MS) })
   const tally = new Map<string, number>()
   const count = (key: string) => tally.set(key, (tally.get(key) ?? 0) + 1)
   const files = damagedFiles()
   assert.ok(files.length >= 90, `${files.length} files`)
   for (const name of files) {
-    for (const [path, fields] of [['/converter/generateImage', { dpi: '36' }], ['/converter/generatePostscript', {}]] as const) {
+    for (const [path, fields] of [
+      ['/converter/generateImage', { dpi: '36' }],
+      ['/converter/generatePostscript', {}],
+    ] as const) {
       const started = performance.now()
       const res = await upload(app.url, path, app.key, damaged(name), fields, name)
       const body = Buffer.from(await res.arrayBuffer())
@@ -31,5 +37,10 @@ test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within 
     }
   }
   assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'ping after the sweep')
-  t.diagnostic([...tally].sort().map(([k, v]) => `${k}: ${v}`).join('\n'))
+  t.diagnostic(
+    [...tally]
+      .sort()
+      .map(([k, v]) => `${k}: ${v}`)
+      .join('\n'),
+  )
 })

@@ -9,7 +9,11 @@ const IMAGE = '/converter/generateImage'
 
 /** a0Page is a one-page PDF of A0 size (2384 x 3370 pt), written by hand. */
 function a0Page(): Buffer {
-  const objects = ['<< /Type /Catalog /Pages 2 0 R >>', '<< /Type /Pages /Kids [3 0 R] /Count 1 >>', '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 2384 3370] >>']
+  const objects = [
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 2384 3370] >>',
+  ]
   let body = '%PDF-1.7\n'
   const offsets = objects.map((o, i) => {
     const at = body.length
@@ -26,13 +30,17 @@ test('413 for an upload over the limit, 415 for a body that is not multipart', {
   const app = await startApp(t, { MAX_UPLOAD_BYTES: '4096' })
   const big = await upload(app.url, IMAGE, app.key, real('pdflatex-4-pages.pdf'))
   assert.equal(big.status, 413)
-  const [problem] = await big.json() as { code: string; message: string }[]
+  const [problem] = (await big.json()) as { code: string; message: string }[]
   assert.equal(problem!.code, 'FILE_TOO_LARGE')
   assert.match(problem!.message, /4096 bytes/)
   const form = await post(app.url, IMAGE, app.key, { pdfDocument: '%PDF-1.4' })
   assert.equal(form.status, 415)
   assert.deepEqual(await codes(form), ['UNSUPPORTED_MEDIA_TYPE'])
-  const plain = await fetch(app.url + PS, { method: 'POST', headers: { 'x-api-key': app.key, 'content-type': 'application/pdf' }, body: real('minimal-document.pdf') })
+  const plain = await fetch(app.url + PS, {
+    method: 'POST',
+    headers: { 'x-api-key': app.key, 'content-type': 'application/pdf' },
+    body: real('minimal-document.pdf'),
+  })
   assert.equal(plain.status, 415)
 })
 
@@ -43,7 +51,11 @@ test('the field, the file and every option are checked at once', { skip: SKIP_CO
     [null, {}, ['PDF_REQUIRED']],
     [pdf, {}, ['PDF_REQUIRED'], 'file'],
     [Buffer.from('hello, not a pdf'), {}, ['NOT_A_PDF']],
-    [pdf, { dpi: '35', pages: '2-1', colorMode: 'cmyk', password: 'x'.repeat(257) }, ['DPI_INVALID', 'PAGES_INVALID', 'COLOR_MODE_INVALID', 'PASSWORD_INVALID']],
+    [
+      pdf,
+      { dpi: '35', pages: '2-1', colorMode: 'cmyk', password: 'x'.repeat(257) },
+      ['DPI_INVALID', 'PAGES_INVALID', 'COLOR_MODE_INVALID', 'PASSWORD_INVALID'],
+    ],
     [pdf, { dpi: '601' }, ['DPI_INVALID']],
     [pdf, { dpi: '1e2' }, ['DPI_INVALID']],
   ]
@@ -53,10 +65,10 @@ test('the field, the file and every option are checked at once', { skip: SKIP_CO
     assert.deepEqual(await codes(res), expected)
   }
   const wrongField = await upload(app.url, IMAGE, app.key, pdf, {}, 'x.pdf', 'file')
-  assert.match((await wrongField.json() as { message: string }[])[0]!.message, /'pdfDocument'.*'file' instead/)
+  assert.match(((await wrongField.json()) as { message: string }[])[0]!.message, /'pdfDocument'.*'file' instead/)
   const outOfRange = await upload(app.url, PS, app.key, real('pdflatex-4-pages.pdf'), { pages: '3-5' })
   assert.equal(outOfRange.status, 400)
-  const [problem] = await outOfRange.json() as { code: string; message: string }[]
+  const [problem] = (await outOfRange.json()) as { code: string; message: string }[]
   assert.equal(problem!.code, 'PAGES_OUT_OF_RANGE')
   assert.match(problem!.message, /4 pages/)
 })
@@ -65,18 +77,18 @@ test('422 for too many pages, too many pixels, a missing or wrong password, an u
   const app = await startApp(t, { MAX_PAGES: '3', MAX_PAGE_MEGAPIXELS: '2' })
   const four = await upload(app.url, IMAGE, app.key, real('pdflatex-4-pages.pdf'), { dpi: '50' })
   assert.equal(four.status, 422)
-  assert.match((await four.json() as { message: string }[])[0]!.message, /4 pages; the limit is 3/)
+  assert.match(((await four.json()) as { message: string }[])[0]!.message, /4 pages; the limit is 3/)
 
   const huge = await upload(app.url, IMAGE, app.key, real('minimal-document.pdf'), { dpi: '300' })
   assert.equal(huge.status, 422)
-  const [pixels] = await huge.json() as { code: string; message: string }[]
+  const [pixels] = (await huge.json()) as { code: string; message: string }[]
   assert.equal(pixels!.code, 'PAGE_TOO_LARGE')
   // A4 is 595.28 x 841.89 pt: at 143 dpi, 1183 x 1673 pixels (1.98 MP) fit in 2 megapixels; at 144, 1191 x 1684 do not.
   assert.match(pixels!.message, /Use a dpi of 143 or less/)
   // An A0 page (2384 x 3370 pt) at 36 dpi is 1192 x 1685 pixels, 2.0 MP: the dpi that fits (35) is below the minimum.
   const a0 = await upload(app.url, IMAGE, app.key, a0Page(), { dpi: '36' })
   assert.equal(a0.status, 422)
-  const [any] = await a0.json() as { code: string; message: string }[]
+  const [any] = (await a0.json()) as { code: string; message: string }[]
   assert.equal(any!.code, 'PAGE_TOO_LARGE_AT_ANY_DPI')
   assert.match(any!.message, /too large at any allowed dpi \(even at 36\)/)
   assert.doesNotMatch(any!.message, /Use a dpi/)
@@ -102,7 +114,7 @@ test('a conversion over its time limit is stopped with 422, its worker replaced,
   const app = await startApp(t, { CONVERSION_TIMEOUT_MS: '300', CONVERTER_WORKERS: '1' })
   const slow = await upload(app.url, PS, app.key, real('GeoTopo-komprimiert.pdf'))
   assert.equal(slow.status, 422)
-  const [problem] = await slow.json() as { code: string; message: string }[]
+  const [problem] = (await slow.json()) as { code: string; message: string }[]
   assert.equal(problem!.code, 'CONVERSION_TIMEOUT')
   assert.match(problem!.message, /0\.3 seconds/)
   const next = await upload(app.url, IMAGE, app.key, real('minimal-document.pdf'), { dpi: '36' })
@@ -138,7 +150,9 @@ test('eight simultaneous multi-page conversions complete correctly, and ping ans
       await new Promise((r) => setTimeout(r, 20))
     }
   })()
-  const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => upload(app.url, IMAGE, app.key, pdf, { dpi: '72', pages: i % 2 ? '1-4' : '2-4' }, `doc${i}.pdf`)))
+  const answers = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => upload(app.url, IMAGE, app.key, pdf, { dpi: '72', pages: i % 2 ? '1-4' : '2-4' }, `doc${i}.pdf`)),
+  )
   converting = false
   await pinger
   for (const [i, res] of answers.entries()) {
@@ -148,7 +162,10 @@ test('eight simultaneous multi-page conversions complete correctly, and ping ans
     const entries = unzip(Buffer.from(await res.arrayBuffer()))
     const expected = i % 2 ? [1, 2, 3, 4] : [2, 3, 4]
     assert.equal(res.headers.get('x-page-count'), String(expected.length))
-    assert.deepEqual(entries.map((e) => e.name), expected.map((p) => `doc${i}-${p}.png`))
+    assert.deepEqual(
+      entries.map((e) => e.name),
+      expected.map((p) => `doc${i}-${p}.png`),
+    )
     for (const e of entries) {
       assert.equal(e.method, 0, 'stored, not recompressed')
       assert.deepEqual(pngSize(e.data), { width: 596, height: 842 })
@@ -175,7 +192,10 @@ test('workers are recycled after their job limit and past their memory limit, an
   const fits = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '300' })
   assert.equal(fits.status, 200)
   await fits.arrayBuffer()
-  assert.ok(memory.logs.some((l) => /recycled at \d+ MiB of memory"/.test(l)), memory.logs.filter((l) => l.includes('replaced')).join('\n'))
+  assert.ok(
+    memory.logs.some((l) => /recycled at \d+ MiB of memory"/.test(l)),
+    memory.logs.filter((l) => l.includes('replaced')).join('\n'),
+  )
   // At 600 dpi a page does not fit: MuPDF is refused the memory, the job stopped, and the next job runs on a fresh worker.
   const over = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '600' })
   assert.equal(over.status, 422)

@@ -18,7 +18,11 @@ const CASES: [string, string | null, string | Buffer][] = [
   ['multipart, a file part opened and never closed', `multipart/form-data; boundary=${B}`, `${part('pdfDocument', 'a.pdf')}%PDF-1.7\n1 0 obj`],
   ['multipart, a field part opened and never closed', `multipart/form-data; boundary=${B}`, `${part('dpi')}72`],
   ['multipart, headers never ended', `multipart/form-data; boundary=${B}`, `--${B}\r\nContent-Disposition: form-data; name="pdfDocument"`],
-  ['multipart, a huge header line', `multipart/form-data; boundary=${B}`, `--${B}\r\nContent-Disposition: form-data; name="${'a'.repeat(100_000)}"\r\n\r\nx\r\n--${B}--\r\n`],
+  [
+    'multipart, a huge header line',
+    `multipart/form-data; boundary=${B}`,
+    `--${B}\r\nContent-Disposition: form-data; name="${'a'.repeat(100_000)}"\r\n\r\nx\r\n--${B}--\r\n`,
+  ],
   ['multipart, a part without a name', `multipart/form-data; boundary=${B}`, `--${B}\r\nContent-Type: text/plain\r\n\r\nx\r\n--${B}--\r\n`],
   ['multipart, only the closing delimiter', `multipart/form-data; boundary=${B}`, `--${B}--\r\n`],
   ['multipart/mixed', `multipart/mixed; boundary=${B}`, `${part('pdfDocument', 'a.pdf')}%PDF-1.7\r\n--${B}--\r\n`],
@@ -38,7 +42,9 @@ test('malformed bodies on the converter routes get a catalogue 4xx, never a 5xx'
     for (const [name, type, body] of CASES) {
       const headers: Record<string, string> = { 'x-api-key': app.key }
       if (type !== null) headers['content-type'] = type
-      const res = await fetch(app.url + route, { method: 'POST', headers, body: typeof body === 'string' ? body : new Uint8Array(body) }).catch((e: unknown) => e as Error)
+      const res = await fetch(app.url + route, { method: 'POST', headers, body: typeof body === 'string' ? body : new Uint8Array(body) }).catch(
+        (e: unknown) => e as Error,
+      )
       if (res instanceof Error) assert.fail(`${route} ${name}: ${res.message}`)
       const text = await res.text()
       assert.ok(res.status >= 400 && res.status < 500, `${route} ${name}: ${res.status} ${text}`)

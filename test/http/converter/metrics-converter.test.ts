@@ -30,7 +30,9 @@ async function until(what: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 10))
 }
 
-test('completed and refused conversions: outcomes, pages, output bytes, engine time, a line each with pages, engine time and worker', { skip: SKIP_CORPUS }, async (t) => {
+test('completed and refused conversions: outcomes, pages, output bytes, engine time, a line each with pages, engine time and worker', {
+  skip: SKIP_CORPUS,
+}, async (t) => {
   const app = await startApp(t, { METRICS_TOKEN: TOKEN, CONVERTER_WORKERS: '1', WORKER_MAX_JOBS: '2' })
   let text = await scrape(app)
   assert.equal(sample(text, 'tessera_conversion_workers_configured', {}), 1)
@@ -62,7 +64,11 @@ test('completed and refused conversions: outcomes, pages, output bytes, engine t
   assert.equal(sample(text, 'tessera_conversion_engine_seconds_count', { route: IMAGE }), 1, 'engine time of completed conversions only')
   assert.ok(sample(text, 'tessera_conversion_engine_seconds_sum', { route: IMAGE }) > 0)
   assert.equal(sample(text, 'tessera_conversion_queue_wait_seconds_count', {}), 3)
-  assert.equal(sample(text, 'tessera_conversion_worker_replacements_total', { reason: 'job count' }), 1, 'WORKER_MAX_JOBS=2: one replacement after the second job')
+  assert.equal(
+    sample(text, 'tessera_conversion_worker_replacements_total', { reason: 'job count' }),
+    1,
+    'WORKER_MAX_JOBS=2: one replacement after the second job',
+  )
   assert.equal(sample(text, 'tessera_conversion_worker_replacements_total', { reason: 'death' }), 0)
   assert.equal(sample(text, 'tessera_conversion_workers_alive', {}), 1)
   assert.equal(sample(text, 'tessera_conversion_workers_busy', {}), 0)

@@ -21,16 +21,20 @@ function send(url: string, path: string, key: string, head: Buffer) {
   return { req, response }
 }
 
-const partHead = () => Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="pdfDocument"; filename="a.pdf"\r\nContent-Type: application/pdf\r\n\r\n`)
+const partHead = () =>
+  Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="pdfDocument"; filename="a.pdf"\r\nContent-Type: application/pdf\r\n\r\n`)
 const partTail = () => Buffer.from(`\r\n--${BOUNDARY}--\r\n`)
 
 test('an answer over MAX_OUTPUT_BYTES is refused with 422 before anything is sent', { skip: SKIP_CORPUS }, async (t) => {
   const app = await startApp(t, { MAX_OUTPUT_BYTES: '65536' })
   // minimal-document.pdf gives 186 kB of PostScript and a 10 kB PNG at 36 dpi, 250 kB at 300.
-  for (const [path, fields] of [[PS, {}], [IMAGE, { dpi: '300' }]] as const) {
+  for (const [path, fields] of [
+    [PS, {}],
+    [IMAGE, { dpi: '300' }],
+  ] as const) {
     const res = await upload(app.url, path, app.key, real('minimal-document.pdf'), fields)
     assert.equal(res.status, 422, path)
-    const [problem] = await res.json() as { code: string; message: string }[]
+    const [problem] = (await res.json()) as { code: string; message: string }[]
     assert.equal(problem!.code, 'OUTPUT_TOO_LARGE')
     assert.match(problem!.message, /larger than the limit of 65536 bytes/)
   }
@@ -79,7 +83,10 @@ test('a client that takes no bytes is dropped and its worker freed', { skip: SKI
   const replaced = () => app.logs.some((l) => l.includes('the client took nothing'))
   for (let i = 0; i < 100 && !replaced(); i++) await sleep(50)
   assert.ok(replaced(), 'the worker was replaced')
-  assert.ok(app.logs.some((l) => l.includes('conversion stopped while streaming')), 'the drop is logged')
+  assert.ok(
+    app.logs.some((l) => l.includes('conversion stopped while streaming')),
+    'the drop is logged',
+  )
 })
 
 test('a full pool refuses an upload with 503 and Retry-After before reading its body', { skip: SKIP_CORPUS }, async (t) => {
@@ -94,7 +101,10 @@ test('a full pool refuses an upload with 503 and Retry-After before reading its 
   let sentAtAnswer = -1
   const started = performance.now()
   let answeredAt = 0
-  void big.response.then(() => { sentAtAnswer = sent; answeredAt = performance.now() - started })
+  void big.response.then(() => {
+    sentAtAnswer = sent
+    answeredAt = performance.now() - started
+  })
   const piece = Buffer.alloc(65536, 0x20)
   big.req.on('error', () => undefined) // the server closes the connection while we still write
   while (sent < total && sentAtAnswer < 0 && !big.req.destroyed) {
@@ -106,7 +116,10 @@ test('a full pool refuses an upload with 503 and Retry-After before reading its 
   assert.equal(res.statusCode, 503)
   assert.equal(res.headers['retry-after'], '5')
   const body = JSON.parse((await res.toArray()).join('')) as { code: string }[]
-  assert.deepEqual(body.map((p) => p.code), ['QUEUE_FULL'])
+  assert.deepEqual(
+    body.map((p) => p.code),
+    ['QUEUE_FULL'],
+  )
   assert.ok(sentAtAnswer >= 0 && sentAtAnswer < total / 4, `answered after ${sentAtAnswer} bytes`)
   big.req.destroy()
 

@@ -13,7 +13,12 @@ test('time spent waiting for a slow consumer does not count against the limit', 
   const pages: number[] = []
   const start = performance.now()
   // Page n is taken 0.9 n seconds in: the worker, two pages ahead at most, waits about 1.8 s in all.
-  const running = pool.run(job(), { onPage: (page) => { pages.push(page); setTimeout(() => running.ack(), 900 * page) } })
+  const running = pool.run(job(), {
+    onPage: (page) => {
+      pages.push(page)
+      setTimeout(() => running.ack(), 900 * page)
+    },
+  })
   const result = await running.result
   assert.equal(result.ok, true)
   assert.deepEqual(pages, [1, 2, 3, 4])
@@ -35,13 +40,22 @@ test('PostScript comes in acknowledged pieces; a consumer that stops taking them
   const ps = (pdf: Buffer) => ({ op: 'ps' as const, pdf: new Uint8Array(pdf), color: 'rgb' as const, pages: null, limits })
   // base64image.pdf gives 22 MB of PostScript: far more than the worker may send ahead.
   const chunks: number[] = []
-  const stalled = pool.run(ps(real('base64image.pdf')), { onChunk: (bytes) => { chunks.push(bytes.byteLength) } })
+  const stalled = pool.run(ps(real('base64image.pdf')), {
+    onChunk: (bytes) => {
+      chunks.push(bytes.byteLength)
+    },
+  })
   await assert.rejects(stalled.result, (e: unknown) => e instanceof PoolError && e.reason === 'stalled')
   const sent = chunks.reduce((a, b) => a + b, 0)
   assert.ok(chunks.length > 0 && sent <= 2 * 1048576, `the worker sent ${sent} bytes in ${chunks.length} pieces without an ack`)
 
   let total = 0
-  const taken = pool.run(ps(real('base64image.pdf')), { onChunk: (bytes) => { total += bytes.byteLength; setImmediate(() => taken.ack()) } })
+  const taken = pool.run(ps(real('base64image.pdf')), {
+    onChunk: (bytes) => {
+      total += bytes.byteLength
+      setImmediate(() => taken.ack())
+    },
+  })
   const result = await taken.result
   assert.ok(result.ok && result.op === 'ps')
   assert.equal(result.bytes, total)

@@ -15,8 +15,14 @@ import { jpxBomb } from '../../support/hostile.ts'
 
 const limits = { maxPages: 500, maxPixels: 50e6, maxOutputBytes: 2 ** 30, maxMemoryBytes: 2 ** 30 }
 const BIG = 'GeoTopo-komprimiert.pdf' // 117 pages
-const png = (name: string, dpi: number, pages: { from: number; to: number }[] | null = null) =>
-  ({ op: 'png' as const, pdf: new Uint8Array(real(name)), color: 'rgb' as const, pages, limits, dpi })
+const png = (name: string, dpi: number, pages: { from: number; to: number }[] | null = null) => ({
+  op: 'png' as const,
+  pdf: new Uint8Array(real(name)),
+  color: 'rgb' as const,
+  pages,
+  limits,
+  dpi,
+})
 
 interface Made {
   readonly running: Running
@@ -26,7 +32,16 @@ interface Made {
 
 function pool(t: { after(fn: () => unknown): void }, options: Partial<PoolOptions> = {}): { pool: ConversionPool; recycled: ReplacementReason[] } {
   const recycled: ReplacementReason[] = []
-  const made = new ConversionPool({ size: 2, maxQueue: 4, maxJobsPerWorker: 1000, maxMemoryBytes: 768 * 1048576, timeoutMs: 60_000, stallTimeoutMs: 10_000, onRecycle: (reason) => recycled.push(reason), ...options })
+  const made = new ConversionPool({
+    size: 2,
+    maxQueue: 4,
+    maxJobsPerWorker: 1000,
+    maxMemoryBytes: 768 * 1048576,
+    timeoutMs: 60_000,
+    stallTimeoutMs: 10_000,
+    onRecycle: (reason) => recycled.push(reason),
+    ...options,
+  })
   t.after(() => made.close())
   return { pool: made, recycled }
 }
@@ -34,7 +49,12 @@ function pool(t: { after(fn: () => unknown): void }, options: Partial<PoolOption
 /** take runs a job whose consumer takes each page at once. */
 function take(on: ConversionPool, job: ReturnType<typeof png>): Made {
   const pages: Made['pages'] = []
-  const running: Running = on.run(job, { onPage: (page, bytes) => { pages.push({ page, png: bytes, at: performance.now() }); running.ack() } })
+  const running: Running = on.run(job, {
+    onPage: (page, bytes) => {
+      pages.push({ page, png: bytes, at: performance.now() })
+      running.ack()
+    },
+  })
   return { running, pages, result: running.result }
 }
 
@@ -46,7 +66,10 @@ async function until(what: () => boolean, ms = 20_000): Promise<void> {
   }
 }
 
-test('a PNG job of several pages is rendered by both workers, its pages handed over in order and identical to one worker\'s', { skip: SKIP_CORPUS, timeout: 120_000 }, async (t) => {
+test("a PNG job of several pages is rendered by both workers, its pages handed over in order and identical to one worker's", {
+  skip: SKIP_CORPUS,
+  timeout: 120_000,
+}, async (t) => {
   const job = () => png(BIG, 50, [{ from: 3, to: 40 }])
   const one = pool(t, { size: 1 }).pool
   const alone = take(one, job())
@@ -58,7 +81,10 @@ test('a PNG job of several pages is rendered by both workers, its pages handed o
   const result = await split.result
   assert.ok(result.ok && result.op === 'png' && result.pages === 38)
   assert.equal(split.running.stats().workers, 2, 'the free worker helped')
-  assert.deepEqual(split.pages.map((p) => p.page), Array.from({ length: 38 }, (_, i) => i + 3))
+  assert.deepEqual(
+    split.pages.map((p) => p.page),
+    Array.from({ length: 38 }, (_, i) => i + 3),
+  )
   for (const [i, p] of split.pages.entries()) assert.ok(Buffer.from(p.png).equals(Buffer.from(alone.pages[i]!.png)), `page ${p.page} differs from one worker's`)
 })
 
@@ -72,24 +98,36 @@ test('a document of one page, or of pages chosen down to one, runs on one worker
   }
 })
 
-test('a one-page job that arrives while both workers render a long document waits about one page, not the document', { skip: SKIP_CORPUS, timeout: 120_000 }, async (t) => {
+test('a one-page job that arrives while both workers render a long document waits about one page, not the document', {
+  skip: SKIP_CORPUS,
+  timeout: 120_000,
+}, async (t) => {
   const { pool: two } = pool(t)
   const long = take(two, png(BIG, 150))
   await until(() => long.running.stats().workers === 2 && long.pages.length >= 6)
   // A page's time on one worker, from the long job's own pace (two workers: two pages per interval).
-  const gaps = long.pages.slice(1).map((p, i) => p.at - long.pages[i]!.at).sort((a, b) => a - b)
+  const gaps = long.pages
+    .slice(1)
+    .map((p, i) => p.at - long.pages[i]!.at)
+    .sort((a, b) => a - b)
   const pageMs = 2 * gaps[Math.floor(gaps.length / 2)]!
   const slowestPageMs = 2 * gaps.at(-1)!
   const short = take(two, png('minimal-document.pdf', 150))
   assert.equal((await short.result).ok, true)
   const { queuedMs } = short.running.stats()
   const pagesLeft = 117 - long.pages.length
-  t.diagnostic(`one-page job waited ${queuedMs.toFixed(0)} ms; a page of the long one takes ${pageMs.toFixed(0)} ms (slowest ${slowestPageMs.toFixed(0)} ms); ${pagesLeft} pages were left`)
+  t.diagnostic(
+    `one-page job waited ${queuedMs.toFixed(0)} ms; a page of the long one takes ${pageMs.toFixed(0)} ms (slowest ${slowestPageMs.toFixed(0)} ms); ${pagesLeft} pages were left`,
+  )
   assert.ok(pagesLeft > 20, 'the long job was still running')
   assert.ok(queuedMs <= slowestPageMs + 100, `waited ${queuedMs.toFixed(0)} ms, more than a page (${slowestPageMs.toFixed(0)} ms)`)
   const result = await long.result
   assert.ok(result.ok && result.pages === 117)
-  assert.deepEqual(long.pages.map((p) => p.page), Array.from({ length: 117 }, (_, i) => i + 1), 'in order after the helper left and came back')
+  assert.deepEqual(
+    long.pages.map((p) => p.page),
+    Array.from({ length: 117 }, (_, i) => i + 1),
+    'in order after the helper left and came back',
+  )
 })
 
 test('the time limit ends a split job at once: both workers replaced, the next job works', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
@@ -103,10 +141,17 @@ test('the time limit ends a split job at once: both workers replaced, the next j
   assert.equal((await next.result).ok, true)
 })
 
-test('a client that stops taking pages from a split job is given up on; cancelling one replaces both its workers', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test('a client that stops taking pages from a split job is given up on; cancelling one replaces both its workers', {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
   const { pool: two, recycled } = pool(t, { stallTimeoutMs: 800 })
   const seen: number[] = []
-  const stalled = two.run(png(BIG, 72), { onPage: (page) => { seen.push(page) } })
+  const stalled = two.run(png(BIG, 72), {
+    onPage: (page) => {
+      seen.push(page)
+    },
+  })
   await assert.rejects(stalled.result, (e: unknown) => e instanceof PoolError && e.reason === 'stalled')
   // The window: two pages per worker, never more, however long the client waits.
   assert.deepEqual(seen, [1, 2, 3, 4])
@@ -122,7 +167,7 @@ test('a client that stops taking pages from a split job is given up on; cancelli
   assert.equal((await next.result).ok, true)
 })
 
-test('the output limit counts every part\'s pages in order: the first page over it is never handed over', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test("the output limit counts every part's pages in order: the first page over it is never handed over", { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
   const job = png(BIG, 72, [{ from: 1, to: 30 }])
   const { pool: two, recycled } = pool(t)
   const all = take(two, job)
@@ -132,14 +177,20 @@ test('the output limit counts every part\'s pages in order: the first page over 
   const capped = take(two, { ...png(BIG, 72, [{ from: 1, to: 30 }]), limits: { ...limits, maxOutputBytes: limit } })
   const result = await capped.result
   assert.deepEqual(result, { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit } })
-  assert.deepEqual(capped.pages.map((p) => p.page), Array.from({ length: 12 }, (_, i) => i + 1))
+  assert.deepEqual(
+    capped.pages.map((p) => p.page),
+    Array.from({ length: 12 }, (_, i) => i + 1),
+  )
   // The parts stop at their next page: no worker is replaced, and the next job runs on both.
   const next = take(two, png(BIG, 72, [{ from: 1, to: 8 }]))
   assert.equal((await next.result).ok, true)
   assert.deepEqual(recycled, [])
 })
 
-test('no worker joins a job while another conversion\'s upload is being read: it will want the worker in a moment', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test("no worker joins a job while another conversion's upload is being read: it will want the worker in a moment", {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
   const { pool: two } = pool(t)
   const place = two.reserve()
   const alone = take(two, png(BIG, 50, [{ from: 1, to: 20 }]))
@@ -151,20 +202,29 @@ test('no worker joins a job while another conversion\'s upload is being read: it
   assert.equal(split.running.stats().workers, 2)
 })
 
-test('through HTTP, a split conversion streams its zip in page order, named as before, and its log line counts both workers', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test('through HTTP, a split conversion streams its zip in page order, named as before, and its log line counts both workers', {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
   const app = await startApp(t, { CONVERTER_WORKERS: '2' })
   const res = await upload(app.url, '/converter/generateImage', app.key, real(BIG), { dpi: '36', pages: '2-60' }, 'report.pdf')
   assert.equal(res.status, 200)
   assert.equal(res.headers.get('x-page-count'), '59')
   const entries = unzip(Buffer.from(await res.arrayBuffer()))
-  assert.deepEqual(entries.map((e) => e.name), Array.from({ length: 59 }, (_, i) => `report-${String(i + 2).padStart(3, '0')}.png`))
+  assert.deepEqual(
+    entries.map((e) => e.name),
+    Array.from({ length: 59 }, (_, i) => `report-${String(i + 2).padStart(3, '0')}.png`),
+  )
   for (const e of entries) assert.equal(pngSize(e.data).width > 0, true)
   const line = app.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'conversion finished')
   assert.equal(line?.workers, 2)
   assert.equal(line?.pages, 59)
 })
 
-test('through HTTP, a split conversion over its time limit is cut short, both its workers are replaced, and the next conversion works', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test('through HTTP, a split conversion over its time limit is cut short, both its workers are replaced, and the next conversion works', {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
   const app = await startApp(t, { CONVERTER_WORKERS: '2', CONVERSION_TIMEOUT_MS: '1500' })
   const res = await upload(app.url, '/converter/generateImage', app.key, real(BIG), { dpi: '150' })
   assert.equal(res.status, 200, 'the zip starts at the first page')
@@ -178,7 +238,10 @@ test('through HTTP, a split conversion over its time limit is cut short, both it
   assert.equal(unzip(Buffer.from(await next.arrayBuffer())).length, 4)
 })
 
-test('the memory limit ends a split job: no page of it is handed over, every worker on it is replaced, the next job works', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+test('the memory limit ends a split job: no page of it is handed over, every worker on it is replaced, the next job works', {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
   const { pool: two, recycled } = pool(t)
   // Every page draws a JPEG 2000 image of 60000 × 60000 pixels: each worker on the job is refused memory at its first page.
   const bombs = take(two, { ...png(BIG, 72), pdf: new Uint8Array(jpxBomb(60000, 60000, 6)) })

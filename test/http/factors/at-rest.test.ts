@@ -30,20 +30,31 @@ const keyItem = (version: number) => `${version}:${randomBytes(32).toString('bas
 
 const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 /** spellings: every way a secret could be written down (raw bytes, hex either case, base32 either case, base64). */
 function spellings(f: Created): Buffer[] {
   const raw = Buffer.from(Secret.fromBase32(f.secretKey).bytes)
-  return [raw, raw.toString('hex'), raw.toString('hex').toUpperCase(), f.secretKey, f.secretKey.toLowerCase(), raw.toString('base64'), raw.toString('base64url')]
-    .map((s) => (typeof s === 'string' ? Buffer.from(s) : s))
+  return [
+    raw,
+    raw.toString('hex'),
+    raw.toString('hex').toUpperCase(),
+    f.secretKey,
+    f.secretKey.toLowerCase(),
+    raw.toString('base64'),
+    raw.toString('base64url'),
+  ].map((s) => (typeof s === 'string' ? Buffer.from(s) : s))
 }
 
 async function everything(app: Running, env: Record<string, string>): Promise<Buffer> {
   if (env.DATABASE_URL === undefined) {
     // The database file and its write-ahead log, as they are on disk.
-    return Buffer.concat(readdirSync(app.dataDir).filter((n) => n.startsWith('tessera.sqlite')).map((n) => readFileSync(join(app.dataDir, n))))
+    return Buffer.concat(
+      readdirSync(app.dataDir)
+        .filter((n) => n.startsWith('tessera.sqlite'))
+        .map((n) => readFileSync(join(app.dataDir, n))),
+    )
   }
   const { stdout } = await run('pg_dump', ['--data-only', env.DATABASE_URL], { encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 })
   const redis = new Redis(redisUrl())
@@ -89,9 +100,10 @@ for (const [name, storeEnv, skip] of stores) {
       for (const s of spellings(f)) assert.equal(dump.indexOf(s), -1, `a spelling of a secret (${s.length} bytes) is in the store`)
     }
     // The check can fail: the same look finds a sealed value the store does hold.
-    const row = env.DATABASE_URL === undefined
-      ? new DatabaseSync(join(app.dataDir, 'tessera.sqlite')).prepare('SELECT sealed FROM totp_factors LIMIT 1').get()!.sealed as string
-      : null
+    const row =
+      env.DATABASE_URL === undefined
+        ? (new DatabaseSync(join(app.dataDir, 'tessera.sqlite')).prepare('SELECT sealed FROM totp_factors LIMIT 1').get()!.sealed as string)
+        : null
     if (row !== null) assert.notEqual(dump.indexOf(Buffer.from(row)), -1)
   })
 
@@ -103,7 +115,7 @@ for (const [name, storeEnv, skip] of stores) {
     const old = await startApp(t, { ...env, DATA_DIR: dataDir, ENCRYPTION_KEYS: v1, PLAN_RATE: '0' }, testClock(T0))
     const users: [string, Created][] = []
     for (let i = 0; i < 60; i += 15) {
-      users.push(...await Promise.all(Array.from({ length: 15 }, async (_, j) => [`u${i + j}`, await enroll(old, `u${i + j}`)] as [string, Created])))
+      users.push(...(await Promise.all(Array.from({ length: 15 }, async (_, j) => [`u${i + j}`, await enroll(old, `u${i + j}`)] as [string, Created]))))
     }
     // Every node now has both versions (a rolling restart); version 2 seals from then on.
     // (One node at a time here: two SQLite connections in one process would wait on each other's
@@ -121,7 +133,11 @@ for (const [name, storeEnv, skip] of stores) {
         const versions = await factors.sealVersions()
         if ((versions.get(1) ?? 0) > 0) mixedWaves++
         const statuses = await wave(both, users)
-        assert.deepEqual(statuses.filter((s) => s !== 200), [], 'every verification succeeds during the rotation')
+        assert.deepEqual(
+          statuses.filter((s) => s !== 200),
+          [],
+          'every verification succeeds during the rotation',
+        )
       },
     })
     assert.equal(rotation.resealed, 60)
@@ -133,7 +149,10 @@ for (const [name, storeEnv, skip] of stores) {
     await stop(both)
     const after = await startApp(t, { ...env, DATA_DIR: dataDir, ENCRYPTION_KEYS: v2, PLAN_RATE: '0' }, testClock(both.clock.now()))
     Object.assign(after, { key: old.key })
-    assert.deepEqual((await wave(after, users)).filter((s) => s !== 200), [])
+    assert.deepEqual(
+      (await wave(after, users)).filter((s) => s !== 200),
+      [],
+    )
     // A node left with version 1 alone cannot open them, and says so rather than count a failure.
     await stop(after)
     const stale = await startApp(t, { ...env, DATA_DIR: dataDir, ENCRYPTION_KEYS: v1, PLAN_RATE: '0' }, testClock(after.clock.now() + 30_000))
@@ -174,17 +193,24 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
   const app = await startApp(t, { DATA_DIR: dataDir, ENCRYPTION_KEYS: v1 }, testClock(T0))
   await enroll(app, 'x')
   await enroll(app, 'y')
-  const hook = await new Webhooks({ store: app.store, keyring: keyring(parseKeys(v1)), config: app.config })
-    .create({ actor: SYSTEM }, app.accountId, { url: 'https://hooks.example.com/in' })
+  const hook = await new Webhooks({ store: app.store, keyring: keyring(parseKeys(v1)), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
+    url: 'https://hooks.example.com/in',
+  })
   assert.ok(!isFailure(hook))
   const cli = async (keys: string, ...args: string[]) => {
-    const { stdout } = await run(process.execPath, [CLI, 'encryption', ...args, '--json'], { env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test', ENCRYPTION_KEYS: keys } })
+    const { stdout } = await run(process.execPath, [CLI, 'encryption', ...args, '--json'], {
+      env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test', ENCRYPTION_KEYS: keys },
+    })
     return JSON.parse(stdout) as Record<string, unknown>
   }
-  const { item } = await cli(v1, 'generate') as { item: string }
+  const { item } = (await cli(v1, 'generate')) as { item: string }
   assert.match(item, /^2:[A-Za-z0-9+/]{43}=$/)
   assert.deepEqual(await cli(`${v1},${item}`, 'status'), {
-    active: 2, versions: [{ version: 1, configured: true, active: false, factors: 2 }, { version: 2, configured: true, active: true, factors: 0 }],
+    active: 2,
+    versions: [
+      { version: 1, configured: true, active: false, factors: 2 },
+      { version: 2, configured: true, active: true, factors: 0 },
+    ],
   })
   const rotated = await cli(`${v1},${item}`, 'rotate', '--batch', '1')
   assert.equal(rotated.resealed, 2)

@@ -15,7 +15,7 @@ const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
   ['postgres', async (t) => ({ DATABASE_URL: await createDatabase(t) }), skipUnless('TEST_DATABASE_URL')],
   ['sqlite+redis', redisEnv, skipUnless('TEST_REDIS_URL')],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 const statuses = async (answers: Promise<Response>[]) => {
@@ -27,7 +27,7 @@ const count = (xs: number[], s: number) => xs.filter((x) => x === s).length
 
 for (const [name, env, skip] of stores) {
   test(`${name}: a user's 150 parallel wrong codes evaluate at most OTP_MAX_FAILURES; 100 parallel right codes are accepted once`, { skip }, async (t) => {
-    const app = await startApp(t, { ...await env(t), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
+    const app = await startApp(t, { ...(await env(t)), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
     const f = await enroll(app, 'guessed')
     app.clock.advance(30_000)
     const guesses = await statuses(Array.from({ length: 150 }, () => post(app.url, path('guessed', '/verify'), app.key, { token: wrong(f, app.clock.now()) })))
@@ -48,9 +48,9 @@ for (const [name, env, skip] of stores) {
   })
 
   test(`${name}: one recovery code used by 50 parallel calls is accepted once; parallel wrong codes stop at the lockout`, { skip }, async (t) => {
-    const app = await startApp(t, { ...await env(t), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
+    const app = await startApp(t, { ...(await env(t)), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
     await createFactor(app, 'r')
-    const { recoveryCodes } = await (await post(app.url, path('r', '/recovery-codes'), app.key, {})).json() as { recoveryCodes: string[] }
+    const { recoveryCodes } = (await (await post(app.url, path('r', '/recovery-codes'), app.key, {})).json()) as { recoveryCodes: string[] }
     const uses = await statuses(Array.from({ length: 50 }, () => post(app.url, path('r', '/recover'), app.key, { code: recoveryCodes[0]! })))
     assert.equal(count(uses, 200), 1)
     // Each refused use counted as a failure: the user is locked now, and the rest waited.
@@ -59,7 +59,9 @@ for (const [name, env, skip] of stores) {
 
     await createFactor(app, 'g')
     await post(app.url, path('g', '/recovery-codes'), app.key, {})
-    const guesses = await statuses(Array.from({ length: 100 }, (_, i) => post(app.url, path('g', '/recover'), app.key, { code: `aaaa-bbbb-${String(i).padStart(4, 'c')}` })))
+    const guesses = await statuses(
+      Array.from({ length: 100 }, (_, i) => post(app.url, path('g', '/recover'), app.key, { code: `aaaa-bbbb-${String(i).padStart(4, 'c')}` })),
+    )
     assert.equal(count(guesses, 400), 5)
     assert.equal(count(guesses, 429), 95)
   })

@@ -17,28 +17,44 @@ import { EVENT_TYPES } from '../../../src/domain/events.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
-test('every factor event reaches the account\'s endpoint, signed, once, without a secret', async (t) => {
+test("every factor event reaches the account's endpoint, signed, once, without a secret", async (t) => {
   const app = await startApp(t, { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_POLL_MS: '50', OTP_MAX_FAILURES: '3', PLAN_RATE: '0' }, testClock(T0))
   const receiver = await new Receiver().start()
   t.after(() => receiver.stop())
-  const made = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config })
-    .create({ actor: SYSTEM }, app.accountId, { url: `http://127.0.0.1:${receiver.port}/hooks` })
+  const made = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
+    url: `http://127.0.0.1:${receiver.port}/hooks`,
+  })
   assert.ok(!isFailure(made))
   receiver.secret = made.secret
 
   const f = await enroll(app, 'user-42')
-  const { recoveryCodes } = await (await post(app.url, path('user-42', '/recovery-codes'), app.key, {})).json() as { recoveryCodes: string[] }
+  const { recoveryCodes } = (await (await post(app.url, path('user-42', '/recovery-codes'), app.key, {})).json()) as { recoveryCodes: string[] }
   assert.equal((await post(app.url, path('user-42', '/recover'), app.key, { code: recoveryCodes[0]! })).status, 200)
   app.clock.advance(30_000)
   for (let i = 0; i < 3; i++) await post(app.url, path('user-42', '/verify'), app.key, { token: wrong(f, app.clock.now()) })
   assert.equal((await fetch(app.url + path('user-42', `/factors/${f.factorID}`), { method: 'DELETE', headers: { 'x-api-key': app.key } })).status, 204)
 
-  const expected = ['factor.created', 'factor.activated', 'recovery_codes.regenerated', 'recovery_code.used',
-    'factor.verification_failed', 'factor.verification_failed', 'factor.verification_failed', 'factor.lockout_started', 'factor.deleted']
+  const expected = [
+    'factor.created',
+    'factor.activated',
+    'recovery_codes.regenerated',
+    'recovery_code.used',
+    'factor.verification_failed',
+    'factor.verification_failed',
+    'factor.verification_failed',
+    'factor.lockout_started',
+    'factor.deleted',
+  ]
   await waitFor(() => receiver.ids().size >= expected.length, 15_000, `${expected.length} deliveries`)
-  assert.ok(receiver.deliveries.every((d) => d.payload !== null), 'every delivery verifies')
+  assert.ok(
+    receiver.deliveries.every((d) => d.payload !== null),
+    'every delivery verifies',
+  )
   const byTime = [...receiver.deliveries].sort((a, b) => a.id.localeCompare(b.id))
-  assert.deepEqual(byTime.map((d) => d.payload!.type), expected)
+  assert.deepEqual(
+    byTime.map((d) => d.payload!.type),
+    expected,
+  )
   assert.equal(receiver.ids().size, expected.length, 'once each')
   assert.deepEqual(new Set(expected), new Set(EVENT_TYPES), 'every event type was heard')
   for (const d of byTime) {
@@ -47,5 +63,9 @@ test('every factor event reaches the account\'s endpoint, signed, once, without 
   }
   assert.equal(byTime[0]!.payload!.data.factorID, f.factorID)
   const trail = await app.store.audit.list({ accountId: app.accountId, limit: 100 })
-  for (const type of EVENT_TYPES) assert.ok(trail.items.some((e) => e.action === type), `${type} is in the audit trail`)
+  for (const type of EVENT_TYPES)
+    assert.ok(
+      trail.items.some((e) => e.action === type),
+      `${type} is in the audit trail`,
+    )
 })

@@ -27,7 +27,7 @@ test('a factor is created pending, activated by its first code, then verifies th
 
   const act = await post(app.url, path('user-42', `/factors/${f.factorID}/activate`), app.key, { token: codeOf(f, T0) })
   assert.equal(act.status, 200)
-  assert.equal((await act.json() as { status: string }).status, 'active')
+  assert.equal(((await act.json()) as { status: string }).status, 'active')
 
   // The activation used the step's code: the same code again is a replay.
   const replay = await post(app.url, path('user-42', '/verify'), app.key, { token: codeOf(f, T0) })
@@ -39,7 +39,7 @@ test('a factor is created pending, activated by its first code, then verifies th
 
   const list = await get(app.url, path('user-42', '/factors'), app.key)
   assert.equal(list.status, 200)
-  const body = await list.json() as { factors: Record<string, unknown>[]; recoveryCodesLeft: number }
+  const body = (await list.json()) as { factors: Record<string, unknown>[]; recoveryCodesLeft: number }
   assert.equal(body.factors.length, 1)
   assert.equal(body.factors[0]!.status, 'active')
   assert.equal(body.factors[0]!.label, 'Work phone')
@@ -58,10 +58,10 @@ test('a user with several factors is verified by any of them, and the answer nam
   app.clock.advance(60_000)
   const byB = await post(app.url, path('u', '/verify'), app.key, { token: codeOf(b, app.clock.now()) })
   assert.equal(byB.status, 200)
-  assert.equal((await byB.json() as { factorID: string }).factorID, b.factorID)
+  assert.equal(((await byB.json()) as { factorID: string }).factorID, b.factorID)
   app.clock.advance(60_000)
   const byA = await post(app.url, path('u', '/verify'), app.key, { token: codeOf(a, app.clock.now()) })
-  assert.equal((await byA.json() as { factorID: string }).factorID, a.factorID)
+  assert.equal(((await byA.json()) as { factorID: string }).factorID, a.factorID)
 })
 
 test('a pending factor not activated in FACTOR_PENDING_SECONDS is gone', async (t) => {
@@ -71,7 +71,7 @@ test('a pending factor not activated in FACTOR_PENDING_SECONDS is gone', async (
   const res = await post(app.url, path('late', `/factors/${f.factorID}/activate`), app.key, { token: codeOf(f, app.clock.now()) })
   assert.equal(res.status, 404)
   assert.deepEqual(await codes(res), ['FACTOR_NOT_FOUND'])
-  const list = await (await get(app.url, path('late', '/factors'), app.key)).json() as { factors: unknown[] }
+  const list = (await (await get(app.url, path('late', '/factors'), app.key)).json()) as { factors: unknown[] }
   assert.deepEqual(list.factors, [])
 })
 
@@ -102,7 +102,7 @@ test('another account sees no trace of a user: the same 404 as for a user that d
   assert.equal(mine.status, 200)
 })
 
-test('resync stores the device\'s drift; verification then follows the device\'s clock', async (t) => {
+test("resync stores the device's drift; verification then follows the device's clock", async (t) => {
   const app = await startApp(t, {}, testClock(T0))
   const f = await enroll(app, 'drifty')
   app.clock.advance(30_000)
@@ -110,7 +110,8 @@ test('resync stores the device\'s drift; verification then follows the device\'s
   const far = await post(app.url, path('drifty', '/verify'), app.key, { token: codeOf(f, device + 30_000) })
   assert.deepEqual(await codes(far), ['OTP_INVALID'])
   const res = await post(app.url, path('drifty', `/factors/${f.factorID}/resync`), app.key, {
-    token: codeOf(f, device + 30_000), nextToken: codeOf(f, device + 60_000),
+    token: codeOf(f, device + 30_000),
+    nextToken: codeOf(f, device + 60_000),
   })
   assert.equal(res.status, 200, await res.clone().text())
   // The second code is the device's current one: ten steps ahead, and one more for the code shown after the first.
@@ -127,7 +128,7 @@ test('recovery codes: ten, shown once, each accepted once, a new set replaces th
   await enroll(app, 'r')
   const res = await post(app.url, path('r', '/recovery-codes'), app.key, {})
   assert.equal(res.status, 201)
-  const { recoveryCodes } = await res.json() as { recoveryCodes: string[] }
+  const { recoveryCodes } = (await res.json()) as { recoveryCodes: string[] }
   assert.equal(recoveryCodes.length, 10)
   assert.equal(new Set(recoveryCodes).size, 10)
   for (const c of recoveryCodes) assert.match(c, /^[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}$/)
@@ -136,9 +137,9 @@ test('recovery codes: ten, shown once, each accepted once, a new set replaces th
   assert.deepEqual(await use.json(), { type: 'Success', valid: true, recoveryCodesLeft: 9 })
   const again = await post(app.url, path('r', '/recover'), app.key, { code: recoveryCodes[0]! })
   assert.deepEqual(await codes(again), ['RECOVERY_CODE_INVALID'])
-  const list = await (await get(app.url, path('r', '/factors'), app.key)).json() as { recoveryCodesLeft: number }
+  const list = (await (await get(app.url, path('r', '/factors'), app.key)).json()) as { recoveryCodesLeft: number }
   assert.equal(list.recoveryCodesLeft, 9)
-  const renewed = await (await post(app.url, path('r', '/recovery-codes'), app.key, {})).json() as { recoveryCodes: string[] }
+  const renewed = (await (await post(app.url, path('r', '/recovery-codes'), app.key, {})).json()) as { recoveryCodes: string[] }
   const old = await post(app.url, path('r', '/recover'), app.key, { code: recoveryCodes[1]! })
   assert.deepEqual(await codes(old), ['RECOVERY_CODE_INVALID'], 'the earlier set is gone')
   assert.equal((await post(app.url, path('r', '/recover'), app.key, { code: renewed.recoveryCodes[1]! })).status, 200)
@@ -165,11 +166,14 @@ test('the factors per user are limited', async (t) => {
   assert.deepEqual(await codes(third), ['FACTOR_LIMIT'])
 })
 
-test('factors\' codes agree with oathtool over SHA1/256/512 × 6/8 digits × 30/60 s', { skip: toolSkip('oathtool', 'oathtool') }, async (t) => {
+test("factors' codes agree with oathtool over SHA1/256/512 × 6/8 digits × 30/60 s", { skip: toolSkip('oathtool', 'oathtool') }, async (t) => {
   const app = await startApp(t, { PLAN_RATE: '0' }, testClock(T0))
-  const oath = (f: Created, at: number) => execFileSync('oathtool', [
-    `--totp=${f.algorithm}`, '-d', String(f.tokenLength), '-s', `${f.tokenValidity}s`, '-b', f.secretKey, '-N', `@${Math.floor(at / 1000)}`,
-  ], { encoding: 'utf8' }).trim()
+  const oath = (f: Created, at: number) =>
+    execFileSync(
+      'oathtool',
+      [`--totp=${f.algorithm}`, '-d', String(f.tokenLength), '-s', `${f.tokenValidity}s`, '-b', f.secretKey, '-N', `@${Math.floor(at / 1000)}`],
+      { encoding: 'utf8' },
+    ).trim()
   let n = 0
   for (const algorithm of ['SHA1', 'SHA256', 'SHA512']) {
     for (const digits of [6, 8]) {
@@ -188,12 +192,15 @@ test('factors\' codes agree with oathtool over SHA1/256/512 × 6/8 digits × 30/
   }
 })
 
-test('a factor is made for an authenticator app\'s profile: universal by default; a parameter outside it is refused, naming the app', async (t) => {
+test("a factor is made for an authenticator app's profile: universal by default; a parameter outside it is refused, naming the app", async (t) => {
   const app = await startApp(t, {}, testClock(T0))
   const refused = await post(app.url, path('p', '/factors'), app.key, { applicationID: 'Acme', algorithm: 'SHA256' })
   assert.equal(refused.status, 400)
-  const body = await refused.json() as { code: string; message: string }[]
-  assert.deepEqual(body.map((e) => e.code), ['PROFILE_UNSUPPORTED'])
+  const body = (await refused.json()) as { code: string; message: string }[]
+  assert.deepEqual(
+    body.map((e) => e.code),
+    ['PROFILE_UNSUPPORTED'],
+  )
   assert.match(body[0]!.message, /does not support algorithm SHA256/)
   const ms = await post(app.url, path('p', '/factors'), app.key, { applicationID: 'Acme', profile: 'microsoft', tokenLength: '8' })
   assert.match(JSON.stringify(await ms.json()), /Microsoft Authenticator does not support tokenLength 8/)
@@ -220,17 +227,21 @@ test('a user deleted while locked and enrolled again starts unlocked; no code is
   assert.equal((await post(app.url, path('again', '/verify'), app.key, { token: codeOf(g, app.clock.now()) })).status, 200)
 })
 
-test('resync judges its two codes only: a code accepted earlier in the step does not make them replays, and the device\'s next code verifies', async (t) => {
+test("resync judges its two codes only: a code accepted earlier in the step does not make them replays, and the device's next code verifies", async (t) => {
   const app = await startApp(t, { OTP_MAX_FAILURES: '3' }, testClock(T0))
-  for (const [user, steps] of [['ahead', 3], ['behind', -3]] as const) {
+  for (const [user, steps] of [
+    ['ahead', 3],
+    ['behind', -3],
+  ] as const) {
     // Enrolled (the activation accepts this step's code), then resynced within the same step.
     const f = await enroll(app, user)
     const device = app.clock.now() + steps * 30_000
     const res = await post(app.url, path(user, `/factors/${f.factorID}/resync`), app.key, {
-      token: codeOf(f, device - 30_000), nextToken: codeOf(f, device),
+      token: codeOf(f, device - 30_000),
+      nextToken: codeOf(f, device),
     })
     assert.equal(res.status, 200, await res.clone().text())
-    assert.equal((await res.json() as { driftSteps: number }).driftSteps, steps)
+    assert.equal(((await res.json()) as { driftSteps: number }).driftSteps, steps)
     // The resync's codes are used now; a wrong code is a failure; the resync counted none (else this third would lock).
     assert.deepEqual(await codes(await post(app.url, path(user, '/verify'), app.key, { token: codeOf(f, device) })), ['OTP_REUSED'])
     assert.deepEqual(await codes(await post(app.url, path(user, '/verify'), app.key, { token: wrong(f, device) })), ['OTP_INVALID'])

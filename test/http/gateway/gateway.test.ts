@@ -9,7 +9,10 @@ const CTX = { actor: CLI }
 
 /** headerShape is every response header but the two that differ per request by design. */
 function headerShape(res: Response): string {
-  return [...res.headers].filter(([name]) => name !== 'date' && name !== 'x-request-id').map(([n, v]) => `${n}: ${v}`).join('\n')
+  return [...res.headers]
+    .filter(([name]) => name !== 'date' && name !== 'x-request-id')
+    .map(([n, v]) => `${n}: ${v}`)
+    .join('\n')
 }
 
 test('every refusal is the same 403, byte for byte, headers included', async (t) => {
@@ -24,7 +27,10 @@ test('every refusal is the same 403, byte for byte, headers included', async (t)
   const pending = await createCaller(accounts, [])
   await accounts.setSubscription(CTX, pending.accountId, 'eu', 'totp', 'pending')
   const otherGroup = await createCaller(accounts, [['eu', 'converter']])
-  const otherRegion = await createCaller(accounts, [['us', 'totp'], ['apac', 'totp']])
+  const otherRegion = await createCaller(accounts, [
+    ['us', 'totp'],
+    ['apac', 'totp'],
+  ])
   const expired = await createCaller(accounts, undefined, { expiresAt: new Date(clock.now() + 60_000).toISOString() })
   const outOfScopeGroup = await createCaller(accounts, undefined, { scope: { groups: ['converter'] } })
   const outOfScopeRegion = await createCaller(accounts, undefined, { scope: { regions: ['us', 'apac'] } })
@@ -79,7 +85,10 @@ test('refusals take the same time whatever the cause (medians within noise)', as
   await app.accounts.revokeKey(CTX, revoked.keyId)
   const unsubscribed = await createCaller(app.accounts, [])
   const keys: Record<string, string | undefined> = {
-    missing: undefined, unknown: 'tsr_ffffffffffffffffffffffffffffffffffffffff', revoked: revoked.apiKey, unsubscribed: unsubscribed.apiKey,
+    missing: undefined,
+    unknown: 'tsr_ffffffffffffffffffffffffffffffffffffffff',
+    revoked: revoked.apiKey,
+    unsubscribed: unsubscribed.apiKey,
   }
   const samples: Record<string, number[]> = Object.fromEntries(Object.keys(keys).map((k) => [k, []]))
   for (let round = 0; round < 300; round++) {
@@ -132,9 +141,12 @@ for (const region of ['us', 'apac']) {
     for (const path of ['/converter/generateImage', '/converter/generatePostscript']) {
       const res = await post(app.url, path, app.key, {})
       assert.equal(res.status, 404)
-      const body = await res.json() as Record<string, string>
+      const body = (await res.json()) as Record<string, string>
       assert.deepEqual(Object.keys(body), ['message'])
-      assert.equal(body.message, `The converter API is served in the eu region only, not in the ${region} region. Call https://api-eu.example.net${path} instead.`)
+      assert.equal(
+        body.message,
+        `The converter API is served in the eu region only, not in the ${region} region. Call https://api-eu.example.net${path} instead.`,
+      )
       assert.equal((await post(app.url, path, undefined, {})).status, 403)
       assert.equal((await post(app.url, path, 'tsr_nope', {})).status, 403)
     }
@@ -146,7 +158,7 @@ for (const region of ['us', 'apac']) {
     const app = await startApp(t, { REGION: region, PUBLIC_BASE_URL: 'https://api-us.example.net' })
     const res = await post(app.url, '/converter/generatePostscript', app.key, {})
     assert.equal(res.status, 404)
-    const body = await res.json() as Record<string, string>
+    const body = (await res.json()) as Record<string, string>
     assert.equal(body.message, `The converter API is served in the eu region only, not in the ${region} region.`)
     assert.doesNotMatch(body.message!, /https?:|example/)
   })
@@ -154,11 +166,16 @@ for (const region of ['us', 'apac']) {
 
 test('unknown routes answer 404 "Unsupported API request", key or not', async (t) => {
   const app = await startApp(t)
-  for (const [method, path] of [['GET', '/nope'], ['GET', '/totp/nope'], ['GET', '/totp/onboardUser'], ['DELETE', '/totp/ping']] as const) {
+  for (const [method, path] of [
+    ['GET', '/nope'],
+    ['GET', '/totp/nope'],
+    ['GET', '/totp/onboardUser'],
+    ['DELETE', '/totp/ping'],
+  ] as const) {
     for (const key of [app.key, undefined]) {
       const res = await fetch(app.url + path, { method, headers: key ? { 'x-api-key': key } : {} })
       assert.equal(res.status, 404, `${method} ${path}`)
-      const body = await res.json() as Record<string, string>
+      const body = (await res.json()) as Record<string, string>
       assert.deepEqual(Object.keys(body), ['message'])
       assert.match(body.message!, /^Unsupported API request\. /)
     }
@@ -169,7 +186,7 @@ test('operational routes need no key', async (t) => {
   const app = await startApp(t)
   assert.deepEqual(await (await get(app.url, '/healthz', undefined)).json(), { status: 'ok', version: VERSION })
   assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', version: VERSION, checks: { sqlite: 'ok' } })
-  const doc = await (await get(app.url, '/openapi.json', undefined)).json() as { openapi: string; paths: Record<string, unknown> }
+  const doc = (await (await get(app.url, '/openapi.json', undefined)).json()) as { openapi: string; paths: Record<string, unknown> }
   assert.equal(doc.openapi, '3.1.0')
   assert.ok(doc.paths['/totp/verifyOTP'])
   const page = await get(app.url, '/docs', undefined)

@@ -18,9 +18,11 @@ test('admitted calls carry RateLimit-Policy and RateLimit; refused keys get neit
     assert.equal(refused.headers.get('ratelimit'), null)
   }
   await app.app.close()
-  assert.deepEqual((await app.store.usage.report(app.accountId, '2000-01-01', '2999-12-31', 'key')).map((r) => [r.keyId, r.group, r.count, r.units]),
+  assert.deepEqual(
+    (await app.store.usage.report(app.accountId, '2000-01-01', '2999-12-31', 'key')).map((r) => [r.keyId, r.group, r.count, r.units]),
     [[app.keyId, 'totp', 1, 2]],
-    'only the admitted call was counted (saved at shutdown)')
+    'only the admitted call was counted (saved at shutdown)',
+  )
 })
 
 test('over the throttle: 429 "Too Many Requests" with Retry-After, and the refusal consumed nothing', async (t) => {
@@ -68,7 +70,7 @@ test('the quota survives a restart: a new process seeds its window from the save
   assert.equal((await get(second.url, '/totp/ping', first.key)).status, 429, 'two used before the restart, one after: three')
 })
 
-test('plans in units (Renda.io\'s free plan): 50 a month, a TOTP call costs 2, a conversion 1; 429 and RateLimit speak in units', async (t) => {
+test("plans in units (Renda.io's free plan): 50 a month, a TOTP call costs 2, a conversion 1; 429 and RateLimit speak in units", async (t) => {
   const clock = testClock(Date.UTC(2026, 10, 21, 12))
   const app = await startApp(t, { PLAN_QUOTA: '50', PLAN_PERIOD: 'month', PLAN_RATE: '0' }, clock)
   const first = await get(app.url, '/totp/ping', app.key)
@@ -92,10 +94,13 @@ test('plans in units (Renda.io\'s free plan): 50 a month, a TOTP call costs 2, a
   for (let i = 0; i < 5; i++) assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'weight 0: free')
   await app.app.close()
   const report = await app.store.usage.report(app.accountId, '2026-11-01', '2026-11-30', 'region')
-  assert.deepEqual(report, [{ region: 'eu', group: 'converter', count: 2, units: 2 }, { region: 'eu', group: 'totp', count: 29, units: 48 }])
+  assert.deepEqual(report, [
+    { region: 'eu', group: 'converter', count: 2, units: 2 },
+    { region: 'eu', group: 'totp', count: 29, units: 48 },
+  ])
 })
 
-test('a key\'s last use (time and region) is saved with the usage counts, at most once a minute', async (t) => {
+test("a key's last use (time and region) is saved with the usage counts, at most once a minute", async (t) => {
   const clock = testClock(Date.UTC(2026, 10, 21, 12))
   const app = await startApp(t, { REGION: 'us', USAGE_FLUSH_MS: '100' }, clock)
   assert.equal((await app.accounts.getKey(app.keyId))?.lastUsedAt, null)

@@ -41,8 +41,15 @@ async function pings(a: Admin, key: string): Promise<number> {
   return res.status
 }
 
-interface Key { id: string; apiKey: string; revokedAt: string | null }
-interface AuditEvent { at: string; action: string }
+interface Key {
+  id: string
+  apiKey: string
+  revokedAt: string | null
+}
+interface AuditEvent {
+  at: string
+  action: string
+}
 
 async function events(a: Admin, accountId: string): Promise<AuditEvent[]> {
   return (await call<{ items: AuditEvent[] }>(a, 'GET', `/audit-events?account=${accountId}&limit=100`, 200)).items
@@ -50,12 +57,16 @@ async function events(a: Admin, accountId: string): Promise<AuditEvent[]> {
 
 for (const [name, env, skip] of stores) {
   test(`${name}: the moved clock dates the audit trail, a subscription and a revocation, ends keys, and decides what retention prunes`, { skip }, async (t) => {
-    const a = await startAdmin(t, { REGION: 'eu', ...await env(t) }, testClock(START))
+    const a = await startAdmin(t, { REGION: 'eu', ...(await env(t)) }, testClock(START))
     const account = await call<{ id: string }>(a, 'POST', '/accounts', 201, { name: 'Clockwork' })
     await call(a, 'PUT', `/accounts/${account.id}/subscriptions/eu/totp`, 200, { status: 'active' })
     const [subscription] = (await call<{ items: { updatedAt: string }[] }>(a, 'GET', `/accounts/${account.id}/subscriptions`, 200)).items
-    assert.equal(subscription?.updatedAt, iso(START), 'the subscription was changed at the clock\'s time')
-    assert.deepEqual((await events(a, account.id)).map((e) => e.at), [iso(START), iso(START)], 'both events at the clock\'s time')
+    assert.equal(subscription?.updatedAt, iso(START), "the subscription was changed at the clock's time")
+    assert.deepEqual(
+      (await events(a, account.id)).map((e) => e.at),
+      [iso(START), iso(START)],
+      "both events at the clock's time",
+    )
 
     // Expiry: a key works until its expiresAt by the clock, and not after.
     const expiring = await call<Key>(a, 'POST', `/accounts/${account.id}/keys`, 201, { expiresAt: iso(START + 3_600_000) })
@@ -84,12 +95,15 @@ for (const [name, env, skip] of stores) {
     a.clock.advance((a.pub.config.auditRetentionDays + 1) * DAY)
     await call(a, 'PATCH', `/accounts/${account.id}`, 200, { name: 'Clockwork 2' })
     const before = await events(a, account.id)
-    assert.ok(await a.pub.accounts.pruneAudit() >= before.length - 1, 'the other events of the service went too')
-    assert.deepEqual((await events(a, account.id)).map((e) => [e.action, e.at]), [['account.update', iso(a.clock.now())]])
+    assert.ok((await a.pub.accounts.pruneAudit()) >= before.length - 1, 'the other events of the service went too')
+    assert.deepEqual(
+      (await events(a, account.id)).map((e) => [e.action, e.at]),
+      [['account.update', iso(a.clock.now())]],
+    )
   })
 
   test(`${name}: a portal session ends when the clock passes SESSION_TTL_HOURS`, { skip }, async (t) => {
-    const a = await startAdmin(t, { SESSION_TTL_HOURS: '2', ...await env(t) }, testClock(START))
+    const a = await startAdmin(t, { SESSION_TTL_HOURS: '2', ...(await env(t)) }, testClock(START))
     const user = await portalUser(a.pub)
     const client = new PortalClient(a.pub.url)
     await client.signIn(user.email, user.password)

@@ -11,19 +11,26 @@ import { once } from 'node:events'
 import { request } from 'node:http'
 import { startApp, get, type Running } from '../../support/helper.ts'
 
-interface Tracked { readonly socket: Socket; closedAt: number | null }
+interface Tracked {
+  readonly socket: Socket
+  closedAt: number | null
+}
 
 async function openIdle(url: string, count: number, t0: number): Promise<Tracked[]> {
   const { port } = new URL(url)
-  return Promise.all(Array.from({ length: count }, async () => {
-    const socket = connect(Number(port), '127.0.0.1')
-    const tracked: Tracked = { socket, closedAt: null }
-    socket.on('error', () => undefined)
-    socket.resume() // read what the server sends (a 408 before it closes): an unread socket never sees the close
-    socket.on('close', () => { tracked.closedAt = performance.now() - t0 })
-    await once(socket, 'connect')
-    return tracked
-  }))
+  return Promise.all(
+    Array.from({ length: count }, async () => {
+      const socket = connect(Number(port), '127.0.0.1')
+      const tracked: Tracked = { socket, closedAt: null }
+      socket.on('error', () => undefined)
+      socket.resume() // read what the server sends (a 408 before it closes): an unread socket never sees the close
+      socket.on('close', () => {
+        tracked.closedAt = performance.now() - t0
+      })
+      await once(socket, 'connect')
+      return tracked
+    }),
+  )
 }
 
 async function waitFor(condition: () => boolean, ms: number): Promise<void> {
@@ -65,11 +72,14 @@ test('a kept-alive connection idle after its answer is closed within KEEP_ALIVE_
   const t0 = performance.now()
   const [idle] = await openIdle(app.url, 1, t0)
   idle!.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
-  const [answer] = await once(idle!.socket, 'data') as [Buffer]
+  const [answer] = (await once(idle!.socket, 'data')) as [Buffer]
   assert.match(answer.toString(), /^HTTP\/1.1 200 OK[\s\S]*Keep-Alive: timeout=0/i)
   const answeredAt = performance.now() - t0
   await waitFor(() => idle!.closedAt !== null, 3000)
-  assert.ok(idle!.closedAt !== null && idle!.closedAt - answeredAt <= 500 + 1000 + 300, `closed ${idle!.closedAt === null ? 'never' : (idle!.closedAt - answeredAt).toFixed(0)} ms after the answer`)
+  assert.ok(
+    idle!.closedAt !== null && idle!.closedAt - answeredAt <= 500 + 1000 + 300,
+    `closed ${idle!.closedAt === null ? 'never' : (idle!.closedAt - answeredAt).toFixed(0)} ms after the answer`,
+  )
 })
 
 test('at MAX_CONNECTIONS, health checks and real calls still get in: the oldest idle connections make room', async (t) => {
@@ -80,15 +90,22 @@ test('at MAX_CONNECTIONS, health checks and real calls still get in: the oldest 
     for (const s of idle) s.socket.destroy()
   })
   try {
-  await waitFor(() => idle.filter((s) => s.closedAt === null).length <= 50, 2000)
-  assert.ok(await serverConnections(app) <= 50, 'never more than the cap open')
-  assert.deepEqual(idle.slice(0, 30).map((s) => s.closedAt !== null), Array(30).fill(true), 'the 30 oldest were closed')
-  for (let i = 0; i < 20; i++) {
-    assert.equal(await statusOnNewConnection(app.url, '/healthz'), 200, 'health check')
-    assert.equal(await statusOnNewConnection(app.url, '/totp/ping', app.key), 200, 'real call')
-  }
-  assert.ok(await serverConnections(app) <= 50)
-  assert.ok(app.logs.some((line) => line.includes('connection cap reached')), 'the cap is logged')
+    await waitFor(() => idle.filter((s) => s.closedAt === null).length <= 50, 2000)
+    assert.ok((await serverConnections(app)) <= 50, 'never more than the cap open')
+    assert.deepEqual(
+      idle.slice(0, 30).map((s) => s.closedAt !== null),
+      Array(30).fill(true),
+      'the 30 oldest were closed',
+    )
+    for (let i = 0; i < 20; i++) {
+      assert.equal(await statusOnNewConnection(app.url, '/healthz'), 200, 'health check')
+      assert.equal(await statusOnNewConnection(app.url, '/totp/ping', app.key), 200, 'real call')
+    }
+    assert.ok((await serverConnections(app)) <= 50)
+    assert.ok(
+      app.logs.some((line) => line.includes('connection cap reached')),
+      'the cap is logged',
+    )
   } finally {
     for (const s of idle) s.socket.destroy() // before the app closes: it waits for connections that never sent a request
   }
@@ -102,14 +119,20 @@ test('at MAX_CONNECTIONS with a request in progress on every connection, a new c
     for (const s of busy) s.socket.destroy()
   })
   try {
-  // Headers whole, body never sent: each connection has a request in progress.
-  for (const s of busy) s.socket.write(`POST /totp/getOTP HTTP/1.1\r\nHost: x\r\nx-api-key: ${app.key}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100\r\n\r\n`)
-  await new Promise((resolve) => setTimeout(resolve, 200))
-  const [late] = await openIdle(app.url, 1, t0)
-  await waitFor(() => late!.closedAt !== null, 2000)
-  assert.notEqual(late!.closedAt, null, 'the new connection was closed')
-  assert.ok(busy.every((s) => s.closedAt === null), 'no request in progress was cut')
-  assert.equal(await serverConnections(app), 10)
+    // Headers whole, body never sent: each connection has a request in progress.
+    for (const s of busy)
+      s.socket.write(
+        `POST /totp/getOTP HTTP/1.1\r\nHost: x\r\nx-api-key: ${app.key}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100\r\n\r\n`,
+      )
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const [late] = await openIdle(app.url, 1, t0)
+    await waitFor(() => late!.closedAt !== null, 2000)
+    assert.notEqual(late!.closedAt, null, 'the new connection was closed')
+    assert.ok(
+      busy.every((s) => s.closedAt === null),
+      'no request in progress was cut',
+    )
+    assert.equal(await serverConnections(app), 10)
   } finally {
     for (const s of busy) s.socket.destroy() // before the app closes: it waits for requests in progress
   }

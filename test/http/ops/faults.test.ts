@@ -32,7 +32,9 @@ async function setup(t: Parameters<typeof startApp>[0]): Promise<Setup> {
  */
 async function signalsSettled(app: Running, quietMs = 500): Promise<void> {
   let last = Date.now()
-  const off = app.store.access.onChange(() => { last = Date.now() })
+  const off = app.store.access.onChange(() => {
+    last = Date.now()
+  })
   try {
     while (Date.now() - last < quietMs) await new Promise((r) => setTimeout(r, 50))
   } finally {
@@ -51,11 +53,17 @@ async function until(ms: number, probe: () => Promise<boolean>): Promise<number>
 }
 
 async function freshCode(app: Running): Promise<{ secret: string; token: string }> {
-  const onboard = await (await post(app.url, '/totp/onboardUser', app.key, { userID: uniqueName('u'), applicationID: 'faults' })).json() as { secretKey: string; otp: string }
+  const onboard = (await (await post(app.url, '/totp/onboardUser', app.key, { userID: uniqueName('u'), applicationID: 'faults' })).json()) as {
+    secretKey: string
+    otp: string
+  }
   return { secret: onboard.secretKey, token: onboard.otp }
 }
 
-test('Redis unreachable: verifyOTP fails closed with 503, the rest works on per-node limits, and all recovers without a restart', { skip, timeout: 60_000 }, async (t) => {
+test('Redis unreachable: verifyOTP fails closed with 503, the rest works on per-node limits, and all recovers without a restart', {
+  skip,
+  timeout: 60_000,
+}, async (t) => {
   const { app, redisProxy } = await setup(t)
   const before = await freshCode(app)
   assert.equal((await post(app.url, '/totp/verifyOTP', app.key, before)).status, 200)
@@ -76,7 +84,10 @@ test('Redis unreachable: verifyOTP fails closed with 503, the rest works on per-
   const ping = await get(app.url, '/totp/ping', app.key)
   assert.equal(ping.status, 200)
   assert.ok(ping.headers.get('ratelimit'), 'the throttle still applies, per node')
-  assert.ok(app.logs.some((l) => l.includes('fall back to per-node limits')), 'the fallback is logged')
+  assert.ok(
+    app.logs.some((l) => l.includes('fall back to per-node limits')),
+    'the fallback is logged',
+  )
   const ready = await get(app.url, '/readyz', undefined)
   assert.equal(ready.status, 200)
   assert.deepEqual(await ready.json(), { status: 'degraded', version: VERSION, checks: { postgres: 'ok', redis: 'unavailable' } })
@@ -88,7 +99,10 @@ test('Redis unreachable: verifyOTP fails closed with 503, the rest works on per-
   assert.deepEqual(await (await get(app.url, '/readyz', undefined)).json(), { status: 'ok', version: VERSION, checks: { postgres: 'ok', redis: 'ok' } })
 })
 
-test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it, and service resumes without a restart', { skip, timeout: 60_000 }, async (t) => {
+test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it, and service resumes without a restart', {
+  skip,
+  timeout: 60_000,
+}, async (t) => {
   const { app, pgProxy } = await setup(t)
   const onboard = (userID: string) => post(app.url, '/totp/onboardUser', app.key, { userID, applicationID: 'faults' })
   assert.equal((await onboard('before')).status, 200)
@@ -101,7 +115,7 @@ test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it
   assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'a cached key still works for calls that need no PostgreSQL')
   const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' // 160 bits, like the secrets onboardUser issues
   const otp = await post(app.url, '/totp/getOTP', app.key, { secret })
-  assert.equal(otp.status, 503, 'getOTP reads the secret\'s onboarding record')
+  assert.equal(otp.status, 503, "getOTP reads the secret's onboarding record")
   const renda = await post(app.url, '/totp/getOTP', app.key, { secret: 'LVJFKZI5AJZXIZKG' })
   assert.equal(renda.status, 200, 'an 80-bit secret cannot have a record here: no lookup')
   await renda.arrayBuffer()
@@ -126,7 +140,10 @@ test('a node started while Redis is down serves what it can, then picks Redis up
   const databaseUrl = await createDatabase(t)
   const redisProxy = await TcpProxy.start(redisUrl())
   const prefix = `${uniqueName('t')}:`
-  t.after(async () => { await redisProxy.close(); await dropPrefix(prefix) })
+  t.after(async () => {
+    await redisProxy.close()
+    await dropPrefix(prefix)
+  })
   await redisProxy.cut()
   const app = await startApp(t, { DATABASE_URL: databaseUrl, REDIS_URL: redisProxy.via(redisUrl()), REDIS_PREFIX: prefix, STORE_TIMEOUT_MS: '500' })
   const code = await freshCode(app)

@@ -12,7 +12,11 @@ import { openSqliteStore } from '../../../src/storage/sqlite/store.ts'
 
 const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
 
-for (const [what, content] of [['an empty', ''], ['a 5-byte', 'abcde'], ['a 31-character', `${'p'.repeat(31)}\n`]] as const) {
+for (const [what, content] of [
+  ['an empty', ''],
+  ['a 5-byte', 'abcde'],
+  ['a 31-character', `${'p'.repeat(31)}\n`],
+] as const) {
   test(`${what} pepper file stops start-up with a message naming the file`, async (t) => {
     const dataDir = tempDir(t)
     const file = join(dataDir, 'pepper')

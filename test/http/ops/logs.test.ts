@@ -14,10 +14,10 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
   await app.accounts.revokeKey({ actor: CLI }, revoked.keyId)
 
   const userID = 'log-probe-user@example.com'
-  const onboard = await (await post(app.url, '/totp/onboardUser', app.key, { userID, applicationID: 'LogProbeApp' })).json() as Record<string, string>
+  const onboard = (await (await post(app.url, '/totp/onboardUser', app.key, { userID, applicationID: 'LogProbeApp' })).json()) as Record<string, string>
   const secret = new Secret().base32
   const code = new TOTP({ secret: Secret.fromBase32(secret) }).generate({ timestamp: app.clock.now() })
-  const got = await (await post(app.url, '/totp/getOTP', app.key, { secret })).json() as { otp: string }
+  const got = (await (await post(app.url, '/totp/getOTP', app.key, { secret })).json()) as { otp: string }
   await post(app.url, '/totp/verifyOTP', app.key, { secret, token: code })
   await post(app.url, '/totp/verifyOTP', app.key, { secret, token: code })
   await post(app.url, '/totp/verifyOTP', app.key, { secret: onboard.secretKey!, token: '99999999' })
@@ -39,13 +39,25 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
     assert.match((l.req as { path: string }).path, /^\/totp\//)
     assert.equal(typeof l.responseTime, 'number')
   }
-  assert.ok(completed.some((l) => (l.res as Record<string, string>).keyId !== undefined && (l.res as Record<string, string>).accountId === app.accountId),
-    'the caller is logged by key id')
+  assert.ok(
+    completed.some((l) => (l.res as Record<string, string>).keyId !== undefined && (l.res as Record<string, string>).accountId === app.accountId),
+    'the caller is logged by key id',
+  )
   assert.ok(lines.some((l) => l.msg === 'access denied' && l.reason === 'revoked key' && l.keyId === revoked.keyId))
 
   const forbidden = [
-    app.key, app.key.slice(4), revoked.apiKey, 'tsr_probe_unknown_key', secret, onboard.secretKey!, onboard.otpURL!,
-    userID, 'LogProbeApp', 'qr-probe-payload-4711', 'lowercase-probe', 'query-probe',
+    app.key,
+    app.key.slice(4),
+    revoked.apiKey,
+    'tsr_probe_unknown_key',
+    secret,
+    onboard.secretKey!,
+    onboard.otpURL!,
+    userID,
+    'LogProbeApp',
+    'qr-probe-payload-4711',
+    'lowercase-probe',
+    'query-probe',
   ]
   for (const s of forbidden) assert.ok(!text.includes(s), `logs contain ${s.slice(0, 12)}…: ${app.logs.find((l) => l.includes(s))}`)
   // Numbers are matched whole: a response time may hold the same run of digits.
@@ -56,7 +68,7 @@ test('logs carry request ids and key ids, never keys, secrets, codes or bodies',
 
 /** until waits (up to `ms`) for `probe` to hold: a request's line is written once its answer has gone. */
 async function until(probe: () => boolean, ms = 5000): Promise<void> {
-  for (const end = Date.now() + ms; Date.now() < end && !probe();) await new Promise((r) => setTimeout(r, 20))
+  for (const end = Date.now() + ms; Date.now() < end && !probe(); ) await new Promise((r) => setTimeout(r, 20))
 }
 
 /** demoKey: the demo account's key, from the banner a fresh development server prints. */
@@ -75,7 +87,7 @@ test('LOG_FORMAT=pretty: one readable line per request with its id, method, path
   const secret = new Secret().base32
   assert.equal((await get(url, '/totp/ping', key, { 'x-request-id': 'pretty-probe-1' })).status, 200)
   const got = await post(url, '/totp/getOTP', key, { secret }, { 'x-request-id': 'pretty-probe-2' })
-  const { otp } = await got.json() as { otp: string }
+  const { otp } = (await got.json()) as { otp: string }
   assert.equal((await get(url, '/totp/ping?secret=query-probe', 'tsr_probe_unknown_key', { 'x-request-id': 'pretty-probe-3' })).status, 403)
   const admin = /\(admin\): Admin API listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(pretty.output())?.[1]
   assert.ok(admin, pretty.output())
@@ -85,12 +97,25 @@ test('LOG_FORMAT=pretty: one readable line per request with its id, method, path
 
   const lines = pretty.output().split('\n')
   const line = (id: string) => lines.find((l) => l.includes(`[${id}] GET`) || l.includes(`[${id}] POST`)) ?? ''
-  assert.match(line('pretty-probe-1'), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: \[pretty-probe-1\] GET \/totp\/ping 200 \d+\.\d ms request completed keyId=key_[0-9a-f]+ accountId=acc_[0-9a-f]+$/)
+  assert.match(
+    line('pretty-probe-1'),
+    /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: \[pretty-probe-1\] GET \/totp\/ping 200 \d+\.\d ms request completed keyId=key_[0-9a-f]+ accountId=acc_[0-9a-f]+$/,
+  )
   assert.match(line('pretty-probe-2'), /^\[[\d:.]+\] INFO: \[pretty-probe-2\] POST \/totp\/getOTP 200 \d+\.\d ms request completed keyId=/)
   assert.match(line('pretty-probe-3'), /^\[[\d:.]+\] INFO: \[pretty-probe-3\] GET \/totp\/ping 403 \d+\.\d ms request completed$/)
-  assert.match(line('admin-probe'), /^\[[\d:.]+\] INFO \(admin\): \[admin-probe\] GET \/admin\/v1\/accounts 401 \d+\.\d ms request completed$/, 'the admin listener writes the same format')
-  assert.ok(lines.some((l) => /^\[[\d:.]+\] INFO: \[pretty-probe-3\] access denied \{"reason":"unknown key"\}$/.test(l)), 'a line of the request names its id too')
-  assert.ok(lines.every((l) => !l.startsWith('{')), 'no JSON line')
+  assert.match(
+    line('admin-probe'),
+    /^\[[\d:.]+\] INFO \(admin\): \[admin-probe\] GET \/admin\/v1\/accounts 401 \d+\.\d ms request completed$/,
+    'the admin listener writes the same format',
+  )
+  assert.ok(
+    lines.some((l) => /^\[[\d:.]+\] INFO: \[pretty-probe-3\] access denied \{"reason":"unknown key"\}$/.test(l)),
+    'a line of the request names its id too',
+  )
+  assert.ok(
+    lines.every((l) => !l.startsWith('{')),
+    'no JSON line',
+  )
   assert.doesNotMatch(pretty.output(), /\u001b\[/, 'no colours through a pipe')
 
   const text = pretty.output()
@@ -100,16 +125,31 @@ test('LOG_FORMAT=pretty: one readable line per request with its id, method, path
 
   const refused = await get(autoUrl, '/totp/ping', undefined, { 'x-request-id': 'auto-probe' })
   await until(() => auto.output().includes('"reqId":"auto-probe","req"'))
-  const entry = JSON.parse(auto.output().split('\n').find((l) => l.includes('"reqId":"auto-probe","req"')) ?? 'null') as Record<string, unknown>
+  const entry = JSON.parse(
+    auto
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"reqId":"auto-probe","req"')) ?? 'null',
+  ) as Record<string, unknown>
   assert.equal(entry.msg, 'request completed')
   assert.deepEqual(entry.req, { method: 'GET', path: '/totp/ping', ip: '127.0.0.1' })
   assert.deepEqual(entry.res, { statusCode: refused.status })
-  assert.ok(auto.output().split('\n').filter((l) => l.startsWith('{')).every((l) => JSON.parse(l)), 'every log line is JSON')
+  assert.ok(
+    auto
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .every((l) => JSON.parse(l)),
+    'every log line is JSON',
+  )
 })
 
 const hasScript = spawnSync('script', ['--version']).status === 0
 
-test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in production', { skip: hasScript ? false : 'needs script(1) (util-linux) for a pseudo-terminal', timeout: 60_000 }, async (t) => {
+test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in production', {
+  skip: hasScript ? false : 'needs script(1) (util-linux) for a pseudo-terminal',
+  timeout: 60_000,
+}, async (t) => {
   /** onTerminal runs the server with its standard output on a pseudo-terminal (script(1)) until it has said it serves. */
   const onTerminal = async (env: Record<string, string>): Promise<string> => {
     const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} src/server.ts`, '/dev/null'], {
@@ -117,10 +157,16 @@ test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in
       env: { ...process.env, PORT: '0', ADMIN_LISTEN: 'off', DATA_DIR: tempDir(t), LOG_LEVEL: 'info', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
-    t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+    t.after(() => {
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
     let out = ''
-    child.stdout.on('data', (d) => { out += d })
-    child.stderr.on('data', (d) => { out += d })
+    child.stdout.on('data', (d) => {
+      out += d
+    })
+    child.stderr.on('data', (d) => {
+      out += d
+    })
     // A start-up on a loaded machine takes seconds: the other process tests wait for it as long.
     await until(() => /serving/.test(out), 45_000)
     child.kill('SIGTERM')
@@ -128,7 +174,13 @@ test('LOG_FORMAT=auto on a terminal: pretty and coloured in development, JSON in
   }
   const [development, production] = await Promise.all([
     onTerminal({ NODE_ENV: 'development', LOG_FORMAT: 'auto' }),
-    onTerminal({ NODE_ENV: 'production', LOG_FORMAT: 'auto', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed', ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}` }),
+    onTerminal({
+      NODE_ENV: 'production',
+      LOG_FORMAT: 'auto',
+      PEPPER: 'p'.repeat(40),
+      SIGNUP_MODE: 'closed',
+      ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}`,
+    }),
   ])
   assert.match(development, /\] \u001b\[32mINFO\u001b\[39m: \u001b\[36mServer listening at http:\/\/127\.0\.0\.1:\d+/, development)
   assert.match(production, /^\{"level":30,.*"msg":"Server listening at http:\/\/127\.0\.0\.1:\d+"\}\r?$/m, production)

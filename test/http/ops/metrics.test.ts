@@ -38,7 +38,11 @@ test('the public port serves /metrics only with METRICS_TOKEN and behind it; the
     assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="metrics"')
   }
 
-  const form = (fields: Record<string, string>) => ({ method: 'POST', headers: { 'x-api-key': app.key, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() })
+  const form = (fields: Record<string, string>) => ({
+    method: 'POST',
+    headers: { 'x-api-key': app.key, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields).toString(),
+  })
   for (let i = 0; i < 3; i++) assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': app.key } })).status, 200)
   assert.equal((await fetch(`${app.url}/totp/ping`)).status, 403)
   assert.equal((await fetch(`${app.url}/totp/ping`, { headers: { 'x-api-key': `tsr_${'0'.repeat(40)}` } })).status, 403)
@@ -51,13 +55,21 @@ test('the public port serves /metrics only with METRICS_TOKEN and behind it; the
   const text = await res.text()
   assert.equal(sample(text, 'tessera_http_requests_total', { route: '/totp/ping', method: 'GET', status: '200', region: 'eu' }), 3)
   assert.equal(sample(text, 'tessera_http_requests_total', { route: '/totp/ping', method: 'GET', status: '403' }), 2)
-  assert.equal(sample(text, 'tessera_http_requests_total', { route: 'unmatched', method: 'GET', status: '404' }), 1, 'an unknown path is "unmatched", never its path')
+  assert.equal(
+    sample(text, 'tessera_http_requests_total', { route: 'unmatched', method: 'GET', status: '404' }),
+    1,
+    'an unknown path is "unmatched", never its path',
+  )
   assert.equal(sample(text, 'tessera_http_request_duration_seconds_count', { route: '/totp/ping', status: '200' }), 3)
-  assert.equal(sample(text, 'tessera_http_request_duration_seconds_bucket', { route: '/totp/ping', status: '200', le: '+Inf' }), 3, 'the +Inf bucket holds every observation')
+  assert.equal(
+    sample(text, 'tessera_http_request_duration_seconds_bucket', { route: '/totp/ping', status: '200', le: '+Inf' }),
+    3,
+    'the +Inf bucket holds every observation',
+  )
   assert.ok(sample(text, 'tessera_http_request_duration_seconds_sum', { route: '/totp/ping', status: '200' }) > 0)
   assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'missing' }), 1)
   assert.equal(sample(text, 'tessera_gateway_refusals_total', { cause: 'unknown' }), 1)
-  assert.match(text, /^tessera_gateway_refusals_total\{[^}]*cause="over quota"[^}]*\} 0$/m, "every cause from the start")
+  assert.match(text, /^tessera_gateway_refusals_total\{[^}]*cause="over quota"[^}]*\} 0$/m, 'every cause from the start')
   assert.equal(sample(text, 'tessera_otp_verifications_total', { outcome: 'invalid' }), 1)
   assert.match(text, /^process_resident_memory_bytes\{region="eu"\} \d+/m, 'the process defaults')
   assert.match(text, /^nodejs_eventloop_lag_seconds\{region="eu"\}/m)
@@ -70,7 +82,12 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
   metrics.observeRequest('/totp/getOTP', 'POST', 200, 0.0003)
   metrics.refused('throttled')
   const admin = await buildAdminApp({
-    config: app.config, accounts: app.accounts, factors: app.factors, totp: app.totp, metrics, logStream: { write: () => undefined },
+    config: app.config,
+    accounts: app.accounts,
+    factors: app.factors,
+    totp: app.totp,
+    metrics,
+    logStream: { write: () => undefined },
   })
   await admin.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => admin.close())
@@ -84,7 +101,12 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
 
   const guarded = await startApp(t, { METRICS_TOKEN: TOKEN })
   const admin2 = await buildAdminApp({
-    config: guarded.config, accounts: guarded.accounts, factors: guarded.factors, totp: guarded.totp, metrics, logStream: { write: () => undefined },
+    config: guarded.config,
+    accounts: guarded.accounts,
+    factors: guarded.factors,
+    totp: guarded.totp,
+    metrics,
+    logStream: { write: () => undefined },
   })
   await admin2.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => admin2.close())
@@ -96,7 +118,10 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
 
 const skipServices = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
 
-test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', { skip: skipServices, timeout: 60_000 }, async (t) => {
+test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis gauges, dependencies; key cache; refusals out of scope; one lockout per lock under parallel guesses; Redis down is seen', {
+  skip: skipServices,
+  timeout: 60_000,
+}, async (t) => {
   const { pgProxy, redisProxy, env } = await proxiedServices(t)
   const app = await startApp(t, { ...env, METRICS_TOKEN: TOKEN, STORE_TIMEOUT_MS: '500', USAGE_FLUSH_MS: '100' })
   const scrape = async () => (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
@@ -169,7 +194,8 @@ test('on PostgreSQL + Redis: store operations timed per adapter, pool and Redis 
   assert.equal(sample(text, 'tessera_dependency_up', { dependency: 'postgres' }), 0)
   await pgProxy.cut()
 
-  for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId]) assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
+  for (const leak of [app.key, scoped.apiKey, SECRET, app.accountId, scoped.accountId])
+    assert.ok(!text.includes(leak), `${leak.slice(0, 8)}… is not in the metrics`)
 })
 
 async function until(probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
@@ -214,7 +240,8 @@ test('portal: sign-ups, sign-in attempts by outcome, emails sent and refused by 
   assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'unconfirmed' }), 1)
   assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'ok' }), 1)
   assert.equal(sample(text, 'tessera_portal_sign_ins_total', { outcome: 'throttled' }), 0)
-  for (const leak of ['new-user@example.com', 'refused@example.com', known.email, known.user.id]) assert.ok(!text.includes(leak), `${leak} is not in the metrics`)
+  for (const leak of ['new-user@example.com', 'refused@example.com', known.email, known.user.id])
+    assert.ok(!text.includes(leak), `${leak} is not in the metrics`)
 })
 
 test('METRICS_PER_ACCOUNT: calls by account ID, group and status class; off by default', async (t) => {

@@ -56,7 +56,8 @@ async function served(url: string): Promise<Doc> {
 
 function operations(doc: Doc): [string, Operation][] {
   return Object.entries(doc.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as [string, Operation]))
+    Object.entries(methods).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as [string, Operation]),
+  )
 }
 
 interface LintProblem {
@@ -76,13 +77,17 @@ async function lint(file: string): Promise<string[]> {
   return problems.map((p) => `${p.severity} ${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`)
 }
 
-test('the document each region serves lints clean with Redocly\'s recommended rules', async (t) => {
+test("the document each region serves lints clean with Redocly's recommended rules", async (t) => {
   const dir = tempDir(t)
   const files: Record<string, string> = {}
   for (const region of ['eu', 'us'] as const) {
     const app = await startApp(t, { REGION: region, PUBLIC_BASE_URL: `https://${region}.api.tessera.test`, EU_BASE_URL: 'https://eu.api.tessera.test' })
     const doc = await served(app.url)
-    assert.equal(Object.keys(doc.paths).some((p) => p.startsWith('/converter/')), region === 'eu', `converter routes in ${region}`)
+    assert.equal(
+      Object.keys(doc.paths).some((p) => p.startsWith('/converter/')),
+      region === 'eu',
+      `converter routes in ${region}`,
+    )
     files[region] = join(dir, `${region}.json`)
     writeFileSync(files[region], JSON.stringify(doc))
     if (region === 'eu') {
@@ -108,7 +113,10 @@ test('every operation has the stable operationId Renda.io gave it, and every gua
   assert.deepEqual(Object.fromEntries(ops.map(([name, op]) => [name, op.operationId])), OPERATION_IDS)
   for (const [name, op] of ops) {
     if (op.security?.length === 0) continue // no key: /healthz and /readyz take no input either
-    assert.ok(Object.keys(op.responses).some((s) => /^4/.test(s)), `${name} documents a 4xx answer`)
+    assert.ok(
+      Object.keys(op.responses).some((s) => /^4/.test(s)),
+      `${name} documents a 4xx answer`,
+    )
   }
 })
 
@@ -127,8 +135,11 @@ test('the answer check rejects what the document does not describe', async (t) =
   await rejected('/totp/getOTP', json({}, 418), /status not in the document/)
   await rejected('/totp/ping', new Response('pong', { headers: { 'content-type': 'text/plain' } }), /content type 'text\/plain'/, 'GET')
   await rejected('/totp/ping', new Response('{"type":', { headers: { 'content-type': 'application/json' } }), /does not parse/, 'GET')
-  await rejected('/converter/generatePostscript',
-    new Response('%!PS', { headers: { 'content-type': 'application/postscript', 'x-page-count': 'many' } }), /header X-Page-Count/)
+  await rejected(
+    '/converter/generatePostscript',
+    new Response('%!PS', { headers: { 'content-type': 'application/postscript', 'x-page-count': 'many' } }),
+    /header X-Page-Count/,
+  )
 })
 
 test('generatePostscript documents the dpi refusal it answers (what a validating proxy flagged)', async (t) => {
@@ -139,7 +150,10 @@ test('generatePostscript documents the dpi refusal it answers (what a validating
   // The helper's fetch rejects an answer the document does not describe.
   const res = await fetch(`${app.url}/converter/generatePostscript`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
   assert.equal(res.status, 400)
-  assert.deepEqual(((await res.json()) as { code: string }[]).map((e) => e.code), ['NOT_A_PDF', 'DPI_INVALID'])
+  assert.deepEqual(
+    ((await res.json()) as { code: string }[]).map((e) => e.code),
+    ['NOT_A_PDF', 'DPI_INVALID'],
+  )
 })
 
 test('a client generated from the document (openapi-fetch + docs/openapi.d.ts) onboards, gets and verifies a code against a real node', async (t) => {
@@ -164,5 +178,8 @@ test('a client generated from the document (openapi-fetch + docs/openapi.d.ts) o
   const refused = await client.POST('/totp/getOTP', { body: { secret: 'not base32!' } })
   assert.equal(refused.response.status, 400)
   assert.ok(Array.isArray(refused.error), 'a list of problems')
-  assert.deepEqual(refused.error.map((e) => e.code), ['SECRET_INVALID'])
+  assert.deepEqual(
+    refused.error.map((e) => e.code),
+    ['SECRET_INVALID'],
+  )
 })

@@ -22,7 +22,12 @@ async function readyz(url: string): Promise<{ status: number; body: unknown }> {
 
 test('readyz names smtp when SMTP_URL is set: ok, asked once per TTL however many probes, then degraded with 200 once the server is gone', async (t) => {
   let connections = 0
-  const server = await smtp(t, { onConnect(_session, callback) { connections++; callback() } })
+  const server = await smtp(t, {
+    onConnect(_session, callback) {
+      connections++
+      callback()
+    },
+  })
   const app = await startApp(t, { SMTP_URL: server.url })
   const ok = { status: 200, body: { status: 'ok', version, checks: { sqlite: 'ok', smtp: 'ok' } } }
 
@@ -42,10 +47,15 @@ test('readyz names smtp when SMTP_URL is set: ok, asked once per TTL however man
 
 test('an SMTP server that never answers holds readyz no longer than STORE_TIMEOUT_MS', async (t) => {
   const sockets = new Set<Socket>()
-  const silent = createServer((socket) => { sockets.add(socket) })
+  const silent = createServer((socket) => {
+    sockets.add(socket)
+  })
   silent.listen(0, '127.0.0.1')
   await once(silent, 'listening')
-  t.after(() => { for (const s of sockets) s.destroy(); silent.close() })
+  t.after(() => {
+    for (const s of sockets) s.destroy()
+    silent.close()
+  })
   const app = await startApp(t, { SMTP_URL: `smtp://127.0.0.1:${(silent.address() as AddressInfo).port}`, STORE_TIMEOUT_MS: '300' })
 
   const started = performance.now()

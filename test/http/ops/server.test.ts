@@ -56,7 +56,13 @@ test('production makes no demo account and will not start without a pepper or en
   const noKeys = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed' })
   await assert.rejects(noKeys.ready, /exited 1: Invalid configuration: ENCRYPTION_KEYS is required when NODE_ENV=production/)
 
-  const prod = start({ DATA_DIR: dataDir, NODE_ENV: 'production', PEPPER: 'p'.repeat(40), SIGNUP_MODE: 'closed', ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}` })
+  const prod = start({
+    DATA_DIR: dataDir,
+    NODE_ENV: 'production',
+    PEPPER: 'p'.repeat(40),
+    SIGNUP_MODE: 'closed',
+    ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}`,
+  })
   t.after(() => prod.child.kill('SIGKILL'))
   await prod.ready
   assert.doesNotMatch(prod.output(), /tsr_/)
@@ -130,8 +136,12 @@ test('SIGTERM to `npm start` reaches the server: it exits and its port closes (n
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
-  npm.stdout!.on('data', (d) => { out += d })
-  npm.stderr!.on('data', (d) => { out += d })
+  npm.stdout!.on('data', (d) => {
+    out += d
+  })
+  npm.stderr!.on('data', (d) => {
+    out += d
+  })
   let serverPid = 0
   t.after(() => {
     if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGKILL')

@@ -53,10 +53,27 @@ const BODIES: [string, string | undefined, string | Buffer][] = [
   ['multipart: part never closed', ct.multipart, multipart('XyZ', [['data', 'hello']], false).subarray(0, 60)],
   ['multipart: no end boundary', ct.multipart, multipart('XyZ', [['data', 'hello']], false)],
   ['multipart: other boundary', ct.multipart, multipart('Other', [['data', 'hello']])],
-  ['multipart: lone surrogate bytes', ct.multipart, multipart('XyZ', [['userID', '\xed\xa0\x80'], ['applicationID', 'a'], ['data', '\xed\xa0\x80'], ['secret', SECRET], ['token', '\xff']])],
+  [
+    'multipart: lone surrogate bytes',
+    ct.multipart,
+    multipart('XyZ', [
+      ['userID', '\xed\xa0\x80'],
+      ['applicationID', 'a'],
+      ['data', '\xed\xa0\x80'],
+      ['secret', SECRET],
+      ['token', '\xff'],
+    ]),
+  ],
   ['multipart: part without a name', ct.multipart, Buffer.from('--XyZ\r\ncontent-disposition: form-data\r\n\r\nv\r\n--XyZ--\r\n')],
   ['multipart: no headers', ct.multipart, Buffer.from('--XyZ\r\n\r\nv\r\n--XyZ--\r\n')],
-  ['multipart: many parts', ct.multipart, multipart('XyZ', Array.from({ length: 100 }, (_, i) => [`f${i}`, 'v'] as [string, string]))],
+  [
+    'multipart: many parts',
+    ct.multipart,
+    multipart(
+      'XyZ',
+      Array.from({ length: 100 }, (_, i) => [`f${i}`, 'v'] as [string, string]),
+    ),
+  ],
   ['multipart: long header line', ct.multipart, Buffer.from(`--XyZ\r\ncontent-disposition: form-data; name="${'n'.repeat(12000)}"\r\n\r\nv\r\n--XyZ--\r\n`)],
   ['other: text/plain', 'text/plain', 'data=x'],
   ['other: xml', 'application/xml', '<data>x</data>'],
@@ -65,8 +82,17 @@ const BODIES: [string, string | undefined, string | Buffer][] = [
   ['other: too large', ct.form, `data=${'x'.repeat(20000)}`],
 ]
 
-const ROUTES = ['/totp/generateQRCode', '/totp/onboardUser', '/totp/getOTP', '/totp/verifyOTP', '/totp/ping',
-  '/converter/generateImage', '/converter/generatePostscript', '/healthz', '/nope']
+const ROUTES = [
+  '/totp/generateQRCode',
+  '/totp/onboardUser',
+  '/totp/getOTP',
+  '/totp/verifyOTP',
+  '/totp/ping',
+  '/converter/generateImage',
+  '/converter/generatePostscript',
+  '/healthz',
+  '/nope',
+]
 
 function assertShape(status: number, text: string, what: string): void {
   assert.ok(status < 500, `${what}: ${status} ${text.slice(0, 200)}`)
@@ -92,7 +118,9 @@ async function sweep(app: Running, routes: readonly string[]): Promise<Map<strin
     for (const [label, type, body] of BODIES) {
       for (const method of ['POST', 'PUT']) {
         const res = await fetch(app.url + path, {
-          method, body: typeof body === 'string' ? body : new Uint8Array(body), headers: { 'x-api-key': app.key, ...(type === undefined ? {} : { 'content-type': type }) },
+          method,
+          body: typeof body === 'string' ? body : new Uint8Array(body),
+          headers: { 'x-api-key': app.key, ...(type === undefined ? {} : { 'content-type': type }) },
         })
         const text = await res.text()
         assertShape(res.status, text, `${method} ${path} ${label}`)
@@ -120,30 +148,52 @@ test('sweep: outside eu, the converter routes answer the eu-only 404 whatever th
 test('sweep: the managed-factor routes, with hostile bodies and hostile user and factor ids, never a 5xx', async (t) => {
   const app = await startApp(t, { BODY_LIMIT_BYTES: '16384', PLAN_RATE: '0', OTP_MAX_FAILURES: '100' }, testClock(Date.UTC(2026, 0, 1)))
   const created = await fetch(`${app.url}/totp/users/u1/factors`, {
-    method: 'POST', headers: { 'x-api-key': app.key, 'content-type': ct.form }, body: 'applicationID=Acme',
+    method: 'POST',
+    headers: { 'x-api-key': app.key, 'content-type': ct.form },
+    body: 'applicationID=Acme',
   })
   assert.equal(created.status, 201)
-  const { factorID } = await created.json() as { factorID: string }
-  await sweep(app, ['/totp/users/u1/factors', `/totp/users/u1/factors/${factorID}/activate`, `/totp/users/u1/factors/${factorID}/resync`,
-    '/totp/users/u1/verify', '/totp/users/u1/recovery-codes', '/totp/users/u1/recover'])
+  const { factorID } = (await created.json()) as { factorID: string }
+  await sweep(app, [
+    '/totp/users/u1/factors',
+    `/totp/users/u1/factors/${factorID}/activate`,
+    `/totp/users/u1/factors/${factorID}/resync`,
+    '/totp/users/u1/verify',
+    '/totp/users/u1/recovery-codes',
+    '/totp/users/u1/recover',
+  ])
   // Ids that are not text, or not ids (a 4xx), and odd ones that are (any answer but a 5xx).
   const bad = new Set(['%ED%A0%80', '%zz', '%', '%FF%FE', 'a%3Ab', '%20', 'x'.repeat(300), '%00', 'a%0Ab', '%7F'])
   const users = [...bad, '..', 'u1%2F..%2Fu2', '%C3%A9l%C3%A8ve', '%F0%9F%94%91']
   const factors = ['%ED%A0%80', '%zz', 'x'.repeat(300), factorID.toUpperCase(), '']
   for (const user of users) {
-    for (const [method, rest, body] of [['GET', '/factors', undefined], ['POST', '/factors', 'applicationID=A'], ['POST', '/verify', 'token=123456'],
-      ['POST', '/recovery-codes', ''], ['POST', '/recover', 'code=aaaa-bbbb-cccc'], ['DELETE', '', undefined]] as const) {
+    for (const [method, rest, body] of [
+      ['GET', '/factors', undefined],
+      ['POST', '/factors', 'applicationID=A'],
+      ['POST', '/verify', 'token=123456'],
+      ['POST', '/recovery-codes', ''],
+      ['POST', '/recover', 'code=aaaa-bbbb-cccc'],
+      ['DELETE', '', undefined],
+    ] as const) {
       const res = await fetch(`${app.url}/totp/users/${user}${rest}`, {
-        method, headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) }, ...(body === undefined ? {} : { body }),
+        method,
+        headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) },
+        ...(body === undefined ? {} : { body }),
       })
       assertShape(res.status, await res.text(), `${method} user ${user.slice(0, 20)}${rest}`)
       if (bad.has(user)) assert.ok(res.status >= 400, `${method} ${user.slice(0, 20)}${rest}: ${res.status}`)
     }
   }
   for (const factor of factors) {
-    for (const [method, rest, body] of [['POST', '/activate', 'token=123456'], ['POST', '/resync', 'token=123456&nextToken=654321'], ['DELETE', '', undefined]] as const) {
+    for (const [method, rest, body] of [
+      ['POST', '/activate', 'token=123456'],
+      ['POST', '/resync', 'token=123456&nextToken=654321'],
+      ['DELETE', '', undefined],
+    ] as const) {
       const res = await fetch(`${app.url}/totp/users/u1/factors/${factor}${rest}`, {
-        method, headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) }, ...(body === undefined ? {} : { body }),
+        method,
+        headers: { 'x-api-key': app.key, ...(body === undefined ? {} : { 'content-type': ct.form }) },
+        ...(body === undefined ? {} : { body }),
       })
       assertShape(res.status, await res.text(), `${method} factor ${factor.slice(0, 20)}${rest}`)
     }

@@ -13,12 +13,19 @@ import { safeNext } from '../../../src/portal/auth.ts'
 const PASSWORD = 'correct horse battery staple'
 
 /** pathOf: a link's path and query, to fetch from the test's own base URL. */
-const pathOf = (link: string) => { const u = new URL(link); return `${u.pathname}${u.search}` }
+const pathOf = (link: string) => {
+  const u = new URL(link)
+  return `${u.pathname}${u.search}`
+}
 
 test('sign up, confirm the address by the emailed link, sign in: the new user owns a new account', async (t) => {
   const app = await startApp(t)
   const client = new PortalClient(app.url)
-  const signUp = await client.post('/portal/sign-up', { email: 'Ada@Example.com', password: PASSWORD, account: 'Analytical Engines' }, { from: '/portal/sign-up' })
+  const signUp = await client.post(
+    '/portal/sign-up',
+    { email: 'Ada@Example.com', password: PASSWORD, account: 'Analytical Engines' },
+    { from: '/portal/sign-up' },
+  )
   assert.equal(signUp.status, 200)
   assert.match(signUp.text, /We have sent a link to Ada@Example\.com/)
 
@@ -49,7 +56,11 @@ test('sign up, confirm the address by the emailed link, sign in: the new user ow
   assert.equal(confirmed.status, 303)
   assert.equal(confirmed.location, '/portal/sign-in?notice=confirmed')
   await client.get(pathOf(linkIn(second)))
-  assert.equal((await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })).status, 400, 'a link works once')
+  assert.equal(
+    (await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })).status,
+    400,
+    'a link works once',
+  )
 
   await client.signIn('ADA@example.com', PASSWORD)
   const home = await client.follow('/portal/home')
@@ -70,7 +81,10 @@ test('sign-up says the same for an address already taken, and mails its owner in
   const fresh = await client.post('/portal/sign-up', { email: 'new@example.com', password: PASSWORD }, { from: '/portal/sign-up' })
   const taken = await client.post('/portal/sign-up', { email: 'TAKEN@example.com', password: PASSWORD }, { from: '/portal/sign-up' })
   assert.equal(taken.status, fresh.status)
-  assert.equal(taken.text.replace(/TAKEN@example\.com|new@example\.com/g, 'X').replace(/value="[^"]+"/g, ''), fresh.text.replace(/TAKEN@example\.com|new@example\.com/g, 'X').replace(/value="[^"]+"/g, ''))
+  assert.equal(
+    taken.text.replace(/TAKEN@example\.com|new@example\.com/g, 'X').replace(/value="[^"]+"/g, ''),
+    fresh.text.replace(/TAKEN@example\.com|new@example\.com/g, 'X').replace(/value="[^"]+"/g, ''),
+  )
   const notice = await waitForMail(app, known.email)
   assert.equal(notice.subject, 'You already have a Tessera account')
   assert.equal((await app.store.portal.findUserByEmail('taken@example.com'))?.id, known.user.id, 'nothing changed for the existing user')
@@ -107,7 +121,11 @@ test('SIGNUP_MODE=approval: a confirmed sign-up waits for an operator, who is em
   const closed = await startApp(t, { SIGNUP_MODE: 'closed' })
   const other = new PortalClient(closed.url)
   assert.equal((await other.get('/portal/sign-up')).status, 403)
-  const posted = await fetch(`${closed.url}/portal/sign-up`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'email=a%40example.com&password=correct+horse+battery' })
+  const posted = await fetch(`${closed.url}/portal/sign-up`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'email=a%40example.com&password=correct+horse+battery',
+  })
   assert.equal(posted.status, 403)
   assert.match((await other.get('/portal/sign-in')).text, /Ask an account owner for an invitation/)
 })
@@ -148,11 +166,16 @@ test('password reset: the same answer for any address; the link works once, sets
   const again = new URL(linkIn(await waitForMail(app, user.email, 2))).searchParams.get('token')!
   await client.get('/portal/reset')
   const csrf = client.csrf()
-  const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fetch(`${app.url}/portal/reset/confirm`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: client.cookieHeader, origin: app.url },
-    body: new URLSearchParams({ _csrf: csrf, token: again, password: `parallel passphrase ${i}` }).toString(),
-  }).then((r) => r.status)))
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, (_, i) =>
+      fetch(`${app.url}/portal/reset/confirm`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: client.cookieHeader, origin: app.url },
+        body: new URLSearchParams({ _csrf: csrf, token: again, password: `parallel passphrase ${i}` }).toString(),
+      }).then((r) => r.status),
+    ),
+  )
   assert.deepEqual(answers.filter((s) => s === 303).length, 1, answers.join(','))
 })
 
@@ -173,7 +196,19 @@ test('a password reset ends the lock that guesses put on the address', async (t)
 test('next after sign-in stays inside the portal', () => {
   assert.equal(safeNext('/portal/accounts/acc_1/keys'), '/portal/accounts/acc_1/keys')
   assert.equal(safeNext('/portal/invitations/accept?token=abc_-1&account=acc_1'), '/portal/invitations/accept?token=abc_-1&account=acc_1')
-  for (const bad of ['https://evil.example/', '//evil.example/portal/', '/portal//evil.example', '/portal/../admin', '/totp/ping', 'javascript:alert(1)', '/portal/\\evil', '/portal/x?next=//evil.example', '/portal/x?a=<b>', undefined, 42]) {
+  for (const bad of [
+    'https://evil.example/',
+    '//evil.example/portal/',
+    '/portal//evil.example',
+    '/portal/../admin',
+    '/totp/ping',
+    'javascript:alert(1)',
+    '/portal/\\evil',
+    '/portal/x?next=//evil.example',
+    '/portal/x?a=<b>',
+    undefined,
+    42,
+  ]) {
     assert.equal(safeNext(bad), '/portal/home', String(bad))
   }
 })
@@ -182,9 +217,21 @@ test('a hostile next after sign-in comes back as the portal home: dot segments e
   const app = await startApp(t)
   const user = await portalUser(app)
   const hostile = [
-    '/portal/.%2e/.%2e/docs', '/portal/%2e%2e/%2e%2e/docs', '/portal/%2E%2E/admin', '/portal/.%2E/docs', '/portal/x/%2e%2e/%2e%2e/docs',
-    '/portal/..%2fdocs', '/portal/%2f%2fevil.example', '/portal/\\evil.example', '/portal/%5c%5cevil.example', '//evil.example/portal/',
-    '/portal/\t/../../docs', '/portal/%09/docs', '/portal/x%0d%0aLocation:%20https://evil.example', 'https://evil.example/portal/', '/portal/../docs',
+    '/portal/.%2e/.%2e/docs',
+    '/portal/%2e%2e/%2e%2e/docs',
+    '/portal/%2E%2E/admin',
+    '/portal/.%2E/docs',
+    '/portal/x/%2e%2e/%2e%2e/docs',
+    '/portal/..%2fdocs',
+    '/portal/%2f%2fevil.example',
+    '/portal/\\evil.example',
+    '/portal/%5c%5cevil.example',
+    '//evil.example/portal/',
+    '/portal/\t/../../docs',
+    '/portal/%09/docs',
+    '/portal/x%0d%0aLocation:%20https://evil.example',
+    'https://evil.example/portal/',
+    '/portal/../docs',
   ]
   for (const next of hostile) {
     // By the form's hidden field, as the sign-in page carries it.
@@ -200,6 +247,10 @@ test('a hostile next after sign-in comes back as the portal home: dot segments e
   }
   // A portal page still comes back, as a browser would resolve it.
   const client = new PortalClient(app.url)
-  const kept = await client.post('/portal/sign-in', { email: user.email, password: user.password, next: '/portal/accounts/x/../keys?tab=1' }, { from: '/portal/sign-in' })
+  const kept = await client.post(
+    '/portal/sign-in',
+    { email: user.email, password: user.password, next: '/portal/accounts/x/../keys?tab=1' },
+    { from: '/portal/sign-in' },
+  )
   assert.equal(kept.location, '/portal/accounts/keys?tab=1')
 })

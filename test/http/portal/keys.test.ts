@@ -86,7 +86,12 @@ test('create a key: expiry and scope are kept; a key scoped to another region is
   const body = new URLSearchParams({ _csrf: client.csrf(), name: 'us only', expires: '30' })
   body.append('regions', 'us')
   body.append('groups', 'totp')
-  const res = await fetch(`${app.url}${keysOf(app.accountId)}`, { method: 'POST', redirect: 'manual', headers: { cookie: client.cookieHeader, origin: app.url, 'content-type': 'application/x-www-form-urlencoded' }, body })
+  const res = await fetch(`${app.url}${keysOf(app.accountId)}`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { cookie: client.cookieHeader, origin: app.url, 'content-type': 'application/x-www-form-urlencoded' },
+    body,
+  })
   assert.equal(res.status, 201)
   const key = secretIn(await res.text())
   assert.equal(await ping(app, key), 403, 'this node is in eu; the key may call us only')
@@ -114,7 +119,8 @@ test('create a key: expiry and scope are kept; a key scoped to another region is
     assert.equal(bad.status, 422, JSON.stringify(fields))
     assert.match(bad.text, /<p class="error" role="alert">The key was not created: /)
     assert.match(bad.text, words)
-    if (fields.name !== '' && fields.name!.length <= 200) assert.match(bad.text, new RegExp(`id="key-name" name="name"[^>]*value="${fields.name}"`), 'the name is kept')
+    if (fields.name !== '' && fields.name!.length <= 200)
+      assert.match(bad.text, new RegExp(`id="key-name" name="name"[^>]*value="${fields.name}"`), 'the name is kept')
   }
   assert.equal((await app.accounts.listKeys(app.accountId)).length, before, 'no key made by a refused form')
 })
@@ -157,7 +163,14 @@ test('roll with a grace: both keys work until the grace ends, then the old one i
   assert.equal(badGrace.status, 422)
   assert.equal(await ping(app, app.key), 200, 'a refused grace rolls nothing')
   const rolls = await events(app, app.accountId, 'key.roll')
-  assert.deepEqual(rolls.map((e) => [e.actor, e.outcome]), [[`portal-user:${user.id}`, 'success'], [`portal-user:${user.id}`, 'failure'], [`portal-user:${user.id}`, 'success']].reverse())
+  assert.deepEqual(
+    rolls.map((e) => [e.actor, e.outcome]),
+    [
+      [`portal-user:${user.id}`, 'success'],
+      [`portal-user:${user.id}`, 'failure'],
+      [`portal-user:${user.id}`, 'success'],
+    ].reverse(),
+  )
 })
 
 test('twenty rolls of one key at once: one gets a new key, the others 409; twenty revocations at once: one', async (t) => {
@@ -178,7 +191,10 @@ test('revoke: a confirmation first, then 403 at once for calls with the key; a p
   const key = secretIn((await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })).text)
   const info = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy')!
   const path = `${keysOf(app.accountId)}/${info.id}/revoke`
-  assert.match((await client.get(keysOf(app.accountId))).text, new RegExp(`<form method="get" action="${path}" class="inline"><button type="submit" class="danger">Revoke key ci-deploy</button>`))
+  assert.match(
+    (await client.get(keysOf(app.accountId))).text,
+    new RegExp(`<form method="get" action="${path}" class="inline"><button type="submit" class="danger">Revoke key ci-deploy</button>`),
+  )
 
   const ask = await client.get(path)
   assert.equal(ask.status, 200)
@@ -202,7 +218,7 @@ test('revoke: a confirmation first, then 403 at once for calls with the key; a p
   assert.deepEqual([revoked!.actor, revoked!.target, revoked!.outcome], [`portal-user:${user.id}`, { type: 'key', id: info.id }, 'success'])
 })
 
-test('roles and accounts: a viewer reads but cannot change (403, no forms); another account\'s member gets 404; a key of another account is 404 through this one', async (t) => {
+test("roles and accounts: a viewer reads but cannot change (403, no forms); another account's member gets 404; a key of another account is 404 through this one", async (t) => {
   const app = await startApp(t)
   const viewer = await signedInClient(app, { role: 'viewer' })
   const list = await viewer.client.get(keysOf(app.accountId))
@@ -297,11 +313,18 @@ test('subscriptions with SUBSCRIPTION_APPROVAL=auto: subscribe starts at once, c
   const notOffered = await client.post(subsOf(accountId), { region: 'us', group: 'converter', action: 'subscribe' }, { from: subsOf(accountId) })
   assert.equal(notOffered.status, 422)
   assert.match(notOffered.text, /role="alert">Nothing was changed: PDF conversion is not offered in us\./)
-  for (const fields of [{ region: 'mars', group: 'totp', action: 'subscribe' }, { region: 'eu', group: 'totp', action: 'approve' }, { region: 'eu', group: 'fax', action: 'subscribe' }]) {
+  for (const fields of [
+    { region: 'mars', group: 'totp', action: 'subscribe' },
+    { region: 'eu', group: 'totp', action: 'approve' },
+    { region: 'eu', group: 'fax', action: 'subscribe' },
+  ]) {
     assert.equal((await client.post(subsOf(accountId), fields, { from: subsOf(accountId) })).status, 422, JSON.stringify(fields))
   }
   const set = await events(app, accountId, 'subscription.set')
-  assert.deepEqual(set.map((e) => [e.actor, (e.detail as { status: string }).status]).reverse(), [[`portal-user:${user.id}`, 'active'], [`portal-user:${user.id}`, 'inactive']])
+  assert.deepEqual(set.map((e) => [e.actor, (e.detail as { status: string }).status]).reverse(), [
+    [`portal-user:${user.id}`, 'active'],
+    [`portal-user:${user.id}`, 'inactive'],
+  ])
 })
 
 test('subscriptions with SUBSCRIPTION_APPROVAL=operator: a request is pending until approved, can be withdrawn; a stale action changes nothing', async (t) => {
@@ -334,23 +357,36 @@ test('subscriptions with SUBSCRIPTION_APPROVAL=operator: a request is pending un
   assert.match(now.text, /TOTP in eu is now active\./)
   assert.match(now.text, /Cancel TOTP in eu/)
   assert.equal(await ping(app, issued.apiKey), 200)
-  assert.deepEqual((await events(app, accountId, 'subscription.set')).map((e) => (e.detail as { status: string }).status).reverse(), ['pending', 'inactive', 'pending'])
+  assert.deepEqual((await events(app, accountId, 'subscription.set')).map((e) => (e.detail as { status: string }).status).reverse(), [
+    'pending',
+    'inactive',
+    'pending',
+  ])
 })
 
 test('REGION_URLS: each region column shows its base URL (or "not configured"); getting started gives a curl per subscribed group at those URLs', async (t) => {
   const app = await startApp(t, { REGION_URLS: 'eu=https://eu.example.test,us=https://us.example.test' })
   const { client } = await signedInClient(app, { role: 'viewer' })
   const subs = await client.get(subsOf(app.accountId))
-  assert.match(subs.text, /<th scope="col">eu<span class="base">https:\/\/eu\.example\.test<\/span><\/th><th scope="col">us<span class="base">https:\/\/us\.example\.test<\/span><\/th><th scope="col">apac<span class="base">not configured<\/span><\/th>/)
+  assert.match(
+    subs.text,
+    /<th scope="col">eu<span class="base">https:\/\/eu\.example\.test<\/span><\/th><th scope="col">us<span class="base">https:\/\/us\.example\.test<\/span><\/th><th scope="col">apac<span class="base">not configured<\/span><\/th>/,
+  )
 
   const start = await client.get(startOf(app.accountId))
   assert.equal(start.status, 200)
   assert.match(start.text, /<pre id="call-eu-totp">curl -H &#39;x-api-key: YOUR_KEY&#39; https:\/\/eu\.example\.test\/totp\/ping<\/pre>/)
-  assert.match(start.text, /<pre id="call-eu-converter">curl -H &#39;x-api-key: YOUR_KEY&#39; -F pdfDocument=@document\.pdf https:\/\/eu\.example\.test\/converter\/generateImage -o page\.png<\/pre>/)
+  assert.match(
+    start.text,
+    /<pre id="call-eu-converter">curl -H &#39;x-api-key: YOUR_KEY&#39; -F pdfDocument=@document\.pdf https:\/\/eu\.example\.test\/converter\/generateImage -o page\.png<\/pre>/,
+  )
   assert.match(start.text, /<pre id="call-us-totp">curl -H &#39;x-api-key: YOUR_KEY&#39; https:\/\/us\.example\.test\/totp\/ping<\/pre>/)
   assert.match(start.text, /The base URL of apac is not configured/)
   assert.match(start.text, /<pre id="call-apac-totp">curl -H &#39;x-api-key: YOUR_KEY&#39; BASE_URL\/totp\/ping<\/pre>/)
-  assert.match(start.text, /data-copy="call-eu-totp" hidden>Copy command<span class="visually-hidden"> for TOTP in eu<\/span><\/button> <span role="status" id="call-eu-totp-status">/)
+  assert.match(
+    start.text,
+    /data-copy="call-eu-totp" hidden>Copy command<span class="visually-hidden"> for TOTP in eu<\/span><\/button> <span role="status" id="call-eu-totp-status">/,
+  )
   for (const href of [keysOf(app.accountId), subsOf(app.accountId), '/docs']) assert.ok(start.text.includes(`href="${href}"`), href)
   assert.ok(!/<h2>First<\/h2>/.test(start.text), 'nothing to do first')
 })
@@ -391,18 +427,51 @@ test('an account with 1 000 keys: one query for the list, live keys first, 50 a 
   const baseline = await timed(keysOf(app.accountId), 15)
 
   const rows = Array.from({ length: 999 }, (_, i) => ({
-    id: `key_bulk${String(i).padStart(4, '0')}`, accountId: app.accountId, name: `bulk ${i}`, hash: `h${i}`.padEnd(43, 'x'), hint: String(i).padStart(4, '0'),
-    createdAt: new Date(app.clock.now() - i * 1000).toISOString(), expiresAt: null, scope: { groups: null, regions: null },
+    id: `key_bulk${String(i).padStart(4, '0')}`,
+    accountId: app.accountId,
+    name: `bulk ${i}`,
+    hash: `h${i}`.padEnd(43, 'x'),
+    hint: String(i).padStart(4, '0'),
+    createdAt: new Date(app.clock.now() - i * 1000).toISOString(),
+    expiresAt: null,
+    scope: { groups: null, regions: null },
   }))
-  for (const key of rows) await app.store.access.createKey(key, { actor: 'system', action: 'key.create', target: { type: 'key', id: key.id }, accountId: app.accountId, ip: null, outcome: 'success', detail: {} })
-  for (const key of rows.slice(0, 500)) await app.store.access.revokeKey(key.id, { actor: 'system', action: 'key.revoke', target: { type: 'key', id: key.id }, accountId: app.accountId, ip: null, outcome: 'success', detail: {} })
+  for (const key of rows)
+    await app.store.access.createKey(key, {
+      actor: 'system',
+      action: 'key.create',
+      target: { type: 'key', id: key.id },
+      accountId: app.accountId,
+      ip: null,
+      outcome: 'success',
+      detail: {},
+    })
+  for (const key of rows.slice(0, 500))
+    await app.store.access.revokeKey(key.id, {
+      actor: 'system',
+      action: 'key.revoke',
+      target: { type: 'key', id: key.id },
+      accountId: app.accountId,
+      ip: null,
+      outcome: 'success',
+      detail: {},
+    })
 
   const access = app.store.access
   const calls = { getKey: 0, listKeys: 0 }
   const { getKey, listKeys } = access
-  access.getKey = (id) => { calls.getKey++; return getKey.call(access, id) }
-  access.listKeys = (id) => { calls.listKeys++; return listKeys.call(access, id) }
-  t.after(() => { access.getKey = getKey; access.listKeys = listKeys })
+  access.getKey = (id) => {
+    calls.getKey++
+    return getKey.call(access, id)
+  }
+  access.listKeys = (id) => {
+    calls.listKeys++
+    return listKeys.call(access, id)
+  }
+  t.after(() => {
+    access.getKey = getKey
+    access.listKeys = listKeys
+  })
   const page = await client.get(keysOf(app.accountId))
   assert.deepEqual(calls, { getKey: 0, listKeys: 1 }, 'one query, none per key')
   assert.match(page.text, /<caption>Keys in use \(500\), 1 to 50<\/caption>/)
@@ -420,6 +489,8 @@ test('an account with 1 000 keys: one query for the list, live keys first, 50 a 
   assert.match(old.text, /<caption>Expired and revoked keys \(500\), 51 to 100<\/caption>/)
 
   const many = await timed(keysOf(app.accountId), 15)
-  t.diagnostic(`keys page: 1 key ${baseline.toFixed(1)} ms, 1 000 keys ${many.toFixed(1)} ms (median of 15): ratio ${(many / baseline).toFixed(1)}; ${Math.round(page.text.length / 1024)} KiB`)
+  t.diagnostic(
+    `keys page: 1 key ${baseline.toFixed(1)} ms, 1 000 keys ${many.toFixed(1)} ms (median of 15): ratio ${(many / baseline).toFixed(1)}; ${Math.round(page.text.length / 1024)} KiB`,
+  )
   assert.ok(many < 500, `the 1 000-key page takes ${many.toFixed(0)} ms`)
 })

@@ -14,7 +14,7 @@ import { browserSkip, openBrowser, seriousViolations, signInPage } from '../../s
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }
 
-test('an operator finds a locked user from the account page, clears the lock (the user verifies at once), and deletes the user\'s factors after a confirmation', async (t) => {
+test("an operator finds a locked user from the account page, clears the lock (the user verifies at once), and deletes the user's factors after a confirmation", async (t) => {
   const app = await startApp(t, ENV, testClock(T0))
   const user = 'eve <b>&"ü</b>'
   const f = await enroll(app, user)
@@ -31,7 +31,10 @@ test('an operator finds a locked user from the account page, clears the lock (th
   const list = await op.get(`${account}/totp-users`)
   assert.equal(list.status, 200)
   const userPage = `${account}/totp-users/${encodeURIComponent(user)}`
-  assert.ok(list.text.includes(`<a href="${userPage}">eve &lt;b&gt;&amp;&quot;ü&lt;/b&gt;</a></td><td>1</td><td>0</td><td>10</td>`), 'listed, escaped, with its counts')
+  assert.ok(
+    list.text.includes(`<a href="${userPage}">eve &lt;b&gt;&amp;&quot;ü&lt;/b&gt;</a></td><td>1</td><td>0</td><td>10</td>`),
+    'listed, escaped, with its counts',
+  )
   assert.match(list.text, /<span class="badge bad">locked<\/span> until <time/)
 
   const page = await op.get(userPage)
@@ -63,17 +66,21 @@ test('an operator finds a locked user from the account page, clears the lock (th
   assert.match(after.text, /role="status">The user.* factors and recovery codes are deleted/)
   assert.match(after.text, /No user yet\./)
   app.clock.advance(30_000)
-  assert.equal((await right()).status, 404, 'the user\'s codes no longer work')
+  assert.equal((await right()).status, 404, "the user's codes no longer work")
   assert.equal((await op.get(userPage)).status, 404)
 
   const trail = (await app.accounts.auditEvents({ accountId: app.accountId, actor: `portal-user:${opUser.id}`, limit: 10 })).items
-  assert.deepEqual(trail.map((e) => [e.action, e.target.id, e.detail]).reverse(), [
-    ['factor-lockout.clear', user, { userID: user, cleared: true }],
-    ['factor.deleted', user, { userID: user, factorID: null, user: true, by: 'operator' }],
-  ], 'audited as the operator\'s')
+  assert.deepEqual(
+    trail.map((e) => [e.action, e.target.id, e.detail]).reverse(),
+    [
+      ['factor-lockout.clear', user, { userID: user, cleared: true }],
+      ['factor.deleted', user, { userID: user, factorID: null, user: true, by: 'operator' }],
+    ],
+    "audited as the operator's",
+  )
 })
 
-test('the TOTP-user pages are a 404 to everyone but operators; forms need their CSRF token; another account\'s user, unknown users and hostile IDs are 4xx; users are paged', async (t) => {
+test("the TOTP-user pages are a 404 to everyone but operators; forms need their CSRF token; another account's user, unknown users and hostile IDs are 4xx; users are paged", async (t) => {
   const app = await startApp(t, ENV, testClock(T0))
   const f = await enroll(app, 'frank')
   app.clock.advance(30_000)
@@ -86,18 +93,22 @@ test('the TOTP-user pages are a 404 to everyone but operators; forms need their 
   const { client: owner } = await signedInClient(app, { role: 'owner' })
   for (const where of [`${account}/totp-users`, frank]) assert.equal((await owner.get(where)).status, 404, where)
   await owner.get('/portal/home')
-  for (const action of ['unlock', 'delete']) assert.equal((await owner.post(`${frank}/${action}`, { confirm: '1' }, { from: '/portal/home' })).status, 404, action)
+  for (const action of ['unlock', 'delete'])
+    assert.equal((await owner.post(`${frank}/${action}`, { confirm: '1' }, { from: '/portal/home' })).status, 404, action)
 
   const { client: op } = await signedInClient(app, { operator: true, accountId: null })
   await op.get(frank)
-  for (const [action, fields] of [['unlock', {}], ['delete', { confirm: '1' }]] as const) {
+  for (const [action, fields] of [
+    ['unlock', {}],
+    ['delete', { confirm: '1' }],
+  ] as const) {
     assert.equal((await op.post(`${frank}/${action}`, fields, { csrf: false })).status, 403, `${action} without a token`)
     assert.equal((await op.post(`${frank}/${action}`, fields, { from: frank, origin: 'https://evil.example' })).status, 403, `${action} from another site`)
   }
   assert.match((await op.get(frank)).text, /is <span class="badge bad">locked<\/span>/, 'still locked')
-  assert.equal((await app.factors.user(app.accountId, 'frank') as { factors: unknown[] }).factors.length, 1, 'still there')
+  assert.equal(((await app.factors.user(app.accountId, 'frank')) as { factors: unknown[] }).factors.length, 1, 'still there')
 
-  assert.equal((await op.get(`${account}/totp-users/grace`)).status, 404, 'another account\'s user')
+  assert.equal((await op.get(`${account}/totp-users/grace`)).status, 404, "another account's user")
   assert.equal((await op.post(`${account}/totp-users/grace/delete`, { confirm: '1' }, { from: frank })).status, 404)
   assert.equal((await op.get(`/portal/operator/accounts/${other.accountId}/totp-users/grace`)).status, 200, 'in its own account')
   assert.equal((await op.get('/portal/operator/accounts/acc_none/totp-users')).status, 404)
@@ -111,17 +122,24 @@ test('the TOTP-user pages are a 404 to everyone but operators; forms need their 
   assert.equal(bad.status, 400)
   assert.match(bad.text, /role="alert">That page link is not valid/)
 
-  for (let i = 0; i < 51; i += 17) await Promise.all(Array.from({ length: Math.min(17, 51 - i) }, (_, j) => createFactor(app, `user-${String(i + j).padStart(2, '0')}`)))
+  for (let i = 0; i < 51; i += 17)
+    await Promise.all(Array.from({ length: Math.min(17, 51 - i) }, (_, j) => createFactor(app, `user-${String(i + j).padStart(2, '0')}`)))
   const first = await op.get(`${account}/totp-users`)
   assert.equal((first.text.match(/<a href="[^"]+\/totp-users\/[^"]+">/g) ?? []).length, 50)
   const next = /<a href="([^"]+)" rel="next">Next users<\/a>/.exec(first.text)
   assert.ok(next, 'a next page')
   const second = await op.get(next[1]!.replaceAll('&amp;', '&'))
-  assert.deepEqual([...second.text.matchAll(/\/totp-users\/([^"]+)">/g)].map((m) => m[1]), ['user-49', 'user-50'], 'frank and user-00 to user-48 on the first page')
+  assert.deepEqual(
+    [...second.text.matchAll(/\/totp-users\/([^"]+)">/g)].map((m) => m[1]),
+    ['user-49', 'user-50'],
+    'frank and user-00 to user-48 on the first page',
+  )
   assert.match(second.text, /TOTP users of test, continued/)
 })
 
-test('in a browser: an operator goes from the account to a locked user by links, clears the lock by its button, and deletes the factors after the confirmation', { skip: browserSkip() }, async (t) => {
+test('in a browser: an operator goes from the account to a locked user by links, clears the lock by its button, and deletes the factors after the confirmation', {
+  skip: browserSkip(),
+}, async (t) => {
   const app = await startApp(t, ENV, testClock(T0))
   const f = await enroll(app, 'heidi')
   app.clock.advance(30_000)
@@ -134,11 +152,11 @@ test('in a browser: an operator goes from the account to a locked user by links,
   assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'TOTP user heidi')
   assert.deepEqual(await seriousViolations(page), [])
   await page.getByRole('button', { name: 'Clear the lockout of heidi' }).click()
-  assert.equal(await page.getByRole('status').innerText(), 'The user\'s lockout is cleared: their next right code is taken.')
+  assert.equal(await page.getByRole('status').innerText(), "The user's lockout is cleared: their next right code is taken.")
   assert.equal((await post(app.url, path('heidi', '/verify'), app.key, { token: codeOf(f, app.clock.now()) })).status, 200)
   await page.getByRole('button', { name: 'Delete the factors of heidi' }).click()
   assert.deepEqual(await seriousViolations(page), [])
   await page.getByRole('button', { name: 'Delete the factors of heidi for good' }).click()
-  assert.equal(await page.getByRole('status').innerText(), 'The user\'s factors and recovery codes are deleted: their codes no longer work.')
+  assert.equal(await page.getByRole('status').innerText(), "The user's factors and recovery codes are deleted: their codes no longer work.")
   assert.deepEqual(await seriousViolations(page), [])
 })

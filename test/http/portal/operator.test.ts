@@ -44,9 +44,12 @@ test('operator pages are a 404 to everyone but operators, for reading and for po
   }
   await owner.get('/portal/home')
   for (const [path, fields] of [
-    [`${account}/status`, { status: 'suspended' }], [`${account}/plan`, { quota: '5' }], [`${account}/plan/reset`, {}],
+    [`${account}/status`, { status: 'suspended' }],
+    [`${account}/plan`, { quota: '5' }],
+    [`${account}/plan/reset`, {}],
     ['/portal/operator/subscriptions/decide', { accountId: app.accountId, region: 'eu', group: 'totp', decision: 'refuse' }],
-    ['/portal/operator/sign-ups/usr_x/approve', {}], ['/portal/operator/sign-ups/usr_x/refuse', {}],
+    ['/portal/operator/sign-ups/usr_x/approve', {}],
+    ['/portal/operator/sign-ups/usr_x/refuse', {}],
   ] as const) {
     assert.equal((await owner.post(path, fields, { from: '/portal/home' })).status, 404, path)
   }
@@ -54,7 +57,7 @@ test('operator pages are a 404 to everyone but operators, for reading and for po
   const anonymous = await new PortalClient(app.url).get('/portal/operator/audit')
   assert.equal(anonymous.status, 303)
   assert.equal(anonymous.location, '/portal/sign-in?next=%2Fportal%2Foperator%2Faudit')
-  assert.match((await op.get('/portal/home')).text, /<a href="\/portal\/operator">Operator<\/a>/, 'the operator\'s menu leads there')
+  assert.match((await op.get('/portal/home')).text, /<a href="\/portal\/operator">Operator<\/a>/, "the operator's menu leads there")
 })
 
 test('an operator approves a pending sign-up: the user is emailed and can sign in; a second approval changes nothing; a refused one cannot sign in', async (t) => {
@@ -64,7 +67,11 @@ test('an operator approves a pending sign-up: the user is emailed and can sign i
   const password = 'a long enough passphrase'
   assert.equal((await newcomer.post('/portal/sign-up', { email, password, account: 'Newco' }, { from: '/portal/sign-up' })).status, 200)
   const verify = new URL(linkIn(await waitForMail(app, email)))
-  assert.equal((await newcomer.post('/portal/verify-email', { token: verify.searchParams.get('token')!, password }, { from: `${verify.pathname}${verify.search}` })).status, 200)
+  assert.equal(
+    (await newcomer.post('/portal/verify-email', { token: verify.searchParams.get('token')!, password }, { from: `${verify.pathname}${verify.search}` }))
+      .status,
+    200,
+  )
   const refused = await newcomer.post('/portal/sign-in', { email, password }, { from: '/portal/sign-in' })
   assert.equal(refused.status, 403, 'pending: no sign-in yet')
 
@@ -80,9 +87,10 @@ test('an operator approves a pending sign-up: the user is emailed and can sign i
   assert.equal(approved.location, '/portal/operator/sign-ups?done=user-approved')
   assert.match((await op.get(approved.location!)).text, /role="status">The sign-up is approved/)
   const told = await waitForMail(app, email, 3)
-  assert.deepEqual(mails(app, email).map((m) => m.subject), [
-    'Confirm your email address for Tessera', 'Your Tessera sign-up is awaiting approval', 'Your Tessera account is approved',
-  ])
+  assert.deepEqual(
+    mails(app, email).map((m) => m.subject),
+    ['Confirm your email address for Tessera', 'Your Tessera sign-up is awaiting approval', 'Your Tessera account is approved'],
+  )
   assert.equal(linkIn(told), `${app.config.publicBaseUrl}/portal/sign-in`)
   await newcomer.signIn(email, password)
   assert.equal((await newcomer.follow('/portal/home')).status, 200)
@@ -90,8 +98,11 @@ test('an operator approves a pending sign-up: the user is emailed and can sign i
   assert.equal((await op.post(`/portal/operator/sign-ups/${user.id}/approve`, {}, { from: '/portal/operator/sign-ups' })).status, 409, 'decided already')
   assert.equal((await op.post('/portal/operator/sign-ups/usr_nobody/approve', {}, { from: '/portal/operator/sign-ups' })).status, 404)
   const events = (await app.accounts.auditEvents({ action: 'user.approve', limit: 10 })).items
-  assert.deepEqual(events.map((e) => [e.actor, e.target.id, e.outcome]), [[`portal-user:${opUser.id}`, user.id, 'success']])
-  assert.ok(events[0]!.accountId !== null, 'in the account\'s trail too')
+  assert.deepEqual(
+    events.map((e) => [e.actor, e.target.id, e.outcome]),
+    [[`portal-user:${opUser.id}`, user.id, 'success']],
+  )
+  assert.ok(events[0]!.accountId !== null, "in the account's trail too")
 
   const other = await portalUser(app, { email: 'other@example.com', accountId: null })
   await app.store.portal.updateUser(other.user.id, { status: 'pending' }, null)
@@ -114,15 +125,31 @@ test('an operator approves a pending subscription: of 20 approvals at once one a
   assert.deepEqual(statuses.map((s) => s.status).sort(), [303, ...Array(19).fill(409)])
   assert.equal(statuses.find((s) => s.status === 303)!.location, '/portal/operator/subscriptions?done=approved')
   const events = (await app.accounts.auditEvents({ action: 'subscription.approve', accountId: account.id, limit: 50 })).items
-  assert.deepEqual(events.filter((e) => e.outcome === 'success').map((e) => e.actor), [`portal-user:${opUser.id}`], 'one success event')
+  assert.deepEqual(
+    events.filter((e) => e.outcome === 'success').map((e) => e.actor),
+    [`portal-user:${opUser.id}`],
+    'one success event',
+  )
   assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 200, 'the key works in eu now')
 
-  const refused = await op.post('/portal/operator/subscriptions/decide', { ...fields, region: 'us', decision: 'refuse', back: 'account' }, { from: `/portal/operator/accounts/${account.id}` })
+  const refused = await op.post(
+    '/portal/operator/subscriptions/decide',
+    { ...fields, region: 'us', decision: 'refuse', back: 'account' },
+    { from: `/portal/operator/accounts/${account.id}` },
+  )
   assert.equal(refused.status, 303)
   assert.equal(refused.location, `/portal/operator/accounts/${account.id}?done=refused#subscriptions`)
-  assert.deepEqual((await app.accounts.listSubscriptions(account.id)).map((s) => `${s.region}:${s.status}`), ['eu:active', 'us:inactive'])
+  assert.deepEqual(
+    (await app.accounts.listSubscriptions(account.id)).map((s) => `${s.region}:${s.status}`),
+    ['eu:active', 'us:inactive'],
+  )
   assert.match((await op.get('/portal/operator/subscriptions')).text, /No subscription request is waiting/)
-  assert.equal((await op.post('/portal/operator/subscriptions/decide', { ...fields, region: 'us', decision: 'refuse' }, { from: '/portal/operator/subscriptions' })).status, 409, 'not pending')
+  assert.equal(
+    (await op.post('/portal/operator/subscriptions/decide', { ...fields, region: 'us', decision: 'refuse' }, { from: '/portal/operator/subscriptions' }))
+      .status,
+    409,
+    'not pending',
+  )
   assert.equal((await op.post('/portal/operator/subscriptions/decide', { ...fields, region: 'mars' })).status, 400)
   assert.equal((await op.post('/portal/operator/subscriptions/decide', { ...fields, decision: 'maybe' })).status, 400)
 })
@@ -144,20 +171,34 @@ test('an operator suspends and reactivates an account (its key is refused meanwh
   assert.equal((await op.post(`${page}/status`, { status: 'deleted' }, { from: page })).status, 422)
   assert.equal((await op.get('/portal/operator/accounts/acc_nope')).status, 404)
 
-  const bad = await op.post(`${page}/plan`, { rate: '10', burst: '0', quota: '100', period: 'day', 'weight-totp': '1', 'weight-converter': '1' }, { from: page })
+  const bad = await op.post(
+    `${page}/plan`,
+    { rate: '10', burst: '0', quota: '100', period: 'day', 'weight-totp': '1', 'weight-converter': '1' },
+    { from: page },
+  )
   assert.equal(bad.status, 422)
   assert.match(bad.text, /role="alert" id="plan-error">The plan was not saved: burst must be a whole number from 1 to 1000000000\./)
-  assert.match(bad.text, /id="plan-burst" name="burst" type="text" inputmode="decimal" required value="0" aria-invalid="true"/, 'the value is kept, the field marked')
+  assert.match(
+    bad.text,
+    /id="plan-burst" name="burst" type="text" inputmode="decimal" required value="0" aria-invalid="true"/,
+    'the value is kept, the field marked',
+  )
   assert.equal((await app.accounts.getPlan(app.accountId))?.own, false, 'not saved')
   const good = await op.post(`${page}/plan`, { rate: '10', burst: '20', quota: '100', period: 'day', 'weight-totp': '3', 'weight-converter': '1' })
   assert.equal(good.location, `${page}?done=plan-set`)
-  assert.deepEqual(await app.accounts.getPlan(app.accountId), { own: true, plan: { rate: 10, burst: 20, quota: 100, period: 'day', weights: { totp: 3, converter: 1 } } })
+  assert.deepEqual(await app.accounts.getPlan(app.accountId), {
+    own: true,
+    plan: { rate: 10, burst: 20, quota: 100, period: 'day', weights: { totp: 3, converter: 1 } },
+  })
   assert.match((await op.get(page)).text, /This account has its own plan/)
   assert.equal((await op.post(`${page}/plan/reset`, {})).location, `${page}?done=plan-reset`)
   assert.equal((await app.accounts.getPlan(app.accountId))?.own, false)
   const trail = (await app.accounts.auditEvents({ accountId: app.accountId, actor: `portal-user:${opUser.id}`, limit: 20 })).items
-  assert.deepEqual(trail.map((e) => `${e.action}:${e.outcome}`).reverse(),
-    ['account.suspend:success', 'account.activate:success', 'plan.set:success', 'plan.reset:success'], 'audited as the operator\'s')
+  assert.deepEqual(
+    trail.map((e) => `${e.action}:${e.outcome}`).reverse(),
+    ['account.suspend:success', 'account.activate:success', 'plan.set:success', 'plan.reset:success'],
+    "audited as the operator's",
+  )
 })
 
 test('accounts are searched by name, filtered by status and paged; the audit trail is filtered and paged; bad cursors are a 400', async (t) => {
@@ -177,7 +218,10 @@ test('accounts are searched by name, filtered by status and paged; the audit tra
   const widget = (await app.accounts.listAccounts({ name: 'Widget 7', limit: 1 })).items[0]!
   await op.post(`/portal/operator/accounts/${widget.id}/status`, { status: 'suspended' }, { from: `/portal/operator/accounts/${widget.id}` })
   const suspended = await op.get('/portal/operator/accounts?status=suspended')
-  assert.deepEqual([...suspended.text.matchAll(/>Manage ([^<]+)</g)].map((m) => m[1]), ['Widget 7'])
+  assert.deepEqual(
+    [...suspended.text.matchAll(/>Manage ([^<]+)</g)].map((m) => m[1]),
+    ['Widget 7'],
+  )
 
   const audit = await op.get('/portal/operator/audit?action=account.suspend')
   assert.equal((audit.text.match(/<td>account\.suspend<\/td>/g) ?? []).length, 1)
@@ -191,8 +235,16 @@ test('accounts are searched by name, filtered by status and paged; the audit tra
   const rest = await op.get(older[1]!.replaceAll('&amp;', '&'))
   assert.equal((rest.text.match(/<td>account\.create<\/td>/g) ?? []).length, 6, '56 accounts in all')
   const mine = await op.get(`/portal/operator/audit?account=${widget.id}`)
-  assert.deepEqual([...mine.text.matchAll(/<td>(account\.\w+)<\/td>/g)].map((m) => m[1]), ['account.suspend', 'account.create'])
-  for (const path of ['/portal/operator/audit?after=nope', '/portal/operator/accounts?after=nope', '/portal/operator/sign-ups?after=nope', '/portal/operator/subscriptions?after=nope']) {
+  assert.deepEqual(
+    [...mine.text.matchAll(/<td>(account\.\w+)<\/td>/g)].map((m) => m[1]),
+    ['account.suspend', 'account.create'],
+  )
+  for (const path of [
+    '/portal/operator/audit?after=nope',
+    '/portal/operator/accounts?after=nope',
+    '/portal/operator/sign-ups?after=nope',
+    '/portal/operator/subscriptions?after=nope',
+  ]) {
     const res = await op.get(path)
     assert.equal(res.status, 400, path)
     assert.match(res.text, /role="alert">That page link is not valid/)
@@ -222,7 +274,9 @@ test('operator forms without their CSRF token, or from another site, are refused
   assert.ok((await app.accounts.listSubscriptions(account.id)).every((s) => s.status === 'pending'))
 })
 
-test('in a browser: an operator goes from the summary to a pending request and approves it by its label; every operator page passes axe', { skip: browserSkip() }, async (t) => {
+test('in a browser: an operator goes from the summary to a pending request and approves it by its label; every operator page passes axe', {
+  skip: browserSkip(),
+}, async (t) => {
   const app = await startApp(t, ENV)
   const { account, apiKey } = await askedFor(app, 'Browser Ltd')
   const pending = await portalUser(app, { email: 'waiting@example.com', accountId: account.id })

@@ -18,7 +18,9 @@ test('the sign-in and sign-up pages: labelled controls, keyboard first, no serio
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
+  })
   const res = await page.goto(`${app.url}/portal`)
   assert.match(page.url(), /\/portal\/sign-in$/, '/portal leads to sign-in')
   assert.equal(res?.headers()['content-security-policy'], PORTAL_CSP)
@@ -45,13 +47,25 @@ test('the sign-in and sign-up pages: labelled controls, keyboard first, no serio
   assert.deepEqual(refused, [])
 })
 
-test('sign in and out: a wrong password and an unknown email get the same answer; a session cookie that is HttpOnly and SameSite=Lax; forms without their CSRF token or from another site are refused', { skip }, async (t) => {
+test('sign in and out: a wrong password and an unknown email get the same answer; a session cookie that is HttpOnly and SameSite=Lax; forms without their CSRF token or from another site are refused', {
+  skip,
+}, async (t) => {
   const app = await startApp(t)
   const passwords = new Passwords({ params: { ln: 12, r: 8, p: 1 } })
-  const created = await app.store.portal.createUser({
-    id: 'usr_test', email: 'Jane@Example.com', passwordHash: await passwords.hash('correct horse battery staple'), emailVerifiedAt: new Date().toISOString(),
-    status: 'active', operator: false, totpSecret: null, totpEnabledAt: null, createdAt: new Date().toISOString(),
-  }, { actor: 'system', action: 'user.create', target: { type: 'user', id: 'usr_test' }, accountId: null, ip: null, outcome: 'success', detail: {} })
+  const created = await app.store.portal.createUser(
+    {
+      id: 'usr_test',
+      email: 'Jane@Example.com',
+      passwordHash: await passwords.hash('correct horse battery staple'),
+      emailVerifiedAt: new Date().toISOString(),
+      status: 'active',
+      operator: false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: new Date().toISOString(),
+    },
+    { actor: 'system', action: 'user.create', target: { type: 'user', id: 'usr_test' }, accountId: null, ip: null, outcome: 'success', detail: {} },
+  )
   assert.equal(created, true)
   const browser = await openBrowser(t)
   const context = await browser.newContext()
@@ -85,10 +99,20 @@ test('sign in and out: a wrong password and an unknown email get the same answer
 
   // The same form posted without its token, or from another site: refused, nothing signed in.
   const cookie = `tessera_form=${(await context.cookies()).find((c) => c.name === 'tessera_form')?.value ?? 'x'.repeat(27)}`
-  const forged = await fetch(`${app.url}/portal/sign-in`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie }, body: 'email=jane%40example.com&password=correct+horse+battery+staple' })
+  const forged = await fetch(`${app.url}/portal/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+    body: 'email=jane%40example.com&password=correct+horse+battery+staple',
+  })
   assert.equal(forged.status, 403)
   assert.ok(!(forged.headers.get('set-cookie') ?? '').includes('tessera_session='), 'no session for a forged form')
-  const crossSite = await fetch(`${app.url}/portal/sign-out`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', cookie: `tessera_session=${session.value}` }, body: '_csrf=whatever' })
+  const crossSite = await fetch(`${app.url}/portal/sign-out`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', cookie: `tessera_session=${session.value}` },
+    body: '_csrf=whatever',
+  })
   assert.equal(crossSite.status, 403)
 
   await page.getByRole('button', { name: 'Sign out', exact: true }).click()

@@ -108,7 +108,11 @@ test('enrol, then signing in asks for a code: a wrong one is refused, the right 
     assert.match(answer.location!, /^\/portal\/sign-in/)
   }
   for (const path of ['/portal/accounts', '/portal/security/sign-out-others', '/portal/security/two-factor/off']) {
-    assert.equal((await pending.post(path, { name: 'x', 'off-password': password }, { from: '/portal/two-factor' })).location, '/portal/sign-in', `POST ${path}`)
+    assert.equal(
+      (await pending.post(path, { name: 'x', 'off-password': password }, { from: '/portal/two-factor' })).location,
+      '/portal/sign-in',
+      `POST ${path}`,
+    )
   }
   const step = await pending.get('/portal/two-factor')
   assert.match(step.text, /<label for="code">Authentication code<\/label>/)
@@ -162,15 +166,23 @@ async function oneCodeManyPosts(t: TestContext, env: Record<string, string>): Pr
   const token = client.cookie(COOKIE)!
   const csrf = client.csrf()
   const code = codeOf(app, secret)
-  const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${app.url}/portal/two-factor`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: app.url, cookie: `${COOKIE}=${token}` },
-    body: new URLSearchParams({ _csrf: csrf, code }).toString(),
-  })))
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, () =>
+      fetch(`${app.url}/portal/two-factor`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: app.url, cookie: `${COOKIE}=${token}` },
+        body: new URLSearchParams({ _csrf: csrf, code }).toString(),
+      }),
+    ),
+  )
   // The losers are refused (a code used already, then the lock), or find their session gone (sent to sign in).
   const outcomes = answers.map((a) => a.headers.get('location') ?? String(a.status))
   assert.equal(outcomes.filter((o) => o === '/portal/home').length, 1, `exactly one sign-in: ${outcomes.join(' ')}`)
-  assert.ok(outcomes.every((o) => ['/portal/home', '/portal/sign-in', '401', '429'].includes(o)), outcomes.join(' '))
+  assert.ok(
+    outcomes.every((o) => ['/portal/home', '/portal/sign-in', '401', '429'].includes(o)),
+    outcomes.join(' '),
+  )
   const winner = answers.find((a) => a.headers.get('location') === '/portal/home')!
   const fresh = /tessera_session=([^;]+)/.exec(winner.headers.get('set-cookie')!)![1]!
   const nowIso = new Date(app.clock.now()).toISOString()
@@ -184,7 +196,9 @@ test('twenty parallel posts of one valid code give exactly one session', async (
   await oneCodeManyPosts(t, {})
 })
 
-test('twenty parallel posts of one valid code give exactly one session, on PostgreSQL with Redis', { skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL') }, async (t) => {
+test('twenty parallel posts of one valid code give exactly one session, on PostgreSQL with Redis', {
+  skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL'),
+}, async (t) => {
   await oneCodeManyPosts(t, { DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) })
 })
 
@@ -196,11 +210,16 @@ test('after OTP_MAX_FAILURES wrong codes the user is locked (429, with when to r
   const token = client.cookie(COOKIE)!
   const csrf = client.csrf()
   const wrong = wrongCodeOf(app, secret)
-  const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${app.url}/portal/two-factor`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: app.url, cookie: `${COOKIE}=${token}` },
-    body: new URLSearchParams({ _csrf: csrf, code: wrong }).toString(),
-  })))
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, () =>
+      fetch(`${app.url}/portal/two-factor`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: app.url, cookie: `${COOKIE}=${token}` },
+        body: new URLSearchParams({ _csrf: csrf, code: wrong }).toString(),
+      }),
+    ),
+  )
   const statuses = answers.map((a) => a.status)
   assert.equal(statuses.filter((s) => s === 401).length, max, `${max} guesses answered, the rest locked: ${statuses.join(' ')}`)
   assert.equal(statuses.filter((s) => s === 429).length, 20 - max)
@@ -229,7 +248,11 @@ test('a pending session: the second step only, with next kept (never another sit
   const client = await pendingClient(app, email, password, '/portal/security')
   assert.match(client.last!.text, /<input type="hidden" name="next" value="\/portal\/security">/)
   assert.equal((await client.post('/portal/two-factor', { code: codeOf(app, secret), next: '/portal/security' }, { csrf: false })).status, 403, 'no CSRF token')
-  assert.equal((await client.post('/portal/two-factor', { code: codeOf(app, secret), next: '/portal/security' }, { origin: 'https://evil.example' })).status, 403, 'from another site')
+  assert.equal(
+    (await client.post('/portal/two-factor', { code: codeOf(app, secret), next: '/portal/security' }, { origin: 'https://evil.example' })).status,
+    403,
+    'from another site',
+  )
   await client.get('/portal/two-factor?next=/portal/security')
   const done = await client.post('/portal/two-factor', { code: codeOf(app, secret), next: '/portal/security' })
   assert.equal(done.location, '/portal/security')
@@ -253,13 +276,20 @@ test('changing the password: the current one is needed, the rule holds, other se
   const other = new PortalClient(app.url)
   await other.signIn(email, password)
 
-  const wrong = await client.post('/portal/security/password', { 'current-password': 'not my password at all', 'new-password': 'a brand new passphrase' }, { from: '/portal/security' })
+  const wrong = await client.post(
+    '/portal/security/password',
+    { 'current-password': 'not my password at all', 'new-password': 'a brand new passphrase' },
+    { from: '/portal/security' },
+  )
   assert.equal(wrong.status, 422)
   assert.match(wrong.text, /id="current-password-error" role="alert">That password is wrong/)
   const short = await client.post('/portal/security/password', { 'current-password': password, 'new-password': 'short' })
   assert.equal(short.status, 422)
   assert.match(short.text, /id="new-password-error" role="alert">Choose a password of at least 12 characters/)
-  assert.equal((await client.post('/portal/security/password', { 'current-password': password, 'new-password': 'a brand new passphrase' }, { csrf: false })).status, 403)
+  assert.equal(
+    (await client.post('/portal/security/password', { 'current-password': password, 'new-password': 'a brand new passphrase' }, { csrf: false })).status,
+    403,
+  )
 
   const done = await client.post('/portal/security/password', { 'current-password': password, 'new-password': 'a brand new passphrase' })
   assert.equal(done.location, '/portal/security?notice=password')
@@ -357,14 +387,20 @@ test('a pending session is not extended by its visits: it ends 10 minutes after 
 
 const skip = browserSkip()
 
-test('in a browser: enrol by reading the setup key, see the recovery codes, sign in with a code; no serious axe finding, nothing the CSP refuses', { skip }, async (t) => {
+test('in a browser: enrol by reading the setup key, see the recovery codes, sign in with a code; no serious axe finding, nothing the CSP refuses', {
+  skip,
+}, async (t) => {
   const app = await startApp(t)
   const { email, password } = await portalUser(app)
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text()) })
-  const click = async (name: string) => { await Promise.all([page.waitForNavigation(), page.getByRole('button', { name }).click()]) }
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
+  })
+  const click = async (name: string) => {
+    await Promise.all([page.waitForNavigation(), page.getByRole('button', { name }).click()])
+  }
   const signIn = async () => {
     await page.goto(`${app.url}/portal/sign-in?next=/portal/security`)
     await page.getByLabel('Email').fill(email)

@@ -21,7 +21,10 @@ type Env = Record<string, string>
 const ATTACKER = 'the attacker chose this one'
 const OWNER = 'the owner chose this other one'
 const tokenOf = (link: string) => new URL(link).searchParams.get('token')!
-const pathOf = (link: string) => { const u = new URL(link); return `${u.pathname}${u.search}` }
+const pathOf = (link: string) => {
+  const u = new URL(link)
+  return `${u.pathname}${u.search}`
+}
 const postgres = async (t: TestContext): Promise<Env> => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) })
 const PG = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
 
@@ -48,7 +51,7 @@ async function preRegistration(t: TestContext, env: Env): Promise<void> {
   const again = await victim.post('/portal/sign-up', { email, password: OWNER, account: 'Mine' }, { from: '/portal/sign-up' })
   assert.equal(again.status, 200)
   assert.match(again.text, /We have sent a link to victim@example\.com/)
-  assert.equal(await signInStatus(app, email, ATTACKER), 401, 'the attacker\'s password no longer opens the pending sign-up')
+  assert.equal(await signInStatus(app, email, ATTACKER), 401, "the attacker's password no longer opens the pending sign-up")
 
   // The attacker's password cannot confirm, even with the link (which they do not have anyway).
   assert.equal((await confirm(new PortalClient(app.url), first, ATTACKER)).status, 422)
@@ -56,7 +59,7 @@ async function preRegistration(t: TestContext, env: Env): Promise<void> {
   const confirmed = await confirm(victim, first, OWNER)
   assert.equal(confirmed.status, 303)
   assert.equal(confirmed.location, '/portal/sign-in?notice=confirmed')
-  assert.equal(await signInStatus(app, email, ATTACKER), 401, 'the attacker\'s password does not sign in')
+  assert.equal(await signInStatus(app, email, ATTACKER), 401, "the attacker's password does not sign in")
   await victim.signIn(email, OWNER)
   assert.equal(await signInStatus(app, email, OWNER), 303)
 
@@ -69,7 +72,7 @@ async function preRegistration(t: TestContext, env: Env): Promise<void> {
   await attacker.post('/portal/sign-up', { email: other, password: ATTACKER }, { from: '/portal/sign-up' })
   const newest = linkIn(await waitForMail(app, other, 2))
   const refused = await confirm(owner2, newest, OWNER)
-  assert.equal(refused.status, 422, 'the owner\'s password is not the pending one: not confirmed')
+  assert.equal(refused.status, 422, "the owner's password is not the pending one: not confirmed")
   assert.match(refused.text, /not the password of the last sign-up/)
   assert.equal((await app.store.portal.findUserByEmail(other))?.emailVerifiedAt, null)
   // Signing up again makes it theirs; the live link then confirms it.
@@ -79,7 +82,7 @@ async function preRegistration(t: TestContext, env: Env): Promise<void> {
   assert.equal(await signInStatus(app, other, OWNER), 303)
 }
 
-test('pre-registration: a sign-up for an unconfirmed address replaces its password, and confirming asks for it: the owner\'s password signs in, the attacker\'s does not', async (t) => {
+test("pre-registration: a sign-up for an unconfirmed address replaces its password, and confirming asks for it: the owner's password signs in, the attacker's does not", async (t) => {
   await preRegistration(t, {})
 })
 
@@ -93,13 +96,20 @@ async function unconfirmedUser(app: Running, email: string, password: string) {
   await app.store.portal.updateUser(made.user.id, { emailVerifiedAt: null }, null)
   const session = newSessionToken()
   await app.store.portal.createSession({
-    idHash: session.idHash, userId: made.user.id, expiresAt: new Date(app.clock.now() + 3_600_000).toISOString(), twoFactorPending: false, ip: null, userAgent: null,
+    idHash: session.idHash,
+    userId: made.user.id,
+    expiresAt: new Date(app.clock.now() + 3_600_000).toISOString(),
+    twoFactorPending: false,
+    ip: null,
+    userAgent: null,
   })
-  const post = (path: string, fields: Record<string, string>) => fetch(`${app.url}${path}`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `tessera_session=${session.token}`, origin: app.url },
-    body: new URLSearchParams({ _csrf: csrfToken(app.pepper, session.idHash), ...fields }).toString(),
-  })
+  const post = (path: string, fields: Record<string, string>) =>
+    fetch(`${app.url}${path}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `tessera_session=${session.token}`, origin: app.url },
+      body: new URLSearchParams({ _csrf: csrfToken(app.pepper, session.idHash), ...fields }).toString(),
+    })
   return { ...made, session, post }
 }
 
@@ -245,9 +255,15 @@ async function flood(t: TestContext, env: Env): Promise<void> {
   const signingIn = signInLoop()
   // 60 sign-ups at a time, from a worker thread of the lowest priority (the flood's own work takes neither the app's event loop nor its CPU), each from its own /64.
   const load = await startLoad({
-    url: app.url, path: '/portal/sign-up', connections: 60, numbered: true, lowPriority: true,
+    url: app.url,
+    path: '/portal/sign-up',
+    connections: 60,
+    numbered: true,
+    lowPriority: true,
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookieHeader, origin: app.url, 'x-forwarded-for': '2001:db8:{n}::1' },
-    body: new URLSearchParams({ _csrf: form.csrf(), email: 'flood-{n}@example.com', password: 'a flood of sign-ups', account: 'Flood {n}' }).toString().replaceAll('%7Bn%7D', '{n}'),
+    body: new URLSearchParams({ _csrf: form.csrf(), email: 'flood-{n}@example.com', password: 'a flood of sign-ups', account: 'Flood {n}' })
+      .toString()
+      .replaceAll('%7Bn%7D', '{n}'),
   })
   await new Promise((resolve) => setTimeout(resolve, 4000))
   flooding = false
@@ -270,7 +286,10 @@ async function flood(t: TestContext, env: Env): Promise<void> {
   const budget = 1000 * Math.max(1, median(baseline) / QUIET_SIGN_IN_MS)
   assert.ok(p99(ms) < budget, `${summary}; the bound ${budget.toFixed(0)} ms`)
   const accepted = statuses.filter((s) => s === 200).length
-  assert.ok(statuses.every((s) => s === 200 || s === 429 || s === 503), summary)
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 429 || s === 503),
+    summary,
+  )
   assert.ok(accepted <= 40 && statuses.includes(429), `the total limit held: ${summary}`)
   const after = await rows(app)
   assert.deepEqual(after, { users: before.users + accepted, accounts: before.accounts + accepted }, `refused sign-ups left no user and no account: ${summary}`)
@@ -290,11 +309,13 @@ async function perSource(t: TestContext, env: Env): Promise<void> {
   const form = new PortalClient(app.url)
   await form.get('/portal/sign-up')
   const csrf = form.csrf()
-  const signUp = (ip: string, n: number) => fetch(`${app.url}/portal/sign-up`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookieHeader, origin: app.url, 'x-forwarded-for': ip },
-    body: new URLSearchParams({ _csrf: csrf, email: `source-${n}@example.com`, password: 'one source, many sign-ups' }).toString(),
-  })
+  const signUp = (ip: string, n: number) =>
+    fetch(`${app.url}/portal/sign-up`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookieHeader, origin: app.url, 'x-forwarded-for': ip },
+      body: new URLSearchParams({ _csrf: csrf, email: `source-${n}@example.com`, password: 'one source, many sign-ups' }).toString(),
+    })
   // Twelve at once from one /64 (different addresses in it): three go through.
   const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => signUp(`2001:db8:1:2::${(i + 1).toString(16)}`, i)))
   const statuses = answers.map((r) => r.status)
@@ -329,11 +350,13 @@ async function mailOncePerWindow(t: TestContext, env: Env): Promise<void> {
   const client = new PortalClient(app.url)
   await client.get('/portal/reset')
   const csrf = client.csrf()
-  const reset = (email: string) => fetch(`${app.url}/portal/reset`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: client.cookieHeader, origin: app.url },
-    body: new URLSearchParams({ _csrf: csrf, email }).toString(),
-  }).then(async (r) => ({ status: r.status, text: await r.text() }))
+  const reset = (email: string) =>
+    fetch(`${app.url}/portal/reset`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: client.cookieHeader, origin: app.url },
+      body: new URLSearchParams({ _csrf: csrf, email }).toString(),
+    }).then(async (r) => ({ status: r.status, text: await r.text() }))
 
   const answers = await Promise.all(Array.from({ length: 200 }, () => reset(user.email)))
   assert.deepEqual([...new Set(answers.map((a) => a.status))], [200])
@@ -352,7 +375,9 @@ async function mailOncePerWindow(t: TestContext, env: Env): Promise<void> {
   assert.equal(resets(), 2)
 
   // Sign-ups for the taken address: one "you already have an account", the same page as a new address's.
-  const signUps = await Promise.all(Array.from({ length: 12 }, () => client.post('/portal/sign-up', { email: user.email, password: 'whoever tries this' }, { from: '/portal/sign-up' })))
+  const signUps = await Promise.all(
+    Array.from({ length: 12 }, () => client.post('/portal/sign-up', { email: user.email, password: 'whoever tries this' }, { from: '/portal/sign-up' })),
+  )
   assert.deepEqual([...new Set(signUps.map((a) => a.status))], [200])
   await new Promise((resolve) => setTimeout(resolve, 1000))
   assert.equal(mail.received.filter((m) => m.to.includes(user.email) && /Subject: You already have a Tessera account/.test(m.raw)).length, 1)

@@ -11,32 +11,125 @@ import { PortalClient, portalUser } from '../../support/portal-helper.ts'
 import { FORM_LIMIT } from '../../../src/portal/plugin.ts'
 
 const GETS = [
-  '/', '/home', '/sign-in', '/sign-up', '/reset', '/reset/confirm', '/verify-email', '/two-factor', '/two-factor/recovered', '/invitations/accept',
-  '/security', '/security/two-factor/setup',
-  '/accounts/:a', '/accounts/:a/start', '/accounts/:a/keys', '/accounts/:a/keys/:k/revoke', '/accounts/:a/subscriptions', '/accounts/:a/team',
-  '/accounts/:a/usage', '/accounts/:a/usage.csv', '/accounts/:a/usage/keys', '/accounts/:a/audit',
-  '/operator', '/operator/accounts', '/operator/accounts/:a', '/operator/audit', '/operator/sign-ups', '/operator/subscriptions',
+  '/',
+  '/home',
+  '/sign-in',
+  '/sign-up',
+  '/reset',
+  '/reset/confirm',
+  '/verify-email',
+  '/two-factor',
+  '/two-factor/recovered',
+  '/invitations/accept',
+  '/security',
+  '/security/two-factor/setup',
+  '/accounts/:a',
+  '/accounts/:a/start',
+  '/accounts/:a/keys',
+  '/accounts/:a/keys/:k/revoke',
+  '/accounts/:a/subscriptions',
+  '/accounts/:a/team',
+  '/accounts/:a/usage',
+  '/accounts/:a/usage.csv',
+  '/accounts/:a/usage/keys',
+  '/accounts/:a/audit',
+  '/operator',
+  '/operator/accounts',
+  '/operator/accounts/:a',
+  '/operator/audit',
+  '/operator/sign-ups',
+  '/operator/subscriptions',
 ]
 
 // Sign-out and the security forms that end sessions come last in their turn: the client signs in again before each path.
 const POSTS = [
-  '/sign-in', '/sign-up', '/verify-email', '/reset', '/reset/confirm', '/two-factor', '/invitations/accept', '/accounts',
-  '/security/password', '/security/recovery-codes', '/security/sign-out-others', '/security/two-factor/enable', '/security/two-factor/off', '/security/two-factor/setup',
-  '/accounts/:a/keys', '/accounts/:a/keys/:k/roll', '/accounts/:a/keys/:k/revoke', '/accounts/:a/subscriptions',
-  '/accounts/:a/team/invite', '/accounts/:a/team/role', '/accounts/:a/team/remove', '/accounts/:a/team/cancel', '/accounts/:a/team/leave',
-  '/operator/accounts/:a/plan', '/operator/accounts/:a/plan/reset', '/operator/accounts/:a/status', '/operator/subscriptions/decide', '/sign-out',
+  '/sign-in',
+  '/sign-up',
+  '/verify-email',
+  '/reset',
+  '/reset/confirm',
+  '/two-factor',
+  '/invitations/accept',
+  '/accounts',
+  '/security/password',
+  '/security/recovery-codes',
+  '/security/sign-out-others',
+  '/security/two-factor/enable',
+  '/security/two-factor/off',
+  '/security/two-factor/setup',
+  '/accounts/:a/keys',
+  '/accounts/:a/keys/:k/roll',
+  '/accounts/:a/keys/:k/revoke',
+  '/accounts/:a/subscriptions',
+  '/accounts/:a/team/invite',
+  '/accounts/:a/team/role',
+  '/accounts/:a/team/remove',
+  '/accounts/:a/team/cancel',
+  '/accounts/:a/team/leave',
+  '/operator/accounts/:a/plan',
+  '/operator/accounts/:a/plan/reset',
+  '/operator/accounts/:a/status',
+  '/operator/subscriptions/decide',
+  '/sign-out',
 ]
 
 /** Queries no page expects: lone surrogates, bad escapes, arrays, huge values, other sites. */
 const QUERIES = [
-  '?token=%ED%A0%80', '?token=%', '?token=a&token=b', `?token=${'A'.repeat(5000)}`, '?next=https://evil.example', '?next=%0d%0aSet-Cookie:x=1',
-  '?days=abc', '?days=-1', '?days=99999999999999999999', '?from=2026-02-30&to=1999-01-01', '?by=everything', '?cursor=%FF%FE', '?cursor=bm90IGEgY3Vyc29y',
-  '?page=-3', '?page=1e309', '?action=%00', '?status=%ED%B0%80', '?name=%25%5F%5C', '?account=acc_%27%22',
+  '?token=%ED%A0%80',
+  '?token=%',
+  '?token=a&token=b',
+  `?token=${'A'.repeat(5000)}`,
+  '?next=https://evil.example',
+  '?next=%0d%0aSet-Cookie:x=1',
+  '?days=abc',
+  '?days=-1',
+  '?days=99999999999999999999',
+  '?from=2026-02-30&to=1999-01-01',
+  '?by=everything',
+  '?cursor=%FF%FE',
+  '?cursor=bm90IGEgY3Vyc29y',
+  '?page=-3',
+  '?page=1e309',
+  '?action=%00',
+  '?status=%ED%B0%80',
+  '?name=%25%5F%5C',
+  '?account=acc_%27%22',
 ]
 
 /** Form fields every handler might read, each given hostile values. */
-const FIELDS = ['email', 'password', 'account', 'name', 'token', 'code', 'recovery', 'current', 'role', 'userId', 'region', 'group', 'action', 'grace', 'expires', 'date',
-  'groups', 'regions', 'status', 'rate', 'burst', 'quota', 'period', 'weightTotp', 'weightConverter', 'accountId', 'decision', 'confirm', 'next', 'everywhere', 'back']
+const FIELDS = [
+  'email',
+  'password',
+  'account',
+  'name',
+  'token',
+  'code',
+  'recovery',
+  'current',
+  'role',
+  'userId',
+  'region',
+  'group',
+  'action',
+  'grace',
+  'expires',
+  'date',
+  'groups',
+  'regions',
+  'status',
+  'rate',
+  'burst',
+  'quota',
+  'period',
+  'weightTotp',
+  'weightConverter',
+  'accountId',
+  'decision',
+  'confirm',
+  'next',
+  'everywhere',
+  'back',
+]
 
 const HOSTILE_VALUES = ['', '\ud800', 'a'.repeat(3000), '-1', '1e309', 'NaN', '<script>alert(1)</script>', '../../etc/passwd', 'owner', 'approve', '\u0000']
 
@@ -61,34 +154,44 @@ test('every portal page and form: hostile queries and bodies of every content ty
     const type = res.headers.get('content-type') ?? ''
     if (res.status >= 400 && !/^text\/(html|plain|csv)/.test(type)) failures.push(`${what}: ${res.status} as ${type}`)
   }
-  const send = (path: string, init: RequestInit = {}) => fetch(`${app.url}${path}`, {
-    ...init, redirect: 'manual', headers: { cookie: client.cookieHeader, origin: app.url, ...(init.headers as Record<string, string> | undefined) },
-  })
+  const send = (path: string, init: RequestInit = {}) =>
+    fetch(`${app.url}${path}`, {
+      ...init,
+      redirect: 'manual',
+      headers: { cookie: client.cookieHeader, origin: app.url, ...(init.headers as Record<string, string> | undefined) },
+    })
 
   for (const path of GETS) {
     for (const query of ['', ...QUERIES]) await check(`GET ${path}${query.slice(0, 40)}`, await send(`${fill(path)}${query}`))
   }
 
   const formsOf = (csrf: string) => {
-  const forms: [string, string, string | Buffer][] = []
-  for (const value of HOSTILE_VALUES) {
-    const fields = new URLSearchParams({ _csrf: csrf })
-    for (const f of FIELDS) fields.append(f, value)
-    forms.push([`form ${JSON.stringify(value.slice(0, 10))}`, 'application/x-www-form-urlencoded', fields.toString()])
-  }
-  const arrays = new URLSearchParams({ _csrf: csrf })
-  for (const f of FIELDS) { arrays.append(f, 'a'); arrays.append(f, 'b') }
-  forms.push(['form: every field twice', 'application/x-www-form-urlencoded', arrays.toString()])
-  forms.push(['form: bad escapes', 'application/x-www-form-urlencoded', `_csrf=${csrf}&email=%&password=%E0%A4%A&name=%ED%A0%80`])
-  forms.push(['form: too large', 'application/x-www-form-urlencoded', `_csrf=${csrf}&name=${'x'.repeat(FORM_LIMIT)}`])
-  forms.push(['form: no csrf', 'application/x-www-form-urlencoded', 'email=a%40b.example&password=x'])
-  forms.push(['json', 'application/json', JSON.stringify({ _csrf: csrf, email: ['x'], password: { a: 1 }, name: null })])
-  forms.push(['json: broken', 'application/json', '{"_csrf":'])
-  forms.push(['multipart without boundary', 'multipart/form-data', '--x\r\n'])
-  forms.push(['multipart', 'multipart/form-data; boundary=XyZ', Buffer.from(`--XyZ\r\ncontent-disposition: form-data; name="_csrf"\r\n\r\n${csrf}\r\n--XyZ--\r\n`)])
-  forms.push(['text', 'text/plain', 'hello'])
-  forms.push(['no type', '', 'hello'])
-  return forms
+    const forms: [string, string, string | Buffer][] = []
+    for (const value of HOSTILE_VALUES) {
+      const fields = new URLSearchParams({ _csrf: csrf })
+      for (const f of FIELDS) fields.append(f, value)
+      forms.push([`form ${JSON.stringify(value.slice(0, 10))}`, 'application/x-www-form-urlencoded', fields.toString()])
+    }
+    const arrays = new URLSearchParams({ _csrf: csrf })
+    for (const f of FIELDS) {
+      arrays.append(f, 'a')
+      arrays.append(f, 'b')
+    }
+    forms.push(['form: every field twice', 'application/x-www-form-urlencoded', arrays.toString()])
+    forms.push(['form: bad escapes', 'application/x-www-form-urlencoded', `_csrf=${csrf}&email=%&password=%E0%A4%A&name=%ED%A0%80`])
+    forms.push(['form: too large', 'application/x-www-form-urlencoded', `_csrf=${csrf}&name=${'x'.repeat(FORM_LIMIT)}`])
+    forms.push(['form: no csrf', 'application/x-www-form-urlencoded', 'email=a%40b.example&password=x'])
+    forms.push(['json', 'application/json', JSON.stringify({ _csrf: csrf, email: ['x'], password: { a: 1 }, name: null })])
+    forms.push(['json: broken', 'application/json', '{"_csrf":'])
+    forms.push(['multipart without boundary', 'multipart/form-data', '--x\r\n'])
+    forms.push([
+      'multipart',
+      'multipart/form-data; boundary=XyZ',
+      Buffer.from(`--XyZ\r\ncontent-disposition: form-data; name="_csrf"\r\n\r\n${csrf}\r\n--XyZ--\r\n`),
+    ])
+    forms.push(['text', 'text/plain', 'hello'])
+    forms.push(['no type', '', 'hello'])
+    return forms
   }
 
   for (const path of POSTS) {

@@ -29,8 +29,7 @@ async function invite(app: Running, client: PortalClient, email: string, role: s
 const roleOf = async (app: Running, userId: string, accountId = app.accountId) =>
   (await app.store.portal.listMembers(accountId)).find((m) => m.userId === userId)?.role ?? null
 
-const actions = async (app: Running, action: string) =>
-  (await app.store.audit.list({ accountId: app.accountId, action, limit: 100 })).items
+const actions = async (app: Running, action: string) => (await app.store.audit.list({ accountId: app.accountId, action, limit: 100 })).items
 
 test('an invitation to a new address: emailed, shown without being used, accepted with a new password (even with sign-ups closed), which signs in; then dead', async (t) => {
   const app = await startApp(t, { SIGNUP_MODE: 'closed' })
@@ -158,7 +157,6 @@ test('invitations: a new one to the same address replaces the earlier; cancelled
   assert.equal((await admin.post(`${teamOf(app)}/cancel`, { email: 'dan@example.com' }, { from: teamOf(app) })).status, 409)
   assert.equal((await actions(app, 'member.invite-cancel')).length, 1)
 
-
   const member = await invite(app, owner, adminEmail.toUpperCase(), 'viewer')
   assert.equal(member.status, 409)
   assert.match(member.text, /role="alert">.* is already a member of test\./)
@@ -216,7 +214,11 @@ test('roles: admins manage the team but not its owners; owners everything; the l
   assert.equal(await roleOf(app, ownerUser.id), 'owner')
 
   // The last owner: neither demoted, removed, nor leaving.
-  for (const [path, fields] of [[`${team}/role`, { user: ownerUser.id, role: 'admin' }], [`${team}/remove`, { user: ownerUser.id }], [`${team}/leave`, {}]] as const) {
+  for (const [path, fields] of [
+    [`${team}/role`, { user: ownerUser.id, role: 'admin' }],
+    [`${team}/remove`, { user: ownerUser.id }],
+    [`${team}/leave`, {}],
+  ] as const) {
     const refused = await owner.post(path, fields, { from: team })
     assert.equal(refused.status, 409, path)
     assert.match(refused.text, /role="alert">(You are|.+ is) the last owner of test, and an account keeps at least one owner/)
@@ -235,7 +237,9 @@ test('roles: admins manage the team but not its owners; owners everything; the l
 
   const roles = (await actions(app, 'member.role')).map((e) => [e.actor, e.detail.from, e.detail.to])
   assert.deepEqual(roles, [
-    [`portal-user:${ownerUser.id}`, 'owner', 'developer'], [`portal-user:${ownerUser.id}`, 'admin', 'owner'], [`portal-user:${adminUser.id}`, 'developer', 'viewer'],
+    [`portal-user:${ownerUser.id}`, 'owner', 'developer'],
+    [`portal-user:${ownerUser.id}`, 'admin', 'owner'],
+    [`portal-user:${adminUser.id}`, 'developer', 'viewer'],
   ])
   assert.equal((await actions(app, 'member.remove')).length, 2)
 })
@@ -263,7 +267,7 @@ test('two owners demoting each other at once: one stays owner', async (t) => {
   }
 })
 
-test('a viewer sees no forms and may not post; another account\'s member sees nothing; forms without their token or from another site are refused', async (t) => {
+test("a viewer sees no forms and may not post; another account's member sees nothing; forms without their token or from another site are refused", async (t) => {
   const app = await startApp(t)
   const { client: owner, user: ownerUser } = await signedInClient(app)
   const { client: viewer } = await signedInClient(app, { role: 'viewer' })
@@ -308,8 +312,9 @@ test('accepts of one invitation at once: one joins (20 by an existing user, then
   const signedOut = new PortalClient(app.url)
   await signedOut.get(fresh)
   // Fewer here: each of these hashes a password (at the production cost) before it tries the invitation.
-  const creates = await Promise.all(Array.from({ length: 6 }, () =>
-    signedOut.post('/portal/invitations/accept', fieldsOf(fresh, { password: 'a long enough passphrase' }))))
+  const creates = await Promise.all(
+    Array.from({ length: 6 }, () => signedOut.post('/portal/invitations/accept', fieldsOf(fresh, { password: 'a long enough passphrase' }))),
+  )
   assert.deepEqual(creates.map((a) => a.status).sort(), [303, ...Array<number>(5).fill(400)])
   const ida = (await app.store.portal.listMembers(app.accountId)).filter((m) => m.email === 'ida@example.com')
   assert.equal(ida.length, 1)
@@ -364,7 +369,11 @@ test('the team page of 50 members and 20 invitations takes as many store calls a
   const calls: string[] = []
   for (const name of Object.keys(portal)) {
     const original = portal[name]!
-    if (typeof original === 'function') portal[name] = (...args: unknown[]) => { calls.push(name); return original.apply(app.store.portal, args) }
+    if (typeof original === 'function')
+      portal[name] = (...args: unknown[]) => {
+        calls.push(name)
+        return original.apply(app.store.portal, args)
+      }
   }
   const count = async () => {
     calls.length = 0

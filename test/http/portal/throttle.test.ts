@@ -64,33 +64,45 @@ onEachStore('an email gets SIGNIN_MAX_FAILURES tries, then waits a doubling dela
   for (let i = 1; i <= 4; i++) assert.deepEqual(await attempt(th, 'jane@example.com', '192.0.2.1', false), { checked: true, wait: 0 }, 'a new run')
 })
 
-onEachStore('the delay is capped at SIGNIN_LOCK_MAX_SECONDS', { SIGNIN_MAX_FAILURES: '1', SIGNIN_LOCK_BASE_SECONDS: '2', SIGNIN_LOCK_MAX_SECONDS: '5' }, async (th, clock) => {
-  const waits: number[] = []
-  for (let i = 0; i < 4; i++) {
-    const { wait } = await attempt(th, 'jane@example.com', '192.0.2.1', false)
-    waits.push(wait)
-    clock.ms += wait * 1000
-  }
-  assert.deepEqual(waits, [2, 4, 5, 5])
-})
+onEachStore(
+  'the delay is capped at SIGNIN_LOCK_MAX_SECONDS',
+  { SIGNIN_MAX_FAILURES: '1', SIGNIN_LOCK_BASE_SECONDS: '2', SIGNIN_LOCK_MAX_SECONDS: '5' },
+  async (th, clock) => {
+    const waits: number[] = []
+    for (let i = 0; i < 4; i++) {
+      const { wait } = await attempt(th, 'jane@example.com', '192.0.2.1', false)
+      waits.push(wait)
+      clock.ms += wait * 1000
+    }
+    assert.deepEqual(waits, [2, 4, 5, 5])
+  },
+)
 
-onEachStore('an address gets SIGNIN_IP_MAX_FAILURES failures an hour, whatever the emails; its own successes do not end its run', { SIGNIN_IP_MAX_FAILURES: '10' }, async (th, clock) => {
-  for (let i = 0; i < 9; i++) assert.equal((await attempt(th, `user${i}@example.com`, '198.51.100.9', false)).wait, 0)
-  // The attacker's own account, signed into between guesses, takes nothing off the count.
-  for (let i = 0; i < 3; i++) assert.deepEqual(await attempt(th, 'mine@example.com', '198.51.100.9', true), { checked: true, wait: 0 })
-  assert.deepEqual(await attempt(th, 'user9@example.com', '198.51.100.9', false), { checked: true, wait: 1 }, 'the tenth failure')
-  assert.deepEqual(await attempt(th, 'fresh@example.com', '198.51.100.9', false), { checked: false, wait: 1 })
-  assert.equal((await attempt(th, 'fresh@example.com', '198.51.100.10', false)).checked, true, 'another address')
-  clock.ms += 1000
-  assert.deepEqual(await attempt(th, 'mine@example.com', '198.51.100.9', true), { checked: true, wait: 0 }, 'a success after the wait')
-  assert.deepEqual(await attempt(th, 'user10@example.com', '198.51.100.9', false), { checked: false, wait: 2 }, 'past the threshold a success is waited for too (not counted)')
-  clock.ms += 2000
-  assert.deepEqual(await attempt(th, 'user10@example.com', '198.51.100.9', false), { checked: true, wait: 2 }, 'the eleventh failure: the run went on')
-  clock.ms += 2000
-  assert.deepEqual(await attempt(th, 'user11@example.com', '198.51.100.9', false), { checked: true, wait: 4 }, 'the twelfth: doubled')
-  clock.ms = START + ADDRESS_WINDOW_MS
-  assert.deepEqual(await attempt(th, 'user12@example.com', '198.51.100.9', false), { checked: true, wait: 0 }, 'the next hour: a new run')
-})
+onEachStore(
+  'an address gets SIGNIN_IP_MAX_FAILURES failures an hour, whatever the emails; its own successes do not end its run',
+  { SIGNIN_IP_MAX_FAILURES: '10' },
+  async (th, clock) => {
+    for (let i = 0; i < 9; i++) assert.equal((await attempt(th, `user${i}@example.com`, '198.51.100.9', false)).wait, 0)
+    // The attacker's own account, signed into between guesses, takes nothing off the count.
+    for (let i = 0; i < 3; i++) assert.deepEqual(await attempt(th, 'mine@example.com', '198.51.100.9', true), { checked: true, wait: 0 })
+    assert.deepEqual(await attempt(th, 'user9@example.com', '198.51.100.9', false), { checked: true, wait: 1 }, 'the tenth failure')
+    assert.deepEqual(await attempt(th, 'fresh@example.com', '198.51.100.9', false), { checked: false, wait: 1 })
+    assert.equal((await attempt(th, 'fresh@example.com', '198.51.100.10', false)).checked, true, 'another address')
+    clock.ms += 1000
+    assert.deepEqual(await attempt(th, 'mine@example.com', '198.51.100.9', true), { checked: true, wait: 0 }, 'a success after the wait')
+    assert.deepEqual(
+      await attempt(th, 'user10@example.com', '198.51.100.9', false),
+      { checked: false, wait: 2 },
+      'past the threshold a success is waited for too (not counted)',
+    )
+    clock.ms += 2000
+    assert.deepEqual(await attempt(th, 'user10@example.com', '198.51.100.9', false), { checked: true, wait: 2 }, 'the eleventh failure: the run went on')
+    clock.ms += 2000
+    assert.deepEqual(await attempt(th, 'user11@example.com', '198.51.100.9', false), { checked: true, wait: 4 }, 'the twelfth: doubled')
+    clock.ms = START + ADDRESS_WINDOW_MS
+    assert.deepEqual(await attempt(th, 'user12@example.com', '198.51.100.9', false), { checked: true, wait: 0 }, 'the next hour: a new run')
+  },
+)
 
 onEachStore('an IPv6 /64 is one address; SIGNIN_IP_MAX_FAILURES=0 turns the address limit off', { SIGNIN_IP_MAX_FAILURES: '2' }, async (th) => {
   await attempt(th, 'a@example.com', '2001:db8::1', false)
@@ -103,20 +115,31 @@ onEachStore('no address limit at SIGNIN_IP_MAX_FAILURES=0', { SIGNIN_IP_MAX_FAIL
   for (let i = 0; i < 30; i++) assert.equal((await attempt(th, `user${i}@example.com`, '192.0.2.1', false)).wait, 0)
 })
 
-onEachStore('an attempt one limit refuses is not counted by the other; release takes back an attempt never checked', { SIGNIN_IP_MAX_FAILURES: '3', SIGNIN_MAX_FAILURES: '3' }, async (th) => {
-  for (let i = 0; i < 3; i++) await attempt(th, `u${i}@example.com`, '192.0.2.66', false)
-  for (let i = 0; i < 10; i++) assert.equal((await attempt(th, 'victim@example.com', '192.0.2.66', false)).checked, false)
-  for (let i = 0; i < 2; i++) assert.equal((await attempt(th, 'victim@example.com', '192.0.2.1', false)).wait, 0, 'the refused ones did not count against the email')
-  assert.equal(await th.blocked('victim@example.com', '192.0.2.1'), 0)
-  await th.release('victim@example.com', '192.0.2.1')
-  assert.equal((await attempt(th, 'victim@example.com', '192.0.2.1', false)).wait, 1, 'the released attempt was not counted: this is the third failure')
-})
+onEachStore(
+  'an attempt one limit refuses is not counted by the other; release takes back an attempt never checked',
+  { SIGNIN_IP_MAX_FAILURES: '3', SIGNIN_MAX_FAILURES: '3' },
+  async (th) => {
+    for (let i = 0; i < 3; i++) await attempt(th, `u${i}@example.com`, '192.0.2.66', false)
+    for (let i = 0; i < 10; i++) assert.equal((await attempt(th, 'victim@example.com', '192.0.2.66', false)).checked, false)
+    for (let i = 0; i < 2; i++)
+      assert.equal((await attempt(th, 'victim@example.com', '192.0.2.1', false)).wait, 0, 'the refused ones did not count against the email')
+    assert.equal(await th.blocked('victim@example.com', '192.0.2.1'), 0)
+    await th.release('victim@example.com', '192.0.2.1')
+    assert.equal((await attempt(th, 'victim@example.com', '192.0.2.1', false)).wait, 1, 'the released attempt was not counted: this is the third failure')
+  },
+)
 
 onEachStore('100 parallel wrong passwords for one email: SIGNIN_MAX_FAILURES are checked, the rest wait; from 100 addresses too', {}, async (th) => {
-  for (const [email, ip] of [['jane@example.com', () => '192.0.2.1'], ['ann@example.com', (i: number) => `198.51.100.${i}`]] as const) {
+  for (const [email, ip] of [
+    ['jane@example.com', () => '192.0.2.1'],
+    ['ann@example.com', (i: number) => `198.51.100.${i}`],
+  ] as const) {
     const results = await Promise.all(Array.from({ length: 100 }, (_, i) => attempt(th, email, ip(i), false)))
     assert.equal(results.filter((r) => r.checked).length, 5, email)
-    assert.ok(results.every((r) => r.wait === 0 || r.wait === 1), 'the wait is told to every one after the lock')
+    assert.ok(
+      results.every((r) => r.wait === 0 || r.wait === 1),
+      'the wait is told to every one after the lock',
+    )
   }
 })
 
@@ -130,10 +153,12 @@ test('the store sees keyed digests under the pepper: neither the email nor the a
   t.after(() => store.close())
   const seen: string[] = []
   const spy = new Proxy(store.verification, {
-    get: (target, name: keyof VerificationStore) => (key: string | string[], ...rest: never[]) => {
-      seen.push(...[key].flat())
-      return (target[name] as (...args: unknown[]) => unknown).call(target, key, ...rest)
-    },
+    get:
+      (target, name: keyof VerificationStore) =>
+      (key: string | string[], ...rest: never[]) => {
+        seen.push(...[key].flat())
+        return (target[name] as (...args: unknown[]) => unknown).call(target, key, ...rest)
+      },
   })
   const keys = async (pepper?: Buffer) => {
     seen.length = 0
@@ -142,7 +167,10 @@ test('the store sees keyed digests under the pepper: neither the email nor the a
   }
   const peppered = await keys(PEPPER)
   assert.equal(peppered.length, 2)
-  assert.ok(peppered.every((k) => /^signin:(email|ip):[\w-]{43}(:\d+)?$/.test(k)), peppered.join(' '))
+  assert.ok(
+    peppered.every((k) => /^signin:(email|ip):[\w-]{43}(:\d+)?$/.test(k)),
+    peppered.join(' '),
+  )
   assert.ok(peppered.every((k) => !k.includes('jane') && !k.includes('192.0.2.1')))
   assert.notDeepEqual(await keys(pepperKey('q'.repeat(32))), peppered, 'another pepper, other keys')
   assert.notDeepEqual(await keys(), peppered, 'without a pepper: SHA-256, other keys')
@@ -153,13 +181,17 @@ test('the sign-in form: 100 parallel wrong passwords get 5 answers of 401, the r
   const jane = await portalUser(app)
   const client = new PortalClient(app.url)
   await client.get('/portal/sign-in')
-  const answers = await Promise.all(Array.from({ length: 100 }, () => client.post('/portal/sign-in', { email: jane.email, password: 'a wrong password, surely' })))
+  const answers = await Promise.all(
+    Array.from({ length: 100 }, () => client.post('/portal/sign-in', { email: jane.email, password: 'a wrong password, surely' })),
+  )
   const statuses = answers.map((a) => a.status)
   assert.equal(statuses.filter((s) => s === 401).length, 5, statuses.join(','))
   assert.equal(statuses.filter((s) => s === 429).length, 95)
   assert.ok(answers.filter((a) => a.status === 429).every((a) => a.headers.get('retry-after') === '1' && /Too many attempts/.test(a.text)))
   assert.equal((await client.post('/portal/sign-in', { email: jane.email, password: jane.password }, { from: '/portal/sign-in' })).status, 429)
-  const unknown = await Promise.all(Array.from({ length: 20 }, () => client.post('/portal/sign-in', { email: 'nobody@example.com', password: 'a wrong password, surely' })))
+  const unknown = await Promise.all(
+    Array.from({ length: 20 }, () => client.post('/portal/sign-in', { email: 'nobody@example.com', password: 'a wrong password, surely' })),
+  )
   assert.deepEqual([...new Set(unknown.map((a) => a.status))].sort(), [401, 429], 'an unknown email is throttled alike')
   assert.equal(unknown.filter((a) => a.status === 401).length, 5)
   app.clock.advance(1000)

@@ -21,20 +21,36 @@ const DAY = 86_400_000
 const skip = browserSkip()
 
 /** unescapeHtml: an attribute's text as the browser reads it. */
-const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, '\'').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+const unescapeHtml = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&')
 
 /** tableRows: the body rows of the table with this caption, each as its cells' text. */
 function tableRows(page: string, caption: RegExp): string[][] {
-  const table = [...page.matchAll(/<table[^>]*>([\s\S]*?)<\/table>/g)].find((m) => caption.test((/<caption>([\s\S]*?)<\/caption>/.exec(m[1]!)?.[1] ?? '').replace(/<[^>]+>/g, '')))
+  const table = [...page.matchAll(/<table[^>]*>([\s\S]*?)<\/table>/g)].find((m) =>
+    caption.test((/<caption>([\s\S]*?)<\/caption>/.exec(m[1]!)?.[1] ?? '').replace(/<[^>]+>/g, '')),
+  )
   assert.ok(table, `a table captioned ${caption}`)
   const body = /<tbody>([\s\S]*?)<\/tbody>/.exec(table[1]!)![1]!
-  return [...body.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((r) => [...r[1]!.matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((c) => unescapeHtml(c[1]!.replace(/<[^>]+>/g, '')).trim()))
+  return [...body.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((r) =>
+    [...r[1]!.matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((c) => unescapeHtml(c[1]!.replace(/<[^>]+>/g, '')).trim()),
+  )
 }
 
 /** parseCsv: RFC 4180 rows (quoted fields with doubled quotes), without the header. */
 function parseCsv(text: string): string[][] {
   assert.ok(text.endsWith('\r\n'))
-  return text.slice(0, -2).split('\r\n').slice(1).map((line) => [...line.matchAll(/("(?:[^"]|"")*"|[^,]*)(,|$)/g)].slice(0, -1).map((m) => m[1]!.startsWith('"') ? m[1]!.slice(1, -1).replace(/""/g, '"') : m[1]!))
+  return text
+    .slice(0, -2)
+    .split('\r\n')
+    .slice(1)
+    .map((line) =>
+      [...line.matchAll(/("(?:[^"]|"")*"|[^,]*)(,|$)/g)].slice(0, -1).map((m) => (m[1]!.startsWith('"') ? m[1]!.slice(1, -1).replace(/""/g, '"') : m[1]!)),
+    )
 }
 
 /** seedUsage: a second key, and usage over 100 days of both keys in two regions and both groups. */
@@ -78,8 +94,25 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
     const chart = JSON.parse(unescapeHtml(/data-chart="([^"]*)"/.exec(page.text)![1]!)) as { days: string[]; series: { label: string; values: number[] }[] }
     assert.equal(chart.days.length, days)
     assert.deepEqual([chart.days[0], chart.days.at(-1)], [from, today])
-    assert.deepEqual(chart.series.map((s) => [s.label, s.values.reduce((a, b) => a + b, 0)]),
-      [['TOTP', total(seen.filter((r) => r.group === 'totp'), 'count')], ['Converter', total(seen.filter((r) => r.group === 'converter'), 'count')]])
+    assert.deepEqual(
+      chart.series.map((s) => [s.label, s.values.reduce((a, b) => a + b, 0)]),
+      [
+        [
+          'TOTP',
+          total(
+            seen.filter((r) => r.group === 'totp'),
+            'count',
+          ),
+        ],
+        [
+          'Converter',
+          total(
+            seen.filter((r) => r.group === 'converter'),
+            'count',
+          ),
+        ],
+      ],
+    )
     // The tables: a row a day (calls of the newest day), per region, per key (most used first).
     const perDay = tableRows(page.text, /^Calls per day/)
     assert.equal(perDay.length, days)
@@ -87,15 +120,72 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
     assert.deepEqual(perDay.at(-1), [today, n(107), n(3), n(110), n(107 + 15)].map(String))
     assert.equal(todays.length, 3)
     const perRegion = tableRows(page.text, /^Calls per region/)
-    assert.deepEqual(perRegion.map((r) => [r[0], r[3]]), [['eu', n(total(seen.filter((r) => r.region === 'eu'), 'count'))], ['us', n(total(seen.filter((r) => r.region === 'us'), 'count'))]])
-    assert.match(page.text, new RegExp(`<a href="${base}/usage/keys\\?days=${days}" hx-get="${base}/usage/keys\\?days=${days}" hx-trigger="load"`), 'the per-key table: loaded by htmx, a link without scripts')
+    assert.deepEqual(
+      perRegion.map((r) => [r[0], r[3]]),
+      [
+        [
+          'eu',
+          n(
+            total(
+              seen.filter((r) => r.region === 'eu'),
+              'count',
+            ),
+          ),
+        ],
+        [
+          'us',
+          n(
+            total(
+              seen.filter((r) => r.region === 'us'),
+              'count',
+            ),
+          ),
+        ],
+      ],
+    )
+    assert.match(
+      page.text,
+      new RegExp(`<a href="${base}/usage/keys\\?days=${days}" hx-get="${base}/usage/keys\\?days=${days}" hx-trigger="load"`),
+      'the per-key table: loaded by htmx, a link without scripts',
+    )
     const keysPage = await client.get(`${base}/usage/keys?days=${days}`)
     assert.equal(keysPage.status, 200)
     const perKey = tableRows(keysPage.text, /^Calls per key/)
-    assert.deepEqual(perKey.map((r) => [r[0], r[3], r[4]]), [
-      [`test key …${(await app.accounts.getKey(app.keyId))!.hint}`, n(total(seen.filter((r) => r.keyId === app.keyId), 'count')), n(total(seen.filter((r) => r.keyId === app.keyId), 'units'))],
-      [`=HYPERLINK("http://evil.example") …${(await app.accounts.getKey(otherKeyId))!.hint}`, n(total(seen.filter((r) => r.keyId === otherKeyId), 'count')), n(total(seen.filter((r) => r.keyId === otherKeyId), 'units'))],
-    ])
+    assert.deepEqual(
+      perKey.map((r) => [r[0], r[3], r[4]]),
+      [
+        [
+          `test key …${(await app.accounts.getKey(app.keyId))!.hint}`,
+          n(
+            total(
+              seen.filter((r) => r.keyId === app.keyId),
+              'count',
+            ),
+          ),
+          n(
+            total(
+              seen.filter((r) => r.keyId === app.keyId),
+              'units',
+            ),
+          ),
+        ],
+        [
+          `=HYPERLINK("http://evil.example") …${(await app.accounts.getKey(otherKeyId))!.hint}`,
+          n(
+            total(
+              seen.filter((r) => r.keyId === otherKeyId),
+              'count',
+            ),
+          ),
+          n(
+            total(
+              seen.filter((r) => r.keyId === otherKeyId),
+              'units',
+            ),
+          ),
+        ],
+      ],
+    )
     assert.match(page.text, new RegExp(`href="${base}/usage\\.csv\\?from=${from}&amp;to=${today}&amp;by=day" download>Download usage as CSV</a>`))
   }
 
@@ -115,16 +205,31 @@ test('the usage page shows the seeded calls per day, region and key, and the quo
     assert.equal(res.headers.get('content-disposition'), `attachment; filename="usage-${app.accountId}-${from}-${today}.csv"`)
     const lines = parseCsv(res.text)
     const seen = within(rows, from, today)
-    assert.equal(lines.reduce((s, l) => s + Number(l.at(-2)), 0), total(seen, 'count'), `by=${by}: calls`)
-    assert.equal(lines.reduce((s, l) => s + Number(l.at(-1)), 0), total(seen, 'units'), `by=${by}: units`)
+    assert.equal(
+      lines.reduce((s, l) => s + Number(l.at(-2)), 0),
+      total(seen, 'count'),
+      `by=${by}: calls`,
+    )
+    assert.equal(
+      lines.reduce((s, l) => s + Number(l.at(-1)), 0),
+      total(seen, 'units'),
+      `by=${by}: units`,
+    )
     if (by === 'key') {
       assert.equal(res.text.split('\r\n')[0], '"keyId","keyName","group","count","units"')
-      assert.ok(lines.some((l) => l[0] === otherKeyId && l[1] === '\'=HYPERLINK("http://evil.example")'), 'a name a spreadsheet would run is quoted as text')
+      assert.ok(
+        lines.some((l) => l[0] === otherKeyId && l[1] === '\'=HYPERLINK("http://evil.example")'),
+        'a name a spreadsheet would run is quoted as text',
+      )
     }
   }
   const defaults = await client.get(`${base}/usage.csv`)
   assert.equal(defaults.status, 200)
-  assert.equal(parseCsv(defaults.text).reduce((s, l) => s + Number(l.at(-1)), 0), total(within(rows, utcDay(app.clock.now() - 29 * DAY), today), 'units'), 'by day over the last 30 days by default')
+  assert.equal(
+    parseCsv(defaults.text).reduce((s, l) => s + Number(l.at(-1)), 0),
+    total(within(rows, utcDay(app.clock.now() - 29 * DAY), today), 'units'),
+    'by day over the last 30 days by default',
+  )
 })
 
 test('the usage CSV quotes every text field and guards every place a spreadsheet splitting on , ; or tab could start a formula', async (t) => {
@@ -148,8 +253,14 @@ test('the usage CSV quotes every text field and guards every place a spreadsheet
     // Excel in a ; locale splits on ; (a quote inside a field does not protect what follows), others on , or tab.
     for (const cell of line.split(/[,;\t]/)) assert.doesNotMatch(cell.replace(/^"/, ''), /^[ ]*[=+\-@]/, `${line}: a cell starts a formula`)
   }
-  const parsed = parseCsv(res.text).map((l) => l[1]).sort()
-  assert.deepEqual(parsed, [';\'=1+1', 'a,\'=1+1', 'x;\'@SUM(A1)', 'y;\' -2+3', '\'+3', '\'-4', 'plain "quoted";name'].sort(), 'each name reads back, a quote before what would run')
+  const parsed = parseCsv(res.text)
+    .map((l) => l[1])
+    .sort()
+  assert.deepEqual(
+    parsed,
+    [";'=1+1", "a,'=1+1", "x;'@SUM(A1)", "y;' -2+3", "'+3", "'-4", 'plain "quoted";name'].sort(),
+    'each name reads back, a quote before what would run',
+  )
 })
 
 test('usage: viewers read it; members of another account and the signed-out do not; bad periods and dates are 400, not 500', async (t) => {
@@ -163,7 +274,8 @@ test('usage: viewers read it; members of another account and the signed-out do n
   const elsewhere = await app.accounts.createAccount({ actor: SYSTEM }, { name: 'elsewhere' })
   assert.ok(!isFailure(elsewhere))
   const { client: stranger } = await signedInClient(app, { accountId: elsewhere.id })
-  for (const path of [`${base}/usage`, `${base}/usage/keys`, `${base}/usage.csv`, '/portal/accounts/acc_nosuch/usage']) assert.equal((await stranger.get(path)).status, 404, path)
+  for (const path of [`${base}/usage`, `${base}/usage/keys`, `${base}/usage.csv`, '/portal/accounts/acc_nosuch/usage'])
+    assert.equal((await stranger.get(path)).status, 404, path)
 
   const signedOut = await new PortalClient(app.url).get(`${base}/usage`)
   assert.equal(signedOut.status, 303)
@@ -179,9 +291,17 @@ test('usage: viewers read it; members of another account and the signed-out do n
 
   // The per-key report a page of KEYS_PER_PAGE keys at a time, most used first.
   const day = utcDay(app.clock.now())
-  await app.store.usage.add(Array.from({ length: KEYS_PER_PAGE + 20 }, (_, i) => ({
-    accountId: app.accountId, keyId: `key_gone${String(i).padStart(4, '0')}`, region: 'us' as const, day, group: 'totp' as const, count: 1000 + i, units: 1000 + i,
-  })))
+  await app.store.usage.add(
+    Array.from({ length: KEYS_PER_PAGE + 20 }, (_, i) => ({
+      accountId: app.accountId,
+      keyId: `key_gone${String(i).padStart(4, '0')}`,
+      region: 'us' as const,
+      day,
+      group: 'totp' as const,
+      count: 1000 + i,
+      units: 1000 + i,
+    })),
+  )
   const first = await viewer.get(`${base}/usage/keys`)
   const firstRows = tableRows(first.text, /^Calls per key, last 30 days, most used first, 1 to 100 of 122$/)
   assert.equal(firstRows.length, KEYS_PER_PAGE)
@@ -193,8 +313,18 @@ test('usage: viewers read it; members of another account and the signed-out do n
   assert.equal(tableRows(second.text, /1[01]1 to 122 of 122$/).length, 22)
   assert.match(second.text, /rel="prev">More used keys</)
   assert.doesNotMatch(second.text, /rel="next"/)
-  for (const query of ['page=3', 'page=0', 'page=-1', 'page=x', 'page=1&page=2']) assert.equal((await viewer.get(`${base}/usage/keys?${query}`)).status, 400, query)
-  for (const query of ['from=2026-13-01', 'from=yesterday', 'to=2026-02-30x', 'by=month', 'from=2026-05-01&to=2026-04-01', 'from=2020-01-01&to=2026-01-01', 'from=a&from=b', 'by=day&by=key']) {
+  for (const query of ['page=3', 'page=0', 'page=-1', 'page=x', 'page=1&page=2'])
+    assert.equal((await viewer.get(`${base}/usage/keys?${query}`)).status, 400, query)
+  for (const query of [
+    'from=2026-13-01',
+    'from=yesterday',
+    'to=2026-02-30x',
+    'by=month',
+    'from=2026-05-01&to=2026-04-01',
+    'from=2020-01-01&to=2026-01-01',
+    'from=a&from=b',
+    'by=day&by=key',
+  ]) {
     const res = await viewer.get(`${base}/usage.csv?${query}`)
     assert.equal(res.status, 400, query)
     assert.match(res.headers.get('content-type') ?? '', /^text\/html/)
@@ -202,7 +332,7 @@ test('usage: viewers read it; members of another account and the signed-out do n
   }
 })
 
-test('the audit page lists the account\'s events by whom, a page at a time, filtered by action; viewers read it, others get 404', async (t) => {
+test("the audit page lists the account's events by whom, a page at a time, filtered by action; viewers read it, others get 404", async (t) => {
   const app = await startApp(t)
   const owner = await portalUser(app, { email: 'owner@example.com' })
   // Signed in first: the viewer's sign-in is an event of the account too (auth.ts), older than the changes below.
@@ -217,7 +347,8 @@ test('the audit page lists the account\'s events by whom, a page at a time, filt
     assert.ok(!isFailure(issued))
     keyIds.push(issued.key.id)
   }
-  for (const id of keyIds.slice(0, 25)) assert.ok(!isFailure(await app.accounts.revokeKey({ actor: { type: 'admin-token', id: 'adm_ops' }, ip: '198.51.100.7' }, id)))
+  for (const id of keyIds.slice(0, 25))
+    assert.ok(!isFailure(await app.accounts.revokeKey({ actor: { type: 'admin-token', id: 'adm_ops' }, ip: '198.51.100.7' }, id)))
   assert.ok(isFailure(await app.accounts.revokeKey(as, keyIds[0]!)), 'a refused change leaves a failure event')
   // Another account's events never show here.
   const elsewhere = await app.accounts.createAccount({ actor: SYSTEM }, { name: 'elsewhere' })
@@ -254,9 +385,19 @@ test('the audit page lists the account\'s events by whom, a page at a time, filt
     seen.push(...tableRows(page.text, /^Events, older$/))
     next = /href="([^"]+)" rel="next">Older events</.exec(page.text)?.[1]
   }
-  assert.deepEqual(seen.map((r) => r[2]), all)
-  assert.deepEqual(seen.filter((r) => r[2] === 'plan.set').map((r) => r.slice(1, 6)), [['ops@example.com', 'plan.set', `plan ${app.accountId}`, 'success', '192.0.2.1']])
-  assert.deepEqual(seen.filter((r) => r[2] === 'user.sign-in').map((r) => [r[1], r[4]]), [[viewerEmail, 'success']], 'the viewer\'s sign-in, by their email')
+  assert.deepEqual(
+    seen.map((r) => r[2]),
+    all,
+  )
+  assert.deepEqual(
+    seen.filter((r) => r[2] === 'plan.set').map((r) => r.slice(1, 6)),
+    [['ops@example.com', 'plan.set', `plan ${app.accountId}`, 'success', '192.0.2.1']],
+  )
+  assert.deepEqual(
+    seen.filter((r) => r[2] === 'user.sign-in').map((r) => [r[1], r[4]]),
+    [[viewerEmail, 'success']],
+    "the viewer's sign-in, by their email",
+  )
 
   // Filtered by action: only those, and every one of them.
   const creates = await viewer.get(`${base}?action=key.create`)
@@ -281,11 +422,14 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
   const app = await startApp(t)
   await seedUsage(app)
   const owner = await portalUser(app, { role: 'developer' })
-  for (let i = 0; i < PAGE_SIZE + 5; i++) await app.accounts.issueKey({ actor: { type: 'portal-user', id: owner.user.id }, ip: '203.0.113.9' }, app.accountId, { name: `key ${i}` })
+  for (let i = 0; i < PAGE_SIZE + 5; i++)
+    await app.accounts.issueKey({ actor: { type: 'portal-user', id: owner.user.id }, ip: '203.0.113.9' }, app.accountId, { name: `key ${i}` })
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const refused: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
+  })
   page.on('pageerror', (e) => refused.push(`script error: ${e.message}`))
   await page.goto(`${app.url}/portal/accounts/${app.accountId}/usage`)
   await page.getByLabel('Email').fill(owner.email)
@@ -294,8 +438,14 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
 
   const chart = page.getByRole('img', { name: /^Calls per day, last 30 days: [\d,]+ in total$/ })
   await chart.locator('canvas').first().waitFor()
-  assert.ok(await chart.locator('canvas').count() >= 1, 'uPlot drew the chart')
-  assert.equal(await page.getByRole('table', { name: /^Calls per day/ }).getByRole('row').count(), 30 + 2)
+  assert.ok((await chart.locator('canvas').count()) >= 1, 'uPlot drew the chart')
+  assert.equal(
+    await page
+      .getByRole('table', { name: /^Calls per day/ })
+      .getByRole('row')
+      .count(),
+    30 + 2,
+  )
   assert.equal(await page.getByRole('link', { name: 'Download usage as CSV' }).count(), 1)
   const perKey = page.getByRole('table', { name: /^Calls per key, last 30 days/ })
   await perKey.waitFor()
@@ -304,12 +454,28 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
 
   await page.getByLabel('Period').selectOption('90')
   await Promise.all([page.waitForURL(/\/usage\?days=90$/), page.getByRole('button', { name: 'Show usage' }).click()])
-  await page.getByRole('img', { name: /last 90 days/ }).locator('canvas').first().waitFor()
-  assert.equal(await page.getByRole('table', { name: /^Calls per day/ }).getByRole('row').count(), 90 + 2)
+  await page
+    .getByRole('img', { name: /last 90 days/ })
+    .locator('canvas')
+    .first()
+    .waitFor()
+  assert.equal(
+    await page
+      .getByRole('table', { name: /^Calls per day/ })
+      .getByRole('row')
+      .count(),
+    90 + 2,
+  )
 
   // Without htmx the per-key table is a page of its own: the same table, reachable by its link.
   await page.goto(`${app.url}/portal/accounts/${app.accountId}/usage/keys?days=90`)
-  assert.equal(await page.getByRole('table', { name: /^Calls per key, last 90 days/ }).locator('tbody tr').count(), 2)
+  assert.equal(
+    await page
+      .getByRole('table', { name: /^Calls per key, last 90 days/ })
+      .locator('tbody tr')
+      .count(),
+    2,
+  )
   assert.deepEqual(await seriousViolations(page), [])
 
   await page.getByRole('link', { name: 'Audit' }).click()
@@ -321,7 +487,11 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
   const creates = page.getByRole('table', { name: 'key.create events, newest first' })
   assert.equal(await creates.locator('tbody tr').count(), PAGE_SIZE)
   await Promise.all([page.waitForURL(/cursor=/), page.getByRole('link', { name: 'Older events' }).click()])
-  assert.equal(await page.getByRole('table', { name: 'key.create events, older' }).locator('tbody tr').count(), 5 + 2, 'the rest: 5 more, the seeded key and the test key')
+  assert.equal(
+    await page.getByRole('table', { name: 'key.create events, older' }).locator('tbody tr').count(),
+    5 + 2,
+    'the rest: 5 more, the seeded key and the test key',
+  )
   assert.deepEqual(await seriousViolations(page), [])
   assert.deepEqual(refused, [])
 })

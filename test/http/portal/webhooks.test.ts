@@ -45,7 +45,15 @@ test('portal webhooks: add (secret once), list, deliveries, send again, delete; 
   const [endpoint] = await app.store.webhooks.listEndpoints(app.accountId)
   assert.ok(endpoint)
 
-  const event = await app.store.audit.append({ actor: 'system', action: 'factor.created', target: { type: 'factor', id: 'fac_1' }, accountId: app.accountId, ip: null, outcome: 'success', detail: { userID: 'u1' } })
+  const event = await app.store.audit.append({
+    actor: 'system',
+    action: 'factor.created',
+    target: { type: 'factor', id: 'fac_1' },
+    accountId: app.accountId,
+    ip: null,
+    outcome: 'success',
+    detail: { userID: 'u1' },
+  })
   await waitFor(() => receiver.deliveries.length === 1, 5000, 'the delivery')
   const deliveries = `${base}/${endpoint.id}/deliveries`
   await waitFor(async () => (await client.get(deliveries)).text.includes('delivered'), 5000, 'the log')
@@ -67,5 +75,12 @@ test('portal webhooks: add (secret once), list, deliveries, send again, delete; 
   assert.equal((await app.store.webhooks.listEndpoints(app.accountId)).length, 0)
   assert.equal((await client.get(`${base}/${endpoint.id}/deliveries`)).status, 404)
   const actions = (await app.store.audit.list({ accountId: app.accountId, limit: 100 })).items.filter((e) => e.target.type === 'webhook')
-  assert.deepEqual(actions.map((e) => [e.action, e.actor.startsWith('portal-user:')]), [['webhook.delete', true], ['webhook.resend', true], ['webhook.create', true]])
+  assert.deepEqual(
+    actions.map((e) => [e.action, e.actor.startsWith('portal-user:')]),
+    [
+      ['webhook.delete', true],
+      ['webhook.resend', true],
+      ['webhook.create', true],
+    ],
+  )
 })

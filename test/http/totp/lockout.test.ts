@@ -23,17 +23,16 @@ function wrongCode(secret: string, at: number): string {
 const verify = (app: Running, secret: string, token: string, extra: Record<string, string> = {}) =>
   post(app.url, '/totp/verifyOTP', app.key, { secret, token, ...extra })
 
-
 const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
   ['postgres', async (t) => ({ DATABASE_URL: await createDatabase(t) }), skipUnless('TEST_DATABASE_URL')],
   ['sqlite+redis', redisEnv, skipUnless('TEST_REDIS_URL')],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 for (const [name, env, skip] of stores) {
   test(`${name}: 200 parallel wrong guesses evaluate at most OTP_MAX_FAILURES; 100 parallel right codes are accepted once`, { skip }, async (t) => {
-    const app = await startApp(t, { ...await env(t), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
+    const app = await startApp(t, { ...(await env(t)), OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }, testClock(T0))
     for (let round = 0; round < 3; round++) {
       const secret = new Secret().base32
       const answers = await Promise.all(Array.from({ length: 200 }, () => verify(app, secret, wrongCode(secret, T0))))
@@ -47,7 +46,10 @@ for (const [name, env, skip] of stores) {
     const statuses = answers.map((r) => r.status)
     await Promise.all(answers.map((r) => r.arrayBuffer()))
     assert.equal(statuses.filter((s) => s === 200).length, 1, 'exactly one acceptance')
-    assert.ok(statuses.every((s) => s === 200 || s === 400 || s === 429), statuses.join())
+    assert.ok(
+      statuses.every((s) => s === 200 || s === 400 || s === 429),
+      statuses.join(),
+    )
   })
 }
 
@@ -69,12 +71,16 @@ test('a secret with trailing zero bytes shares the lockout and the replay record
 test('a secret onboarded with 8 digits does not verify with its last 6; its record gives digits, algorithm and period', async (t) => {
   const app = await startApp(t, {}, testClock(T0))
   const onboarded = await post(app.url, '/totp/onboardUser', app.key, {
-    userID: 'jane', applicationID: 'Acme', tokenLength: '8', algorithm: 'SHA256', tokenValidity: '60',
+    userID: 'jane',
+    applicationID: 'Acme',
+    tokenLength: '8',
+    algorithm: 'SHA256',
+    tokenValidity: '60',
   })
-  const { secretKey } = await onboarded.json() as { secretKey: string }
+  const { secretKey } = (await onboarded.json()) as { secretKey: string }
   const eight = code(secretKey, T0, 'SHA256', 8, 60)
 
-  const got = await (await post(app.url, '/totp/getOTP', app.key, { secret: secretKey })).json() as { otp: string }
+  const got = (await (await post(app.url, '/totp/getOTP', app.key, { secret: secretKey })).json()) as { otp: string }
   assert.equal(got.otp, eight, 'getOTP reads the record too')
 
   const lastSix = await verify(app, secretKey, eight.slice(2))
@@ -88,23 +94,27 @@ test('a secret onboarded with 8 digits does not verify with its last 6; its reco
 
   // A lower-case, spaced spelling of the secret finds the same record.
   const spaced = secretKey.toLowerCase().replace(/(.{4})/g, '$1 ')
-  const other = await (await post(app.url, '/totp/getOTP', app.key, { secret: spaced })).json() as { otp: string }
+  const other = (await (await post(app.url, '/totp/getOTP', app.key, { secret: spaced })).json()) as { otp: string }
   assert.equal(other.otp, eight)
   // Fields the request gives win over the record.
-  const six = await (await post(app.url, '/totp/getOTP', app.key, { secret: secretKey, tokenLength: '6', algorithm: 'SHA1', tokenValidity: '30' })).json() as { otp: string }
+  const six = (await (
+    await post(app.url, '/totp/getOTP', app.key, { secret: secretKey, tokenLength: '6', algorithm: 'SHA1', tokenValidity: '30' })
+  ).json()) as { otp: string }
   assert.equal(six.otp, code(secretKey, T0))
 })
 
-test('a record is the account\'s own: another account\'s verifyOTP takes the token\'s length', async (t) => {
+test("a record is the account's own: another account's verifyOTP takes the token's length", async (t) => {
   const app = await startApp(t, {}, testClock(T0))
-  const { secretKey } = await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'u', applicationID: 'a', tokenLength: '8' })).json() as { secretKey: string }
+  const { secretKey } = (await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'u', applicationID: 'a', tokenLength: '8' })).json()) as {
+    secretKey: string
+  }
   const { createCaller } = await import('../../support/helper.ts')
   const other = await createCaller(app.accounts)
   const res = await post(app.url, '/totp/verifyOTP', other.apiKey, { secret: secretKey, token: code(secretKey, T0) })
   assert.equal(res.status, 200, 'no record in this account: 6 digits, from the token')
 })
 
-test('a secret with no record here is verified with the token\'s length (a secret issued by Renda.io)', async (t) => {
+test("a secret with no record here is verified with the token's length (a secret issued by Renda.io)", async (t) => {
   const app = await startApp(t, {}, testClock(T0))
   const secret = new Secret({ size: 10 }).base32
   assert.equal((await verify(app, secret, code(secret, T0, 'SHA1', 8))).status, 200)
@@ -119,15 +129,15 @@ test('a locked secret answers 429 with the catalogue code OTP_LOCKED beside the 
   const locked = await verify(app, secret, code(secret, T0))
   assert.equal(locked.status, 429)
   assert.ok(Number(locked.headers.get('retry-after')) > 0)
-  const body = await locked.json() as { code?: string; message?: string }
+  const body = (await locked.json()) as { code?: string; message?: string }
   assert.equal(body.code, 'OTP_LOCKED')
   assert.match(body.message ?? '', /^Too many failed verifications for this secret\. Try again in \d+ seconds\.$/)
 
   const created = await post(app.url, '/totp/users/alice/factors', app.key, { applicationID: 'Acme' })
   assert.equal(created.status, 201)
-  const { factorID } = await created.json() as { factorID: string }
+  const { factorID } = (await created.json()) as { factorID: string }
   for (let i = 0; i < 2; i++) assert.equal((await post(app.url, `/totp/users/alice/factors/${factorID}/activate`, app.key, { token: '000000' })).status, 400)
   const factorLocked = await post(app.url, `/totp/users/alice/factors/${factorID}/activate`, app.key, { token: '000000' })
   assert.equal(factorLocked.status, 429)
-  assert.equal((await factorLocked.json() as { code?: string }).code, 'OTP_LOCKED')
+  assert.equal(((await factorLocked.json()) as { code?: string }).code, 'OTP_LOCKED')
 })

@@ -43,11 +43,18 @@ function largestFitting(text: string): string {
   return text.slice(0, low)
 }
 
-interface Round { max: number; p99: number; median: number; statuses: Record<string, number> }
+interface Round {
+  max: number
+  p99: number
+  median: number
+  statuses: Record<string, number>
+}
 
 async function underLoad(url: string, key: string, data: string, extra: Record<string, string> = {}): Promise<Round> {
   const load = await startLoad({
-    url, path: '/totp/generateQRCode', connections: CLIENTS,
+    url,
+    path: '/totp/generateQRCode',
+    connections: CLIENTS,
     headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({ data, ...extra }).toString(),
   })
@@ -62,7 +69,9 @@ async function rounds(t: { diagnostic(message: string): void }, url: string, key
   for (let i = 0; i < ROUNDS; i++) {
     const round = await underLoad(url, key, data)
     seen.push(round)
-    t.diagnostic(`round ${i + 1}: ping median ${round.median.toFixed(1)} ms, p99 ${round.p99.toFixed(1)} ms, max ${round.max.toFixed(1)} ms; answers ${JSON.stringify(round.statuses)}`)
+    t.diagnostic(
+      `round ${i + 1}: ping median ${round.median.toFixed(1)} ms, p99 ${round.p99.toFixed(1)} ms, max ${round.max.toFixed(1)} ms; answers ${JSON.stringify(round.statuses)}`,
+    )
     if (holds(round)) break
   }
   return seen
@@ -76,14 +85,18 @@ test('40 clients sending QR data that fits in no symbol: a ping every 20 ms neve
     const baseline = await underLoad(app.url, app.key, data, { format: 'bogus' })
     const round = await underLoad(app.url, app.key, data)
     seen.push({ round, baseline })
-    t.diagnostic(`round ${i + 1}: ping median ${round.median.toFixed(1)} ms, p99 ${round.p99.toFixed(1)} ms, max ${round.max.toFixed(1)} ms; ` +
-      `behind bodies refused for their format: median ${baseline.median.toFixed(1)} ms, max ${baseline.max.toFixed(1)} ms; answers ${JSON.stringify(round.statuses)}`)
+    t.diagnostic(
+      `round ${i + 1}: ping median ${round.median.toFixed(1)} ms, p99 ${round.p99.toFixed(1)} ms, max ${round.max.toFixed(1)} ms; ` +
+        `behind bodies refused for their format: median ${baseline.median.toFixed(1)} ms, max ${baseline.max.toFixed(1)} ms; answers ${JSON.stringify(round.statuses)}`,
+    )
     assert.deepEqual(Object.keys(round.statuses), ['400'], 'every answer is DATA_TOO_LONG')
     assert.deepEqual(Object.keys(baseline.statuses), ['400'], 'every baseline answer is FORMAT_INVALID')
     if (round.max <= 100 || round.max <= 1.5 * baseline.max) break
   }
-  assert.ok(seen.some(({ round, baseline }) => round.max <= 100 || round.max <= 1.5 * baseline.max),
-    `ping max per round: ${seen.map(({ round, baseline }) => `${round.max.toFixed(0)} (baseline ${baseline.max.toFixed(0)})`).join(', ')} ms`)
+  assert.ok(
+    seen.some(({ round, baseline }) => round.max <= 100 || round.max <= 1.5 * baseline.max),
+    `ping max per round: ${seen.map(({ round, baseline }) => `${round.max.toFixed(0)} (baseline ${baseline.max.toFixed(0)})`).join(', ')} ms`,
+  )
 })
 
 test('40 clients sending the largest QR data that fits: ping p99 stays under 150 ms', async (t) => {
@@ -93,5 +106,8 @@ test('40 clients sending the largest QR data that fits: ping p99 stays under 150
   assert.equal(over.status, 400, 'one character more does not fit')
   const seen = await rounds(t, app.url, app.key, data, (r) => r.p99 < 150)
   for (const round of seen) assert.deepEqual(Object.keys(round.statuses), ['200'], 'every drawing is answered')
-  assert.ok(seen.some((r) => r.p99 < 150), `ping p99 per round: ${seen.map((r) => r.p99.toFixed(0)).join(', ')} ms`)
+  assert.ok(
+    seen.some((r) => r.p99 < 150),
+    `ping p99 per round: ${seen.map((r) => r.p99.toFixed(0)).join(', ')} ms`,
+  )
 })

@@ -39,8 +39,7 @@ test('generateQRCode returns a PNG that a QR decoder reads back, UTF-8 included'
 
 test('size, margin, ecc and colours shape the image', async (t) => {
   const app = await startApp(t)
-  const res = await post(app.url, '/totp/generateQRCode', app.key,
-    { data: 'hello', size: '300', margin: '2', ecc: 'h', color: '#1a2b3c', bgcolor: 'ffffff80' })
+  const res = await post(app.url, '/totp/generateQRCode', app.key, { data: 'hello', size: '300', margin: '2', ecc: 'h', color: '#1a2b3c', bgcolor: 'ffffff80' })
   assert.equal(res.status, 200)
   const image = PNG.sync.read(Buffer.from(await res.arrayBuffer()))
   assert.equal(image.width, 300)
@@ -75,12 +74,12 @@ test('SVG by format or Accept, JSON data URLs by Accept, format wins over Accept
 
   const json = await post(app.url, '/totp/generateQRCode', app.key, { data }, { accept: 'application/json' })
   assert.equal(json.headers.get('content-type'), 'application/json; charset=utf-8')
-  const body = await json.json() as { type: string; QRCode: string }
+  const body = (await json.json()) as { type: string; QRCode: string }
   assert.equal(body.type, 'Success')
   assert.equal(decodeQr(dataUrlBytes(body.QRCode, 'image/png')).text, data)
 
   const jsonSvg = await post(app.url, '/totp/generateQRCode', app.key, { data, format: 'svg' }, { accept: 'application/json' })
-  const svgBody = await jsonSvg.json() as { QRCode: string }
+  const svgBody = (await jsonSvg.json()) as { QRCode: string }
   assert.equal(svgToText(dataUrlBytes(svgBody.QRCode, 'image/svg+xml').toString()), data)
 
   const pngOverSvg = await post(app.url, '/totp/generateQRCode', app.key, { data, format: 'png' }, { accept: 'image/svg+xml' })
@@ -95,7 +94,7 @@ test('data over the QR capacity of the level is a 400 naming the limit; a lower 
   const data = 'x'.repeat(2332) // binary mode: level M holds 2331 bytes, L 2953
   const res = await post(app.url, '/totp/generateQRCode', app.key, { data })
   assert.equal(res.status, 400)
-  const [problem] = await res.json() as { code: string; message: string }[]
+  const [problem] = (await res.json()) as { code: string; message: string }[]
   assert.equal(problem!.code, 'DATA_TOO_LONG')
   assert.match(problem!.message, /level M: the limit is 2331 bytes/)
   const atLimit = await post(app.url, '/totp/generateQRCode', app.key, { data: data.slice(1) })
@@ -115,7 +114,11 @@ test('the capacity check is exact: the largest data of each kind fits at every l
       const fits = await post(app.url, '/totp/generateQRCode', app.key, { data: ch.repeat(limit), ecc })
       assert.equal(fits.status, 200, `${limit} ${kind} at ${ecc} fit`)
       assert.equal(QRCode.create(ch.repeat(limit), { errorCorrectionLevel: ecc }).version, 40, 'the encoder agrees: version 40')
-      assert.deepEqual(await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: ch.repeat(limit + 1), ecc })), ['DATA_TOO_LONG'], `${limit + 1} ${kind} at ${ecc}`)
+      assert.deepEqual(
+        await codes(await post(app.url, '/totp/generateQRCode', app.key, { data: ch.repeat(limit + 1), ecc })),
+        ['DATA_TOO_LONG'],
+        `${limit + 1} ${kind} at ${ecc}`,
+      )
     }
   }
   // UTF-8 counts in bytes: 777 three-byte characters are 2331 bytes.
@@ -151,7 +154,9 @@ test('the plan never refuses what qrcode itself encodes, and never needs a large
       let theirs: number | null = null
       try {
         theirs = QRCode.create(text, { errorCorrectionLevel: ecc }).version
-      } catch { /* too big for qrcode's own split */ }
+      } catch {
+        /* too big for qrcode's own split */
+      }
       const ours = planSymbol(text, ecc)
       if (theirs !== null) assert.ok(ours !== null && ours.version <= theirs, `${ecc}, ${length} characters: qrcode version ${theirs}, ours ${ours?.version}`)
     }

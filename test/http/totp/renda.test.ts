@@ -32,14 +32,14 @@ const oathtool = (() => {
 const required = process.env.TESSERA_REQUIRE_SERVICES === '1'
 if (!oathtool && !required) process.stderr.write('# SKIPPED: oathtool is not installed (apt-get install oathtool)\n')
 
-test('Renda.io\'s 80-bit example secret gives the codes oathtool gives, and verifies', { skip: !oathtool && !required && 'needs oathtool' }, async (t) => {
+test("Renda.io's 80-bit example secret gives the codes oathtool gives, and verifies", { skip: !oathtool && !required && 'needs oathtool' }, async (t) => {
   const app = await startApp(t, {}, testClock(TIMES[0]))
   for (const at of TIMES) {
     app.clock.set(at)
     const expected = execFileSync('oathtool', ['--totp', '-b', RENDA_SECRET, '-N', `@${at / 1000}`], { encoding: 'utf8' }).trim()
     const got = await post(app.url, '/totp/getOTP', app.key, { secret: RENDA_SECRET })
     assert.equal(got.status, 200)
-    const body = await got.json() as { otp: string; currentToken: string; timeUsed: number; expiresIn: number }
+    const body = (await got.json()) as { otp: string; currentToken: string; timeUsed: number; expiresIn: number }
     assert.equal(body.otp, expected, `at ${at / 1000}`)
     assert.equal(body.currentToken, expected)
     const verified = await post(app.url, '/totp/verifyOTP', app.key, { secret: RENDA_SECRET, token: expected })
@@ -50,7 +50,7 @@ test('Renda.io\'s 80-bit example secret gives the codes oathtool gives, and veri
 test('80-bit secrets match RFC 4226 computed independently; MIN_SECRET_BITS refuses weaker ones', async (t) => {
   const app = await startApp(t, {}, testClock(1700000000_000))
   const key = Buffer.from('5d5255651d0273746546', 'hex') // LVJFKZI5AJZXIZKG
-  const got = await (await post(app.url, '/totp/getOTP', app.key, { secret: RENDA_SECRET })).json() as { otp: string }
+  const got = (await (await post(app.url, '/totp/getOTP', app.key, { secret: RENDA_SECRET })).json()) as { otp: string }
   assert.equal(got.otp, hotp(key, Math.floor(1700000000 / 30)))
 
   const short = await post(app.url, '/totp/getOTP', app.key, { secret: RENDA_SECRET.slice(0, 15) })
@@ -60,8 +60,11 @@ test('80-bit secrets match RFC 4226 computed independently; MIN_SECRET_BITS refu
   for (const path of ['/totp/getOTP', '/totp/verifyOTP']) {
     const res = await post(strict.url, path, strict.key, { secret: RENDA_SECRET, token: '123456' })
     assert.equal(res.status, 400)
-    const body = await res.json() as { code: string; message: string }[]
-    assert.deepEqual(body.map((e) => e.code), ['SECRET_INVALID'])
+    const body = (await res.json()) as { code: string; message: string }[]
+    assert.deepEqual(
+      body.map((e) => e.code),
+      ['SECRET_INVALID'],
+    )
     assert.match(body[0]!.message, /at least 128 bits \(26 characters\)/)
   }
 })
@@ -69,12 +72,12 @@ test('80-bit secrets match RFC 4226 computed independently; MIN_SECRET_BITS refu
 test('a Renda.io client reads token from onboardUser, and currentToken and timeUsed from getOTP', async (t) => {
   const at = Date.UTC(2026, 0, 1, 12, 0, 10) // 10 s into a 30 s step
   const app = await startApp(t, {}, testClock(at))
-  const onboard = await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'jane', applicationID: 'Acme' })).json() as Record<string, unknown>
+  const onboard = (await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'jane', applicationID: 'Acme' })).json()) as Record<string, unknown>
   for (const field of ['secretKey', 'otpURL', 'QRCode', 'token']) assert.equal(typeof onboard[field], 'string', field)
   assert.match(onboard.token as string, /^\d{6}$/)
   assert.equal(onboard.token, onboard.otp)
 
-  const current = await (await post(app.url, '/totp/getOTP', app.key, { secret: onboard.secretKey as string })).json() as Record<string, unknown>
+  const current = (await (await post(app.url, '/totp/getOTP', app.key, { secret: onboard.secretKey as string })).json()) as Record<string, unknown>
   assert.equal(current.currentToken, onboard.token)
   assert.equal(current.timeUsed, 10, 'seconds elapsed in the current step')
   assert.equal(current.expiresIn, 20)

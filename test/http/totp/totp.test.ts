@@ -20,7 +20,7 @@ test('getOTP gives the RFC 6238 Appendix B codes (8 digits, SHA1/SHA256/SHA512)'
       const secret = Secret.fromLatin1(RFC6238_SEEDS[algorithm]).base32
       const res = await post(app.url, '/totp/getOTP', app.key, { secret, tokenLength: '8', algorithm })
       assert.equal(res.status, 200)
-      const body = await res.json() as { otp: string; expiresIn: number; type: string }
+      const body = (await res.json()) as { otp: string; expiresIn: number; type: string }
       assert.equal(body.otp, expected[algorithm], `${algorithm} at ${seconds}`)
       assert.equal(body.type, 'Success')
       assert.equal(body.expiresIn, 30 - (seconds % 30))
@@ -44,13 +44,11 @@ test('onboard → scan the QR → the URL gives the code getOTP gives → verify
   const res = await post(app.url, '/totp/onboardUser', app.key, { userID: 'jane.doe@example.com', applicationID: 'Acme Portal' })
   assert.equal(res.status, 200)
   assert.equal(res.headers.get('cache-control'), 'no-store')
-  const body = await res.json() as Record<string, unknown>
-  assert.deepEqual(Object.keys(body).sort(),
-    ['QRCode', 'algorithm', 'expiresIn', 'otp', 'otpURL', 'secretKey', 'token', 'tokenLength', 'tokenValidity'])
+  const body = (await res.json()) as Record<string, unknown>
+  assert.deepEqual(Object.keys(body).sort(), ['QRCode', 'algorithm', 'expiresIn', 'otp', 'otpURL', 'secretKey', 'token', 'tokenLength', 'tokenValidity'])
   const secretKey = body.secretKey as string
   assert.match(secretKey, /^[A-Z2-7]{32}$/, '160 bits of base32, upper case, no padding')
-  assert.equal(body.otpURL,
-    `otpauth://totp/Acme%20Portal:jane.doe%40example.com?secret=${secretKey}&issuer=Acme%20Portal&algorithm=SHA1&digits=6&period=30`)
+  assert.equal(body.otpURL, `otpauth://totp/Acme%20Portal:jane.doe%40example.com?secret=${secretKey}&issuer=Acme%20Portal&algorithm=SHA1&digits=6&period=30`)
   assert.equal(body.tokenValidity, 30)
   assert.equal(body.tokenLength, 6)
   assert.equal(body.algorithm, 'SHA1')
@@ -61,7 +59,7 @@ test('onboard → scan the QR → the URL gives the code getOTP gives → verify
   const fromUrl = URI.parse(scanned.text) as TOTP
   const expected = fromUrl.generate({ timestamp: app.clock.now() })
   assert.equal(body.otp, expected)
-  const current = await (await post(app.url, '/totp/getOTP', app.key, { secret: fromUrl.secret.base32 })).json() as { otp: string }
+  const current = (await (await post(app.url, '/totp/getOTP', app.key, { secret: fromUrl.secret.base32 })).json()) as { otp: string }
   assert.equal(current.otp, expected)
 
   const first = await post(app.url, '/totp/verifyOTP', app.key, { secret: secretKey, token: expected })
@@ -80,7 +78,7 @@ test('onboard → scan the QR → the URL gives the code getOTP gives → verify
 test('onboardUser honours tokenValidity, tokenLength and algorithm, and re-onboarding issues a new secret', async (t) => {
   const app = await startApp(t)
   const fields = { userID: 'u1', applicationID: 'app', tokenValidity: '60', tokenLength: '8', algorithm: 'sha512' }
-  const a = await (await post(app.url, '/totp/onboardUser', app.key, fields)).json() as Record<string, string | number>
+  const a = (await (await post(app.url, '/totp/onboardUser', app.key, fields)).json()) as Record<string, string | number>
   assert.equal(a.algorithm, 'SHA512')
   assert.equal(a.tokenLength, 8)
   assert.equal(a.tokenValidity, 60)
@@ -92,7 +90,7 @@ test('onboardUser honours tokenValidity, tokenLength and algorithm, and re-onboa
   const before = await app.store.onboarding.get(app.accountId, 'app', 'u1')
 
   app.clock.advance(5000)
-  const b = await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'u1', applicationID: 'app' })).json() as Record<string, string>
+  const b = (await (await post(app.url, '/totp/onboardUser', app.key, { userID: 'u1', applicationID: 'app' })).json()) as Record<string, string>
   assert.notEqual(b.secretKey, a.secretKey)
   const after = await app.store.onboarding.get(app.accountId, 'app', 'u1')
   assert.ok(before && after)
@@ -106,8 +104,10 @@ test('JSON bodies are accepted too', async (t) => {
   const app = await startApp(t)
   const secret = new Secret().base32
   const res = await fetch(`${app.url}/totp/getOTP`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': app.key }, body: JSON.stringify({ secret, tokenLength: 7 }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': app.key },
+    body: JSON.stringify({ secret, tokenLength: 7 }),
   })
   assert.equal(res.status, 200)
-  assert.match((await res.json() as { otp: string }).otp, /^\d{7}$/)
+  assert.match(((await res.json()) as { otp: string }).otp, /^\d{7}$/)
 })

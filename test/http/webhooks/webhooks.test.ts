@@ -24,13 +24,18 @@ import { createDatabase, redisEnv, skipUnless, type StoreEnv } from '../../suppo
 
 const stores: [string, StoreEnv, false | string][] = [
   ['sqlite', async () => ({}), false],
-  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...await redisEnv(t) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
+  ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
 /** Short schedule: first retry after 100 ms, then doubling to at most 400 ms, for a minute. */
 const FAST = {
-  WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '400',
-  WEBHOOK_RETRY_SECONDS: '60', WEBHOOK_TIMEOUT_MS: '2000', LOG_LEVEL: 'silent',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+  WEBHOOK_POLL_MS: '50',
+  WEBHOOK_BACKOFF_MS: '100',
+  WEBHOOK_BACKOFF_MAX_MS: '400',
+  WEBHOOK_RETRY_SECONDS: '60',
+  WEBHOOK_TIMEOUT_MS: '2000',
+  LOG_LEVEL: 'silent',
 }
 
 interface Node {
@@ -43,19 +48,30 @@ async function node(env: Record<string, string>): Promise<Node> {
   const config = loadConfig({ NODE_ENV: 'test', ...FAST, ...env })
   const store = await openStore(config)
   const app = await buildApp({ config, store, pepper: resolvePepper(config) })
-  return { store, close: async () => { await app.close(); await store.close() } }
+  return {
+    store,
+    close: async () => {
+      await app.close()
+      await store.close()
+    },
+  }
 }
 
 function factorEvent(store: Store, accountId: string, i: number): Promise<AuditEvent> {
   return store.audit.append({
-    actor: 'system', action: i % 2 === 0 ? 'factor.created' : 'factor.verification_failed', target: { type: 'factor', id: `fac_${i}` },
-    accountId, ip: null, outcome: 'success', detail: { userID: `user-${i}`, factorID: `fac_${i}` },
+    actor: 'system',
+    action: i % 2 === 0 ? 'factor.created' : 'factor.verification_failed',
+    target: { type: 'factor', id: `fac_${i}` },
+    accountId,
+    ip: null,
+    outcome: 'success',
+    detail: { userID: `user-${i}`, factorID: `fac_${i}` },
   })
 }
 
 for (const [name, storeEnv, skip] of stores) {
   async function setup(t: TestContext) {
-    const env = { ...await storeEnv(t), DATA_DIR: tempDir(t) }
+    const env = { ...(await storeEnv(t)), DATA_DIR: tempDir(t) }
     const config = loadConfig({ NODE_ENV: 'test', ...FAST, ...env })
     const admin = await openStore(config)
     t.after(() => admin.close())
@@ -72,7 +88,10 @@ for (const [name, storeEnv, skip] of stores) {
     return { env, admin, accountId: account.id, webhooks, receiver, endpointId: made.endpoint.id }
   }
 
-  test(`${name}: a receiver down for a minute gets every event afterwards, once each, across a node closed and another opened`, { skip, timeout: 120_000 }, async (t) => {
+  test(`${name}: a receiver down for a minute gets every event afterwards, once each, across a node closed and another opened`, {
+    skip,
+    timeout: 120_000,
+  }, async (t) => {
     const s = await setup(t)
     await s.receiver.stop()
     const downSince = Date.now()
@@ -96,7 +115,10 @@ for (const [name, storeEnv, skip] of stores) {
     await waitFor(() => s.receiver.ids().size === events.length, 15_000, 'every event')
     await waitFor(async () => (await s.admin.webhooks.pending()) === 0, 5000, 'nothing pending')
     const received = s.receiver.deliveries
-    assert.ok(received.every((d) => d.payload !== null), 'every delivery verifies with standardwebhooks')
+    assert.ok(
+      received.every((d) => d.payload !== null),
+      'every delivery verifies with standardwebhooks',
+    )
     assert.deepEqual([...s.receiver.ids()].sort(), events.map((e) => e.id).sort(), 'each event, by its webhook-id')
     assert.equal(received.length, events.length, 'and each once')
     for (const e of events) {
@@ -105,8 +127,12 @@ for (const [name, storeEnv, skip] of stores) {
     }
     const log = (await s.admin.webhooks.listDeliveries(s.endpointId, { limit: 50 })).items
     assert.ok(log.every((d) => d.status === 'delivered' && d.attempts[0]?.statusCode === 204))
-    assert.ok(log.filter((d) => events.slice(0, 6).some((e) => e.id === d.id)).every((d) => d.attempts.slice(1).every((x) => x.statusCode === null && x.error === 'ECONNREFUSED')),
-      'the refused attempts are in the log')
+    assert.ok(
+      log
+        .filter((d) => events.slice(0, 6).some((e) => e.id === d.id))
+        .every((d) => d.attempts.slice(1).every((x) => x.statusCode === null && x.error === 'ECONNREFUSED')),
+      'the refused attempts are in the log',
+    )
     t.diagnostic(`attempts before delivery: ${log.map((d) => d.attempts.length).join(', ')}`)
   })
 
@@ -114,13 +140,14 @@ for (const [name, storeEnv, skip] of stores) {
   // two of its connections in one thread would wait on each other's open write turn (the claims
   // themselves are atomic across processes: the storage contract).
   // (Not defined for SQLite rather than skipped: there is nothing to run.)
-  if (name !== 'sqlite') test(`${name}: two nodes on one store share the deliveries, sending none twice`, { skip }, async (t) => {
-    const s = await setup(t)
-    const nodes = [await node(s.env), await node(s.env)]
-    t.after(() => Promise.all(nodes.map((n) => n.close())))
-    const events = await Promise.all(Array.from({ length: 40 }, (_, i) => factorEvent(nodes[i % 2]!.store, s.accountId, i)))
-    await waitFor(() => s.receiver.ids().size === events.length, 15_000, 'every event')
-    await new Promise((r) => setTimeout(r, 300))
-    assert.equal(s.receiver.deliveries.length, events.length, 'none twice')
-  })
+  if (name !== 'sqlite')
+    test(`${name}: two nodes on one store share the deliveries, sending none twice`, { skip }, async (t) => {
+      const s = await setup(t)
+      const nodes = [await node(s.env), await node(s.env)]
+      t.after(() => Promise.all(nodes.map((n) => n.close())))
+      const events = await Promise.all(Array.from({ length: 40 }, (_, i) => factorEvent(nodes[i % 2]!.store, s.accountId, i)))
+      await waitFor(() => s.receiver.ids().size === events.length, 15_000, 'every event')
+      await new Promise((r) => setTimeout(r, 300))
+      assert.equal(s.receiver.deliveries.length, events.length, 'none twice')
+    })
 }

@@ -31,13 +31,25 @@ async function setup(t: TestContext, env: Record<string, string> = {}, extra: Pa
   const config = loadConfig({ NODE_ENV: 'test', ...FAST, ...env })
   const store: Store = openSqliteStore({ path: ':memory:' })
   const accountId = newId('acc')
-  await store.access.createAccount({ id: accountId, name: 'w', status: 'active', createdAt: new Date().toISOString() },
-    { actor: 'system', action: 'account.create', target: { type: 'account', id: accountId }, accountId, ip: null, outcome: 'success', detail: {} })
+  await store.access.createAccount(
+    { id: accountId, name: 'w', status: 'active', createdAt: new Date().toISOString() },
+    { actor: 'system', action: 'account.create', target: { type: 'account', id: accountId }, accountId, ip: null, outcome: 'success', detail: {} },
+  )
   const outcomes: DeliveryOutcome[] = []
   const errors: string[] = []
-  const worker = new WebhookWorker({ store: store.webhooks, keyring, config, onError: (e) => errors.push(e.message), onOutcome: (o) => outcomes.push(o), ...extra })
+  const worker = new WebhookWorker({
+    store: store.webhooks,
+    keyring,
+    config,
+    onError: (e) => errors.push(e.message),
+    onOutcome: (o) => outcomes.push(o),
+    ...extra,
+  })
   worker.start()
-  t.after(async () => { await worker.close(); await store.close() })
+  t.after(async () => {
+    await worker.close()
+    await store.close()
+  })
   const webhooks = new Webhooks({ store, keyring, config })
   const endpoint = async (url: string) => {
     const made = await webhooks.create({ actor: SYSTEM }, accountId, { url })
@@ -87,9 +99,19 @@ test('worker: failures are retried with backoff until a 2xx; past the retry wind
   r.status = 200
   await waitFor(async () => (await s.log(endpoint.id))[0]?.status === 'delivered', 5000, 'delivered')
   const attempts = (await s.log(endpoint.id))[0]!.attempts
-  assert.deepEqual(attempts.slice(1).map((a) => a.error), attempts.slice(1).map(() => 'HTTP 503'))
-  const gaps = attempts.map((a) => Date.parse(a.at)).reverse().map((at, i, all) => (i === 0 ? 0 : at - all[i - 1]!)).slice(1)
-  assert.ok(gaps.every((g) => g >= 20), `backoff between attempts: ${gaps.join(', ')} ms`)
+  assert.deepEqual(
+    attempts.slice(1).map((a) => a.error),
+    attempts.slice(1).map(() => 'HTTP 503'),
+  )
+  const gaps = attempts
+    .map((a) => Date.parse(a.at))
+    .reverse()
+    .map((at, i, all) => (i === 0 ? 0 : at - all[i - 1]!))
+    .slice(1)
+  assert.ok(
+    gaps.every((g) => g >= 20),
+    `backoff between attempts: ${gaps.join(', ')} ms`,
+  )
   assert.ok(r.ids().size === 1, 'one event, one webhook-id in every attempt')
 
   r.status = 500
@@ -103,15 +125,29 @@ test('worker: failures are retried with backoff until a 2xx; past the retry wind
 test('worker: no redirect is followed, a silent receiver times out, a huge answer is cut short', async (t) => {
   const s = await setup(t, { WEBHOOK_TIMEOUT_MS: '300', WEBHOOK_RETRY_SECONDS: '1' })
   let followed = 0
-  const other = http.createServer((_req, res) => { followed++; res.end() })
+  const other = http.createServer((_req, res) => {
+    followed++
+    res.end()
+  })
   const hung: http.ServerResponse[] = []
   const server = http.createServer((req, res) => {
-    if (req.url === '/redirect') { res.writeHead(307, { location: `http://127.0.0.1:${(other.address() as { port: number }).port}/` }); res.end(); return }
-    if (req.url === '/silent') { hung.push(res); return }
+    if (req.url === '/redirect') {
+      res.writeHead(307, { location: `http://127.0.0.1:${(other.address() as { port: number }).port}/` })
+      res.end()
+      return
+    }
+    if (req.url === '/silent') {
+      hung.push(res)
+      return
+    }
     res.writeHead(200)
     const chunk = Buffer.alloc(65536, 'x')
     let sent = 0
-    const pump = () => { while (sent < 200 && res.write(chunk)) sent++; if (sent < 200) res.once('drain', pump); else res.end() }
+    const pump = () => {
+      while (sent < 200 && res.write(chunk)) sent++
+      if (sent < 200) res.once('drain', pump)
+      else res.end()
+    }
     pump()
   })
   for (const srv of [other, server]) await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve))
@@ -126,8 +162,14 @@ test('worker: no redirect is followed, a silent receiver times out, a huge answe
   const huge = await s.endpoint(`http://127.0.0.1:${port}/huge`)
   const started = Date.now()
   await s.event()
-  await waitFor(async () => (await s.log(redirect.endpoint.id))[0]?.status === 'failed' && (await s.log(silent.endpoint.id))[0]?.status === 'failed'
-    && (await s.log(huge.endpoint.id))[0]?.status === 'delivered', 10_000, 'the three outcomes')
+  await waitFor(
+    async () =>
+      (await s.log(redirect.endpoint.id))[0]?.status === 'failed' &&
+      (await s.log(silent.endpoint.id))[0]?.status === 'failed' &&
+      (await s.log(huge.endpoint.id))[0]?.status === 'delivered',
+    10_000,
+    'the three outcomes',
+  )
   assert.equal(followed, 0, 'the redirect was not followed')
   assert.equal((await s.log(redirect.endpoint.id))[0]!.attempts[0]!.error, 'HTTP 307')
   const timedOut = (await s.log(silent.endpoint.id))[0]!.attempts[0]!
@@ -141,14 +183,29 @@ test('worker: what the SSRF rule refuses is not connected to, whatever the endpo
   const s = await setup(t, { WEBHOOK_ALLOW_PRIVATE: 'false' })
   const r = await receiver(t)
   // Rows as if their names had resolved elsewhere at creation: the check at delivery is what holds.
-  const urls = [`http://localhost:${r.port}/`, `https://127.0.0.1:${r.port}/`, `https://[::ffff:127.0.0.1]:${r.port}/`, 'https://10.0.0.1/', 'https://169.254.169.254/latest']
+  const urls = [
+    `http://localhost:${r.port}/`,
+    `https://127.0.0.1:${r.port}/`,
+    `https://[::ffff:127.0.0.1]:${r.port}/`,
+    'https://10.0.0.1/',
+    'https://169.254.169.254/latest',
+  ]
   const ids: string[] = []
   for (const url of urls) {
     const id = newId('whe')
     ids.push(id)
-    await s.store.webhooks.createEndpoint({ id, accountId: s.accountId, url, eventTypes: null, createdAt: new Date().toISOString(),
-      sealedSecret: await sealSecret(keyring, 'whsec_AAAA', { accountId: s.accountId, endpointId: id }) }, 10,
-    { actor: 'system', action: 'webhook.create', target: { type: 'webhook', id }, accountId: s.accountId, ip: null, outcome: 'success', detail: {} })
+    await s.store.webhooks.createEndpoint(
+      {
+        id,
+        accountId: s.accountId,
+        url,
+        eventTypes: null,
+        createdAt: new Date().toISOString(),
+        sealedSecret: await sealSecret(keyring, 'whsec_AAAA', { accountId: s.accountId, endpointId: id }),
+      },
+      10,
+      { actor: 'system', action: 'webhook.create', target: { type: 'webhook', id }, accountId: s.accountId, ip: null, outcome: 'success', detail: {} },
+    )
   }
   await s.event()
   await waitFor(async () => (await Promise.all(ids.map((id) => s.log(id)))).every((l) => (l[0]?.attempts.length ?? 0) > 0), 5000, 'an attempt each')
@@ -165,25 +222,71 @@ test('worker: what the SSRF rule refuses is not connected to, whatever the endpo
 
 test('send: a name that resolves to a public and a private address is refused; the address checked is the one connected to', async (t) => {
   const r = await receiver(t)
-  const mixed = await send('https://hooks.example.com/', {}, '{}', { timeoutMs: 1000, allowPrivate: false, lookup: async () => [{ address: '93.184.215.14', family: 4 }, { address: '10.1.2.3', family: 4 }] })
+  const mixed = await send('https://hooks.example.com/', {}, '{}', {
+    timeoutMs: 1000,
+    allowPrivate: false,
+    lookup: async () => [
+      { address: '93.184.215.14', family: 4 },
+      { address: '10.1.2.3', family: 4 },
+    ],
+  })
   assert.equal(mixed.error, 'refused: hooks.example.com resolves to 10.1.2.3, a private address')
   let lookups = 0
   // allowPrivate: the lookup's one answer is pinned: the name itself resolves nowhere, yet the receiver gets it with its Host.
-  const pinned = await send(`http://receiver.invalid:${r.port}/`, {}, '{}', { timeoutMs: 1000, allowPrivate: true, lookup: async () => { lookups++; return [{ address: '127.0.0.1', family: 4 }] } })
+  const pinned = await send(`http://receiver.invalid:${r.port}/`, {}, '{}', {
+    timeoutMs: 1000,
+    allowPrivate: true,
+    lookup: async () => {
+      lookups++
+      return [{ address: '127.0.0.1', family: 4 }]
+    },
+  })
   assert.deepEqual([pinned.statusCode, lookups], [204, 1])
   assert.equal(r.deliveries[0]?.headers.host, `receiver.invalid:${r.port}`)
 })
 
 test('backoff doubles from the base, with jitter between half and all of it, capped', () => {
-  assert.deepEqual([1, 2, 3, 4, 10].map((n) => backoffMs(n, 1000, 5000, () => 1)), [1000, 2000, 4000, 5000, 5000])
-  assert.deepEqual([1, 2, 3].map((n) => backoffMs(n, 1000, 5000, () => 0)), [500, 1000, 2000])
-  assert.equal(backoffMs(200, 1000, 3_600_000, () => 1), 3_600_000)
+  assert.deepEqual(
+    [1, 2, 3, 4, 10].map((n) => backoffMs(n, 1000, 5000, () => 1)),
+    [1000, 2000, 4000, 5000, 5000],
+  )
+  assert.deepEqual(
+    [1, 2, 3].map((n) => backoffMs(n, 1000, 5000, () => 0)),
+    [500, 1000, 2000],
+  )
+  assert.equal(
+    backoffMs(200, 1000, 3_600_000, () => 1),
+    3_600_000,
+  )
 })
 
-test('worker: an HTTPS receiver with the test\'s own certificate: verified TLS, SNI and Host are the name, not the address', { skip: toolSkip('openssl', 'openssl', ['version']) }, async (t) => {
+test("worker: an HTTPS receiver with the test's own certificate: verified TLS, SNI and Host are the name, not the address", {
+  skip: toolSkip('openssl', 'openssl', ['version']),
+}, async (t) => {
   const dir = tempDir(t)
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-    '-addext', 'subjectAltName=DNS:localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  )
   const tls = { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') }
   const r = await receiver(t, tls)
   const s = await setup(t, {}, { send: { ca: tls.cert } })

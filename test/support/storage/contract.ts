@@ -58,18 +58,30 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal((await access.getAccount(account.id))?.name, 'Acme')
     const key = await makeKey(access, account.id, 'hash-1')
     let grant = await access.findGrant('hash-1')
-    assert.deepEqual({ ...grant, subscriptions: [...grant!.subscriptions] },
-      { keyId: key.id, accountId: account.id, revoked: false, accountActive: true, expiresAt: Infinity, subscriptions: [], scope: { groups: null, regions: null }, plan: null })
+    assert.deepEqual(
+      { ...grant, subscriptions: [...grant!.subscriptions] },
+      {
+        keyId: key.id,
+        accountId: account.id,
+        revoked: false,
+        accountActive: true,
+        expiresAt: Infinity,
+        subscriptions: [],
+        scope: { groups: null, regions: null },
+        plan: null,
+      },
+    )
     await access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.set'))
     await access.setSubscription(account.id, 'us', 'converter', 'active', draft('subscription.set'))
     await access.setSubscription(account.id, 'us', 'converter', 'inactive', draft('subscription.set'))
     await access.setSubscription(account.id, 'apac', 'totp', 'pending', draft('subscription.set'))
     grant = await access.findGrant('hash-1')
     assert.deepEqual([...grant!.subscriptions], ['eu:totp'], 'inactive and pending subscriptions allow nothing')
-    assert.deepEqual((await access.listSubscriptions(account.id)).map((s) => `${s.region}:${s.group}:${s.status}`),
-      ['apac:totp:pending', 'eu:totp:active', 'us:converter:inactive'])
-    assert.deepEqual(await access.updateAccount(account.id, { status: 'suspended' }, draft('account.update')),
-      { ...account, status: 'suspended' })
+    assert.deepEqual(
+      (await access.listSubscriptions(account.id)).map((s) => `${s.region}:${s.group}:${s.status}`),
+      ['apac:totp:pending', 'eu:totp:active', 'us:converter:inactive'],
+    )
+    assert.deepEqual(await access.updateAccount(account.id, { status: 'suspended' }, draft('account.update')), { ...account, status: 'suspended' })
     assert.equal((await access.findGrant('hash-1'))?.accountActive, false)
     assert.equal((await access.updateAccount(account.id, { name: 'Acme Ltd' }, draft('account.update')))?.name, 'Acme Ltd')
     assert.equal(await access.updateAccount('acc_missing', { status: 'active' }, draft('account.update')), null)
@@ -77,7 +89,10 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal(await access.revokeKey(key.id, draft('key.revoke')), false, 'already revoked')
     assert.equal((await access.findGrant('hash-1'))?.revoked, true)
     assert.equal(await access.findGrant('hash-unknown'), null)
-    assert.deepEqual((await access.listKeys(account.id)).map((k) => k.id), [key.id])
+    assert.deepEqual(
+      (await access.listKeys(account.id)).map((k) => k.id),
+      [key.id],
+    )
     assert.equal((await access.getKey(key.id))?.revokedAt !== null, true)
     assert.equal(await access.getKey('key_missing'), null)
     assert.equal((await access.listAccounts({ limit: 10 })).items.length, 1)
@@ -85,21 +100,24 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
 
   withStore('keys: expiry and scope ride on the grant; the listing shows them', async ({ access }) => {
     const account = await makeAccount(access, 'x')
-    for (const r of ['eu', 'us'] as const) for (const g of ['totp', 'converter'] as const) {
-      await access.setSubscription(account.id, r, g, 'active', draft('subscription.set'))
-    }
+    for (const r of ['eu', 'us'] as const)
+      for (const g of ['totp', 'converter'] as const) {
+        await access.setSubscription(account.id, r, g, 'active', draft('subscription.set'))
+      }
     const expiresAt = '2030-01-02T03:04:05.000Z'
     const key = await makeKey(access, account.id, 'hash-s', { expiresAt, scope: { groups: ['totp'], regions: null } })
     const grant = await access.findGrant('hash-s')
     assert.equal(grant?.expiresAt, Date.parse(expiresAt))
-    assert.deepEqual([...grant!.subscriptions].sort(), ['eu:totp', 'us:totp'], 'only the scope\'s groups')
+    assert.deepEqual([...grant!.subscriptions].sort(), ['eu:totp', 'us:totp'], "only the scope's groups")
     await makeKey(access, account.id, 'hash-r', { scope: { groups: null, regions: ['us'] } })
     assert.deepEqual([...(await access.findGrant('hash-r'))!.subscriptions].sort(), ['us:converter', 'us:totp'])
     await makeKey(access, account.id, 'hash-n', { scope: { groups: [], regions: null } })
     assert.deepEqual([...(await access.findGrant('hash-n'))!.subscriptions], [], 'an empty scope allows nothing')
     const listed = (await access.listKeys(account.id)).find((k) => k.id === key.id)
-    assert.deepEqual({ expiresAt: listed?.expiresAt, scope: listed?.scope, rolledTo: listed?.rolledTo, lastUsedAt: listed?.lastUsedAt },
-      { expiresAt, scope: { groups: ['totp'], regions: null }, rolledTo: null, lastUsedAt: null })
+    assert.deepEqual(
+      { expiresAt: listed?.expiresAt, scope: listed?.scope, rolledTo: listed?.rolledTo, lastUsedAt: listed?.lastUsedAt },
+      { expiresAt, scope: { groups: ['totp'], regions: null }, rolledTo: null, lastUsedAt: null },
+    )
   })
 
   withStore('roll: the old key works until the grace ends (or stops at once), the new one from now on', async ({ access, audit }) => {
@@ -133,8 +151,7 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     const account = await makeAccount(access, 'x')
     const old = await makeKey(access, account.id, 'hash-race')
     const nexts = Array.from({ length: 10 }, (_, i) => newKey(account.id, `hash-race-${i}`))
-    const results = await Promise.all(nexts.map((next) =>
-      access.rollKey(old.id, next, new Date().toISOString(), null, draft('key.roll', old.id))))
+    const results = await Promise.all(nexts.map((next) => access.rollKey(old.id, next, new Date().toISOString(), null, draft('key.roll', old.id))))
     assert.equal(results.filter((r) => r).length, 1)
     const winner = nexts[results.indexOf(true)]!
     assert.equal((await access.getKey(old.id))?.rolledTo, winner.id)
@@ -149,48 +166,78 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     await makeKey(access, account.id, 'cap-expired', { expiresAt: new Date(now - 1000).toISOString() })
     const revoked = await makeKey(access, account.id, 'cap-revoked')
     await access.revokeKey(revoked.id, { ...draft('key.revoke', revoked.id), accountId: account.id })
-    const made = await Promise.all(Array.from({ length: 30 }, (_, i) => access.createKey(newKey(account.id, `cap-${i}`), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso })))
+    const made = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        access.createKey(newKey(account.id, `cap-${i}`), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso }),
+      ),
+    )
     assert.equal(made.filter(Boolean).length, 4)
     const live = (await access.listKeys(account.id)).filter((k) => k.revokedAt === null && k.expiresAt === null)
     assert.equal(live.length, 4)
     assert.equal((await audit.list({ accountId: account.id, action: 'key.create', limit: 100 })).items.length, 4 + 2, 'no event for a refused key')
     // Rolled with a grace, the old key is on its way out: its place is free.
-    assert.equal(await access.rollKey(live[0]!.id, newKey(account.id, 'cap-rolled'), nowIso, new Date(now + 60_000).toISOString(), { ...draft('key.roll'), accountId: account.id }), true)
-    assert.equal(await access.createKey(newKey(account.id, 'cap-after-roll'), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso }), false, 'the new key took the old one\'s place')
-    assert.equal(await access.createKey(newKey(account.id, 'cap-no-limit'), { ...draft('key.create'), accountId: account.id }), true, 'without a limit, no count')
+    assert.equal(
+      await access.rollKey(live[0]!.id, newKey(account.id, 'cap-rolled'), nowIso, new Date(now + 60_000).toISOString(), {
+        ...draft('key.roll'),
+        accountId: account.id,
+      }),
+      true,
+    )
+    assert.equal(
+      await access.createKey(newKey(account.id, 'cap-after-roll'), { ...draft('key.create'), accountId: account.id }, { max: 4, nowIso }),
+      false,
+      "the new key took the old one's place",
+    )
+    assert.equal(
+      await access.createKey(newKey(account.id, 'cap-no-limit'), { ...draft('key.create'), accountId: account.id }),
+      true,
+      'without a limit, no count',
+    )
   })
 
   withStore('createAccount with an owner: of 20 parallel creations for one user, the cap; the account and its owner together', async ({ access, portal }) => {
     const user = await makeUser(portal, 'cap-owner@example.com')
     const owner = (accountId: string) => ({ userId: user.id, max: 3, audit: { ...draft('member.add'), accountId } })
-    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => {
-      const account: Account = { id: newId('acc'), name: `owned-${i}`, status: 'active', createdAt: new Date().toISOString() }
-      return access.createAccount(account, { ...draft('account.create', account.id), accountId: account.id }, owner(account.id))
-    }))
+    const made = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => {
+        const account: Account = { id: newId('acc'), name: `owned-${i}`, status: 'active', createdAt: new Date().toISOString() }
+        return access.createAccount(account, { ...draft('account.create', account.id), accountId: account.id }, owner(account.id))
+      }),
+    )
     assert.equal(made.filter(Boolean).length, 3)
     assert.equal(await access.countAccounts(), 3, 'no account without its owner')
-    assert.deepEqual((await portal.membershipsOf(user.id)).map((m) => m.role), ['owner', 'owner', 'owner'])
+    assert.deepEqual(
+      (await portal.membershipsOf(user.id)).map((m) => m.role),
+      ['owner', 'owner', 'owner'],
+    )
   })
 
   withStore('a duplicate account id fails and leaves no audit event', async ({ access, audit }) => {
     const account = await makeAccount(access, 'x')
     await assert.rejects(access.createAccount({ ...account, name: 'y' }, draft('account.create', account.id)))
     assert.equal((await access.getAccount(account.id))?.name, 'x')
-    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['account.create'])
+    assert.deepEqual(
+      (await audit.list({ limit: 10 })).items.map((e) => e.action),
+      ['account.create'],
+    )
   })
 
   withStore('a pending subscription is approved once, however many approvals arrive at once', async ({ access, audit }) => {
     const account = await makeAccount(access, 'x')
     await access.setSubscription(account.id, 'eu', 'totp', 'pending', draft('subscription.set'))
-    const results = await Promise.all(Array.from({ length: 20 }, () =>
-      access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.approve'), 'pending')))
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.approve'), 'pending')),
+    )
     assert.equal(results.filter(Boolean).length, 1)
     assert.equal((await audit.list({ action: 'subscription.approve', limit: 50 })).items.length, 1, 'one event, for the one change')
     assert.equal(await access.setSubscription(account.id, 'us', 'totp', 'active', draft('subscription.approve'), 'pending'), false, 'no row is not pending')
-    assert.deepEqual((await access.listSubscriptions(account.id)).map((s) => s.status), ['active'])
+    assert.deepEqual(
+      (await access.listSubscriptions(account.id)).map((s) => s.status),
+      ['active'],
+    )
   })
 
-  withStore('pending subscriptions of every account page oldest request first, with their account\'s name', async ({ access }) => {
+  withStore("pending subscriptions of every account page oldest request first, with their account's name", async ({ access }) => {
     const accounts = [await makeAccount(access, 'one'), await makeAccount(access, 'two'), await makeAccount(access, 'three')]
     const asked: string[] = []
     for (const region of ['eu', 'us', 'apac'] as const) {
@@ -221,7 +268,10 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     const account = await makeAccount(access, 'x')
     const key = await makeKey(access, account.id, 'hash-u')
     await access.touchKeys([{ keyId: key.id, atMs: Date.parse('2026-11-23T10:00:00Z'), region: 'us' }])
-    await access.touchKeys([{ keyId: key.id, atMs: Date.parse('2026-11-23T09:00:00Z'), region: 'eu' }, { keyId: 'key_missing', atMs: 0, region: 'eu' }])
+    await access.touchKeys([
+      { keyId: key.id, atMs: Date.parse('2026-11-23T09:00:00Z'), region: 'eu' },
+      { keyId: 'key_missing', atMs: 0, region: 'eu' },
+    ])
     const k = await access.getKey(key.id)
     assert.deepEqual([k?.lastUsedAt, k?.lastUsedRegion], ['2026-11-23T10:00:00.000Z', 'us'])
     await access.touchKeys([])
@@ -243,7 +293,10 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal(pages, 3)
     const expected = [...made].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id)).map((a) => a.id)
     assert.deepEqual(seen, expected, 'every account once, oldest first')
-    assert.deepEqual((await access.listAccounts({ limit: 50, status: 'suspended' })).items.map((a) => a.id), [made[4]!.id])
+    assert.deepEqual(
+      (await access.listAccounts({ limit: 50, status: 'suspended' })).items.map((a) => a.id),
+      [made[4]!.id],
+    )
     const big = await access.listAccounts({ limit: 50, name: 'big_' })
     assert.equal(big.items.length, 8, 'case-insensitive substring')
     assert.equal(big.next, null)
@@ -259,10 +312,16 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     await access.setPlan(account.id, { rate: 1, burst: 1, quota: 5, period: 'day', weights: { totp: 2, converter: 1 } }, draft('plan.set'))
     assert.equal(await access.setPlan('acc_missing', null, draft('plan.delete')), false)
     const events = (await audit.list({ limit: 50 })).items
-    assert.deepEqual(events.map((e) => e.action), ['plan.set', 'key.create', 'account.create'], 'newest first; none for the failures')
+    assert.deepEqual(
+      events.map((e) => e.action),
+      ['plan.set', 'key.create', 'account.create'],
+      'newest first; none for the failures',
+    )
     const [plan] = events
-    assert.deepEqual({ actor: plan!.actor, target: plan!.target, accountId: plan!.accountId, ip: plan!.ip, outcome: plan!.outcome, detail: plan!.detail },
-      { actor: 'cli', target: { type: 'account', id: 'x' }, accountId: null, ip: '192.0.2.1', outcome: 'success', detail: { n: 1 } })
+    assert.deepEqual(
+      { actor: plan!.actor, target: plan!.target, accountId: plan!.accountId, ip: plan!.ip, outcome: plan!.outcome, detail: plan!.detail },
+      { actor: 'cli', target: { type: 'account', id: 'x' }, accountId: null, ip: '192.0.2.1', outcome: 'success', detail: { n: 1 } },
+    )
     assert.ok(Math.abs(Date.parse(plan!.at) - Date.now()) < 60_000)
     const failure = await audit.append({ ...draft('key.revoke'), outcome: 'failure', detail: { reason: 'no such key' } })
     assert.equal((await audit.list({ limit: 1 })).items[0]?.id, failure.id)
@@ -270,7 +329,12 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
 
   withStore('audit events page newest first with a cursor, filtered by account, actor and action; retention prunes the oldest', async ({ audit }) => {
     for (let i = 0; i < 25; i++) {
-      await audit.append({ ...draft(i % 2 === 0 ? 'key.create' : 'key.revoke'), actor: i % 5 === 0 ? 'admin-token:tok_1' : 'cli', accountId: i < 10 ? 'acc_a' : 'acc_b', detail: { i } })
+      await audit.append({
+        ...draft(i % 2 === 0 ? 'key.create' : 'key.revoke'),
+        actor: i % 5 === 0 ? 'admin-token:tok_1' : 'cli',
+        accountId: i < 10 ? 'acc_a' : 'acc_b',
+        detail: { i },
+      })
     }
     const seen: number[] = []
     let cursor: string | undefined
@@ -279,9 +343,18 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
       seen.push(...page.items.map((e) => Number(e.detail.i)))
       cursor = page.next ?? undefined
     } while (cursor !== undefined)
-    assert.deepEqual(seen, Array.from({ length: 25 }, (_, i) => 24 - i))
-    assert.deepEqual((await audit.list({ limit: 50, accountId: 'acc_a', action: 'key.revoke' })).items.map((e) => e.detail.i), [9, 7, 5, 3, 1])
-    assert.deepEqual((await audit.list({ limit: 50, actor: 'admin-token:tok_1' })).items.map((e) => e.detail.i), [20, 15, 10, 5, 0])
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 25 }, (_, i) => 24 - i),
+    )
+    assert.deepEqual(
+      (await audit.list({ limit: 50, accountId: 'acc_a', action: 'key.revoke' })).items.map((e) => e.detail.i),
+      [9, 7, 5, 3, 1],
+    )
+    assert.deepEqual(
+      (await audit.list({ limit: 50, actor: 'admin-token:tok_1' })).items.map((e) => e.detail.i),
+      [20, 15, 10, 5, 0],
+    )
     await assert.rejects(audit.list({ limit: 5, cursor: 'evt_bad' }), CursorError)
     assert.equal(await audit.prune(new Date(Date.now() - 3_600_000).toISOString()), 0, 'nothing is that old')
     assert.equal(await audit.prune(new Date(Date.now() + 3_600_000).toISOString()), 25)
@@ -292,15 +365,21 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     await adminTokens.create({ ...token, hash: 'th-1' }, draft('admin-token.create', 'adm_1'))
     assert.deepEqual(await adminTokens.find('th-1'), token)
     assert.equal(await adminTokens.find('th-2'), null)
-    assert.deepEqual((await adminTokens.list()).map((t) => t.id), ['adm_1'])
+    assert.deepEqual(
+      (await adminTokens.list()).map((t) => t.id),
+      ['adm_1'],
+    )
     assert.equal(await adminTokens.revoke('adm_1', draft('admin-token.revoke', 'adm_1')), true)
     assert.equal(await adminTokens.revoke('adm_1', draft('admin-token.revoke', 'adm_1')), false)
     assert.equal(await adminTokens.find('th-1'), null)
     assert.notEqual((await adminTokens.list())[0]?.revokedAt, null)
-    assert.deepEqual((await audit.list({ limit: 5 })).items.map((e) => e.action), ['admin-token.revoke', 'admin-token.create'])
+    assert.deepEqual(
+      (await audit.list({ limit: 5 })).items.map((e) => e.action),
+      ['admin-token.revoke', 'admin-token.create'],
+    )
   })
 
-  withStore('plans: an account\'s own plan rides on its grant until reset', async ({ access }) => {
+  withStore("plans: an account's own plan rides on its grant until reset", async ({ access }) => {
     const account = await makeAccount(access, 'x')
     await makeKey(access, account.id, 'hash-p')
     assert.equal(await access.getPlan(account.id), null)
@@ -318,8 +397,15 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
   })
 
   withStore('usage adds up per account, key, region, day and group, in calls and units', async ({ usage }) => {
-    const row = (accountId: string, keyId: string, region: 'eu' | 'us', day: string, group: 'totp' | 'converter', count: number) =>
-      ({ accountId, keyId, region, day, group, count, units: group === 'totp' ? count * 2 : count })
+    const row = (accountId: string, keyId: string, region: 'eu' | 'us', day: string, group: 'totp' | 'converter', count: number) => ({
+      accountId,
+      keyId,
+      region,
+      day,
+      group,
+      count,
+      units: group === 'totp' ? count * 2 : count,
+    })
     await usage.add([
       row('a', 'k1', 'eu', '2026-11-20', 'totp', 3),
       row('a', 'k1', 'eu', '2026-11-21', 'totp', 1),
@@ -351,18 +437,39 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
   })
 
-  withStore('usage by key over ranges that cut months: whole months and edge days add up to the days\' sum', async ({ usage }) => {
+  withStore("usage by key over ranges that cut months: whole months and edge days add up to the days' sum", async ({ usage }) => {
     const days = ['2026-07-31', '2026-08-01', '2026-08-15', '2026-08-31', '2026-09-01', '2026-09-30', '2026-10-01', '2026-10-02', '2026-12-31', '2027-01-01']
-    await usage.add(days.map((day, i) => ({ accountId: 'a', keyId: `k${i % 3}`, region: 'eu' as const, day, group: 'totp' as const, count: 1 + i, units: 2 + 2 * i })))
-    const ranges = [['2026-07-31', '2027-01-01'], ['2026-08-01', '2026-09-30'], ['2026-08-02', '2026-09-30'], ['2026-08-01', '2026-10-01'],
-      ['2026-08-15', '2026-08-15'], ['2026-09-01', '2026-09-30'], ['2026-08-31', '2026-10-01'], ['2026-10-03', '2026-12-30'], ['2026-12-01', '2027-01-31'],
+    await usage.add(
+      days.map((day, i) => ({ accountId: 'a', keyId: `k${i % 3}`, region: 'eu' as const, day, group: 'totp' as const, count: 1 + i, units: 2 + 2 * i })),
+    )
+    const ranges = [
+      ['2026-07-31', '2027-01-01'],
+      ['2026-08-01', '2026-09-30'],
+      ['2026-08-02', '2026-09-30'],
+      ['2026-08-01', '2026-10-01'],
+      ['2026-08-15', '2026-08-15'],
+      ['2026-09-01', '2026-09-30'],
+      ['2026-08-31', '2026-10-01'],
+      ['2026-10-03', '2026-12-30'],
+      ['2026-12-01', '2027-01-31'],
       // Cut months taken whole less their days outside the range; k1's only use in August (the 1st) is outside the first two: no line for it.
-      ['2026-08-02', '2026-08-31'], ['2026-08-02', '2026-08-30'], ['2026-07-02', '2026-09-29'], ['2026-08-02', '2026-10-30'], ['2026-07-30', '2026-10-02']]
+      ['2026-08-02', '2026-08-31'],
+      ['2026-08-02', '2026-08-30'],
+      ['2026-07-02', '2026-09-29'],
+      ['2026-08-02', '2026-10-30'],
+      ['2026-07-30', '2026-10-02'],
+    ]
     for (const [from, to] of ranges) {
       const expected = new Map<string, number>()
-      days.forEach((day, i) => { if (day >= from! && day <= to!) expected.set(`k${i % 3}`, (expected.get(`k${i % 3}`) ?? 0) + 1 + i) })
+      days.forEach((day, i) => {
+        if (day >= from! && day <= to!) expected.set(`k${i % 3}`, (expected.get(`k${i % 3}`) ?? 0) + 1 + i)
+      })
       const got = await usage.report('a', from!, to!, 'key')
-      assert.deepEqual(got.map((l) => [l.keyId, l.count]), [...expected].sort(), `${from} to ${to}`)
+      assert.deepEqual(
+        got.map((l) => [l.keyId, l.count]),
+        [...expected].sort(),
+        `${from} to ${to}`,
+      )
       assert.ok(got.every((l) => l.units === 2 * l.count))
     }
   })
@@ -370,8 +477,12 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
   withStore('changes made through the store are announced', async ({ access }) => {
     let calls = 0
     let commits = 0
-    const off = access.onChange(() => { calls++ })
-    const offCommit = access.onCommit(() => { commits++ })
+    const off = access.onChange(() => {
+      calls++
+    })
+    const offCommit = access.onCommit(() => {
+      commits++
+    })
     const account = await makeAccount(access, 'x')
     await access.setSubscription(account.id, 'eu', 'totp', 'active', draft('subscription.set'))
     await access.setPlan(account.id, { rate: 1, burst: 1, quota: 0, period: 'day', weights: { totp: 1, converter: 1 } }, draft('plan.set'))
@@ -407,7 +518,7 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     await onboarding.upsert({ ...base, accountId: a.id, userId: 'u2', digits: 7, secretFingerprint: 'f1' }, new Date(3000))
     await onboarding.upsert({ ...base, accountId: b.id, userId: 'u1', secretFingerprint: 'f2' }, new Date(2000))
     assert.equal((await onboarding.findBySecret(a.id, ['fx', 'f1']))?.userId, 'u2', 'the most recently updated record')
-    assert.equal(await onboarding.findBySecret(a.id, ['f2']), null, 'another account\'s record')
+    assert.equal(await onboarding.findBySecret(a.id, ['f2']), null, "another account's record")
     assert.equal((await onboarding.findBySecret(b.id, ['f2']))?.digits, 8)
     assert.equal(await onboarding.findBySecret(b.id, []), null)
   })
@@ -429,7 +540,8 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.deepEqual(await v.settle('k', 11, 31_000, policy), { kind: 'reused', locks: true }, 'a replay is a failure')
     assert.deepEqual(await v.settle('k', null, 31_000, policy), { kind: 'locked', lockedUntil: 56_000 }, 'capped at 25 s')
     assert.deepEqual(await v.settle('k', 12, 60_000, policy), accepted)
-    for (let i = 0; i < 3; i++) assert.deepEqual(await v.settle('k', null, 60_000, policy), i < 2 ? invalid : { kind: 'invalid', locks: true }, 'an acceptance ends the run')
+    for (let i = 0; i < 3; i++)
+      assert.deepEqual(await v.settle('k', null, 60_000, policy), i < 2 ? invalid : { kind: 'invalid', locks: true }, 'an acceptance ends the run')
     assert.deepEqual(await v.settle('k', null, 60_000, policy), { kind: 'locked', lockedUntil: 70_000 })
     assert.deepEqual(await v.settle('other', null, 60_000, policy), invalid, 'keys are independent')
   })
@@ -444,16 +556,19 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     }
   })
 
-  withStore('a right code sent 100 times at once is accepted once; a right guess among 200 parallel wrong ones wins only inside the policy', async ({ verification: v }) => {
-    const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
-    const results = await Promise.all(Array.from({ length: 100 }, () => v.settle('correct', 7, 1000, strict)))
-    assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)
-    const mixed = await Promise.all(Array.from({ length: 200 }, (_, i) => v.settle('mixed', i === 150 ? 7 : null, 1000, strict)))
-    // The store orders them as they come: the right code wins only if it comes before the fifth failure.
-    const failed = mixed.filter((r) => r.kind === 'invalid').length
-    if (mixed[150]!.kind === 'accepted') assert.ok(failed <= 9, `${failed} failures answered`)
-    else assert.deepEqual([mixed[150]!.kind, failed], ['locked', 5])
-  })
+  withStore(
+    'a right code sent 100 times at once is accepted once; a right guess among 200 parallel wrong ones wins only inside the policy',
+    async ({ verification: v }) => {
+      const strict: LockPolicy = { maxFailures: 5, baseSeconds: 60, maxSeconds: 3600 }
+      const results = await Promise.all(Array.from({ length: 100 }, () => v.settle('correct', 7, 1000, strict)))
+      assert.equal(results.filter((r) => r.kind === 'accepted').length, 1)
+      const mixed = await Promise.all(Array.from({ length: 200 }, (_, i) => v.settle('mixed', i === 150 ? 7 : null, 1000, strict)))
+      // The store orders them as they come: the right code wins only if it comes before the fifth failure.
+      const failed = mixed.filter((r) => r.kind === 'invalid').length
+      if (mixed[150]!.kind === 'accepted') assert.ok(failed <= 9, `${failed} failures answered`)
+      else assert.deepEqual([mixed[150]!.kind, failed], ['locked', 5])
+    },
+  )
 
   withStore('clearing a lockout lets the secret be tried again at once; the last accepted step stays refused', async ({ verification: v }) => {
     assert.deepEqual(await v.settle('c', 10, 0, policy), { kind: 'accepted' })
@@ -514,7 +629,7 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     const mixed = await Promise.all(Array.from({ length: 100 }, (_, i) => attempt('signin-b', i % 3 === 0)))
     const checked = mixed.filter((r) => r === 'wrong').length
     assert.ok(checked <= 5, `${checked} wrong passwords checked`)
-    assert.ok(mixed.filter((r) => r !== 'refused').length >= 5, 'right ones do not take the wrong ones\' places')
+    assert.ok(mixed.filter((r) => r !== 'refused').length >= 5, "right ones do not take the wrong ones' places")
   })
 
   withStore('concurrent acceptances of one step: exactly one wins', async ({ verification: v }) => {
@@ -565,7 +680,7 @@ function clockContract(name: string, open: (clock: () => number) => Promise<Stor
       const pending = await makeUser(portal, 'pending-clock@example.com', { createdAt: at() })
       now += 1001
       assert.equal(await portal.setPendingPassword(pending.id, 'another hash', draft('user.signup')), true)
-      assert.equal((await portal.getUser(pending.id))?.updatedAt, at(), 'a sign-up\'s password replaced')
+      assert.equal((await portal.getUser(pending.id))?.updatedAt, at(), "a sign-up's password replaced")
       assert.equal(await portal.addMember(account.id, user.id, 'admin', draft('member.add')), true)
       assert.equal((await portal.listMembers(account.id)).find((m) => m.userId === user.id)?.createdAt, at(), 'a member')
       now += 1001
@@ -584,8 +699,16 @@ type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 
 export async function makeUser(portal: PortalStore, email: string, extra: Partial<NewUser> = {}): Promise<NewUser> {
   const user: NewUser = {
-    id: newId('usr'), email, passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA', emailVerifiedAt: null, status: 'active',
-    operator: false, totpSecret: null, totpEnabledAt: null, createdAt: new Date().toISOString(), ...extra,
+    id: newId('usr'),
+    email,
+    passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA',
+    emailVerifiedAt: null,
+    status: 'active',
+    operator: false,
+    totpSecret: null,
+    totpEnabledAt: null,
+    createdAt: new Date().toISOString(),
+    ...extra,
   }
   assert.equal(await portal.createUser(user, { ...draft('user.create', user.id), target: { type: 'user', id: user.id } }), true)
   return user
@@ -598,9 +721,16 @@ function portalContract(withStore: WithStore): void {
 
   withStore('portal users: one per email in any case; found, changed and listed', async ({ portal, audit }) => {
     const user = await makeUser(portal, 'Élodie.Martin@Example.com')
-    assert.equal(await portal.createUser({ ...user, id: newId('usr'), email: 'élodie.martin@EXAMPLE.COM' }, draft('user.create')), false,
-      'the same email in another case (non-ASCII letters too) is taken')
-    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['user.create'], 'no event for the refused one')
+    assert.equal(
+      await portal.createUser({ ...user, id: newId('usr'), email: 'élodie.martin@EXAMPLE.COM' }, draft('user.create')),
+      false,
+      'the same email in another case (non-ASCII letters too) is taken',
+    )
+    assert.deepEqual(
+      (await audit.list({ limit: 10 })).items.map((e) => e.action),
+      ['user.create'],
+      'no event for the refused one',
+    )
     const found = await portal.findUserByEmail('ÉLODIE.MARTIN@example.com')
     assert.deepEqual(found, { ...user, updatedAt: user.createdAt }, 'found in any case, the email as given')
     assert.deepEqual(await portal.getUser(user.id), found)
@@ -608,19 +738,32 @@ function portalContract(withStore: WithStore): void {
     assert.equal(await portal.findUserByEmail('nobody@example.com'), null)
 
     const verified = '2026-11-23T10:00:00.000Z'
-    const changed = await portal.updateUser(user.id, { emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP' },
-      { ...draft('user.update'), target: { type: 'user', id: user.id } })
-    assert.deepEqual({ ...changed, updatedAt: undefined },
-      { ...user, emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP', updatedAt: undefined }, 'only the patch changed')
+    const changed = await portal.updateUser(
+      user.id,
+      { emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP' },
+      { ...draft('user.update'), target: { type: 'user', id: user.id } },
+    )
+    assert.deepEqual(
+      { ...changed, updatedAt: undefined },
+      { ...user, emailVerifiedAt: verified, operator: true, totpSecret: 'JBSWY3DPEHPK3PXP', updatedAt: undefined },
+      'only the patch changed',
+    )
     assert.ok(changed!.updatedAt >= user.createdAt)
     assert.equal(await portal.resealTotpSecret(user.id, 'other', 'v2.x'), false, 'a reseal of a value that changed meanwhile does nothing')
     assert.equal(await portal.resealTotpSecret(user.id, 'JBSWY3DPEHPK3PXP', 'v2.sealed'), true)
     assert.equal((await portal.getUser(user.id))?.totpSecret, 'v2.sealed')
     const cleared = await portal.updateUser(user.id, { passwordHash: null, totpSecret: null, status: 'disabled' }, null)
-    assert.deepEqual([cleared?.passwordHash, cleared?.totpSecret, cleared?.status, cleared?.operator, cleared?.emailVerifiedAt],
-      [null, null, 'disabled', true, verified], 'null clears; a field left out stays')
+    assert.deepEqual(
+      [cleared?.passwordHash, cleared?.totpSecret, cleared?.status, cleared?.operator, cleared?.emailVerifiedAt],
+      [null, null, 'disabled', true, verified],
+      'null clears; a field left out stays',
+    )
     assert.deepEqual(await portal.getUser(user.id), cleared)
-    assert.deepEqual((await audit.list({ limit: 10 })).items.map((e) => e.action), ['user.update', 'user.create'], 'audit null: no event')
+    assert.deepEqual(
+      (await audit.list({ limit: 10 })).items.map((e) => e.action),
+      ['user.update', 'user.create'],
+      'audit null: no event',
+    )
     assert.equal(await portal.updateUser('usr_missing', { status: 'active' }, draft('user.update')), null)
     assert.equal((await audit.list({ limit: 10 })).items.length, 2, 'nothing changed, no event')
   })
@@ -646,48 +789,66 @@ function portalContract(withStore: WithStore): void {
     assert.equal(await portal.findToken('find-me', 'verify-email', nowIso), null, 'used')
   })
 
-  withStore('portal: unconfirmed users past their links go, with the accounts made for them; confirmed ones, live links and accounts given more stay', async ({ portal, access }) => {
-    const old = new Date(Date.now() - 2 * 86_400_000).toISOString()
-    const nowIso = later(0)
-    const cutoff = new Date(Date.now() - 86_400_000).toISOString()
-    const account = async (name: string, userId: string) => {
-      const made = await makeAccount(access, name)
-      assert.equal(await portal.addMember(made.id, userId, 'owner', { ...draft('member.add'), accountId: made.id }), true)
-      return made
-    }
-    const trap = await makeUser(portal, 'trap@example.com', { createdAt: old })
-    const trapAccount = await account('trap', trap.id)
-    await portal.createSession({ idHash: 'trap-session', userId: trap.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
-    await portal.setRecoveryCodes(trap.id, ['code-1'])
-    await portal.createToken({ tokenHash: 'trap-dead', purpose: 'verify-email', email: trap.email, userId: trap.id, expiresAt: old })
-    await portal.createToken({ tokenHash: 'trap-invite', purpose: 'invite', email: 'x@example.com', accountId: trapAccount.id, role: 'viewer', expiresAt: later(HOUR) })
-    const given = await makeUser(portal, 'given@example.com', { createdAt: old })
-    const givenAccount = await account('given', given.id)
-    await makeKey(access, givenAccount.id, 'given-key-hash')
-    const shared = await makeUser(portal, 'shared@example.com', { createdAt: old })
-    const confirmed = await makeUser(portal, 'confirmed@example.com', { createdAt: old, emailVerifiedAt: old })
-    const sharedAccount = await account('shared', confirmed.id)
-    assert.equal(await portal.addMember(sharedAccount.id, shared.id, 'viewer', { ...draft('member.add'), accountId: sharedAccount.id }), true)
-    const waiting = await makeUser(portal, 'waiting@example.com', { createdAt: old })
-    await portal.createToken({ tokenHash: 'waiting-live', purpose: 'verify-email', email: waiting.email, userId: waiting.id, expiresAt: later(HOUR) })
-    const fresh = await makeUser(portal, 'fresh@example.com')
+  withStore(
+    'portal: unconfirmed users past their links go, with the accounts made for them; confirmed ones, live links and accounts given more stay',
+    async ({ portal, access }) => {
+      const old = new Date(Date.now() - 2 * 86_400_000).toISOString()
+      const nowIso = later(0)
+      const cutoff = new Date(Date.now() - 86_400_000).toISOString()
+      const account = async (name: string, userId: string) => {
+        const made = await makeAccount(access, name)
+        assert.equal(await portal.addMember(made.id, userId, 'owner', { ...draft('member.add'), accountId: made.id }), true)
+        return made
+      }
+      const trap = await makeUser(portal, 'trap@example.com', { createdAt: old })
+      const trapAccount = await account('trap', trap.id)
+      await portal.createSession({ idHash: 'trap-session', userId: trap.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+      await portal.setRecoveryCodes(trap.id, ['code-1'])
+      await portal.createToken({ tokenHash: 'trap-dead', purpose: 'verify-email', email: trap.email, userId: trap.id, expiresAt: old })
+      await portal.createToken({
+        tokenHash: 'trap-invite',
+        purpose: 'invite',
+        email: 'x@example.com',
+        accountId: trapAccount.id,
+        role: 'viewer',
+        expiresAt: later(HOUR),
+      })
+      const given = await makeUser(portal, 'given@example.com', { createdAt: old })
+      const givenAccount = await account('given', given.id)
+      await makeKey(access, givenAccount.id, 'given-key-hash')
+      const shared = await makeUser(portal, 'shared@example.com', { createdAt: old })
+      const confirmed = await makeUser(portal, 'confirmed@example.com', { createdAt: old, emailVerifiedAt: old })
+      const sharedAccount = await account('shared', confirmed.id)
+      assert.equal(await portal.addMember(sharedAccount.id, shared.id, 'viewer', { ...draft('member.add'), accountId: sharedAccount.id }), true)
+      const waiting = await makeUser(portal, 'waiting@example.com', { createdAt: old })
+      await portal.createToken({ tokenHash: 'waiting-live', purpose: 'verify-email', email: waiting.email, userId: waiting.id, expiresAt: later(HOUR) })
+      const fresh = await makeUser(portal, 'fresh@example.com')
 
-    assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 3, 'trap, given and shared')
-    for (const gone of [trap, given, shared]) assert.equal(await portal.getUser(gone.id), null, gone.email)
-    for (const kept of [confirmed, waiting, fresh]) assert.notEqual(await portal.getUser(kept.id), null, kept.email)
-    assert.equal(await access.getAccount(trapAccount.id), null, 'the account made for the trap went with it')
-    assert.equal(await portal.findSession('trap-session', nowIso), null)
-    assert.deepEqual(await portal.pendingInvites(trapAccount.id, nowIso), [])
-    assert.notEqual(await access.getAccount(givenAccount.id), null, 'an account with a key stays')
-    assert.deepEqual((await portal.listMembers(sharedAccount.id)).map((m) => m.email), ['confirmed@example.com'], 'a shared account stays, less the purged member')
-    assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 0, 'nothing left to purge')
-  })
+      assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 3, 'trap, given and shared')
+      for (const gone of [trap, given, shared]) assert.equal(await portal.getUser(gone.id), null, gone.email)
+      for (const kept of [confirmed, waiting, fresh]) assert.notEqual(await portal.getUser(kept.id), null, kept.email)
+      assert.equal(await access.getAccount(trapAccount.id), null, 'the account made for the trap went with it')
+      assert.equal(await portal.findSession('trap-session', nowIso), null)
+      assert.deepEqual(await portal.pendingInvites(trapAccount.id, nowIso), [])
+      assert.notEqual(await access.getAccount(givenAccount.id), null, 'an account with a key stays')
+      assert.deepEqual(
+        (await portal.listMembers(sharedAccount.id)).map((m) => m.email),
+        ['confirmed@example.com'],
+        'a shared account stays, less the purged member',
+      )
+      assert.equal(await portal.purgeUnconfirmed(cutoff, nowIso), 0, 'nothing left to purge')
+    },
+  )
 
   withStore('portal users page in creation order with a cursor, filtered by status and email', async ({ portal }) => {
     const made: NewUser[] = []
     for (let i = 0; i < 13; i++) {
-      made.push(await makeUser(portal, i % 3 === 0 ? `Big_${i}%@Example.com` : `small${i}@example.com`,
-        { createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i % 4)).toISOString(), status: i === 4 ? 'pending' : 'active' }))
+      made.push(
+        await makeUser(portal, i % 3 === 0 ? `Big_${i}%@Example.com` : `small${i}@example.com`, {
+          createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i % 4)).toISOString(),
+          status: i === 4 ? 'pending' : 'active',
+        }),
+      )
     }
     const seen: string[] = []
     let cursor: string | undefined
@@ -696,8 +857,14 @@ function portalContract(withStore: WithStore): void {
       seen.push(...page.items.map((u) => u.id))
       cursor = page.next ?? undefined
     } while (cursor !== undefined)
-    assert.deepEqual(seen, [...made].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id)).map((u) => u.id))
-    assert.deepEqual((await portal.listUsers({ limit: 50, status: 'pending' })).items.map((u) => u.id), [made[4]!.id])
+    assert.deepEqual(
+      seen,
+      [...made].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id)).map((u) => u.id),
+    )
+    assert.deepEqual(
+      (await portal.listUsers({ limit: 50, status: 'pending' })).items.map((u) => u.id),
+      [made[4]!.id],
+    )
     assert.equal((await portal.listUsers({ limit: 50, email: 'BIG_' })).items.length, 5, 'case-insensitive substring')
     assert.equal((await portal.listUsers({ limit: 50, email: '_1' })).items.length, 1, '_ is a character, not a wildcard (Big_12% only)')
     assert.equal((await portal.listUsers({ limit: 50, email: '%@' })).items.length, 5, '% is a character, not a wildcard')
@@ -716,10 +883,20 @@ function portalContract(withStore: WithStore): void {
     assert.equal(await portal.addMember(acme.id, 'usr_missing', 'admin', ev('member.add')), false)
     // Oldest first; SQLite dates to the millisecond, so members added within one tie (and go by id): compared as sets.
     const sorted = <T extends readonly string[]>(rows: T[]) => rows.sort((x, y) => x[0]!.localeCompare(y[0]!))
-    assert.deepEqual(sorted((await portal.listMembers(acme.id)).map((m) => [m.userId, m.email, m.role])),
-      sorted([[ann.id, 'ann@example.com', 'owner'], [bob.id, 'Bob@example.com', 'viewer']]))
-    assert.deepEqual(sorted((await portal.membershipsOf(bob.id)).map((m) => [m.accountId, m.accountName, m.accountStatus, m.role])),
-      sorted([[acme.id, 'Acme', 'active', 'viewer'], [beta.id, 'Beta', 'active', 'admin']]))
+    assert.deepEqual(
+      sorted((await portal.listMembers(acme.id)).map((m) => [m.userId, m.email, m.role])),
+      sorted([
+        [ann.id, 'ann@example.com', 'owner'],
+        [bob.id, 'Bob@example.com', 'viewer'],
+      ]),
+    )
+    assert.deepEqual(
+      sorted((await portal.membershipsOf(bob.id)).map((m) => [m.accountId, m.accountName, m.accountStatus, m.role])),
+      sorted([
+        [acme.id, 'Acme', 'active', 'viewer'],
+        [beta.id, 'Beta', 'active', 'admin'],
+      ]),
+    )
     assert.deepEqual(await portal.membershipsOf('usr_missing'), [])
     assert.equal(await portal.setRole(acme.id, bob.id, 'developer', ev('member.role')), true)
     assert.equal(await portal.setRole(acme.id, 'usr_missing', 'developer', ev('member.role')), false)
@@ -727,7 +904,10 @@ function portalContract(withStore: WithStore): void {
     assert.equal((await portal.listMembers(acme.id)).find((m) => m.userId === bob.id)?.role, 'developer')
     assert.equal(await portal.removeMember(acme.id, bob.id, ev('member.remove')), true)
     assert.equal(await portal.removeMember(acme.id, bob.id, ev('member.remove')), false)
-    assert.deepEqual((await portal.listMembers(acme.id)).map((m) => m.userId), [ann.id])
+    assert.deepEqual(
+      (await portal.listMembers(acme.id)).map((m) => m.userId),
+      [ann.id],
+    )
     const actions = (await audit.list({ limit: 50 })).items.map((e) => e.action).filter((a) => a.startsWith('member.'))
     assert.deepEqual(actions, ['member.remove', 'member.role', 'member.add', 'member.add', 'member.add'], 'one event per change made')
   })
@@ -739,7 +919,11 @@ function portalContract(withStore: WithStore): void {
     await assert.rejects(portal.setRole(account.id, ann.id, 'admin', draft('member.role')), LastOwnerError)
     await assert.rejects(portal.removeMember(account.id, ann.id, draft('member.remove')), LastOwnerError)
     assert.equal(await portal.setRole(account.id, ann.id, 'owner', draft('member.role')), true, 'an owner stays owner')
-    assert.deepEqual((await portal.listMembers(account.id)).map((m) => m.role), ['owner'], 'nothing written')
+    assert.deepEqual(
+      (await portal.listMembers(account.id)).map((m) => m.role),
+      ['owner'],
+      'nothing written',
+    )
     assert.equal((await audit.list({ action: 'member.remove', limit: 5 })).items.length, 0)
     await portal.addMember(account.id, bob.id, 'developer', draft('member.add'))
     assert.equal(await portal.setRole(account.id, bob.id, 'owner', draft('member.role')), true, 'a second owner')
@@ -772,9 +956,27 @@ function portalContract(withStore: WithStore): void {
   withStore('sessions: found live with their user, slid, upgraded once, signed out one or all', async ({ portal }) => {
     const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
     const now = new Date().toISOString()
-    const created = await portal.createSession({ idHash: 'sh-1', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: true, ip: '192.0.2.7', userAgent: 'UA' })
-    assert.deepEqual({ ...created, createdAt: undefined, lastSeenAt: undefined },
-      { idHash: 'sh-1', userId: ann.id, expiresAt: created.expiresAt, twoFactorPending: true, ip: '192.0.2.7', userAgent: 'UA', createdAt: undefined, lastSeenAt: undefined })
+    const created = await portal.createSession({
+      idHash: 'sh-1',
+      userId: ann.id,
+      expiresAt: later(HOUR),
+      twoFactorPending: true,
+      ip: '192.0.2.7',
+      userAgent: 'UA',
+    })
+    assert.deepEqual(
+      { ...created, createdAt: undefined, lastSeenAt: undefined },
+      {
+        idHash: 'sh-1',
+        userId: ann.id,
+        expiresAt: created.expiresAt,
+        twoFactorPending: true,
+        ip: '192.0.2.7',
+        userAgent: 'UA',
+        createdAt: undefined,
+        lastSeenAt: undefined,
+      },
+    )
     assert.ok(Math.abs(Date.parse(created.createdAt) - Date.now()) < 60_000)
     const found = await portal.findSession('sh-1', now)
     assert.deepEqual(found?.session, created)
@@ -804,7 +1006,8 @@ function portalContract(withStore: WithStore): void {
     assert.equal((await portal.findSession('sh-p', now))?.session.twoFactorPending, false)
 
     // Sign out: one session, everywhere but this one, everywhere.
-    for (const id of ['sh-2', 'sh-3']) await portal.createSession({ idHash: id, userId: ann.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+    for (const id of ['sh-2', 'sh-3'])
+      await portal.createSession({ idHash: id, userId: ann.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
     await portal.createSession({ idHash: 'sh-b', userId: bob.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
     assert.equal(await portal.deleteSession('sh-2'), true)
     assert.equal(await portal.deleteSession('sh-2'), false)
@@ -812,7 +1015,7 @@ function portalContract(withStore: WithStore): void {
     assert.notEqual(await portal.findSession('sh-3', now), null, 'the one kept')
     assert.equal(await portal.deleteSessionsOf(ann.id), 1)
     assert.equal(await portal.findSession('sh-3', now), null)
-    assert.notEqual(await portal.findSession('sh-b', now), null, 'another user\'s session stays')
+    assert.notEqual(await portal.findSession('sh-b', now), null, "another user's session stays")
 
     await portal.createSession({ idHash: 'sh-old', userId: bob.id, expiresAt: later(-1000), twoFactorPending: false, ip: null, userAgent: null })
     assert.equal(await portal.pruneSessions(new Date().toISOString()), 1, 'only the expired one')
@@ -823,10 +1026,20 @@ function portalContract(withStore: WithStore): void {
     const account = await makeAccount(access, 'x')
     const ann = await makeUser(portal, 'ann@example.com')
     const token = await portal.createToken({ tokenHash: 'th-1', purpose: 'reset-password', email: 'ann@example.com', userId: ann.id, expiresAt: later(HOUR) })
-    assert.deepEqual({ ...token, createdAt: undefined }, {
-      tokenHash: 'th-1', purpose: 'reset-password', email: 'ann@example.com', userId: ann.id, accountId: null, role: null,
-      expiresAt: token.expiresAt, usedAt: null, createdAt: undefined,
-    })
+    assert.deepEqual(
+      { ...token, createdAt: undefined },
+      {
+        tokenHash: 'th-1',
+        purpose: 'reset-password',
+        email: 'ann@example.com',
+        userId: ann.id,
+        accountId: null,
+        role: null,
+        expiresAt: token.expiresAt,
+        usedAt: null,
+        createdAt: undefined,
+      },
+    )
     const now = new Date().toISOString()
     assert.equal(await portal.consumeToken('th-1', 'verify-email', now), null, 'another purpose')
     assert.equal(await portal.consumeToken('th-1', 'reset-password', later(2 * HOUR)), null, 'expired')
@@ -838,8 +1051,22 @@ function portalContract(withStore: WithStore): void {
     const results = await Promise.all(Array.from({ length: 100 }, () => portal.consumeToken('th-race', 'verify-email', new Date().toISOString())))
     assert.equal(results.filter((r) => r !== null).length, 1, 'of 100 at once, one')
 
-    const invite = await portal.createToken({ tokenHash: 'th-inv', purpose: 'invite', email: 'New@example.com', accountId: account.id, role: 'developer', expiresAt: later(HOUR) })
-    await portal.createToken({ tokenHash: 'th-inv-old', purpose: 'invite', email: 'old@example.com', accountId: account.id, role: 'viewer', expiresAt: later(-1000) })
+    const invite = await portal.createToken({
+      tokenHash: 'th-inv',
+      purpose: 'invite',
+      email: 'New@example.com',
+      accountId: account.id,
+      role: 'developer',
+      expiresAt: later(HOUR),
+    })
+    await portal.createToken({
+      tokenHash: 'th-inv-old',
+      purpose: 'invite',
+      email: 'old@example.com',
+      accountId: account.id,
+      role: 'viewer',
+      expiresAt: later(-1000),
+    })
     assert.deepEqual(await portal.pendingInvites(account.id, new Date().toISOString()), [invite], 'not the expired one')
     assert.equal(await portal.deleteToken('th-inv'), true)
     assert.equal(await portal.deleteToken('th-inv'), false)
@@ -862,7 +1089,7 @@ function portalContract(withStore: WithStore): void {
     assert.equal(await portal.consumeToken('r-1', 'reset-password', now()), null, 'replaced by r-2')
     assert.notEqual(await portal.consumeToken('r-2', 'reset-password', now()), null)
     assert.notEqual(await portal.consumeToken('v-1', 'verify-email', now()), null, 'another purpose stays')
-    assert.notEqual(await portal.consumeToken('r-bob', 'reset-password', now()), null, 'another user\'s stays')
+    assert.notEqual(await portal.consumeToken('r-bob', 'reset-password', now()), null, "another user's stays")
     const invite = (tokenHash: string, accountId: string, email: string) =>
       token(tokenHash, { purpose: 'invite', userId: null, email, accountId, role: 'viewer' })
     await invite('i-1', a.id, 'new@example.com')
@@ -870,7 +1097,11 @@ function portalContract(withStore: WithStore): void {
     await invite('i-3', a.id, 'other@example.com')
     await invite('i-4', a.id, 'new@example.com')
     assert.deepEqual((await portal.pendingInvites(a.id, now())).map((t) => t.tokenHash).sort(), ['i-3', 'i-4'], 'i-1 replaced; another invitee stays')
-    assert.deepEqual((await portal.pendingInvites(b.id, now())).map((t) => t.tokenHash), ['i-2'], 'another account\'s stays')
+    assert.deepEqual(
+      (await portal.pendingInvites(b.id, now())).map((t) => t.tokenHash),
+      ['i-2'],
+      "another account's stays",
+    )
   })
 
   withStore('recovery codes: replaced as a set, each used once', async ({ portal }) => {
@@ -882,7 +1113,7 @@ function portalContract(withStore: WithStore): void {
     assert.equal(await portal.useRecoveryCode(ann.id, 'c2'), false, 'used')
     assert.equal(await portal.useRecoveryCode(ann.id, 'c9'), false, 'not one of hers')
     assert.equal(await portal.recoveryCodesLeft(ann.id), 2)
-    assert.equal(await portal.recoveryCodesLeft(bob.id), 1, 'another user\'s codes are their own')
+    assert.equal(await portal.recoveryCodesLeft(bob.id), 1, "another user's codes are their own")
     const results = await Promise.all(Array.from({ length: 20 }, () => portal.useRecoveryCode(ann.id, 'c3')))
     assert.equal(results.filter(Boolean).length, 1, 'of 20 at once, one')
     await portal.setRecoveryCodes(ann.id, ['c2', 'c4', 'c4'])
@@ -911,7 +1142,9 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
         await opened.close()
       }
     })
-  const noSeed = async () => { throw new Error('no quota, no seed') }
+  const noSeed = async () => {
+    throw new Error('no quota, no seed')
+  }
   const T0 = Date.UTC(2026, 10, 21, 12, 0, 0)
   // The limiter is given each call's cost; the weights are the caller's business.
   const weights = { totp: 1, converter: 1 }
@@ -920,7 +1153,10 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     const plan: Plan = { rate: 10, burst: 3, quota: 0, period: 'day', weights }
     const taken: LimitDecision[] = []
     for (let i = 0; i < 3; i++) taken.push(await l.take('a', plan, 1, noSeed))
-    assert.deepEqual(taken.map((d) => d.admitted && d.tokens), [2, 1, 0])
+    assert.deepEqual(
+      taken.map((d) => d.admitted && d.tokens),
+      [2, 1, 0],
+    )
     assert.deepEqual(taken[2], { admitted: true, tokens: 0, refillMs: 300, left: Infinity, windowEndsMs: 0 })
     assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 })
     assert.deepEqual(await l.take('a', plan, 1, noSeed), { admitted: false, reason: 'throttle', retryAfterMs: 100 }, 'the refusal took nothing')
@@ -941,7 +1177,10 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
   withLimiter('the daily quota is seeded once per window from the usage counts, and resets at UTC midnight', T0, async (l, clock) => {
     const plan: Plan = { rate: 0, burst: 1, quota: 3, period: 'day', weights }
     const seeds: [number, number][] = []
-    const seed = async (start: number, end: number) => { seeds.push([start, end]); return 1 }
+    const seed = async (start: number, end: number) => {
+      seeds.push([start, end])
+      return 1
+    }
     const first = await l.take('a', plan, 1, seed)
     assert.deepEqual(first, { admitted: true, tokens: Infinity, refillMs: 0, left: 1, windowEndsMs: 12 * 3600_000 })
     assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
@@ -955,7 +1194,10 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
   withLimiter('monthly windows follow the calendar (leap February, December to January)', Date.UTC(2028, 1, 10), async (l, clock) => {
     const plan: Plan = { rate: 0, burst: 1, quota: 1, period: 'month', weights }
     const seeds: [number, number][] = []
-    const seed = async (start: number, end: number) => { seeds.push([start, end]); return 0 }
+    const seed = async (start: number, end: number) => {
+      seeds.push([start, end])
+      return 0
+    }
     assert.equal((await l.take('a', plan, 1, seed)).admitted, true)
     assert.deepEqual(seeds[0], [Date.UTC(2028, 1, 1), Date.UTC(2028, 2, 1)])
     assert.deepEqual(await l.take('a', plan, 1, seed), { admitted: false, reason: 'quota', retryAfterMs: Date.UTC(2028, 2, 1) - clock.t })
@@ -974,19 +1216,19 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     const second = await l.take('a', plan, 1, seed)
     assert.equal(second.admitted && second.left, 0, 'the throttled call took no quota')
     clock.t += 1000
-    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+    assert.equal(((await l.take('a', plan, 1, seed)) as { reason?: string }).reason, 'quota')
   })
 
   withLimiter('a call costs its units of quota: refused when fewer are left, and the refusal takes none', T0, async (l) => {
     const plan: Plan = { rate: 0, burst: 1, quota: 5, period: 'day', weights: { totp: 2, converter: 1 } }
     const seed = async () => 0
     const lefts: (number | false)[] = []
-    for (let i = 0; i < 2; i++) lefts.push((d => d.admitted && d.left)(await l.take('a', plan, 2, seed)))
+    for (let i = 0; i < 2; i++) lefts.push(((d) => d.admitted && d.left)(await l.take('a', plan, 2, seed)))
     assert.deepEqual(lefts, [3, 1])
     assert.deepEqual(await l.take('a', plan, 2, seed), { admitted: false, reason: 'quota', retryAfterMs: 12 * 3600_000 }, '1 unit left, 2 asked')
     const cheap = await l.take('a', plan, 1, seed)
     assert.deepEqual(cheap, { admitted: true, tokens: Infinity, refillMs: 0, left: 0, windowEndsMs: 12 * 3600_000 }, 'the refused call took nothing')
-    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+    assert.equal(((await l.take('a', plan, 1, seed)) as { reason?: string }).reason, 'quota')
   })
 
   withLimiter('a free call (cost 0) passes an exhausted quota, but still takes a token', T0, async (l, clock) => {
@@ -996,7 +1238,7 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: true, tokens: 0, refillMs: 2000, left: 0, windowEndsMs: 12 * 3600_000 })
     assert.deepEqual(await l.take('a', plan, 0, seed), { admitted: false, reason: 'throttle', retryAfterMs: 1000 })
     clock.t += 1000
-    assert.equal((await l.take('a', plan, 1, seed) as { reason?: string }).reason, 'quota')
+    assert.equal(((await l.take('a', plan, 1, seed)) as { reason?: string }).reason, 'quota')
     assert.equal((await l.take('a', plan, 0, seed)).admitted, true, 'the quota refusal took no token')
   })
 
@@ -1004,11 +1246,11 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     const plan: Plan = { rate: 0, burst: 1, quota: 10, period: 'day', weights }
     const first = await l.take('a', plan, 2, async () => 7)
     assert.equal(first.admitted && first.left, 1, '10 - 7 - 2')
-    assert.equal((await l.take('a', plan, 2, noSeed) as { reason?: string }).reason, 'quota')
+    assert.equal(((await l.take('a', plan, 2, noSeed)) as { reason?: string }).reason, 'quota')
     const last = await l.take('a', plan, 1, noSeed)
     assert.equal(last.admitted && last.left, 0)
     // Used past the quota (a plan lowered in the window): nothing left, free calls still pass.
-    assert.equal((await l.take('b', plan, 1, async () => 12) as { reason?: string }).reason, 'quota')
+    assert.equal(((await l.take('b', plan, 1, async () => 12)) as { reason?: string }).reason, 'quota')
     const free = await l.take('b', plan, 0, noSeed)
     assert.equal(free.admitted && free.left, 0)
   })
@@ -1018,8 +1260,14 @@ export function limiterContract(name: string, open: (clock: () => number) => Pro
     const results = await Promise.all(Array.from({ length: 50 }, () => l.take('race', plan, 3, async () => 0)))
     const admitted = results.filter((d) => d.admitted)
     assert.equal(admitted.length, 10)
-    assert.deepEqual(admitted.map((d) => d.left).sort((a, b) => b - a), [27, 24, 21, 18, 15, 12, 9, 6, 3, 0])
-    assert.deepEqual(admitted.map((d) => d.tokens).sort((a, b) => b - a), [99, 98, 97, 96, 95, 94, 93, 92, 91, 90])
+    assert.deepEqual(
+      admitted.map((d) => d.left).sort((a, b) => b - a),
+      [27, 24, 21, 18, 15, 12, 9, 6, 3, 0],
+    )
+    assert.deepEqual(
+      admitted.map((d) => d.tokens).sort((a, b) => b - a),
+      [99, 98, 97, 96, 95, 94, 93, 92, 91, 90],
+    )
     assert.ok(results.every((d) => d.admitted || d.reason === 'quota'))
   })
 }

@@ -23,9 +23,23 @@ function event(action: string, accountId: string): AuditDraft {
 
 export function factor(accountId: string, userId: string, extra: Partial<Factor> = {}): Factor {
   return {
-    id: newId('fct'), accountId, userId, applicationId: 'Acme', label: null, profile: 'universal', status: 'pending',
-    algorithm: 'SHA1', digits: 6, period: 30, drift: 0, sealed: `v1.${newId('x')}`, keyVersion: 1,
-    createdAt: NOW, expiresAt: '2026-01-01T12:10:00.000Z', activatedAt: null, ...extra,
+    id: newId('fct'),
+    accountId,
+    userId,
+    applicationId: 'Acme',
+    label: null,
+    profile: 'universal',
+    status: 'pending',
+    algorithm: 'SHA1',
+    digits: 6,
+    period: 30,
+    drift: 0,
+    sealed: `v1.${newId('x')}`,
+    keyVersion: 1,
+    createdAt: NOW,
+    expiresAt: '2026-01-01T12:10:00.000Z',
+    activatedAt: null,
+    ...extra,
   }
 }
 
@@ -64,7 +78,10 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const late = factor(a, 'same')
     await store.factors.create(late, 5, NOW, event('factor.created', a))
     assert.equal(await store.factors.activate(a, 'same', late.id, LATER, event('factor.activated', a)), false, 'expired')
-    assert.deepEqual((await store.factors.factors(a, 'same', LATER))!.map((x) => x.id), [f.id])
+    assert.deepEqual(
+      (await store.factors.factors(a, 'same', LATER))!.map((x) => x.id),
+      [f.id],
+    )
     assert.equal(await store.factors.prune(LATER), 1)
     assert.equal(await store.factors.setDrift(a, 'same', f.id, -3, NOW, event('factor.resynced', a)), true)
     assert.equal((await store.factors.factors(a, 'same', NOW))![0]!.drift, -3)
@@ -85,11 +102,14 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.equal(await store.factors.setRecoveryCodes(acc, 'u', hashes, NOW, event('recovery_codes.regenerated', acc)), true)
     assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 10)
     const uses = await Promise.all(Array.from({ length: 50 }, () => store.factors.useRecoveryCode(acc, 'u', 'hash-3', NOW, event('recovery_code.used', acc))))
-    assert.deepEqual(uses.filter((u) => u !== null), [9])
+    assert.deepEqual(
+      uses.filter((u) => u !== null),
+      [9],
+    )
     assert.equal(await eventsOf(store, acc, 'recovery_code.used'), 1)
     assert.equal(await store.factors.useRecoveryCode(acc, 'u', 'nope', NOW, event('recovery_code.used', acc)), null)
     const other = await makeAccount(store)
-    assert.equal(await store.factors.useRecoveryCode(other, 'u', 'hash-4', NOW, event('recovery_code.used', other)), null, 'not another account\'s')
+    assert.equal(await store.factors.useRecoveryCode(other, 'u', 'hash-4', NOW, event('recovery_code.used', other)), null, "not another account's")
     await Promise.all([1, 2, 3].map(() => store.factors.setRecoveryCodes(acc, 'u', ['n1', 'n2'], NOW, event('recovery_codes.regenerated', acc))))
     assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 2, 'parallel replacements leave one set')
     assert.equal(await store.factors.useRecoveryCode(acc, 'u', 'hash-4', NOW, event('recovery_code.used', acc)), null)
@@ -103,9 +123,18 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     for (const u of ['c', 'a', 'b']) await store.factors.create(factor(acc, u), 5, NOW, event('factor.created', acc))
     await store.factors.setRecoveryCodes(acc, 'b', ['x', 'y'], NOW, event('recovery_codes.regenerated', acc))
     const first = await store.factors.listUsers(acc, { limit: 2, nowIso: NOW })
-    assert.deepEqual(first.items.map((u) => [u.userId, u.pending, u.active, u.recoveryCodesLeft]), [['a', 1, 0, 0], ['b', 1, 0, 2]])
+    assert.deepEqual(
+      first.items.map((u) => [u.userId, u.pending, u.active, u.recoveryCodesLeft]),
+      [
+        ['a', 1, 0, 0],
+        ['b', 1, 0, 2],
+      ],
+    )
     const second = await store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: first.next! })
-    assert.deepEqual(second.items.map((u) => u.userId), ['c'])
+    assert.deepEqual(
+      second.items.map((u) => u.userId),
+      ['c'],
+    )
     assert.equal(second.next, null)
     await assert.rejects(store.factors.listUsers(acc, { limit: 2, nowIso: NOW, cursor: '!!' }), CursorError)
     // Only what userCursor makes: text that decodes to a NUL (PostgreSQL refuses it: a 500) or to bytes that are not UTF-8 is refused.
@@ -123,7 +152,13 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     await store.factors.create(old, 5, NOW, event('factor.created', acc))
     await store.factors.create(current, 5, NOW, event('factor.created', acc))
     assert.deepEqual(await store.factors.staleSeals(2, '', 10), [{ id: old.id, accountId: acc, userId: 'u', sealed: 'v1.old' }])
-    assert.deepEqual(await store.factors.sealVersions(), new Map([[1, 1], [2, 1]]))
+    assert.deepEqual(
+      await store.factors.sealVersions(),
+      new Map([
+        [1, 1],
+        [2, 1],
+      ]),
+    )
     assert.equal(await store.factors.reseal(old.id, 'v1.changed-meanwhile', 'v2.new', 2), false)
     assert.equal(await store.factors.reseal(old.id, 'v1.old', 'v2.new', 2), true)
     assert.deepEqual(await store.factors.staleSeals(2, '', 10), [])

@@ -18,8 +18,15 @@ function event(accountId: string, type: string, detail: Record<string, unknown> 
   return { actor: 'system', action: type, target: { type: 'factor', id: 'fac_1' }, accountId, ip: null, outcome: 'success', detail }
 }
 
-const change = (accountId: string, action: string, id = 'x'): AuditDraft =>
-  ({ actor: 'cli', action, target: { type: 'webhook', id }, accountId, ip: null, outcome: 'success', detail: {} })
+const change = (accountId: string, action: string, id = 'x'): AuditDraft => ({
+  actor: 'cli',
+  action,
+  target: { type: 'webhook', id },
+  accountId,
+  ip: null,
+  outcome: 'success',
+  detail: {},
+})
 
 function endpoint(accountId: string, eventTypes: readonly string[] | null = null): NewWebhookEndpoint {
   return { id: newId('whe'), accountId, url: 'https://hooks.example.com/in', eventTypes, createdAt: new Date().toISOString(), sealedSecret: 'sealed' }
@@ -45,7 +52,10 @@ export function webhookContract(withStore: WithStore): void {
     assert.equal(await w.createEndpoint(endpoint(a), 2, change(a, 'webhook.create')), false, 'the limit')
     const { sealedSecret: _, ...shown } = second
     assert.deepEqual(await w.getEndpoint(a, second.id), shown)
-    assert.deepEqual((await w.listEndpoints(a)).map((e) => e.id), [first.id, second.id])
+    assert.deepEqual(
+      (await w.listEndpoints(a)).map((e) => e.id),
+      [first.id, second.id],
+    )
     assert.equal(await w.getEndpoint('acc_other', first.id), null, 'another account sees none')
     assert.equal((await store.audit.list({ accountId: a, action: 'webhook.create', limit: 10 })).items.length, 2)
 
@@ -54,13 +64,20 @@ export function webhookContract(withStore: WithStore): void {
     await store.audit.append(event(a, 'account.update'))
     await store.audit.append(event(await account(store), 'factor.created'))
     assert.equal((await w.listDeliveries(first.id, { limit: 10 })).items.length, 2, 'every event type')
-    assert.deepEqual((await w.listDeliveries(second.id, { limit: 10 })).items.map((d) => d.eventType), ['factor.created'], 'its types only')
+    assert.deepEqual(
+      (await w.listDeliveries(second.id, { limit: 10 })).items.map((d) => d.eventType),
+      ['factor.created'],
+      'its types only',
+    )
     assert.equal(await w.pending(), 3)
 
     assert.equal(await w.deleteEndpoint('acc_other', first.id, change(a, 'webhook.delete')), false)
     assert.equal(await w.deleteEndpoint(a, first.id, change(a, 'webhook.delete', first.id)), true)
     assert.equal(await w.deleteEndpoint(a, first.id, change(a, 'webhook.delete', first.id)), false, 'once')
-    assert.deepEqual((await w.listDeliveries(first.id, { limit: 10 })).items.map((d) => d.status), ['cancelled', 'cancelled'])
+    assert.deepEqual(
+      (await w.listDeliveries(first.id, { limit: 10 })).items.map((d) => d.status),
+      ['cancelled', 'cancelled'],
+    )
     assert.equal(await w.pending(), 1)
     assert.equal(await w.createEndpoint(endpoint(a), 2, change(a, 'webhook.create')), true, 'a deleted endpoint frees its place')
     await store.audit.append(event(a, 'factor.deleted'))
@@ -86,8 +103,10 @@ export function webhookContract(withStore: WithStore): void {
     assert.deepEqual(claimed.map((c) => c.eventType).sort(), [...EVENT_TYPES].sort())
     for (const c of claimed) {
       const source = written.find((x) => x.id === c.messageId)!
-      assert.deepEqual({ type: c.eventType, at: c.at, data: c.data, url: c.url, secret: c.sealedSecret, account: c.accountId, tries: c.tries },
-        { type: source.action, at: source.at, data: source.detail, url: e.url, secret: 'sealed', account: a, tries: 0 })
+      assert.deepEqual(
+        { type: c.eventType, at: c.at, data: c.data, url: c.url, secret: c.sealedSecret, account: c.accountId, tries: c.tries },
+        { type: source.action, at: source.at, data: source.detail, url: e.url, secret: 'sealed', account: a, tries: 0 },
+      )
       assert.equal(c.sinceMs, Date.parse(source.at))
     }
   })
@@ -96,7 +115,16 @@ export function webhookContract(withStore: WithStore): void {
     const w = store.webhooks
     const a = await account(store)
     await w.createEndpoint(endpoint(a), 10, change(a, 'webhook.create'))
-    const key = { id: newId('key'), accountId: a, name: 'k', hash: 'h-dup', hint: 'dup', createdAt: new Date().toISOString(), expiresAt: null, scope: { groups: null, regions: null } }
+    const key = {
+      id: newId('key'),
+      accountId: a,
+      name: 'k',
+      hash: 'h-dup',
+      hint: 'dup',
+      createdAt: new Date().toISOString(),
+      expiresAt: null,
+      scope: { groups: null, regions: null },
+    }
     await store.access.createKey(key, event(a, 'factor.created'))
     assert.equal(await w.pending(), 1)
     await assert.rejects(store.access.createKey({ ...key, id: newId('key') }, event(a, 'factor.deleted')), 'a duplicate key hash')
@@ -138,15 +166,33 @@ export function webhookContract(withStore: WithStore): void {
     const attempt = { atMs: now + 5001, statusCode: 500, durationMs: 12, error: 'HTTP 500' }
     await w.finish({ endpointId: e.id, messageId: first.messageId, lease: first.lease, attempt, outcome: 'delivered', nextAtMs: now })
     assert.equal((await w.listDeliveries(e.id, { limit: 1 })).items[0]?.status, 'pending', 'the stale holder changes nothing')
-    await w.finish({ endpointId: e.id, messageId: first.messageId, lease: again.lease, attempt: { ...attempt, atMs: now + 5002 }, outcome: 'retry', nextAtMs: now + 9000 })
+    await w.finish({
+      endpointId: e.id,
+      messageId: first.messageId,
+      lease: again.lease,
+      attempt: { ...attempt, atMs: now + 5002 },
+      outcome: 'retry',
+      nextAtMs: now + 9000,
+    })
     assert.equal(await w.due(now + 8999), false)
     const [third] = await w.claim(10, now + 9000, 5000)
     assert.equal(third?.tries, 1)
-    await w.finish({ endpointId: e.id, messageId: first.messageId, lease: third!.lease, attempt: { atMs: now + 9001, statusCode: 204, durationMs: 3, error: null }, outcome: 'delivered', nextAtMs: now + 9001 })
+    await w.finish({
+      endpointId: e.id,
+      messageId: first.messageId,
+      lease: third!.lease,
+      attempt: { atMs: now + 9001, statusCode: 204, durationMs: 3, error: null },
+      outcome: 'delivered',
+      nextAtMs: now + 9001,
+    })
     const [delivery] = (await w.listDeliveries(e.id, { limit: 10 })).items
     assert.equal(delivery?.status, 'delivered')
     assert.equal(delivery.nextAttemptAt, null)
-    assert.deepEqual(delivery.attempts.map((x) => x.statusCode), [204, 500, 500], 'every attempt, newest first')
+    assert.deepEqual(
+      delivery.attempts.map((x) => x.statusCode),
+      [204, 500, 500],
+      'every attempt, newest first',
+    )
     assert.equal(await w.pending(), 0)
   })
 
@@ -158,16 +204,29 @@ export function webhookContract(withStore: WithStore): void {
     const events = []
     for (let i = 0; i < 5; i++) events.push(await store.audit.append(event(a, 'factor.created', { n: i })))
     const page1 = await w.listDeliveries(e.id, { limit: 2 })
-    assert.deepEqual(page1.items.map((d) => d.id), [events[4]!.id, events[3]!.id])
+    assert.deepEqual(
+      page1.items.map((d) => d.id),
+      [events[4]!.id, events[3]!.id],
+    )
     const page2 = await w.listDeliveries(e.id, { limit: 2, cursor: page1.next! })
     const page3 = await w.listDeliveries(e.id, { limit: 2, cursor: page2.next! })
-    assert.deepEqual([...page2.items, ...page3.items].map((d) => d.id), [events[2]!.id, events[1]!.id, events[0]!.id])
+    assert.deepEqual(
+      [...page2.items, ...page3.items].map((d) => d.id),
+      [events[2]!.id, events[1]!.id, events[0]!.id],
+    )
     assert.equal(page3.next, null)
     await assert.rejects(w.listDeliveries(e.id, { limit: 2, cursor: 'nope' }), CursorError)
 
     const now = LATER()
     for (const c of await w.claim(10, now, 1000)) {
-      await w.finish({ endpointId: c.endpointId, messageId: c.messageId, lease: c.lease, attempt: { atMs: now, statusCode: 410, durationMs: 1, error: 'HTTP 410' }, outcome: 'failed', nextAtMs: now })
+      await w.finish({
+        endpointId: c.endpointId,
+        messageId: c.messageId,
+        lease: c.lease,
+        attempt: { atMs: now, statusCode: 410, durationMs: 1, error: 'HTTP 410' },
+        outcome: 'failed',
+        nextAtMs: now,
+      })
     }
     assert.equal(await w.pending(), 0)
     assert.equal(await w.resend(e.id, 'evt_missing', now, change(a, 'webhook.resend')), false)
@@ -175,7 +234,10 @@ export function webhookContract(withStore: WithStore): void {
     const [resent] = await w.claim(10, now + 10, 1000)
     assert.deepEqual([resent?.messageId, resent?.tries, resent?.sinceMs], [events[0]!.id, 0, now + 10], 'a fresh retry window')
     assert.equal(await w.prune(now + 1), 4, 'the finished ones last changed before the bound')
-    assert.deepEqual((await w.listDeliveries(e.id, { limit: 10 })).items.map((d) => d.id), [events[0]!.id])
+    assert.deepEqual(
+      (await w.listDeliveries(e.id, { limit: 10 })).items.map((d) => d.id),
+      [events[0]!.id],
+    )
     assert.equal(await w.deleteEndpoint(a, e.id, change(a, 'webhook.delete')), true)
     assert.equal(await w.resend(e.id, events[0]!.id, now, change(a, 'webhook.resend')), false, 'not for a deleted endpoint')
   })

@@ -5,9 +5,9 @@
  * them (the factor limit, a recovery code used once). A change with its audit event is one
  * SAVEPOINT: both or neither.
  *
- * FactorStore is assembled from builders by concern (factors, users and their codes, key
- * rotation) over one Part (part.ts says why not a class); each check, change and event stays
- * in the one synchronous function handed to the group commit.
+ * FactorStore is assembled from builders by concern (factors, changes of one factor, users and
+ * their codes, key rotation) over one Part (part.ts says why not a class); each check, change
+ * and event stays in the one synchronous function handed to the group commit.
  */
 import type { DatabaseSync } from 'node:sqlite'
 import type { FactorStore } from '../ports.ts'
@@ -26,23 +26,23 @@ function factorStatements(db: DatabaseSync) {
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
     count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
     insert: db.prepare(`INSERT INTO totp_factors (id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period,
-        drift, sealed, key_version, created_at, expires_at, activated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      drift, sealed, key_version, created_at, expires_at, activated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     factors: db.prepare(`SELECT * FROM totp_factors WHERE account_id = $accountId AND user_id = $userId AND ${live} ORDER BY created_at, id`),
     activate: db.prepare(`UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = ?
-        WHERE id = ? AND account_id = ? AND user_id = ? AND status = 'pending' AND expires_at > ?`),
+      WHERE id = ? AND account_id = ? AND user_id = ? AND status = 'pending' AND expires_at > ?`),
     drift: db.prepare(`UPDATE totp_factors SET drift = $drift WHERE id = $id AND account_id = $accountId AND user_id = $userId AND ${live}`),
     remove: db.prepare('DELETE FROM totp_factors WHERE id = ? AND account_id = ? AND user_id = ?'),
     removeUser: db.prepare('DELETE FROM totp_users WHERE account_id = ? AND user_id = ?'),
     clearCodes: db.prepare('DELETE FROM totp_recovery_codes WHERE account_id = ? AND user_id = ?'),
     insertCode: db.prepare('INSERT INTO totp_recovery_codes (account_id, user_id, code_hash, created_at) VALUES (?, ?, ?, ?)'),
     useCode: db.prepare(`UPDATE totp_recovery_codes SET used_at = ?
-        WHERE account_id = ? AND user_id = ? AND code_hash = ? AND used_at IS NULL`),
+      WHERE account_id = ? AND user_id = ? AND code_hash = ? AND used_at IS NULL`),
     codesLeft: db.prepare('SELECT count(*) AS n FROM totp_recovery_codes WHERE account_id = ? AND user_id = ? AND used_at IS NULL'),
     users: db.prepare(`SELECT u.account_id, u.user_id, u.created_at,
-          (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'active') AS active,
-          (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'pending' AND f.expires_at > $now) AS pending,
-          (SELECT count(*) FROM totp_recovery_codes c WHERE c.account_id = u.account_id AND c.user_id = u.user_id AND c.used_at IS NULL) AS codes_left
-        FROM totp_users u WHERE u.account_id = $accountId AND u.user_id > $after ORDER BY u.user_id LIMIT $limit`),
+        (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'active') AS active,
+        (SELECT count(*) FROM totp_factors f WHERE f.account_id = u.account_id AND f.user_id = u.user_id AND f.status = 'pending' AND f.expires_at > $now) AS pending,
+        (SELECT count(*) FROM totp_recovery_codes c WHERE c.account_id = u.account_id AND c.user_id = u.user_id AND c.used_at IS NULL) AS codes_left
+      FROM totp_users u WHERE u.account_id = $accountId AND u.user_id > $after ORDER BY u.user_id LIMIT $limit`),
     stale: db.prepare('SELECT id, account_id, user_id, sealed FROM totp_factors WHERE key_version <> ? AND id > ? ORDER BY id LIMIT ?'),
     reseal: db.prepare('UPDATE totp_factors SET sealed = ?, key_version = ? WHERE id = ? AND sealed = ?'),
     versions: db.prepare('SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version'),
@@ -58,11 +58,11 @@ const existsIn = ({ q }: Factors, accountId: string, userId: string) => q.user.g
 
 export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): FactorStore {
   const f = part(db, batch, stamps, factorStatements(db))
-  return { ...factorOps(f), ...userOps(f), ...sealOps(f) }
+  return { ...factorOps(f), ...factorChangeOps(f), ...userOps(f), ...sealOps(f) }
 }
 
 /** factorOps: a user's factors; one is created within the user's limit, in one step with the count. */
-function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'activate' | 'setDrift' | 'remove' | 'prune'> {
+function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'> {
   const { q, batch, audit } = f
   const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
   return {
@@ -98,6 +98,16 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'activa
       if (rows.length === 0 && !exists(accountId, userId)) return null
       return rows.map(toFactor)
     },
+    async prune(nowIso) {
+      const r = await batch.run(() => q.prune.run(nowIso))
+      return Number(r.changes)
+    },
+  }
+}
+
+/** factorChangeOps: changes of one factor, each in one step with its event. */
+function factorChangeOps({ q, batch, audit }: Factors): Pick<FactorStore, 'activate' | 'setDrift' | 'remove'> {
+  return {
     activate(accountId, userId, factorId, nowIso, event) {
       return batch.atomic(() => {
         if (Number(q.activate.run(nowIso, factorId, accountId, userId, nowIso).changes) === 0) return false
@@ -118,10 +128,6 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'activa
         audit(event)
         return true
       })
-    },
-    async prune(nowIso) {
-      const r = await batch.run(() => q.prune.run(nowIso))
-      return Number(r.changes)
     },
   }
 }

@@ -27,45 +27,45 @@ function portalStatements(db: DatabaseSync) {
     user: db.prepare('SELECT * FROM users WHERE id = ?'),
     userByEmail: db.prepare('SELECT * FROM users WHERE email_key = ?'),
     insertUser: db.prepare(`INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret,
-        totp_enabled_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email_key) DO NOTHING`),
+      totp_enabled_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email_key) DO NOTHING`),
     insertMember: db.prepare(`INSERT INTO members (account_id, user_id, role, created_at)
-        SELECT a.id, u.id, ?, ? FROM accounts a, users u WHERE a.id = ? AND u.id = ?
-        ON CONFLICT (account_id, user_id) DO NOTHING`),
+      SELECT a.id, u.id, ?, ? FROM accounts a, users u WHERE a.id = ? AND u.id = ?
+      ON CONFLICT (account_id, user_id) DO NOTHING`),
     role: db.prepare('SELECT role FROM members WHERE account_id = ? AND user_id = ?'),
     owners: db.prepare("SELECT count(*) AS n FROM members WHERE account_id = ? AND role = 'owner'"),
     setRole: db.prepare('UPDATE members SET role = ? WHERE account_id = ? AND user_id = ?'),
     removeMember: db.prepare('DELETE FROM members WHERE account_id = ? AND user_id = ?'),
     members: db.prepare(`SELECT m.account_id, m.user_id, m.role, m.created_at, u.email FROM members m JOIN users u ON u.id = m.user_id
-        WHERE m.account_id = ? ORDER BY m.created_at, m.user_id`),
+      WHERE m.account_id = ? ORDER BY m.created_at, m.user_id`),
     memberships: db.prepare(`SELECT m.account_id, a.name AS account_name, a.status AS account_status, m.role, m.created_at
-        FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = ? ORDER BY m.created_at, m.account_id`),
+      FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = ? ORDER BY m.created_at, m.account_id`),
     insertSession: db.prepare(`INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
     session: db.prepare(`SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
-        s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
-        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ? AND s.expires_at > ?`),
+      s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
+      FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ? AND s.expires_at > ?`),
     touch: db.prepare(`UPDATE sessions SET last_seen_at = ?, expires_at = max(expires_at, ?)
-        WHERE id_hash = ? AND expires_at > ?`),
+      WHERE id_hash = ? AND expires_at > ?`),
     complete: db.prepare(`UPDATE sessions SET two_factor_pending = 0, id_hash = coalesce(?, id_hash)
-        WHERE id_hash = ? AND two_factor_pending = 1`),
+      WHERE id_hash = ? AND two_factor_pending = 1`),
     deleteSession: db.prepare('DELETE FROM sessions WHERE id_hash = ?'),
     deleteSessionsOf: db.prepare('DELETE FROM sessions WHERE user_id = ? AND id_hash IS NOT ?'),
     pruneSessions: db.prepare('DELETE FROM sessions WHERE expires_at <= ?'),
     replaceTokens: db.prepare(`DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = ? AND account_id IS ?
-        AND CASE WHEN ? IS NOT NULL THEN user_id = ? ELSE email = ? END`),
+      AND CASE WHEN ? IS NOT NULL THEN user_id = ? ELSE email = ? END`),
     insertToken: db.prepare(`INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
     consume: db.prepare(`UPDATE email_tokens SET used_at = ?
-        WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? RETURNING *`),
+      WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? RETURNING *`),
     invites: db.prepare(`SELECT * FROM email_tokens WHERE account_id = ? AND purpose = 'invite' AND used_at IS NULL AND expires_at > ?
-        ORDER BY created_at, token_hash`),
+      ORDER BY created_at, token_hash`),
     findToken: db.prepare('SELECT * FROM email_tokens WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?'),
     pendingPassword: db.prepare('UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ? AND email_verified_at IS NULL'),
     unconfirmed: db.prepare(`SELECT id FROM users u WHERE email_verified_at IS NULL AND created_at <= ?
-        AND NOT EXISTS (SELECT 1 FROM email_tokens t WHERE t.user_id = u.id AND t.used_at IS NULL AND t.expires_at > ?) ORDER BY created_at LIMIT 500`),
+      AND NOT EXISTS (SELECT 1 FROM email_tokens t WHERE t.user_id = u.id AND t.used_at IS NULL AND t.expires_at > ?) ORDER BY created_at LIMIT 500`),
     loneAccounts: db.prepare(`SELECT m.account_id AS id FROM members m WHERE m.user_id = ?
-        AND NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id)
-        ${HOLDS_NOTHING}`),
+      AND NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id)
+      ${HOLDS_NOTHING}`),
     purgeUser: [
       'DELETE FROM sessions WHERE user_id = ?',
       'DELETE FROM recovery_codes WHERE user_id = ?',

@@ -31,23 +31,23 @@ function webhookStatements(db: DatabaseSync) {
     cancel: db.prepare("UPDATE webhook_deliveries SET status = 'cancelled', lease = NULL, updated_ms = ? WHERE endpoint_id = ? AND status = 'pending'"),
     attempts: db.prepare(`SELECT * FROM webhook_attempts WHERE endpoint_id = ? AND message_id = ? ORDER BY at_ms DESC, id DESC LIMIT ${ATTEMPTS_SHOWN}`),
     resend: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', tries = 0, since_ms = $now, next_at_ms = $now, lease = NULL, updated_ms = $now
-        WHERE endpoint_id = $endpoint AND message_id = $message
-          AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = $endpoint AND e.disabled_at IS NULL)`),
+      WHERE endpoint_id = $endpoint AND message_id = $message
+        AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = $endpoint AND e.disabled_at IS NULL)`),
     due: db.prepare("SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_at_ms <= ? LIMIT 1"),
     claim: db.prepare(`UPDATE webhook_deliveries SET next_at_ms = $until, lease = $lease
-        WHERE (endpoint_id, message_id) IN (SELECT endpoint_id, message_id FROM webhook_deliveries
-          WHERE status = 'pending' AND next_at_ms <= $now ORDER BY next_at_ms LIMIT $limit)
-        RETURNING endpoint_id, message_id`),
+      WHERE (endpoint_id, message_id) IN (SELECT endpoint_id, message_id FROM webhook_deliveries
+        WHERE status = 'pending' AND next_at_ms <= $now ORDER BY next_at_ms LIMIT $limit)
+      RETURNING endpoint_id, message_id`),
     claimed: db.prepare(`SELECT d.endpoint_id, d.message_id, d.tries, d.since_ms, e.account_id, e.url, e.secret, m.event_type, m.at, m.data
-        FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_messages m ON m.id = d.message_id
-        WHERE d.endpoint_id = ? AND d.message_id = ?`),
+      FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_messages m ON m.id = d.message_id
+      WHERE d.endpoint_id = ? AND d.message_id = ?`),
     attempt: db.prepare(`INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error)
-        VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      VALUES (?, ?, ?, ?, ?, ?, ?)`),
     finish: db.prepare(`UPDATE webhook_deliveries SET status = $status, tries = tries + 1, next_at_ms = $next, lease = NULL, updated_ms = $now
-        WHERE endpoint_id = $endpoint AND message_id = $message AND lease = $lease`),
+      WHERE endpoint_id = $endpoint AND message_id = $message AND lease = $lease`),
     pending: db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'pending'"),
     prune: db.prepare(`DELETE FROM webhook_deliveries WHERE (endpoint_id, message_id) IN (SELECT endpoint_id, message_id FROM webhook_deliveries
-        WHERE status <> 'pending' AND updated_ms < ? ORDER BY updated_ms LIMIT 1000) RETURNING endpoint_id, message_id`),
+      WHERE status <> 'pending' AND updated_ms < ? ORDER BY updated_ms LIMIT 1000) RETURNING endpoint_id, message_id`),
     pruneAttempts: db.prepare('DELETE FROM webhook_attempts WHERE endpoint_id = ? AND message_id = ?'),
     pruneMessage: db.prepare('DELETE FROM webhook_messages WHERE id = ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE message_id = ?)'),
   }

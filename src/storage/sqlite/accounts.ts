@@ -3,10 +3,10 @@
  * the audit trail and admin tokens. Every change and its audit event are one SAVEPOINT
  * within the group commit (batch.ts): both or neither.
  *
- * AccessStore is assembled from builders by concern (accounts, keys, grants, subscriptions,
- * plans, change listeners) over one Part (part.ts says why not a class). Each write keeps its
- * check, its change and its event in the one synchronous function it hands the group commit:
- * SQLite's atomic step is that turn, and no other write comes between.
+ * AccessStore is assembled from builders by concern (accounts, keys, a key's end, grants,
+ * subscriptions, plans, change listeners) over one Part (part.ts says why not a class). Each
+ * write keeps its check, its change and its event in the one synchronous function it hands
+ * the group commit: SQLite's atomic step is that turn, and no other write comes between.
  */
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
 import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
@@ -96,6 +96,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
   return {
     ...accountOps(a),
     ...keyOps(a),
+    ...keyEndOps(a),
     ...grantOps(a),
     ...subscriptionOps(a),
     ...planOps(a),
@@ -168,9 +169,9 @@ function accountOps({
   }
 }
 
-/** keyOps: API keys; a creation within the account's limit and a roll are each one step (check, change, event). */
-function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'rollKey' | 'revokeKey' | 'listKeys'> {
-  const { db, q, stamps, audit, write } = a
+/** keyOps: API keys; a creation within the account's limit is one step (count, key, event). */
+function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
+  const { db, q, audit, write } = a
   return {
     async createKey(key, event, limit) {
       return write(
@@ -187,6 +188,20 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'rollKey'
       const row = q.key.get(id)
       return row ? toKey(row) : null
     },
+    async listKeys(accountId) {
+      const rows =
+        accountId === undefined
+          ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
+          : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      return rows.map(toKey)
+    },
+  }
+}
+
+/** keyEndOps: a key's end, rolled to a new key or revoked; the check and the change are one step, so of parallel ones one wins. */
+function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
+  const { db, stamps, audit, write } = a
+  return {
     async rollKey(oldId, next, nowIso, graceEndsAt, event) {
       return write(
         () => {
@@ -219,13 +234,6 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'rollKey'
         },
         (revoked) => revoked,
       )
-    },
-    async listKeys(accountId) {
-      const rows =
-        accountId === undefined
-          ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
-          : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
-      return rows.map(toKey)
     },
   }
 }

@@ -4,10 +4,14 @@
  * rows, so both commit together (one round trip, no transaction to hold open), a change that
  * finds nothing writes no event, and a change that fails (a duplicate id or hash) takes its
  * event with it.
+ *
+ * AccessStore is assembled from builders by concern (accounts, keys, a key's end, grants,
+ * subscriptions, plans) over one Part (part.ts says why not a class); each keeps its change and
+ * its event in one statement, and only a change that must lock and count first (an account
+ * within its owner's limit, a key within its account's) runs in a transaction.
  */
-import type pg from 'pg'
 import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
-import type { Account, AuditDraft, KeyGrant } from '../../domain/accounts.ts'
+import type { Account, KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
   likePattern,
@@ -22,32 +26,10 @@ import {
   toKey,
   toPlan,
   toSubscription,
-  type Row,
   createdOrderPage,
   pageOf,
 } from '../rows.ts'
-import type { Stamps } from '../stamps.ts'
-
-export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
-
-/** Transaction runs `work` in one transaction on one connection (committed when it returns, rolled back when it throws). */
-export type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>
-
-/**
- * auditInsert inserts one event per row of `source` (none: no event; null: one event), its
- * values the parameters from `$first` on, in auditValues' order.
- */
-export function auditInsert(first: number, source: string | null): string {
-  const types = ['text', 'timestamptz', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'jsonb']
-  return `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-    SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}${source === null ? '' : ` FROM ${source}`}`
-}
-
-/** auditor: the values of auditInsert for an event stamped by the store's clock. */
-export const auditor =
-  (stamps: Stamps) =>
-  (draft: AuditDraft): (string | null)[] =>
-    stamps.audit(draft).values
+import { auditInsert, type Part, type Query } from './part.ts'
 
 export interface AccessParts {
   readonly access: AccessStore
@@ -55,12 +37,17 @@ export interface AccessParts {
   readonly adminTokens: AdminTokenStore
 }
 
+/** Access: what the AccessStore's builders share. */
+interface Access extends Part {
+  /** committed tells the listeners of a change, once PostgreSQL has committed it. */
+  readonly committed: () => void
+}
+
 /**
  * accessParts: accounts, keys, subscriptions, plans, the audit trail and admin tokens. Times
  * the store stamps itself (updated_at, revoked_at) are parameters from its clock, never now().
  */
-export function accessParts(query: Query, transaction: Transaction, stamps: Stamps): AccessParts {
-  const audited = auditor(stamps)
+export function accessParts(p: Part): AccessParts {
   const changeListeners = new Set<() => void>()
   const commitListeners = new Set<() => void>()
   // Called once PostgreSQL has committed a change (the statement has returned).
@@ -68,8 +55,35 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
     for (const l of commitListeners) l()
     for (const l of changeListeners) l()
   }
-
+  const a: Access = { ...p, committed }
   const access: AccessStore = {
+    ...accountOps(a),
+    ...keyOps(a),
+    ...keyEndOps(a),
+    ...grantOps(a),
+    ...subscriptionOps(a),
+    ...planOps(a),
+    onChange(listener) {
+      changeListeners.add(listener)
+      return () => changeListeners.delete(listener)
+    },
+    onCommit(listener) {
+      commitListeners.add(listener)
+      return () => commitListeners.delete(listener)
+    },
+  }
+  return { access, audit: auditStore(p), adminTokens: adminTokenStore(p) }
+}
+
+/** accountOps: accounts; one created for an owner is counted against the owner's limit under the owner's row lock. */
+function accountOps({
+  query,
+  transaction,
+  stamps,
+  audited,
+  committed,
+}: Access): Pick<AccessStore, 'createAccount' | 'getAccount' | 'listAccounts' | 'countAccounts' | 'updateAccount'> {
+  return {
     async createAccount(account, audit, owner) {
       const insert = (q: Query) =>
         q(
@@ -133,6 +147,12 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       committed()
       return toAccount(rows[0])
     },
+  }
+}
+
+/** keyOps: API keys; one created within a limit is counted under the account's row lock. */
+function keyOps({ query, transaction, audited, committed }: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
+  return {
     async createKey(key, audit, limit) {
       const insert = (q: Query) =>
         q(
@@ -170,6 +190,19 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       const { rows } = await query('key-get', 'SELECT * FROM api_keys WHERE id = $1', [id])
       return rows[0] ? toKey(rows[0]) : null
     },
+    async listKeys(accountId) {
+      const r =
+        accountId === undefined
+          ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
+          : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
+      return r.rows.map(toKey)
+    },
+  }
+}
+
+/** keyEndOps: a key's end, rolled to a new key or revoked; of parallel ones, one changes the key and writes its event. */
+function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
+  return {
     async rollKey(oldId, next, nowIso, graceEndsAt, audit) {
       // The UPDATE's conditions are checked again on the committed row when another roll got
       // there first (READ COMMITTED re-evaluates them after the row lock): of parallel rolls,
@@ -207,13 +240,65 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       committed()
       return true
     },
-    async listKeys(accountId) {
-      const r =
-        accountId === undefined
-          ? await query(null, 'SELECT * FROM api_keys ORDER BY created_at, id')
-          : await query('key-list', 'SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id', [accountId])
-      return r.rows.map(toKey)
+  }
+}
+
+/** grantOps: the request path, a key's grant looked up by its hash and its uses recorded in batches. */
+function grantOps({ query }: Access): Pick<AccessStore, 'findGrant' | 'touchKeys'> {
+  return {
+    async findGrant(keyHash) {
+      // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.
+      const { rows } = await query(
+        'find-grant',
+        `
+        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, k.scope_groups, k.scope_regions, a.status,
+          (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
+            WHERE s.account_id = k.account_id AND s.status = 'active'
+              AND (k.scope_groups IS NULL OR s.api_group = ANY (string_to_array(k.scope_groups, ',')))
+              AND (k.scope_regions IS NULL OR s.region = ANY (string_to_array(k.scope_regions, ',')))) AS subs,
+          p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
+        FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
+        WHERE k.key_hash = $1`,
+        [keyHash],
+      )
+      const r = rows[0]
+      if (r === undefined) return null
+      const grant: KeyGrant = {
+        keyId: String(r.id),
+        accountId: String(r.account_id),
+        revoked: r.revoked === true,
+        accountActive: r.status === 'active',
+        expiresAt: r.expires_at === null ? Infinity : (r.expires_at as Date).getTime(),
+        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        scope: toScope(r),
+        plan: r.rate === null ? null : toPlan(r),
+      }
+      return grant
     },
+    async touchKeys(uses) {
+      if (uses.length === 0) return
+      // One statement for the batch; a key's latest use in it, and only when later than the stored one.
+      await query(
+        'key-touch',
+        `
+        UPDATE api_keys k SET last_used_at = u.at, last_used_region = u.region
+        FROM (SELECT DISTINCT ON (id) id, at, region FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS t(id, at, region)
+          ORDER BY id, at DESC) u
+        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
+        [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)],
+      )
+    },
+  }
+}
+
+/** subscriptionOps: subscriptions; a move from a given status is a conditional UPDATE. */
+function subscriptionOps({
+  query,
+  stamps,
+  audited,
+  committed,
+}: Access): Pick<AccessStore, 'setSubscription' | 'listSubscriptions' | 'listPendingSubscriptions'> {
+  return {
     async setSubscription(accountId, region, group, status, audit, from) {
       // With `from`, a conditional UPDATE: of two approvals at once, the second finds the row no longer pending.
       const r =
@@ -260,35 +345,12 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       const last = rows[items.length - 1]
       return { items, next: rows.length > limit && last !== undefined ? subscriptionCursor(items.at(-1)!, String(last.exact_at)) : null }
     },
-    async findGrant(keyHash) {
-      // The scope lists are nullable comma lists: null allows all, '' (an empty array) none.
-      const { rows } = await query(
-        'find-grant',
-        `
-        SELECT k.id, k.account_id, k.revoked_at IS NOT NULL AS revoked, k.expires_at, k.scope_groups, k.scope_regions, a.status,
-          (SELECT string_agg(s.region || ':' || s.api_group, ',') FROM subscriptions s
-            WHERE s.account_id = k.account_id AND s.status = 'active'
-              AND (k.scope_groups IS NULL OR s.api_group = ANY (string_to_array(k.scope_groups, ',')))
-              AND (k.scope_regions IS NULL OR s.region = ANY (string_to_array(k.scope_regions, ',')))) AS subs,
-          p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
-        FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
-        WHERE k.key_hash = $1`,
-        [keyHash],
-      )
-      const r = rows[0]
-      if (r === undefined) return null
-      const grant: KeyGrant = {
-        keyId: String(r.id),
-        accountId: String(r.account_id),
-        revoked: r.revoked === true,
-        accountActive: r.status === 'active',
-        expiresAt: r.expires_at === null ? Infinity : (r.expires_at as Date).getTime(),
-        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
-        scope: toScope(r),
-        plan: r.rate === null ? null : toPlan(r),
-      }
-      return grant
-    },
+  }
+}
+
+/** planOps: an account's plan, set or removed only for an account that exists. */
+function planOps({ query, stamps, audited, committed }: Access): Pick<AccessStore, 'setPlan' | 'getPlan'> {
+  return {
     async setPlan(accountId, plan, audit) {
       const r =
         plan === null
@@ -320,30 +382,12 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       const { rows } = await query('plan-get', 'SELECT * FROM plans WHERE account_id = $1', [accountId])
       return rows[0] ? toPlan(rows[0]) : null
     },
-    async touchKeys(uses) {
-      if (uses.length === 0) return
-      // One statement for the batch; a key's latest use in it, and only when later than the stored one.
-      await query(
-        'key-touch',
-        `
-        UPDATE api_keys k SET last_used_at = u.at, last_used_region = u.region
-        FROM (SELECT DISTINCT ON (id) id, at, region FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS t(id, at, region)
-          ORDER BY id, at DESC) u
-        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
-        [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)],
-      )
-    },
-    onChange(listener) {
-      changeListeners.add(listener)
-      return () => changeListeners.delete(listener)
-    },
-    onCommit(listener) {
-      commitListeners.add(listener)
-      return () => commitListeners.delete(listener)
-    },
   }
+}
 
-  const audit: AuditStore = {
+/** auditStore: the audit trail, appended to on its own (changes insert their events in their own statement). */
+function auditStore({ query, stamps }: Part): AuditStore {
+  return {
     async append(draft) {
       const { event, values } = stamps.audit(draft)
       await query('audit-append', auditInsert(1, null), values)
@@ -370,8 +414,11 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       return (await query(null, 'DELETE FROM audit_events WHERE at < $1', [beforeIso])).rowCount ?? 0
     },
   }
+}
 
-  const adminTokens: AdminTokenStore = {
+/** adminTokenStore: the admin API's tokens, each created or revoked with its event in one statement. */
+function adminTokenStore({ query, audited, stamps }: Part): AdminTokenStore {
+  return {
     async create(token, audit) {
       await query(
         'admin-token-create',
@@ -399,6 +446,4 @@ export function accessParts(query: Query, transaction: Transaction, stamps: Stam
       return (r.rowCount ?? 0) > 0
     },
   }
-
-  return { access, audit, adminTokens }
 }

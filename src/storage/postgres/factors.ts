@@ -5,21 +5,30 @@
  * a new set of recovery codes) is one transaction that locks the user's row first, so
  * parallel changes of one user queue behind each other and each sees what the one before
  * committed (READ COMMITTED takes a fresh snapshot per statement).
+ *
+ * FactorStore is assembled from builders by concern (factors, changes of one factor, users and
+ * their codes, key rotation) over one Part (part.ts says why not a class).
  */
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
 import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
-import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
-import type { Stamps } from '../stamps.ts'
+import { auditInsert, type Part, type Query } from './part.ts'
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
 
-export function factorStore(query: Query, transaction: Transaction, stamps: Stamps): FactorStore {
-  const audited = auditor(stamps)
-  /** lockUser locks the user's row for the transaction; false when there is no such user. */
-  const lockUser = async (q: Query, accountId: string, userId: string) =>
-    (await q('totp-user-lock', 'SELECT 1 FROM totp_users WHERE account_id = $1 AND user_id = $2 FOR UPDATE', [accountId, userId])).rows.length > 0
-  const one = async (name: string, text: string, values: unknown[]) => (await query(name, text, values)).rows.length > 0
+/** lockUser locks the user's row for the transaction; false when there is no such user. */
+const lockUser = async (q: Query, accountId: string, userId: string) =>
+  (await q('totp-user-lock', 'SELECT 1 FROM totp_users WHERE account_id = $1 AND user_id = $2 FOR UPDATE', [accountId, userId])).rows.length > 0
+
+/** oneRow: a statement that answers whether it returned a row (a change made, with its event). */
+const oneRow = (query: Query) => async (name: string, text: string, values: unknown[]) => (await query(name, text, values)).rows.length > 0
+
+export function factorStore(p: Part): FactorStore {
+  return { ...factorOps(p), ...factorChangeOps(p), ...userOps(p), ...sealOps(p) }
+}
+
+/** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock. */
+function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'prune'> {
   return {
     create(f, max, nowIso, audit: AuditDraft) {
       return transaction(async (q) => {
@@ -79,6 +88,17 @@ export function factorStore(query: Query, transaction: Transaction, stamps: Stam
       if (rows.length === 0) return null
       return rows.filter((r) => r.id !== null).map(toFactor)
     },
+    async prune(nowIso) {
+      const r = await query('factor-prune', "DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= $1", [nowIso])
+      return r.rowCount ?? 0
+    },
+  }
+}
+
+/** factorChangeOps: changes of one factor, each one statement with its event. */
+function factorChangeOps({ query, audited }: Part): Pick<FactorStore, 'activate' | 'setDrift' | 'remove'> {
+  const one = oneRow(query)
+  return {
     activate(accountId, userId, factorId, nowIso, audit) {
       return one(
         'factor-activate',
@@ -107,6 +127,17 @@ export function factorStore(query: Query, transaction: Transaction, stamps: Stam
         [factorId, accountId, userId, ...audited(audit)],
       )
     },
+  }
+}
+
+/** userOps: TOTP users and their recovery codes, each code used once. */
+function userOps({
+  query,
+  transaction,
+  audited,
+}: Part): Pick<FactorStore, 'removeUser' | 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft' | 'listUsers'> {
+  const one = oneRow(query)
+  return {
     removeUser(accountId, userId, audit) {
       // Factors and codes go with the user (ON DELETE CASCADE).
       return one(
@@ -167,6 +198,12 @@ export function factorStore(query: Query, transaction: Transaction, stamps: Stam
       const items = rows.slice(0, limit).map(toTotpUser)
       return { items, next: rows.length > limit ? userCursor(items.at(-1)!.userId) : null }
     },
+  }
+}
+
+/** sealOps: key rotation, the factors sealed under an older key version found and sealed again. */
+function sealOps({ query }: Part): Pick<FactorStore, 'staleSeals' | 'reseal' | 'sealVersions'> {
+  return {
     async staleSeals(version, afterId, limit) {
       const { rows } = await query(
         'factor-stale',
@@ -183,10 +220,6 @@ export function factorStore(query: Query, transaction: Transaction, stamps: Stam
     async sealVersions() {
       const { rows } = await query('factor-versions', 'SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version', [])
       return new Map(rows.map((r) => [Number(r.key_version), Number(r.n)]))
-    },
-    async prune(nowIso) {
-      const r = await query('factor-prune', "DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= $1", [nowIso])
-      return r.rowCount ?? 0
     },
   }
 }

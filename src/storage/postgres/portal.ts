@@ -4,14 +4,17 @@
  * together, and every single-use or limit rule is decided by the statement's own row locks
  * (READ COMMITTED re-checks a locked row's conditions on its committed version), never by a
  * read and a write in two round trips.
+ *
+ * PortalStore is assembled from builders by concern (users, unconfirmed sign-ups, members,
+ * sessions, email tokens, recovery codes) over one Part (part.ts says why not a class); each
+ * keeps its change and its event in one statement.
  */
 import { emailKey } from '../../domain/portal.ts'
 import type { PortalStore } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
-import { auditor, auditInsert, type Query } from './accounts.ts'
-import type { Stamps } from '../stamps.ts'
+import { auditInsert, type Part } from './part.ts'
 
 /**
  * OWNERS locks the account's owners, in one order (no deadlock between two changes), before
@@ -27,16 +30,24 @@ const KEEPS_OWNER = '(NOT EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) O
 const OUTCOME = (change: string) => `SELECT (SELECT count(*) FROM ${change})::int AS changed,
   (EXISTS (SELECT 1 FROM owners o WHERE o.user_id = $2) AND (SELECT count(*) FROM owners) <= 1) AS last_owner`
 
-/** portalStore: times the store stamps itself (updated_at, a member's or session's start, a code's use) are parameters from its clock. */
-export function portalStore(query: Query, stamps: Stamps): PortalStore {
-  const audited = auditor(stamps)
-  /** memberChange reads OUTCOME: true when changed, LastOwnerError when refused for the last owner, false when no such member. */
-  const memberChange = (row: Record<string, unknown> | undefined, demotes: boolean): boolean => {
-    if (Number(row?.changed) > 0) return true
-    if (demotes && row?.last_owner === true) throw new LastOwnerError()
-    return false
-  }
+/** memberChange reads OUTCOME: true when changed, LastOwnerError when refused for the last owner, false when no such member. */
+function memberChange(row: Record<string, unknown> | undefined, demotes: boolean): boolean {
+  if (Number(row?.changed) > 0) return true
+  if (demotes && row?.last_owner === true) throw new LastOwnerError()
+  return false
+}
 
+/** portalStore: times the store stamps itself (updated_at, a member's or session's start, a code's use) are parameters from its clock. */
+export function portalStore(p: Part): PortalStore {
+  return { ...userOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+}
+
+/** userOps: users, each created (unless the email is taken) or changed with its event in one statement. */
+function userOps({
+  query,
+  stamps,
+  audited,
+}: Part): Pick<PortalStore, 'createUser' | 'findUserByEmail' | 'getUser' | 'updateUser' | 'resealTotpSecret' | 'listUsers'> {
   return {
     async createUser(user, audit) {
       const r = await query(
@@ -84,6 +95,26 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
             ])
       return rows[0] ? toUser(rows[0]) : null
     },
+    async resealTotpSecret(id, from, to) {
+      const r = await query('user-reseal', 'UPDATE users SET totp_secret = $1 WHERE id = $2 AND totp_secret = $3', [to, id, from])
+      return (r.rowCount ?? 0) > 0
+    },
+    async listUsers({ status, email, cursor, limit }) {
+      const values: unknown[] = []
+      const param = (value: unknown) => `$${values.push(value)}`
+      const sql = createdOrderPage('users', { cursor, limit }, param, true, () => [
+        status === undefined ? null : `status = ${param(status)}`,
+        // The key is lowercased already: a lowercased pattern matches any case.
+        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
+      ])
+      return pageOf((await query(null, sql, values)).rows, limit, toUser)
+    },
+  }
+}
+
+/** unconfirmedOps: sign-ups not confirmed yet; a new password only while unconfirmed, and the purge of those left too long. */
+function unconfirmedOps({ query, stamps, audited }: Part): Pick<PortalStore, 'setPendingPassword' | 'purgeUnconfirmed'> {
+  return {
     async setPendingPassword(id, passwordHash, audit) {
       // The row lock orders it with a confirmation: once that commits, the re-read row is confirmed and nothing changes.
       const r = await query(
@@ -116,21 +147,12 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
       )
       return Number(rows[0]?.n ?? 0)
     },
-    async resealTotpSecret(id, from, to) {
-      const r = await query('user-reseal', 'UPDATE users SET totp_secret = $1 WHERE id = $2 AND totp_secret = $3', [to, id, from])
-      return (r.rowCount ?? 0) > 0
-    },
-    async listUsers({ status, email, cursor, limit }) {
-      const values: unknown[] = []
-      const param = (value: unknown) => `$${values.push(value)}`
-      const sql = createdOrderPage('users', { cursor, limit }, param, true, () => [
-        status === undefined ? null : `status = ${param(status)}`,
-        // The key is lowercased already: a lowercased pattern matches any case.
-        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
-      ])
-      return pageOf((await query(null, sql, values)).rows, limit, toUser)
-    },
+  }
+}
 
+/** memberOps: an account's members; no change leaves an account without an owner (OWNERS, KEEPS_OWNER). */
+function memberOps({ query, stamps, audited }: Part): Pick<PortalStore, 'addMember' | 'listMembers' | 'membershipsOf' | 'setRole' | 'removeMember'> {
+  return {
     async addMember(accountId, userId, role, audit) {
       const r = await query(
         'portal-member-add',
@@ -188,7 +210,15 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
       )
       return memberChange(rows[0], true)
     },
+  }
+}
 
+/** sessionOps: sign-in sessions, found by the hash of their id. */
+function sessionOps({
+  query,
+  stamps,
+}: Part): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
+  return {
     async createSession(session) {
       const { rows } = await query(
         'portal-session-create',
@@ -243,7 +273,12 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
     async pruneSessions(nowIso) {
       return (await query(null, 'DELETE FROM sessions WHERE expires_at <= $1', [nowIso])).rowCount ?? 0
     },
+  }
+}
 
+/** tokenOps: single-use email tokens; a new one replaces the unused ones of its purpose, and is consumed once. */
+function tokenOps({ query, stamps }: Part): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteToken' | 'pruneTokens'> {
+  return {
     async createToken(token) {
       // The tokens replaced and the new one are different rows: one statement does both.
       const { rows } = await query(
@@ -294,7 +329,12 @@ export function portalStore(query: Query, stamps: Stamps): PortalStore {
     async pruneTokens(nowIso) {
       return (await query(null, 'DELETE FROM email_tokens WHERE expires_at <= $1 OR used_at IS NOT NULL', [nowIso])).rowCount ?? 0
     },
+  }
+}
 
+/** recoveryOps: a portal user's recovery codes, each used once. */
+function recoveryOps({ query, stamps }: Part): Pick<PortalStore, 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft'> {
+  return {
     async setRecoveryCodes(userId, codeHashes) {
       // One statement: the codes not in the new set go, the new set is there unused. The two
       // parts touch different rows (a CTE and the main statement see one snapshot).

@@ -11,7 +11,7 @@
  * next query, so service resumes without a restart when PostgreSQL is back.
  */
 import pg from 'pg'
-import type { Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
+import type { FactorStore, Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
 import type { UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
@@ -19,7 +19,8 @@ import { UnavailableError } from '../../domain/errors.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
 import { toOnboarding, usageSpans, type Row } from '../rows.ts'
-import { accessParts, type Query, type Transaction } from './accounts.ts'
+import { accessParts } from './accounts.ts'
+import { part, type Query, type Transaction } from './part.ts'
 import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
@@ -163,8 +164,41 @@ function verificationStore(query: Query): VerificationStore {
   }
 }
 
+/** line: the counts of a usage report's row. */
+const line = (r: Row) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
+
+/**
+ * usageByKey: the report by key, from the daily rows of the span's loose days (less those of
+ * `minus`) and the monthly rows of its whole months (usageSpans), one statement of them all.
+ */
+async function usageByKey(query: Query, accountId: string, fromDay: string, toDay: string): Promise<UsageLine[]> {
+  const spans = usageSpans(fromDay, toDay)
+  const values: string[] = [accountId]
+  const daily =
+    (sign: string) =>
+    ([a, b]: [string, string]) => {
+      values.push(a, b)
+      return `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
+    }
+  const parts = [...spans.days.map(daily('')), ...spans.minus.map(daily('-'))]
+  if (spans.months !== null) {
+    values.push(...spans.months)
+    parts.push(
+      `SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`,
+    )
+  }
+  // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
+  const { rows } = await query(
+    `usage-by-key-${spans.days.length}-${spans.minus.length}-${spans.months === null ? 0 : 1}`,
+    `
+        SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
+        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id COLLATE "C", api_group COLLATE "C"`,
+    values,
+  )
+  return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
+}
+
 function usageStore(query: Query): UsageStore {
-  const line = (r: Row) => ({ group: r.api_group as Group, count: Number(r.count), units: Number(r.units) })
   return {
     async add(rows) {
       if (rows.length === 0) return
@@ -214,30 +248,7 @@ function usageStore(query: Query): UsageStore {
         )
         return rows.map((r): UsageLine => ({ region: r.region as Region, ...line(r) }))
       }
-      const spans = usageSpans(fromDay, toDay)
-      const values: string[] = [accountId]
-      const daily =
-        (sign: string) =>
-        ([a, b]: [string, string]) => {
-          values.push(a, b)
-          return `SELECT key_id, api_group, ${sign}count AS count, ${sign}units AS units FROM usage_keys WHERE account_id = $1 AND day >= $${values.length - 1} AND day <= $${values.length}`
-        }
-      const parts = [...spans.days.map(daily('')), ...spans.minus.map(daily('-'))]
-      if (spans.months !== null) {
-        values.push(...spans.months)
-        parts.push(
-          `SELECT key_id, api_group, count, units FROM usage_keys_monthly WHERE account_id = $1 AND month >= $${values.length - 1} AND month <= $${values.length}`,
-        )
-      }
-      // A key used only on days a month's row brings in and `minus` takes out adds up to nothing: no line.
-      const { rows } = await query(
-        `usage-by-key-${spans.days.length}-${spans.minus.length}-${spans.months === null ? 0 : 1}`,
-        `
-        SELECT key_id, api_group, sum(count) AS count, sum(units) AS units FROM (${parts.join(' UNION ALL ')}) u
-        GROUP BY key_id, api_group HAVING sum(count) <> 0 OR sum(units) <> 0 ORDER BY key_id COLLATE "C", api_group COLLATE "C"`,
-        values,
-      )
-      return rows.map((r): UsageLine => ({ keyId: String(r.key_id), ...line(r) }))
+      return usageByKey(query, accountId, fromDay, toDay)
     },
     async total(accountId, fromDay, toDay) {
       const { rows } = await query('usage-total', 'SELECT coalesce(sum(units), 0) AS n FROM usage_daily WHERE account_id = $1 AND day >= $2 AND day <= $3', [
@@ -250,22 +261,9 @@ function usageStore(query: Query): UsageStore {
   }
 }
 
-/** openPostgresStore connects, applies pending migrations and returns the store; it throws when PostgreSQL cannot be reached. */
-export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
-  if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema)) throw new TypeError(`bad schema name ${options.schema}`)
-  const timeout = options.timeoutMs ?? 5000
-  const pool = new pg.Pool({
-    connectionString: options.url,
-    max: options.poolSize ?? 10,
-    connectionTimeoutMillis: timeout,
-    query_timeout: timeout,
-    idleTimeoutMillis: 30_000,
-    application_name: 'tessera',
-    ...(options.schema === undefined ? {} : { options: `-c search_path=${options.schema}` }),
-  })
-  // An idle connection that drops emits here; without a listener it would end the process.
-  pool.on('error', (error) => options.onBackgroundError?.(error))
-  const query: Query = async (name, text, values) => {
+/** pooledQuery: a query on the pool; a connection-level failure becomes UnavailableError. */
+function pooledQuery(pool: pg.Pool): Query {
+  return async (name, text, values) => {
     try {
       return await pool.query<Row>(name === null ? { text, values } : { name, text, values })
     } catch (error) {
@@ -273,7 +271,11 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       throw new UnavailableError(DEPENDENCY, error)
     }
   }
-  const transaction: Transaction = async (work) => {
+}
+
+/** pooledTransaction: a transaction on one of the pool's connections; one that failed mid-transaction is not given back. */
+function pooledTransaction(pool: pg.Pool): Transaction {
+  return async (work) => {
     let client: pg.PoolClient
     try {
       client = await pool.connect()
@@ -306,6 +308,45 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       client.release(broken)
     }
   }
+}
+
+/** startPruner deletes expired verification state and expired pending factors, by the store's clock, until cleared. */
+function startPruner(
+  query: Query,
+  factors: FactorStore,
+  stamps: Stamps,
+  retention: number,
+  onBackgroundError: PostgresOptions['onBackgroundError'],
+): NodeJS.Timeout {
+  return setInterval(
+    () => {
+      const now = stamps.ms()
+      query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now]).catch((error: Error) =>
+        onBackgroundError?.(error),
+      )
+      factors.prune(new Date(now).toISOString()).catch((error: Error) => onBackgroundError?.(error))
+    },
+    Math.min(retention, 3600 * 1000),
+  ).unref()
+}
+
+/** openPostgresStore connects, applies pending migrations and returns the store; it throws when PostgreSQL cannot be reached. */
+export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
+  if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema)) throw new TypeError(`bad schema name ${options.schema}`)
+  const timeout = options.timeoutMs ?? 5000
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: timeout,
+    query_timeout: timeout,
+    idleTimeoutMillis: 30_000,
+    application_name: 'tessera',
+    ...(options.schema === undefined ? {} : { options: `-c search_path=${options.schema}` }),
+  })
+  // An idle connection that drops emits here; without a listener it would end the process.
+  pool.on('error', (error) => options.onBackgroundError?.(error))
+  const query = pooledQuery(pool)
+  const transaction = pooledTransaction(pool)
   const stamps = new Stamps(options.clock)
   try {
     await migrate(pool, options.schema, stamps)
@@ -314,27 +355,19 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     throw isStatementError(error) ? error : new UnavailableError(DEPENDENCY, error)
   }
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
-  const factors = factorStore(query, transaction, stamps)
-  const pruner = setInterval(
-    () => {
-      const now = stamps.ms()
-      query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now]).catch((error: Error) =>
-        options.onBackgroundError?.(error),
-      )
-      factors.prune(new Date(now).toISOString()).catch((error: Error) => options.onBackgroundError?.(error))
-    },
-    Math.min(retention, 3600 * 1000),
-  ).unref()
+  const p = part(query, transaction, stamps)
+  const factors = factorStore(p)
+  const pruner = startPruner(query, factors, stamps, retention, options.onBackgroundError)
   let closed = false
   return {
     kind: 'postgres',
-    ...accessParts(query, transaction, stamps),
+    ...accessParts(p),
     onboarding: onboardingStore(query),
     factors,
     verification: verificationStore(query),
     usage: usageStore(query),
-    portal: portalStore(query, stamps),
-    webhooks: webhookStore(query, transaction, stamps),
+    portal: portalStore(p),
+    webhooks: webhookStore(p),
     sharedLimiter: null,
     gauges: () => ({
       postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 },

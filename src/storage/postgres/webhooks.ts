@@ -3,17 +3,28 @@
  * written by the audit_events trigger (migration 8), in the statement that inserts the event.
  * Claims take due rows with FOR UPDATE SKIP LOCKED: nodes claiming at once each get other
  * rows, and a row another claim moved past its lease no longer qualifies when re-checked.
+ *
+ * WebhookStore is assembled from builders by concern (endpoints, deliveries as the account
+ * sees them, the delivery worker's outbox) over one Part (part.ts says why not a class).
  */
 import { randomBytes } from 'node:crypto'
 import type { WebhookStore } from '../ports.ts'
 import { newId } from '../../domain/ids.ts'
 import { readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
-import { auditor, auditInsert, type Query, type Transaction } from './accounts.ts'
-import type { Stamps } from '../stamps.ts'
+import { auditInsert, type Part } from './part.ts'
 
-export function webhookStore(query: Query, transaction: Transaction, stamps: Stamps): WebhookStore {
-  const audited = auditor(stamps)
+export function webhookStore(p: Part): WebhookStore {
+  return { ...endpointOps(p), ...deliveryOps(p), ...outboxOps(p) }
+}
+
+/** endpointOps: an account's endpoints, created within its limit (counted under the account's row lock) and sealed secrets rotated. */
+function endpointOps({
+  query,
+  transaction,
+  stamps,
+  audited,
+}: Part): Pick<WebhookStore, 'createEndpoint' | 'sealedSecrets' | 'resealSecret' | 'listEndpoints' | 'getEndpoint' | 'deleteEndpoint'> {
   return {
     createEndpoint(endpoint, max, audit) {
       return transaction(async (tx) => {
@@ -70,6 +81,12 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
       )
       return Number(rows[0]?.n) > 0
     },
+  }
+}
+
+/** deliveryOps: an endpoint's deliveries with their last attempts, and a resend of one. */
+function deliveryOps({ query, audited }: Part): Pick<WebhookStore, 'listDeliveries' | 'resend'> {
+  return {
     async listDeliveries(endpointId, { cursor, limit }) {
       const before = cursor === undefined ? null : readEventCursor(cursor)
       const { rows } = await query(
@@ -109,6 +126,12 @@ export function webhookStore(query: Query, transaction: Transaction, stamps: Sta
       )
       return Number(rows[0]?.n) > 0
     },
+  }
+}
+
+/** outboxOps: the delivery worker's side; due deliveries claimed under a lease, attempts recorded, old ones pruned. */
+function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune'> {
+  return {
     async due(nowMs) {
       const { rows } = await query('webhook-due', "SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_at_ms <= $1 LIMIT 1", [nowMs])
       return rows.length > 0

@@ -198,10 +198,21 @@ function unavailable(error: unknown): Error {
 
 const none = (value: number) => (value < 0 ? Infinity : value)
 
-export async function openRedisParts(options: RedisStoreOptions): Promise<RedisParts> {
-  const prefix = options.prefix ?? 'tessera:'
-  const retention = String(options.stateRetentionMs ?? 24 * 3600 * 1000)
-  const redisOptions: RedisOptions = {
+/** call runs a command; a failure other than Redis refusing it (a bug) becomes UnavailableError. */
+const call = async <T>(run: () => Promise<T>): Promise<T> => {
+  try {
+    return await run()
+  } catch (error) {
+    throw unavailable(error)
+  }
+}
+
+/** stateKey: where a verification state lives (under the prefix). */
+const stateKey = (key: string) => `otp:${key}`
+
+/** connectionOptions: the command connection's settings (the subscriber's derive from them). */
+function connectionOptions(options: RedisStoreOptions, prefix: string): RedisOptions {
+  return {
     keyPrefix: prefix,
     // Fail fast while disconnected: a queued verification would wait without bound.
     enableOfflineQueue: false,
@@ -214,6 +225,10 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
     enableAutoPipelining: false,
     lazyConnect: true,
   }
+}
+
+/** commandClient: the command connection, with the Lua scripts defined on it. */
+function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): Redis {
   const redis = new Redis(options.url, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
@@ -221,36 +236,12 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   redis.defineCommand('tesseraForgive', { numberOfKeys: 1, lua: FORGIVE })
   redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
-  const scripts = redis as unknown as Scripts
+  return redis
+}
 
-  // Subscriptions need a connection of their own; it resubscribes after reconnecting.
-  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true, maxRetriesPerRequest: null })
-  subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
-  const channel = `${prefix}access-changed`
-  const listeners = new Set<() => void>()
-  const notify = () => {
-    for (const l of listeners) l()
-  }
-  subscriber.on('message', notify)
-  // A (re)connection may come after missed signals: tell the listeners as if one came.
-  subscriber.on('ready', notify)
-
-  // Start even when Redis is away (verifyOTP answers 503 until it is back); never wait long.
-  await Promise.all([redis.connect().catch(() => undefined), subscriber.connect().catch(() => undefined)])
-  // Queued until the subscriber is connected, however late; resubscribed after every reconnection.
-  subscriber.subscribe(channel).catch((error: Error) => options.onBackgroundError?.(error))
-
-  const call = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run()
-    } catch (error) {
-      throw unavailable(error)
-    }
-  }
-  const stateKey = (key: string) => `otp:${key}`
-  const clock = options.limiterClock
-
-  const verification: VerificationStore = {
+/** redisVerification: verification state, each change one Lua script. */
+function redisVerification(scripts: Scripts, retention: string): VerificationStore {
+  return {
     async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
       // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
       const [verdict, value] = await call(() =>
@@ -280,7 +271,10 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
       return (await call(() => scripts.tesseraForgive(stateKey(key), String(policy.maxFailures)))) === 1
     },
   }
+}
 
+/** redisLimiter: the token bucket and quota window, one Lua script per call, seeded from the store's usage when the window is new. */
+function redisLimiter(scripts: Scripts, clock: (() => number) | undefined): Limiter {
   const limit = (accountId: string, plan: Plan, cost: number, seed: string) =>
     call(() =>
       scripts.tesseraLimit(
@@ -295,8 +289,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
         String(cost),
       ),
     )
-
-  const limiter: Limiter = {
+  return {
     async take(accountId, plan, cost, seed): Promise<LimitDecision> {
       // INCRBY counts whole units; anything else is a bug upstream, not Redis being away.
       if (!Number.isSafeInteger(cost) || cost < 0) throw new RangeError(`a call's cost is a whole number of units >= 0, not ${cost}`)
@@ -317,6 +310,32 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
       }
     },
   }
+}
+
+/** openRedisParts opens both connections, without waiting long: it starts even when Redis is away. */
+export async function openRedisParts(options: RedisStoreOptions): Promise<RedisParts> {
+  const prefix = options.prefix ?? 'tessera:'
+  const retention = String(options.stateRetentionMs ?? 24 * 3600 * 1000)
+  const redisOptions = connectionOptions(options, prefix)
+  const redis = commandClient(options, redisOptions)
+  const scripts = redis as unknown as Scripts
+
+  // Subscriptions need a connection of their own; it resubscribes after reconnecting.
+  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true, maxRetriesPerRequest: null })
+  subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
+  const channel = `${prefix}access-changed`
+  const listeners = new Set<() => void>()
+  const notify = () => {
+    for (const l of listeners) l()
+  }
+  subscriber.on('message', notify)
+  // A (re)connection may come after missed signals: tell the listeners as if one came.
+  subscriber.on('ready', notify)
+
+  // Start even when Redis is away (verifyOTP answers 503 until it is back); never wait long.
+  await Promise.all([redis.connect().catch(() => undefined), subscriber.connect().catch(() => undefined)])
+  // Queued until the subscriber is connected, however late; resubscribed after every reconnection.
+  subscriber.subscribe(channel).catch((error: Error) => options.onBackgroundError?.(error))
 
   const signal: AccessSignal = {
     async publish() {
@@ -330,8 +349,8 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   }
 
   return {
-    verification,
-    limiter,
+    verification: redisVerification(scripts, retention),
+    limiter: redisLimiter(scripts, options.limiterClock),
     signal,
     async ping() {
       await call(() => redis.ping())

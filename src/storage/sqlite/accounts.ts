@@ -2,10 +2,15 @@
  * The SQLite accounts repository: accounts, keys, subscriptions and plans (AccessStore),
  * the audit trail and admin tokens. Every change and its audit event are one SAVEPOINT
  * within the group commit (batch.ts): both or neither.
+ *
+ * AccessStore is assembled from builders by concern (accounts, keys, a key's end, grants,
+ * subscriptions, plans, change listeners) over one Part (part.ts says why not a class). Each
+ * write keeps its check, its change and its event in the one synchronous function it hands
+ * the group commit: SQLite's atomic step is that turn, and no other write comes between.
  */
 import type { DatabaseSync, StatementSync } from 'node:sqlite'
 import type { AccessStore, AdminTokenStore, AuditStore } from '../ports.ts'
-import type { AuditDraft, KeyGrant } from '../../domain/accounts.ts'
+import type { KeyGrant } from '../../domain/accounts.ts'
 import type { Page } from '../../domain/lists.ts'
 import {
   likePattern,
@@ -25,10 +30,8 @@ import {
   pageOf,
 } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { INSERT_EVENT, part, type Part } from './part.ts'
 import { eventIdBefore, type Stamps } from '../stamps.ts'
-
-const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 /** page cuts `limit + 1` rows to a page and its cursor. */
 function page<T>(rows: readonly Row[], limit: number, map: (r: Row) => T, cursor: (item: T) => string): Page<T> {
@@ -36,22 +39,9 @@ function page<T>(rows: readonly Row[], limit: number, map: (r: Row) => T, cursor
   return { items, next: rows.length > limit && items.length > 0 ? cursor(items.at(-1)!) : null }
 }
 
-export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
-  const listeners = new Set<() => void>()
-  const committers = new Set<() => void>()
-  const changed = () => {
-    for (const l of committers) l()
-    for (const l of listeners) l()
-  }
-  const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
-  /** write runs a change and its event as one; `changed` follows the commit when the change happened. */
-  const write = async <T>(work: () => T, happened: (result: T) => boolean = () => true): Promise<T> => {
-    const result = await batch.atomic(work)
-    if (happened(result)) changed()
-    return result
-  }
-  const q = {
+/** accessStatements: the AccessStore's statements, prepared once. */
+function accessStatements(db: DatabaseSync) {
+  return {
     grant: db.prepare(`
       SELECT k.id, k.account_id, k.revoked_at, k.expires_at, k.scope_groups, k.scope_regions, a.status,
         (SELECT group_concat(s.region || ':' || s.api_group) FROM subscriptions s
@@ -74,11 +64,54 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     touch: db.prepare(`UPDATE api_keys SET last_used_at = ?, last_used_region = ?
       WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
   }
-  const insertKey = (key: Parameters<AccessStore['createKey']>[0]) =>
-    q.insertKey.run(key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope))
-  let poller: NodeJS.Timeout | undefined
-  let lastVersion = Number(q.dataVersion.get()?.data_version)
+}
 
+/** Access: what the AccessStore's builders share. */
+interface Access extends Part<ReturnType<typeof accessStatements>> {
+  /** write runs a change and its event as one; `changed` follows the commit when the change happened. */
+  write<T>(work: () => T, happened?: (result: T) => boolean): Promise<T>
+}
+
+/** insertKey inserts a key (created or rolled to); called inside the write step. */
+function insertKey(a: Access, key: Parameters<AccessStore['createKey']>[0]) {
+  return a.q.insertKey.run(key.id, key.accountId, key.name, key.hash, key.hint, key.createdAt, key.expiresAt, ...scopeColumns(key.scope))
+}
+
+export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps, changePollMs: number, timers: Set<NodeJS.Timeout>): AccessStore {
+  const listeners = new Set<() => void>()
+  const committers = new Set<() => void>()
+  const changed = () => {
+    for (const l of committers) l()
+    for (const l of listeners) l()
+  }
+  const shared = part(db, batch, stamps, accessStatements(db))
+  const a: Access = {
+    ...shared,
+    write: async <T>(work: () => T, happened: (result: T) => boolean = () => true): Promise<T> => {
+      const result = await batch.atomic(work)
+      if (happened(result)) changed()
+      return result
+    },
+  }
+  return {
+    ...accountOps(a),
+    ...keyOps(a),
+    ...keyEndOps(a),
+    ...grantOps(a),
+    ...subscriptionOps(a),
+    ...planOps(a),
+    ...changeOps(a, listeners, committers, changePollMs, timers),
+  }
+}
+
+/** accountOps: accounts, each created with its owner (within the owner's limit) in one step. */
+function accountOps({
+  db,
+  q,
+  stamps,
+  audit,
+  write,
+}: Access): Pick<AccessStore, 'createAccount' | 'getAccount' | 'listAccounts' | 'countAccounts' | 'updateAccount'> {
   return {
     async createAccount(account, event, owner) {
       // The count, the account and its owner are one synchronous step of the write transaction: no parallel creation comes between.
@@ -133,11 +166,18 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         (account) => account !== null,
       )
     },
+  }
+}
+
+/** keyOps: API keys; a creation within the account's limit is one step (count, key, event). */
+function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
+  const { db, q, audit, write } = a
+  return {
     async createKey(key, event, limit) {
       return write(
         () => {
           if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
-          insertKey(key)
+          insertKey(a, key)
           audit(event)
           return true
         },
@@ -148,6 +188,20 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       const row = q.key.get(id)
       return row ? toKey(row) : null
     },
+    async listKeys(accountId) {
+      const rows =
+        accountId === undefined
+          ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
+          : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      return rows.map(toKey)
+    },
+  }
+}
+
+/** keyEndOps: a key's end, rolled to a new key or revoked; the check and the change are one step, so of parallel ones one wins. */
+function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
+  const { db, stamps, audit, write } = a
+  return {
     async rollKey(oldId, next, nowIso, graceEndsAt, event) {
       return write(
         () => {
@@ -163,7 +217,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
               WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
                   .run(graceEndsAt, graceEndsAt, next.id, oldId, nowIso)
           if (Number(changed.changes) === 0) return false
-          insertKey(next)
+          insertKey(a, next)
           audit(event)
           return true
         },
@@ -181,13 +235,42 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         (revoked) => revoked,
       )
     },
-    async listKeys(accountId) {
-      const rows =
-        accountId === undefined
-          ? db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all()
-          : db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
-      return rows.map(toKey)
+  }
+}
+
+/** grantOps: the request path, a key's grant looked up by its hash and its uses recorded in batches. */
+function grantOps({ q, batch }: Access): Pick<AccessStore, 'findGrant' | 'touchKeys'> {
+  return {
+    async findGrant(keyHash) {
+      const r = q.grant.get(keyHash)
+      if (!r) return null
+      const grant: KeyGrant = {
+        keyId: String(r.id),
+        accountId: String(r.account_id),
+        revoked: r.revoked_at !== null,
+        accountActive: r.status === 'active',
+        expiresAt: r.expires_at === null ? Infinity : Date.parse(String(r.expires_at)),
+        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
+        scope: toScope(r),
+        plan: r.rate === null ? null : toPlan(r),
+      }
+      return grant
     },
+    async touchKeys(uses) {
+      if (uses.length === 0) return
+      await batch.run(() => {
+        for (const u of uses) {
+          const at = new Date(u.atMs).toISOString()
+          q.touch.run(at, u.region, u.keyId, at)
+        }
+      })
+    },
+  }
+}
+
+/** subscriptionOps: subscriptions; a move from a given status is checked and made in one step. */
+function subscriptionOps({ db, stamps, audit, write }: Access): Pick<AccessStore, 'setSubscription' | 'listSubscriptions' | 'listPendingSubscriptions'> {
+  return {
     async setSubscription(accountId, region, group, status, event, from) {
       return write(
         () => {
@@ -220,21 +303,12 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         .all(...(after === null ? [] : [after.updatedAt, after.accountId, after.region, after.group]), limit + 1)
       return page(rows, limit, (r) => ({ ...toSubscription(r), accountName: String(r.account_name) }), subscriptionCursor)
     },
-    async findGrant(keyHash) {
-      const r = q.grant.get(keyHash)
-      if (!r) return null
-      const grant: KeyGrant = {
-        keyId: String(r.id),
-        accountId: String(r.account_id),
-        revoked: r.revoked_at !== null,
-        accountActive: r.status === 'active',
-        expiresAt: r.expires_at === null ? Infinity : Date.parse(String(r.expires_at)),
-        subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
-        scope: toScope(r),
-        plan: r.rate === null ? null : toPlan(r),
-      }
-      return grant
-    },
+  }
+}
+
+/** planOps: an account's plan, set or removed only for an account that exists. */
+function planOps({ db, q, stamps, audit, write }: Access): Pick<AccessStore, 'setPlan' | 'getPlan'> {
+  return {
     async setPlan(accountId, plan, event) {
       return write(
         () => {
@@ -265,15 +339,23 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       const row = db.prepare('SELECT * FROM plans WHERE account_id = ?').get(accountId)
       return row ? toPlan(row) : null
     },
-    async touchKeys(uses) {
-      if (uses.length === 0) return
-      await batch.run(() => {
-        for (const u of uses) {
-          const at = new Date(u.atMs).toISOString()
-          q.touch.run(at, u.region, u.keyId, at)
-        }
-      })
-    },
+  }
+}
+
+/**
+ * changeOps: listeners of changes. This process's own commits reach them through `write`;
+ * other processes' (the admin CLI) through a poll of data_version, started with the first listener.
+ */
+function changeOps(
+  { q }: Access,
+  listeners: Set<() => void>,
+  committers: Set<() => void>,
+  changePollMs: number,
+  timers: Set<NodeJS.Timeout>,
+): Pick<AccessStore, 'onChange' | 'onCommit'> {
+  let poller: NodeJS.Timeout | undefined
+  let lastVersion = Number(q.dataVersion.get()?.data_version)
+  return {
     onChange(listener) {
       listeners.add(listener)
       if (poller === undefined) {
@@ -296,6 +378,7 @@ export function accessStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
   }
 }
 
+/** auditStore: the audit trail, appended to on its own (changes insert their events in their own step) and pruned in chunks. */
 export function auditStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): AuditStore {
   const insert = db.prepare(INSERT_EVENT)
   // Ids begin with their time: the prefix of `before` bounds the old ones, along the primary key.
@@ -346,6 +429,7 @@ export function auditStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps)
   }
 }
 
+/** adminTokenStore: the admin API's tokens, each created or revoked with its event in one step. */
 export function adminTokenStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): AdminTokenStore {
   const insertEvent = db.prepare(INSERT_EVENT)
   return {

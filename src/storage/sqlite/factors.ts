@@ -4,23 +4,23 @@
  * inside the write transaction, so no other write, of this process or another, comes between
  * them (the factor limit, a recovery code used once). A change with its audit event is one
  * SAVEPOINT: both or neither.
+ *
+ * FactorStore is assembled from builders by concern (factors, changes of one factor, users and
+ * their codes, key rotation) over one Part (part.ts says why not a class); each check, change
+ * and event stays in the one synchronous function handed to the group commit.
  */
 import type { DatabaseSync } from 'node:sqlite'
-import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
 import type { TotpUser } from '../../domain/factors.ts'
 import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
 
-const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
-export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): FactorStore {
-  const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
+/** factorStatements: the FactorStore's statements, prepared once. */
+function factorStatements(db: DatabaseSync) {
   const live = "(status = 'active' OR expires_at > $now)"
-  const q = {
+  return {
     user: db.prepare('SELECT 1 FROM totp_users WHERE account_id = ? AND user_id = ?'),
     insertUser: db.prepare('INSERT INTO totp_users (account_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
@@ -48,7 +48,23 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     versions: db.prepare('SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version'),
     prune: db.prepare("DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= ?"),
   }
-  const exists = (accountId: string, userId: string) => q.user.get(accountId, userId) !== undefined
+}
+
+/** Factors: what the FactorStore's builders share. */
+type Factors = Part<ReturnType<typeof factorStatements>>
+
+/** existsIn: whether the account has such a TOTP user. */
+const existsIn = ({ q }: Factors, accountId: string, userId: string) => q.user.get(accountId, userId) !== undefined
+
+export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): FactorStore {
+  const f = part(db, batch, stamps, factorStatements(db))
+  return { ...factorOps(f), ...factorChangeOps(f), ...userOps(f), ...sealOps(f) }
+}
+
+/** factorOps: a user's factors; one is created within the user's limit, in one step with the count. */
+function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'> {
+  const { q, batch, audit } = f
+  const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
   return {
     create(f, max, nowIso, event) {
       return batch.atomic(() => {
@@ -82,6 +98,16 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       if (rows.length === 0 && !exists(accountId, userId)) return null
       return rows.map(toFactor)
     },
+    async prune(nowIso) {
+      const r = await batch.run(() => q.prune.run(nowIso))
+      return Number(r.changes)
+    },
+  }
+}
+
+/** factorChangeOps: changes of one factor, each in one step with its event. */
+function factorChangeOps({ q, batch, audit }: Factors): Pick<FactorStore, 'activate' | 'setDrift' | 'remove'> {
+  return {
     activate(accountId, userId, factorId, nowIso, event) {
       return batch.atomic(() => {
         if (Number(q.activate.run(nowIso, factorId, accountId, userId, nowIso).changes) === 0) return false
@@ -103,6 +129,14 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         return true
       })
     },
+  }
+}
+
+/** userOps: TOTP users and their recovery codes, each code used once. */
+function userOps(f: Factors): Pick<FactorStore, 'removeUser' | 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft' | 'listUsers'> {
+  const { q, batch, audit } = f
+  const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
+  return {
     removeUser(accountId, userId, event) {
       return batch.atomic(() => {
         // Factors and codes go with the user (ON DELETE CASCADE).
@@ -136,6 +170,12 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
       const items: TotpUser[] = rows.slice(0, limit).map(toTotpUser)
       return { items, next: rows.length > limit ? userCursor(items.at(-1)!.userId) : null }
     },
+  }
+}
+
+/** sealOps: key rotation, the factors sealed under an older key version found and sealed again. */
+function sealOps({ q, batch }: Factors): Pick<FactorStore, 'staleSeals' | 'reseal' | 'sealVersions'> {
+  return {
     async staleSeals(version, afterId, limit) {
       return q.stale.all(version, afterId, limit).map((r) => ({
         id: String(r.id),
@@ -150,10 +190,6 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     },
     async sealVersions() {
       return new Map(q.versions.all().map((r) => [Number(r.key_version), Number(r.n)]))
-    },
-    async prune(nowIso) {
-      const r = await batch.run(() => q.prune.run(nowIso))
-      return Number(r.changes)
     },
   }
 }

@@ -3,26 +3,26 @@
  * go through the group commit (batch.ts); each check and its write run in one synchronous
  * step inside the write transaction (BEGIN IMMEDIATE), so no other write, of this process or
  * another, comes between them. A change with its audit event is one SAVEPOINT: both or neither.
+ *
+ * PortalStore is assembled from builders by concern (users, unconfirmed sign-ups, members,
+ * sessions, email tokens, recovery codes) over one Part (part.ts says why not a class); each
+ * check, change and event stays in the one synchronous function handed to the group commit.
  */
 import type { DatabaseSync } from 'node:sqlite'
 import { emailKey } from '../../domain/portal.ts'
-import type { AuditDraft } from '../../domain/accounts.ts'
 import type { PortalStore } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
-
-const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const flag = (value: boolean) => (value ? 1 : 0)
 
-export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): PortalStore {
-  const insertEvent = db.prepare(INSERT_EVENT)
-  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
-  const q = {
+/** portalStatements: the PortalStore's statements, prepared once. */
+function portalStatements(db: DatabaseSync) {
+  return {
     reseal: db.prepare('UPDATE users SET totp_secret = ? WHERE id = ? AND totp_secret = ?'),
     user: db.prepare('SELECT * FROM users WHERE id = ?'),
     userByEmail: db.prepare('SELECT * FROM users WHERE email_key = ?'),
@@ -81,15 +81,24 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     useCode: db.prepare('UPDATE recovery_codes SET used_at = ? WHERE user_id = ? AND code_hash = ? AND used_at IS NULL'),
     codesLeft: db.prepare('SELECT count(*) AS n FROM recovery_codes WHERE user_id = ? AND used_at IS NULL'),
   }
+}
 
-  /**
-   * keepsOwner throws LastOwnerError when taking `userId`'s owner role away would leave the
-   * account without one. Called inside the write step, before the change.
-   */
-  const keepsOwner = (accountId: string, userId: string) => {
-    if (q.role.get(accountId, userId)?.role === 'owner' && Number(q.owners.get(accountId)?.n) <= 1) throw new LastOwnerError()
-  }
+/** Portal: what the PortalStore's builders share. */
+type Portal = Part<ReturnType<typeof portalStatements>>
 
+export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): PortalStore {
+  const p = part(db, batch, stamps, portalStatements(db))
+  return { ...userOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+}
+
+/** userOps: users, each created (unless the email is taken) or changed with its event in one step. */
+function userOps({
+  db,
+  q,
+  batch,
+  stamps,
+  audit,
+}: Portal): Pick<PortalStore, 'createUser' | 'findUserByEmail' | 'getUser' | 'updateUser' | 'resealTotpSecret' | 'listUsers'> {
   return {
     async createUser(user, event) {
       return batch.atomic(() => {
@@ -128,6 +137,29 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         return toUser(row)
       })
     },
+    async resealTotpSecret(id, from, to) {
+      const r = await batch.run(() => q.reseal.run(to, id, from))
+      return Number(r.changes) > 0
+    },
+    async listUsers({ status, email, cursor, limit }) {
+      const values: unknown[] = []
+      const param = (value: unknown) => {
+        values.push(value)
+        return '?'
+      }
+      const sql = createdOrderPage('users', { cursor, limit }, param, false, () => [
+        status === undefined ? null : `status = ${param(status)}`,
+        // The key is lowercased already: a lowercased pattern matches any case.
+        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
+      ])
+      return pageOf(db.prepare(sql).all(...(values as (string | number)[])), limit, toUser)
+    },
+  }
+}
+
+/** unconfirmedOps: sign-ups not confirmed yet; a new password only while unconfirmed, and the purge of those left too long. */
+function unconfirmedOps({ q, batch, stamps, audit }: Portal): Pick<PortalStore, 'setPendingPassword' | 'purgeUnconfirmed'> {
+  return {
     async setPendingPassword(id, passwordHash, event) {
       return batch.atomic(() => {
         if (Number(q.pendingPassword.run(passwordHash, stamps.iso(), id).changes) === 0) return false
@@ -146,24 +178,20 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         return users.length
       })
     },
-    async resealTotpSecret(id, from, to) {
-      const r = await batch.run(() => q.reseal.run(to, id, from))
-      return Number(r.changes) > 0
-    },
-    async listUsers({ status, email, cursor, limit }) {
-      const values: unknown[] = []
-      const param = (value: unknown) => {
-        values.push(value)
-        return '?'
-      }
-      const sql = createdOrderPage('users', { cursor, limit }, param, false, () => [
-        status === undefined ? null : `status = ${param(status)}`,
-        // The key is lowercased already: a lowercased pattern matches any case.
-        email === undefined || email === '' ? null : `email_key LIKE ${param(likePattern(emailKey(email)))} ESCAPE '\\'`,
-      ])
-      return pageOf(db.prepare(sql).all(...(values as (string | number)[])), limit, toUser)
-    },
+  }
+}
 
+/** memberOps: an account's members; no change leaves an account without an owner. */
+function memberOps({ q, batch, stamps, audit }: Portal): Pick<PortalStore, 'addMember' | 'listMembers' | 'membershipsOf' | 'setRole' | 'removeMember'> {
+  /**
+   * keepsOwner throws LastOwnerError when taking `userId`'s owner role away would leave the
+   * account without one. Called inside the write step, before the change.
+   */
+  const keepsOwner = (accountId: string, userId: string) => {
+    if (q.role.get(accountId, userId)?.role === 'owner' && Number(q.owners.get(accountId)?.n) <= 1) throw new LastOwnerError()
+  }
+
+  return {
     async addMember(accountId, userId, role, event) {
       return batch.atomic(() => {
         const r = q.insertMember.run(role, stamps.iso(), accountId, userId)
@@ -196,7 +224,16 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
         return true
       })
     },
+  }
+}
 
+/** sessionOps: sign-in sessions, found by the hash of their id. */
+function sessionOps({
+  q,
+  batch,
+  stamps,
+}: Portal): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
+  return {
     async createSession(session) {
       const now = stamps.iso()
       const row = await batch.run(
@@ -225,7 +262,16 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     async pruneSessions(nowIso) {
       return Number((await batch.run(() => q.pruneSessions.run(nowIso))).changes)
     },
+  }
+}
 
+/** tokenOps: single-use email tokens; a new one replaces the unused ones of its purpose, and is consumed once. */
+function tokenOps({
+  q,
+  batch,
+  stamps,
+}: Portal): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteToken' | 'pruneTokens'> {
+  return {
     async createToken(token) {
       const [userId, accountId] = [token.userId ?? null, token.accountId ?? null]
       const row = await batch.atomic(() => {
@@ -251,7 +297,12 @@ export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
     async pruneTokens(nowIso) {
       return Number((await batch.run(() => q.pruneTokens.run(nowIso))).changes)
     },
+  }
+}
 
+/** recoveryOps: a portal user's recovery codes, each used once. */
+function recoveryOps({ q, batch, stamps }: Portal): Pick<PortalStore, 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft'> {
+  return {
     async setRecoveryCodes(userId, codeHashes) {
       await batch.atomic(() => {
         q.deleteCodes.run(userId)

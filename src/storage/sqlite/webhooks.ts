@@ -3,22 +3,24 @@
  * by the audit_events trigger (migration 8), inside the write that inserts the event. Claims
  * run in the group commit's BEGIN IMMEDIATE transaction, so a delivery goes to one claim
  * across every process on the file.
+ *
+ * WebhookStore is assembled from builders by concern (endpoints, deliveries as the account
+ * sees them, the delivery worker's outbox) over one Part (part.ts says why not a class); each
+ * check, change and event stays in the one synchronous function handed to the group commit.
  */
 import { randomBytes } from 'node:crypto'
 import type { DatabaseSync } from 'node:sqlite'
-import type { AuditDraft } from '../../domain/accounts.ts'
 import type { WebhookStore } from '../ports.ts'
 import { newId } from '../../domain/ids.ts'
 import { readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
 
-export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): WebhookStore {
-  const insertEvent = db.prepare(`INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-  const audit = (draft: AuditDraft) => insertEvent.run(...stamps.audit(draft).values)
-  const q = {
+/** webhookStatements: the WebhookStore's statements, prepared once. */
+function webhookStatements(db: DatabaseSync) {
+  return {
     live: db.prepare('SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = ? AND disabled_at IS NULL'),
     insert: db.prepare('INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
     sealed: db.prepare('SELECT id, account_id, secret FROM webhook_endpoints WHERE disabled_at IS NULL AND id > ? ORDER BY id LIMIT ?'),
@@ -49,6 +51,23 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
     pruneAttempts: db.prepare('DELETE FROM webhook_attempts WHERE endpoint_id = ? AND message_id = ?'),
     pruneMessage: db.prepare('DELETE FROM webhook_messages WHERE id = ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE message_id = ?)'),
   }
+}
+
+/** Webhooks: what the WebhookStore's builders share. */
+type Webhooks = Part<ReturnType<typeof webhookStatements>>
+
+export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): WebhookStore {
+  const w = part(db, batch, stamps, webhookStatements(db))
+  return { ...endpointOps(w), ...deliveryOps(w), ...outboxOps(w) }
+}
+
+/** endpointOps: an account's endpoints, created within its limit (one step with the count) and sealed secrets rotated. */
+function endpointOps({
+  q,
+  batch,
+  stamps,
+  audit,
+}: Webhooks): Pick<WebhookStore, 'createEndpoint' | 'sealedSecrets' | 'resealSecret' | 'listEndpoints' | 'getEndpoint' | 'deleteEndpoint'> {
   return {
     createEndpoint(endpoint, max, event) {
       // The count and the insert are one synchronous step of the write transaction: no parallel create comes between.
@@ -82,6 +101,12 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
         return true
       })
     },
+  }
+}
+
+/** deliveryOps: an endpoint's deliveries with their last attempts, and a resend of one. */
+function deliveryOps({ db, q, batch, audit }: Webhooks): Pick<WebhookStore, 'listDeliveries' | 'resend'> {
+  return {
     async listDeliveries(endpointId, { cursor, limit }) {
       const before = cursor === undefined ? null : readEventCursor(cursor)
       const rows = db
@@ -98,6 +123,12 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
         return true
       })
     },
+  }
+}
+
+/** outboxOps: the delivery worker's side; due deliveries claimed under a lease, attempts recorded, old ones pruned. */
+function outboxOps({ q, batch }: Webhooks): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune'> {
+  return {
     async due(nowMs) {
       return q.due.get(nowMs) !== undefined
     },

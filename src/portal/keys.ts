@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, notFound, sendPage } from './kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, needs, notFound, sendPage, whoIn } from './kit.ts'
 import { MAX_NAME_LENGTH } from '../services/accounts.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import type { ApiKeyInfo } from '../domain/accounts.ts'
@@ -116,10 +116,9 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
 
   app.get<{ Params: { accountId: string }; Querystring: { revoked?: unknown; show?: unknown; page?: unknown; filter?: unknown } }>(
     '/accounts/:accountId/keys',
-    { schema: { hide: true } },
+    { schema: { hide: true }, preHandler: needs(kit, 'viewer') },
     async (request, reply) => {
-      const who = await inAccount(kit, request, reply, 'viewer')
-      if (who === null) return reply
+      const who = whoIn(request)
       const { revoked, show, page, filter } = request.query
       const list = {
         show: show === 'old' ? ('old' as const) : ('live' as const),
@@ -131,33 +130,36 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     },
   )
 
-  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/keys', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'developer')
-    if (who === null) return reply
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
-    const values: CreateValues = {
-      name: formField(request, 'name'),
-      expires: formField(request, 'expires') || 'never',
-      date: formField(request, 'date'),
-      groups: listOf(request, 'groups'),
-      regions: listOf(request, 'regions'),
-    }
-    const again = (problem: Problem) => keysPage(reply, who, { status: 422, values, problem })
-    if (values.name === '') return again({ field: 'name', text: 'give the key a name.' })
-    if (values.name.length > MAX_NAME_LENGTH) return again({ field: 'name', text: `use at most ${MAX_NAME_LENGTH} characters for the name.` })
-    const expiresAt = expiryOf(values)
-    if (typeof expiresAt === 'object' && expiresAt !== null) return again(expiresAt)
-    const made = await accounts.issueKey(actorOf(who, request), who.account.id, {
-      name: values.name,
-      expiresAt,
-      scope: { groups: values.groups.length === 0 ? null : values.groups, regions: values.regions.length === 0 ? null : values.regions },
-    })
-    if (isFailure(made)) {
-      if (made.failure !== 'invalid') return refused(reply, who, 'Key not created', made)
-      return again({ field: made.field === 'name' ? 'name' : made.field === 'expiresAt' ? 'expires' : 'scope', text: `${made.message}.` })
-    }
-    return shown(reply, who, 'Key created', made)
-  })
+  app.post<{ Params: { accountId: string } }>(
+    '/accounts/:accountId/keys',
+    { schema: { hide: true }, preHandler: needs(kit, 'developer') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+      const values: CreateValues = {
+        name: formField(request, 'name'),
+        expires: formField(request, 'expires') || 'never',
+        date: formField(request, 'date'),
+        groups: listOf(request, 'groups'),
+        regions: listOf(request, 'regions'),
+      }
+      const again = (problem: Problem) => keysPage(reply, who, { status: 422, values, problem })
+      if (values.name === '') return again({ field: 'name', text: 'give the key a name.' })
+      if (values.name.length > MAX_NAME_LENGTH) return again({ field: 'name', text: `use at most ${MAX_NAME_LENGTH} characters for the name.` })
+      const expiresAt = expiryOf(values)
+      if (typeof expiresAt === 'object' && expiresAt !== null) return again(expiresAt)
+      const made = await accounts.issueKey(actorOf(who, request), who.account.id, {
+        name: values.name,
+        expiresAt,
+        scope: { groups: values.groups.length === 0 ? null : values.groups, regions: values.regions.length === 0 ? null : values.regions },
+      })
+      if (isFailure(made)) {
+        if (made.failure !== 'invalid') return refused(reply, who, 'Key not created', made)
+        return again({ field: made.field === 'name' ? 'name' : made.field === 'expiresAt' ? 'expires' : 'scope', text: `${made.message}.` })
+      }
+      return shown(reply, who, 'Key created', made)
+    },
+  )
 
   /** expiryOf: the expiry chosen on the create form, as an ISO time (null: never), or what is wrong with it. */
   function expiryOf(values: CreateValues): string | null | Problem {
@@ -174,27 +176,33 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     return new Date(kit.now() + Number(days[0]) * DAY_MS).toISOString()
   }
 
-  app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/roll', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'developer')
-    if (who === null) return reply
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
-    const key = await keyOf(request, reply, who)
-    if (key === null) return reply
-    const grace = GRACES.find(([s]) => String(s) === formField(request, 'grace'))
-    if (grace === undefined)
-      return refused(reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
-    const rolled = await accounts.rollKey(actorOf(who, request), key.id, { graceSeconds: grace[0] })
-    if (isFailure(rolled)) return refused(reply, who, 'Key not rolled', rolled)
-    return shown(reply, who, 'Key rolled', rolled)
-  })
+  app.post<{ Params: KeyParams }>(
+    '/accounts/:accountId/keys/:keyId/roll',
+    { schema: { hide: true }, preHandler: needs(kit, 'developer') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+      const key = await keyOf(request, reply, who)
+      if (key === null) return reply
+      const grace = GRACES.find(([s]) => String(s) === formField(request, 'grace'))
+      if (grace === undefined)
+        return refused(reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
+      const rolled = await accounts.rollKey(actorOf(who, request), key.id, { graceSeconds: grace[0] })
+      if (isFailure(rolled)) return refused(reply, who, 'Key not rolled', rolled)
+      return shown(reply, who, 'Key rolled', rolled)
+    },
+  )
 
-  app.get<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'developer')
-    if (who === null) return reply
-    const key = await keyOf(request, reply, who)
-    if (key === null) return reply
-    return askToRevoke(reply, who, key)
-  })
+  app.get<{ Params: KeyParams }>(
+    '/accounts/:accountId/keys/:keyId/revoke',
+    { schema: { hide: true }, preHandler: needs(kit, 'developer') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      const key = await keyOf(request, reply, who)
+      if (key === null) return reply
+      return askToRevoke(reply, who, key)
+    },
+  )
 
   /** askToRevoke: the confirmation, naming the key as the list's buttons do (told apart from live keys of the same name). */
   async function askToRevoke(reply: FastifyReply, who: InAccount, key: ApiKeyInfo): Promise<FastifyReply> {
@@ -210,16 +218,19 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the keys; a devel
     })
   }
 
-  app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'developer')
-    if (who === null) return reply
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
-    const key = await keyOf(request, reply, who)
-    if (key === null) return reply
-    // Only the confirmation page's button revokes; any other post asks first.
-    if (formField(request, 'confirm') !== '1') return askToRevoke(reply, who, key)
-    const revoked = await accounts.revokeKey(actorOf(who, request), key.id)
-    if (isFailure(revoked)) return refused(reply, who, 'Key not revoked', revoked)
-    return reply.redirect(`${accountPath(who.account.id, 'keys')}?revoked=${encodeURIComponent(key.id)}`, 303)
-  })
+  app.post<{ Params: KeyParams }>(
+    '/accounts/:accountId/keys/:keyId/revoke',
+    { schema: { hide: true }, preHandler: needs(kit, 'developer') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
+      const key = await keyOf(request, reply, who)
+      if (key === null) return reply
+      // Only the confirmation page's button revokes; any other post asks first.
+      if (formField(request, 'confirm') !== '1') return askToRevoke(reply, who, key)
+      const revoked = await accounts.revokeKey(actorOf(who, request), key.id)
+      if (isFailure(revoked)) return refused(reply, who, 'Key not revoked', revoked)
+      return reply.redirect(`${accountPath(who.account.id, 'keys')}?revoked=${encodeURIComponent(key.id)}`, 303)
+    },
+  )
 }

@@ -81,7 +81,7 @@ export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pe
 }
 
 /** signedIn: the signed-in user, or null after redirecting to sign-in (which brings them back here). */
-export async function signedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+async function signedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
   const current = await sessionOf(kit, request)
   if (current === null) {
     const back = request.method === 'GET' ? `?next=${encodeURIComponent(request.url.split('?')[0]!)}` : ''
@@ -96,7 +96,7 @@ export async function signedIn(kit: Kit, request: FastifyRequest, reply: Fastify
  * does not tell an account someone else's from one that does not exist, or 403 for a member
  * whose role is short) and null returned.
  */
-export async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
+async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
   const current = await signedIn(kit, request, reply)
   if (current === null) return null
   const accountId = (request.params as { accountId?: string }).accountId ?? ''
@@ -116,6 +116,63 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
     return null
   }
   return { ...current, account, role: membership.role }
+}
+
+/** What a route asks of its caller: to be signed in, to be an operator, or a role (at least) in the account of the path. */
+export type Requirement = 'signed-in' | 'operator' | Role
+
+/**
+ * The caller each route hook let through, for its handler. A WeakMap rather than a request
+ * decoration: no Fastify type is widened for every plugin, and the entry goes with the request.
+ */
+const CALLERS = new WeakMap<FastifyRequest, Current>()
+
+/**
+ * needs: the route hook (a preHandler, run after the body is parsed, as the inline checks were)
+ * that checks a route's requirement and answers when it fails, exactly as the page would have:
+ * sign-in (which brings a GET back), a 404 for an account not one's own or an operator page to
+ * anyone else, a 403 for a member whose role is short. The handler reads the caller with
+ * `caller` or `whoIn`. Form checks (CSRF, origin) stay in the handlers, after this one.
+ */
+export function needs(kit: Kit, requirement: Requirement): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
+  return async function roleCheck(request, reply) {
+    const who =
+      requirement === 'signed-in'
+        ? await signedIn(kit, request, reply)
+        : requirement === 'operator'
+          ? await asOperator(kit, request, reply)
+          : await inAccount(kit, request, reply, requirement)
+    if (who === null) return reply
+    CALLERS.set(request, who)
+    return undefined
+  }
+}
+
+/** caller: the signed-in user a route hook (`needs`) let through; a route without one is a programming error. */
+export function caller(request: FastifyRequest): Current {
+  const who = CALLERS.get(request)
+  if (who === undefined) throw new Error(`portal route ${request.routeOptions.url} reads its caller without a role check`)
+  return who
+}
+
+/** whoIn: the caller and their account and role, on a route whose hook asked for a role in the account of the path. */
+export function whoIn(request: FastifyRequest): InAccount {
+  const who = caller(request)
+  if (!isInAccount(who)) throw new Error(`portal route ${request.routeOptions.url} reads an account without an account role check`)
+  return who
+}
+
+const isInAccount = (who: Current): who is InAccount => 'account' in who && 'role' in who
+
+/** asOperator: the signed-in operator, or null once the answer is sent (sign-in, or a 404 for everyone else). */
+async function asOperator(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+  const current = await signedIn(kit, request, reply)
+  if (current === null) return null
+  if (!current.user.operator) {
+    await notFound(kit, reply, current)
+    return null
+  }
+  return current
 }
 
 /** membershipOf: the user's membership of an account; operators are owners of every account. */

@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { inAccount, sendPage } from './kit.ts'
+import { needs, sendPage, whoIn } from './kit.ts'
 import { isFailure } from '../services/outcome.ts'
 import { GROUPS, REGIONS, type Group } from '../domain/regions.ts'
 import type { Plan } from '../domain/accounts.ts'
@@ -155,9 +155,8 @@ ${GROUPS.map((g) => html`<dt>${GROUP_NAMES[g]} call</dt><dd>${plan.weights[g] ==
 export default async function usagePages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { accounts, config } = kit
 
-  app.get('/accounts/:accountId/usage', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
+  app.get('/accounts/:accountId/usage', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+    const here = whoIn(request)
     const days = periodOf(request.query)
     if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
     const id = here.account.id
@@ -210,9 +209,8 @@ ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No c
     })
   })
 
-  app.get('/accounts/:accountId/usage/keys', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
+  app.get('/accounts/:accountId/usage/keys', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+    const here = whoIn(request)
     const days = periodOf(request.query)
     if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
     const pageNo = pageOf(request.query)
@@ -254,9 +252,8 @@ ${pageNo < pages ? link(pageNo + 1, 'Less used keys', 'next') : ''}
     })
   })
 
-  app.get('/accounts/:accountId/usage.csv', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
+  app.get('/accounts/:accountId/usage.csv', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+    const here = whoIn(request)
     const q = request.query as Record<string, unknown>
     const text = (name: string, fallback: string) => (q[name] === undefined || q[name] === '' ? fallback : typeof q[name] === 'string' ? q[name] : null)
     const now = kit.now()

@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formField, formOk, inAccount, notFound, sendPage } from './kit.ts'
+import { actorOf, csrfField, formExpired, formField, formOk, needs, notFound, sendPage, whoIn } from './kit.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { EVENT_TYPES } from '../domain/events.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
@@ -114,75 +114,86 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
     return found
   }
 
-  app.get<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    return listPage(
-      reply,
-      who,
-      (request.query as { deleted?: unknown }).deleted === '1'
-        ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` }
-        : {},
-    )
-  })
+  app.get<{ Params: { accountId: string } }>(
+    '/accounts/:accountId/webhooks',
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      return listPage(
+        reply,
+        who,
+        (request.query as { deleted?: unknown }).deleted === '1'
+          ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` }
+          : {},
+      )
+    },
+  )
 
-  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    const base = accountPath(who.account.id, 'webhooks')
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
-    const url = formField(request, 'url')
-    const types = listOf(request, 'eventTypes')
-    const made = await webhooks.create(actorOf(who, request), who.account.id, { url, eventTypes: types.length === 0 ? null : types })
-    if (isFailure(made)) {
-      if (made.failure !== 'invalid') return refused(reply, who, 'Endpoint not added', made)
-      return listPage(reply, who, { status: 422, url, types, problem: `${made.message}.` })
-    }
-    return sendPage(kit, reply, {
-      title: 'Endpoint added',
-      current: who,
-      status: 201,
-      account: here(who),
-      body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
+  app.post<{ Params: { accountId: string } }>(
+    '/accounts/:accountId/webhooks',
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      const base = accountPath(who.account.id, 'webhooks')
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
+      const url = formField(request, 'url')
+      const types = listOf(request, 'eventTypes')
+      const made = await webhooks.create(actorOf(who, request), who.account.id, { url, eventTypes: types.length === 0 ? null : types })
+      if (isFailure(made)) {
+        if (made.failure !== 'invalid') return refused(reply, who, 'Endpoint not added', made)
+        return listPage(reply, who, { status: 422, url, types, problem: `${made.message}.` })
+      }
+      return sendPage(kit, reply, {
+        title: 'Endpoint added',
+        current: who,
+        status: 201,
+        account: here(who),
+        body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
 <p><strong>Its signing secret is shown this once.</strong> Keep it with the receiving code, which verifies each delivery with it:</p>
 <pre class="secret" id="secret">${made.secret}</pre>
 <p><a href="${base}">Back to the webhooks</a></p>`,
-    })
-  })
+      })
+    },
+  )
 
-  app.get<{ Params: Params }>('/accounts/:accountId/webhooks/:webhookId/delete', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    const endpoint = await endpointOf(request, reply, who)
-    if (endpoint === null) return reply
-    const base = accountPath(who.account.id, 'webhooks')
-    return sendPage(kit, reply, {
-      title: 'Delete an endpoint',
-      current: who,
-      account: here(who),
-      body: html`<p>Delete the endpoint ${endpoint.url}? It receives no further event, and deliveries still pending are cancelled.</p>
+  app.get<{ Params: Params }>(
+    '/accounts/:accountId/webhooks/:webhookId/delete',
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      const endpoint = await endpointOf(request, reply, who)
+      if (endpoint === null) return reply
+      const base = accountPath(who.account.id, 'webhooks')
+      return sendPage(kit, reply, {
+        title: 'Delete an endpoint',
+        current: who,
+        account: here(who),
+        body: html`<p>Delete the endpoint ${endpoint.url}? It receives no further event, and deliveries still pending are cancelled.</p>
 <form method="post" action="${base}/${encodeURIComponent(endpoint.id)}/delete">${csrfField(kit, who)}<input type="hidden" name="confirm" value="1">
 <button type="submit">Delete the endpoint</button> <a href="${base}">Keep it</a></form>`,
-    })
-  })
+      })
+    },
+  )
 
-  app.post<{ Params: Params }>('/accounts/:accountId/webhooks/:webhookId/delete', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'admin')
-    if (who === null) return reply
-    const base = accountPath(who.account.id, 'webhooks')
-    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
-    if (formField(request, 'confirm') !== '1') return reply.redirect(`${base}/${encodeURIComponent(request.params.webhookId)}/delete`, 303)
-    const deleted = await webhooks.remove(actorOf(who, request), who.account.id, request.params.webhookId)
-    if (isFailure(deleted)) return refused(reply, who, 'Endpoint not deleted', deleted)
-    return reply.redirect(`${base}?deleted=1`, 303)
-  })
+  app.post<{ Params: Params }>(
+    '/accounts/:accountId/webhooks/:webhookId/delete',
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
+    async (request, reply) => {
+      const who = whoIn(request)
+      const base = accountPath(who.account.id, 'webhooks')
+      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
+      if (formField(request, 'confirm') !== '1') return reply.redirect(`${base}/${encodeURIComponent(request.params.webhookId)}/delete`, 303)
+      const deleted = await webhooks.remove(actorOf(who, request), who.account.id, request.params.webhookId)
+      if (isFailure(deleted)) return refused(reply, who, 'Endpoint not deleted', deleted)
+      return reply.redirect(`${base}?deleted=1`, 303)
+    },
+  )
 
   app.get<{ Params: Params; Querystring: { after?: unknown } }>(
     '/accounts/:accountId/webhooks/:webhookId/deliveries',
-    { schema: { hide: true } },
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
     async (request, reply) => {
-      const who = await inAccount(kit, request, reply, 'admin')
-      if (who === null) return reply
+      const who = whoIn(request)
       const endpoint = await endpointOf(request, reply, who)
       if (endpoint === null) return reply
       const after = typeof request.query.after === 'string' && /^evt_[0-9a-f]{22}$/.test(request.query.after) ? request.query.after : undefined
@@ -205,10 +216,9 @@ ${page.next === null ? '' : html`<p><a href="${path}?after=${encodeURIComponent(
 
   app.post<{ Params: Params & { deliveryId: string } }>(
     '/accounts/:accountId/webhooks/:webhookId/deliveries/:deliveryId/resend',
-    { schema: { hide: true } },
+    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
     async (request, reply) => {
-      const who = await inAccount(kit, request, reply, 'admin')
-      if (who === null) return reply
+      const who = whoIn(request)
       const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(request.params.webhookId)}/deliveries`
       if (!formOk(kit, request, who)) return formExpired(kit, reply, who, path)
       const resent = await webhooks.resend(actorOf(who, request), who.account.id, request.params.webhookId, request.params.deliveryId)

@@ -7,12 +7,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
-import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
 import type { PlanInput } from '../../services/accounts.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import { ACCOUNT_STATUSES, type AccountStatus, type Plan } from '../../domain/accounts.ts'
 import type { Account, Subscription } from '../../domain/accounts.ts'
-import { alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { alert, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 const path = (account: Pick<Account, 'id'>) => `/portal/operator/accounts/${encodeURIComponent(account.id)}`
 
@@ -164,8 +164,7 @@ export default async function operatorAccounts(app: FastifyInstance, kit: Kit): 
   const { accounts } = kit
 
   app.get('/operator/accounts', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const name = query(request, 'name')
     const wanted = query(request, 'status')
     const status = ACCOUNT_STATUSES.includes(wanted as AccountStatus) ? (wanted as AccountStatus) : undefined
@@ -218,14 +217,13 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
   }
 
   app.get('/operator/accounts/:accountId', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const account = await accountOf(request, reply, current)
     return account === null ? reply : accountPage(kit, request, reply, current, account)
   })
 
   app.post('/operator/accounts/:accountId/status', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
     if (current === null) return reply
     const account = await accountOf(request, reply, current)
     if (account === null) return reply
@@ -245,7 +243,7 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
   })
 
   app.post('/operator/accounts/:accountId/plan', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
     if (current === null) return reply
     const account = await accountOf(request, reply, current)
     if (account === null) return reply
@@ -260,7 +258,7 @@ ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? ''
   })
 
   app.post('/operator/accounts/:accountId/plan/reset', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
     if (current === null) return reply
     const account = await accountOf(request, reply, current)
     if (account === null) return reply

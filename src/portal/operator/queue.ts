@@ -6,19 +6,18 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
-import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
 import { isFailure } from '../../services/outcome.ts'
 import type { User } from '../../domain/portal.ts'
 import * as mail from '../../mail/templates.ts'
 import { decisionForms } from './accounts.ts'
-import { alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { alert, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 export default async function operatorQueues(app: FastifyInstance, kit: Kit): Promise<void> {
   const { users, accounts } = kit
 
   app.get('/operator/sign-ups', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'sign-ups', 'Sign-ups', () =>
       users.admin.pendingSignUps({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }),
@@ -71,7 +70,7 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`,
 
   for (const verb of ['approve', 'refuse'] as const) {
     app.post(`/operator/sign-ups/:userId/${verb}`, { schema: { hide: true } }, async (request, reply) => {
-      const current = await operatorForm(kit, request, reply, '/portal/operator/sign-ups')
+      const current = operatorForm(kit, request, reply, '/portal/operator/sign-ups')
       if (current === null) return reply
       const outcome = await decideUser(request, current, verb)
       if (outcome === 'gone') return notFound(kit, reply, current)
@@ -91,8 +90,7 @@ ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`,
   }
 
   app.get('/operator/subscriptions', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'subscriptions', 'Subscription requests', () =>
       accounts.listPendingSubscriptions({ limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }),
@@ -124,7 +122,7 @@ ${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`,
   })
 
   app.post('/operator/subscriptions/decide', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/subscriptions')
+    const current = operatorForm(kit, request, reply, '/portal/operator/subscriptions')
     if (current === null) return reply
     const accountId = formField(request, 'accountId')
     const decision = formField(request, 'decision')

@@ -7,12 +7,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../html.ts'
 import type { Current, Kit } from '../kit.ts'
-import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
 import type { FactorUserState } from '../../services/factors.ts'
 import { isFailure } from '../../services/outcome.ts'
 import { MAX_USER_CURSOR } from '../../domain/user-ids.ts'
 import type { Account } from '../../domain/accounts.ts'
-import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { alert, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 type Params = { accountId: string; userID: string }
 
@@ -58,8 +58,7 @@ export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit):
   }
 
   app.get('/operator/accounts/:accountId/totp-users', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const account = await accountOf(request, reply, current)
     if (account === null) return reply
     const after = query(request, 'after', MAX_USER_CURSOR)
@@ -107,8 +106,7 @@ ${nextLink(usersPath(account), found.next, {}, 'Next users')}`,
   }
 
   app.get('/operator/accounts/:accountId/totp-users/:userID', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const found = await userOf(request, reply, current)
     if (found === null) return reply
     const { account, user } = found
@@ -141,7 +139,7 @@ ${factorTable(user)}
   })
 
   app.post('/operator/accounts/:accountId/totp-users/:userID/unlock', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
     if (current === null) return reply
     const found = await userOf(request, reply, current)
     if (found === null) return reply
@@ -160,7 +158,7 @@ ${factorTable(user)}
   })
 
   app.post('/operator/accounts/:accountId/totp-users/:userID/delete', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
+    const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
     if (current === null) return reply
     const found = await userOf(request, reply, current)
     if (found === null) return reply

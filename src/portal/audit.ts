@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { needs, sendPage, whoIn } from './kit.ts'
+import { pageRoute, sendPage, whoIn } from './kit.ts'
 import { CursorError } from '../domain/errors.ts'
 import type { AuditEvent } from '../domain/accounts.ts'
 
@@ -100,7 +100,7 @@ export default async function auditPages(app: FastifyInstance, kit: Kit): Promis
       body: html`<p class="error" role="alert">${message}. <a href="/portal/accounts/${encodeURIComponent(here.account.id)}/audit">Show the latest events</a>.</p>`,
     })
 
-  app.get('/accounts/:accountId/audit', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+  app.get('/accounts/:accountId/audit', pageRoute(kit, 'viewer'), async (request, reply) => {
     const here = whoIn(request)
     const q = request.query as Record<string, unknown>
     const action = q.action === undefined ? '' : q.action

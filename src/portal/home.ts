@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify'
 import { html } from './html.ts'
 import type { Kit } from './kit.ts'
-import { actorOf, caller, csrfField, formExpired, formField, formOk, needs, sendPage, sessionOf } from './kit.ts'
+import { actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from './kit.ts'
 import { isFailure } from '../services/outcome.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
@@ -15,7 +15,7 @@ export default async function homePages(app: FastifyInstance, kit: Kit): Promise
     reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303),
   )
 
-  app.get('/home', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.get('/home', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = caller(request)
     const memberships = await team.memberships(current.user.id)
     const owned = memberships.filter((m) => m.role === 'owner').length
@@ -44,7 +44,7 @@ ${csrfField(kit, current)}
     })
   })
 
-  app.post('/accounts', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/accounts', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = caller(request)
     if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
     const ctx = actorOf(current, request)

@@ -75,105 +75,109 @@ ${problem === null ? '' : html`<p class="error" id="password-error" role="alert"
 
 const startPage = (found: Found) => `/portal/accounts/${encodeURIComponent(found.account.id)}/start`
 
-export default async function invitationPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { team, config } = kit
-  const secure = config.portalSecureCookies
+/** acceptSignedIn: a signed-in user joins the account of the invitation, when it was sent to their address. */
+async function acceptSignedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current): Promise<FastifyReply> {
+  if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
+  const found = await find(kit, request)
+  if (found === null) return deadLink(kit, reply, current)
+  // The address is checked before the invitation is used up: someone else's click must not spend it.
+  const joined = await kit.team.join(actorOf(current, request), current.user, found)
+  if (isFailure(joined) && joined.refusal === 'wrong-address') {
+    return sendPage(kit, reply, {
+      title: `Invitation to ${found.account.name}`,
+      status: 403,
+      current,
+      body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>`,
+    })
+  }
+  if (isFailure(joined)) return deadLink(kit, reply, current)
+  return reply.redirect(startPage(found), 303)
+}
 
-  app.get('/invitations/accept', { schema: { hide: true } }, async (request, reply) => {
-    const current = await sessionOf(kit, request)
-    const found = await find(kit, request)
-    if (found === null) return deadLink(kit, reply, current)
-    const title = `Invitation to ${found.account.name}`
-    if (current !== null && emailKey(current.user.email) === emailKey(found.invitation.email)) {
-      return sendPage(kit, reply, {
-        title,
-        current,
-        body: html`${what(found)}
+/** GET: the invitation of the link, with what its reader can do: join (signed in as its address), sign out (signed in as another), sign in, or choose a password. */
+async function invitationPage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = await sessionOf(kit, request)
+  const found = await find(kit, request)
+  if (found === null) return deadLink(kit, reply, current)
+  const title = `Invitation to ${found.account.name}`
+  if (current !== null && emailKey(current.user.email) === emailKey(found.invitation.email)) {
+    return sendPage(kit, reply, {
+      title,
+      current,
+      body: html`${what(found)}
 <form method="post" action="/portal${ACCEPT}">${csrfField(kit, current)}${hidden(found)}<button type="submit">${join(found)}</button></form>`,
-      })
-    }
-    if (current !== null) {
-      return sendPage(kit, reply, {
-        title,
-        current,
-        body: html`${what(found)}
+    })
+  }
+  if (current !== null) {
+    return sendPage(kit, reply, {
+      title,
+      current,
+      body: html`${what(found)}
 <p role="alert">You are signed in as ${current.user.email}, but this invitation was sent to another address. Sign out, then open the link again and sign in as ${found.invitation.email}.</p>
 <form method="post" action="/portal/sign-out">${csrfField(kit, current)}<button type="submit" class="secondary">Sign out ${current.user.email}</button></form>`,
-      })
-    }
-    if (await team.hasSignIn(found.invitation.email)) {
-      return sendPage(kit, reply, {
-        title,
-        body: html`${what(found)}
-<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a> as ${found.invitation.email}.</p>`,
-      })
-    }
-    return sendPage(kit, reply, { title, body: newUserForm(found, preSessionCsrf(kit, request, reply)) })
-  })
-
-  app.post('/invitations/accept', { schema: { hide: true } }, async (request, reply) => {
-    const current = await sessionOf(kit, request)
-    if (current !== null) return acceptSignedIn(request, reply, current)
-    if (!signedOutFormOk(kit, request)) {
-      return sendPage(kit, reply, {
-        title: 'Form expired',
-        status: 403,
-        body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>`,
-      })
-    }
-    const found = await find(kit, request)
-    if (found === null) return deadLink(kit, reply, null)
-    if (await team.hasSignIn(found.invitation.email)) {
-      return sendPage(kit, reply, {
-        title: `Invitation to ${found.account.name}`,
-        status: 409,
-        body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
-<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>`,
-      })
-    }
-    const password = param(request, 'password')
-    // The rule first: a password refused does not use the invitation up; nor does a hash refused when too many run.
-    const bad = checkPassword(password)
-    if (bad !== null)
-      return sendPage(kit, reply, {
-        title: `Invitation to ${found.account.name}`,
-        status: 422,
-        body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`),
-      })
-    const passwordHash = await kit.passwords.hash(password)
-    const session = newSessionToken()
-    const userAgent = typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 256) : null
-    const user = await team.signUpAndJoin(found, { passwordHash, sessionIdHash: session.idHash, ip: request.ip, userAgent })
-    if (isFailure(user)) {
-      if (user.refusal === 'no-invitation') return deadLink(kit, reply, null)
-      // Someone created a sign-in for this address since the page was shown.
-      return sendPage(kit, reply, {
-        title: `Invitation to ${found.account.name}`,
-        status: 409,
-        body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>`,
-      })
-    }
-    // A new session for a user who just proved their address and chose a password; the pre-session ends.
-    const cookie = setCookie(SESSION_COOKIE, session.token, secure, Math.floor(kit.sessionTtlMs / 1000))
-    reply.header('set-cookie', [cookie, setCookie(PRESESSION_COOKIE, '', secure, 0)])
-    return reply.redirect(startPage(found), 303)
-  })
-
-  async function acceptSignedIn(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<FastifyReply> {
-    if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
-    const found = await find(kit, request)
-    if (found === null) return deadLink(kit, reply, current)
-    // The address is checked before the invitation is used up: someone else's click must not spend it.
-    const joined = await team.join(actorOf(current, request), current.user, found)
-    if (isFailure(joined) && joined.refusal === 'wrong-address') {
-      return sendPage(kit, reply, {
-        title: `Invitation to ${found.account.name}`,
-        status: 403,
-        current,
-        body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>`,
-      })
-    }
-    if (isFailure(joined)) return deadLink(kit, reply, current)
-    return reply.redirect(startPage(found), 303)
+    })
   }
+  if (await kit.team.hasSignIn(found.invitation.email)) {
+    return sendPage(kit, reply, {
+      title,
+      body: html`${what(found)}
+<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a> as ${found.invitation.email}.</p>`,
+    })
+  }
+  return sendPage(kit, reply, { title, body: newUserForm(found, preSessionCsrf(kit, request, reply)) })
+}
+
+/** POST: join the account, signed in; or, signed out, make the invited address's sign-in and join. */
+async function acceptInvitation(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = await sessionOf(kit, request)
+  if (current !== null) return acceptSignedIn(kit, request, reply, current)
+  if (!signedOutFormOk(kit, request)) {
+    return sendPage(kit, reply, {
+      title: 'Form expired',
+      status: 403,
+      body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. Open the link from the email again.</p>`,
+    })
+  }
+  const found = await find(kit, request)
+  if (found === null) return deadLink(kit, reply, null)
+  if (await kit.team.hasSignIn(found.invitation.email)) {
+    return sendPage(kit, reply, {
+      title: `Invitation to ${found.account.name}`,
+      status: 409,
+      body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
+<p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>`,
+    })
+  }
+  const password = param(request, 'password')
+  // The rule first: a password refused does not use the invitation up; nor does a hash refused when too many run.
+  const bad = checkPassword(password)
+  if (bad !== null)
+    return sendPage(kit, reply, {
+      title: `Invitation to ${found.account.name}`,
+      status: 422,
+      body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`),
+    })
+  const passwordHash = await kit.passwords.hash(password)
+  const session = newSessionToken()
+  const userAgent = typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 256) : null
+  const user = await kit.team.signUpAndJoin(found, { passwordHash, sessionIdHash: session.idHash, ip: request.ip, userAgent })
+  if (isFailure(user)) {
+    if (user.refusal === 'no-invitation') return deadLink(kit, reply, null)
+    // Someone created a sign-in for this address since the page was shown.
+    return sendPage(kit, reply, {
+      title: `Invitation to ${found.account.name}`,
+      status: 409,
+      body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>`,
+    })
+  }
+  // A new session for a user who just proved their address and chose a password; the pre-session ends.
+  const cookie = setCookie(SESSION_COOKIE, session.token, kit.config.portalSecureCookies, Math.floor(kit.sessionTtlMs / 1000))
+  reply.header('set-cookie', [cookie, setCookie(PRESESSION_COOKIE, '', kit.config.portalSecureCookies, 0)])
+  return reply.redirect(startPage(found), 303)
+}
+
+export default async function invitationPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  app.get('/invitations/accept', { schema: { hide: true } }, (request, reply) => invitationPage(kit, request, reply))
+
+  app.post('/invitations/accept', { schema: { hide: true } }, (request, reply) => acceptInvitation(kit, request, reply))
 }

@@ -148,6 +148,11 @@ export function needs(kit: Kit, requirement: Requirement): (request: FastifyRequ
   }
 }
 
+/** pageRoute: a portal page's route options: hidden from the API documents, behind the route hook of its requirement. */
+export function pageRoute(kit: Kit, requirement: Requirement): { schema: { hide: true }; preHandler: ReturnType<typeof needs> } {
+  return { schema: { hide: true }, preHandler: needs(kit, requirement) }
+}
+
 /** caller: the signed-in user a route hook (`needs`) let through; a route without one is a programming error. */
 export function caller(request: FastifyRequest): Current {
   const who = CALLERS.get(request)

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
-import { caller, formField, formOk, needs, sendPage, sessionOf } from './kit.ts'
+import { caller, formField, formOk, pageRoute, sendPage, sessionOf } from './kit.ts'
 import { safeNext } from './auth.ts'
 import { csrfToken, SESSION_COOKIE, setCookie } from './session.ts'
 import { RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
@@ -111,20 +111,16 @@ export default async function secondFactorPages(app: FastifyInstance, kit: Kit):
     return reply.redirect(factor === 'recovery-code' ? `/portal/two-factor/recovered${nextQuery(next)}` : next, 303)
   })
 
-  app.get<{ Querystring: { next?: string } }>(
-    '/two-factor/recovered',
-    { schema: { hide: true }, preHandler: needs(kit, 'signed-in') },
-    async (request, reply) => {
-      const current = caller(request)
-      const left = await users.sessions.recoveryCodesLeft(current.user.id)
-      return sendPage(kit, reply, {
-        title: 'Signed in with a recovery code',
-        current,
-        body: html`
+  app.get<{ Querystring: { next?: string } }>('/two-factor/recovered', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
+    const left = await users.sessions.recoveryCodesLeft(current.user.id)
+    return sendPage(kit, reply, {
+      title: 'Signed in with a recovery code',
+      current,
+      body: html`
 <p class="${left <= 3 ? 'error' : 'notice'}" role="status">You are signed in. That recovery code cannot be used again: you have ${left} of ${RECOVERY_CODE_COUNT} left.</p>
 <p>${left <= 3 ? 'Make new ones soon, ' : 'If you have lost your phone, '}on the <a href="/portal/security">Security page</a>: with your password you can make new recovery codes, or turn two-factor sign-in off and set it up again on a new phone.</p>
 <p><a href="${safeNext(request.query.next)}">Continue</a></p>`,
-      })
-    },
-  )
+    })
+  })
 }

@@ -9,7 +9,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from './html.ts'
 import type { Current, Kit } from './kit.ts'
-import { actorOf, caller, csrfField, formExpired, formOk, needs, sendPage } from './kit.ts'
+import { actorOf, caller, csrfField, formExpired, formOk, pageRoute, sendPage } from './kit.ts'
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
 import type { VerifyOutcome } from '../totp/verify.ts'
 import { isFailure } from '../services/outcome.ts'
@@ -197,13 +197,13 @@ export default async function securityPages(app: FastifyInstance, kit: Kit): Pro
 function passwordPages(app: FastifyInstance, kit: Kit): void {
   const { users } = kit
 
-  app.get<{ Querystring: { notice?: string } }>('/security', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.get<{ Querystring: { notice?: string } }>('/security', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = caller(request)
     const notice = typeof request.query.notice === 'string' ? (NOTICES[request.query.notice] ?? null) : null
     return securityPage(kit, reply, current, { notice })
   })
 
-  app.post('/security/password', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/password', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     const changed = await users.security.changePassword(
@@ -223,7 +223,7 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
     return reply.redirect('/portal/security?notice=password', 303)
   })
 
-  app.post('/security/sign-out-others', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/sign-out-others', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     await users.sessions.signOutOthers(actorOf(current, request), current)
@@ -235,14 +235,14 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
 function twoFactorPages(app: FastifyInstance, kit: Kit): void {
   const { users } = kit
 
-  app.post('/security/two-factor/setup', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/two-factor/setup', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     const set = await users.security.setUpTwoFactor(current)
     return 'kind' in set ? misstep(reply, set) : reply.redirect('/portal/security/two-factor/setup', 303)
   })
 
-  app.get('/security/two-factor/setup', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.get('/security/two-factor/setup', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = caller(request)
     const { totpSecret, totpEnabledAt, emailVerifiedAt } = current.user
     if (totpSecret === null || totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
@@ -251,7 +251,7 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return enrolPage(kit, reply, current, totpSecret)
   })
 
-  app.post('/security/two-factor/enable', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/two-factor/enable', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     const on = await users.security.enableTwoFactor(
@@ -265,7 +265,7 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return enrolPage(kit, reply, current, current.user.totpSecret!, refusedProof(reply, on.kind === 'password' ? 'enable-password' : 'totp-code', on))
   })
 
-  app.post('/security/recovery-codes', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/recovery-codes', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     const made = await users.security.newRecoveryCodes(current, rawField(request, 'regen-proof'), request.ip)
@@ -276,7 +276,7 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return securityPage(kit, reply, current, { status: problem.status, problem })
   })
 
-  app.post('/security/two-factor/off', { schema: { hide: true }, preHandler: needs(kit, 'signed-in') }, async (request, reply) => {
+  app.post('/security/two-factor/off', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
     const off = await users.security.disableTwoFactor(current, rawField(request, 'off-password'), request.ip)

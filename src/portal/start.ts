@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { atLeast, needs, sendPage, whoIn } from './kit.ts'
+import { atLeast, pageRoute, sendPage, whoIn } from './kit.ts'
 import type { Group } from '../domain/regions.ts'
 import type { Subscription } from '../domain/accounts.ts'
 import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
@@ -70,21 +70,18 @@ ${
     return steps.length === 0 ? null : html`<h2>First</h2><ol>${steps}</ol>`
   }
 
-  app.get<{ Params: { accountId: string } }>(
-    '/accounts/:accountId/start',
-    { schema: { hide: true }, preHandler: needs(kit, 'viewer') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const [subs, keys] = await Promise.all([accounts.listSubscriptions(who.account.id), accounts.listKeys(who.account.id)])
-      const live = liveKeys(keys, kit.now()).length
-      const active = subs.filter((s) => s.status === 'active')
-      const pending = subs.filter((s) => s.status === 'pending').length
-      const first = firstSteps(who, active, pending, live)
-      return sendPage(kit, reply, {
-        title: 'Getting started',
-        current: who,
-        account: { id: who.account.id, name: who.account.name, here: 'start' },
-        body: html`<p>Each call to the API carries one of this account’s keys in the <code>x-api-key</code> header, and goes to the base URL of a region the account is subscribed in.</p>
+  app.get<{ Params: { accountId: string } }>('/accounts/:accountId/start', pageRoute(kit, 'viewer'), async (request, reply) => {
+    const who = whoIn(request)
+    const [subs, keys] = await Promise.all([accounts.listSubscriptions(who.account.id), accounts.listKeys(who.account.id)])
+    const live = liveKeys(keys, kit.now()).length
+    const active = subs.filter((s) => s.status === 'active')
+    const pending = subs.filter((s) => s.status === 'pending').length
+    const first = firstSteps(who, active, pending, live)
+    return sendPage(kit, reply, {
+      title: 'Getting started',
+      current: who,
+      account: { id: who.account.id, name: who.account.name, here: 'start' },
+      body: html`<p>Each call to the API carries one of this account’s keys in the <code>x-api-key</code> header, and goes to the base URL of a region the account is subscribed in.</p>
 ${first ?? ''}
 <h2>Your first call</h2>
 ${
@@ -98,7 +95,6 @@ ${
 <li><a href="${accountPath(who.account.id, 'subscriptions')}">Subscriptions</a>: the API groups and regions this account may call.</li>
 <li><a href="/docs">API reference</a>: every route, its fields and its answers.</li>
 </ul>`,
-      })
-    },
-  )
+    })
+  })
 }

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, needs, sendPage, whoIn } from './kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from './kit.ts'
 import { isFailure } from '../services/outcome.ts'
 import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 import type { Subscription, SubscriptionStatus } from '../domain/accounts.ts'
@@ -90,7 +90,7 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
 
   app.get<{ Params: { accountId: string }; Querystring: { changed?: string } }>(
     '/accounts/:accountId/subscriptions',
-    { schema: { hide: true }, preHandler: needs(kit, 'viewer') },
+    pageRoute(kit, 'viewer'),
     async (request, reply) => {
       const who = whoIn(request)
       const [region, group] = typeof request.query.changed === 'string' ? request.query.changed.split('.') : []
@@ -101,27 +101,23 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
     },
   )
 
-  app.post<{ Params: { accountId: string } }>(
-    '/accounts/:accountId/subscriptions',
-    { schema: { hide: true }, preHandler: needs(kit, 'developer') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'subscriptions'))
-      const region = formField(request, 'region')
-      const group = formField(request, 'group')
-      const from = FROM[formField(request, 'action')]
-      const problem = (text: string) =>
-        subscriptionsPage(reply, who, { status: 422, message: html`<p class="error" role="alert">Nothing was changed: ${text}</p>` })
-      if (!isRegion(region) || !isGroup(group) || from === undefined) return problem('that request named no region, API group and action this page offers.')
-      const current = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
-      if (current === 'not-served') return problem(`${GROUP_NAMES[group]} is not offered in ${region}.`)
-      const back = `${accountPath(who.account.id, 'subscriptions')}?changed=${region}.${group}`
-      // Someone else changed it meanwhile (an operator's approval, another tab): say how it is now, change nothing.
-      if (current !== from) return reply.redirect(back, 303)
-      const next = from === 'inactive' ? (operator ? 'pending' : 'active') : 'inactive'
-      const set = await accounts.setSubscription(actorOf(who, request), who.account.id, region, group, next)
-      if (isFailure(set)) return problem(`${set.message}.`)
-      return reply.redirect(back, 303)
-    },
-  )
+  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/subscriptions', pageRoute(kit, 'developer'), async (request, reply) => {
+    const who = whoIn(request)
+    if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'subscriptions'))
+    const region = formField(request, 'region')
+    const group = formField(request, 'group')
+    const from = FROM[formField(request, 'action')]
+    const problem = (text: string) =>
+      subscriptionsPage(reply, who, { status: 422, message: html`<p class="error" role="alert">Nothing was changed: ${text}</p>` })
+    if (!isRegion(region) || !isGroup(group) || from === undefined) return problem('that request named no region, API group and action this page offers.')
+    const current = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
+    if (current === 'not-served') return problem(`${GROUP_NAMES[group]} is not offered in ${region}.`)
+    const back = `${accountPath(who.account.id, 'subscriptions')}?changed=${region}.${group}`
+    // Someone else changed it meanwhile (an operator's approval, another tab): say how it is now, change nothing.
+    if (current !== from) return reply.redirect(back, 303)
+    const next = from === 'inactive' ? (operator ? 'pending' : 'active') : 'inactive'
+    const set = await accounts.setSubscription(actorOf(who, request), who.account.id, region, group, next)
+    if (isFailure(set)) return problem(`${set.message}.`)
+    return reply.redirect(back, 303)
+  })
 }

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, needs, sendPage, whoIn } from './kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from './kit.ts'
 import type { Member, Role } from '../domain/portal.ts'
 import { isFailure } from '../services/outcome.ts'
 import { INVITE_TTL_MS, mayManage, rolesOffered, type TeamFailure } from '../services/team.ts'
@@ -177,13 +177,13 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
 
   type Params = { Params: { accountId: string }; Querystring: { done?: string } }
 
-  app.get<Params>('/accounts/:accountId/team', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+  app.get<Params>('/accounts/:accountId/team', pageRoute(kit, 'viewer'), async (request, reply) => {
     const ctx = whoIn(request)
     const notice = typeof request.query.done === 'string' ? DONE[request.query.done] : undefined
     return render(kit, reply, ctx, notice === undefined ? {} : { notice })
   })
 
-  app.post<Params>('/accounts/:accountId/team/invite', { schema: { hide: true }, preHandler: needs(kit, 'admin') }, async (request, reply) => {
+  app.post<Params>('/accounts/:accountId/team/invite', pageRoute(kit, 'admin'), async (request, reply) => {
     const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const email = formField(request, 'email').slice(0, MAX_EMAIL + 1)
@@ -207,21 +207,21 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
     return done(reply, ctx, 'invited')
   })
 
-  app.post<Params>('/accounts/:accountId/team/role', { schema: { hide: true }, preHandler: needs(kit, 'admin') }, async (request, reply) => {
+  app.post<Params>('/accounts/:accountId/team/role', pageRoute(kit, 'admin'), async (request, reply) => {
     const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const changed = await team.changeRole(actorOf(ctx, request), ctx.account.id, ctx.role, formField(request, 'user'), formField(request, 'role'))
     return isFailure(changed) ? refusedChange(kit, reply, ctx, changed) : done(reply, ctx, 'role')
   })
 
-  app.post<Params>('/accounts/:accountId/team/remove', { schema: { hide: true }, preHandler: needs(kit, 'admin') }, async (request, reply) => {
+  app.post<Params>('/accounts/:accountId/team/remove', pageRoute(kit, 'admin'), async (request, reply) => {
     const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const removed = await team.remove(actorOf(ctx, request), ctx.account.id, ctx.role, formField(request, 'user'))
     return isFailure(removed) ? refusedChange(kit, reply, ctx, removed) : done(reply, ctx, 'removed')
   })
 
-  app.post<Params>('/accounts/:accountId/team/cancel', { schema: { hide: true }, preHandler: needs(kit, 'admin') }, async (request, reply) => {
+  app.post<Params>('/accounts/:accountId/team/cancel', pageRoute(kit, 'admin'), async (request, reply) => {
     const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const cancelled = await team.cancelInvitation(actorOf(ctx, request), ctx.account.id, formField(request, 'email'))
@@ -229,7 +229,7 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
     return done(reply, ctx, 'cancelled')
   })
 
-  app.post<Params>('/accounts/:accountId/team/leave', { schema: { hide: true }, preHandler: needs(kit, 'viewer') }, async (request, reply) => {
+  app.post<Params>('/accounts/:accountId/team/leave', pageRoute(kit, 'viewer'), async (request, reply) => {
     const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const left = await team.leave(actorOf(ctx, request), ctx.account.id, ctx.user, ctx.role)

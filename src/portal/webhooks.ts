@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from './html.ts'
 import type { InAccount, Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formField, formOk, needs, notFound, sendPage, whoIn } from './kit.ts'
+import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from './kit.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { EVENT_TYPES } from '../domain/events.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
@@ -68,162 +68,174 @@ function listOf(request: FastifyRequest, name: string): string[] {
   return all.filter((v): v is string => typeof v === 'string').slice(0, EVENT_TYPES.length + 1)
 }
 
-export default async function webhookPages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { webhooks } = kit
-  const here = (who: InAccount) => ({ id: who.account.id, name: who.account.name, here: 'webhooks' as const })
+/** here: the webhooks page's entry in the account's navigation. */
+const here = (who: InAccount) => ({ id: who.account.id, name: who.account.name, here: 'webhooks' as const })
 
-  async function listPage(
-    reply: FastifyReply,
-    who: InAccount,
-    opts: { status?: number; url?: string; types?: readonly string[]; problem?: string | null; notice?: Html | null } = {},
-  ): Promise<FastifyReply> {
-    const base = accountPath(who.account.id, 'webhooks')
-    const endpoints = await webhooks.list(who.account.id)
-    const csrf = csrfField(kit, who)
-    return sendPage(kit, reply, {
-      title: 'Webhooks',
-      current: who,
-      status: opts.status ?? 200,
-      account: here(who),
-      body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the operating guide's Webhooks section (docs/operating.md in the project) to verify their signature.</p>
+/** listPage sends the endpoints and the form that adds one (filled again after a problem). */
+async function listPage(
+  kit: Kit,
+  reply: FastifyReply,
+  who: InAccount,
+  opts: { status?: number; url?: string; types?: readonly string[]; problem?: string | null; notice?: Html | null } = {},
+): Promise<FastifyReply> {
+  const base = accountPath(who.account.id, 'webhooks')
+  const endpoints = await kit.webhooks.list(who.account.id)
+  const csrf = csrfField(kit, who)
+  return sendPage(kit, reply, {
+    title: 'Webhooks',
+    current: who,
+    status: opts.status ?? 200,
+    account: here(who),
+    body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the operating guide's Webhooks section (docs/operating.md in the project) to verify their signature.</p>
 ${
   isFailure(endpoints)
     ? ''
     : html`${endpointList(base, endpoints)}
-<p id="endpoint-count">${endpoints.length} of ${webhooks.limit} endpoints: the most this account may have${endpoints.length >= webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`
+<p id="endpoint-count">${endpoints.length} of ${kit.webhooks.limit} endpoints: the most this account may have${endpoints.length >= kit.webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`
 }
 ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}`,
-    })
-  }
+  })
+}
 
-  function refused(reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
-    const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
-    return sendPage(kit, reply, {
-      title,
-      current: who,
-      status,
-      account: here(who),
-      body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
-    })
-  }
+/** refused: a change the webhooks service turned down, told on a page of its own with the way back. */
+function refused(kit: Kit, reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
+  const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
+  return sendPage(kit, reply, {
+    title,
+    current: who,
+    status,
+    account: here(who),
+    body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
+  })
+}
 
-  /** endpointOf: the endpoint of the path, in the account of the path; otherwise a 404 is sent and null returned. */
-  async function endpointOf(request: FastifyRequest<{ Params: Params }>, reply: FastifyReply, who: InAccount): Promise<WebhookEndpoint | null> {
-    const found = await kit.webhooks.endpoint(who.account.id, request.params.webhookId)
-    if (found === null) await notFound(kit, reply, who)
-    return found
-  }
+/** endpointOf: the endpoint of the path, in the account of the path; otherwise a 404 is sent and null returned. */
+async function endpointOf(kit: Kit, request: FastifyRequest<{ Params: Params }>, reply: FastifyReply, who: InAccount): Promise<WebhookEndpoint | null> {
+  const found = await kit.webhooks.endpoint(who.account.id, request.params.webhookId)
+  if (found === null) await notFound(kit, reply, who)
+  return found
+}
 
-  app.get<{ Params: { accountId: string } }>(
-    '/accounts/:accountId/webhooks',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      return listPage(
-        reply,
-        who,
-        (request.query as { deleted?: unknown }).deleted === '1'
-          ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` }
-          : {},
-      )
-    },
+/** GET webhooks: the account's endpoints and the form that adds one. */
+async function listEndpoints(kit: Kit, request: FastifyRequest<{ Params: { accountId: string } }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  return listPage(
+    kit,
+    reply,
+    who,
+    (request.query as { deleted?: unknown }).deleted === '1'
+      ? { notice: html`<p class="notice" role="status">The endpoint is deleted: it receives nothing more.</p>` }
+      : {},
   )
+}
 
-  app.post<{ Params: { accountId: string } }>(
-    '/accounts/:accountId/webhooks',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const base = accountPath(who.account.id, 'webhooks')
-      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
-      const url = formField(request, 'url')
-      const types = listOf(request, 'eventTypes')
-      const made = await webhooks.create(actorOf(who, request), who.account.id, { url, eventTypes: types.length === 0 ? null : types })
-      if (isFailure(made)) {
-        if (made.failure !== 'invalid') return refused(reply, who, 'Endpoint not added', made)
-        return listPage(reply, who, { status: 422, url, types, problem: `${made.message}.` })
-      }
-      return sendPage(kit, reply, {
-        title: 'Endpoint added',
-        current: who,
-        status: 201,
-        account: here(who),
-        body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
+/** POST webhooks: add an endpoint, and show its signing secret once. */
+async function addEndpoint(kit: Kit, request: FastifyRequest<{ Params: { accountId: string } }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const base = accountPath(who.account.id, 'webhooks')
+  if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
+  const url = formField(request, 'url')
+  const types = listOf(request, 'eventTypes')
+  const made = await kit.webhooks.create(actorOf(who, request), who.account.id, { url, eventTypes: types.length === 0 ? null : types })
+  if (isFailure(made)) {
+    if (made.failure !== 'invalid') return refused(kit, reply, who, 'Endpoint not added', made)
+    return listPage(kit, reply, who, { status: 422, url, types, problem: `${made.message}.` })
+  }
+  return sendPage(kit, reply, {
+    title: 'Endpoint added',
+    current: who,
+    status: 201,
+    account: here(who),
+    body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
 <p><strong>Its signing secret is shown this once.</strong> Keep it with the receiving code, which verifies each delivery with it:</p>
 <pre class="secret" id="secret">${made.secret}</pre>
 <p><a href="${base}">Back to the webhooks</a></p>`,
-      })
-    },
-  )
+  })
+}
 
-  app.get<{ Params: Params }>(
-    '/accounts/:accountId/webhooks/:webhookId/delete',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const endpoint = await endpointOf(request, reply, who)
-      if (endpoint === null) return reply
-      const base = accountPath(who.account.id, 'webhooks')
-      return sendPage(kit, reply, {
-        title: 'Delete an endpoint',
-        current: who,
-        account: here(who),
-        body: html`<p>Delete the endpoint ${endpoint.url}? It receives no further event, and deliveries still pending are cancelled.</p>
+/** GET delete: the confirmation of an endpoint's deletion. */
+async function deletePage(kit: Kit, request: FastifyRequest<{ Params: Params }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const endpoint = await endpointOf(kit, request, reply, who)
+  if (endpoint === null) return reply
+  const base = accountPath(who.account.id, 'webhooks')
+  return sendPage(kit, reply, {
+    title: 'Delete an endpoint',
+    current: who,
+    account: here(who),
+    body: html`<p>Delete the endpoint ${endpoint.url}? It receives no further event, and deliveries still pending are cancelled.</p>
 <form method="post" action="${base}/${encodeURIComponent(endpoint.id)}/delete">${csrfField(kit, who)}<input type="hidden" name="confirm" value="1">
 <button type="submit">Delete the endpoint</button> <a href="${base}">Keep it</a></form>`,
-      })
-    },
-  )
+  })
+}
 
-  app.post<{ Params: Params }>(
-    '/accounts/:accountId/webhooks/:webhookId/delete',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const base = accountPath(who.account.id, 'webhooks')
-      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
-      if (formField(request, 'confirm') !== '1') return reply.redirect(`${base}/${encodeURIComponent(request.params.webhookId)}/delete`, 303)
-      const deleted = await webhooks.remove(actorOf(who, request), who.account.id, request.params.webhookId)
-      if (isFailure(deleted)) return refused(reply, who, 'Endpoint not deleted', deleted)
-      return reply.redirect(`${base}?deleted=1`, 303)
-    },
-  )
+/** POST delete: delete the endpoint, when the post is the confirmation's. */
+async function deleteEndpoint(kit: Kit, request: FastifyRequest<{ Params: Params }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const base = accountPath(who.account.id, 'webhooks')
+  if (!formOk(kit, request, who)) return formExpired(kit, reply, who, base)
+  if (formField(request, 'confirm') !== '1') return reply.redirect(`${base}/${encodeURIComponent(request.params.webhookId)}/delete`, 303)
+  const deleted = await kit.webhooks.remove(actorOf(who, request), who.account.id, request.params.webhookId)
+  if (isFailure(deleted)) return refused(kit, reply, who, 'Endpoint not deleted', deleted)
+  return reply.redirect(`${base}?deleted=1`, 303)
+}
 
-  app.get<{ Params: Params; Querystring: { after?: unknown } }>(
-    '/accounts/:accountId/webhooks/:webhookId/deliveries',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const endpoint = await endpointOf(request, reply, who)
-      if (endpoint === null) return reply
-      const after = typeof request.query.after === 'string' && /^evt_[0-9a-f]{22}$/.test(request.query.after) ? request.query.after : undefined
-      const page = await webhooks.deliveries(who.account.id, endpoint.id, { limit: PAGE, ...(after === undefined ? {} : { cursor: after }) })
-      if (isFailure(page)) return refused(reply, who, 'Deliveries', page)
-      const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(endpoint.id)}/deliveries`
-      const resent = (request.query as { resent?: unknown }).resent
-      return sendPage(kit, reply, {
-        title: 'Deliveries',
-        current: who,
-        account: here(who),
-        body: html`${typeof resent === 'string' ? html`<p class="notice" role="status">Delivery ${resent} will be sent again within seconds.</p>` : ''}
+/** GET deliveries: an endpoint's deliveries, newest first, in cursor pages. */
+async function deliveriesPage(
+  kit: Kit,
+  request: FastifyRequest<{ Params: Params; Querystring: { after?: unknown } }>,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const endpoint = await endpointOf(kit, request, reply, who)
+  if (endpoint === null) return reply
+  const after = typeof request.query.after === 'string' && /^evt_[0-9a-f]{22}$/.test(request.query.after) ? request.query.after : undefined
+  const page = await kit.webhooks.deliveries(who.account.id, endpoint.id, { limit: PAGE, ...(after === undefined ? {} : { cursor: after }) })
+  if (isFailure(page)) return refused(kit, reply, who, 'Deliveries', page)
+  const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(endpoint.id)}/deliveries`
+  const resent = (request.query as { resent?: unknown }).resent
+  return sendPage(kit, reply, {
+    title: 'Deliveries',
+    current: who,
+    account: here(who),
+    body: html`${typeof resent === 'string' ? html`<p class="notice" role="status">Delivery ${resent} will be sent again within seconds.</p>` : ''}
 <p>Deliveries to ${endpoint.url} (${typesOf(endpoint)}). A receiver drops what it has seen by the event's id, which every attempt repeats.</p>
 ${deliveryTable(page.items, path, csrfField(kit, who))}
 ${page.next === null ? '' : html`<p><a href="${path}?after=${encodeURIComponent(page.next)}">Older deliveries</a></p>`}
 <p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
-      })
-    },
+  })
+}
+
+/** POST resend: send a delivery again. */
+async function resendDelivery(kit: Kit, request: FastifyRequest<{ Params: Params & { deliveryId: string } }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(request.params.webhookId)}/deliveries`
+  if (!formOk(kit, request, who)) return formExpired(kit, reply, who, path)
+  const resent = await kit.webhooks.resend(actorOf(who, request), who.account.id, request.params.webhookId, request.params.deliveryId)
+  if (isFailure(resent)) return refused(kit, reply, who, 'Not sent again', resent)
+  return reply.redirect(`${path}?resent=${encodeURIComponent(request.params.deliveryId)}`, 303)
+}
+
+export default async function webhookPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  app.get<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', pageRoute(kit, 'admin'), (request, reply) => listEndpoints(kit, request, reply))
+
+  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/webhooks', pageRoute(kit, 'admin'), (request, reply) => addEndpoint(kit, request, reply))
+
+  app.get<{ Params: Params }>('/accounts/:accountId/webhooks/:webhookId/delete', pageRoute(kit, 'admin'), (request, reply) => deletePage(kit, request, reply))
+
+  app.post<{ Params: Params }>('/accounts/:accountId/webhooks/:webhookId/delete', pageRoute(kit, 'admin'), (request, reply) =>
+    deleteEndpoint(kit, request, reply),
+  )
+
+  app.get<{ Params: Params; Querystring: { after?: unknown } }>(
+    '/accounts/:accountId/webhooks/:webhookId/deliveries',
+    pageRoute(kit, 'admin'),
+    (request, reply) => deliveriesPage(kit, request, reply),
   )
 
   app.post<{ Params: Params & { deliveryId: string } }>(
     '/accounts/:accountId/webhooks/:webhookId/deliveries/:deliveryId/resend',
-    { schema: { hide: true }, preHandler: needs(kit, 'admin') },
-    async (request, reply) => {
-      const who = whoIn(request)
-      const path = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(request.params.webhookId)}/deliveries`
-      if (!formOk(kit, request, who)) return formExpired(kit, reply, who, path)
-      const resent = await webhooks.resend(actorOf(who, request), who.account.id, request.params.webhookId, request.params.deliveryId)
-      if (isFailure(resent)) return refused(reply, who, 'Not sent again', resent)
-      return reply.redirect(`${path}?resent=${encodeURIComponent(request.params.deliveryId)}`, 303)
-    },
+    pageRoute(kit, 'admin'),
+    (request, reply) => resendDelivery(kit, request, reply),
   )
 }

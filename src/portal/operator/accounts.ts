@@ -5,9 +5,9 @@
  * which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { PlanInput } from '../../services/accounts.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import { ACCOUNT_STATUSES, type AccountStatus, type Plan } from '../../domain/accounts.ts'

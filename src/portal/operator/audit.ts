@@ -3,9 +3,9 @@
  * (sign-ins, admin tokens), newest first, filtered by account, actor and action, in cursor pages.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from '../html.ts'
-import type { Kit } from '../kit.ts'
-import { caller } from '../kit.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { caller } from '../web/kit.ts'
 import { listed, nextLink, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 export default async function operatorAudit(app: FastifyInstance, kit: Kit): Promise<void> {

@@ -3,9 +3,9 @@
  * cursor links and dates. (Their role check is the route hook operator.ts puts on every one of them.)
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { caller, formExpired, formOk, sendPage } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { caller, formExpired, formOk, sendPage } from '../web/kit.ts'
 import { CursorError } from '../../domain/errors.ts'
 import type { Group } from '../../domain/regions.ts'
 

@@ -4,9 +4,9 @@
  * oldest first, each with its approve and refuse buttons.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
+import { html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
 import type { User } from '../../domain/portal.ts'
 import * as mail from '../../mail/templates.ts'

@@ -5,9 +5,9 @@
  * factors service, which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { actorOf, caller, csrfField, formField, notFound } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { FactorUserState } from '../../services/factors.ts'
 import { isFailure } from '../../services/outcome.ts'
 import { MAX_USER_CURSOR } from '../../domain/user-ids.ts'

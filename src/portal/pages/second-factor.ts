@@ -6,11 +6,11 @@
  * the full lifetime. Guesses are counted and locked in the verification store, across nodes.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from './html.ts'
-import type { Current, Kit } from './kit.ts'
-import { caller, formField, formOk, pageRoute, sendPage, sessionOf } from './kit.ts'
+import { html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { caller, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
 import { safeNext } from './auth.ts'
-import { csrfToken, SESSION_COOKIE, setCookie } from './session.ts'
+import { csrfToken, SESSION_COOKIE, setCookie } from '../web/session.ts'
 import { RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, type Problem } from './security-form.ts'
 

@@ -21,16 +21,27 @@
  *   same pages either way.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { actorOf, formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
-import type { User } from '../domain/portal.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
-import { checkEmail } from '../services/users/sign-up.ts'
-import { MAX_EMAIL } from '../services/users/sessions.ts'
-import * as mail from '../mail/templates.ts'
-import { checkCsrf, csrfToken, isToken, PRESESSION_COOKIE, readCookie, sameOrigin, SESSION_COOKIE, sessionIdHash, setCookie, cookieName } from './session.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { actorOf, formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import type { User } from '../../domain/portal.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
+import { checkEmail } from '../../services/users/sign-up.ts'
+import { MAX_EMAIL } from '../../services/users/sessions.ts'
+import * as mail from '../../mail/templates.ts'
+import {
+  checkCsrf,
+  csrfToken,
+  isToken,
+  PRESESSION_COOKIE,
+  readCookie,
+  sameOrigin,
+  SESSION_COOKIE,
+  sessionIdHash,
+  setCookie,
+  cookieName,
+} from '../web/session.ts'
 
 export { checkEmail }
 

@@ -6,14 +6,14 @@
  * of them is a page that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { caller, needs } from './kit.ts'
-import { sendOperatorPage } from './operator/common.ts'
-import operatorAccounts from './operator/accounts.ts'
-import operatorQueues from './operator/queue.ts'
-import operatorAudit from './operator/audit.ts'
-import operatorTotpUsers from './operator/totp-users.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { caller, needs } from '../web/kit.ts'
+import { sendOperatorPage } from './common.ts'
+import operatorAccounts from './accounts.ts'
+import operatorQueues from './queue.ts'
+import operatorAudit from './audit.ts'
+import operatorTotpUsers from './totp-users.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `

@@ -5,13 +5,13 @@
  * service, which writes the audit events. Plain forms: nothing here needs a script.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from './kit.ts'
-import { isFailure, type Failure } from '../services/outcome.ts'
-import { EVENT_TYPES } from '../domain/events.ts'
-import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
-import { accountPath } from './labels.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { isFailure, type Failure } from '../../services/outcome.ts'
+import { EVENT_TYPES } from '../../domain/events.ts'
+import type { WebhookDelivery, WebhookEndpoint } from '../../domain/webhooks.ts'
+import { accountPath } from '../web/labels.ts'
 
 export const css = `
 table.webhooks td { word-break: break-all; }

@@ -5,13 +5,13 @@
  * URL, a redirect, a cookie or the log, as unkey's portal does.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from './kit.ts'
-import { MAX_NAME_LENGTH } from '../services/accounts.ts'
-import { isFailure, type Failure } from '../services/outcome.ts'
-import type { ApiKeyInfo } from '../domain/accounts.ts'
-import { accountPath } from './labels.ts'
+import { html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { MAX_NAME_LENGTH } from '../../services/accounts.ts'
+import { isFailure, type Failure } from '../../services/outcome.ts'
+import type { ApiKeyInfo } from '../../domain/accounts.ts'
+import { accountPath } from '../web/labels.ts'
 import {
   confirmRevoke,
   createForm,

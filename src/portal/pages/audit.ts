@@ -6,11 +6,11 @@
  * (auth.ts), so they appear here too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { pageRoute, sendPage, whoIn } from './kit.ts'
-import { CursorError } from '../domain/errors.ts'
-import type { AuditEvent } from '../domain/accounts.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { CursorError } from '../../domain/errors.ts'
+import type { AuditEvent } from '../../domain/accounts.ts'
 
 /** Events a page. */
 export const PAGE_SIZE = 50

@@ -9,14 +9,14 @@
  *   once. The link proves the address, and invitations are the way in whatever SIGNUP_MODE.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { Current, Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formOk, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
-import { emailKey } from '../domain/portal.ts'
-import { isFailure } from '../services/outcome.ts'
-import type { FoundInvitation } from '../services/team.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
-import { newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, setCookie } from './session.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, csrfField, formExpired, formOk, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from '../web/kit.ts'
+import { emailKey } from '../../domain/portal.ts'
+import { isFailure } from '../../services/outcome.ts'
+import type { FoundInvitation } from '../../services/team.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
+import { newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, setCookie } from '../web/session.ts'
 
 const ACCEPT = '/invitations/accept'
 

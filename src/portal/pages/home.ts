@@ -3,10 +3,10 @@
  * getting-started page), and a form to create another, of which the user is the owner.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { team, accounts } = kit

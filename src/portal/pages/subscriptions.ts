@@ -6,13 +6,13 @@
  * a subscription in a region is what lets the account's keys call that region's base URL.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
-import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
-import type { Subscription, SubscriptionStatus } from '../domain/accounts.ts'
-import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../../domain/regions.ts'
+import type { Subscription, SubscriptionStatus } from '../../domain/accounts.ts'
+import { accountPath, GROUP_NAMES, regionBase } from '../web/labels.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `

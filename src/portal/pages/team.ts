@@ -6,14 +6,14 @@
  * them and words its refusals. Accepting an invitation is in invitations.ts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from './kit.ts'
-import type { Member, Role } from '../domain/portal.ts'
-import { isFailure } from '../services/outcome.ts'
-import { INVITE_TTL_MS, mayManage, rolesOffered, type TeamFailure } from '../services/team.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import type { Member, Role } from '../../domain/portal.ts'
+import { isFailure } from '../../services/outcome.ts'
+import { INVITE_TTL_MS, mayManage, rolesOffered, type TeamFailure } from '../../services/team.ts'
 import { checkEmail } from './auth.ts'
-import * as mail from '../mail/templates.ts'
+import * as mail from '../../mail/templates.ts'
 import invitationPages, { invitationLink } from './invitations.ts'
 
 export { INVITE_TTL_MS, mayManage, rolesOffered }

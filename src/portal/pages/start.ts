@@ -4,12 +4,12 @@
  * subscription or no key yet.
  */
 import type { FastifyInstance } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { atLeast, pageRoute, sendPage, whoIn } from './kit.ts'
-import type { Group } from '../domain/regions.ts'
-import type { Subscription } from '../domain/accounts.ts'
-import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { atLeast, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import type { Group } from '../../domain/regions.ts'
+import type { Subscription } from '../../domain/accounts.ts'
+import { accountPath, GROUP_NAMES, regionBase } from '../web/labels.ts'
 import { liveKeys } from './keys-view.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */

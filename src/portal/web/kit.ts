@@ -4,6 +4,10 @@
  * account, is this form genuine, send a page). Page modules are plain Fastify plugins
  * registered by plugin.ts with `(scope, kit)`: they never open anything themselves.
  *
+ * Each route says what it needs of its caller in its options (`pageRoute(kit, 'developer')`:
+ * a route hook), and its handler reads the caller the hook let through (`caller`, `whoIn`);
+ * no handler checks a role itself.
+ *
  * Roles, from least to most: viewer (reads), developer (keys, subscriptions), admin (the
  * team, but not its owners), owner. Operators (a user flag set with the CLI) act as owners
  * of every account.

@@ -1,8 +1,9 @@
 /**
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
- * API-key guard never runs here. Each page module (auth, keys, subscriptions, usage, audit,
- * team, security, operator, start, webhooks) is a plugin given the same kit (kit.ts); this file only wires.
+ * API-key guard never runs here. Each page module (pages/: auth, keys, subscriptions, usage, audit,
+ * team, security, start, webhooks; operator/: the operator pages) is a plugin given the same kit (kit.ts);
+ * this file only wires.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { parse as parseForm } from 'fast-querystring'

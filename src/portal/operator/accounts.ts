@@ -5,14 +5,14 @@
  * which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { PlanInput } from '../../services/accounts.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import { ACCOUNT_STATUSES, type AccountStatus, type Plan } from '../../domain/accounts.ts'
 import type { Account, Subscription } from '../../domain/accounts.ts'
-import { alert, asOperator, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { alert, GROUP_NAMES, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 const path = (account: Pick<Account, 'id'>) => `/portal/operator/accounts/${encodeURIComponent(account.id)}`
 
@@ -160,33 +160,37 @@ function planInput(request: FastifyRequest): PlanInput {
   }
 }
 
-export default async function operatorAccounts(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { accounts } = kit
+/** The account of the path for an operator, or null once a 404 is sent. */
+async function accountOf(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
+  const account = await kit.accounts.getAccount((request.params as { accountId: string }).accountId)
+  if (account === null) await notFound(kit, reply, current)
+  return account
+}
 
-  app.get('/operator/accounts', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
-    const name = query(request, 'name')
-    const wanted = query(request, 'status')
-    const status = ACCOUNT_STATUSES.includes(wanted as AccountStatus) ? (wanted as AccountStatus) : undefined
-    const after = query(request, 'after', 1000)
-    const found = await listed(kit, reply, current, 'accounts', 'Accounts', () =>
-      accounts.listAccounts({
-        limit: PAGE_SIZE,
-        ...(name === '' ? {} : { name }),
-        ...(status === undefined ? {} : { status }),
-        ...(after === '' ? {} : { cursor: after }),
-      }),
-    )
-    if (found === null) return reply
-    const total = await accounts.countAccounts()
-    return sendOperatorPage(
-      kit,
-      reply,
-      current,
-      'accounts',
-      'Accounts',
-      html`
+/** GET: every account in cursor pages, searched by name, filtered by status. */
+async function accountsPage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = caller(request)
+  const name = query(request, 'name')
+  const wanted = query(request, 'status')
+  const status = ACCOUNT_STATUSES.includes(wanted as AccountStatus) ? (wanted as AccountStatus) : undefined
+  const after = query(request, 'after', 1000)
+  const found = await listed(kit, reply, current, 'accounts', 'Accounts', () =>
+    kit.accounts.listAccounts({
+      limit: PAGE_SIZE,
+      ...(name === '' ? {} : { name }),
+      ...(status === undefined ? {} : { status }),
+      ...(after === '' ? {} : { cursor: after }),
+    }),
+  )
+  if (found === null) return reply
+  const total = await kit.accounts.countAccounts()
+  return sendOperatorPage(
+    kit,
+    reply,
+    current,
+    'accounts',
+    'Accounts',
+    html`
 <form method="get" action="/portal/operator/accounts" class="row" role="search" aria-label="Accounts">
 <div><label for="name">Account name contains</label><input id="name" name="name" type="search" maxlength="200" value="${name}"></div>
 <div><label for="status">Status</label><select id="status" name="status"><option value="">any</option>${ACCOUNT_STATUSES.map((s) => html`<option value="${s}"${s === status ? html` selected` : ''}>${s}</option>`)}</select></div>
@@ -207,74 +211,81 @@ ${
 </table>`
 }
 ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? '' }, 'Next accounts')}`,
+  )
+}
+
+/** GET: one account's operator page. */
+async function oneAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = caller(request)
+  const account = await accountOf(kit, request, reply, current)
+  return account === null ? reply : accountPage(kit, request, reply, current, account)
+}
+
+/** POST status: suspend or reactivate the account. */
+async function setStatus(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
+  if (current === null) return reply
+  const account = await accountOf(kit, request, reply, current)
+  if (account === null) return reply
+  const status = formField(request, 'status')
+  const changed = await kit.accounts.updateAccount(actorOf(current, request), account.id, { status })
+  if (isFailure(changed))
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      account.name,
+      html`${alert(`${changed.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
+      422,
     )
-  })
+  return reply.redirect(`${path(account)}?done=${changed.status === 'suspended' ? 'suspended' : 'reactivated'}`, 303)
+}
 
-  /** The account of the path for an operator, or null once a 404 is sent. */
-  async function accountOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
-    const account = await accounts.getAccount((request.params as { accountId: string }).accountId)
-    if (account === null) await notFound(kit, reply, current)
-    return account
+/** POST plan: set the account's own plan (the form again with what is wrong). */
+async function setPlan(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
+  if (current === null) return reply
+  const account = await accountOf(kit, request, reply, current)
+  if (account === null) return reply
+  const plan = await kit.accounts.setPlan(actorOf(current, request), account.id, planInput(request))
+  if (isFailure(plan)) {
+    const values = Object.fromEntries(
+      ['rate', 'burst', 'quota', 'period', 'weight-totp', 'weight-converter'].map((n) => [n, formField(request, n).slice(0, 50)]),
+    )
+    return accountPage(kit, request, reply, current, account, { values, failure: plan }, 422)
   }
+  return reply.redirect(`${path(account)}?done=plan-set`, 303)
+}
 
-  app.get('/operator/accounts/:accountId', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
-    const account = await accountOf(request, reply, current)
-    return account === null ? reply : accountPage(kit, request, reply, current, account)
-  })
+/** POST plan/reset: put the account back on the default plan. */
+async function resetPlan(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
+  if (current === null) return reply
+  const account = await accountOf(kit, request, reply, current)
+  if (account === null) return reply
+  const reset = await kit.accounts.resetPlan(actorOf(current, request), account.id)
+  if (isFailure(reset))
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      account.name,
+      html`${alert(`${reset.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
+      422,
+    )
+  return reply.redirect(`${path(account)}?done=plan-reset`, 303)
+}
 
-  app.post('/operator/accounts/:accountId/status', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
-    if (current === null) return reply
-    const account = await accountOf(request, reply, current)
-    if (account === null) return reply
-    const status = formField(request, 'status')
-    const changed = await accounts.updateAccount(actorOf(current, request), account.id, { status })
-    if (isFailure(changed))
-      return sendOperatorPage(
-        kit,
-        reply,
-        current,
-        null,
-        account.name,
-        html`${alert(`${changed.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
-        422,
-      )
-    return reply.redirect(`${path(account)}?done=${changed.status === 'suspended' ? 'suspended' : 'reactivated'}`, 303)
-  })
+export default async function operatorAccounts(app: FastifyInstance, kit: Kit): Promise<void> {
+  app.get('/operator/accounts', { schema: { hide: true } }, (request, reply) => accountsPage(kit, request, reply))
 
-  app.post('/operator/accounts/:accountId/plan', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
-    if (current === null) return reply
-    const account = await accountOf(request, reply, current)
-    if (account === null) return reply
-    const plan = await accounts.setPlan(actorOf(current, request), account.id, planInput(request))
-    if (isFailure(plan)) {
-      const values = Object.fromEntries(
-        ['rate', 'burst', 'quota', 'period', 'weight-totp', 'weight-converter'].map((n) => [n, formField(request, n).slice(0, 50)]),
-      )
-      return accountPage(kit, request, reply, current, account, { values, failure: plan }, 422)
-    }
-    return reply.redirect(`${path(account)}?done=plan-set`, 303)
-  })
+  app.get('/operator/accounts/:accountId', { schema: { hide: true } }, (request, reply) => oneAccount(kit, request, reply))
 
-  app.post('/operator/accounts/:accountId/plan/reset', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
-    if (current === null) return reply
-    const account = await accountOf(request, reply, current)
-    if (account === null) return reply
-    const reset = await accounts.resetPlan(actorOf(current, request), account.id)
-    if (isFailure(reset))
-      return sendOperatorPage(
-        kit,
-        reply,
-        current,
-        null,
-        account.name,
-        html`${alert(`${reset.message}.`)}<p><a href="${path(account)}">Back to ${account.name}</a></p>`,
-        422,
-      )
-    return reply.redirect(`${path(account)}?done=plan-reset`, 303)
-  })
+  app.post('/operator/accounts/:accountId/status', { schema: { hide: true } }, (request, reply) => setStatus(kit, request, reply))
+
+  app.post('/operator/accounts/:accountId/plan', { schema: { hide: true } }, (request, reply) => setPlan(kit, request, reply))
+
+  app.post('/operator/accounts/:accountId/plan/reset', { schema: { hide: true } }, (request, reply) => resetPlan(kit, request, reply))
 }

@@ -3,14 +3,14 @@
  * (sign-ins, admin tokens), newest first, filtered by account, actor and action, in cursor pages.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from '../html.ts'
-import type { Kit } from '../kit.ts'
-import { asOperator, listed, nextLink, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { caller } from '../web/kit.ts'
+import { listed, nextLink, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 export default async function operatorAudit(app: FastifyInstance, kit: Kit): Promise<void> {
   app.get('/operator/audit', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const filters = { account: query(request, 'account'), actor: query(request, 'actor'), action: query(request, 'action') }
     const after = query(request, 'after', 1000)
     const found = await listed(kit, reply, current, 'audit', 'Audit', () =>

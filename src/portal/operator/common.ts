@@ -1,31 +1,22 @@
 /**
- * What the operator pages share: the guard every route takes (a signed-in operator, or a 404
- * that does not tell the pages exist), their navigation, notices, cursor links and dates.
+ * What the operator pages share: the form check of their posts, their navigation, notices,
+ * cursor links and dates. (Their role check is the route hook operator.ts puts on every one of them.)
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { formExpired, formOk, notFound, sendPage, signedIn } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { caller, formExpired, formOk, sendPage } from '../web/kit.ts'
 import { CursorError } from '../../domain/errors.ts'
 import type { Group } from '../../domain/regions.ts'
 
-/** asOperator: the signed-in operator, or null once the answer is sent (sign-in, or a 404 for everyone else). */
-export async function asOperator(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
-  const current = await signedIn(kit, request, reply)
-  if (current === null) return null
-  if (!current.user.operator) {
-    await notFound(kit, reply, current)
-    return null
-  }
-  return current
-}
-
-/** operatorForm: as asOperator, for a form post that must also be genuine (a 403 otherwise, nothing done). */
-export async function operatorForm(kit: Kit, request: FastifyRequest, reply: FastifyReply, back: string): Promise<Current | null> {
-  const current = await asOperator(kit, request, reply)
-  if (current === null) return null
+/**
+ * operatorForm: the operator (let through by the operator pages' route hook) of a form post that
+ * must also be genuine, or null once a 403 is sent (nothing done).
+ */
+export function operatorForm(kit: Kit, request: FastifyRequest, reply: FastifyReply, back: string): Current | null {
+  const current = caller(request)
   if (!formOk(kit, request, current)) {
-    await formExpired(kit, reply, current, back)
+    formExpired(kit, reply, current, back)
     return null
   }
   return current

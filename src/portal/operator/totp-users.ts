@@ -5,14 +5,14 @@
  * factors service, which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../html.ts'
-import type { Current, Kit } from '../kit.ts'
-import { actorOf, csrfField, formField, notFound } from '../kit.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { FactorUserState } from '../../services/factors.ts'
 import { isFailure } from '../../services/outcome.ts'
 import { MAX_USER_CURSOR } from '../../domain/user-ids.ts'
 import type { Account } from '../../domain/accounts.ts'
-import { alert, asOperator, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
+import { alert, listed, nextLink, notice, operatorForm, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
 
 type Params = { accountId: string; userID: string }
 
@@ -47,34 +47,43 @@ function factorTable(user: FactorUserState): Html {
 </table>`
 }
 
-export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { accounts, factors } = kit
+/** The account of the path for an operator, or null once a 404 is sent. */
+async function accountOf(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
+  const account = await kit.accounts.getAccount((request.params as { accountId: string }).accountId)
+  if (account === null) await notFound(kit, reply, current)
+  return account
+}
 
-  /** The account of the path for an operator, or null once a 404 is sent. */
-  async function accountOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<Account | null> {
-    const account = await accounts.getAccount((request.params as { accountId: string }).accountId)
-    if (account === null) await notFound(kit, reply, current)
-    return account
+/** The user of the path, or null once a 404 is sent (an unknown account or user, or an ID no user can have). */
+async function userOf(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current): Promise<{ account: Account; user: FactorUserState } | null> {
+  const account = await accountOf(kit, request, reply, current)
+  if (account === null) return null
+  const user = await kit.factors.user(account.id, (request.params as Params).userID)
+  if (isFailure(user)) {
+    await notFound(kit, reply, current)
+    return null
   }
+  return { account, user }
+}
 
-  app.get('/operator/accounts/:accountId/totp-users', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
-    const account = await accountOf(request, reply, current)
-    if (account === null) return reply
-    const after = query(request, 'after', MAX_USER_CURSOR)
-    const title = `TOTP users of ${account.name}`
-    const page = { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }
-    const found = await listed(kit, reply, current, 'accounts', title, () => factors.listUsers(account.id, page))
-    if (found === null) return reply
-    if (isFailure(found)) return notFound(kit, reply, current)
-    return sendOperatorPage(
-      kit,
-      reply,
-      current,
-      null,
-      title,
-      html`
+/** GET: an account's TOTP users, in cursor pages. */
+async function usersPage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = caller(request)
+  const account = await accountOf(kit, request, reply, current)
+  if (account === null) return reply
+  const after = query(request, 'after', MAX_USER_CURSOR)
+  const title = `TOTP users of ${account.name}`
+  const page = { limit: PAGE_SIZE, ...(after === '' ? {} : { cursor: after }) }
+  const found = await listed(kit, reply, current, 'accounts', title, () => kit.factors.listUsers(account.id, page))
+  if (found === null) return reply
+  if (isFailure(found)) return notFound(kit, reply, current)
+  return sendOperatorPage(
+    kit,
+    reply,
+    current,
+    null,
+    title,
+    html`
 ${notice(request)}
 <p><a href="${accountPath(account)}">Back to ${account.name}</a></p>
 <p>The users of the account's managed TOTP factors (<code>/totp/users/{userID}</code>), by user ID.</p>
@@ -91,35 +100,23 @@ ${
 </table>`
 }
 ${nextLink(usersPath(account), found.next, {}, 'Next users')}`,
-    )
-  })
+  )
+}
 
-  /** The user of the path, or null once a 404 is sent (an unknown account or user, or an ID no user can have). */
-  async function userOf(request: FastifyRequest, reply: FastifyReply, current: Current): Promise<{ account: Account; user: FactorUserState } | null> {
-    const account = await accountOf(request, reply, current)
-    if (account === null) return null
-    const user = await factors.user(account.id, (request.params as Params).userID)
-    if (isFailure(user)) {
-      await notFound(kit, reply, current)
-      return null
-    }
-    return { account, user }
-  }
-
-  app.get('/operator/accounts/:accountId/totp-users/:userID', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
-    const found = await userOf(request, reply, current)
-    if (found === null) return reply
-    const { account, user } = found
-    const path = userPath(account, user.userId)
-    return sendOperatorPage(
-      kit,
-      reply,
-      current,
-      null,
-      `TOTP user ${user.userId}`,
-      html`
+/** GET: one user's lock, factors and recovery codes, with the forms that clear and delete. */
+async function userPage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = caller(request)
+  const found = await userOf(kit, request, reply, current)
+  if (found === null) return reply
+  const { account, user } = found
+  const path = userPath(account, user.userId)
+  return sendOperatorPage(
+    kit,
+    reply,
+    current,
+    null,
+    `TOTP user ${user.userId}`,
+    html`
 ${notice(request)}
 <p><a href="${usersPath(account)}">Back to the TOTP users of ${account.name}</a></p>
 <section aria-labelledby="lock-heading">
@@ -137,44 +134,46 @@ ${factorTable(user)}
 <p>For a user who lost their authenticator and their recovery codes: check who asks first. Their codes stop working at once; they may enrol again.</p>
 <form method="post" action="${path}/delete" class="inline">${csrfField(kit, current)}<button type="submit" class="danger">Delete the factors of ${user.userId}</button></form>
 </section>`,
+  )
+}
+
+/** POST unlock: clear the user's lockout. */
+async function unlockUser(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
+  if (current === null) return reply
+  const found = await userOf(kit, request, reply, current)
+  if (found === null) return reply
+  const cleared = await kit.factors.clearLockout(actorOf(current, request), found.account.id, found.user.userId)
+  if (isFailure(cleared))
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      'Lockout not cleared',
+      html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`,
+      422,
     )
-  })
+  return reply.redirect(`${userPath(found.account, found.user.userId)}?done=unlocked`, 303)
+}
 
-  app.post('/operator/accounts/:accountId/totp-users/:userID/unlock', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
-    if (current === null) return reply
-    const found = await userOf(request, reply, current)
-    if (found === null) return reply
-    const cleared = await factors.clearLockout(actorOf(current, request), found.account.id, found.user.userId)
-    if (isFailure(cleared))
-      return sendOperatorPage(
-        kit,
-        reply,
-        current,
-        null,
-        'Lockout not cleared',
-        html`${alert(`${cleared.message}.`)}<p><a href="${usersPath(found.account)}">Back to the TOTP users</a></p>`,
-        422,
-      )
-    return reply.redirect(`${userPath(found.account, found.user.userId)}?done=unlocked`, 303)
-  })
-
-  app.post('/operator/accounts/:accountId/totp-users/:userID/delete', { schema: { hide: true } }, async (request, reply) => {
-    const current = await operatorForm(kit, request, reply, '/portal/operator/accounts')
-    if (current === null) return reply
-    const found = await userOf(request, reply, current)
-    if (found === null) return reply
-    const { account, user } = found
-    const path = userPath(account, user.userId)
-    // Only the confirmation's button deletes; any other post asks first.
-    if (formField(request, 'confirm') !== '1') {
-      return sendOperatorPage(
-        kit,
-        reply,
-        current,
-        null,
-        "Delete a user's factors",
-        html`
+/** POST delete: delete the user's factors and recovery codes, when the post is the confirmation's (asked first). */
+async function deleteUser(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const current = operatorForm(kit, request, reply, '/portal/operator/accounts')
+  if (current === null) return reply
+  const found = await userOf(kit, request, reply, current)
+  if (found === null) return reply
+  const { account, user } = found
+  const path = userPath(account, user.userId)
+  // Only the confirmation's button deletes; any other post asks first.
+  if (formField(request, 'confirm') !== '1') {
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      "Delete a user's factors",
+      html`
 <p>Delete the ${user.factors.length === 1 ? 'factor' : `${user.factors.length} factors`} and ${user.recoveryCodesLeft} recovery ${user.recoveryCodesLeft === 1 ? 'code' : 'codes'} of ${user.userId} in ${account.name}? Their codes stop working at once. This cannot be undone.</p>
 <form method="post" action="${path}/delete" class="row">
 ${csrfField(kit, current)}
@@ -182,19 +181,28 @@ ${csrfField(kit, current)}
 <button type="submit" class="danger">Delete the factors of ${user.userId} for good</button>
 <a href="${path}">Keep them: back to ${user.userId}</a>
 </form>`,
-      )
-    }
-    const deleted = await factors.deleteUser(actorOf(current, request), account.id, user.userId)
-    if (isFailure(deleted))
-      return sendOperatorPage(
-        kit,
-        reply,
-        current,
-        null,
-        'Factors not deleted',
-        html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`,
-        422,
-      )
-    return reply.redirect(`${usersPath(account)}?done=factors-deleted`, 303)
-  })
+    )
+  }
+  const deleted = await kit.factors.deleteUser(actorOf(current, request), account.id, user.userId)
+  if (isFailure(deleted))
+    return sendOperatorPage(
+      kit,
+      reply,
+      current,
+      null,
+      'Factors not deleted',
+      html`${alert(`${deleted.message}.`)}<p><a href="${usersPath(account)}">Back to the TOTP users</a></p>`,
+      422,
+    )
+  return reply.redirect(`${usersPath(account)}?done=factors-deleted`, 303)
+}
+
+export default async function operatorTotpUsers(app: FastifyInstance, kit: Kit): Promise<void> {
+  app.get('/operator/accounts/:accountId/totp-users', { schema: { hide: true } }, (request, reply) => usersPage(kit, request, reply))
+
+  app.get('/operator/accounts/:accountId/totp-users/:userID', { schema: { hide: true } }, (request, reply) => userPage(kit, request, reply))
+
+  app.post('/operator/accounts/:accountId/totp-users/:userID/unlock', { schema: { hide: true } }, (request, reply) => unlockUser(kit, request, reply))
+
+  app.post('/operator/accounts/:accountId/totp-users/:userID/delete', { schema: { hide: true } }, (request, reply) => deleteUser(kit, request, reply))
 }

@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp } from '../../support/helper.ts'
 import { linkIn, mails, PortalClient, portalUser, waitForMail } from '../../support/portal-helper.ts'
-import { safeNext } from '../../../src/portal/auth.ts'
+import { safeNext } from '../../../src/portal/pages/auth.ts'
 
 const PASSWORD = 'correct horse battery staple'
 

@@ -11,7 +11,7 @@ import { PortalClient, portalUser, signedInClient } from '../../support/portal-h
 import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
 import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
 import { codeAt, parseSecret, stepAt, totpParams } from '../../../src/totp/otp.ts'
-import { sessionIdHash } from '../../../src/portal/session.ts'
+import { sessionIdHash } from '../../../src/portal/web/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
 import { portalSecretContext, resealPortalSecrets } from '../../../src/services/users/sealed.ts'
 import { resolveKeyring } from '../../../src/config/encryption.ts'

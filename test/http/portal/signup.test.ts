@@ -13,7 +13,7 @@ import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
 import { messageTo, smtp } from '../../support/smtp.ts'
 import { startLoad } from '../../support/load.ts'
 import { codeAt, parseSecret, totpParams } from '../../../src/totp/otp.ts'
-import { csrfToken, newSessionToken } from '../../../src/portal/session.ts'
+import { csrfToken, newSessionToken } from '../../../src/portal/web/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
 import { Passwords } from '../../../src/services/users/passwords.ts'
 

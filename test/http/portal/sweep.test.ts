@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp } from '../../support/helper.ts'
 import { PortalClient, portalUser } from '../../support/portal-helper.ts'
-import { FORM_LIMIT } from '../../../src/portal/plugin.ts'
+import { FORM_LIMIT } from '../../../src/portal/web/plugin.ts'
 
 const GETS = [
   '/',

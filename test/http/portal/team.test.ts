@@ -11,7 +11,7 @@ import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } 
 import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
-import { INVITE_TTL_MS } from '../../../src/portal/team.ts'
+import { INVITE_TTL_MS } from '../../../src/portal/pages/team.ts'
 
 const teamOf = (app: Running, accountId = app.accountId) => `/portal/accounts/${accountId}/team`
 

@@ -9,13 +9,13 @@ import assert from 'node:assert/strict'
 import { startApp, type Running } from '../../support/helper.ts'
 import { PortalClient, portalUser, signedInClient } from '../../support/portal-helper.ts'
 import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
-import { PORTAL_CSP } from '../../../src/portal/plugin.ts'
+import { PORTAL_CSP } from '../../../src/portal/web/plugin.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import type { UsageRow } from '../../../src/domain/usage.ts'
 import { quotaWindow, utcDay } from '../../../src/usage/windows.ts'
-import { KEYS_PER_PAGE } from '../../../src/portal/usage.ts'
-import { PAGE_SIZE } from '../../../src/portal/audit.ts'
+import { KEYS_PER_PAGE } from '../../../src/portal/pages/usage.ts'
+import { PAGE_SIZE } from '../../../src/portal/pages/audit.ts'
 
 const DAY = 86_400_000
 const skip = browserSkip()

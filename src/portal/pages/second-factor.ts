@@ -6,11 +6,11 @@
  * the full lifetime. Guesses are counted and locked in the verification store, across nodes.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from './html.ts'
-import type { Current, Kit } from './kit.ts'
-import { formField, formOk, sendPage, sessionOf, signedIn } from './kit.ts'
+import { html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { caller, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
 import { safeNext } from './auth.ts'
-import { csrfToken, SESSION_COOKIE, setCookie } from './session.ts'
+import { csrfToken, SESSION_COOKIE, setCookie } from '../web/session.ts'
 import { RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, type Problem } from './security-form.ts'
 
@@ -111,9 +111,8 @@ export default async function secondFactorPages(app: FastifyInstance, kit: Kit):
     return reply.redirect(factor === 'recovery-code' ? `/portal/two-factor/recovered${nextQuery(next)}` : next, 303)
   })
 
-  app.get<{ Querystring: { next?: string } }>('/two-factor/recovered', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
+  app.get<{ Querystring: { next?: string } }>('/two-factor/recovered', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
     const left = await users.sessions.recoveryCodesLeft(current.user.id)
     return sendPage(kit, reply, {
       title: 'Signed in with a recovery code',

@@ -21,16 +21,27 @@
  *   same pages either way.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { actorOf, formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
-import type { User } from '../domain/portal.ts'
-import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
-import { checkEmail } from '../services/users/sign-up.ts'
-import { MAX_EMAIL } from '../services/users/sessions.ts'
-import * as mail from '../mail/templates.ts'
-import { checkCsrf, csrfToken, isToken, PRESESSION_COOKIE, readCookie, sameOrigin, SESSION_COOKIE, sessionIdHash, setCookie, cookieName } from './session.ts'
+import { html, type Html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { actorOf, formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import type { User } from '../../domain/portal.ts'
+import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
+import { checkEmail } from '../../services/users/sign-up.ts'
+import { MAX_EMAIL } from '../../services/users/sessions.ts'
+import * as mail from '../../mail/templates.ts'
+import {
+  checkCsrf,
+  csrfToken,
+  isToken,
+  PRESESSION_COOKIE,
+  readCookie,
+  sameOrigin,
+  SESSION_COOKIE,
+  sessionIdHash,
+  setCookie,
+  cookieName,
+} from '../web/session.ts'
 
 export { checkEmail }
 
@@ -150,11 +161,10 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
   for (const pages of [signInPages, signUpPages, confirmPages, resetPages]) pages(app, s)
 }
 
-/** signInPages: signing in and out. */
-function signInPages(app: FastifyInstance, s: Shared): void {
-  const { kit, config, pepper, users, mailWindow, secure, formCookie, formCsrf, csrfInput, formOkSignedOut, mailVerify } = s
-
-  const signInForm = (csrf: string, opts: { email?: string; error?: string | null; notice?: string | null; next?: string } = {}) => html`
+/** signInForm: the sign-in form, with what was typed and what went wrong or is to be said. */
+function signInForm(s: Shared, csrf: string, opts: { email?: string; error?: string | null; notice?: string | null; next?: string } = {}): Html {
+  const { config, csrfInput } = s
+  return html`
 ${notice(opts.notice ?? null)}${alert(opts.error ?? null)}
 <form method="post" action="/portal/sign-in">
 ${csrfInput(csrf)}
@@ -164,70 +174,80 @@ ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'cu
 <button type="submit">Sign in</button>
 </form>
 <p>${config.signupMode === 'closed' ? 'New here? Ask an account owner for an invitation.' : html`No account yet? <a href="/portal/sign-up">Sign up</a>.`} <a href="/portal/reset">Forgot your password?</a></p>`
+}
 
-  const NOTICES: Record<string, string> = {
-    confirmed: 'Your email address is confirmed. Sign in to continue.',
-    reset: 'Your password is changed, and every other session is signed out. Sign in with the new one.',
-    'signed-out': 'You are signed out.',
+/** The notices the sign-in page shows, by its `notice` parameter (never text from the address). */
+const SIGN_IN_NOTICES: Record<string, string> = {
+  confirmed: 'Your email address is confirmed. Sign in to continue.',
+  reset: 'Your password is changed, and every other session is signed out. Sign in with the new one.',
+  'signed-out': 'You are signed out.',
+}
+
+/** POST sign-in: a genuine form's email and password, to a session (or to the second factor), or the form again with why not. */
+async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { kit, pepper, users, mailWindow, secure, formCookie, formCsrf, formOkSignedOut, mailVerify } = s
+  const next = safeNext(formField(request, 'next'))
+  if (!formOkSignedOut(request)) {
+    return sendPage(kit, reply, {
+      title: 'Sign in',
+      status: 403,
+      body: signInForm(s, formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }),
+    })
   }
+  const pre = readCookie(request.headers.cookie, formCookie)!
+  const again = (status: number, error: string, email: string) =>
+    sendPage(kit, reply, { title: 'Sign in', status, body: signInForm(s, csrfToken(pepper, sessionIdHash(pre)), { email, error, next }) })
+  const email = formField(request, 'email').slice(0, MAX_EMAIL + 1)
+  const body = request.body as Record<string, unknown>
+  const password = typeof body.password === 'string' ? body.password : ''
+
+  const userAgent = request.headers['user-agent']
+  const outcome = await users.sessions.signIn({ email, password, ip: request.ip, userAgent: typeof userAgent === 'string' ? userAgent : null })
+  switch (outcome.kind) {
+    case 'throttled':
+      reply.header('retry-after', String(outcome.wait))
+      kit.metrics.signIn('throttled')
+      return again(429, `Too many attempts. Try again in ${mail.duration(outcome.wait * 1000)}.`, email)
+    case 'wrong':
+      kit.metrics.signIn('wrong')
+      if (outcome.lockedFor > 0) reply.header('retry-after', String(outcome.lockedFor))
+      return again(401, 'The email or the password is wrong.', email)
+    case 'unconfirmed':
+      kit.metrics.signIn('unconfirmed')
+      if (outcome.link !== null) mailVerify(request, outcome.user.email, outcome.link)
+      return again(403, `Please confirm your email address first: open the link we have sent you (a new one at most every ${mailWindow}).`, email)
+    case 'inactive':
+      kit.metrics.signIn(outcome.status)
+      return again(
+        403,
+        outcome.status === 'pending'
+          ? "Your sign-up is waiting for an operator's approval; we will email you when it is approved."
+          : 'This sign-in is disabled. Ask your operator.',
+        email,
+      )
+  }
+  const { twoFactor } = outcome
+  kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
+  // The pre-session ends.
+  reply.header('set-cookie', [
+    setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),
+    setCookie(PRESESSION_COOKIE, '', secure, 0),
+  ])
+  return reply.redirect(twoFactor ? `/portal/two-factor${next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
+}
+
+/** signInPages: signing in and out. */
+function signInPages(app: FastifyInstance, s: Shared): void {
+  const { kit, pepper, users, secure, formCsrf } = s
 
   app.get<{ Querystring: { next?: string; notice?: string } }>('/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = safeNext(request.query.next)
     if ((await sessionOf(kit, request)) !== null) return reply.redirect(next, 303)
-    const said = typeof request.query.notice === 'string' ? (NOTICES[request.query.notice] ?? null) : null
-    return sendPage(kit, reply, { title: 'Sign in', body: signInForm(formCsrf(request, reply), { next, notice: said }) })
+    const said = typeof request.query.notice === 'string' ? (SIGN_IN_NOTICES[request.query.notice] ?? null) : null
+    return sendPage(kit, reply, { title: 'Sign in', body: signInForm(s, formCsrf(request, reply), { next, notice: said }) })
   })
 
-  app.post('/sign-in', { schema: { hide: true } }, async (request, reply) => {
-    const next = safeNext(formField(request, 'next'))
-    if (!formOkSignedOut(request)) {
-      return sendPage(kit, reply, {
-        title: 'Sign in',
-        status: 403,
-        body: signInForm(formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }),
-      })
-    }
-    const pre = readCookie(request.headers.cookie, formCookie)!
-    const again = (status: number, error: string, email: string) =>
-      sendPage(kit, reply, { title: 'Sign in', status, body: signInForm(csrfToken(pepper, sessionIdHash(pre)), { email, error, next }) })
-    const email = formField(request, 'email').slice(0, MAX_EMAIL + 1)
-    const body = request.body as Record<string, unknown>
-    const password = typeof body.password === 'string' ? body.password : ''
-
-    const userAgent = request.headers['user-agent']
-    const outcome = await users.sessions.signIn({ email, password, ip: request.ip, userAgent: typeof userAgent === 'string' ? userAgent : null })
-    switch (outcome.kind) {
-      case 'throttled':
-        reply.header('retry-after', String(outcome.wait))
-        kit.metrics.signIn('throttled')
-        return again(429, `Too many attempts. Try again in ${mail.duration(outcome.wait * 1000)}.`, email)
-      case 'wrong':
-        kit.metrics.signIn('wrong')
-        if (outcome.lockedFor > 0) reply.header('retry-after', String(outcome.lockedFor))
-        return again(401, 'The email or the password is wrong.', email)
-      case 'unconfirmed':
-        kit.metrics.signIn('unconfirmed')
-        if (outcome.link !== null) mailVerify(request, outcome.user.email, outcome.link)
-        return again(403, `Please confirm your email address first: open the link we have sent you (a new one at most every ${mailWindow}).`, email)
-      case 'inactive':
-        kit.metrics.signIn(outcome.status)
-        return again(
-          403,
-          outcome.status === 'pending'
-            ? "Your sign-up is waiting for an operator's approval; we will email you when it is approved."
-            : 'This sign-in is disabled. Ask your operator.',
-          email,
-        )
-    }
-    const { twoFactor } = outcome
-    kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
-    // The pre-session ends.
-    reply.header('set-cookie', [
-      setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),
-      setCookie(PRESESSION_COOKIE, '', secure, 0),
-    ])
-    return reply.redirect(twoFactor ? `/portal/two-factor${next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
-  })
+  app.post('/sign-in', { schema: { hide: true } }, (request, reply) => signIn(s, request, reply))
 
   app.post('/sign-out', { schema: { hide: true } }, async (request, reply) => {
     const current = await sessionOf(kit, request, { pendingToo: true })

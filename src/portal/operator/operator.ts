@@ -6,13 +6,14 @@
  * of them is a page that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { asOperator, sendOperatorPage } from './operator/common.ts'
-import operatorAccounts from './operator/accounts.ts'
-import operatorQueues from './operator/queue.ts'
-import operatorAudit from './operator/audit.ts'
-import operatorTotpUsers from './operator/totp-users.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { caller, needs } from '../web/kit.ts'
+import { sendOperatorPage } from './common.ts'
+import operatorAccounts from './accounts.ts'
+import operatorQueues from './queue.ts'
+import operatorAudit from './audit.ts'
+import operatorTotpUsers from './totp-users.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
@@ -25,9 +26,11 @@ ul.counts { line-height: 2; }
 const COUNT_CAP = 100
 
 export default async function operatorPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  // Every route here and in the plugins below: a signed-in operator, or a 404 that does not tell the pages exist.
+  app.addHook('preHandler', needs(kit, 'operator'))
+
   app.get('/operator', { schema: { hide: true } }, async (request, reply) => {
-    const current = await asOperator(kit, request, reply)
-    if (current === null) return reply
+    const current = caller(request)
     const [accounts, suspended, signUps, requests] = await Promise.all([
       kit.accounts.countAccounts(),
       kit.accounts.listAccounts({ status: 'suspended', limit: COUNT_CAP }),

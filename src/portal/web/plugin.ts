@@ -1,8 +1,9 @@
 /**
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
- * API-key guard never runs here. Each page module (auth, keys, subscriptions, usage, audit,
- * team, security, operator, start, webhooks) is a plugin given the same kit (kit.ts); this file only wires.
+ * API-key guard never runs here. Each page module (pages/: auth, keys, subscriptions, usage, audit,
+ * team, security, start, webhooks; operator/: the operator pages) is a plugin given the same kit (kit.ts);
+ * this file only wires.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { parse as parseForm } from 'fast-querystring'
@@ -10,19 +11,19 @@ import { html } from './html.ts'
 import { HTMX, PORTAL_CSS, PORTAL_JS } from './assets.ts'
 import type { Kit } from './kit.ts'
 import { notFound, sendPage } from './kit.ts'
-import { PasswordsBusy } from '../services/users/passwords.ts'
+import { PasswordsBusy } from '../../services/users/passwords.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
-import authPages from './auth.ts'
-import homePages from './home.ts'
-import keysPages, { css as keysCss } from './keys.ts'
-import subscriptionPages, { css as subscriptionsCss } from './subscriptions.ts'
-import startPages, { css as startCss } from './start.ts'
-import usagePages, { css as usageCss } from './usage.ts'
-import auditPages, { css as auditCss } from './audit.ts'
-import teamPages, { css as teamCss } from './team.ts'
-import securityPages, { css as securityCss } from './security.ts'
-import operatorPages, { css as operatorCss } from './operator.ts'
-import webhookPages, { css as webhooksCss } from './webhooks.ts'
+import authPages from '../pages/auth.ts'
+import homePages from '../pages/home.ts'
+import keysPages, { css as keysCss } from '../pages/keys.ts'
+import subscriptionPages, { css as subscriptionsCss } from '../pages/subscriptions.ts'
+import startPages, { css as startCss } from '../pages/start.ts'
+import usagePages, { css as usageCss } from '../pages/usage.ts'
+import auditPages, { css as auditCss } from '../pages/audit.ts'
+import teamPages, { css as teamCss } from '../pages/team.ts'
+import securityPages, { css as securityCss } from '../pages/security.ts'
+import operatorPages, { css as operatorCss } from '../operator/operator.ts'
+import webhookPages, { css as webhooksCss } from '../pages/webhooks.ts'
 
 export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 

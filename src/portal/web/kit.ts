@@ -4,27 +4,31 @@
  * account, is this form genuine, send a page). Page modules are plain Fastify plugins
  * registered by plugin.ts with `(scope, kit)`: they never open anything themselves.
  *
+ * Each route says what it needs of its caller in its options (`pageRoute(kit, 'developer')`:
+ * a route hook), and its handler reads the caller the hook let through (`caller`, `whoIn`);
+ * no handler checks a role itself.
+ *
  * Roles, from least to most: viewer (reads), developer (keys, subscriptions), admin (the
  * team, but not its owners), owner. Operators (a user flag set with the CLI) act as owners
  * of every account.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Config } from '../config/config.ts'
-import type { Pepper } from '../crypto/keyed.ts'
-import type { Accounts } from '../services/accounts.ts'
-import type { Factors } from '../services/factors.ts'
-import type { Context } from '../services/outcome.ts'
-import type { Team } from '../services/team.ts'
-import type { Webhooks } from '../services/webhooks.ts'
-import type { Mailer } from '../mail/mailer.ts'
-import type { Membership, Role, Session, User } from '../domain/portal.ts'
-import type { Account } from '../domain/accounts.ts'
-import type { Passwords } from '../services/users/passwords.ts'
-import type { SignInThrottle } from '../services/users/throttle.ts'
-import type { Users } from '../services/users.ts'
+import type { Config } from '../../config/config.ts'
+import type { Pepper } from '../../crypto/keyed.ts'
+import type { Accounts } from '../../services/accounts.ts'
+import type { Factors } from '../../services/factors.ts'
+import type { Context } from '../../services/outcome.ts'
+import type { Team } from '../../services/team.ts'
+import type { Webhooks } from '../../services/webhooks.ts'
+import type { Mailer } from '../../mail/mailer.ts'
+import type { Membership, Role, Session, User } from '../../domain/portal.ts'
+import type { Account } from '../../domain/accounts.ts'
+import type { Passwords } from '../../services/users/passwords.ts'
+import type { SignInThrottle } from '../../services/users/throttle.ts'
+import type { Users } from '../../services/users.ts'
 import { html, page, type Html } from './html.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
-import type { Metrics } from '../metrics/metrics.ts'
+import type { Metrics } from '../../metrics/metrics.ts'
 
 export interface Kit {
   readonly config: Config
@@ -81,7 +85,7 @@ export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pe
 }
 
 /** signedIn: the signed-in user, or null after redirecting to sign-in (which brings them back here). */
-export async function signedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+async function signedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
   const current = await sessionOf(kit, request)
   if (current === null) {
     const back = request.method === 'GET' ? `?next=${encodeURIComponent(request.url.split('?')[0]!)}` : ''
@@ -96,7 +100,7 @@ export async function signedIn(kit: Kit, request: FastifyRequest, reply: Fastify
  * does not tell an account someone else's from one that does not exist, or 403 for a member
  * whose role is short) and null returned.
  */
-export async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
+async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
   const current = await signedIn(kit, request, reply)
   if (current === null) return null
   const accountId = (request.params as { accountId?: string }).accountId ?? ''
@@ -116,6 +120,68 @@ export async function inAccount(kit: Kit, request: FastifyRequest, reply: Fastif
     return null
   }
   return { ...current, account, role: membership.role }
+}
+
+/** What a route asks of its caller: to be signed in, to be an operator, or a role (at least) in the account of the path. */
+export type Requirement = 'signed-in' | 'operator' | Role
+
+/**
+ * The caller each route hook let through, for its handler. A WeakMap rather than a request
+ * decoration: no Fastify type is widened for every plugin, and the entry goes with the request.
+ */
+const CALLERS = new WeakMap<FastifyRequest, Current>()
+
+/**
+ * needs: the route hook (a preHandler, run after the body is parsed, as the inline checks were)
+ * that checks a route's requirement and answers when it fails, exactly as the page would have:
+ * sign-in (which brings a GET back), a 404 for an account not one's own or an operator page to
+ * anyone else, a 403 for a member whose role is short. The handler reads the caller with
+ * `caller` or `whoIn`. Form checks (CSRF, origin) stay in the handlers, after this one.
+ */
+export function needs(kit: Kit, requirement: Requirement): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
+  return async function roleCheck(request, reply) {
+    const who =
+      requirement === 'signed-in'
+        ? await signedIn(kit, request, reply)
+        : requirement === 'operator'
+          ? await asOperator(kit, request, reply)
+          : await inAccount(kit, request, reply, requirement)
+    if (who === null) return reply
+    CALLERS.set(request, who)
+    return undefined
+  }
+}
+
+/** pageRoute: a portal page's route options: hidden from the API documents, behind the route hook of its requirement. */
+export function pageRoute(kit: Kit, requirement: Requirement): { schema: { hide: true }; preHandler: ReturnType<typeof needs> } {
+  return { schema: { hide: true }, preHandler: needs(kit, requirement) }
+}
+
+/** caller: the signed-in user a route hook (`needs`) let through; a route without one is a programming error. */
+export function caller(request: FastifyRequest): Current {
+  const who = CALLERS.get(request)
+  if (who === undefined) throw new Error(`portal route ${request.routeOptions.url} reads its caller without a role check`)
+  return who
+}
+
+/** whoIn: the caller and their account and role, on a route whose hook asked for a role in the account of the path. */
+export function whoIn(request: FastifyRequest): InAccount {
+  const who = caller(request)
+  if (!isInAccount(who)) throw new Error(`portal route ${request.routeOptions.url} reads an account without an account role check`)
+  return who
+}
+
+const isInAccount = (who: Current): who is InAccount => 'account' in who && 'role' in who
+
+/** asOperator: the signed-in operator, or null once the answer is sent (sign-in, or a 404 for everyone else). */
+async function asOperator(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
+  const current = await signedIn(kit, request, reply)
+  if (current === null) return null
+  if (!current.user.operator) {
+    await notFound(kit, reply, current)
+    return null
+  }
+  return current
 }
 
 /** membershipOf: the user's membership of an account; operators are owners of every account. */

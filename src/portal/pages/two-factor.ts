@@ -3,12 +3,12 @@
  * secret in groups, and waits in words. The rules (codes, recovery codes, the lock) are the
  * users service's (services/users/codes.ts). Nothing here writes a secret or a code to a log.
  */
-import type { User } from '../domain/portal.ts'
-import { otpauthUrl, parseSecret, totpParams } from '../totp/otp.ts'
-import { buildMatrix } from '../totp/qr/matrix.ts'
-import { renderPng } from '../totp/qr/render.ts'
+import type { User } from '../../domain/portal.ts'
+import { otpauthUrl, parseSecret, totpParams } from '../../totp/otp.ts'
+import { buildMatrix } from '../../totp/qr/matrix.ts'
+import { renderPng } from '../../totp/qr/render.ts'
 
-export { RECOVERY_CODE_COUNT } from '../services/users/codes.ts'
+export { RECOVERY_CODE_COUNT } from '../../services/users/codes.ts'
 
 /** The issuer authenticator apps show beside the user's email. */
 export const ISSUER = 'Tessera'

@@ -6,11 +6,11 @@
  * (auth.ts), so they appear here too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { inAccount, sendPage } from './kit.ts'
-import { CursorError } from '../domain/errors.ts'
-import type { AuditEvent } from '../domain/accounts.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { CursorError } from '../../domain/errors.ts'
+import type { AuditEvent } from '../../domain/accounts.ts'
 
 /** Events a page. */
 export const PAGE_SIZE = 50
@@ -100,9 +100,8 @@ export default async function auditPages(app: FastifyInstance, kit: Kit): Promis
       body: html`<p class="error" role="alert">${message}. <a href="/portal/accounts/${encodeURIComponent(here.account.id)}/audit">Show the latest events</a>.</p>`,
     })
 
-  app.get('/accounts/:accountId/audit', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
+  app.get('/accounts/:accountId/audit', pageRoute(kit, 'viewer'), async (request, reply) => {
+    const here = whoIn(request)
     const q = request.query as Record<string, unknown>
     const action = q.action === undefined ? '' : q.action
     const cursor = q.cursor === undefined ? '' : q.cursor

@@ -1,6 +1,6 @@
 /** Form pieces of the Security and two-factor pages: a labelled field with its problem, and a raw (untrimmed) field. */
 import type { FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
+import { html, type Html } from '../web/html.ts'
 
 /** Problem: what is wrong with a form, on which field, and the status of the page that says so. */
 export interface Problem {

@@ -2,7 +2,7 @@
  * Words and small pieces the keys, subscriptions and getting-started pages share: what
  * each API group is called, where each region is served, and how a time reads.
  */
-import type { Group, Region } from '../domain/regions.ts'
+import type { Group, Region } from '../../domain/regions.ts'
 import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
 

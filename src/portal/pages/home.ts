@@ -3,10 +3,10 @@
  * getting-started page), and a form to create another, of which the user is the owner.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from './html.ts'
-import type { Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formField, formOk, sendPage, sessionOf, signedIn } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { team, accounts } = kit
@@ -15,9 +15,8 @@ export default async function homePages(app: FastifyInstance, kit: Kit): Promise
     reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303),
   )
 
-  app.get('/home', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
+  app.get('/home', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
     const memberships = await team.memberships(current.user.id)
     const owned = memberships.filter((m) => m.role === 'owner').length
     return sendPage(kit, reply, {
@@ -45,9 +44,8 @@ ${csrfField(kit, current)}
     })
   })
 
-  app.post('/accounts', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
+  app.post('/accounts', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
     if (!formOk(kit, request, current)) return formExpired(kit, reply, current, '/portal/home')
     const ctx = actorOf(current, request)
     // The account and its owner in one step, refused past PORTAL_ACCOUNT_MAX_PER_USER.

@@ -4,10 +4,10 @@
  * from one list of keys and no further lookups, so that an account with a thousand keys
  * costs one query.
  */
-import type { ApiKeyInfo } from '../domain/accounts.ts'
-import { GROUPS, REGIONS } from '../domain/regions.ts'
-import { html, type Html } from './html.ts'
-import { GROUP_NAMES, when } from './labels.ts'
+import type { ApiKeyInfo } from '../../domain/accounts.ts'
+import { GROUPS, REGIONS } from '../../domain/regions.ts'
+import { html, type Html } from '../web/html.ts'
+import { GROUP_NAMES, when } from '../web/labels.ts'
 
 export type KeyState = 'active' | 'expiring' | 'expired' | 'revoked'
 

@@ -6,13 +6,13 @@
  * a subscription in a region is what lets the account's keys call that region's base URL.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, sendPage } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
-import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
-import type { Subscription, SubscriptionStatus } from '../domain/accounts.ts'
-import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import { GROUPS, REGIONS, groupServedIn, isGroup, isRegion, type Group, type Region } from '../../domain/regions.ts'
+import type { Subscription, SubscriptionStatus } from '../../domain/accounts.ts'
+import { accountPath, GROUP_NAMES, regionBase } from '../web/labels.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
@@ -90,10 +90,9 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
 
   app.get<{ Params: { accountId: string }; Querystring: { changed?: string } }>(
     '/accounts/:accountId/subscriptions',
-    { schema: { hide: true } },
+    pageRoute(kit, 'viewer'),
     async (request, reply) => {
-      const who = await inAccount(kit, request, reply, 'viewer')
-      if (who === null) return reply
+      const who = whoIn(request)
       const [region, group] = typeof request.query.changed === 'string' ? request.query.changed.split('.') : []
       if (region === undefined || group === undefined || !isRegion(region) || !isGroup(group)) return subscriptionsPage(reply, who)
       const now = statusOf(await accounts.listSubscriptions(who.account.id), region, group)
@@ -102,9 +101,8 @@ ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions
     },
   )
 
-  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/subscriptions', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'developer')
-    if (who === null) return reply
+  app.post<{ Params: { accountId: string } }>('/accounts/:accountId/subscriptions', pageRoute(kit, 'developer'), async (request, reply) => {
+    const who = whoIn(request)
     if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'subscriptions'))
     const region = formField(request, 'region')
     const group = formField(request, 'group')

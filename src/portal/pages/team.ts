@@ -6,14 +6,14 @@
  * them and words its refusals. Accepting an invitation is in invitations.ts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, inAccount, sendPage } from './kit.ts'
-import type { Member, Role } from '../domain/portal.ts'
-import { isFailure } from '../services/outcome.ts'
-import { INVITE_TTL_MS, mayManage, rolesOffered, type TeamFailure } from '../services/team.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import type { Member, Role } from '../../domain/portal.ts'
+import { isFailure } from '../../services/outcome.ts'
+import { INVITE_TTL_MS, mayManage, rolesOffered, type TeamFailure } from '../../services/team.ts'
 import { checkEmail } from './auth.ts'
-import * as mail from '../mail/templates.ts'
+import * as mail from '../../mail/templates.ts'
 import invitationPages, { invitationLink } from './invitations.ts'
 
 export { INVITE_TTL_MS, mayManage, rolesOffered }
@@ -128,12 +128,11 @@ ${leaveSection(kit, ctx, members)}`,
   })
 }
 
-/** form: the account's admin (or `needed`) behind a genuine form, or null with the answer sent. */
-async function form(kit: Kit, request: FastifyRequest, reply: FastifyReply, needed: Role): Promise<InAccount | null> {
-  const ctx = await inAccount(kit, request, reply, needed)
-  if (ctx === null) return null
+/** form: the caller (let through by the route's role hook) behind a genuine form, or null with the answer sent. */
+function form(kit: Kit, request: FastifyRequest, reply: FastifyReply): InAccount | null {
+  const ctx = whoIn(request)
   if (!formOk(kit, request, ctx)) {
-    await formExpired(kit, reply, ctx, teamPath(ctx))
+    formExpired(kit, reply, ctx, teamPath(ctx))
     return null
   }
   return ctx
@@ -178,15 +177,14 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
 
   type Params = { Params: { accountId: string }; Querystring: { done?: string } }
 
-  app.get<Params>('/accounts/:accountId/team', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await inAccount(kit, request, reply, 'viewer')
-    if (ctx === null) return reply
+  app.get<Params>('/accounts/:accountId/team', pageRoute(kit, 'viewer'), async (request, reply) => {
+    const ctx = whoIn(request)
     const notice = typeof request.query.done === 'string' ? DONE[request.query.done] : undefined
     return render(kit, reply, ctx, notice === undefined ? {} : { notice })
   })
 
-  app.post<Params>('/accounts/:accountId/team/invite', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await form(kit, request, reply, 'admin')
+  app.post<Params>('/accounts/:accountId/team/invite', pageRoute(kit, 'admin'), async (request, reply) => {
+    const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const email = formField(request, 'email').slice(0, MAX_EMAIL + 1)
     const role = formField(request, 'role')
@@ -209,30 +207,30 @@ export default async function teamPages(app: FastifyInstance, kit: Kit): Promise
     return done(reply, ctx, 'invited')
   })
 
-  app.post<Params>('/accounts/:accountId/team/role', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await form(kit, request, reply, 'admin')
+  app.post<Params>('/accounts/:accountId/team/role', pageRoute(kit, 'admin'), async (request, reply) => {
+    const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const changed = await team.changeRole(actorOf(ctx, request), ctx.account.id, ctx.role, formField(request, 'user'), formField(request, 'role'))
     return isFailure(changed) ? refusedChange(kit, reply, ctx, changed) : done(reply, ctx, 'role')
   })
 
-  app.post<Params>('/accounts/:accountId/team/remove', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await form(kit, request, reply, 'admin')
+  app.post<Params>('/accounts/:accountId/team/remove', pageRoute(kit, 'admin'), async (request, reply) => {
+    const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const removed = await team.remove(actorOf(ctx, request), ctx.account.id, ctx.role, formField(request, 'user'))
     return isFailure(removed) ? refusedChange(kit, reply, ctx, removed) : done(reply, ctx, 'removed')
   })
 
-  app.post<Params>('/accounts/:accountId/team/cancel', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await form(kit, request, reply, 'admin')
+  app.post<Params>('/accounts/:accountId/team/cancel', pageRoute(kit, 'admin'), async (request, reply) => {
+    const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const cancelled = await team.cancelInvitation(actorOf(ctx, request), ctx.account.id, formField(request, 'email'))
     if (isFailure(cancelled)) return render(kit, reply, ctx, { status: 409, error: 'That invitation was used, has expired or was cancelled already.' })
     return done(reply, ctx, 'cancelled')
   })
 
-  app.post<Params>('/accounts/:accountId/team/leave', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = await form(kit, request, reply, 'viewer')
+  app.post<Params>('/accounts/:accountId/team/leave', pageRoute(kit, 'viewer'), async (request, reply) => {
+    const ctx = form(kit, request, reply)
     if (ctx === null) return reply
     const left = await team.leave(actorOf(ctx, request), ctx.account.id, ctx.user, ctx.role)
     if (isFailure(left)) {

@@ -8,19 +8,19 @@
  * (escaped like any other) and /portal/assets/usage-chart.js draws them with uPlot, which is
  * served from the node as htmx is.
  */
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { inAccount, sendPage } from './kit.ts'
-import { isFailure } from '../services/outcome.ts'
-import { GROUPS, REGIONS, type Group } from '../domain/regions.ts'
-import type { Plan } from '../domain/accounts.ts'
-import type { UsageBy, UsageLine } from '../domain/usage.ts'
-import { quotaWindow, utcDay } from '../usage/windows.ts'
-import { csv } from '../usage/csv.ts'
-import { CHART_JS } from './usage-chart.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import { GROUPS, REGIONS, type Group } from '../../domain/regions.ts'
+import type { Plan } from '../../domain/accounts.ts'
+import type { UsageBy, UsageLine } from '../../domain/usage.ts'
+import { quotaWindow, utcDay } from '../../usage/windows.ts'
+import { csv } from '../../usage/csv.ts'
+import { CHART_JS } from '../web/usage-chart.ts'
 
 const require = createRequire(import.meta.url)
 const UPLOT_JS = readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'))
@@ -152,38 +152,39 @@ ${GROUPS.map((g) => html`<dt>${GROUP_NAMES[g]} call</dt><dd>${plan.weights[g] ==
 </dl>`
 }
 
-export default async function usagePages(app: FastifyInstance, kit: Kit): Promise<void> {
-  const { accounts, config } = kit
+/** GET usage: the chart, the plan and its quota used, and the tables of a period (the per-key table loads on its own). */
+async function usagePage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const here = whoIn(request)
+  const days = periodOf(request.query)
+  if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
+  const id = here.account.id
+  const now = kit.now()
+  const to = utcDay(now)
+  const from = utcDay(now - (days - 1) * DAY)
+  // The per-key report (the costly one: a line per key) is a page of its own, loaded into this one by htmx.
+  const [byDay, byRegion, plan] = await Promise.all([
+    kit.accounts.usage(id, from, to, 'day'),
+    kit.accounts.usage(id, from, to, 'region'),
+    kit.accounts.getPlan(id),
+  ])
+  if (isFailure(byDay) || isFailure(byRegion) || plan === null) return badRequest(kit, reply, here, 'This report is not available')
+  const window = quotaWindow(now, plan.plan.period)
+  const used = await kit.accounts.usageTotal(id, utcDay(window.start), utcDay(window.end - 1))
 
-  app.get('/accounts/:accountId/usage', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
-    const days = periodOf(request.query)
-    if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
-    const id = here.account.id
-    const now = kit.now()
-    const to = utcDay(now)
-    const from = utcDay(now - (days - 1) * DAY)
-    // The per-key report (the costly one: a line per key) is a page of its own, loaded into this one by htmx.
-    const [byDay, byRegion, plan] = await Promise.all([accounts.usage(id, from, to, 'day'), accounts.usage(id, from, to, 'region'), accounts.getPlan(id)])
-    if (isFailure(byDay) || isFailure(byRegion) || plan === null) return badRequest(kit, reply, here, 'This report is not available')
-    const window = quotaWindow(now, plan.plan.period)
-    const used = await accounts.usageTotal(id, utcDay(window.start), utcDay(window.end - 1))
+  const perDay = tally(byDay, (l) => l.day!)
+  const dayRows = daysBetween(from, to).map((d) => [d, perDay.get(d) ?? zero()] as const)
+  const perRegion = tally(byRegion, (l) => l.region!)
+  const regionRows = REGIONS.filter((r) => perRegion.has(r)).map((r) => [r, perRegion.get(r)!] as const)
+  const total = sum(dayRows.map(([, t]) => t))
+  const chart = { days: dayRows.map(([d]) => d), series: GROUPS.map((g) => ({ label: GROUP_NAMES[g], values: dayRows.map(([, t]) => t.calls[g]) })) }
+  const base = `/portal/accounts/${encodeURIComponent(id)}`
+  const csvLink = (by: UsageBy, label: string) => html`<li><a href="${base}/usage.csv?from=${from}&amp;to=${to}&amp;by=${by}" download>${label}</a></li>`
 
-    const perDay = tally(byDay, (l) => l.day!)
-    const dayRows = daysBetween(from, to).map((d) => [d, perDay.get(d) ?? zero()] as const)
-    const perRegion = tally(byRegion, (l) => l.region!)
-    const regionRows = REGIONS.filter((r) => perRegion.has(r)).map((r) => [r, perRegion.get(r)!] as const)
-    const total = sum(dayRows.map(([, t]) => t))
-    const chart = { days: dayRows.map(([d]) => d), series: GROUPS.map((g) => ({ label: GROUP_NAMES[g], values: dayRows.map(([, t]) => t.calls[g]) })) }
-    const base = `/portal/accounts/${encodeURIComponent(id)}`
-    const csvLink = (by: UsageBy, label: string) => html`<li><a href="${base}/usage.csv?from=${from}&amp;to=${to}&amp;by=${by}" download>${label}</a></li>`
-
-    return sendPage(kit, reply, {
-      title: 'Usage',
-      current: here,
-      account: { id, name: here.account.name, here: 'usage' },
-      body: html`
+  return sendPage(kit, reply, {
+    title: 'Usage',
+    current: here,
+    account: { id, name: here.account.name, here: 'usage' },
+    body: html`
 <link rel="stylesheet" href="/portal/assets/uplot.min.css">
 <script src="/portal/assets/uplot.min.js" defer></script>
 <script src="/portal/assets/usage-chart.js" defer></script>
@@ -202,42 +203,42 @@ ${csvLink('day', 'Download usage as CSV')}
 ${csvLink('region', 'Download usage by region as CSV')}
 ${csvLink('key', 'Download usage by key as CSV')}
 </ul>
-${planSection(plan.plan, plan.own, used, config.usageFlushMs)}
+${planSection(plan.plan, plan.own, used, kit.config.usageFlushMs)}
 <h2>Tables</h2>
 ${totalsTable(`Calls per day, ${from} to ${to} (UTC)`, 'Day', dayRows, 'No calls.')}
 ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No calls in this period.')}
 <div id="keys-usage"><p><a href="${base}/usage/keys?days=${days}" hx-get="${base}/usage/keys?days=${days}" hx-trigger="load" hx-select="#keys-usage" hx-target="#keys-usage" hx-swap="outerHTML">Calls per key, last ${days} days</a></p></div>`,
-    })
   })
+}
 
-  app.get('/accounts/:accountId/usage/keys', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
-    const days = periodOf(request.query)
-    if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
-    const pageNo = pageOf(request.query)
-    if (pageNo === null) return badRequest(kit, reply, here, 'That page of keys does not exist')
-    const id = here.account.id
-    const now = kit.now()
-    const [from, to] = [utcDay(now - (days - 1) * DAY), utcDay(now)]
-    const [byKey, keys] = await Promise.all([accounts.usage(id, from, to, 'key'), accounts.listKeys(id)])
-    if (isFailure(byKey)) return badRequest(kit, reply, here, 'This report is not available')
-    const ranked = [...tally(byKey, (l) => l.keyId!)].sort((a, b) => b[1].count - a[1].count || (a[0] < b[0] ? -1 : 1))
-    const pages = Math.max(1, Math.ceil(ranked.length / KEYS_PER_PAGE))
-    if (pageNo > pages) return badRequest(kit, reply, here, 'That page of keys does not exist')
-    const names = new Map(keys.map((k) => [k.id, k]))
-    const rows = ranked.slice((pageNo - 1) * KEYS_PER_PAGE, pageNo * KEYS_PER_PAGE).map(([keyId, t]) => {
-      const key = names.get(keyId)
-      return [key === undefined ? keyId : html`${key.name === '' ? '(unnamed)' : key.name} <span class="hint">…${key.hint}</span>`, t] as const
-    })
-    const base = `/portal/accounts/${encodeURIComponent(id)}`
-    const link = (p: number, label: string, rel: string) => html`<li><a href="${base}/usage/keys?days=${days}&amp;page=${p}" rel="${rel}">${label}</a></li>`
-    const range = ranked.length === 0 ? '' : `, ${(pageNo - 1) * KEYS_PER_PAGE + 1} to ${Math.min(ranked.length, pageNo * KEYS_PER_PAGE)} of ${ranked.length}`
-    return sendPage(kit, reply, {
-      title: 'Usage per key',
-      current: here,
-      account: { id, name: here.account.name, here: 'usage' },
-      body: html`
+/** GET usage/keys: calls per key, most used first, in pages (loaded into the usage page by htmx). */
+async function keysUsage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const here = whoIn(request)
+  const days = periodOf(request.query)
+  if (days === null) return badRequest(kit, reply, here, `Choose a period of ${PERIODS.join(', ')} days`)
+  const pageNo = pageOf(request.query)
+  if (pageNo === null) return badRequest(kit, reply, here, 'That page of keys does not exist')
+  const id = here.account.id
+  const now = kit.now()
+  const [from, to] = [utcDay(now - (days - 1) * DAY), utcDay(now)]
+  const [byKey, keys] = await Promise.all([kit.accounts.usage(id, from, to, 'key'), kit.accounts.listKeys(id)])
+  if (isFailure(byKey)) return badRequest(kit, reply, here, 'This report is not available')
+  const ranked = [...tally(byKey, (l) => l.keyId!)].sort((a, b) => b[1].count - a[1].count || (a[0] < b[0] ? -1 : 1))
+  const pages = Math.max(1, Math.ceil(ranked.length / KEYS_PER_PAGE))
+  if (pageNo > pages) return badRequest(kit, reply, here, 'That page of keys does not exist')
+  const names = new Map(keys.map((k) => [k.id, k]))
+  const rows = ranked.slice((pageNo - 1) * KEYS_PER_PAGE, pageNo * KEYS_PER_PAGE).map(([keyId, t]) => {
+    const key = names.get(keyId)
+    return [key === undefined ? keyId : html`${key.name === '' ? '(unnamed)' : key.name} <span class="hint">…${key.hint}</span>`, t] as const
+  })
+  const base = `/portal/accounts/${encodeURIComponent(id)}`
+  const link = (p: number, label: string, rel: string) => html`<li><a href="${base}/usage/keys?days=${days}&amp;page=${p}" rel="${rel}">${label}</a></li>`
+  const range = ranked.length === 0 ? '' : `, ${(pageNo - 1) * KEYS_PER_PAGE + 1} to ${Math.min(ranked.length, pageNo * KEYS_PER_PAGE)} of ${ranked.length}`
+  return sendPage(kit, reply, {
+    title: 'Usage per key',
+    current: here,
+    account: { id, name: here.account.name, here: 'usage' },
+    body: html`
 <div id="keys-usage">
 ${totalsTable(`Calls per key, last ${days} days, most used first${range}`, 'Key', rows, 'No key made calls in this period.', pages > 1)}
 ${
@@ -251,37 +252,44 @@ ${pageNo < pages ? link(pageNo + 1, 'Less used keys', 'next') : ''}
 </div>
 <p><a href="${base}/usage.csv?from=${from}&amp;to=${to}&amp;by=key" download>Download usage by key as CSV</a> (every key)</p>
 <p><a href="${base}/usage?days=${days}">Back to the usage of the last ${days} days</a></p>`,
-    })
   })
+}
 
-  app.get('/accounts/:accountId/usage.csv', { schema: { hide: true } }, async (request, reply) => {
-    const here = await inAccount(kit, request, reply, 'viewer')
-    if (here === null) return reply
-    const q = request.query as Record<string, unknown>
-    const text = (name: string, fallback: string) => (q[name] === undefined || q[name] === '' ? fallback : typeof q[name] === 'string' ? q[name] : null)
-    const now = kit.now()
-    const to = text('to', utcDay(now))
-    const from = text('from', utcDay(now - (DEFAULT_DAYS - 1) * DAY))
-    const by = text('by', 'day')
-    if (by !== 'day' && by !== 'key' && by !== 'region') return badRequest(kit, reply, here, 'by must be day, key or region')
-    if (from === null || to === null) return badRequest(kit, reply, here, 'Give one from and one to date, YYYY-MM-DD')
-    const id = here.account.id
-    const lines = await accounts.usage(id, from, to, by)
-    if (isFailure(lines)) return badRequest(kit, reply, here, `That report cannot be made: ${lines.message}`)
-    const names = by === 'key' ? new Map((await accounts.listKeys(id)).map((k) => [k.id, k.name])) : new Map<string, string>()
-    const rows: unknown[][] = lines.map((l) =>
-      by === 'day'
-        ? [l.day, l.group, l.count, l.units]
-        : by === 'region'
-          ? [l.region, l.group, l.count, l.units]
-          : [l.keyId, names.get(l.keyId!) ?? '', l.group, l.count, l.units],
-    )
-    const header = by === 'key' ? ['keyId', 'keyName', 'group', 'count', 'units'] : [by, 'group', 'count', 'units']
-    return reply
-      .type('text/csv; charset=utf-8')
-      .header('content-disposition', `attachment; filename="usage-${id.replace(/[^\w-]/g, '_')}-${from}-${to}.csv"`)
-      .send(csv(header, rows))
-  })
+/** GET usage.csv: a report as CSV, by day, region or key. */
+async function usageCsv(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const here = whoIn(request)
+  const q = request.query as Record<string, unknown>
+  const text = (name: string, fallback: string) => (q[name] === undefined || q[name] === '' ? fallback : typeof q[name] === 'string' ? q[name] : null)
+  const now = kit.now()
+  const to = text('to', utcDay(now))
+  const from = text('from', utcDay(now - (DEFAULT_DAYS - 1) * DAY))
+  const by = text('by', 'day')
+  if (by !== 'day' && by !== 'key' && by !== 'region') return badRequest(kit, reply, here, 'by must be day, key or region')
+  if (from === null || to === null) return badRequest(kit, reply, here, 'Give one from and one to date, YYYY-MM-DD')
+  const id = here.account.id
+  const lines = await kit.accounts.usage(id, from, to, by)
+  if (isFailure(lines)) return badRequest(kit, reply, here, `That report cannot be made: ${lines.message}`)
+  const names = by === 'key' ? new Map((await kit.accounts.listKeys(id)).map((k) => [k.id, k.name])) : new Map<string, string>()
+  const rows: unknown[][] = lines.map((l) =>
+    by === 'day'
+      ? [l.day, l.group, l.count, l.units]
+      : by === 'region'
+        ? [l.region, l.group, l.count, l.units]
+        : [l.keyId, names.get(l.keyId!) ?? '', l.group, l.count, l.units],
+  )
+  const header = by === 'key' ? ['keyId', 'keyName', 'group', 'count', 'units'] : [by, 'group', 'count', 'units']
+  return reply
+    .type('text/csv; charset=utf-8')
+    .header('content-disposition', `attachment; filename="usage-${id.replace(/[^\w-]/g, '_')}-${from}-${to}.csv"`)
+    .send(csv(header, rows))
+}
+
+export default async function usagePages(app: FastifyInstance, kit: Kit): Promise<void> {
+  app.get('/accounts/:accountId/usage', pageRoute(kit, 'viewer'), (request, reply) => usagePage(kit, request, reply))
+
+  app.get('/accounts/:accountId/usage/keys', pageRoute(kit, 'viewer'), (request, reply) => keysUsage(kit, request, reply))
+
+  app.get('/accounts/:accountId/usage.csv', pageRoute(kit, 'viewer'), (request, reply) => usageCsv(kit, request, reply))
 
   const asset = (path: string, type: string, body: Buffer | string) =>
     app.get(path, { schema: { hide: true } }, async (_request, reply) => reply.type(type).header('cache-control', 'public, max-age=3600').send(body))

@@ -7,13 +7,13 @@
  * factor ends every other session; secrets and recovery codes are shown once and never logged.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from './html.ts'
-import type { Current, Kit } from './kit.ts'
-import { actorOf, csrfField, formExpired, formOk, sendPage, signedIn } from './kit.ts'
-import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../services/users/passwords.ts'
-import type { VerifyOutcome } from '../totp/verify.ts'
-import { isFailure } from '../services/outcome.ts'
-import type { Misstep, ProofRefusal } from '../services/users.ts'
+import { html } from '../web/html.ts'
+import type { Current, Kit } from '../web/kit.ts'
+import { actorOf, caller, csrfField, formExpired, formOk, pageRoute, sendPage } from '../web/kit.ts'
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
+import type { VerifyOutcome } from '../../totp/verify.ts'
+import { isFailure } from '../../services/outcome.ts'
+import type { Misstep, ProofRefusal } from '../../services/users.ts'
 import { enrolmentUrl, grouped, qrDataUrl, RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, rawField, type Problem } from './security-form.ts'
 import secondFactorPages from './second-factor.ts'
@@ -130,10 +130,9 @@ function refusedProof(reply: FastifyReply, fieldId: string, refused: ProofRefusa
 /** misstep: where a change that does not apply now leads (back to the page, with a notice for an unconfirmed address). */
 const misstep = (reply: FastifyReply, m: Misstep) => reply.redirect(m.kind === 'unconfirmed' ? '/portal/security?notice=unconfirmed' : '/portal/security', 303)
 
-/** A signed-in user's genuine form post, or null (the answer sent). */
-async function formOf(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
-  const current = await signedIn(kit, request, reply)
-  if (current === null) return null
+/** The signed-in user (let through by the route's hook) of a genuine form post, or null (the answer sent). */
+function formOf(kit: Kit, request: FastifyRequest, reply: FastifyReply): Current | null {
+  const current = caller(request)
   if (!formOk(kit, request, current)) {
     formExpired(kit, reply, current, '/portal/security')
     return null
@@ -198,15 +197,14 @@ export default async function securityPages(app: FastifyInstance, kit: Kit): Pro
 function passwordPages(app: FastifyInstance, kit: Kit): void {
   const { users } = kit
 
-  app.get<{ Querystring: { notice?: string } }>('/security', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
+  app.get<{ Querystring: { notice?: string } }>('/security', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
     const notice = typeof request.query.notice === 'string' ? (NOTICES[request.query.notice] ?? null) : null
     return securityPage(kit, reply, current, { notice })
   })
 
-  app.post('/security/password', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/password', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     const changed = await users.security.changePassword(
       current,
@@ -225,8 +223,8 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
     return reply.redirect('/portal/security?notice=password', 303)
   })
 
-  app.post('/security/sign-out-others', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/sign-out-others', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     await users.sessions.signOutOthers(actorOf(current, request), current)
     return reply.redirect('/portal/security?notice=signed-out-others', 303)
@@ -237,16 +235,15 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
 function twoFactorPages(app: FastifyInstance, kit: Kit): void {
   const { users } = kit
 
-  app.post('/security/two-factor/setup', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/two-factor/setup', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     const set = await users.security.setUpTwoFactor(current)
     return 'kind' in set ? misstep(reply, set) : reply.redirect('/portal/security/two-factor/setup', 303)
   })
 
-  app.get('/security/two-factor/setup', { schema: { hide: true } }, async (request, reply) => {
-    const current = await signedIn(kit, request, reply)
-    if (current === null) return reply
+  app.get('/security/two-factor/setup', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = caller(request)
     const { totpSecret, totpEnabledAt, emailVerifiedAt } = current.user
     if (totpSecret === null || totpEnabledAt !== null) return reply.redirect('/portal/security', 303)
     // Nobody proved an unconfirmed address theirs: nobody may put a second factor on it that its owner would be asked for.
@@ -254,8 +251,8 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return enrolPage(kit, reply, current, totpSecret)
   })
 
-  app.post('/security/two-factor/enable', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/two-factor/enable', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     const on = await users.security.enableTwoFactor(
       current,
@@ -268,8 +265,8 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return enrolPage(kit, reply, current, current.user.totpSecret!, refusedProof(reply, on.kind === 'password' ? 'enable-password' : 'totp-code', on))
   })
 
-  app.post('/security/recovery-codes', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/recovery-codes', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     const made = await users.security.newRecoveryCodes(current, rawField(request, 'regen-proof'), request.ip)
     if ('codes' in made)
@@ -279,8 +276,8 @@ function twoFactorPages(app: FastifyInstance, kit: Kit): void {
     return securityPage(kit, reply, current, { status: problem.status, problem })
   })
 
-  app.post('/security/two-factor/off', { schema: { hide: true } }, async (request, reply) => {
-    const current = await formOf(kit, request, reply)
+  app.post('/security/two-factor/off', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
     if (current === null) return reply
     const off = await users.security.disableTwoFactor(current, rawField(request, 'off-password'), request.ip)
     if ('off' in off) return reply.redirect('/portal/security?notice=2fa-off', 303)

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { pepperKey } from '../crypto/keyed.ts'
+import { pepperKey } from '../../crypto/keyed.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
 
 const pepper = pepperKey('a test pepper of at least thirty-two characters')

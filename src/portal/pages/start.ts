@@ -4,12 +4,12 @@
  * subscription or no key yet.
  */
 import type { FastifyInstance } from 'fastify'
-import { html, type Html } from './html.ts'
-import type { InAccount, Kit } from './kit.ts'
-import { atLeast, inAccount, sendPage } from './kit.ts'
-import type { Group } from '../domain/regions.ts'
-import type { Subscription } from '../domain/accounts.ts'
-import { accountPath, GROUP_NAMES, regionBase } from './labels.ts'
+import { html, type Html } from '../web/html.ts'
+import type { InAccount, Kit } from '../web/kit.ts'
+import { atLeast, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import type { Group } from '../../domain/regions.ts'
+import type { Subscription } from '../../domain/accounts.ts'
+import { accountPath, GROUP_NAMES, regionBase } from '../web/labels.ts'
 import { liveKeys } from './keys-view.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
@@ -70,9 +70,8 @@ ${
     return steps.length === 0 ? null : html`<h2>First</h2><ol>${steps}</ol>`
   }
 
-  app.get<{ Params: { accountId: string } }>('/accounts/:accountId/start', { schema: { hide: true } }, async (request, reply) => {
-    const who = await inAccount(kit, request, reply, 'viewer')
-    if (who === null) return reply
+  app.get<{ Params: { accountId: string } }>('/accounts/:accountId/start', pageRoute(kit, 'viewer'), async (request, reply) => {
+    const who = whoIn(request)
     const [subs, keys] = await Promise.all([accounts.listSubscriptions(who.account.id), accounts.listKeys(who.account.id)])
     const live = liveKeys(keys, kit.now()).length
     const active = subs.filter((s) => s.status === 'active')

@@ -53,6 +53,13 @@ export const RULES: readonly Rule[] = [
     to: { pathNot: '^src/domain/', dependencyTypesNot: ['core'] },
   },
   {
+    name: 'services-below-doors',
+    comment: 'A service serves every door alike: it never imports one (routes, portal pages, admin API, CLI).',
+    severity: 'error',
+    from: { path: '^src/services/', pathNot: TESTS },
+    to: { path: DOORS },
+  },
+  {
     name: 'storage-below-services',
     comment: 'The store adapters serve the services: they never import a service, a door or the HTTP layer.',
     severity: 'error',

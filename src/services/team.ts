@@ -17,7 +17,7 @@ import { actorName, type AuditDraft, type AuditTarget } from '../domain/accounts
 import { LastOwnerError } from '../domain/errors.ts'
 import { emailKey, ROLES, type EmailToken, type Member, type Membership, type Role, type User } from '../domain/portal.ts'
 import type { Store } from '../storage/ports.ts'
-import { isToken, newSessionToken, sessionIdHash } from '../portal/session.ts'
+import { isToken, newSessionToken, sessionIdHash } from './users/tokens.ts'
 import { isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 /** How long an invitation works. */

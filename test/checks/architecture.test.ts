@@ -33,6 +33,7 @@ test('the check fails on a deliberate violation of each rule', async () => {
     'src/portal/page.ts': "import type { Store } from '../storage/ports.ts'\nexport const page = (store: Store) => store.write()\n",
     'src/admin/cli.ts': "import { service } from '../services/users.ts'\nexport const run = () => service()\n",
     'src/services/users.ts': "import type { Store } from '../storage/ports.ts'\nexport const service = (store?: Store) => store\n",
+    'src/services/team.ts': "import { page } from '../portal/page.ts'\nexport const team = page\n",
     'src/domain/user.ts': "import { service } from '../services/users.ts'\nexport const user = service\n",
     'src/storage/sqlite.ts': "import { service } from '../services/users.ts'\nexport const adapter = service\n",
     'src/totp/otp.ts': "import { render } from '../converter/render.ts'\nexport const otp = render\n",
@@ -53,6 +54,7 @@ test('the check fails on a deliberate violation of each rule', async () => {
       'groups-apart: src/totp/otp.ts → src/converter/render.ts',
       'no-test-code-in-runtime: src/runtime.ts → node:test',
       'no-test-code-in-runtime: src/runtime.ts → test/helper.ts',
+      'services-below-doors: src/services/team.ts → src/portal/page.ts',
       'storage-below-services: src/storage/sqlite.ts → src/services/users.ts',
     ])
     // Every rule has a failing case here.

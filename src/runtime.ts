@@ -15,8 +15,9 @@ import { resolveKeyring } from './config/encryption.ts'
 import type { Store } from './storage/ports.ts'
 import { createMetrics, type Metrics } from './metrics/metrics.ts'
 import { instrumentStore } from './metrics/store.ts'
-import { Accounts } from './services/accounts.ts'
-import { Webhooks } from './services/webhooks.ts'
+import type { Accounts } from './services/accounts.ts'
+import type { Webhooks } from './services/webhooks.ts'
+import { buildServices } from './services/index.ts'
 import { WebhookWorker } from './webhooks/worker.ts'
 import { Limits } from './usage/limits.ts'
 import { countedMailer, openMailer, type Mailer } from './mail/mailer.ts'
@@ -26,10 +27,10 @@ import { sealedPortal } from './services/users/sealed.ts'
 import { Passwords } from './services/users/passwords.ts'
 import { SignInThrottle } from './services/users/throttle.ts'
 import { keepPortalTidy } from './services/users/maintenance.ts'
-import { Users } from './services/users.ts'
+import type { Users } from './services/users.ts'
 import { Team } from './services/team.ts'
-import { Factors } from './services/factors.ts'
-import { Totp } from './services/totp.ts'
+import type { Factors } from './services/factors.ts'
+import type { Totp } from './services/totp.ts'
 import { LateLog, type Log } from './logging/late.ts'
 
 export interface RuntimeOptions {
@@ -89,7 +90,6 @@ export class Runtime {
     const { metrics, now, log } = this
     this.store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
     this.portalStore = { ...this.store, portal: sealedPortal(this.store.portal, this.keyring) }
-    this.accounts = new Accounts({ store: this.portalStore, pepper: this.pepper, config, now })
     this.limits = new Limits({
       config,
       store: this.store,
@@ -109,23 +109,28 @@ export class Runtime {
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
     })
     metrics.watchWebhooks(() => this.store.webhooks.pending())
-    this.webhooks = new Webhooks({ store: this.store, keyring: this.keyring, config, now, onDue: () => this.worker.nudge() })
     this.mailer = config.portalEnabled ? countedMailer(openMailer(config, log), metrics) : null
     this.passwords = new Passwords()
     this.throttle = new SignInThrottle(this.portalStore, config, now, this.pepper)
-    const portalStore = this.portalStore
-    this.users = new Users({
-      store: portalStore,
+    // The services, as the CLI's (services/index.ts), with the portal's view for accounts and users and the runtime's parts.
+    const services = buildServices({
+      store: this.store,
+      portalStore: this.portalStore,
       config,
       pepper: this.pepper,
-      accounts: this.accounts,
+      keyring: () => this.keyring,
+      now,
       passwords: this.passwords,
       throttle: this.throttle,
-      now,
+      metrics,
+      onWebhookDue: () => this.worker.nudge(),
     })
-    this.team = new Team({ store: portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
-    this.factors = new Factors({ store: this.store, config, pepper: this.pepper, keyring: this.keyring, now, metrics })
-    this.totp = new Totp({ store: this.store, config, pepper: this.pepper })
+    this.accounts = services.accounts
+    this.webhooks = services.webhooks
+    this.users = services.users
+    this.team = new Team({ store: this.portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
+    this.factors = services.factors
+    this.totp = services.totp
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
   }
 

@@ -377,30 +377,29 @@ async function runEncryption(encryption: Encryption, verb: string, flags: Flags)
   }
 }
 
-async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
-  const { accounts, users } = services
-  const [noun, verb, arg, extra] = words
-  if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
-  if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
-  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(services.factors, verb, flags)
-  switch (`${noun} ${verb}`) {
-    case 'account create': {
+/** unknown is the refusal of a command line that names no command. */
+const unknown = (words: readonly string[]) => new UsageError(`unknown command "${words.join(' ')}"`)
+
+async function runAccounts(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
+  const [, verb, arg] = words
+  switch (verb) {
+    case 'create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
       return { json: { accountId: account.id }, human: `Created account ${account.id} (${account.name})` }
     }
-    case 'account suspend':
-    case 'account activate': {
+    case 'suspend':
+    case 'activate': {
       const id = need(arg, 'account id')
       const status = verb === 'suspend' ? 'suspended' : 'active'
       ok(await accounts.updateAccount(CTX, id, { status }))
       return { json: { accountId: id, status }, human: `Account ${id} is ${status}` }
     }
-    case 'account rename': {
+    case 'rename': {
       const id = need(arg, 'account id')
       const account = ok(await accounts.updateAccount(CTX, id, { name: need(flags.name, 'name') }))
       return { json: account, human: `Account ${id} is now named ${account.name}` }
     }
-    case 'account list': {
+    case 'list': {
       const status = flags.status
       if (status !== undefined && status !== 'active' && status !== 'suspended') throw new UsageError(`--status must be active or suspended (got "${status}")`)
       const page = await accounts.listAccounts({
@@ -412,7 +411,15 @@ async function run(config: Config, services: Services, words: readonly string[],
       const more = page.next === null ? '' : `\n(more: --after ${page.next})`
       return { json: page.next === null ? page.items : page, human: table(page.items as never[], ['id', 'name', 'status', 'createdAt']) + more }
     }
-    case 'key create': {
+    default:
+      throw unknown(words)
+  }
+}
+
+async function runKeys(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
+  const [, verb, arg] = words
+  switch (verb) {
+    case 'create': {
       const accountId = need(flags.account, 'account')
       const issued = ok(
         await accounts.issueKey(CTX, accountId, {
@@ -426,7 +433,7 @@ async function run(config: Config, services: Services, words: readonly string[],
         human: `Created key ${issued.key.id} for account ${accountId}${describeKey(issued.key)}.\nAPI key (shown once, store it now): ${issued.apiKey}`,
       }
     }
-    case 'key roll': {
+    case 'roll': {
       const id = need(arg, 'key id')
       const grace = number(flags.grace, 'grace', 0, 604_800, true) ?? 0
       const rolled = ok(await accounts.rollKey(CTX, id, { graceSeconds: grace }))
@@ -436,13 +443,13 @@ async function run(config: Config, services: Services, words: readonly string[],
         human: `Key ${id} rolled to ${rolled.key.id} (the old key ${until}).\nAPI key (shown once, store it now): ${rolled.apiKey}`,
       }
     }
-    case 'key revoke': {
+    case 'revoke': {
       const id = need(arg, 'key id')
       const revoked = await accounts.revokeKey(CTX, id)
       if (isFailure(revoked)) throw new CommandError(`no active key ${id}`)
       return { json: { keyId: id, revoked: true }, human: `Key ${id} is revoked` }
     }
-    case 'key list': {
+    case 'list': {
       const keys = await accounts.listKeys(flags.account)
       const rows = keys.map((k) => ({
         ...k,
@@ -454,39 +461,58 @@ async function run(config: Config, services: Services, words: readonly string[],
       }))
       return { json: keys, human: table(rows, ['id', 'accountId', 'name', 'hint', 'createdAt', 'expiresAt', 'revokedAt', 'scope', 'lastUsed']) }
     }
-    case 'subscription grant':
-    case 'subscription revoke': {
-      const accountId = need(flags.account, 'account')
-      const regions: readonly Region[] = expand(need(flags.region, 'region'), REGIONS, isRegion, 'region')
-      const groups: readonly Group[] = expand(need(flags.group, 'group'), GROUPS, isGroup, 'group')
-      await requireAccount(accounts, accountId)
-      const status = verb === 'grant' ? 'active' : 'inactive'
-      const pairs: string[] = []
-      for (const region of regions) {
-        for (const group of groups) {
-          const set = await accounts.setSubscription(CTX, accountId, region, group, status)
-          // `all` skips what is not served (the converter outside eu); naming it alone is an error.
-          if (isFailure(set)) {
-            if (regions.length * groups.length === 1) throw new CommandError(set.message)
-            continue
-          }
-          pairs.push(`${region}:${group}`)
-        }
+    default:
+      throw unknown(words)
+  }
+}
+
+/** grantOrRevoke sets every region × group pair named (`all` expands) active or inactive. */
+async function grantOrRevoke(accounts: Accounts, verb: 'grant' | 'revoke', flags: Flags): Promise<Output> {
+  const accountId = need(flags.account, 'account')
+  const regions: readonly Region[] = expand(need(flags.region, 'region'), REGIONS, isRegion, 'region')
+  const groups: readonly Group[] = expand(need(flags.group, 'group'), GROUPS, isGroup, 'group')
+  await requireAccount(accounts, accountId)
+  const status = verb === 'grant' ? 'active' : 'inactive'
+  const pairs: string[] = []
+  for (const region of regions) {
+    for (const group of groups) {
+      const set = await accounts.setSubscription(CTX, accountId, region, group, status)
+      // `all` skips what is not served (the converter outside eu); naming it alone is an error.
+      if (isFailure(set)) {
+        if (regions.length * groups.length === 1) throw new CommandError(set.message)
+        continue
       }
-      return { json: { accountId, status, subscriptions: pairs }, human: `${pairs.join(', ')} ${status} for account ${accountId}` }
+      pairs.push(`${region}:${group}`)
     }
-    case 'subscription approve': {
+  }
+  return { json: { accountId, status, subscriptions: pairs }, human: `${pairs.join(', ')} ${status} for account ${accountId}` }
+}
+
+async function runSubscriptions(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
+  const verb = words[1]
+  switch (verb) {
+    case 'grant':
+    case 'revoke':
+      return grantOrRevoke(accounts, verb, flags)
+    case 'approve': {
       const accountId = need(flags.account, 'account')
       const sub = ok(await accounts.setSubscription(CTX, accountId, need(flags.region, 'region'), need(flags.group, 'group'), 'approved'))
       return { json: sub, human: `${sub.region}:${sub.group} active for account ${accountId}` }
     }
-    case 'subscription list': {
+    case 'list': {
       const accountId = need(flags.account, 'account')
       await requireAccount(accounts, accountId)
       const subs = await accounts.listSubscriptions(accountId)
       return { json: subs, human: table(subs as never[], ['region', 'group', 'status', 'updatedAt']) }
     }
-    case 'plan set': {
+    default:
+      throw unknown(words)
+  }
+}
+
+async function runPlans(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
+  switch (words[1]) {
+    case 'set': {
       const accountId = need(flags.account, 'account')
       const period = flags.period
       if (period !== undefined && period !== 'day' && period !== 'month') throw new UsageError(`--period must be day or month (got "${period}")`)
@@ -503,12 +529,12 @@ async function run(config: Config, services: Services, words: readonly string[],
       )
       return { json: { accountId, plan }, human: `Account ${accountId}: ${describePlan(plan)}` }
     }
-    case 'plan reset': {
+    case 'reset': {
       const accountId = need(flags.account, 'account')
       const plan = ok(await accounts.resetPlan(CTX, accountId))
       return { json: { accountId, plan, default: true }, human: `Account ${accountId}: default plan (${describePlan(plan)})` }
     }
-    case 'plan show': {
+    case 'show': {
       const accountId = need(flags.account, 'account')
       const found = await accounts.getPlan(accountId)
       if (found === null) throw new CommandError(`no account ${accountId}`)
@@ -517,73 +543,109 @@ async function run(config: Config, services: Services, words: readonly string[],
         human: `Account ${accountId}: ${found.own ? '' : 'default plan, '}${describePlan(found.plan)}`,
       }
     }
-    case 'usage undefined': {
-      const accountId = need(flags.account, 'account')
-      const days = number(flags.days, 'days', 1, 400, true) ?? 31
-      const by = flags.by ?? 'day'
-      if (by !== 'day' && by !== 'key' && by !== 'region') throw new UsageError(`--by must be day, key or region (got "${by}")`)
-      const to = new Date().toISOString().slice(0, 10)
-      const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10)
-      const rows = ok(await accounts.usage(accountId, from, to, by))
-      const column = by === 'day' ? 'day' : by === 'key' ? 'keyId' : 'region'
-      return { json: { accountId, from, to, by, usage: rows }, human: table(rows as never[], [column, 'group', 'count', 'units']) }
-    }
-    case 'audit undefined': {
-      const page = await accounts.auditEvents({
-        limit: number(flags.limit, 'limit', 1, 10_000, true) ?? 50,
-        ...(flags.account === undefined ? {} : { accountId: flags.account }),
-        ...(flags.actor === undefined ? {} : { actor: flags.actor }),
-        ...(flags.action === undefined ? {} : { action: flags.action }),
-        ...(flags.after === undefined ? {} : { cursor: flags.after }),
-      })
-      const rows = page.items.map((e) => ({
-        ...e,
-        target: `${e.target.type}:${e.target.id}`,
-        ip: e.ip ?? '',
-        accountId: e.accountId ?? '',
-        detail: JSON.stringify(e.detail),
-      }))
-      const more = page.next === null ? '' : `\n(more: --after ${page.next})`
-      return { json: page, human: table(rows, ['at', 'actor', 'action', 'target', 'accountId', 'ip', 'outcome', 'detail']) + more }
-    }
-    case 'admin token': {
-      switch (arg) {
-        case 'create': {
-          const created = ok(await accounts.createAdminToken(CTX, { name: need(flags.name, 'name'), scope: need(flags.scope, 'scope') }))
-          return {
-            json: { tokenId: created.token.id, token: created.secret, scope: created.token.scope },
-            human: `Created ${created.token.scope} admin token ${created.token.id} (${created.token.name}).\nToken (shown once, store it now): ${created.secret}`,
-          }
-        }
-        case 'list': {
-          const tokens = await accounts.listAdminTokens()
-          return {
-            json: tokens,
-            human: table(
-              tokens.map((t) => ({ ...t, revokedAt: t.revokedAt ?? '' })),
-              ['id', 'name', 'scope', 'createdAt', 'revokedAt'],
-            ),
-          }
-        }
-        case 'revoke': {
-          const id = need(extra, 'token id')
-          ok(await accounts.revokeAdminToken(CTX, id))
-          return { json: { tokenId: id, revoked: true }, human: `Admin token ${id} is revoked` }
-        }
-        default:
-          throw new UsageError(`unknown command "${words.join(' ')}"`)
+    default:
+      throw unknown(words)
+  }
+}
+
+/** runUsage: `usage`, an account's calls and units over its last days. */
+async function runUsage(accounts: Accounts, flags: Flags): Promise<Output> {
+  const accountId = need(flags.account, 'account')
+  const days = number(flags.days, 'days', 1, 400, true) ?? 31
+  const by = flags.by ?? 'day'
+  if (by !== 'day' && by !== 'key' && by !== 'region') throw new UsageError(`--by must be day, key or region (got "${by}")`)
+  const to = new Date().toISOString().slice(0, 10)
+  const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10)
+  const rows = ok(await accounts.usage(accountId, from, to, by))
+  const column = by === 'day' ? 'day' : by === 'key' ? 'keyId' : 'region'
+  return { json: { accountId, from, to, by, usage: rows }, human: table(rows as never[], [column, 'group', 'count', 'units']) }
+}
+
+/** runAudit: `audit`, a page of the trail, newest first. */
+async function runAudit(accounts: Accounts, flags: Flags): Promise<Output> {
+  const page = await accounts.auditEvents({
+    limit: number(flags.limit, 'limit', 1, 10_000, true) ?? 50,
+    ...(flags.account === undefined ? {} : { accountId: flags.account }),
+    ...(flags.actor === undefined ? {} : { actor: flags.actor }),
+    ...(flags.action === undefined ? {} : { action: flags.action }),
+    ...(flags.after === undefined ? {} : { cursor: flags.after }),
+  })
+  const rows = page.items.map((e) => ({
+    ...e,
+    target: `${e.target.type}:${e.target.id}`,
+    ip: e.ip ?? '',
+    accountId: e.accountId ?? '',
+    detail: JSON.stringify(e.detail),
+  }))
+  const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+  return { json: page, human: table(rows, ['at', 'actor', 'action', 'target', 'accountId', 'ip', 'outcome', 'detail']) + more }
+}
+
+/** runAdminTokens: `admin token …`, the admin API's tokens. */
+async function runAdminTokens(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
+  const [, , verb, id] = words
+  switch (verb) {
+    case 'create': {
+      const created = ok(await accounts.createAdminToken(CTX, { name: need(flags.name, 'name'), scope: need(flags.scope, 'scope') }))
+      return {
+        json: { tokenId: created.token.id, token: created.secret, scope: created.token.scope },
+        human: `Created ${created.token.scope} admin token ${created.token.id} (${created.token.name}).\nToken (shown once, store it now): ${created.secret}`,
       }
     }
-    case 'encryption status':
-    case 'encryption generate':
-    case 'encryption rotate':
-      return runEncryption(services.encryption, verb!, flags)
-    case 'migrate undefined':
-      // Opening the store applies pending migrations.
-      return { json: { migrated: true, store: services.storeKind }, human: `Schema is up to date (${services.storeKind})` }
+    case 'list': {
+      const tokens = await accounts.listAdminTokens()
+      return {
+        json: tokens,
+        human: table(
+          tokens.map((t) => ({ ...t, revokedAt: t.revokedAt ?? '' })),
+          ['id', 'name', 'scope', 'createdAt', 'revokedAt'],
+        ),
+      }
+    }
+    case 'revoke': {
+      const tokenId = need(id, 'token id')
+      ok(await accounts.revokeAdminToken(CTX, tokenId))
+      return { json: { tokenId, revoked: true }, human: `Admin token ${tokenId} is revoked` }
+    }
     default:
-      throw new UsageError(`unknown command "${words.join(' ')}"`)
+      throw unknown(words)
   }
+}
+
+/** run hands a command line to its noun's runner; `usage`, `audit` and `migrate` take no verb. */
+async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
+  const { accounts, users } = services
+  const [noun, verb] = words
+  if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
+  if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(services.factors, verb, flags)
+  switch (noun) {
+    case 'account':
+      return runAccounts(accounts, words, flags)
+    case 'key':
+      return runKeys(accounts, words, flags)
+    case 'subscription':
+      return runSubscriptions(accounts, words, flags)
+    case 'plan':
+      return runPlans(accounts, words, flags)
+    case 'usage':
+      if (verb === undefined) return runUsage(accounts, flags)
+      break
+    case 'audit':
+      if (verb === undefined) return runAudit(accounts, flags)
+      break
+    case 'admin':
+      if (verb === 'token') return runAdminTokens(accounts, words, flags)
+      break
+    case 'encryption':
+      if (verb === 'status' || verb === 'generate' || verb === 'rotate') return runEncryption(services.encryption, verb, flags)
+      break
+    case 'migrate':
+      // Opening the store applies pending migrations.
+      if (verb === undefined) return { json: { migrated: true, store: services.storeKind }, human: `Schema is up to date (${services.storeKind})` }
+      break
+  }
+  throw unknown(words)
 }
 
 /** parse reads the command line; it throws on an unknown flag or a flag without its value. */

@@ -60,30 +60,52 @@ const CAUSES: Readonly<Record<DenialReason, RefusalCause>> = {
   'out of scope': 'out of scope',
 }
 
-async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
-  const { config, store, pepper, now, limits } = opts
-  const cache = new GrantCache(config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
-  const unsubscribe = store.access.onChange(() => cache.clear())
-  app.addHook('onClose', async () => {
-    unsubscribe()
-  })
-  app.decorateRequest('caller', null)
+/** Keys longer than this are not cached (no real key is): a flood of huge headers cannot fill memory. */
+const CACHEABLE = 256
 
-  const denied = Buffer.from(errorBody([{ code: 'ACCESS_DENIED', params: { docsUrl: config.docsUrl } }]))
+type Done = (error?: Error) => void
 
-  /** Keys longer than this are not cached (no real key is): a flood of huge headers cannot fill memory. */
-  const CACHEABLE = 256
+/** Decide is a guard's verdict on a grant; `context` is what the guard was made for (its group). */
+type Decide<T> = (gateway: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, context: T) => void
 
-  async function fetchGrant(request: FastifyRequest, presented: string, t: number): Promise<KeyGrant | null> {
-    const generation = cache.generation
+/**
+ * Gateway holds the guards' state, made once per plugin: the grant cache and the refusal's
+ * bytes, with the options. Its fields are read by the module's decide functions, which the
+ * guards pass by reference: a request allocates nothing more than it did as closures.
+ */
+class Gateway {
+  readonly config: Config
+  readonly now: () => number
+  readonly limits: Limits
+  readonly metrics: Metrics
+  readonly #store: Store
+  readonly #pepper: Pepper
+  readonly cache: GrantCache
+  /** The one 403 body every refusal sends. */
+  readonly #denied: Buffer
+
+  constructor(opts: GatewayOptions) {
+    this.config = opts.config
+    this.now = opts.now
+    this.limits = opts.limits
+    this.metrics = opts.metrics
+    this.#store = opts.store
+    this.#pepper = opts.pepper
+    this.cache = new GrantCache(opts.config.keyCacheTtlSeconds, opts.config.keyCacheMaxEntries)
+    this.#denied = Buffer.from(errorBody([{ code: 'ACCESS_DENIED', params: { docsUrl: opts.config.docsUrl } }]))
+  }
+
+  /** fetchGrant asks the store for a key's grant (by its HMAC) and caches it, unless the cache was cleared meanwhile. */
+  async fetchGrant(request: FastifyRequest, presented: string, t: number): Promise<KeyGrant | null> {
+    const generation = this.cache.generation
     let grant: KeyGrant | null
     try {
-      grant = await store.access.findGrant(hashApiKey(pepper, presented))
+      grant = await this.#store.access.findGrant(hashApiKey(this.#pepper, presented))
     } catch (error) {
       request.log.error({ err: error }, 'key store unavailable')
       throw apiError('SERVICE_UNAVAILABLE', { what: 'the key store' }, { 'retry-after': '5' })
     }
-    if (presented.length <= CACHEABLE) cache.set(presented, grant, t, generation)
+    if (presented.length <= CACHEABLE) this.cache.set(presented, grant, t, generation)
     return grant
   }
 
@@ -91,62 +113,70 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
    * withGrant calls `decide` with the caller's grant: at once on a cache hit (the hot path
    * of every call: no closure, no promise, no allocation), after the store otherwise.
    */
-  function withGrant<T>(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    done: (error?: Error) => void,
-    context: T,
-    decide: (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, context: T) => void,
-  ): void {
+  withGrant<T>(request: FastifyRequest, reply: FastifyReply, done: Done, context: T, decide: Decide<T>): void {
     const header = request.headers['x-api-key']
     const presented = typeof header === 'string' ? header : ''
-    const t = now()
-    const cached = cache.get(presented, t)
-    opts.metrics.keyCache(cached !== undefined)
+    const t = this.now()
+    const cached = this.cache.get(presented, t)
+    this.metrics.keyCache(cached !== undefined)
     if (cached !== undefined) {
-      decide(request, reply, done, cached, context)
+      decide(this, request, reply, done, cached, context)
       return
     }
-    fetchGrant(request, presented, t).then((grant) => decide(request, reply, done, grant, context), done)
+    this.fetchGrant(request, presented, t).then((grant) => decide(this, request, reply, done, grant, context), done)
   }
 
-  function admit(request: FastifyRequest, reply: FastifyReply, grant: KeyGrant | null, reason: DenialReason | null): grant is KeyGrant {
+  /** admit lets the caller in (request.caller) or sends the one refusal; either way the answer is not cached. */
+  admit(request: FastifyRequest, reply: FastifyReply, grant: KeyGrant | null, reason: DenialReason | null): grant is KeyGrant {
     // Guarded answers carry codes, secrets or documents: no cache may keep them (refusals alike, so headers match).
     reply.header('cache-control', 'no-store')
     if (reason !== null) {
       request.log.info({ keyId: grant?.keyId, reason }, 'access denied')
-      opts.metrics.refused(reason === 'unknown key' && typeof request.headers['x-api-key'] !== 'string' ? 'missing' : CAUSES[reason])
-      reply.code(403).type('application/json; charset=utf-8').send(denied)
+      this.metrics.refused(reason === 'unknown key' && typeof request.headers['x-api-key'] !== 'string' ? 'missing' : CAUSES[reason])
+      reply.code(403).type('application/json; charset=utf-8').send(this.#denied)
       return false
     }
     // The 'request completed' log line names the caller (see the res serializer in app.ts).
     request.caller = grant
     return true
   }
+}
 
-  interface Guarded {
-    readonly group: Group
-    readonly subscription: string
-  }
+interface Guarded {
+  readonly group: Group
+  readonly subscription: string
+}
 
-  function decideGuarded(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, g: Guarded): void {
-    if (admit(request, reply, grant, authorize(grant, g.subscription, config.region, g.group, now()))) limits.admit(grant, g.group, reply, done)
-  }
+/** decideGuarded: a caller subscribed to the group here goes on to its plan's limits. */
+function decideGuarded(gw: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, g: Guarded): void {
+  if (gw.admit(request, reply, grant, authorize(grant, g.subscription, gw.config.region, g.group, gw.now()))) gw.limits.admit(grant, g.group, reply, done)
+}
 
-  function decideNotServed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, grant: KeyGrant | null, group: Group): void {
-    if (!admit(request, reply, grant, denial(grant, now()))) return
-    const path = request.url.split('?')[0] ?? ''
-    // Without EU_BASE_URL this node knows no eu URL: naming its own would send the client back here.
-    const where = config.euBaseUrl === '' ? '' : ` Call ${config.euBaseUrl}${path} instead.`
-    done(apiError('GROUP_NOT_IN_REGION', { group, region: config.region, where }))
-  }
+/** decideNotServed: a known caller learns that the group is not served in this region (and where it is). */
+function decideNotServed(gw: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, group: Group): void {
+  if (!gw.admit(request, reply, grant, denial(grant, gw.now()))) return
+  const { config } = gw
+  const path = request.url.split('?')[0] ?? ''
+  // Without EU_BASE_URL this node knows no eu URL: naming its own would send the client back here.
+  const where = config.euBaseUrl === '' ? '' : ` Call ${config.euBaseUrl}${path} instead.`
+  done(apiError('GROUP_NOT_IN_REGION', { group, region: config.region, where }))
+}
+
+async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
+  const { config, store } = opts
+  const gateway = new Gateway(opts)
+  const unsubscribe = store.access.onChange(() => gateway.cache.clear())
+  app.addHook('onClose', async () => {
+    unsubscribe()
+  })
+  app.decorateRequest('caller', null)
 
   // Callback-style hooks: a cache hit decides synchronously, with no promise in the way.
   // The plan applies only once the caller is known: a refused key counts against no one.
   app.decorate('guard', (group: Group): onRequestHookHandler => {
     const guarded: Guarded = { group, subscription: subscriptionKey(config.region, group) }
     return function guard(request, reply, done) {
-      withGrant(request, reply, done, guarded, decideGuarded)
+      gateway.withGrant(request, reply, done, guarded, decideGuarded)
     }
   })
 
@@ -154,7 +184,7 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
     'guardNotServed',
     (group: Group): onRequestHookHandler =>
       function guardNotServed(request, reply, done) {
-        withGrant(request, reply, done, group, decideNotServed)
+        gateway.withGrant(request, reply, done, group, decideNotServed)
       },
   )
 }

@@ -308,6 +308,32 @@ function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | '
   }
 }
 
+/** poolGauges registers the conversion pool's gauges, read at each scrape from the pool given to the watch it answers. */
+function poolGauges(registers: Section['registers']): Metrics['watchPool'] {
+  let pool: (() => PoolGauges) | null = null
+  const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        if (pool !== null) this.set(pick(pool()))
+      },
+    })
+  poolGauge('tessera_conversion_queue_depth', 'Conversions waiting for a worker (uploads being read included).', (g) => g.queued)
+  poolGauge(
+    'tessera_conversion_queue_capacity',
+    'Conversions that may wait before the queue refuses more (CONVERTER_WORKERS × CONVERTER_QUEUE_PER_WORKER).',
+    (g) => g.capacity,
+  )
+  poolGauge('tessera_conversion_workers_alive', 'Conversion workers running (started and not retiring).', (g) => g.alive)
+  poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
+  poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
+  return (read) => {
+    pool = read
+  }
+}
+
 /** Conversions, their pages, output and engine time, the queue and the workers. */
 function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'conversion' | 'queueWaited' | 'workerReplaced' | 'watchPool'> {
   const conversions = new Counter({
@@ -353,25 +379,7 @@ function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'convers
     registers,
   })
   const replacementChildren = new Map(REPLACEMENT_REASONS.map((reason) => [reason, zero(replacements.labels({ reason }))]))
-  let pool: (() => PoolGauges) | null = null
-  const poolGauge = (name: string, help: string, pick: (g: PoolGauges) => number) =>
-    new Gauge({
-      name,
-      help,
-      registers,
-      collect() {
-        if (pool !== null) this.set(pick(pool()))
-      },
-    })
-  poolGauge('tessera_conversion_queue_depth', 'Conversions waiting for a worker (uploads being read included).', (g) => g.queued)
-  poolGauge(
-    'tessera_conversion_queue_capacity',
-    'Conversions that may wait before the queue refuses more (CONVERTER_WORKERS × CONVERTER_QUEUE_PER_WORKER).',
-    (g) => g.capacity,
-  )
-  poolGauge('tessera_conversion_workers_alive', 'Conversion workers running (started and not retiring).', (g) => g.alive)
-  poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
-  poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
+  const watchPool = poolGauges(registers)
 
   return {
     conversion(route, outcome, done) {
@@ -387,26 +395,12 @@ function conversionMetrics({ registers, zero }: Section): Pick<Metrics, 'convers
     workerReplaced(reason) {
       replacementChildren.get(reason)!.inc()
     },
-    watchPool(read) {
-      pool = read
-    },
+    watchPool,
   }
 }
 
-/** The store: each operation timed, its errors, the pools and the dependencies. */
-function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOperation' | 'watchStore' | 'watchDependencies'> {
-  const operations = new PlainHistogram<'adapter' | 'operation'>(DURATION_BUCKETS)
-  for (const metric of operations.collectors(
-    'tessera_store_operation_duration_seconds',
-    'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.',
-  ))
-    register(metric)
-  const operationErrors = new Counter({
-    name: 'tessera_store_operation_errors_total',
-    help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.',
-    labelNames: ['adapter', 'operation'] as const,
-    registers,
-  })
+/** connectionGauges registers the PostgreSQL pool's and the Redis connection's gauges, read at each scrape from the store given to the watch it answers. */
+function connectionGauges(registers: Section['registers']): Metrics['watchStore'] {
   let storeGauges: (() => StoreGauges) | null = null
   new Gauge({
     name: 'tessera_postgres_pool_connections',
@@ -448,6 +442,13 @@ function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOpe
       if (r !== undefined) this.set(r ? 1 : 0)
     },
   })
+  return (read) => {
+    storeGauges = read
+  }
+}
+
+/** dependencyGauge registers the readiness check's view of each dependency, asked at each scrape through the watch it answers. */
+function dependencyGauge(registers: Section['registers']): Metrics['watchDependencies'] {
   let dependencies: (() => Promise<Record<string, boolean>>) | null = null
   new Gauge({
     name: 'tessera_dependency_up',
@@ -459,7 +460,27 @@ function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOpe
       for (const [dependency, up] of Object.entries(await dependencies())) this.set({ dependency }, up ? 1 : 0)
     },
   })
+  return (read) => {
+    dependencies = read
+  }
+}
 
+/** The store: each operation timed, its errors, the pools and the dependencies. */
+function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOperation' | 'watchStore' | 'watchDependencies'> {
+  const operations = new PlainHistogram<'adapter' | 'operation'>(DURATION_BUCKETS)
+  for (const metric of operations.collectors(
+    'tessera_store_operation_duration_seconds',
+    'Time each store operation took, by adapter (sqlite, postgres, redis) and operation.',
+  ))
+    register(metric)
+  const operationErrors = new Counter({
+    name: 'tessera_store_operation_errors_total',
+    help: 'Store operations that failed (the dependency unreachable, timed out, or the statement refused), by adapter and operation.',
+    labelNames: ['adapter', 'operation'] as const,
+    registers,
+  })
+  const watchStore = connectionGauges(registers)
+  const watchDependencies = dependencyGauge(registers)
   return {
     storeOperation(adapter, operation) {
       const key = `${adapter}.${operation}`
@@ -472,12 +493,8 @@ function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOpe
         if (failed) errors.inc()
       }
     },
-    watchStore(read) {
-      storeGauges = read
-    },
-    watchDependencies(read) {
-      dependencies = read
-    },
+    watchStore,
+    watchDependencies,
   }
 }
 

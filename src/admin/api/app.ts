@@ -141,27 +141,8 @@ function toApiError(error: FastifyError): ApiError | undefined {
   return undefined
 }
 
-export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
-  const { config, accounts } = opts
-  const now = opts.now ?? Date.now
-  const app = await createBase({
-    config,
-    name: 'admin',
-    logStream: opts.logStream,
-    // The operator by token id, never by token.
-    who: (request) => (request.adminToken ? { adminTokenId: request.adminToken.id } : null),
-    bodyLimit: ADMIN_BODY_LIMIT,
-    // Not TRUST_PROXY: the audit trail records request.ip, and on a listener that may not sit
-    // behind the public proxy an X-Forwarded-For header would let a caller write any address there.
-    trustProxy: false,
-    // Every bad field at once; unknown fields are refused, not dropped (a misspelt `stauts`
-    // must not answer 200 having changed nothing).
-    removeAdditional: false,
-    // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
-    badPath: (reply) => sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400),
-  })
-  // The public listener's cap and timeouts hold here too (createBase): a flood of idle connections must not lock operators out.
-
+/** addRequestHooks: what every admin request goes through before its route: no caching, empty bodies, no control characters. */
+function addRequestHooks(app: FastifyInstance): void {
   app.decorateRequest('adminToken', null)
   app.addHook('onRequest', (_request, reply, done) => {
     // Answers carry API keys (once) and customers' data: no cache may keep them.
@@ -179,7 +160,10 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     const bad = controlled(request.params) ?? controlled(request.query)
     done(bad === null ? undefined : apiError('FIELD_INVALID', { field: bad, reason: 'must be text without control characters' }))
   })
+}
 
+/** setErrorHandlers: every error as catalogue problems (an unknown one as INTERNAL_ERROR, logged), an unknown route as ADMIN_ROUTE_NOT_FOUND. */
+function setErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known = toApiError(error)
     if (known) {
@@ -190,7 +174,10 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     return sendProblems(reply, [{ code: 'INTERNAL_ERROR', params: { requestId: request.id } }], 500)
   })
   app.setNotFoundHandler((_request, reply) => sendProblems(reply, [{ code: 'ADMIN_ROUTE_NOT_FOUND' }], 404))
+}
 
+/** serveDocument registers the OpenAPI generator and serves its document and reference page, both without a token. */
+async function serveDocument(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -220,6 +207,32 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
       'Every call needs `Authorization: Bearer <admin token>` (`npm run admin -- admin token create --name N --scope read|write`); a `read` token may only read. Lists are pages of `{"items": […], "next": cursor}`: pass `after=<next>` for the following one.',
     ],
   })
+}
+
+export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
+  const { config, accounts } = opts
+  const now = opts.now ?? Date.now
+  const app = await createBase({
+    config,
+    name: 'admin',
+    logStream: opts.logStream,
+    // The operator by token id, never by token.
+    who: (request) => (request.adminToken ? { adminTokenId: request.adminToken.id } : null),
+    bodyLimit: ADMIN_BODY_LIMIT,
+    // Not TRUST_PROXY: the audit trail records request.ip, and on a listener that may not sit
+    // behind the public proxy an X-Forwarded-For header would let a caller write any address there.
+    trustProxy: false,
+    // Every bad field at once; unknown fields are refused, not dropped (a misspelt `stauts`
+    // must not answer 200 having changed nothing).
+    removeAdditional: false,
+    // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
+    badPath: (reply) => sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400),
+  })
+  // The public listener's cap and timeouts hold here too (createBase): a flood of idle connections must not lock operators out.
+
+  addRequestHooks(app)
+  setErrorHandlers(app)
+  await serveDocument(app)
 
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))

@@ -112,16 +112,20 @@ const CSV_COLUMNS: Record<UsageBy, readonly [string, keyof UsageLine][]> = {
 
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 
-export default async function adminRoutes(app: FastifyInstance, opts: { accounts: Accounts; totp: Totp; now: () => number }): Promise<void> {
-  const { accounts, totp, now } = opts
+/** AdminRouteOptions: what the routes ask (the services) and the clock of the default usage range. */
+interface AdminRouteOptions {
+  readonly accounts: Accounts
+  readonly totp: Totp
+  readonly now: () => number
+}
 
-  /** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */
-  async function requireAccount(id: string): Promise<void> {
-    if ((await accounts.getAccount(id)) === null) throw noAccount(id)
-  }
+/** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */
+async function requireAccount(accounts: Accounts, id: string): Promise<void> {
+  if ((await accounts.getAccount(id)) === null) throw noAccount(id)
+}
 
-  // Accounts
-
+/** accountRoutes: create, list, read and change (rename, suspend) accounts. */
+function accountRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
   app.post(`${V1}/accounts`, { schema: createAccountSchema }, async (request, reply) => {
     const { name } = request.body as { name: string }
     const account = ok(await accounts.createAccount(context(request), { name }))
@@ -149,9 +153,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
     const { id } = request.params as { id: string }
     return ok(await accounts.updateAccount(context(request), id, request.body as { name?: string; status?: string }))
   })
+}
 
-  // Keys
-
+/** keyRoutes: an account's API keys, issued (shown once), listed, read, rolled and revoked. */
+function keyRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
   app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { key, apiKey } = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
@@ -163,7 +168,7 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
 
   app.get(`${V1}/accounts/:id/keys`, { schema: listKeysSchema }, async (request) => {
     const { id } = request.params as { id: string }
-    await requireAccount(id)
+    await requireAccount(accounts, id)
     return { items: await accounts.listKeys(id), next: null }
   })
 
@@ -187,12 +192,13 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
     const { id } = request.params as { id: string }
     return ok(await accounts.revokeKey(context(request), id))
   })
+}
 
-  // Subscriptions
-
+/** subscriptionRoutes: an account's region × group subscriptions, listed and set. */
+function subscriptionRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
   app.get(`${V1}/accounts/:id/subscriptions`, { schema: listSubscriptionsSchema }, async (request) => {
     const { id } = request.params as { id: string }
-    await requireAccount(id)
+    await requireAccount(accounts, id)
     return { items: await accounts.listSubscriptions(id), next: null }
   })
 
@@ -201,9 +207,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
     const { status } = request.body as { status: string }
     return ok(await accounts.setSubscription(context(request), id, region, group, status))
   })
+}
 
-  // Plans
-
+/** planRoutes: an account's plan, read, set (its own) and reset (the default). */
+function planRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
   app.get(`${V1}/accounts/:id/plan`, { schema: getPlanSchema }, async (request) => {
     const { id } = request.params as { id: string }
     const plan = await accounts.getPlan(id)
@@ -220,9 +227,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
     const { id } = request.params as { id: string }
     return { plan: ok(await accounts.resetPlan(context(request), id)), own: false }
   })
+}
 
-  // Usage
-
+/** usageRoutes: an account's usage report, as JSON or (when the Accept header prefers it) CSV. */
+function usageRoutes(app: FastifyInstance, { accounts, now }: AdminRouteOptions): void {
   app.get(`${V1}/accounts/:id/usage`, { schema: usageSchema }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const q = request.query as { from?: string; to?: string; by?: UsageBy }
@@ -246,9 +254,10 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
     }
     return reply.type('application/json; charset=utf-8').send({ accountId: id, from, to, by, items })
   })
+}
 
-  // The trail: a read, and nothing else. No route changes or deletes an event.
-
+/** auditRoutes: the trail, a read and nothing else. No route changes or deletes an event. */
+function auditRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
   app.get(`${V1}/audit-events`, { schema: auditEventsSchema }, async (request) => {
     const q = request.query as { account?: string; actor?: string; action?: string; after?: string; limit?: number }
     return accounts.auditEvents({
@@ -259,11 +268,23 @@ export default async function adminRoutes(app: FastifyInstance, opts: { accounts
       ...(q.after === undefined ? {} : { cursor: q.after }),
     })
   })
+}
 
-  // TOTP lockouts
-
+/** lockoutRoutes: clear the lockout of a Renda-compatible TOTP secret. */
+function lockoutRoutes(app: FastifyInstance, { totp }: AdminRouteOptions): void {
   app.post(`${V1}/accounts/:id/totp-lockouts/clear`, { schema: clearLockoutSchema }, async (request) => {
     const { id } = request.params as { id: string }
     return ok(await totp.clearLockout(context(request), id, request.body as { secret?: string; fingerprint?: string; period?: number }))
   })
+}
+
+/** adminRoutes registers every resource's routes, in the order of the OpenAPI document. */
+export default async function adminRoutes(app: FastifyInstance, opts: AdminRouteOptions): Promise<void> {
+  accountRoutes(app, opts)
+  keyRoutes(app, opts)
+  subscriptionRoutes(app, opts)
+  planRoutes(app, opts)
+  usageRoutes(app, opts)
+  auditRoutes(app, opts)
+  lockoutRoutes(app, opts)
 }

@@ -158,31 +158,74 @@ export async function loadGhostscript(
   return { module, memory: () => memory }
 }
 
-/** createGhostscriptEngine loads the engine; `guard` caps its heap: past it, malloc fails and Ghostscript stops with a VMerror. */
-export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEngine> {
-  let errors: string[] = []
-  /** Told as Ghostscript begins a page of the job being run. */
-  let onPage: (() => void) | undefined
-  // Without -dQUIET Ghostscript says "Page N" as it begins each page, from inside its run: the one word it gives of its progress.
-  const loaded = await loadGhostscript(
-    (line) => {
-      if (errors.length < 20) errors.push(line)
-    },
-    guard,
-    (line) => {
-      if (line.startsWith('Page ')) onPage?.()
-    },
-  )
-  const gs = loaded.module
-  const fs = gs.FS
-  const keys = nodeKeys(fs)
-  const write = fs.write.bind(fs)
-  /** The job being run: its output goes to the sink, every other write counts against its budget. */
-  let job: { readonly sink: OutputSink; readonly budget: OutputBudget; written: number; scratch: number; sinceCheck: number } | null = null
-  let spent = false
+/** Job: the run under way; its output goes to the sink, every other write counts against its budget. */
+interface Job {
+  readonly sink: OutputSink
+  readonly budget: OutputBudget
+  written: number
+  scratch: number
+  sinceCheck: number
+}
 
-  fs.write = (stream, buffer, offset, length, position, canOwn) => {
-    if (job === null) return write(stream, buffer, offset, length, position, canOwn)
+/**
+ * RunLog keeps what Ghostscript says during a run: its first error lines, and each page's start.
+ * It exists before the module, which takes its callbacks when it is instantiated.
+ */
+class RunLog {
+  errors: string[] = []
+  /** Told as Ghostscript begins a page of the job being run. */
+  onPage: (() => void) | undefined
+
+  readonly printErr = (line: string): void => {
+    if (this.errors.length < 20) this.errors.push(line)
+  }
+
+  // Without -dQUIET Ghostscript says "Page N" as it begins each page, from inside its run: the one word it gives of its progress.
+  readonly print = (line: string): void => {
+    if (line.startsWith('Page ')) this.onPage?.()
+  }
+}
+
+/** postscriptArgs: Ghostscript's command line for one job (ps2write, the pages, the colour, the password). */
+function postscriptArgs(options: PostScriptOptions): string[] {
+  const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
+  if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
+  if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
+  if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
+  args.push(INPUT)
+  return args
+}
+
+/**
+ * GhostscriptEngine runs jobs on one loaded Ghostscript. It replaces the module's FS.write, so
+ * that the output streams to the job's sink and the scratch files grow in place within budget.
+ */
+class GhostscriptEngine implements PdfEngine {
+  readonly name = 'ghostscript'
+  readonly #loaded: LoadedGhostscript
+  readonly #log: RunLog
+  readonly #fs: GhostscriptFs
+  readonly #keys: NodeKeys
+  /** Emscripten's own write, for what is not a job's. */
+  readonly #write: GhostscriptFs['write']
+  #job: Job | null = null
+  /** A run was stopped mid-way: the instance's state is lost. */
+  #spent = false
+
+  constructor(loaded: LoadedGhostscript, log: RunLog) {
+    this.#loaded = loaded
+    this.#log = log
+    const fs = loaded.module.FS
+    this.#fs = fs
+    this.#keys = nodeKeys(fs)
+    this.#write = fs.write.bind(fs)
+    fs.write = (stream, buffer, offset, length, position, canOwn) => this.#intercept(stream, buffer, offset, length, position, canOwn)
+  }
+
+  /** intercept is every write of the program: a job's output to its sink, its scratch within budget, the memory checked on the way. */
+  #intercept(stream: FsStream, buffer: Uint8Array, offset: number, length: number, position?: number, canOwn?: boolean): number {
+    const job = this.#job
+    if (job === null) return this.#write(stream, buffer, offset, length, position, canOwn)
     const output = stream.path === OUTPUT
     if (!output) {
       job.scratch += length
@@ -195,60 +238,72 @@ export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEng
       job.sinceCheck = 0
       if (job.budget.overMemory(job.scratch)) throw new Stopped('memory')
     }
-    if (output) {
-      // ps2write writes its output in one pass at the end (the pages wait in scratch files): it goes straight to the client.
-      if (position !== undefined && position !== stream.position) throw new Stopped('seek')
-      if (job.written + length > job.budget.maxOutputBytes) throw new Stopped('output')
-      job.written += length
-      job.sink(buffer.subarray(offset, offset + length))
-      stream.position += length
-      return length
-    }
+    if (output) return writeOutput(job, stream, buffer, offset, length, position)
     const end = (position ?? stream.position) + length
     if (end > job.budget.maxScratchBytes) throw new Stopped('output')
-    makeRoom(stream.node, keys, end, job.budget.maxScratchBytes)
-    return write(stream, buffer, offset, length, position, canOwn)
+    makeRoom(stream.node, this.#keys, end, job.budget.maxScratchBytes)
+    return this.#write(stream, buffer, offset, length, position, canOwn)
   }
 
-  return {
-    name: 'ghostscript',
-    postscript(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome {
-      if (spent) throw new GhostscriptError('this Ghostscript was stopped mid-run and cannot be used again', true)
-      errors = []
-      onPage = options.onPage
-      fs.writeFile(INPUT, pdf)
-      job = { sink, budget, written: 0, scratch: 0, sinceCheck: 0 }
+  postscript(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome {
+    if (this.#spent) throw new GhostscriptError('this Ghostscript was stopped mid-run and cannot be used again', true)
+    const log = this.#log
+    log.errors = []
+    log.onPage = options.onPage
+    this.#fs.writeFile(INPUT, pdf)
+    const job: Job = { sink, budget, written: 0, scratch: 0, sinceCheck: 0 }
+    this.#job = job
+    try {
+      const args = postscriptArgs(options)
+      let code: number
       try {
-        const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
-        if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
-        if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
-        if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)
-        args.push(INPUT)
-        let code: number
-        try {
-          code = gs.callMain(args)
-        } catch (error) {
-          if (!(error instanceof Stopped)) throw error
-          spent = true
-          if (error.reason === 'seek') throw new GhostscriptError('ghostscript seeked in its output, which is streamed', true)
-          return { ok: false, reason: error.reason, bytes: job.written }
-        }
-        if (code !== 0) throw new GhostscriptError(`ghostscript exited with ${code}: ${errors.join(' | ').slice(0, 500)}`)
-        return { ok: true, bytes: job.written }
-      } finally {
-        job = null
-        onPage = undefined
-        for (const path of [INPUT, OUTPUT]) {
-          try {
-            fs.unlink(path)
-          } catch {
-            /* not written */
-          }
-        }
+        code = this.#loaded.module.callMain(args)
+      } catch (error) {
+        if (!(error instanceof Stopped)) throw error
+        this.#spent = true
+        if (error.reason === 'seek') throw new GhostscriptError('ghostscript seeked in its output, which is streamed', true)
+        return { ok: false, reason: error.reason, bytes: job.written }
       }
-    },
-    memoryBytes() {
-      return loaded.memory()?.buffer.byteLength ?? 0
-    },
+      if (code !== 0) throw new GhostscriptError(`ghostscript exited with ${code}: ${log.errors.join(' | ').slice(0, 500)}`)
+      return { ok: true, bytes: job.written }
+    } finally {
+      this.#job = null
+      log.onPage = undefined
+      this.#removeFiles()
+    }
   }
+
+  /** removeFiles deletes a job's input and output, whichever were written. */
+  #removeFiles(): void {
+    for (const path of [INPUT, OUTPUT]) {
+      try {
+        this.#fs.unlink(path)
+      } catch {
+        /* not written */
+      }
+    }
+  }
+
+  memoryBytes(): number {
+    return this.#loaded.memory()?.buffer.byteLength ?? 0
+  }
+}
+
+/**
+ * writeOutput sends a write of the output file to the job's sink. ps2write writes its output in
+ * one pass at the end (the pages wait in scratch files): it goes straight to the client.
+ */
+function writeOutput(job: Job, stream: FsStream, buffer: Uint8Array, offset: number, length: number, position: number | undefined): number {
+  if (position !== undefined && position !== stream.position) throw new Stopped('seek')
+  if (job.written + length > job.budget.maxOutputBytes) throw new Stopped('output')
+  job.written += length
+  job.sink(buffer.subarray(offset, offset + length))
+  stream.position += length
+  return length
+}
+
+/** createGhostscriptEngine loads the engine; `guard` caps its heap: past it, malloc fails and Ghostscript stops with a VMerror. */
+export async function createGhostscriptEngine(guard?: HeapGuard): Promise<PdfEngine> {
+  const log = new RunLog()
+  return new GhostscriptEngine(await loadGhostscript(log.printErr, guard, log.print), log)
 }

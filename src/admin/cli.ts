@@ -11,6 +11,7 @@ import type { Encryption } from '../services/encryption.ts'
 import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
+import { factorView } from '../totp/factors/view.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { CLI, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
@@ -285,20 +286,7 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
     }
     case 'show': {
       const user = ok(await service.user(accountId, need(flags.user, 'user')))
-      const factors = user.factors.map((f) => ({
-        factorID: f.id,
-        status: f.status,
-        label: f.label,
-        applicationID: f.applicationId,
-        profile: f.profile,
-        algorithm: f.algorithm,
-        tokenLength: f.digits,
-        tokenValidity: f.period,
-        driftSteps: f.drift,
-        createdAt: f.createdAt,
-        activatedAt: f.activatedAt,
-        expiresAt: f.expiresAt,
-      }))
+      const factors = user.factors.map(factorView)
       const rows = factors.map((f) => ({
         ...f,
         label: f.label ?? '',

@@ -18,7 +18,6 @@ import type { Page } from '../domain/lists.ts'
 import type { UsageBy, UsageLine } from '../domain/usage.ts'
 import { newId } from '../domain/ids.ts'
 import {
-  actorName,
   GROUPS,
   REGIONS,
   UNSCOPED,
@@ -32,7 +31,7 @@ import {
 } from '../domain/accounts.ts'
 import { groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
-import { fail, isFailure, type Context, type Failure } from './outcome.ts'
+import { draft, fail, isFailure, type Context, type Failure } from './outcome.ts'
 
 /** The longest grace a roll may give the old key: 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 86_400
@@ -102,7 +101,7 @@ export class Accounts {
   }
 
   #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
-    return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+    return draft(ctx, action, target, accountId, detail)
   }
 
   /** #refuse records a refused change and returns its failure. */

@@ -13,7 +13,7 @@
 import type { Config } from '../config/config.ts'
 import { SealError, type Keyring } from '../crypto/keyring.ts'
 import type { Pepper } from '../crypto/keyed.ts'
-import { actorName, type Algorithm, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
+import type { Algorithm, AuditDraft, AuditTarget } from '../domain/accounts.ts'
 import type { EventType } from '../domain/events.ts'
 import type { Factor, TotpUser } from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
@@ -30,7 +30,7 @@ import { rotateSeals, type Rotation } from '../totp/factors/rotate.ts'
 import { matchStep, newSecret, otpauthUrl, toBase32, totpParams, type TotpParams } from '../totp/otp.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../totp/profiles.ts'
 import { verifyCode } from '../totp/verify.ts'
-import { fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { draft, fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 export type FactorsConfig = Pick<
   Config,
@@ -513,7 +513,7 @@ export class Factors {
   }
 
   #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
-    return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+    return draft(ctx, action, target, accountId, detail)
   }
 
   /** #refuse records a refused change and returns its failure. */

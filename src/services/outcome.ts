@@ -3,7 +3,7 @@
  * that the door turns into its own answer: 404, 400, 409 or a page's message), and the
  * `Context` every change is made in (who asks, from where) for its audit event.
  */
-import type { Actor } from '../domain/accounts.ts'
+import { actorName, type Actor, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
 
 /** Who asks, and from where (the source address of an HTTP door). */
 export interface Context {
@@ -28,3 +28,11 @@ export function isFailure(value: unknown): value is Failure {
 
 export const fail = (failure: FailureKind, message: string, field?: string): Failure =>
   field === undefined ? { failure, message } : { failure, message, field }
+
+/**
+ * draft: the audit event of a change made in `ctx`, which the store writes in the change's own
+ * step (a refused change records its own, with outcome `failure`). Every service drafts here.
+ */
+export function draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
+  return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+}

@@ -13,12 +13,12 @@
  * name the rule refused (the page words its own answer); they leave no event, as before.
  */
 import type { Account } from '../domain/accounts.ts'
-import { actorName, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
+import type { AuditDraft, AuditTarget } from '../domain/accounts.ts'
 import { LastOwnerError } from '../domain/errors.ts'
 import { emailKey, ROLES, type EmailToken, type Member, type Membership, type Role, type User } from '../domain/portal.ts'
 import type { Store } from '../storage/ports.ts'
 import { isToken, newSessionToken, sessionIdHash } from './users/tokens.ts'
-import { isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { draft, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 /** How long an invitation works. */
 export const INVITE_TTL_MS = 7 * 24 * 3_600_000
@@ -107,7 +107,7 @@ export class Team {
   }
 
   #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown>): AuditDraft {
-    return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+    return draft(ctx, action, target, accountId, detail)
   }
 
   // Reads

@@ -11,14 +11,14 @@
  */
 import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
-import { actorName, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
+import type { AuditTarget } from '../domain/accounts.ts'
 import type { OnboardingRecord } from '../domain/factors.ts'
 import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
 import type { Store } from '../storage/ports.ts'
 import { parseSecret, type TotpParams } from '../totp/otp.ts'
 import { RecordCache, secretFingerprint } from '../totp/records.ts'
 import { verificationKey, verificationKeys, verifyCode } from '../totp/verify.ts'
-import { fail, type Context, type Failure } from './outcome.ts'
+import { draft, fail, type Context, type Failure } from './outcome.ts'
 
 export type TotpConfig = Pick<
   Config,
@@ -120,15 +120,11 @@ export class Totp {
     }
     const target: AuditTarget = { type: 'totp-lockout', id: input.fingerprint ?? keys[0]! }
     if ((await this.#store.access.getAccount(accountId)) === null) {
-      await this.#store.audit.append({ ...draft(ctx, target, null, { reason: `no account ${accountId}` }), outcome: 'failure' })
+      await this.#store.audit.append({ ...draft(ctx, 'totp-lockout.clear', target, null, { reason: `no account ${accountId}` }), outcome: 'failure' })
       return fail('not_found', `no account ${accountId}`)
     }
     const cleared = (await Promise.all(keys.map((k) => this.#store.verification.clear(k)))).some(Boolean)
-    await this.#store.audit.append(draft(ctx, target, accountId, { cleared }))
+    await this.#store.audit.append(draft(ctx, 'totp-lockout.clear', target, accountId, { cleared }))
     return { cleared }
   }
-}
-
-function draft(ctx: Context, target: AuditTarget, accountId: string | null, detail: Record<string, unknown>): AuditDraft {
-  return { actor: actorName(ctx.actor), action: 'totp-lockout.clear', target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
 }

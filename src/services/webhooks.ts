@@ -6,8 +6,8 @@
  */
 import type { Config } from '../config/config.ts'
 import type { Keyring } from '../crypto/keyring.ts'
-import { fail, isFailure, type Context, type Failure } from './outcome.ts'
-import { actorName, type AuditDraft } from '../domain/accounts.ts'
+import { draft, fail, isFailure, type Context, type Failure } from './outcome.ts'
+import type { AuditDraft } from '../domain/accounts.ts'
 import { EVENT_TYPES, isEventType } from '../domain/events.ts'
 import type { Page } from '../domain/lists.ts'
 import type { Store } from '../storage/ports.ts'
@@ -45,7 +45,7 @@ export class Webhooks {
   }
 
   #draft(ctx: Context, action: string, id: string, accountId: string, detail: Record<string, unknown> = {}): AuditDraft {
-    return { actor: actorName(ctx.actor), action, target: { type: 'webhook', id }, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+    return draft(ctx, action, { type: 'webhook', id }, accountId, detail)
   }
 
   async #account(accountId: string): Promise<Failure | null> {

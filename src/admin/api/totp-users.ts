@@ -5,7 +5,8 @@
  * the same 404 as one that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
-import type { Factors, FactorState, FactorUserSummary } from '../../services/factors.ts'
+import type { Factors, FactorUserSummary } from '../../services/factors.ts'
+import { factorView } from '../../totp/factors/view.ts'
 import { context, ok } from './routes.ts'
 import { DEFAULT_LIMIT } from './schemas.ts'
 import { clearTotpUserLockoutSchema, deleteTotpUserSchema, getTotpUserSchema, listTotpUsersSchema } from './totp-user-schemas.ts'
@@ -23,22 +24,6 @@ const userView = (u: FactorUserSummary) => ({
   pendingFactors: u.pending,
   recoveryCodesLeft: u.recoveryCodesLeft,
   ...lock(u.lockedUntil),
-})
-
-/** factorView: a factor under the public API's names (GET /totp/users/{userID}/factors). */
-const factorView = (f: FactorState) => ({
-  factorID: f.id,
-  status: f.status,
-  label: f.label,
-  applicationID: f.applicationId,
-  profile: f.profile,
-  algorithm: f.algorithm,
-  tokenLength: f.digits,
-  tokenValidity: f.period,
-  driftSteps: f.drift,
-  createdAt: f.createdAt,
-  activatedAt: f.activatedAt,
-  expiresAt: f.expiresAt,
 })
 
 export default async function totpUserRoutes(app: FastifyInstance, opts: { factors: Factors }): Promise<void> {

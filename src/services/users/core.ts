@@ -4,11 +4,11 @@
  */
 import type { Config } from '../../config/config.ts'
 import type { Pepper } from '../../crypto/keyed.ts'
-import { actorName, type AuditDraft } from '../../domain/accounts.ts'
+import type { AuditDraft } from '../../domain/accounts.ts'
 import { emailKey, type User } from '../../domain/portal.ts'
 import type { Store } from '../../storage/ports.ts'
 import type { Accounts } from '../accounts.ts'
-import type { Context } from '../outcome.ts'
+import { draft, type Context } from '../outcome.ts'
 import type { CodeDeps } from './codes.ts'
 import { PortalLimits } from './limits.ts'
 import { Passwords } from './passwords.ts'
@@ -73,7 +73,7 @@ export class UsersCore implements CodeDeps {
 
   /** draft: an audit event about a user (no account: the user's, as updateUser records it). */
   draft(ctx: Context, user: Pick<User, 'id'>, action: string, detail: Record<string, unknown> = {}): AuditDraft {
-    return { actor: actorName(ctx.actor), action, target: { type: 'user', id: user.id }, accountId: null, ip: ctx.ip ?? null, outcome: 'success', detail }
+    return draft(ctx, action, { type: 'user', id: user.id }, null, detail)
   }
 
   /** auditUser records a user's own event in each of their accounts (so each account's audit page shows it), or once with none. */

@@ -12,7 +12,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Algorithm } from '../../domain/accounts.ts'
 import { ApiError, apiError } from '../../errors/errors.ts'
 import { isFailure } from '../../services/outcome.ts'
-import type { Factors, FactorRefusal, FactorState, KeyCaller } from '../../services/factors.ts'
+import type { Factors, FactorRefusal, KeyCaller } from '../../services/factors.ts'
+import { factorView as view } from './view.ts'
 import { PROFILE_NAMES, type ProfileName } from '../profiles.ts'
 import {
   activateSchema,
@@ -40,21 +41,6 @@ export interface FactorOptions {
 type UserParams = { userID: string }
 type CreateBody = { applicationID: string; label?: string; profile?: string; algorithm?: string; tokenLength?: number; tokenValidity?: number }
 type FactorParams = { userID: string; factorID: string }
-
-const view = (f: FactorState) => ({
-  factorID: f.id,
-  status: f.status,
-  label: f.label,
-  applicationID: f.applicationId,
-  profile: f.profile,
-  algorithm: f.algorithm,
-  tokenLength: f.digits,
-  tokenValidity: f.period,
-  driftSteps: f.drift,
-  createdAt: f.createdAt,
-  activatedAt: f.activatedAt,
-  expiresAt: f.expiresAt,
-})
 
 /** caller: the request as the factors service knows it (the key, its account, the source address, the log for unreadable factors). */
 function caller(request: FastifyRequest): KeyCaller {

@@ -3,6 +3,8 @@
  * which the portal verifies like any other: parameters travel with each hash), a cookie-keeping
  * HTTP client that fills in each form's CSRF token from the page it came from (as a browser
  * does), and the emails the log mailer wrote (no SMTP_URL: each email's text is logged).
+ * Also the set-ups and codes that a portal area's HTTP tests and its browser tests share
+ * (test/http/portal/ and test/browser/): written once here rather than in each tier.
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -12,6 +14,9 @@ import { Users } from '../../src/services/users.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { SYSTEM } from '../../src/domain/accounts.ts'
 import type { Role, User } from '../../src/domain/portal.ts'
+import type { UsageRow } from '../../src/domain/usage.ts'
+import { codeAt, parseSecret, stepAt, totpParams } from '../../src/totp/otp.ts'
+import { utcDay } from '../../src/usage/windows.ts'
 
 const cheap = new Passwords({ params: { ln: 10, r: 8, p: 1 } })
 
@@ -180,4 +185,53 @@ export async function waitForMail(app: Running, to: string, count = 1): Promise<
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   throw new Error(`no email #${count} to ${to}`)
+}
+
+/** teamOf: the path of an account's team page (the test account's, unless given). */
+export const teamOf = (app: Running, accountId = app.accountId) => `/portal/accounts/${accountId}/team`
+
+/** askedFor: a fresh account with a key and a pending request for TOTP in eu (and us). */
+export async function askedFor(app: Running, name: string) {
+  const ctx = { actor: SYSTEM }
+  const account = await app.accounts.createAccount(ctx, { name })
+  assert.ok(!isFailure(account))
+  for (const region of ['eu', 'us'] as const) assert.ok(!isFailure(await app.accounts.setSubscription(ctx, account.id, region, 'totp', 'pending')))
+  const issued = await app.accounts.issueKey(ctx, account.id, { name: 'k' })
+  assert.ok(!isFailure(issued))
+  return { account, apiKey: issued.apiKey }
+}
+
+/** STEP_MS: the step of the portal's two-factor codes, by which a test moves the app's clock to the next code. */
+export const STEP_MS = 30_000
+
+/** codeOf: the code an authenticator app shows now (app time) for a secret as the page writes it. */
+export function codeOf(app: Running, secret: string, offsetSteps = 0): string {
+  return codeAt(totpParams(parseSecret(secret)!), stepAt(app.clock.now(), 30) + offsetSteps)
+}
+
+/** wrongCodeOf: six digits that are no code of the window around now. */
+export function wrongCodeOf(app: Running, secret: string): string {
+  const window = new Set([-1, 0, 1].map((s) => codeOf(app, secret, s)))
+  for (let n = 0; ; n++) {
+    const guess = String(n).padStart(6, '0')
+    if (!window.has(guess)) return guess
+  }
+}
+
+const DAY = 86_400_000
+
+/** seedUsage: a second key, and usage over 100 days of both keys in two regions and both groups. */
+export async function seedUsage(app: Running): Promise<{ rows: UsageRow[]; otherKeyId: string }> {
+  const other = await app.accounts.issueKey({ actor: SYSTEM }, app.accountId, { name: '=HYPERLINK("http://evil.example")' })
+  if (isFailure(other)) throw new Error(other.message)
+  const today = app.clock.now()
+  const rows: UsageRow[] = []
+  for (const ago of [0, 1, 2, 6, 29, 30, 45, 89, 90, 120]) {
+    const day = utcDay(today - ago * DAY)
+    rows.push({ accountId: app.accountId, keyId: app.keyId, region: 'eu', day, group: 'totp', count: 100 + ago, units: 100 + ago })
+    rows.push({ accountId: app.accountId, keyId: app.keyId, region: 'us', day, group: 'totp', count: 7, units: 7 })
+    rows.push({ accountId: app.accountId, keyId: other.key.id, region: 'eu', day, group: 'converter', count: 3 + ago, units: 5 * (3 + ago) })
+  }
+  await app.store.usage.add(rows)
+  return { rows, otherKeyId: other.key.id }
 }

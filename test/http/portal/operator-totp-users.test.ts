@@ -8,8 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createCaller, post, startApp, testClock } from '../../support/helper.ts'
 import { codeOf, createFactor, enroll, path, wrong } from '../../support/factors.ts'
-import { portalUser, signedInClient } from '../../support/portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations, signInPage } from '../../support/browser.ts'
+import { signedInClient } from '../../support/portal-helper.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }
@@ -135,28 +134,4 @@ test("the TOTP-user pages are a 404 to everyone but operators; forms need their 
     'frank and user-00 to user-48 on the first page',
   )
   assert.match(second.text, /TOTP users of test, continued/)
-})
-
-test('in a browser: an operator goes from the account to a locked user by links, clears the lock by its button, and deletes the factors after the confirmation', {
-  skip: browserSkip(),
-}, async (t) => {
-  const app = await startApp(t, ENV, testClock(T0))
-  const f = await enroll(app, 'heidi')
-  app.clock.advance(30_000)
-  for (let i = 0; i < 6; i++) await (await post(app.url, path('heidi', '/verify'), app.key, { token: wrong(f, app.clock.now()) })).arrayBuffer()
-  const op = await portalUser(app, { operator: true, accountId: null })
-  const page = await signInPage(await openBrowser(t), app.url, op)
-  await page.goto(`${app.url}/portal/operator/accounts/${app.accountId}`)
-  await page.getByRole('link', { name: 'TOTP users of test' }).click()
-  await page.getByRole('link', { name: 'heidi' }).click()
-  assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'TOTP user heidi')
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByRole('button', { name: 'Clear the lockout of heidi' }).click()
-  assert.equal(await page.getByRole('status').innerText(), "The user's lockout is cleared: their next right code is taken.")
-  assert.equal((await post(app.url, path('heidi', '/verify'), app.key, { token: codeOf(f, app.clock.now()) })).status, 200)
-  await page.getByRole('button', { name: 'Delete the factors of heidi' }).click()
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByRole('button', { name: 'Delete the factors of heidi for good' }).click()
-  assert.equal(await page.getByRole('status').innerText(), "The user's factors and recovery codes are deleted: their codes no longer work.")
-  assert.deepEqual(await seriousViolations(page), [])
 })

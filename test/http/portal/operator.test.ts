@@ -1,14 +1,13 @@
 /**
  * The portal's operator pages through the real app: hidden from everyone but operators,
  * sign-ups and subscription requests approved (once, however many approvals arrive at
- * once), accounts suspended, plans changed, the whole audit trail read; and in a browser,
- * by labels, with axe on every page.
+ * once), accounts suspended, plans changed, the whole audit trail read. In a browser, by
+ * labels, with axe on every page: test/browser/portal-operator.test.ts.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { get, startApp, type Running } from '../../support/helper.ts'
-import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from '../../support/portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations, signInPage } from '../../support/browser.ts'
+import { askedFor, linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from '../../support/portal-helper.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 
@@ -19,17 +18,6 @@ const PAGES = ['/portal/operator', '/portal/operator/accounts', '/portal/operato
 /** operator: a signed-in operator who belongs to no account. */
 async function operator(app: Running) {
   return signedInClient(app, { operator: true, accountId: null })
-}
-
-/** askedFor: a fresh account with a key and a pending request for TOTP in eu (and us). */
-async function askedFor(app: Running, name: string) {
-  const ctx = { actor: SYSTEM }
-  const account = await app.accounts.createAccount(ctx, { name })
-  assert.ok(!isFailure(account))
-  for (const region of ['eu', 'us'] as const) assert.ok(!isFailure(await app.accounts.setSubscription(ctx, account.id, region, 'totp', 'pending')))
-  const issued = await app.accounts.issueKey(ctx, account.id, { name: 'k' })
-  assert.ok(!isFailure(issued))
-  return { account, apiKey: issued.apiKey }
 }
 
 test('operator pages are a 404 to everyone but operators, for reading and for posting; signed out, they lead to sign-in', async (t) => {
@@ -272,51 +260,4 @@ test('operator forms without their CSRF token, or from another site, are refused
   assert.equal((await app.accounts.getAccount(account.id))?.status, 'active')
   assert.equal((await app.accounts.getPlan(account.id))?.own, false)
   assert.ok((await app.accounts.listSubscriptions(account.id)).every((s) => s.status === 'pending'))
-})
-
-test('in a browser: an operator goes from the summary to a pending request and approves it by its label; every operator page passes axe', {
-  skip: browserSkip(),
-}, async (t) => {
-  const app = await startApp(t, ENV)
-  const { account, apiKey } = await askedFor(app, 'Browser Ltd')
-  const pending = await portalUser(app, { email: 'waiting@example.com', accountId: account.id })
-  await app.store.portal.updateUser(pending.user.id, { status: 'pending' }, null)
-  const op = await portalUser(app, { operator: true, accountId: null })
-  const page = await signInPage(await openBrowser(t), app.url, op)
-
-  await page.getByRole('navigation', { name: 'Your portal' }).getByRole('link', { name: 'Operator' }).click()
-  await page.waitForURL(/\/portal\/operator$/)
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByRole('link', { name: '2 subscription requests waiting' }).click()
-  await page.waitForURL(/\/portal\/operator\/subscriptions$/)
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByRole('button', { name: 'Approve TOTP in eu for Browser Ltd' }).click()
-  await page.waitForURL(/\/portal\/operator\/subscriptions\?done=approved$/)
-  assert.equal(await page.getByRole('status').innerText(), 'The subscription is approved and active.')
-  assert.equal(await page.getByRole('button', { name: 'Approve TOTP in eu for Browser Ltd' }).count(), 0)
-  assert.equal(await page.getByRole('button', { name: 'Approve TOTP in us for Browser Ltd' }).count(), 1)
-  assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 200)
-
-  for (const path of ['/portal/operator/accounts', `/portal/operator/accounts/${account.id}`, '/portal/operator/sign-ups', '/portal/operator/audit']) {
-    await page.goto(`${app.url}${path}`)
-    assert.deepEqual(await seriousViolations(page), [], path)
-  }
-  await page.goto(`${app.url}/portal/operator/accounts`)
-  await page.getByLabel('Account name contains').fill('browser')
-  await page.getByRole('button', { name: 'Search accounts' }).click()
-  await page.getByRole('link', { name: 'Manage Browser Ltd' }).click()
-  await page.getByLabel('Quota: units per period (0: no quota)').fill('-1')
-  await page.getByRole('button', { name: 'Save the plan of Browser Ltd' }).click()
-  assert.match(await page.getByRole('alert').innerText(), /^The plan was not saved: quota must be a whole number/)
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByRole('button', { name: 'Suspend Browser Ltd' }).click()
-  assert.equal(await page.getByRole('status').innerText(), 'The account is suspended: its keys are refused until it is reactivated.')
-  await page.goto(`${app.url}/portal/operator/sign-ups`)
-  await page.getByRole('button', { name: 'Approve waiting@example.com' }).click()
-  assert.equal(await page.getByRole('status').innerText(), 'The sign-up is approved; we are emailing them that they can sign in.')
-  await page.goto(`${app.url}/portal/operator/audit`)
-  await page.getByLabel('Action').fill('account.suspend')
-  await page.getByRole('button', { name: 'Filter events' }).click()
-  assert.equal(await page.getByRole('cell', { name: 'account.suspend' }).count(), 1)
-  assert.deepEqual(await seriousViolations(page), [])
 })

@@ -1,16 +1,14 @@
 /**
  * The portal's Security page and the second step of signing in (issue 13), through the real
  * app over HTTP: enrolment, sign-in with a code or a recovery code, replay, parallel posts of
- * one code, the lock after repeated guesses, the password changes and sign-outs; and in a
- * real browser, enrolment and the second step by their labels, checked by axe.
+ * one code, the lock after repeated guesses, the password changes and sign-outs. In a real
+ * browser, enrolment and the second step by their labels: test/browser/portal-security.test.ts.
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp, type Running } from '../../support/helper.ts'
-import { PortalClient, portalUser, signedInClient } from '../../support/portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
+import { codeOf, PortalClient, portalUser, signedInClient, STEP_MS, wrongCodeOf } from '../../support/portal-helper.ts'
 import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
-import { codeAt, parseSecret, stepAt, totpParams } from '../../../src/totp/otp.ts'
 import { sessionIdHash } from '../../../src/portal/web/session.ts'
 import { newTotpSecret, storeRecoveryCodes } from '../../../src/services/users/codes.ts'
 import { portalSecretContext, resealPortalSecrets } from '../../../src/services/users/sealed.ts'
@@ -18,22 +16,6 @@ import { resolveKeyring } from '../../../src/config/encryption.ts'
 import { SealError } from '../../../src/crypto/keyring.ts'
 
 const COOKIE = 'tessera_session'
-const STEP_MS = 30_000
-
-/** codeOf: the code an authenticator app shows now (app time) for a secret as the page writes it. */
-function codeOf(app: Running, secret: string, offsetSteps = 0): string {
-  return codeAt(totpParams(parseSecret(secret)!), stepAt(app.clock.now(), 30) + offsetSteps)
-}
-
-/** wrongCodeOf: six digits that are no code of the window around now. */
-function wrongCodeOf(app: Running, secret: string): string {
-  const window = new Set([-1, 0, 1].map((s) => codeOf(app, secret, s)))
-  for (let n = 0; ; n++) {
-    const guess = String(n).padStart(6, '0')
-    if (!window.has(guess)) return guess
-  }
-}
-
 const textareaOf = (page: string, id: string): string => {
   const m = new RegExp(`<textarea id="${id}"[^>]*>([^<]*)</textarea>`).exec(page)
   assert.ok(m, `the page has the textarea ${id}`)
@@ -383,71 +365,6 @@ test('a pending session is not extended by its visits: it ends 10 minutes after 
   assert.equal((await client.get('/portal/two-factor')).status, 200)
   app.clock.advance(2 * 60_000)
   assert.equal((await client.get('/portal/two-factor')).location, '/portal/sign-in')
-})
-
-const skip = browserSkip()
-
-test('in a browser: enrol by reading the setup key, see the recovery codes, sign in with a code; no serious axe finding, nothing the CSP refuses', {
-  skip,
-}, async (t) => {
-  const app = await startApp(t)
-  const { email, password } = await portalUser(app)
-  const browser = await openBrowser(t)
-  const page = await (await browser.newContext()).newPage()
-  const refused: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
-  })
-  const click = async (name: string) => {
-    await Promise.all([page.waitForNavigation(), page.getByRole('button', { name }).click()])
-  }
-  const signIn = async () => {
-    await page.goto(`${app.url}/portal/sign-in?next=/portal/security`)
-    await page.getByLabel('Email').fill(email)
-    await page.getByLabel('Password', { exact: true }).fill(password)
-    await click('Sign in')
-  }
-
-  await signIn()
-  assert.match(page.url(), /\/portal\/security$/)
-  assert.equal(await page.getByRole('heading', { level: 2, name: 'Two-factor sign-in' }).count(), 1)
-  assert.deepEqual(await seriousViolations(page), [])
-  await click('Set up two-factor sign-in')
-  assert.match(page.url(), /\/portal\/security\/two-factor\/setup$/)
-  const qr = page.getByRole('img', { name: /QR code that adds Tessera/ })
-  assert.ok(await qr.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth > 100), 'the QR code is shown')
-  const key = await page.getByLabel('Setup key').inputValue()
-  assert.match(key, /^([A-Z2-7]{4} ){7}[A-Z2-7]{4}$/)
-  assert.equal(await page.getByRole('button', { name: 'Copy the setup key' }).isVisible(), true, 'the copy button, with scripts on')
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByLabel('Code from your app').fill(codeOf(app, key.replace(/ /g, '')))
-  await page.getByLabel('Your password').fill(password)
-  await click('Turn on two-factor sign-in')
-  assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'Two-factor sign-in is on')
-  const codes = (await page.getByLabel('Recovery codes').inputValue()).trim().split('\n')
-  assert.equal(codes.length, 10)
-  assert.equal(await page.getByRole('button', { name: 'Copy the recovery codes' }).isVisible(), true)
-  assert.equal(await page.getByRole('link', { name: 'Download the recovery codes as a text file' }).getAttribute('download'), 'tessera-recovery-codes.txt')
-  assert.deepEqual(await seriousViolations(page), [])
-
-  await page.goto(`${app.url}/portal/security`)
-  assert.match(await page.locator('#two-factor-heading + p').innerText(), /^On since/)
-  assert.deepEqual(await seriousViolations(page), [])
-  await Promise.all([page.waitForNavigation(), page.getByRole('button', { name: 'Sign out', exact: true }).click()])
-  app.clock.advance(STEP_MS)
-  await signIn()
-  assert.match(page.url(), /\/portal\/two-factor\?next=%2Fportal%2Fsecurity$/)
-  assert.equal(await page.getByLabel('Authentication code').getAttribute('autocomplete'), 'one-time-code')
-  assert.equal(await page.getByLabel('Authentication code').getAttribute('inputmode'), 'numeric')
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByLabel('Authentication code').fill(wrongCodeOf(app, key.replace(/ /g, '')))
-  await click('Verify')
-  assert.equal(await page.getByRole('alert').innerText(), 'That code is not right. Enter the code your app shows now.')
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByLabel('Authentication code').fill(codeOf(app, key.replace(/ /g, '')))
-  await click('Verify')
-  assert.match(page.url(), /\/portal\/security$/)
-  assert.deepEqual(refused, [])
 })
 
 test('the two-factor secret is kept sealed; one kept before sealing still works, and the rotation seals it', async (t) => {

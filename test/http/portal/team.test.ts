@@ -7,13 +7,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp, type Running } from '../../support/helper.ts'
-import { linkIn, mails, PortalClient, portalUser, signedInClient, waitForMail } from '../../support/portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
+import { linkIn, mails, PortalClient, portalUser, signedInClient, teamOf, waitForMail } from '../../support/portal-helper.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { INVITE_TTL_MS } from '../../../src/portal/pages/team.ts'
-
-const teamOf = (app: Running, accountId = app.accountId) => `/portal/accounts/${accountId}/team`
 
 /** invitePath: the path (with its query) of the latest invitation emailed to `email`, the `n`th. */
 async function invitePath(app: Running, email: string, n = 1): Promise<string> {
@@ -320,46 +317,6 @@ test('accepts of one invitation at once: one joins (20 by an existing user, then
   assert.equal(ida.length, 1)
   assert.equal(ida[0]!.role, 'viewer')
   assert.equal((await actions(app, 'member.join')).length, 2)
-})
-
-const skip = browserSkip()
-
-test('the team page and an invitation in a browser: labelled controls, no serious axe finding', { skip }, async (t) => {
-  const app = await startApp(t)
-  const owner = await portalUser(app, { email: 'olga@example.com' })
-  await portalUser(app, { email: 'dev@example.com', role: 'developer' })
-  const browser = await openBrowser(t)
-  const page = await (await browser.newContext()).newPage()
-  await page.goto(`${app.url}/portal/sign-in?next=${encodeURIComponent(teamOf(app))}`)
-  await page.getByLabel('Email').fill(owner.email)
-  await page.getByLabel('Password').fill(owner.password)
-  await Promise.all([page.waitForNavigation(), page.getByRole('button', { name: 'Sign in' }).click()])
-  await page.goto(`${app.url}${teamOf(app)}`)
-  assert.equal(await page.getByRole('table', { name: 'Members of test' }).count(), 1)
-  assert.deepEqual(await seriousViolations(page), [])
-
-  await page.getByLabel('Email', { exact: true }).fill('newbie@example.com')
-  await page.getByLabel('Role', { exact: true }).selectOption('admin')
-  await Promise.all([page.waitForNavigation(), page.getByRole('button', { name: 'Send the invitation' }).click()])
-  assert.match(await page.getByRole('status').innerText(), /The invitation is sent/)
-  assert.equal(await page.getByRole('button', { name: 'Cancel the invitation of newbie@example.com' }).count(), 1)
-  await page.getByLabel('Role of dev@example.com').selectOption('viewer')
-  await Promise.all([page.waitForNavigation(), page.getByRole('button', { name: 'Change role of dev@example.com' }).click()])
-  assert.equal(await page.getByRole('row', { name: /dev@example\.com viewer/ }).count(), 1)
-  assert.equal(await page.getByRole('button', { name: 'Remove dev@example.com' }).count(), 1)
-  assert.deepEqual(await seriousViolations(page), [])
-
-  const invited = await (await browser.newContext()).newPage()
-  await invited.goto(linkIn(await waitForMail(app, 'newbie@example.com')).replace(app.config.publicBaseUrl, app.url))
-  assert.equal(await invited.getByLabel('Password').getAttribute('autocomplete'), 'new-password')
-  assert.deepEqual(await seriousViolations(invited), [])
-  await invited.getByLabel('Password').fill('a long enough passphrase')
-  await Promise.all([invited.waitForNavigation(), invited.getByRole('button', { name: 'Create my sign-in and join test' }).click()])
-  assert.match(invited.url(), new RegExp(`/portal/accounts/${app.accountId}/start$`))
-  await invited.goto(`${app.url}${teamOf(app)}`)
-  assert.equal(await invited.getByText('Signed in as newbie@example.com').count(), 1)
-  assert.equal(await invited.getByRole('row', { name: /newbie@example\.com \(you\) admin/ }).count(), 1)
-  assert.deepEqual(await seriousViolations(invited), [])
 })
 
 test('the team page of 50 members and 20 invitations takes as many store calls as that of one', async (t) => {

@@ -1,14 +1,13 @@
 /**
- * The portal's usage and audit pages of an account, over HTTP through the real app and in a
- * real browser: the numbers shown (chart data, tables, quota, CSV) are those seeded in the
+ * The portal's usage and audit pages of an account, over HTTP through the real app (in a real
+ * browser: test/browser/portal-usage.test.ts): the numbers shown (chart data, tables, quota, CSV) are those seeded in the
  * usage store; the trail lists the changes made through the accounts layer, by whom, a page
  * at a time, filtered by action; viewers read, other accounts' members get 404, bad queries 400.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp, type Running } from '../../support/helper.ts'
-import { PortalClient, portalUser, signedInClient } from '../../support/portal-helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
+import { startApp } from '../../support/helper.ts'
+import { PortalClient, portalUser, seedUsage, signedInClient } from '../../support/portal-helper.ts'
 import { PORTAL_CSP } from '../../../src/portal/web/plugin.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
@@ -18,7 +17,6 @@ import { KEYS_PER_PAGE } from '../../../src/portal/pages/usage.ts'
 import { PAGE_SIZE } from '../../../src/portal/pages/audit.ts'
 
 const DAY = 86_400_000
-const skip = browserSkip()
 
 /** unescapeHtml: an attribute's text as the browser reads it. */
 const unescapeHtml = (s: string) =>
@@ -51,22 +49,6 @@ function parseCsv(text: string): string[][] {
     .map((line) =>
       [...line.matchAll(/("(?:[^"]|"")*"|[^,]*)(,|$)/g)].slice(0, -1).map((m) => (m[1]!.startsWith('"') ? m[1]!.slice(1, -1).replace(/""/g, '"') : m[1]!)),
     )
-}
-
-/** seedUsage: a second key, and usage over 100 days of both keys in two regions and both groups. */
-async function seedUsage(app: Running): Promise<{ rows: UsageRow[]; otherKeyId: string }> {
-  const other = await app.accounts.issueKey({ actor: SYSTEM }, app.accountId, { name: '=HYPERLINK("http://evil.example")' })
-  if (isFailure(other)) throw new Error(other.message)
-  const today = app.clock.now()
-  const rows: UsageRow[] = []
-  for (const ago of [0, 1, 2, 6, 29, 30, 45, 89, 90, 120]) {
-    const day = utcDay(today - ago * DAY)
-    rows.push({ accountId: app.accountId, keyId: app.keyId, region: 'eu', day, group: 'totp', count: 100 + ago, units: 100 + ago })
-    rows.push({ accountId: app.accountId, keyId: app.keyId, region: 'us', day, group: 'totp', count: 7, units: 7 })
-    rows.push({ accountId: app.accountId, keyId: other.key.id, region: 'eu', day, group: 'converter', count: 3 + ago, units: 5 * (3 + ago) })
-  }
-  await app.store.usage.add(rows)
-  return { rows, otherKeyId: other.key.id }
 }
 
 const within = (rows: readonly UsageRow[], from: string, to: string) => rows.filter((r) => r.day >= from && r.day <= to)
@@ -416,82 +398,4 @@ test("the audit page lists the account's events by whom, a page at a time, filte
   const { client: stranger } = await signedInClient(app, { accountId: elsewhere.id })
   assert.equal((await stranger.get(base)).status, 404)
   assert.equal((await stranger.get(`/portal/accounts/${elsewhere.id}/audit`)).status, 200)
-})
-
-test('usage and audit pages in a browser: labelled controls, the chart drawn under the CSP, no serious axe finding', { skip }, async (t) => {
-  const app = await startApp(t)
-  await seedUsage(app)
-  const owner = await portalUser(app, { role: 'developer' })
-  for (let i = 0; i < PAGE_SIZE + 5; i++)
-    await app.accounts.issueKey({ actor: { type: 'portal-user', id: owner.user.id }, ip: '203.0.113.9' }, app.accountId, { name: `key ${i}` })
-  const browser = await openBrowser(t)
-  const page = await (await browser.newContext()).newPage()
-  const refused: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused/i.test(m.text())) refused.push(m.text())
-  })
-  page.on('pageerror', (e) => refused.push(`script error: ${e.message}`))
-  await page.goto(`${app.url}/portal/accounts/${app.accountId}/usage`)
-  await page.getByLabel('Email').fill(owner.email)
-  await page.getByLabel('Password').fill(owner.password)
-  await Promise.all([page.waitForURL(/\/usage$/), page.getByRole('button', { name: 'Sign in' }).click()])
-
-  const chart = page.getByRole('img', { name: /^Calls per day, last 30 days: [\d,]+ in total$/ })
-  await chart.locator('canvas').first().waitFor()
-  assert.ok((await chart.locator('canvas').count()) >= 1, 'uPlot drew the chart')
-  assert.equal(
-    await page
-      .getByRole('table', { name: /^Calls per day/ })
-      .getByRole('row')
-      .count(),
-    30 + 2,
-  )
-  assert.equal(await page.getByRole('link', { name: 'Download usage as CSV' }).count(), 1)
-  const perKey = page.getByRole('table', { name: /^Calls per key, last 30 days/ })
-  await perKey.waitFor()
-  assert.equal(await perKey.locator('tbody tr').count(), 2, 'htmx brought the per-key table into the page')
-  assert.deepEqual(await seriousViolations(page), [])
-
-  await page.getByLabel('Period').selectOption('90')
-  await Promise.all([page.waitForURL(/\/usage\?days=90$/), page.getByRole('button', { name: 'Show usage' }).click()])
-  await page
-    .getByRole('img', { name: /last 90 days/ })
-    .locator('canvas')
-    .first()
-    .waitFor()
-  assert.equal(
-    await page
-      .getByRole('table', { name: /^Calls per day/ })
-      .getByRole('row')
-      .count(),
-    90 + 2,
-  )
-
-  // Without htmx the per-key table is a page of its own: the same table, reachable by its link.
-  await page.goto(`${app.url}/portal/accounts/${app.accountId}/usage/keys?days=90`)
-  assert.equal(
-    await page
-      .getByRole('table', { name: /^Calls per key, last 90 days/ })
-      .locator('tbody tr')
-      .count(),
-    2,
-  )
-  assert.deepEqual(await seriousViolations(page), [])
-
-  await page.getByRole('link', { name: 'Audit' }).click()
-  await page.waitForURL(/\/audit$/)
-  assert.equal(await page.getByRole('table', { name: 'Events, newest first' }).locator('tbody tr').count(), PAGE_SIZE)
-  assert.deepEqual(await seriousViolations(page), [])
-  await page.getByLabel('Action').fill('key.create')
-  await Promise.all([page.waitForURL(/\?action=key\.create$/), page.getByRole('button', { name: 'Filter events' }).click()])
-  const creates = page.getByRole('table', { name: 'key.create events, newest first' })
-  assert.equal(await creates.locator('tbody tr').count(), PAGE_SIZE)
-  await Promise.all([page.waitForURL(/cursor=/), page.getByRole('link', { name: 'Older events' }).click()])
-  assert.equal(
-    await page.getByRole('table', { name: 'key.create events, older' }).locator('tbody tr').count(),
-    5 + 2,
-    'the rest: 5 more, the seeded key and the test key',
-  )
-  assert.deepEqual(await seriousViolations(page), [])
-  assert.deepEqual(refused, [])
 })

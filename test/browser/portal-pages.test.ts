@@ -5,11 +5,11 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp } from '../../support/helper.ts'
-import { browserSkip, openBrowser, seriousViolations } from '../../support/browser.ts'
-import { PORTAL_CSP } from '../../../src/portal/web/plugin.ts'
-import { Passwords } from '../../../src/services/users/passwords.ts'
-import { sessionIdHash } from '../../../src/portal/web/session.ts'
+import { startApp } from '../support/helper.ts'
+import { browserSkip, openBrowser, seriousViolations } from '../support/browser.ts'
+import { PORTAL_CSP } from '../../src/portal/web/plugin.ts'
+import { Passwords } from '../../src/services/users/passwords.ts'
+import { sessionIdHash } from '../../src/portal/web/session.ts'
 
 const skip = browserSkip()
 

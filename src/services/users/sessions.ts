@@ -160,16 +160,18 @@ export class Sessions {
   /** signOut ends this session, or every session of its user. */
   async signOut(ctx: Context, found: Found, everywhere: boolean): Promise<void> {
     const c = this.#c
-    if (everywhere) await c.store.portal.deleteSessionsOf(found.user.id)
-    else await c.store.portal.deleteSession(found.session.idHash)
-    await c.auditUser(ctx.ip ?? null, found.user, 'user.sign-out', 'success', { everywhere })
+    const events = await c.ownEvents(ctx.ip ?? null, found.user, 'user.sign-out', 'success')
+    await c.store.portal.changeUser(found.user.id, { sessions: everywhere ? 'all' : { only: found.session.idHash }, audits: () => events({ everywhere }) })
   }
 
   /** signOutOthers ends every session of the user but this one. */
   async signOutOthers(ctx: Context, found: Found): Promise<void> {
     const c = this.#c
-    const count = await c.store.portal.deleteSessionsOf(found.user.id, found.session.idHash)
-    await c.auditUser(ctx.ip ?? null, found.user, 'user.sign-out', 'success', { everywhere: true, exceptThisSession: true, sessions: count })
+    const events = await c.ownEvents(ctx.ip ?? null, found.user, 'user.sign-out', 'success')
+    await c.store.portal.changeUser(found.user.id, {
+      sessions: { except: found.session.idHash },
+      audits: (sessions) => events({ everywhere: true, exceptThisSession: true, sessions }),
+    })
   }
 
   /** recoveryCodesLeft: how many of a user's recovery codes are unused. */

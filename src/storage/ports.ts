@@ -230,8 +230,8 @@ export interface PortalStore {
   /** removeMember: false when there is no such member; LastOwnerError for the last owner, as setRole. */
   removeMember(accountId: string, userId: string, audit: AuditDraft): Promise<boolean>
 
-  /** createSession stores a session by the hash of its id, created and last seen now. */
-  createSession(session: NewSession): Promise<Session>
+  /** createSession stores a session by the hash of its id, created and last seen now; `audits` (a sign-in's events) in the same step. */
+  createSession(session: NewSession, audits?: readonly AuditDraft[]): Promise<Session>
   /**
    * findSession gives a live session (not expired at `nowIso`, not deleted) and its user, or
    * null. The user comes as they are now: refusing a disabled one is the caller's business.
@@ -247,8 +247,9 @@ export interface PortalStore {
    * completeTwoFactor marks a session's second factor done, once: false when it was not
    * pending (or is gone). With `newIdHash`, the session takes that id in the same step (a
    * new id at a change of privilege, as OWASP advises: a copy of the pending id is worth nothing).
+   * `audits` (the sign-in's events) are written in the same step, only by the completion made.
    */
-  completeTwoFactor(idHash: string, newIdHash?: string): Promise<boolean>
+  completeTwoFactor(idHash: string, newIdHash?: string, audits?: readonly AuditDraft[]): Promise<boolean>
   /** deleteSession signs one session out; false when there was none. */
   deleteSession(idHash: string): Promise<boolean>
   /** deleteSessionsOf signs a user out everywhere (but the session `exceptIdHash`); returns how many. */

@@ -117,15 +117,11 @@ export class Sessions {
     // A new session id at every sign-in (no fixation).
     const twoFactor = user.totpEnabledAt !== null
     const session = newSessionToken()
-    await c.store.portal.createSession({
-      idHash: session.idHash,
-      userId: user.id,
-      expiresAt: c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs)),
-      twoFactorPending: twoFactor,
-      ip,
-      userAgent: input.userAgent === null ? null : input.userAgent.slice(0, 256),
-    })
-    if (!twoFactor) await c.audit(ip, user, 'user.sign-in', 'success', {})
+    // Signed in with the session, its event in the same step; one still owing its second factor has none yet.
+    const events = twoFactor ? [] : (await c.ownEvents(ip, user, 'user.sign-in', 'success'))({})
+    const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, 256)
+    const expiresAt = c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs))
+    await c.store.portal.createSession({ idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip, userAgent }, events)
     return { kind: 'signed-in', token: session.token, twoFactor }
   }
 
@@ -145,10 +141,10 @@ export class Sessions {
       return { kind: 'wrong', reused: outcome.kind === 'reused' }
     }
     const fresh = newSessionToken()
-    // Once, atomically: of two completions at once (a code and a recovery code), one gets the session.
-    if (!(await c.store.portal.completeTwoFactor(found.session.idHash, fresh.idHash))) return { kind: 'gone' }
+    const events = (await c.ownEvents(ip, user, 'user.sign-in', 'success'))({ factor })
+    // Once, atomically, with its events: of two completions at once (a code and a recovery code), one gets the session.
+    if (!(await c.store.portal.completeTwoFactor(found.session.idHash, fresh.idHash, events))) return { kind: 'gone' }
     await c.store.portal.touchSession(fresh.idHash, c.iso(), c.iso(c.now() + c.sessionTtlMs))
-    await c.auditUser(ip, user, 'user.sign-in', 'success', { factor })
     return { kind: 'signed-in', token: fresh.token }
   }
 

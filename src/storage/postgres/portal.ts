@@ -264,15 +264,18 @@ function memberOps({ query, stamps, audited }: Part): Pick<PortalStore, 'addMemb
 function sessionOps({
   query,
   stamps,
+  audited,
 }: Part): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
   return {
-    async createSession(session) {
+    async createSession(session, audits = []) {
+      // The session and its events from its row, in one statement.
       const { rows } = await query(
-        'portal-session-create',
+        audits.length === 0 ? 'portal-session-create' : null,
         `
-        INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-        VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *`,
-        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso()],
+        WITH s AS (INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
+          VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *)${eventsFrom(8, 's', audits.length)}
+        SELECT * FROM s`,
+        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso(), ...audits.flatMap(audited)],
       )
       return toSession(rows[0]!)
     },
@@ -297,15 +300,17 @@ function sessionOps({
       )
       return (r.rowCount ?? 0) > 0
     },
-    async completeTwoFactor(idHash, newIdHash) {
-      const r = await query(
-        'portal-session-2fa',
+    async completeTwoFactor(idHash, newIdHash, audits = []) {
+      // The events from the row completed: none when it was not pending (a parallel completion won).
+      const { rows } = await query(
+        audits.length === 0 ? 'portal-session-2fa' : null,
         `
-        UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
-        WHERE id_hash = $1 AND two_factor_pending`,
-        [idHash, newIdHash ?? null],
+        WITH c AS (UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
+          WHERE id_hash = $1 AND two_factor_pending RETURNING 1)${eventsFrom(3, 'c', audits.length)}
+        SELECT count(*)::int AS n FROM c`,
+        [idHash, newIdHash ?? null, ...audits.flatMap(audited)],
       )
-      return (r.rowCount ?? 0) > 0
+      return Number(rows[0]?.n ?? 0) > 0
     },
     async deleteSession(idHash) {
       return ((await query('portal-session-delete', 'DELETE FROM sessions WHERE id_hash = $1', [idHash])).rowCount ?? 0) > 0
@@ -323,6 +328,10 @@ function sessionOps({
   }
 }
 
+/** eventsFrom: CTEs that insert `count` audit events per row of `source`, their values from `$first` on (auditInsert's order). */
+const eventsFrom = (first: number, source: string, count: number): string =>
+  Array.from({ length: count }, (_, i) => `, e${i} AS (${auditInsert(first + 10 * i, source)})`).join('')
+
 /**
  * createToken: the statement that inserts a token ($1 to $8), withdraws the unused ones it
  * replaces, and inserts `events` audit events from the new row (their values from $9 on).
@@ -332,7 +341,7 @@ const createToken = (events: number) => `
   WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
     AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END),
   t AS (INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *)${Array.from({ length: events }, (_, i) => `, e${i} AS (${auditInsert(9 + 10 * i, 't')})`).join('')}
+    VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *)${eventsFrom(9, 't', events)}
   SELECT * FROM t`
 
 /** tokenOps: single-use email tokens; a new one replaces the unused ones of its purpose, and is consumed once. */

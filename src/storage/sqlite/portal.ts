@@ -269,13 +269,25 @@ function sessionOps({
   q,
   batch,
   stamps,
+  audit,
 }: Portal): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
   return {
-    async createSession(session) {
+    async createSession(session, events = []) {
       const now = stamps.iso()
-      const row = await batch.run(
-        () => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now, flag(session.twoFactorPending), session.ip, session.userAgent)!,
-      )
+      const row = await batch.atomic(() => {
+        const made = q.insertSession.get(
+          session.idHash,
+          session.userId,
+          now,
+          session.expiresAt,
+          now,
+          flag(session.twoFactorPending),
+          session.ip,
+          session.userAgent,
+        )!
+        for (const event of events) audit(event)
+        return made
+      })
       return toSession(row)
     },
     async findSession(idHash, nowIso) {
@@ -286,9 +298,12 @@ function sessionOps({
       const r = await batch.run(() => q.touch.run(lastSeenIso, newExpiresIso, idHash, lastSeenIso))
       return Number(r.changes) > 0
     },
-    async completeTwoFactor(idHash, newIdHash) {
-      const r = await batch.run(() => q.complete.run(newIdHash ?? null, idHash))
-      return Number(r.changes) > 0
+    async completeTwoFactor(idHash, newIdHash, events = []) {
+      return batch.atomic(() => {
+        if (Number(q.complete.run(newIdHash ?? null, idHash).changes) === 0) return false
+        for (const event of events) audit(event)
+        return true
+      })
     },
     async deleteSession(idHash) {
       return Number((await batch.run(() => q.deleteSession.run(idHash))).changes) > 0

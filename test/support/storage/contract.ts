@@ -1134,6 +1134,24 @@ function portalContract(withStore: WithStore): void {
     )
   })
 
+  withStore('portal sessions: a sign-in and the completion of its second factor are written with their events', async ({ portal, audit }) => {
+    const ann = await makeUser(portal, 'ann@example.com')
+    const signIn = (detail: Record<string, unknown>) => ({ ...draft('user.sign-in', ann.id), target: { type: 'user' as const, id: ann.id }, detail })
+    const events = async () => (await audit.list({ action: 'user.sign-in', limit: 10 })).items.map((e) => e.detail)
+    const made = await portal.createSession({ idHash: 'si-1', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null }, [
+      signIn({ first: true }),
+    ])
+    assert.equal(made.idHash, 'si-1')
+    assert.deepEqual(await events(), [{ first: true }], 'the session and its event')
+    await portal.createSession({ idHash: 'si-p', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: true, ip: null, userAgent: null })
+    assert.equal((await events()).length, 1, 'no draft, no event')
+    const completions = await Promise.all(Array.from({ length: 5 }, (_, i) => portal.completeTwoFactor('si-p', `si-full-${i}`, [signIn({ factor: 'totp' })])))
+    assert.equal(completions.filter(Boolean).length, 1, 'of parallel completions, one')
+    assert.deepEqual(await events(), [{ factor: 'totp' }, { first: true }], 'only the completion made writes its event')
+    assert.equal(await portal.completeTwoFactor('si-unknown', undefined, [signIn({ factor: 'totp' })]), false)
+    assert.equal((await events()).length, 2)
+  })
+
   withStore('portal changeUser: fields, recovery codes, sessions and events in one step, or nothing', async ({ portal, audit }) => {
     const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
     const session = (idHash: string, userId: string) =>

@@ -170,10 +170,11 @@ export interface UserChanged {
  * PortalStore keeps the developer portal's users, account memberships, sessions, email
  * tokens and recovery codes. Changes to users and memberships take their audit event, as
  * AccessStore's do (both or neither); so do the writes of sessions, tokens and recovery codes
- * that a user's or an operator's change is made of (changeUser, createToken, deleteTokens):
- * a change is never without its events, nor an event without its change. The rest of
- * sessions, tokens and codes (a sign-in's session, a link consumed, a code used) are the
- * mechanics of signing in, recorded by the caller when it matters. Every single-use and
+ * that a user's or an operator's change is made of (changeUser, createToken, deleteTokens,
+ * createSession, completeTwoFactor take the drafts of their events): a change is never
+ * without its events, nor an event without its change. The rest of sessions, tokens and
+ * codes (a link consumed, a code used, a session touched) are the mechanics of signing in,
+ * recorded by the caller when it matters. Every single-use and
  * every limit (a token consumed once, a code used once, an account's last owner) is decided
  * in one atomic step, across processes and nodes. Times are ISO strings as toISOString writes
  * them (SQLite compares them as text).

@@ -90,7 +90,7 @@ export class UsersCore implements CodeDeps {
     }
   }
 
-  /** auditUser records a user's own event that goes with no change (a failure, a sign-in) in each of their accounts, or once with none (ownEvents). */
+  /** auditUser records a user's own event that goes with no change (a failure) in each of their accounts, or once with none (ownEvents). */
   async auditUser(ip: string | null, user: User, action: string, outcome: 'success' | 'failure', detail: Record<string, unknown>): Promise<void> {
     for (const event of (await this.ownEvents(ip, user, action, outcome))(detail)) await this.store.audit.append(event)
   }

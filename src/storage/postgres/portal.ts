@@ -3,7 +3,8 @@
  * As in accounts.ts, every write is one statement: a change and its audit event commit
  * together, and every single-use or limit rule is decided by the statement's own row locks
  * (READ COMMITTED re-checks a locked row's conditions on its committed version), never by a
- * read and a write in two round trips.
+ * read and a write in two round trips. The one exception is changeUser, several tables'
+ * rows and events whose drafts wait for a count: one transaction, the user's row locked first.
  *
  * PortalStore is assembled from builders by concern (users, unconfirmed sign-ups, members,
  * sessions, email tokens, recovery codes) over one Part (part.ts says why not a class); each

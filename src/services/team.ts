@@ -164,8 +164,8 @@ export class Team {
     if (members.some((m) => emailKey(m.email) === invitee)) return refused('member-already', 'conflict', `${input.email} is already a member`)
     const { token, idHash } = newSessionToken()
     const expiresAt = this.#iso(INVITE_TTL_MS)
-    await this.#store.portal.createToken({ tokenHash: idHash, purpose: 'invite', email: invitee, accountId, role, expiresAt })
-    await this.#store.audit.append(this.#draft(ctx, 'member.invite', { type: 'member', id: invitee }, accountId, { email: invitee, role }))
+    const event = this.#draft(ctx, 'member.invite', { type: 'member', id: invitee }, accountId, { email: invitee, role })
+    await this.#store.portal.createToken({ tokenHash: idHash, purpose: 'invite', email: invitee, accountId, role, expiresAt }, [event])
     return { token, email: invitee, role, expiresAt }
   }
 
@@ -219,9 +219,13 @@ export class Team {
     // Only this account's invitations: a token hash is never taken from a door.
     const invites = (await this.pendingInvitations(accountId)).filter((t) => emailKey(t.email) === invitee)
     if (invites.length === 0) return refused('no-invitation', 'conflict', 'that invitation was used, has expired or was cancelled already')
-    for (const invite of invites) await this.#store.portal.deleteToken(invite.tokenHash)
     const role = invites[0]!.role
-    await this.#store.audit.append(this.#draft(ctx, 'member.invite-cancel', { type: 'member', id: invitee }, accountId, { email: invitee, role }))
+    const event = this.#draft(ctx, 'member.invite-cancel', { type: 'member', id: invitee }, accountId, { email: invitee, role })
+    // Withdrawn meanwhile (a cancellation at the same time): the same answer, and only the one that withdrew them writes the event.
+    await this.#store.portal.deleteTokens(
+      invites.map((t) => t.tokenHash),
+      event,
+    )
     return { email: invitee, role }
   }
 

@@ -138,11 +138,43 @@ export interface UserQuery {
   readonly limit: number
 }
 
+/** Which of a user's sessions a change ends: all, all but the one it was asked from, or just that one (a sign-out). */
+export type SessionsToEnd = 'all' | { readonly except: string } | { readonly only: string }
+
+/**
+ * UserChange: what changes together, in one step, when a user's sign-in changes (a new
+ * password, a second factor on or off, new recovery codes, a sign-out, an operator's
+ * disable): the user's fields, their recovery codes, their sessions, and the events.
+ */
+export interface UserChange {
+  /** The user's fields to change (updated_at with them); none: the user is only looked up, and must exist. */
+  readonly patch?: UserPatch
+  /** The user's recovery codes (by their hashes), replacing all of theirs ([]: none left). */
+  readonly recoveryCodes?: readonly string[]
+  readonly sessions?: SessionsToEnd
+  /**
+   * The change's events, drafted by the caller once it knows how many sessions the step
+   * ended (a sign-out's count is in its event): one per account of the user, as the
+   * service decides, or none. Called inside the step; it must not wait for anything.
+   */
+  readonly audits: (sessionsEnded: number) => readonly AuditDraft[]
+}
+
+/** UserChanged: the user as changed, and how many sessions the change ended. */
+export interface UserChanged {
+  readonly user: User
+  readonly sessionsEnded: number
+}
+
 /**
  * PortalStore keeps the developer portal's users, account memberships, sessions, email
  * tokens and recovery codes. Changes to users and memberships take their audit event, as
- * AccessStore's do (both or neither); sessions, tokens and recovery codes are the
- * mechanics of signing in, recorded by the caller when it matters. Every single-use and
+ * AccessStore's do (both or neither); so do the writes of sessions, tokens and recovery codes
+ * that a user's or an operator's change is made of (changeUser, createToken, deleteTokens,
+ * createSession, completeTwoFactor take the drafts of their events): a change is never
+ * without its events, nor an event without its change. The rest of sessions, tokens and
+ * codes (a link consumed, a code used, a session touched) are the mechanics of signing in,
+ * recorded by the caller when it matters. Every single-use and
  * every limit (a token consumed once, a code used once, an account's last owner) is decided
  * in one atomic step, across processes and nodes. Times are ISO strings as toISOString writes
  * them (SQLite compares them as text).
@@ -155,6 +187,15 @@ export interface PortalStore {
   getUser(id: string): Promise<User | null>
   /** updateUser returns the user as changed, or null when there is no such user; `audit` null: no event (a rehash on sign-in). */
   updateUser(id: string, patch: UserPatch, audit: AuditDraft | null): Promise<User | null>
+  /**
+   * changeUser makes a change of a user's sign-in in one step: the patch, the recovery codes,
+   * the sessions ended and the events, all or nothing; null, and nothing written, when there
+   * is no such user. One composite step rather than an event argument on each of
+   * updateUser, setRecoveryCodes and deleteSessionsOf: the rule of what goes together (a new
+   * password ends the other sessions; two-factor off takes the codes with it) stays in the
+   * service, which names the parts, and the store keeps one way to make them atomic.
+   */
+  changeUser(id: string, change: UserChange): Promise<UserChanged | null>
   /**
    * setPendingPassword replaces the password of a user whose address is not confirmed yet (a
    * sign-up again for it), with its audit event; false, and nothing written, once the address
@@ -190,8 +231,8 @@ export interface PortalStore {
   /** removeMember: false when there is no such member; LastOwnerError for the last owner, as setRole. */
   removeMember(accountId: string, userId: string, audit: AuditDraft): Promise<boolean>
 
-  /** createSession stores a session by the hash of its id, created and last seen now. */
-  createSession(session: NewSession): Promise<Session>
+  /** createSession stores a session by the hash of its id, created and last seen now; `audits` (a sign-in's events) in the same step. */
+  createSession(session: NewSession, audits?: readonly AuditDraft[]): Promise<Session>
   /**
    * findSession gives a live session (not expired at `nowIso`, not deleted) and its user, or
    * null. The user comes as they are now: refusing a disabled one is the caller's business.
@@ -207,8 +248,9 @@ export interface PortalStore {
    * completeTwoFactor marks a session's second factor done, once: false when it was not
    * pending (or is gone). With `newIdHash`, the session takes that id in the same step (a
    * new id at a change of privilege, as OWASP advises: a copy of the pending id is worth nothing).
+   * `audits` (the sign-in's events) are written in the same step, only by the completion made.
    */
-  completeTwoFactor(idHash: string, newIdHash?: string): Promise<boolean>
+  completeTwoFactor(idHash: string, newIdHash?: string, audits?: readonly AuditDraft[]): Promise<boolean>
   /** deleteSession signs one session out; false when there was none. */
   deleteSession(idHash: string): Promise<boolean>
   /** deleteSessionsOf signs a user out everywhere (but the session `exceptIdHash`); returns how many. */
@@ -220,9 +262,9 @@ export interface PortalStore {
    * createToken stores a token by its hash and, in the same step, withdraws the unused ones it
    * replaces (a new link makes the earlier ones dead, as the Copenhagen Book advises): those of
    * the same purpose and account (none but for invitations), and of the same user, or when
-   * the token has none, the same email.
+   * the token has none, the same email. `audits` (an invitation's event) are written in the same step.
    */
-  createToken(token: NewEmailToken): Promise<EmailToken>
+  createToken(token: NewEmailToken, audits?: readonly AuditDraft[]): Promise<EmailToken>
   /**
    * consumeToken uses a token of this purpose, not expired at `nowIso` and not used, and
    * returns it (with usedAt); null otherwise. Atomic: of any number at once, one gets it.
@@ -232,8 +274,11 @@ export interface PortalStore {
   findToken(tokenHash: string, purpose: TokenPurpose, nowIso: string): Promise<EmailToken | null>
   /** pendingInvites: an account's invitations neither used nor expired at `nowIso`, oldest first. */
   pendingInvites(accountId: string, nowIso: string): Promise<EmailToken[]>
-  /** deleteToken withdraws a token (an invitation cancelled); false when there was none. */
-  deleteToken(tokenHash: string): Promise<boolean>
+  /**
+   * deleteTokens withdraws tokens (an invitation cancelled) and, when it withdrew any, writes
+   * `audit` in the same step; returns how many (0: none was there, and no event).
+   */
+  deleteTokens(tokenHashes: readonly string[], audit?: AuditDraft): Promise<number>
   /** pruneTokens deletes tokens expired at `nowIso`, or used; returns how many. */
   pruneTokens(nowIso: string): Promise<number>
 

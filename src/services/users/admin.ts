@@ -6,7 +6,7 @@
  */
 import type { Membership, Role, User, UserPatch } from '../../domain/portal.ts'
 import type { Page } from '../../domain/lists.ts'
-import type { UserQuery } from '../../storage/ports.ts'
+import type { UserChange, UserQuery } from '../../storage/ports.ts'
 import { newId } from '../../domain/ids.ts'
 import { fail, type Context, type Failure } from '../outcome.ts'
 import type { UsersCore } from './core.ts'
@@ -80,41 +80,49 @@ export class UserAdmin {
     return changed === null ? fail('not_found', `no portal user ${user.email}`) : { user: changed, changed: true }
   }
 
-  /** #change applies a patch to a user, unless it is in place already (then nothing is written); the event's detail is the patch. */
-  async #change(ctx: Context, ref: UserRef, patch: UserPatch, action: string, done: (user: User) => boolean): Promise<Changed | Failure> {
+  /**
+   * #change applies a patch to a user, unless it is in place already (then nothing is
+   * written), with what goes with it (`also`: codes, sessions) and its event, whose detail is
+   * the patch, in one store step.
+   */
+  async #change(
+    ctx: Context,
+    ref: UserRef,
+    patch: UserPatch,
+    action: string,
+    done: (user: User) => boolean,
+    also: Pick<UserChange, 'recoveryCodes' | 'sessions'> = {},
+  ): Promise<(Changed & { sessionsEnded: number }) | Failure> {
     const user = await this.#find(ref)
     if ('failure' in user) return user
-    if (done(user)) return { user, changed: false }
-    const changed = await this.#c.store.portal.updateUser(user.id, patch, this.#c.draft(ctx, user, action, { ...patch }))
-    return changed === null ? fail('not_found', `no portal user ${'id' in ref ? ref.id : ref.email}`) : { user: changed, changed: true }
+    if (done(user)) return { user, changed: false, sessionsEnded: 0 }
+    const changed = await this.#c.store.portal.changeUser(user.id, { ...also, patch, audits: () => [this.#c.draft(ctx, user, action, { ...patch })] })
+    return changed === null
+      ? fail('not_found', `no portal user ${'id' in ref ? ref.id : ref.email}`)
+      : { user: changed.user, changed: true, sessionsEnded: changed.sessionsEnded }
   }
 
   /** disable refuses a user's sign-in and ends every session of theirs (ended again if disabled already). */
   async disable(ctx: Context, ref: UserRef): Promise<(Changed & { sessionsEnded: number }) | Failure> {
-    const done = await this.#change(ctx, ref, { status: 'disabled' }, 'user.disable', (u) => u.status === 'disabled')
-    if ('failure' in done) return done
+    const done = await this.#change(ctx, ref, { status: 'disabled' }, 'user.disable', (u) => u.status === 'disabled', { sessions: 'all' })
+    if ('failure' in done || done.changed) return done
+    // Disabled already: no change, no event; whatever session is left ends all the same.
     return { ...done, sessionsEnded: await this.#c.store.portal.deleteSessionsOf(done.user.id) }
   }
 
   /** setOperator grants or revokes the operator flag (every account, from the portal). */
-  setOperator(ctx: Context, ref: UserRef, operator: boolean): Promise<Changed | Failure> {
-    return this.#change(ctx, ref, { operator }, `user.operator-${operator ? 'grant' : 'revoke'}`, (u) => u.operator === operator)
+  async setOperator(ctx: Context, ref: UserRef, operator: boolean): Promise<Changed | Failure> {
+    const done = await this.#change(ctx, ref, { operator }, `user.operator-${operator ? 'grant' : 'revoke'}`, (u) => u.operator === operator)
+    return 'failure' in done ? done : { user: done.user, changed: done.changed }
   }
 
-  /** turnOffTwoFactor: a user's second factor off, with their recovery codes and sessions (a lost phone, lost codes). */
-  async turnOffTwoFactor(ctx: Context, ref: UserRef): Promise<(Changed & { sessionsEnded: number }) | Failure> {
-    const c = this.#c
-    const done = await this.#change(
-      ctx,
-      ref,
-      { totpSecret: null, totpEnabledAt: null },
-      'user.2fa-off',
-      (u) => u.totpEnabledAt === null && u.totpSecret === null,
-    )
-    if ('failure' in done || !done.changed) return 'failure' in done ? done : { ...done, sessionsEnded: 0 }
+  /** turnOffTwoFactor: a user's second factor off, with their recovery codes and sessions (a lost phone, lost codes), in one step. */
+  turnOffTwoFactor(ctx: Context, ref: UserRef): Promise<(Changed & { sessionsEnded: number }) | Failure> {
     // Unused recovery codes of the old enrolment must not outlive it.
-    await c.store.portal.setRecoveryCodes(done.user.id, [])
-    return { ...done, sessionsEnded: await c.store.portal.deleteSessionsOf(done.user.id) }
+    return this.#change(ctx, ref, { totpSecret: null, totpEnabledAt: null }, 'user.2fa-off', (u) => u.totpEnabledAt === null && u.totpSecret === null, {
+      recoveryCodes: [],
+      sessions: 'all',
+    })
   }
 
   /** operators: every operator; there is no store query for them (they are few): this walks the users once, in pages. */

@@ -91,12 +91,15 @@ export function recoveryCodeHash(pepper: Pepper, userId: string, code: string): 
   return keyedDigest(pepper, 'portal-recovery-code', userId, normalRecoveryCode(code) ?? '')
 }
 
-/** storeRecoveryCodes makes a user's new recovery codes, replacing the old ones; gives them, to show once. */
-export async function storeRecoveryCodes(deps: { readonly store: Pick<Store, 'portal'>; readonly pepper: Pepper }, userId: string): Promise<string[]> {
+/** recoveryCodeSet: a user's new recovery codes, to show once, and their hashes, for the store (in the step of the change they belong to). */
+export function recoveryCodeSet(pepper: Pepper, userId: string): { codes: string[]; hashes: string[] } {
   const codes = newRecoveryCodes()
-  await deps.store.portal.setRecoveryCodes(
-    userId,
-    codes.map((c) => recoveryCodeHash(deps.pepper, userId, c)),
-  )
+  return { codes, hashes: codes.map((c) => recoveryCodeHash(pepper, userId, c)) }
+}
+
+/** storeRecoveryCodes makes a user's new recovery codes, replacing the old ones, with no event (the tests' set-up); gives them. */
+export async function storeRecoveryCodes(deps: { readonly store: Pick<Store, 'portal'>; readonly pepper: Pepper }, userId: string): Promise<string[]> {
+  const { codes, hashes } = recoveryCodeSet(deps.pepper, userId)
+  await deps.store.portal.setRecoveryCodes(userId, hashes)
   return codes
 }

@@ -76,12 +76,23 @@ export class UsersCore implements CodeDeps {
     return draft(ctx, action, { type: 'user', id: user.id }, null, detail)
   }
 
-  /** auditUser records a user's own event in each of their accounts (so each account's audit page shows it), or once with none. */
-  async auditUser(ip: string | null, user: User, action: string, outcome: 'success' | 'failure', detail: Record<string, unknown>): Promise<void> {
-    const draft: AuditDraft = { ...this.draft(own(user, ip), user, action, detail), outcome }
+  /**
+   * ownEvents drafts a user's own event in each of their accounts (so each account's audit
+   * page shows it; at most 20), or once with none: the accounts are read now, the drafts made
+   * with the detail (a sign-out's count, known in the store's step), for the step that writes
+   * the change.
+   */
+  async ownEvents(ip: string | null, user: User, action: string, outcome: 'success' | 'failure'): Promise<(detail: Record<string, unknown>) => AuditDraft[]> {
     const accounts = (await this.store.portal.membershipsOf(user.id)).slice(0, 20)
-    if (accounts.length === 0) await this.store.audit.append(draft)
-    for (const m of accounts) await this.store.audit.append({ ...draft, accountId: m.accountId })
+    return (detail) => {
+      const one: AuditDraft = { ...this.draft(own(user, ip), user, action, detail), outcome }
+      return accounts.length === 0 ? [one] : accounts.map((m) => ({ ...one, accountId: m.accountId }))
+    }
+  }
+
+  /** auditUser records a user's own event that goes with no change (a failure) in each of their accounts, or once with none (ownEvents). */
+  async auditUser(ip: string | null, user: User, action: string, outcome: 'success' | 'failure', detail: Record<string, unknown>): Promise<void> {
+    for (const event of (await this.ownEvents(ip, user, action, outcome))(detail)) await this.store.audit.append(event)
   }
 
   /** audit records a user's event (auditUser), or an unknown email's attempt once, as anonymous. */
@@ -90,10 +101,11 @@ export class UsersCore implements CodeDeps {
     await this.store.audit.append({ actor: 'anonymous', action, target: { type: 'user', id: target.slice(0, 320) }, accountId: null, ip, outcome, detail })
   }
 
-  /** link: an email link, a fresh single-use token of this purpose, replacing the earlier ones. */
-  async link(user: User, purpose: 'verify-email' | 'reset-password', path: string, ttlMs: number): Promise<string> {
+  /** link: an email link, a fresh single-use token of this purpose, replacing the earlier ones; `audits` are written with it. */
+  async link(user: User, purpose: 'verify-email' | 'reset-password', path: string, ttlMs: number, audits: readonly AuditDraft[] = []): Promise<string> {
     const { token, idHash } = newSessionToken()
-    await this.store.portal.createToken({ tokenHash: idHash, purpose, email: user.email, userId: user.id, expiresAt: this.iso(this.now() + ttlMs) })
+    const expiresAt = this.iso(this.now() + ttlMs)
+    await this.store.portal.createToken({ tokenHash: idHash, purpose, email: user.email, userId: user.id, expiresAt }, audits)
     return `${this.config.publicBaseUrl}/portal/${path}?token=${token}`
   }
 

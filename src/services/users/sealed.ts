@@ -6,7 +6,7 @@
  * the request (closed: never read as "no second factor").
  */
 import type { PortalStore } from '../../storage/ports.ts'
-import type { User } from '../../domain/portal.ts'
+import type { User, UserPatch } from '../../domain/portal.ts'
 import { resealValue, type Keyring } from '../../crypto/keyring.ts'
 
 const SEALED = /^v\d{1,9}\./
@@ -19,6 +19,7 @@ export const isSealed = (stored: string): boolean => SEALED.test(stored)
 export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore {
   const seal = (userId: string, secret: string | null | undefined) =>
     secret === null || secret === undefined ? secret : keyring.seal(Buffer.from(secret, 'utf8'), portalSecretContext(userId))
+  const sealPatch = (userId: string, patch: UserPatch): UserPatch => ('totpSecret' in patch ? { ...patch, totpSecret: seal(userId, patch.totpSecret) } : patch)
   const open = <T extends User | null>(user: T): T => {
     if (user === null || user.totpSecret === null || !isSealed(user.totpSecret)) return user
     return { ...user, totpSecret: keyring.open(user.totpSecret, portalSecretContext(user.id)).toString('utf8') }
@@ -28,8 +29,11 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
     createUser: (user, audit) => portal.createUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, audit),
     findUserByEmail: async (email) => open(await portal.findUserByEmail(email)),
     getUser: async (id) => open(await portal.getUser(id)),
-    updateUser: async (id, patch, audit) =>
-      open(await portal.updateUser(id, 'totpSecret' in patch ? { ...patch, totpSecret: seal(id, patch.totpSecret) } : patch, audit)),
+    updateUser: async (id, patch, audit) => open(await portal.updateUser(id, sealPatch(id, patch), audit)),
+    changeUser: async (id, change) => {
+      const changed = await portal.changeUser(id, change.patch === undefined ? change : { ...change, patch: sealPatch(id, change.patch) })
+      return changed === null ? null : { ...changed, user: open(changed.user) }
+    },
     listUsers: async (query) => {
       const page = await portal.listUsers(query)
       return { ...page, items: page.items.map(open) }

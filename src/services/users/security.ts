@@ -8,7 +8,7 @@
  */
 import type { VerifyOutcome } from '../../totp/verify.ts'
 import { fail, type Failure } from '../outcome.ts'
-import { checkTotp, newTotpSecret, storeRecoveryCodes } from './codes.ts'
+import { checkTotp, newTotpSecret, recoveryCodeSet } from './codes.ts'
 import { own, type PasswordRefusal, type UsersCore } from './core.ts'
 import { checkPassword } from './passwords.ts'
 import type { Found } from './sessions.ts'
@@ -38,8 +38,11 @@ export class Security {
     const bad = checkPassword(input.next)
     if (bad !== null) return fail('invalid', bad, 'new-password')
     const passwordHash = await c.passwords.hash(input.next)
-    await c.store.portal.updateUser(found.user.id, { passwordHash }, c.draft(own(found.user, ip), found.user, 'user.password'))
-    await c.store.portal.deleteSessionsOf(found.user.id, found.session.idHash)
+    await c.store.portal.changeUser(found.user.id, {
+      patch: { passwordHash },
+      sessions: { except: found.session.idHash },
+      audits: () => [c.draft(own(found.user, ip), found.user, 'user.password')],
+    })
     return { changed: true }
   }
 
@@ -82,10 +85,14 @@ export class Security {
     if (refusal !== null) return { kind: 'password', refusal }
     const outcome = await checkTotp(c, user.id, user.totpSecret, input.code)
     if (outcome.kind !== 'accepted') return { kind: 'code', outcome }
-    await c.store.portal.updateUser(user.id, { totpEnabledAt: c.iso() }, c.draft(own(user, ip), user, 'user.2fa-on'))
-    const codes = await storeRecoveryCodes(c, user.id)
+    const { codes, hashes } = recoveryCodeSet(c.pepper, user.id)
     // Sessions signed in with the password alone end: from now on every session has passed both factors.
-    await c.store.portal.deleteSessionsOf(user.id, found.session.idHash)
+    await c.store.portal.changeUser(user.id, {
+      patch: { totpEnabledAt: c.iso() },
+      recoveryCodes: hashes,
+      sessions: { except: found.session.idHash },
+      audits: () => [c.draft(own(user, ip), user, 'user.2fa-on')],
+    })
     return { codes }
   }
 
@@ -102,8 +109,9 @@ export class Security {
       const refusal = await c.passwordAgain(user, proof, ip, 'regen-proof')
       if (refusal !== null) return { kind: 'password', refusal }
     }
-    const codes = await storeRecoveryCodes(c, user.id)
-    await c.auditUser(ip, user, 'user.recovery-codes', 'success', { count: codes.length })
+    const { codes, hashes } = recoveryCodeSet(c.pepper, user.id)
+    const events = await c.ownEvents(ip, user, 'user.recovery-codes', 'success')
+    await c.store.portal.changeUser(user.id, { recoveryCodes: hashes, audits: () => events({ count: codes.length }) })
     return { codes }
   }
 
@@ -114,8 +122,11 @@ export class Security {
     if (user.totpEnabledAt === null) return { kind: 'not-now' }
     const refusal = await c.passwordAgain(user, password, ip, 'off-password')
     if (refusal !== null) return { kind: 'password', refusal }
-    await c.store.portal.updateUser(user.id, { totpSecret: null, totpEnabledAt: null }, c.draft(own(user, ip), user, 'user.2fa-off'))
-    await c.store.portal.setRecoveryCodes(user.id, [])
+    await c.store.portal.changeUser(user.id, {
+      patch: { totpSecret: null, totpEnabledAt: null },
+      recoveryCodes: [],
+      audits: () => [c.draft(own(user, ip), user, 'user.2fa-off')],
+    })
     return { off: true }
   }
 }

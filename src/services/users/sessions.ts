@@ -117,15 +117,11 @@ export class Sessions {
     // A new session id at every sign-in (no fixation).
     const twoFactor = user.totpEnabledAt !== null
     const session = newSessionToken()
-    await c.store.portal.createSession({
-      idHash: session.idHash,
-      userId: user.id,
-      expiresAt: c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs)),
-      twoFactorPending: twoFactor,
-      ip,
-      userAgent: input.userAgent === null ? null : input.userAgent.slice(0, 256),
-    })
-    if (!twoFactor) await c.audit(ip, user, 'user.sign-in', 'success', {})
+    // Signed in with the session, its event in the same step; one still owing its second factor has none yet.
+    const events = twoFactor ? [] : (await c.ownEvents(ip, user, 'user.sign-in', 'success'))({})
+    const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, 256)
+    const expiresAt = c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs))
+    await c.store.portal.createSession({ idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip, userAgent }, events)
     return { kind: 'signed-in', token: session.token, twoFactor }
   }
 
@@ -145,10 +141,10 @@ export class Sessions {
       return { kind: 'wrong', reused: outcome.kind === 'reused' }
     }
     const fresh = newSessionToken()
-    // Once, atomically: of two completions at once (a code and a recovery code), one gets the session.
-    if (!(await c.store.portal.completeTwoFactor(found.session.idHash, fresh.idHash))) return { kind: 'gone' }
+    const events = (await c.ownEvents(ip, user, 'user.sign-in', 'success'))({ factor })
+    // Once, atomically, with its events: of two completions at once (a code and a recovery code), one gets the session.
+    if (!(await c.store.portal.completeTwoFactor(found.session.idHash, fresh.idHash, events))) return { kind: 'gone' }
     await c.store.portal.touchSession(fresh.idHash, c.iso(), c.iso(c.now() + c.sessionTtlMs))
-    await c.auditUser(ip, user, 'user.sign-in', 'success', { factor })
     return { kind: 'signed-in', token: fresh.token }
   }
 
@@ -160,16 +156,18 @@ export class Sessions {
   /** signOut ends this session, or every session of its user. */
   async signOut(ctx: Context, found: Found, everywhere: boolean): Promise<void> {
     const c = this.#c
-    if (everywhere) await c.store.portal.deleteSessionsOf(found.user.id)
-    else await c.store.portal.deleteSession(found.session.idHash)
-    await c.auditUser(ctx.ip ?? null, found.user, 'user.sign-out', 'success', { everywhere })
+    const events = await c.ownEvents(ctx.ip ?? null, found.user, 'user.sign-out', 'success')
+    await c.store.portal.changeUser(found.user.id, { sessions: everywhere ? 'all' : { only: found.session.idHash }, audits: () => events({ everywhere }) })
   }
 
   /** signOutOthers ends every session of the user but this one. */
   async signOutOthers(ctx: Context, found: Found): Promise<void> {
     const c = this.#c
-    const count = await c.store.portal.deleteSessionsOf(found.user.id, found.session.idHash)
-    await c.auditUser(ctx.ip ?? null, found.user, 'user.sign-out', 'success', { everywhere: true, exceptThisSession: true, sessions: count })
+    const events = await c.ownEvents(ctx.ip ?? null, found.user, 'user.sign-out', 'success')
+    await c.store.portal.changeUser(found.user.id, {
+      sessions: { except: found.session.idHash },
+      audits: (sessions) => events({ everywhere: true, exceptThisSession: true, sessions }),
+    })
   }
 
   /** recoveryCodesLeft: how many of a user's recovery codes are unused. */

@@ -171,8 +171,8 @@ export class SignUps {
     if (checkEmail(email) !== null || !(await c.limits.mail('reset', email, ip))) return null
     const user = await c.store.portal.findUserByEmail(email)
     if (user === null || user.status === 'disabled') return null
-    const link = await c.link(user, 'reset-password', 'reset/confirm', RESET_TTL_MS)
-    await c.audit(ip, user, 'user.reset-request', 'success', {})
+    const events = await c.ownEvents(ip, user, 'user.reset-request', 'success')
+    const link = await c.link(user, 'reset-password', 'reset/confirm', RESET_TTL_MS, events({}))
     return { to: user.email, link }
   }
 
@@ -190,16 +190,13 @@ export class SignUps {
     // The link proves the address. Never confirmed before, whatever was set up on the account
     // (a second factor, sessions) was set up by someone who had not proved it: it goes.
     const neverConfirmed = user.emailVerifiedAt === null
-    await c.store.portal.updateUser(
-      user.id,
-      {
-        passwordHash: await c.passwords.hash(password),
-        ...(neverConfirmed ? { emailVerifiedAt: c.iso(), totpSecret: null, totpEnabledAt: null } : {}),
-      },
-      c.draft(own(user, ip), user, 'user.reset-password', neverConfirmed ? { confirmed: true } : {}),
-    )
-    if (neverConfirmed) await c.store.portal.setRecoveryCodes(user.id, [])
-    await c.store.portal.deleteSessionsOf(user.id)
+    const passwordHash = await c.passwords.hash(password)
+    await c.store.portal.changeUser(user.id, {
+      patch: { passwordHash, ...(neverConfirmed ? { emailVerifiedAt: c.iso(), totpSecret: null, totpEnabledAt: null } : {}) },
+      ...(neverConfirmed ? { recoveryCodes: [] } : {}),
+      sessions: 'all',
+      audits: () => [c.draft(own(user, ip), user, 'user.reset-password', neverConfirmed ? { confirmed: true } : {})],
+    })
     // The link proved the address: the guesses that locked it are no reason to keep its owner out.
     await c.throttle.forget(emailKey(user.email))
     return { reset: true }

@@ -3,14 +3,15 @@
  * As in accounts.ts, every write is one statement: a change and its audit event commit
  * together, and every single-use or limit rule is decided by the statement's own row locks
  * (READ COMMITTED re-checks a locked row's conditions on its committed version), never by a
- * read and a write in two round trips.
+ * read and a write in two round trips. The one exception is changeUser, several tables'
+ * rows and events whose drafts wait for a count: one transaction, the user's row locked first.
  *
  * PortalStore is assembled from builders by concern (users, unconfirmed sign-ups, members,
  * sessions, email tokens, recovery codes) over one Part (part.ts says why not a class); each
  * keeps its change and its event in one statement.
  */
 import { emailKey } from '../../domain/portal.ts'
-import type { PortalStore } from '../ports.ts'
+import type { PortalStore, SessionsToEnd } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
@@ -37,9 +38,56 @@ function memberChange(row: Record<string, unknown> | undefined, demotes: boolean
   return false
 }
 
+/**
+ * SET_CODES replaces user $1's recovery codes by the set $2, unused. One statement: the codes
+ * not in the new set go, the new set is there unused. The two parts touch different rows (a
+ * CTE and the main statement see one snapshot).
+ */
+const SET_CODES = `
+  WITH d AS (DELETE FROM recovery_codes WHERE user_id = $1 AND code_hash <> ALL ($2::text[]))
+  INSERT INTO recovery_codes (user_id, code_hash, used_at) SELECT DISTINCT $1::text, h, NULL::timestamptz FROM unnest($2::text[]) AS h
+  ON CONFLICT (user_id, code_hash) DO UPDATE SET used_at = NULL`
+
+/** END_SESSIONS ends user $1's sessions: all but $2 (when not null), only $3 (when not null). */
+const END_SESSIONS = 'DELETE FROM sessions WHERE user_id = $1 AND id_hash IS DISTINCT FROM $2::text AND ($3::text IS NULL OR id_hash = $3::text)'
+
+/** sessionsParams: END_SESSIONS's $2 and $3 for the sessions a change ends. */
+const sessionsParams = (sessions: SessionsToEnd): [string | null, string | null] =>
+  sessions === 'all' ? [null, null] : 'only' in sessions ? [null, sessions.only] : [sessions.except, null]
+
 /** portalStore: times the store stamps itself (updated_at, a member's or session's start, a code's use) are parameters from its clock. */
 export function portalStore(p: Part): PortalStore {
-  return { ...userOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+}
+
+/**
+ * changeOps: a change of a user's sign-in, its fields, recovery codes, sessions and events, in
+ * one transaction: several rows of several tables change, and the events' drafts wait for the
+ * count of sessions ended. The user's row is locked first (updated, or read FOR UPDATE), so
+ * that changes of one user are made one after the other.
+ */
+function changeOps({ transaction, stamps, audited }: Part): Pick<PortalStore, 'changeUser'> {
+  return {
+    changeUser(id, change) {
+      const { sets, values } = userSets(change.patch ?? {}, 3)
+      return transaction(async (tx) => {
+        const { rows } =
+          change.patch === undefined
+            ? await tx('portal-user-lock', 'SELECT * FROM users WHERE id = $1 FOR UPDATE', [id])
+            : await tx(null, `UPDATE users SET ${[...sets, 'updated_at = $2::timestamptz'].join(', ')} WHERE id = $1 RETURNING *`, [
+                id,
+                stamps.iso(),
+                ...values,
+              ])
+        if (rows[0] === undefined) return null
+        if (change.recoveryCodes !== undefined) await tx('portal-codes-set', SET_CODES, [id, change.recoveryCodes])
+        const sessionsEnded =
+          change.sessions === undefined ? 0 : ((await tx('portal-sessions-end', END_SESSIONS, [id, ...sessionsParams(change.sessions)])).rowCount ?? 0)
+        for (const event of change.audits(sessionsEnded)) await tx('portal-user-event', auditInsert(1, null), audited(event))
+        return { user: toUser(rows[0]), sessionsEnded }
+      })
+    },
+  }
 }
 
 /** userOps: users, each created (unless the email is taken) or changed with its event in one statement. */
@@ -217,15 +265,18 @@ function memberOps({ query, stamps, audited }: Part): Pick<PortalStore, 'addMemb
 function sessionOps({
   query,
   stamps,
+  audited,
 }: Part): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
   return {
-    async createSession(session) {
+    async createSession(session, audits = []) {
+      // The session and its events from its row, in one statement.
       const { rows } = await query(
-        'portal-session-create',
+        audits.length === 0 ? 'portal-session-create' : null,
         `
-        INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-        VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *`,
-        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso()],
+        WITH s AS (INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
+          VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *)${eventsFrom(8, 's', audits.length)}
+        SELECT * FROM s`,
+        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso(), ...audits.flatMap(audited)],
       )
       return toSession(rows[0]!)
     },
@@ -250,15 +301,17 @@ function sessionOps({
       )
       return (r.rowCount ?? 0) > 0
     },
-    async completeTwoFactor(idHash, newIdHash) {
-      const r = await query(
-        'portal-session-2fa',
+    async completeTwoFactor(idHash, newIdHash, audits = []) {
+      // The events from the row completed: none when it was not pending (a parallel completion won).
+      const { rows } = await query(
+        audits.length === 0 ? 'portal-session-2fa' : null,
         `
-        UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
-        WHERE id_hash = $1 AND two_factor_pending`,
-        [idHash, newIdHash ?? null],
+        WITH c AS (UPDATE sessions SET two_factor_pending = false, id_hash = COALESCE($2::text, id_hash)
+          WHERE id_hash = $1 AND two_factor_pending RETURNING 1)${eventsFrom(3, 'c', audits.length)}
+        SELECT count(*)::int AS n FROM c`,
+        [idHash, newIdHash ?? null, ...audits.flatMap(audited)],
       )
-      return (r.rowCount ?? 0) > 0
+      return Number(rows[0]?.n ?? 0) > 0
     },
     async deleteSession(idHash) {
       return ((await query('portal-session-delete', 'DELETE FROM sessions WHERE id_hash = $1', [idHash])).rowCount ?? 0) > 0
@@ -276,20 +329,41 @@ function sessionOps({
   }
 }
 
+/** eventsFrom: CTEs that insert `count` audit events per row of `source`, their values from `$first` on (auditInsert's order). */
+const eventsFrom = (first: number, source: string, count: number): string =>
+  Array.from({ length: count }, (_, i) => `, e${i} AS (${auditInsert(first + 10 * i, source)})`).join('')
+
+/**
+ * createToken: the statement that inserts a token ($1 to $8), withdraws the unused ones it
+ * replaces, and inserts `events` audit events from the new row (their values from $9 on).
+ * The tokens replaced, the new one and its events are different rows: one statement does all.
+ */
+const createToken = (events: number) => `
+  WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
+    AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END),
+  t AS (INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *)${eventsFrom(9, 't', events)}
+  SELECT * FROM t`
+
 /** tokenOps: single-use email tokens; a new one replaces the unused ones of its purpose, and is consumed once. */
-function tokenOps({ query, stamps }: Part): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteToken' | 'pruneTokens'> {
+function tokenOps({
+  query,
+  stamps,
+  audited,
+}: Part): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteTokens' | 'pruneTokens'> {
   return {
-    async createToken(token) {
-      // The tokens replaced and the new one are different rows: one statement does both.
-      const { rows } = await query(
-        'portal-token-create',
-        `
-        WITH d AS (DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = $2 AND account_id IS NOT DISTINCT FROM $5::text
-          AND CASE WHEN $4::text IS NOT NULL THEN user_id = $4::text ELSE email = $3 END)
-        INSERT INTO email_tokens (token_hash, purpose, email, user_id, account_id, role, created_at, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $8, $7) RETURNING *`,
-        [token.tokenHash, token.purpose, token.email, token.userId ?? null, token.accountId ?? null, token.role ?? null, token.expiresAt, stamps.iso()],
-      )
+    async createToken(token, audits = []) {
+      const { rows } = await query(audits.length === 0 ? 'portal-token-create' : null, createToken(audits.length), [
+        token.tokenHash,
+        token.purpose,
+        token.email,
+        token.userId ?? null,
+        token.accountId ?? null,
+        token.role ?? null,
+        token.expiresAt,
+        stamps.iso(),
+        ...audits.flatMap(audited),
+      ])
       return toEmailToken(rows[0]!)
     },
     async consumeToken(tokenHash, purpose, nowIso) {
@@ -323,8 +397,18 @@ function tokenOps({ query, stamps }: Part): Pick<PortalStore, 'createToken' | 'c
       )
       return rows.map(toEmailToken)
     },
-    async deleteToken(tokenHash) {
-      return ((await query('portal-token-delete', 'DELETE FROM email_tokens WHERE token_hash = $1', [tokenHash])).rowCount ?? 0) > 0
+    async deleteTokens(tokenHashes, audit) {
+      const deleted = 'DELETE FROM email_tokens WHERE token_hash = ANY ($1::text[])'
+      if (audit === undefined) return (await query('portal-tokens-delete', deleted, [tokenHashes])).rowCount ?? 0
+      // The event once, when anything was withdrawn.
+      const { rows } = await query(
+        'portal-tokens-delete-audited',
+        `
+        WITH d AS (${deleted} RETURNING 1), e AS (${auditInsert(2, '(SELECT 1 FROM d LIMIT 1) AS one')})
+        SELECT count(*)::int AS n FROM d`,
+        [tokenHashes, ...audited(audit)],
+      )
+      return Number(rows[0]?.n ?? 0)
     },
     async pruneTokens(nowIso) {
       return (await query(null, 'DELETE FROM email_tokens WHERE expires_at <= $1 OR used_at IS NOT NULL', [nowIso])).rowCount ?? 0
@@ -336,16 +420,7 @@ function tokenOps({ query, stamps }: Part): Pick<PortalStore, 'createToken' | 'c
 function recoveryOps({ query, stamps }: Part): Pick<PortalStore, 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft'> {
   return {
     async setRecoveryCodes(userId, codeHashes) {
-      // One statement: the codes not in the new set go, the new set is there unused. The two
-      // parts touch different rows (a CTE and the main statement see one snapshot).
-      await query(
-        'portal-codes-set',
-        `
-        WITH d AS (DELETE FROM recovery_codes WHERE user_id = $1 AND code_hash <> ALL ($2::text[]))
-        INSERT INTO recovery_codes (user_id, code_hash, used_at) SELECT DISTINCT $1::text, h, NULL::timestamptz FROM unnest($2::text[]) AS h
-        ON CONFLICT (user_id, code_hash) DO UPDATE SET used_at = NULL`,
-        [userId, codeHashes],
-      )
+      await query('portal-codes-set', SET_CODES, [userId, codeHashes])
     },
     async useRecoveryCode(userId, codeHash) {
       const r = await query(

@@ -10,7 +10,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite'
 import { emailKey } from '../../domain/portal.ts'
-import type { PortalStore } from '../ports.ts'
+import type { PortalStore, SessionsToEnd } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
@@ -50,6 +50,7 @@ function portalStatements(db: DatabaseSync) {
       WHERE id_hash = ? AND two_factor_pending = 1`),
     deleteSession: db.prepare('DELETE FROM sessions WHERE id_hash = ?'),
     deleteSessionsOf: db.prepare('DELETE FROM sessions WHERE user_id = ? AND id_hash IS NOT ?'),
+    deleteSessionOf: db.prepare('DELETE FROM sessions WHERE user_id = ? AND id_hash = ?'),
     pruneSessions: db.prepare('DELETE FROM sessions WHERE expires_at <= ?'),
     replaceTokens: db.prepare(`DELETE FROM email_tokens WHERE used_at IS NULL AND purpose = ? AND account_id IS ?
       AND CASE WHEN ? IS NOT NULL THEN user_id = ? ELSE email = ? END`),
@@ -88,7 +89,43 @@ type Portal = Part<ReturnType<typeof portalStatements>>
 
 export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): PortalStore {
   const p = part(db, batch, stamps, portalStatements(db))
-  return { ...userOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+}
+
+/** replaceCodes replaces a user's recovery codes by a new set, unused; call it inside an atomic step. */
+function replaceCodes(q: Portal['q'], userId: string, codeHashes: readonly string[]): void {
+  q.deleteCodes.run(userId)
+  for (const hash of codeHashes) q.insertCode.run(userId, hash)
+}
+
+/** endSessions ends the sessions of a user a change names; returns how many. Call it inside an atomic step. */
+function endSessions(q: Portal['q'], userId: string, sessions: SessionsToEnd): number {
+  if (sessions === 'all') return Number(q.deleteSessionsOf.run(userId, null).changes)
+  if ('only' in sessions) return Number(q.deleteSessionOf.run(userId, sessions.only).changes)
+  return Number(q.deleteSessionsOf.run(userId, sessions.except).changes)
+}
+
+/**
+ * changeOps: a change of a user's sign-in, its fields, recovery codes, sessions and events,
+ * in the one synchronous function handed to the group commit: all or nothing.
+ */
+function changeOps({ db, q, batch, stamps, audit }: Portal): Pick<PortalStore, 'changeUser'> {
+  return {
+    async changeUser(id, change) {
+      const { sets, values } = userSets(change.patch ?? {})
+      return batch.atomic(() => {
+        const row =
+          change.patch === undefined
+            ? q.user.get(id)
+            : db.prepare(`UPDATE users SET ${[...sets, 'updated_at = ?'].join(', ')} WHERE id = ? RETURNING *`).get(...values, stamps.iso(), id)
+        if (row === undefined) return null
+        if (change.recoveryCodes !== undefined) replaceCodes(q, id, change.recoveryCodes)
+        const sessionsEnded = change.sessions === undefined ? 0 : endSessions(q, id, change.sessions)
+        for (const event of change.audits(sessionsEnded)) audit(event)
+        return { user: toUser(row), sessionsEnded }
+      })
+    },
+  }
 }
 
 /** userOps: users, each created (unless the email is taken) or changed with its event in one step. */
@@ -232,13 +269,25 @@ function sessionOps({
   q,
   batch,
   stamps,
+  audit,
 }: Portal): Pick<PortalStore, 'createSession' | 'findSession' | 'touchSession' | 'completeTwoFactor' | 'deleteSession' | 'deleteSessionsOf' | 'pruneSessions'> {
   return {
-    async createSession(session) {
+    async createSession(session, events = []) {
       const now = stamps.iso()
-      const row = await batch.run(
-        () => q.insertSession.get(session.idHash, session.userId, now, session.expiresAt, now, flag(session.twoFactorPending), session.ip, session.userAgent)!,
-      )
+      const row = await batch.atomic(() => {
+        const made = q.insertSession.get(
+          session.idHash,
+          session.userId,
+          now,
+          session.expiresAt,
+          now,
+          flag(session.twoFactorPending),
+          session.ip,
+          session.userAgent,
+        )!
+        for (const event of events) audit(event)
+        return made
+      })
       return toSession(row)
     },
     async findSession(idHash, nowIso) {
@@ -249,9 +298,12 @@ function sessionOps({
       const r = await batch.run(() => q.touch.run(lastSeenIso, newExpiresIso, idHash, lastSeenIso))
       return Number(r.changes) > 0
     },
-    async completeTwoFactor(idHash, newIdHash) {
-      const r = await batch.run(() => q.complete.run(newIdHash ?? null, idHash))
-      return Number(r.changes) > 0
+    async completeTwoFactor(idHash, newIdHash, events = []) {
+      return batch.atomic(() => {
+        if (Number(q.complete.run(newIdHash ?? null, idHash).changes) === 0) return false
+        for (const event of events) audit(event)
+        return true
+      })
     },
     async deleteSession(idHash) {
       return Number((await batch.run(() => q.deleteSession.run(idHash))).changes) > 0
@@ -270,13 +322,16 @@ function tokenOps({
   q,
   batch,
   stamps,
-}: Portal): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteToken' | 'pruneTokens'> {
+  audit,
+}: Portal): Pick<PortalStore, 'createToken' | 'consumeToken' | 'findToken' | 'pendingInvites' | 'deleteTokens' | 'pruneTokens'> {
   return {
-    async createToken(token) {
+    async createToken(token, events = []) {
       const [userId, accountId] = [token.userId ?? null, token.accountId ?? null]
       const row = await batch.atomic(() => {
         q.replaceTokens.run(token.purpose, accountId, userId, userId, token.email)
-        return q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null, stamps.iso(), token.expiresAt)!
+        const made = q.insertToken.get(token.tokenHash, token.purpose, token.email, userId, accountId, token.role ?? null, stamps.iso(), token.expiresAt)!
+        for (const event of events) audit(event)
+        return made
       })
       return toEmailToken(row)
     },
@@ -291,8 +346,13 @@ function tokenOps({
     async pendingInvites(accountId, nowIso) {
       return q.invites.all(accountId, nowIso).map(toEmailToken)
     },
-    async deleteToken(tokenHash) {
-      return Number((await batch.run(() => q.deleteToken.run(tokenHash))).changes) > 0
+    async deleteTokens(tokenHashes, event) {
+      return batch.atomic(() => {
+        let deleted = 0
+        for (const hash of tokenHashes) deleted += Number(q.deleteToken.run(hash).changes)
+        if (deleted > 0 && event !== undefined) audit(event)
+        return deleted
+      })
     },
     async pruneTokens(nowIso) {
       return Number((await batch.run(() => q.pruneTokens.run(nowIso))).changes)
@@ -304,10 +364,7 @@ function tokenOps({
 function recoveryOps({ q, batch, stamps }: Portal): Pick<PortalStore, 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft'> {
   return {
     async setRecoveryCodes(userId, codeHashes) {
-      await batch.atomic(() => {
-        q.deleteCodes.run(userId)
-        for (const hash of codeHashes) q.insertCode.run(userId, hash)
-      })
+      await batch.atomic(() => replaceCodes(q, userId, codeHashes))
     },
     async useRecoveryCode(userId, codeHash) {
       const r = await batch.run(() => q.useCode.run(stamps.iso(), userId, codeHash))

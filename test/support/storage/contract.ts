@@ -1068,8 +1068,8 @@ function portalContract(withStore: WithStore): void {
       expiresAt: later(-1000),
     })
     assert.deepEqual(await portal.pendingInvites(account.id, new Date().toISOString()), [invite], 'not the expired one')
-    assert.equal(await portal.deleteToken('th-inv'), true)
-    assert.equal(await portal.deleteToken('th-inv'), false)
+    assert.equal(await portal.deleteTokens(['th-inv']), 1)
+    assert.equal(await portal.deleteTokens(['th-inv']), 0)
     assert.deepEqual(await portal.pendingInvites(account.id, new Date().toISOString()), [])
     await portal.createToken({ tokenHash: 'th-live', purpose: 'verify-email', email: 'ann@example.com', expiresAt: later(HOUR) })
     assert.equal(await portal.pruneTokens(new Date().toISOString()), 3, 'the used ones and the expired one')
@@ -1102,6 +1102,126 @@ function portalContract(withStore: WithStore): void {
       ['i-2'],
       "another account's stays",
     )
+  })
+
+  withStore('email tokens: an invitation and its event are written together, and withdrawn with the event once', async ({ access, portal, audit }) => {
+    const account = await makeAccount(access, 'a')
+    const event = (action: string) => ({
+      ...draft(action, 'new@example.com'),
+      target: { type: 'member' as const, id: 'new@example.com' },
+      accountId: account.id,
+    })
+    const invite = (tokenHash: string, email = 'new@example.com') =>
+      ({ tokenHash, purpose: 'invite', email, accountId: account.id, role: 'viewer', expiresAt: later(HOUR) }) satisfies NewEmailToken
+    const actions = async () => (await audit.list({ accountId: account.id, limit: 10 })).items.map((e) => e.action)
+    const made = await portal.createToken(invite('inv-1'), [event('member.invite')])
+    assert.equal(made.tokenHash, 'inv-1')
+    assert.deepEqual(await actions(), ['member.invite', 'account.create'], 'the token and its event')
+    const [first] = (await audit.list({ action: 'member.invite', limit: 1 })).items
+    assert.deepEqual([first?.target, first?.accountId, first?.detail], [{ type: 'member', id: 'new@example.com' }, account.id, { n: 1 }], 'the draft as given')
+    await portal.createToken(invite('inv-2', 'other@example.com'), [event('member.invite'), { ...event('member.invite'), accountId: null }])
+    assert.equal((await audit.list({ action: 'member.invite', limit: 10 })).items.length, 3, 'every draft given, one row each')
+    await portal.createToken(invite('inv-3', 'third@example.com'))
+    assert.equal((await audit.list({ action: 'member.invite', limit: 10 })).items.length, 3, 'no draft, no event')
+
+    assert.equal(await portal.deleteTokens(['inv-1', 'inv-2', 'inv-unknown'], event('member.invite-cancel')), 2)
+    assert.deepEqual(await actions(), ['member.invite-cancel', 'member.invite', 'member.invite', 'account.create'], 'one event for the withdrawal')
+    assert.equal(await portal.deleteTokens(['inv-1', 'inv-2'], event('member.invite-cancel')), 0, 'withdrawn already')
+    assert.equal((await audit.list({ action: 'member.invite-cancel', limit: 10 })).items.length, 1, 'nothing withdrawn, no event')
+    assert.deepEqual(
+      (await portal.pendingInvites(account.id, new Date().toISOString())).map((t) => t.tokenHash),
+      ['inv-3'],
+    )
+  })
+
+  withStore('portal sessions: a sign-in and the completion of its second factor are written with their events', async ({ portal, audit }) => {
+    const ann = await makeUser(portal, 'ann@example.com')
+    const signIn = (detail: Record<string, unknown>) => ({ ...draft('user.sign-in', ann.id), target: { type: 'user' as const, id: ann.id }, detail })
+    const events = async () => (await audit.list({ action: 'user.sign-in', limit: 10 })).items.map((e) => e.detail)
+    const made = await portal.createSession({ idHash: 'si-1', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null }, [
+      signIn({ first: true }),
+    ])
+    assert.equal(made.idHash, 'si-1')
+    assert.deepEqual(await events(), [{ first: true }], 'the session and its event')
+    await portal.createSession({ idHash: 'si-p', userId: ann.id, expiresAt: later(HOUR), twoFactorPending: true, ip: null, userAgent: null })
+    assert.equal((await events()).length, 1, 'no draft, no event')
+    const completions = await Promise.all(Array.from({ length: 5 }, (_, i) => portal.completeTwoFactor('si-p', `si-full-${i}`, [signIn({ factor: 'totp' })])))
+    assert.equal(completions.filter(Boolean).length, 1, 'of parallel completions, one')
+    assert.deepEqual(await events(), [{ factor: 'totp' }, { first: true }], 'only the completion made writes its event')
+    assert.equal(await portal.completeTwoFactor('si-unknown', undefined, [signIn({ factor: 'totp' })]), false)
+    assert.equal((await events()).length, 2)
+  })
+
+  withStore('portal changeUser: fields, recovery codes, sessions and events in one step, or nothing', async ({ portal, audit }) => {
+    const [ann, bob] = [await makeUser(portal, 'ann@example.com'), await makeUser(portal, 'bob@example.com')]
+    const session = (idHash: string, userId: string) =>
+      portal.createSession({ idHash, userId, expiresAt: later(HOUR), twoFactorPending: false, ip: null, userAgent: null })
+    for (const id of ['sa-1', 'sa-2', 'sa-3']) await session(id, ann.id)
+    await session('sb-1', bob.id)
+    await portal.setRecoveryCodes(ann.id, ['old-1'])
+    const event = (action: string, detail: Record<string, unknown>) => ({ ...draft(action, ann.id), target: { type: 'user' as const, id: ann.id }, detail })
+    const events = async (action: string) => (await audit.list({ action, limit: 10 })).items.map((e) => [e.accountId, e.detail])
+    const live = async (id: string) => (await portal.findSession(id, new Date().toISOString())) !== null
+
+    const changed = await portal.changeUser(ann.id, {
+      patch: { passwordHash: 'hash-2' },
+      recoveryCodes: ['new-1', 'new-2'],
+      sessions: { except: 'sa-1' },
+      audits: (sessions) => [event('user.password', { sessions }), { ...event('user.password', { sessions }), accountId: 'acc_x' }],
+    })
+    assert.deepEqual([changed?.user.passwordHash, changed?.user.email, changed?.sessionsEnded], ['hash-2', 'ann@example.com', 2])
+    assert.deepEqual(await portal.getUser(ann.id), changed?.user)
+    assert.deepEqual([await live('sa-1'), await live('sa-2'), await live('sa-3'), await live('sb-1')], [true, false, false, true], 'all but the one kept')
+    assert.equal(await portal.recoveryCodesLeft(ann.id), 2)
+    assert.equal(await portal.useRecoveryCode(ann.id, 'old-1'), false, 'the old set is gone')
+    const byAccount = (await events('user.password')).sort(([a], [b]) => String(a).localeCompare(String(b)))
+    assert.deepEqual(
+      byAccount,
+      [
+        ['acc_x', { sessions: 2 }],
+        [null, { sessions: 2 }],
+      ],
+      'its events, the count in them',
+    )
+
+    // No patch: the user stays as they are; one session ends (not another user's), with the event.
+    const signedOut = await portal.changeUser(ann.id, { sessions: { only: 'sb-1' }, audits: (n) => [event('user.sign-out', { n })] })
+    assert.deepEqual([signedOut?.user, signedOut?.sessionsEnded, await live('sb-1')], [changed?.user, 0, true], "bob's session is not ann's to end")
+    assert.equal((await portal.changeUser(ann.id, { sessions: { only: 'sa-1' }, audits: () => [] }))?.sessionsEnded, 1)
+    assert.equal(await live('sa-1'), false)
+    assert.deepEqual(await events('user.sign-out'), [[null, { n: 0 }]])
+
+    // No such user: nothing written, no event.
+    const nobody = { patch: { status: 'disabled' as const }, recoveryCodes: ['x'], sessions: 'all' as const, audits: () => [event('user.disable', {})] }
+    assert.equal(await portal.changeUser('usr_missing', nobody), null)
+    assert.equal(await portal.changeUser('usr_missing', { sessions: 'all', audits: () => [event('user.disable', {})] }), null)
+    assert.deepEqual(await events('user.disable'), [])
+
+    // A step that fails takes all its parts with it.
+    await session('sa-4', ann.id)
+    const failing = portal.changeUser(ann.id, {
+      patch: { status: 'disabled' },
+      recoveryCodes: [],
+      sessions: 'all',
+      audits: () => {
+        throw new Error('no drafts')
+      },
+    })
+    await assert.rejects(failing, /no drafts/)
+    assert.deepEqual(
+      [(await portal.getUser(ann.id))?.status, await live('sa-4'), await portal.recoveryCodesLeft(ann.id)],
+      ['active', true, 2],
+      'nothing changed',
+    )
+    assert.deepEqual(await events('user.disable'), [])
+    const ended = await portal.changeUser(ann.id, {
+      patch: { status: 'disabled' },
+      recoveryCodes: [],
+      sessions: 'all',
+      audits: () => [event('user.disable', {})],
+    })
+    assert.deepEqual([ended?.user.status, ended?.sessionsEnded, await live('sa-4'), await portal.recoveryCodesLeft(ann.id)], ['disabled', 1, false, 0])
+    assert.deepEqual(await events('user.disable'), [[null, {}]])
   })
 
   withStore('recovery codes: replaced as a set, each used once', async ({ portal }) => {

@@ -22,7 +22,6 @@ import {
   REGIONS,
   UNSCOPED,
   type AccountStatus,
-  type AuditDraft,
   type AuditTarget,
   type KeyScope,
   type Plan,
@@ -31,7 +30,7 @@ import {
 } from '../domain/accounts.ts'
 import { groupServedIn, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
 import { generateApiKey, hashApiKey } from '../gateway/keys.ts'
-import { draft, fail, isFailure, type Context, type Failure } from './outcome.ts'
+import { draft, refused, fail, isFailure, type Context, type Failure } from './outcome.ts'
 
 /** The longest grace a roll may give the old key: 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 86_400
@@ -100,14 +99,9 @@ export class Accounts {
     this.defaultPlan = defaultPlan(opts.config)
   }
 
-  #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
-    return draft(ctx, action, target, accountId, detail)
-  }
-
   /** #refuse records a refused change and returns its failure. */
-  async #refuse(ctx: Context, action: string, target: AuditTarget, accountId: string | null, failure: Failure): Promise<Failure> {
-    await this.#store.audit.append({ ...this.#draft(ctx, action, target, accountId, { reason: failure.message }), outcome: 'failure' })
-    return failure
+  #refuse(ctx: Context, action: string, target: AuditTarget, accountId: string | null, failure: Failure): Promise<Failure> {
+    return refused(this.#store.audit, ctx, action, target, accountId, failure)
   }
 
   #iso(): string {
@@ -120,7 +114,7 @@ export class Accounts {
     const bad = checkName(input.name, 'name')
     if (bad) return bad
     const account: Account = { id: newId('acc'), name: input.name, status: 'active', createdAt: this.#iso() }
-    await this.#store.access.createAccount(account, this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }))
+    await this.#store.access.createAccount(account, draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }))
     return account
   }
 
@@ -135,8 +129,8 @@ export class Accounts {
     const max = this.#config.portalAccountMaxPerUser
     const made = await this.#store.access.createAccount(
       account,
-      this.#draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
-      { userId, max, audit: this.#draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) },
+      draft(ctx, 'account.create', { type: 'account', id: account.id }, account.id, { name: account.name }),
+      { userId, max, audit: draft(ctx, 'member.add', { type: 'member', id: userId }, account.id, { role: 'owner' }) },
     )
     if (!made)
       return this.#refuse(ctx, 'account.create', { type: 'account', id: account.id }, null, fail('limit', `you own ${max} accounts, the most a user may own`))
@@ -175,7 +169,7 @@ export class Accounts {
       ...(patch.status === undefined ? {} : { status: patch.status as AccountStatus }),
     }
     const action = patch.status === undefined ? 'account.update' : patch.status === 'suspended' ? 'account.suspend' : 'account.activate'
-    const account = await this.#store.access.updateAccount(id, change, this.#draft(ctx, action, target, id, change))
+    const account = await this.#store.access.updateAccount(id, change, draft(ctx, action, target, id, change))
     return account ?? this.#refuse(ctx, action, target, null, fail('not_found', `no account ${id}`))
   }
 
@@ -230,11 +224,10 @@ export class Accounts {
       return this.#refuse(ctx, 'key.create', target, null, fail('not_found', `no account ${accountId}`))
     }
     const max = this.#config.keyMaxPerAccount
-    const made = await this.#store.access.createKey(
-      key,
-      this.#draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }),
-      { max, nowIso: this.#iso() },
-    )
+    const made = await this.#store.access.createKey(key, draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }), {
+      max,
+      nowIso: this.#iso(),
+    })
     if (!made)
       return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
     return { key: keyInfo(key), apiKey }
@@ -279,7 +272,7 @@ export class Accounts {
       key,
       new Date(now).toISOString(),
       graceEndsAt,
-      this.#draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }),
+      draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }),
     )
     if (!rolled) return this.#refuse(ctx, 'key.roll', target, old.accountId, fail('conflict', `key ${keyId} is revoked, expired or rolled already`))
     return { key: keyInfo(key), apiKey, old: (await this.#store.access.getKey(keyId)) ?? old }
@@ -289,7 +282,7 @@ export class Accounts {
     const target: AuditTarget = { type: 'key', id: keyId }
     const key = await this.#store.access.getKey(keyId)
     if (key === null) return this.#refuse(ctx, 'key.revoke', target, null, fail('not_found', `no key ${keyId}`))
-    if (!(await this.#store.access.revokeKey(keyId, this.#draft(ctx, 'key.revoke', target, key.accountId)))) {
+    if (!(await this.#store.access.revokeKey(keyId, draft(ctx, 'key.revoke', target, key.accountId)))) {
       return this.#refuse(ctx, 'key.revoke', target, key.accountId, fail('conflict', `key ${keyId} is revoked already`))
     }
     return (await this.#store.access.getKey(keyId)) ?? key
@@ -333,7 +326,7 @@ export class Accounts {
       region,
       group,
       next,
-      this.#draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }),
+      draft(ctx, action, target, accountId, { region, group, status: next, was: current?.status ?? null }),
       decision ? 'pending' : undefined,
     )
     if (!set) return this.#refuse(ctx, action, target, accountId, notPending)
@@ -356,7 +349,7 @@ export class Accounts {
     if (current === null) return this.#refuse(ctx, 'plan.set', target, null, fail('not_found', `no account ${accountId}`))
     const plan = mergePlan(current.plan, input)
     if (isFailure(plan)) return plan
-    if (!(await this.#store.access.setPlan(accountId, plan, this.#draft(ctx, 'plan.set', target, accountId, { ...plan })))) {
+    if (!(await this.#store.access.setPlan(accountId, plan, draft(ctx, 'plan.set', target, accountId, { ...plan })))) {
       return this.#refuse(ctx, 'plan.set', target, null, fail('not_found', `no account ${accountId}`))
     }
     return plan
@@ -365,7 +358,7 @@ export class Accounts {
   /** resetPlan puts the account back on the default plan. */
   async resetPlan(ctx: Context, accountId: string): Promise<Plan | Failure> {
     const target: AuditTarget = { type: 'plan', id: accountId }
-    if (!(await this.#store.access.setPlan(accountId, null, this.#draft(ctx, 'plan.reset', target, accountId)))) {
+    if (!(await this.#store.access.setPlan(accountId, null, draft(ctx, 'plan.reset', target, accountId)))) {
       return this.#refuse(ctx, 'plan.reset', target, null, fail('not_found', `no account ${accountId}`))
     }
     return this.defaultPlan
@@ -416,7 +409,7 @@ export class Accounts {
     const token: AdminToken = { id: newId('adm'), name: input.name, scope: input.scope as AdminScope, createdAt: this.#iso(), revokedAt: null }
     await this.#store.adminTokens.create(
       { ...token, hash: this.#adminHash(secret) },
-      this.#draft(ctx, 'admin-token.create', { type: 'admin-token', id: token.id }, null, { name: token.name, scope: token.scope }),
+      draft(ctx, 'admin-token.create', { type: 'admin-token', id: token.id }, null, { name: token.name, scope: token.scope }),
     )
     return { token, secret }
   }
@@ -427,7 +420,7 @@ export class Accounts {
 
   async revokeAdminToken(ctx: Context, id: string): Promise<{ revoked: true } | Failure> {
     const target: AuditTarget = { type: 'admin-token', id }
-    if (await this.#store.adminTokens.revoke(id, this.#draft(ctx, 'admin-token.revoke', target, null))) return { revoked: true }
+    if (await this.#store.adminTokens.revoke(id, draft(ctx, 'admin-token.revoke', target, null))) return { revoked: true }
     return this.#refuse(ctx, 'admin-token.revoke', target, null, fail('not_found', `no live admin token ${id}`))
   }
 

@@ -30,7 +30,7 @@ import { rotateSeals, type Rotation } from '../totp/factors/rotate.ts'
 import { matchStep, newSecret, otpauthUrl, toBase32, totpParams, type TotpParams } from '../totp/otp.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../totp/profiles.ts'
 import { verifyCode } from '../totp/verify.ts'
-import { draft, fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { draft, refused, fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 export type FactorsConfig = Pick<
   Config,
@@ -462,7 +462,7 @@ export class Factors {
       return this.#refuse(ctx, 'factor-lockout.clear', target, accountId, fail('not_found', `no TOTP user ${userId} in account ${accountId}`))
     }
     const cleared = await this.#store.verification.clear(userLockKey(this.#pepper, accountId, userId))
-    await this.#store.audit.append(this.#draft(ctx, 'factor-lockout.clear', target, accountId, { userID: userId, cleared }))
+    await this.#store.audit.append(draft(ctx, 'factor-lockout.clear', target, accountId, { userID: userId, cleared }))
     return { cleared }
   }
 
@@ -480,7 +480,7 @@ export class Factors {
     const removed = await this.#store.factors.removeUser(
       accountId,
       userId,
-      this.#draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }),
+      draft(ctx, 'factor.deleted', target, accountId, { userID: userId, factorID: null, user: true, by: 'operator' }),
     )
     if (!removed) return refused(fail('not_found', `no TOTP user ${userId} in account ${accountId}`), true)
     // Its run of failures goes with it: a user enrolled again starts unlocked (the replay record stays).
@@ -512,14 +512,9 @@ export class Factors {
     return until > now ? iso(until) : null
   }
 
-  #draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
-    return draft(ctx, action, target, accountId, detail)
-  }
-
   /** #refuse records a refused change and returns its failure. */
-  async #refuse(ctx: Context, action: string, target: AuditTarget, accountId: string | null, failure: Failure): Promise<Failure> {
-    await this.#store.audit.append({ ...this.#draft(ctx, action, target, accountId, { reason: failure.message }), outcome: 'failure' })
-    return failure
+  #refuse(ctx: Context, action: string, target: AuditTarget, accountId: string | null, failure: Failure): Promise<Failure> {
+    return refused(this.#store.audit, ctx, action, target, accountId, failure)
   }
 
   #iso(): string {

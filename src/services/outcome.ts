@@ -4,6 +4,7 @@
  * `Context` every change is made in (who asks, from where) for its audit event.
  */
 import { actorName, type Actor, type AuditDraft, type AuditTarget } from '../domain/accounts.ts'
+import type { AuditStore } from '../storage/ports.ts'
 
 /** Who asks, and from where (the source address of an HTTP door). */
 export interface Context {
@@ -35,4 +36,17 @@ export const fail = (failure: FailureKind, message: string, field?: string): Fai
  */
 export function draft(ctx: Context, action: string, target: AuditTarget, accountId: string | null, detail: Record<string, unknown> = {}): AuditDraft {
   return { actor: actorName(ctx.actor), action, target, accountId, ip: ctx.ip ?? null, outcome: 'success', detail }
+}
+
+/** refused records a refused change (its event, outcome `failure`, with the reason) and answers its failure. */
+export async function refused(
+  audit: Pick<AuditStore, 'append'>,
+  ctx: Context,
+  action: string,
+  target: AuditTarget,
+  accountId: string | null,
+  failure: Failure,
+): Promise<Failure> {
+  await audit.append({ ...draft(ctx, action, target, accountId, { reason: failure.message }), outcome: 'failure' })
+  return failure
 }

@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
-import { actorOf, atLeast, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { actorOf, atLeast, csrfField, formExpired, formField, formOk, notFound, pageRoute, refusedPage, sendPage, whoIn } from '../web/kit.ts'
 import { MAX_NAME_LENGTH } from '../../services/accounts.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import type { ApiKeyInfo } from '../../domain/accounts.ts'
@@ -93,14 +93,7 @@ async function keyOf(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>, r
 
 /** refused: a change the accounts layer turned down, told on a page of its own with the way back. */
 function refused(kit: Kit, reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
-  const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
-  return sendPage(kit, reply, {
-    title,
-    current: who,
-    status,
-    account: keysNav(who),
-    body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'keys')}">Back to the keys</a></p>`,
-  })
+  return refusedPage(kit, reply, who, { title, failure, here: 'keys', back: 'the keys' })
 }
 
 /** shown: the page that shows a new key, once. */

@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
-import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, sendPage, whoIn } from '../web/kit.ts'
+import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, refusedPage, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
 import { EVENT_TYPES } from '../../domain/events.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../../domain/webhooks.ts'
@@ -99,14 +99,7 @@ ${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)
 
 /** refused: a change the webhooks service turned down, told on a page of its own with the way back. */
 function refused(kit: Kit, reply: FastifyReply, who: InAccount, title: string, failure: Failure): FastifyReply {
-  const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
-  return sendPage(kit, reply, {
-    title,
-    current: who,
-    status,
-    account: here(who),
-    body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${accountPath(who.account.id, 'webhooks')}">Back to the webhooks</a></p>`,
-  })
+  return refusedPage(kit, reply, who, { title, failure, here: 'webhooks', back: 'the webhooks' })
 }
 
 /** endpointOf: the endpoint of the path, in the account of the path; otherwise a 404 is sent and null returned. */

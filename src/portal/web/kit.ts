@@ -17,7 +17,7 @@ import type { Config } from '../../config/config.ts'
 import type { Pepper } from '../../crypto/keyed.ts'
 import type { Accounts } from '../../services/accounts.ts'
 import type { Factors } from '../../services/factors.ts'
-import type { Context } from '../../services/outcome.ts'
+import type { Context, Failure } from '../../services/outcome.ts'
 import type { Team } from '../../services/team.ts'
 import type { Webhooks } from '../../services/webhooks.ts'
 import type { Mailer } from '../../mail/mailer.ts'
@@ -29,6 +29,7 @@ import type { Users } from '../../services/users.ts'
 import { html, page, type Html } from './html.ts'
 import { checkCsrf, cookieName, csrfToken, isToken, newSessionToken, PRESESSION_COOKIE, readCookie, sameOrigin, sessionIdHash, setCookie } from './session.ts'
 import type { Metrics } from '../../metrics/metrics.ts'
+import { accountPath } from './labels.ts'
 
 export interface Kit {
   readonly config: Config
@@ -300,5 +301,28 @@ export function formExpired(kit: Kit, reply: FastifyReply, current: Current | nu
     status: 403,
     current,
     body: html`<p class="error" role="alert">This form has expired or did not come from this site; nothing was changed. <a href="${back}">Go back</a> and try again.</p>`,
+  })
+}
+
+/**
+ * refusedPage: a change a service turned down, told on a page of its own with the way back to
+ * the account's page it came from (`back`: how that page is named, "the keys"). The status
+ * says which refusal it was: no such thing 404, a conflict or a limit 409, bad input 422.
+ */
+export function refusedPage(
+  kit: Kit,
+  reply: FastifyReply,
+  who: InAccount,
+  options: { title: string; failure: Failure; here: AccountPage; back: string },
+): FastifyReply {
+  const { failure } = options
+  const status = failure.failure === 'not_found' ? 404 : failure.failure === 'conflict' || failure.failure === 'limit' ? 409 : 422
+  const path = accountPath(who.account.id, options.here)
+  return sendPage(kit, reply, {
+    title: options.title,
+    current: who,
+    status,
+    account: { id: who.account.id, name: who.account.name, here: options.here },
+    body: html`<p class="error" role="alert">Nothing was changed: ${failure.message}.</p><p><a href="${path}">Back to ${options.back}</a></p>`,
   })
 }

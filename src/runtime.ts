@@ -4,7 +4,7 @@
  * limits, the conversion pool, the mailer, the metrics, and the background jobs (webhook
  * delivery, audit retention, the portal's pruning). Both listeners (the public app and the
  * admin API) and the CLI are built from it; `close` stops what `start` started and closes the
- * rest in reverse order. The process (signals, listening, exit codes) is main.ts's.
+ * rest in reverse order. The process (signals, listening, exit codes) is server.ts's.
  *
  * One clock: `now` reaches every service, the limits, the jobs and the store's own stamps.
  */

@@ -317,6 +317,26 @@ export const toFactor = (r: Row): Factor => ({
   activatedAt: isoOrNull(r.activated_at),
 })
 
+/** factorValues: a factor's columns in the order both adapters insert them (id … activated_at). */
+export const factorValues = (f: Factor): (string | number | null)[] => [
+  f.id,
+  f.accountId,
+  f.userId,
+  f.applicationId,
+  f.label,
+  f.profile,
+  f.status,
+  f.algorithm,
+  f.digits,
+  f.period,
+  f.drift,
+  f.sealed,
+  f.keyVersion,
+  f.createdAt,
+  f.expiresAt,
+  f.activatedAt,
+]
+
 export const toTotpUser = (r: Row): TotpUser => ({
   accountId: String(r.account_id),
   userId: String(r.user_id),

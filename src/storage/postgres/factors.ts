@@ -11,7 +11,7 @@
  */
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
-import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import { factorValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import { auditInsert, type Part, type Query } from './part.ts'
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
@@ -53,25 +53,7 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
             drift, sealed, key_version, created_at, expires_at, activated_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id)
           ${auditInsert(17, 'f')}`,
-          [
-            f.id,
-            f.accountId,
-            f.userId,
-            f.applicationId,
-            f.label,
-            f.profile,
-            f.status,
-            f.algorithm,
-            f.digits,
-            f.period,
-            f.drift,
-            f.sealed,
-            f.keyVersion,
-            f.createdAt,
-            f.expiresAt,
-            f.activatedAt,
-            ...audited(audit),
-          ],
+          [...factorValues(f), ...audited(audit)],
         )
         return 'created' as const
       })

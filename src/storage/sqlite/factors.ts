@@ -12,7 +12,7 @@
 import type { DatabaseSync } from 'node:sqlite'
 import type { FactorStore } from '../ports.ts'
 import type { TotpUser } from '../../domain/factors.ts'
-import { readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import { factorValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -71,24 +71,7 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'
         q.insertUser.run(f.accountId, f.userId, nowIso)
         q.dropExpired.run(f.accountId, f.userId, nowIso)
         if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
-        q.insert.run(
-          f.id,
-          f.accountId,
-          f.userId,
-          f.applicationId,
-          f.label,
-          f.profile,
-          f.status,
-          f.algorithm,
-          f.digits,
-          f.period,
-          f.drift,
-          f.sealed,
-          f.keyVersion,
-          f.createdAt,
-          f.expiresAt,
-          f.activatedAt,
-        )
+        q.insert.run(...factorValues(f))
         audit(event)
         return 'created' as const
       })

@@ -113,7 +113,7 @@ async function load(url: string, apiKey: string, next: () => { path: string; bod
       },
     ],
   })
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
+  return { rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }
 
 async function benchStore(name: string, env: Record<string, string>): Promise<string> {

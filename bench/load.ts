@@ -46,6 +46,8 @@ export interface Load {
 
 export interface Figures {
   rps: number
+  /** Answers counted (2xx or not). */
+  total: number
   p50: number
   p99: number
   non2xx: number
@@ -66,5 +68,5 @@ export async function run(base: string, load: Load, seconds: number, connections
         ? { body }
         : {}),
   })
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
+  return { rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }

@@ -1,0 +1,104 @@
+/**
+ * The TOTP routes as the A/B bench (ab.ts) and its guard (guard.ts) drive them, and the
+ * scratch PostgreSQL databases and Redis databases they run on with BENCH_STORE=pg.
+ */
+import { createHmac, randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { Redis } from 'ioredis'
+import type { Load } from './load.ts'
+
+export type RouteName = 'ping' | 'getOTP' | 'verifyOTP' | 'onboardUser'
+
+export interface Route {
+  readonly method: Load['method']
+  readonly path: string
+  /**
+   * bodies(seconds) is called once a round and gives a maker of each server's body for it
+   * (undefined for a GET): a fixed form, or one made per request where each request must be
+   * new (a verification takes the success path, and writes, only on a secret's first use).
+   */
+  readonly bodies?: (seconds: number) => () => NonNullable<Load['body']>
+}
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
+const base32 = (bytes: Buffer) => {
+  let bits = 0
+  let value = 0
+  let out = ''
+  for (const b of bytes) {
+    value = (value << 8) | b
+    bits += 8
+    while (bits >= 5) {
+      out += ALPHABET[(value >>> (bits - 5)) & 31]
+      bits -= 5
+    }
+  }
+  return bits > 0 ? out + ALPHABET[(value << (5 - bits)) & 31] : out
+}
+/** RFC 6238 with SHA-1, 6 digits, 30 s: the code of `secret` now. */
+const code = (secret: Buffer, step: number) => {
+  const counter = Buffer.alloc(8)
+  counter.writeBigUInt64BE(BigInt(step))
+  const mac = createHmac('sha1', secret).update(counter).digest()
+  const at = mac[19]! & 15
+  return String((mac.readUInt32BE(at) & 0x7fffffff) % 1_000_000).padStart(6, '0')
+}
+
+/** The most verifications a server could answer in a second here, with room: each needs a secret of its own. */
+const VERIFY_RATE = 25_000
+
+export const ROUTES: Readonly<Record<RouteName, Route>> = {
+  ping: { method: 'GET', path: '/totp/ping' },
+  getOTP: { method: 'POST', path: '/totp/getOTP', bodies: () => () => `secret=${'JBSWY3DPEHPK3PXP'.repeat(2)}` },
+  verifyOTP: {
+    method: 'POST',
+    path: '/totp/verifyOTP',
+    bodies: (seconds) => {
+      const step = Math.floor(Date.now() / 30_000)
+      const all: string[] = []
+      for (let i = 0; i < VERIFY_RATE * seconds; i++) {
+        const secret = randomBytes(20)
+        all.push(`secret=${base32(secret)}&token=${code(secret, step)}`)
+      }
+      return () => {
+        let i = 0
+        return () => all[i++ % all.length]!
+      }
+    },
+  },
+  onboardUser: {
+    method: 'POST',
+    path: '/totp/onboardUser',
+    bodies: () => () => {
+      const run = randomBytes(4).toString('hex')
+      let i = 0
+      return () => `userID=user-${run}-${i++}%40example.com&applicationID=Bench%20App`
+    },
+  },
+}
+
+/**
+ * scratch makes one empty PostgreSQL database and one empty Redis database for each name
+ * (Redis databases 1, 2, …) and gives their URLs.
+ */
+export async function scratch(names: readonly string[]): Promise<{ database: string; redis: string }[]> {
+  const admin = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  const redisUrl = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const client = new pg.Client({ connectionString: admin })
+  await client.connect()
+  const out: { database: string; redis: string }[] = []
+  for (const [i, name] of names.entries()) {
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await client.query(`CREATE DATABASE ${name}`)
+    const database = new URL(admin)
+    database.pathname = `/${name}`
+    const redis = new URL(redisUrl)
+    redis.pathname = `/${i + 1}`
+    const r = new Redis(redis.href)
+    await r.flushdb()
+    r.disconnect()
+    out.push({ database: database.href, redis: redis.href })
+  }
+  await client.end()
+  return out
+}

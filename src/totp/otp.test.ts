@@ -39,6 +39,28 @@ test('secondsLeft counts down within the step', () => {
   assert.equal(secondsLeft(30_000, 30), 30)
 })
 
+test('toBase32 is RFC 4648 base32 without padding, as otpauth encodes it, and parseSecret reads it back', () => {
+  // RFC 4648 §10's vectors, padding removed.
+  for (const [text, expected] of [
+    ['', ''],
+    ['f', 'MY'],
+    ['fo', 'MZXQ'],
+    ['foo', 'MZXW6'],
+    ['foob', 'MZXW6YQ'],
+    ['fooba', 'MZXW6YTB'],
+    ['foobar', 'MZXW6YTBOI'],
+  ] as const)
+    assert.equal(toBase32(Buffer.from(text)), expected, text)
+  for (let size = 1; size <= 64; size++) {
+    const random = new Secret({ size })
+    const bytes = Buffer.from(random.bytes)
+    assert.equal(toBase32(bytes), random.base32.replace(/=+$/, ''), `${size} bytes`)
+    assert.deepEqual(parseSecret(toBase32(bytes), 0), bytes, `${size} bytes round trip`)
+  }
+  assert.equal(toBase32(Buffer.alloc(20, 0xff)), '7'.repeat(32))
+  assert.equal(toBase32(Buffer.alloc(20)), 'A'.repeat(32))
+})
+
 test('parseSecret takes any case, spaces and padding, and refuses short or non-base32 input', () => {
   const s = newSecret()
   assert.equal(s.byteLength, 20)

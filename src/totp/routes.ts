@@ -170,18 +170,20 @@ class TotpHandlers {
   getOtp = (request: FastifyRequest<{ Body: GetOtpBody }>, reply: FastifyReply): void => {
     const { body } = request
     const secret = this.#secretOf(body.secret)
-    const answer = (record: OnboardingRecord | null) => {
-      const p = this.#paramsOf(secret, body, record, 6)
-      const { otp, expiresIn } = currentCode(p, this.#now())
-      return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
-    }
     const record = this.#recordOf(secret, request.caller!.accountId, body)
     if (record instanceof Promise)
       record.then(
-        (r) => reply.send(answer(r)),
+        (r) => reply.send(this.#currentOtp(secret, body, r)),
         (error: unknown) => reply.send(error),
       )
-    else reply.send(answer(record))
+    else reply.send(this.#currentOtp(secret, body, record))
+  }
+
+  /** The answer of getOTP (a method, not a closure per request). */
+  #currentOtp(secret: Buffer, body: GetOtpBody, record: OnboardingRecord | null) {
+    const p = this.#paramsOf(secret, body, record, 6)
+    const { otp, expiresIn } = currentCode(p, this.#now())
+    return { type: 'Success', otp, expiresIn, currentToken: otp, timeUsed: p.period - expiresIn }
   }
 
   /** verifyOtp checks a code against its secret, once per time step, under the secret's lockout. */
@@ -189,7 +191,9 @@ class TotpHandlers {
     const { token } = request.body
     const accountId = request.caller!.accountId
     const secret = this.#secretOf(request.body.secret)
-    const p = this.#paramsOf(secret, request.body, await this.#recordOf(secret, accountId, request.body), token.length)
+    // A cached record is used as it is: awaiting a value would still cost a turn of the microtask queue.
+    const found = this.#recordOf(secret, accountId, request.body)
+    const p = this.#paramsOf(secret, request.body, found instanceof Promise ? await found : found, token.length)
     const key = this.#totp.lockKey(accountId, p)
     const t = this.#now()
     const match = token.length === p.digits ? matchStep(p, token, t) : null

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Secret, URI } from 'otpauth'
+import { HOTP, Secret, URI } from 'otpauth'
 import { createHash } from 'node:crypto'
 import { canonicalKey, codeAt, currentCode, matchStep, newSecret, otpauthUrl, parseSecret, secondsLeft, toBase32, totpParams } from './otp.ts'
 import type { Algorithm } from '../domain/accounts.ts'
@@ -18,6 +18,17 @@ test('RFC 6238 Appendix B vectors', () => {
 
 test('RFC 4226 Appendix D vectors', () => {
   for (const [counter, code] of RFC4226_CODES.entries()) assert.equal(codeAt(params('SHA1', 6), counter), code, `counter ${counter}`)
+})
+
+test('codeAt gives what otpauth gives, for every algorithm, 6 to 10 digits, secrets of any length and counters past 32 bits', () => {
+  for (let i = 0; i < 300; i++) {
+    const algorithm = (['SHA1', 'SHA256', 'SHA512'] as const)[i % 3]!
+    const digits = 6 + (i % 5)
+    const secret = new Secret({ size: 1 + ((i * 7) % 150) })
+    const counter = i % 2 === 0 ? i * 1_000_003 : 2 ** 32 + i * 987_654_321
+    const expected = HOTP.generate({ secret, algorithm, digits, counter })
+    assert.equal(codeAt(totpParams(Buffer.from(secret.bytes), algorithm, digits), counter), expected, `${algorithm}/${digits} at ${counter}`)
+  }
 })
 
 test('matchStep accepts one step either side and no further', () => {

@@ -1,9 +1,10 @@
 /**
  * npm run bench: requests/s and p50/p99 latency of the TOTP routes at 50 connections,
  * each beside a bare Fastify route that takes the same request and answers the same
- * number of bytes, measured in the same run (each round runs both back to back, in
- * alternating order; the figures are medians of the rounds, the ratio the median of the
- * rounds' ratios). QR drawing is compared with the `qrcode` package's
+ * number of bytes, and beside the DIY service (bench/diy-server.ts: the routes as a
+ * developer would write them without us), measured in the same run (each round runs the
+ * three back to back, in an order that rotates; the figures are medians of the rounds,
+ * each ratio the median of the rounds' ratios). QR drawing is compared with the `qrcode` package's
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
@@ -75,10 +76,13 @@ async function totpBench(): Promise<void> {
 
     const port = await freePort()
     const barePort = await freePort()
+    const diyPort = await freePort()
     children.push(serve('src/server.ts', { ...env, PORT: String(port) }))
     children.push(serve('bench/bare-server.ts', { PORT: String(barePort) }))
+    children.push(serve('bench/diy-server.ts', { PORT: String(diyPort), DIY_KEY: 'diy' }))
     const target = `http://127.0.0.1:${port}`
     const bare = `http://127.0.0.1:${barePort}`
+    const diy = `http://127.0.0.1:${diyPort}`
     await waitFor(`${target}/healthz`)
     await waitFor(`${bare}/bare/10`)
 
@@ -122,28 +126,37 @@ async function totpBench(): Promise<void> {
       const bareOf = (l: Load): Load => ({ method: l.method, path: `/bare/${size}`, ...(l.body === undefined ? {} : { body: l.body }) })
       // The bare route ignores the bodies: one set of them serves all its rounds.
       const bareLoad = bareOf(forRound())
+      // The DIY service (bench/diy-server.ts) answers the Renda routes, not the QR one; its key is its own.
+      const withDiy = name !== 'generateQRCode'
+      const diyLoad = (): Load => ({ ...forRound(), headers: { ...load.headers, 'x-api-key': 'diy' } })
       await run(target, forRound(), 1) // warm-up
       await run(bare, bareLoad, 1)
+      if (withDiy) await run(diy, diyLoad(), 1)
       const t: Figures[] = []
       const b: Figures[] = []
-      // Each round measures both, back to back, the order alternating: this machine's speed
-      // drifts over minutes, so the ratio is taken within each round, then the median.
+      // Each round measures the three, back to back, in an order that rotates: this machine's
+      // speed drifts over minutes, so each ratio is taken within a round, then the median.
       const ratios: number[] = []
+      const diyRatios: number[] = []
       for (let r = 0; r < ROUNDS; r++) {
-        if (r % 2 === 0) {
-          t.push(await run(target, forRound(), SECONDS))
-          b.push(await run(bare, bareLoad, SECONDS))
-        } else {
-          b.push(await run(bare, bareLoad, SECONDS))
-          t.push(await run(target, forRound(), SECONDS))
-        }
+        let d: Figures | null = null
+        const steps = [
+          async () => t.push(await run(target, forRound(), SECONDS)),
+          async () => b.push(await run(bare, bareLoad, SECONDS)),
+          async () => {
+            if (withDiy) d = await run(diy, diyLoad(), SECONDS)
+          },
+        ]
+        for (let i = 0; i < steps.length; i++) await steps[(i + r) % steps.length]!()
         ratios.push(t[r]!.rps / b[r]!.rps)
+        if (d !== null) diyRatios.push(t[r]!.rps / (d as Figures).rps)
       }
       const m = (fs: Figures[], k: keyof Figures) => median(fs.map((f) => f[k]))
       rates[name] = m(t, 'rps')
       rows.push(
         `| ${name} | ${size} | ${m(t, 'rps').toFixed(0)} | ${m(t, 'p50').toFixed(1)} | ${m(t, 'p99').toFixed(1)} | ` +
-          `${m(b, 'rps').toFixed(0)} | ${m(b, 'p50').toFixed(1)} | ${m(b, 'p99').toFixed(1)} | **${median(ratios).toFixed(2)}×** | ${t.reduce((n, f) => n + f.non2xx, 0)} |`,
+          `${m(b, 'rps').toFixed(0)} | ${m(b, 'p50').toFixed(1)} | ${m(b, 'p99').toFixed(1)} | **${median(ratios).toFixed(2)}×** | ` +
+          `${withDiy ? `**${median(diyRatios).toFixed(2)}×**` : '–'} | ${t.reduce((n, f) => n + f.non2xx, 0)} |`,
       )
     }
     for (const c of children) c.kill('SIGTERM')
@@ -156,8 +169,8 @@ async function totpBench(): Promise<void> {
     const out = [
       `## TOTP group: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${cpus().length} CPUs, ${pinned ? 'server pinned to CPU 0, load generator to CPU 1' : 'not pinned'})`,
       '',
-      '| route | bytes | req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | ratio | non-2xx |',
-      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+      '| route | bytes | req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | ratio to bare | ratio to DIY | non-2xx |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
       ...rows,
       '',
       "## QR drawing against `qrcode`'s own `toDataURL` (same otpauth URL, in process, one core)",

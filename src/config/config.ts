@@ -406,7 +406,7 @@ export const settings = {
     80,
     80,
     4096,
-    "Weakest secret `getOTP` and `verifyOTP` take, in bits. 80 (16 base32 characters) takes the secrets Renda.io issued; 128 is RFC 4226's minimum. Secrets this service issues are 160 bits whatever the setting.",
+    "Weakest secret `getOTP` and `verifyOTP` take, in bits. 80 (16 base32 characters) takes the secrets Renda.io issued; 128 is RFC 4226's minimum. Secrets this service issues are 160 bits whatever the setting (152 random when issued with parameters other than the defaults, see docs/guide.md).",
   ),
   otpMaxFailures: int(
     'OTP_MAX_FAILURES',

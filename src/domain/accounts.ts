@@ -158,6 +158,12 @@ export interface KeyGrant {
   readonly scope: KeyScope
   /** The account's own plan; null means the configured default plan. */
   readonly plan: Plan | null
+  /**
+   * Whether the account holds an onboarding record written before the parameters mark with
+   * parameters other than SHA1/6/30 (totp/records.ts ParamsMark): getOTP and verifyOTP then
+   * read the record of every secret. Absent: false.
+   */
+  readonly unmarkedParams?: boolean
 }
 
 /** A subscription asked for and waiting for an operator, with its account's name (the operators' queue). */

@@ -25,6 +25,8 @@ import type { Limits } from '../usage/limits.ts'
 export interface Caller {
   readonly keyId: string
   readonly accountId: string
+  /** The account has onboarding records from before the parameters mark (KeyGrant.unmarkedParams). */
+  readonly unmarkedParams?: boolean
 }
 
 declare module 'fastify' {

@@ -11,12 +11,12 @@
  */
 import type { Config } from '../config/config.ts'
 import type { Pepper } from '../crypto/keyed.ts'
-import type { AuditTarget } from '../domain/accounts.ts'
+import type { Algorithm, AuditTarget } from '../domain/accounts.ts'
 import type { OnboardingRecord } from '../domain/factors.ts'
 import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
 import type { Store } from '../storage/ports.ts'
-import { parseSecret, type TotpParams } from '../totp/otp.ts'
-import { RecordCache, secretFingerprint } from '../totp/records.ts'
+import { newSecret, parseSecret, type TotpParams } from '../totp/otp.ts'
+import { ParamsMark, RecordCache, secretFingerprint } from '../totp/records.ts'
 import { verificationKey, verificationKeys, verifyCode } from '../totp/verify.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 
@@ -52,6 +52,9 @@ export class Totp {
   readonly #config: TotpConfig
   readonly #policy: LockPolicy
   readonly #records: RecordCache
+  readonly #mark: ParamsMark
+  /** The mark's test, made once (RecordCache.find's `mayHaveRecord`). */
+  readonly #marked: (secret: Buffer) => boolean
 
   constructor(opts: TotpServiceOptions) {
     const { store, config, pepper } = opts
@@ -60,15 +63,27 @@ export class Totp {
     this.#config = config
     this.#policy = { maxFailures: config.otpMaxFailures, baseSeconds: config.otpLockBaseSeconds, maxSeconds: config.otpLockMaxSeconds }
     this.#records = new RecordCache(store.onboarding, pepper, config.keyCacheTtlSeconds, config.keyCacheMaxEntries)
+    this.#mark = new ParamsMark(pepper)
+    this.#marked = (secret) => this.#mark.has(secret)
+  }
+
+  /**
+   * issueSecret draws the secret of a new onboarding: with parameters other than SHA1/6/30 it
+   * carries the mark that tells getOTP and verifyOTP to read its record (ParamsMark).
+   */
+  issueSecret(algorithm: Algorithm, digits: number, period: number): Buffer {
+    return algorithm === 'SHA1' && digits === 6 && period === 30 ? newSecret() : this.#mark.draw()
   }
 
   /**
    * record gives the onboarding record of a secret (RecordCache.find): the record or null at
-   * once when cached or when the secret cannot have one, else a promise of it. Callers answer
+   * once when cached or when the secret cannot have one that changes the answer (no mark, in an
+   * account without `unmarkedParams`: see ParamsMark), else a promise of it. Callers answer
    * a hit synchronously (on getOTP a promise per call is a measurable share of the work).
    */
-  record(accountId: string, secret: Buffer, now: number): OnboardingRecord | null | Promise<OnboardingRecord | null> {
-    return this.#records.find(accountId, secret, now)
+  record(accountId: string, secret: Buffer, now: number, unmarkedParams: boolean): OnboardingRecord | null | Promise<OnboardingRecord | null> {
+    // Only a marked secret can have a record that matters, unless the account has records from before the mark.
+    return this.#records.find(accountId, secret, now, unmarkedParams ? undefined : this.#marked)
   }
 
   /** onboard keeps the parameters of a secret onboardUser issued, under its fingerprint (the record of the same application and user is replaced). */

@@ -674,4 +674,21 @@ export const migrations: readonly Migration[] = [
         FOR EACH ROW WHEN (NEW.account_id IS NOT NULL) EXECUTE FUNCTION audit_events_webhooks();
     `,
   },
+  {
+    version: 9,
+    name: 'onboarding records under the parameters mark (totp/records.ts ParamsMark)',
+    // Rows written from this version on follow the mark's rule: a secret issued with parameters other than
+    // SHA1/6/30 carries the mark, so getOTP and verifyOTP read the record of an unmarked secret only in an
+    // account that still has an older row with such parameters, which the partial index finds at once.
+    sqlite: `
+      ALTER TABLE onboarding ADD COLUMN params_marked INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX onboarding_unmarked_params ON onboarding (account_id)
+        WHERE params_marked = 0 AND (algorithm <> 'SHA1' OR digits <> 6 OR period <> 30);
+    `,
+    postgres: `
+      ALTER TABLE onboarding ADD COLUMN params_marked boolean NOT NULL DEFAULT false;
+      CREATE INDEX onboarding_unmarked_params ON onboarding (account_id)
+        WHERE NOT params_marked AND (algorithm <> 'SHA1' OR digits <> 6 OR period <> 30);
+    `,
+  },
 ]

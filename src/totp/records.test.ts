@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { openSqliteStore } from '../storage/sqlite/store.ts'
 import type { OnboardingStore } from '../storage/ports.ts'
 import { keyedDigest } from '../crypto/keyed.ts'
-import { RecordCache, secretFingerprint } from './records.ts'
+import { ParamsMark, RecordCache, secretFingerprint } from './records.ts'
 import { makeAccount } from '../../test/support/storage/contract.ts'
 import { newSecret, toBase32 } from './otp.ts'
 
@@ -83,4 +83,21 @@ test('a record written before fingerprints were canonical is still found for a s
   )
   assert.notEqual(secretFingerprint(pepper, secret), keyedDigest(pepper, 'onboarding-secret', toBase32(secret)))
   assert.equal((await new RecordCache(store.onboarding, pepper, 30, 10).find(account.id, secret, 0))?.digits, 7)
+})
+
+test('ParamsMark: drawn secrets carry it, about 1 in 256 random secrets do, every spelling alike, and it is keyed', () => {
+  const mark = new ParamsMark(Buffer.alloc(32, 7))
+  for (let i = 0; i < 20; i++) {
+    const drawn = mark.draw()
+    assert.equal(drawn.length, 20)
+    assert.ok(mark.has(drawn))
+    assert.ok(mark.has(Buffer.concat([drawn, Buffer.alloc(3)])), 'trailing zero bytes spell the same HMAC key')
+  }
+  let marked = 0
+  for (let i = 0; i < 25_600; i++) if (mark.has(newSecret())) marked++
+  // 100 expected; below 50 or above 160 is a one-in-a-million event for a fair byte.
+  assert.ok(marked > 50 && marked < 160, `${marked} of 25 600 random secrets carry the mark`)
+  const other = new ParamsMark(Buffer.alloc(32, 8))
+  const drawn = Array.from({ length: 20 }, () => mark.draw())
+  assert.ok(drawn.filter((s) => other.has(s)).length < 5, "another pepper's mark is another tag")
 })

@@ -4,6 +4,7 @@
  * encode them).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Caller } from '../gateway/plugin.ts'
 import type { Metrics } from '../metrics/metrics.ts'
 import type { Config } from '../config/config.ts'
 import type { Algorithm } from '../domain/accounts.ts'
@@ -11,7 +12,7 @@ import type { OnboardingRecord } from '../domain/factors.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
 import type { Factors } from '../services/factors.ts'
 import type { Totp } from '../services/totp.ts'
-import { currentCode, matchStep, newSecret, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
+import { currentCode, matchStep, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
 import { parseColor } from './qr/render.ts'
 import { QrDrawer } from './qr/drawer.ts'
@@ -94,8 +95,12 @@ class TotpHandlers {
     return Buffer.from(drawn.image.buffer, drawn.image.byteOffset, drawn.image.byteLength)
   }
 
-  #params(secret: TotpParams['secret'], body: TotpBody, digits = body.tokenLength ?? 6): TotpParams {
-    return totpParams(secret, (body.algorithm ?? 'SHA1').toUpperCase() as Algorithm, digits, body.tokenValidity ?? 30)
+  /** newParams: the parameters of a new onboarding and its secret, drawn under the parameters mark (ParamsMark). */
+  #newParams(body: TotpBody): TotpParams {
+    const algorithm = (body.algorithm ?? 'SHA1').toUpperCase() as Algorithm
+    const digits = body.tokenLength ?? 6
+    const period = body.tokenValidity ?? 30
+    return totpParams(this.#totp.issueSecret(algorithm, digits, period), algorithm, digits, period)
   }
 
   #secretOf(input: string) {
@@ -108,9 +113,9 @@ class TotpHandlers {
    * recordOf gives the onboarding record of a secret when the request leaves a parameter
    * out (at once from the cache, else a promise), or null when it gives them all.
    */
-  #recordOf(secret: Buffer, accountId: string, body: TotpBody): OnboardingRecord | null | Promise<OnboardingRecord | null> {
+  #recordOf(secret: Buffer, caller: Caller, body: TotpBody): OnboardingRecord | null | Promise<OnboardingRecord | null> {
     const complete = body.algorithm !== undefined && body.tokenValidity !== undefined && body.tokenLength !== undefined
-    return complete ? null : this.#totp.record(accountId, secret, this.#now())
+    return complete ? null : this.#totp.record(caller.accountId, secret, this.#now(), caller.unmarkedParams === true)
   }
 
   /**
@@ -140,7 +145,7 @@ class TotpHandlers {
   /** onboardUser makes a new secret, keeps its onboarding record and answers it with its URL, QR code and current code. */
   onboardUser = async (request: FastifyRequest<{ Body: OnboardBody }>) => {
     const { userID, applicationID } = request.body
-    const p = this.#params(newSecret(), request.body)
+    const p = this.#newParams(request.body)
     if (request.body.profile !== undefined) {
       // The schema has filled in SHA1/6/30 for parameters left out, which is every profile's default.
       const fit = resolveProfile(PROFILES[request.body.profile], { algorithm: p.algorithm, digits: p.digits, period: p.period })
@@ -170,7 +175,7 @@ class TotpHandlers {
   getOtp = (request: FastifyRequest<{ Body: GetOtpBody }>, reply: FastifyReply): void => {
     const { body } = request
     const secret = this.#secretOf(body.secret)
-    const record = this.#recordOf(secret, request.caller!.accountId, body)
+    const record = this.#recordOf(secret, request.caller!, body)
     if (record instanceof Promise)
       record.then(
         (r) => reply.send(this.#currentOtp(secret, body, r)),
@@ -189,10 +194,11 @@ class TotpHandlers {
   /** verifyOtp checks a code against its secret, once per time step, under the secret's lockout. */
   verifyOtp = async (request: FastifyRequest<{ Body: VerifyBody }>) => {
     const { token } = request.body
-    const accountId = request.caller!.accountId
+    const caller = request.caller!
+    const accountId = caller.accountId
     const secret = this.#secretOf(request.body.secret)
     // A cached record is used as it is: awaiting a value would still cost a turn of the microtask queue.
-    const found = this.#recordOf(secret, accountId, request.body)
+    const found = this.#recordOf(secret, caller, request.body)
     const p = this.#paramsOf(secret, request.body, found instanceof Promise ? await found : found, token.length)
     const key = this.#totp.lockKey(accountId, p)
     const t = this.#now()

@@ -256,6 +256,8 @@ function grantOps({ query }: Access): Pick<AccessStore, 'findGrant' | 'touchKeys
             WHERE s.account_id = k.account_id AND s.status = 'active'
               AND (k.scope_groups IS NULL OR s.api_group = ANY (string_to_array(k.scope_groups, ',')))
               AND (k.scope_regions IS NULL OR s.region = ANY (string_to_array(k.scope_regions, ',')))) AS subs,
+          EXISTS (SELECT 1 FROM onboarding o WHERE o.account_id = k.account_id
+            AND NOT o.params_marked AND (o.algorithm <> 'SHA1' OR o.digits <> 6 OR o.period <> 30)) AS unmarked_params,
           p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
         FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
         WHERE k.key_hash = $1`,
@@ -272,6 +274,8 @@ function grantOps({ query }: Access): Pick<AccessStore, 'findGrant' | 'touchKeys
         subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
         scope: toScope(r),
         plan: r.rate === null ? null : toPlan(r),
+        // Only when true (KeyGrant: absent is false), so that the usual grant keeps its one shape.
+        ...(r.unmarked_params === true ? { unmarkedParams: true } : {}),
       }
       return grant
     },

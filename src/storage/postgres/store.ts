@@ -79,11 +79,11 @@ function onboardingStore(query: Query): OnboardingStore {
       const { rows } = await query(
         'onboard',
         `
-        INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+        INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at, params_marked)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, true)
         ON CONFLICT (account_id, application_id, user_id) DO UPDATE SET
           algorithm = excluded.algorithm, digits = excluded.digits, period = excluded.period,
-          secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at
+          secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at, params_marked = true
         RETURNING *`,
         [record.accountId, record.applicationId, record.userId, record.algorithm, record.digits, record.period, record.secretFingerprint, now.toISOString()],
       )

@@ -48,6 +48,8 @@ function accessStatements(db: DatabaseSync) {
           WHERE s.account_id = k.account_id AND s.status = 'active'
             AND (k.scope_groups IS NULL OR instr(',' || k.scope_groups || ',', ',' || s.api_group || ',') > 0)
             AND (k.scope_regions IS NULL OR instr(',' || k.scope_regions || ',', ',' || s.region || ',') > 0)) AS subs,
+        EXISTS (SELECT 1 FROM onboarding o WHERE o.account_id = k.account_id
+          AND o.params_marked = 0 AND (o.algorithm <> 'SHA1' OR o.digits <> 6 OR o.period <> 30)) AS unmarked_params,
         p.rate, p.burst, p.quota, p.period, p.weight_totp, p.weight_converter
       FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN plans p ON p.account_id = k.account_id
       WHERE k.key_hash = ?`),
@@ -253,6 +255,8 @@ function grantOps({ q, batch }: Access): Pick<AccessStore, 'findGrant' | 'touchK
         subscriptions: new Set(r.subs ? String(r.subs).split(',') : []),
         scope: toScope(r),
         plan: r.rate === null ? null : toPlan(r),
+        // Only when true (KeyGrant: absent is false), so that the usual grant keeps its one shape.
+        ...(Number(r.unmarked_params) === 1 ? { unmarkedParams: true } : {}),
       }
       return grant
     },

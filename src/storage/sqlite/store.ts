@@ -64,11 +64,11 @@ function migrate(db: DatabaseSync, stamps: Stamps): void {
 
 function onboardingStore(db: DatabaseSync, batch: GroupCommit): OnboardingStore {
   const upsert = db.prepare(`
-    INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at)
-    VALUES ($accountId, $applicationId, $userId, $algorithm, $digits, $period, $secretFingerprint, $now, $now)
+    INSERT INTO onboarding (account_id, application_id, user_id, algorithm, digits, period, secret_fingerprint, created_at, updated_at, params_marked)
+    VALUES ($accountId, $applicationId, $userId, $algorithm, $digits, $period, $secretFingerprint, $now, $now, 1)
     ON CONFLICT (account_id, application_id, user_id) DO UPDATE SET
       algorithm = excluded.algorithm, digits = excluded.digits, period = excluded.period,
-      secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at
+      secret_fingerprint = excluded.secret_fingerprint, updated_at = excluded.updated_at, params_marked = 1
     RETURNING *`)
   const get = db.prepare('SELECT * FROM onboarding WHERE account_id = ? AND application_id = ? AND user_id = ?')
   // One fingerprint is the rule (two only for a secret ending in a zero byte): its own statement skips json_each

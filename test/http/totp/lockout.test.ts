@@ -8,6 +8,15 @@ import assert from 'node:assert/strict'
 import { Secret, TOTP } from 'otpauth'
 import { post, startApp, codes, testClock, type Running } from '../../support/helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
+import { DatabaseSync } from 'node:sqlite'
+import { join } from 'node:path'
+import pg from 'pg'
+import { SQLITE_FILE } from '../../../src/storage/factory.ts'
+import { ParamsMark, secretFingerprint } from '../../../src/totp/records.ts'
+import { newSecret, toBase32 } from '../../../src/totp/otp.ts'
+import { hashApiKey } from '../../../src/gateway/keys.ts'
+import { isFailure } from '../../../src/services/outcome.ts'
+import { SYSTEM } from '../../../src/domain/accounts.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
@@ -141,3 +150,54 @@ test('a locked secret answers 429 with the catalogue code OTP_LOCKED beside the 
   assert.equal(factorLocked.status, 429)
   assert.equal(((await factorLocked.json()) as { code?: string }).code, 'OTP_LOCKED')
 })
+
+/** onboardingSql runs one statement on the app's relational store, as an operator's older data would be. */
+async function onboardingSql(app: Running, env: Record<string, string>, sql: string, params: string[]): Promise<void> {
+  if (env.DATABASE_URL !== undefined) {
+    const client = new pg.Client({ connectionString: env.DATABASE_URL })
+    await client.connect()
+    let n = 0
+    await client.query(
+      sql.replaceAll('?', () => `$${++n}`),
+      params,
+    )
+    await client.end()
+    return
+  }
+  const db = new DatabaseSync(join(app.dataDir, SQLITE_FILE))
+  db.prepare(sql.replaceAll('true', '1').replaceAll('false', '0')).run(...params)
+  db.close()
+}
+
+for (const [name, env, skip] of stores.filter(([n]) => !n.endsWith('redis'))) {
+  test(`${name}: an account with records from before the parameters mark reads every secret's record, until they are replaced`, { skip }, async (t) => {
+    const e = await env(t)
+    const app = await startApp(t, e, testClock(T0))
+    const onboard = { userID: 'old', applicationID: 'Acme', tokenLength: '8', algorithm: 'SHA256', tokenValidity: '60' }
+    assert.equal((await post(app.url, '/totp/onboardUser', app.key, onboard)).status, 200)
+    // An older record: its secret, issued before the mark, does not carry it.
+    const mark = new ParamsMark(app.pepper)
+    let bytes = newSecret()
+    while (mark.has(bytes)) bytes = newSecret()
+    const secret = toBase32(bytes)
+    const older = "UPDATE onboarding SET secret_fingerprint = ?, params_marked = false WHERE user_id = 'old'"
+    await onboardingSql(app, e, older, [secretFingerprint(app.pepper, bytes)])
+    // A new key reads the account's grant anew (the key cache is emptied by the issue).
+    const key = async () => {
+      const issued = await app.accounts.issueKey({ actor: SYSTEM }, app.accountId, { name: `k${Math.random()}` })
+      assert.ok(!isFailure(issued))
+      return issued.apiKey
+    }
+    const otp = async (apiKey: string) => ((await (await post(app.url, '/totp/getOTP', apiKey, { secret })).json()) as { otp: string }).otp
+    assert.equal(await otp(await key()), code(secret, T0, 'SHA256', 8, 60), 'the older record is read: SHA256, 8 digits, 60 s')
+    assert.equal((await post(app.url, '/totp/verifyOTP', await key(), { secret, token: code(secret, T0, 'SHA256', 8, 60) })).status, 200)
+    // Onboarding the same user again replaces the older record with a marked one: the account reads by the mark again.
+    assert.equal((await post(app.url, '/totp/onboardUser', app.key, onboard)).status, 200)
+    const grant = await app.store.access.findGrant(hashApiKey(app.pepper, await key()))
+    assert.equal(grant?.unmarkedParams, undefined)
+    const before = await app.store.access.findGrant(hashApiKey(app.pepper, app.key))
+    await onboardingSql(app, e, "UPDATE onboarding SET params_marked = false WHERE user_id = 'old'", [])
+    assert.equal((await app.store.access.findGrant(hashApiKey(app.pepper, app.key)))?.unmarkedParams, true)
+    assert.equal(before?.unmarkedParams, undefined)
+  })
+}

@@ -99,22 +99,33 @@ type Sample = { metricName: string; labels: Record<string, string | number>; val
  * alone took 16% of the throughput (bench/ab.ts). Label sets are closed (routes, operations),
  * so the map is bounded.
  */
+interface Series<L extends string> {
+  readonly labels: Readonly<Record<L, string>>
+  count: number
+  sum: number
+  readonly buckets: Float64Array
+}
+
 class PlainHistogram<L extends string> {
-  readonly #series = new Map<string, { labels: Readonly<Record<L, string>>; count: number; sum: number; buckets: Float64Array }>()
+  readonly #series = new Map<string, Series<L>>()
   readonly #buckets: readonly number[]
 
   constructor(buckets: readonly number[]) {
     this.#buckets = buckets
   }
 
-  /**
-   * observe adds one observation to the series found by `key` (the caller's cheap join of the
-   * label values), and says whether there was one: if not, the caller gives its labels to
-   * `create` and observes again (no closure or object is made on the hot path).
-   */
-  observe(key: string, seconds: number): boolean {
-    const one = this.#series.get(key)
-    if (one === undefined) return false
+  /** series gives the series of `key`, made with `labels` if there is none: a caller may keep it and `add` to it. */
+  series(key: string, labels: Record<L, string>): Series<L> {
+    let one = this.#series.get(key)
+    if (one === undefined) {
+      one = { labels, count: 0, sum: 0, buckets: new Float64Array(this.#buckets.length) }
+      this.#series.set(key, one)
+    }
+    return one
+  }
+
+  /** add adds one observation to a series this histogram gave. */
+  add(one: Series<L>, seconds: number): void {
     one.count++
     one.sum += seconds
     // The first bucket that holds it (above the last: only +Inf, which is the count). Not cumulative: summed at scrape.
@@ -124,11 +135,6 @@ class PlainHistogram<L extends string> {
         break
       }
     }
-    return true
-  }
-
-  create(key: string, labels: Record<L, string>): void {
-    this.#series.set(key, { labels, count: 0, sum: 0, buckets: new Float64Array(this.#buckets.length) })
   }
 
   /** collectors: the histogram named `name`, and a counter of the same observations when `counterName` is given. */
@@ -249,12 +255,26 @@ function requestMetrics({ registers, register }: Section, perAccount: boolean): 
       })
     : null
 
+  // Each series found by route, method and status in turn: every request, without joining its labels into a new string.
+  const byRoute = new Map<string, Map<string, Map<number, Series<'route' | 'method' | 'status'>>>>()
   return {
     observeRequest(route, method, status, seconds) {
-      const key = `${status}${method}${route}`
-      if (requests.observe(key, seconds)) return
-      requests.create(key, { route, method, status: String(status) })
-      requests.observe(key, seconds)
+      let byMethod = byRoute.get(route)
+      if (byMethod === undefined) {
+        byMethod = new Map()
+        byRoute.set(route, byMethod)
+      }
+      let byStatus = byMethod.get(method)
+      if (byStatus === undefined) {
+        byStatus = new Map()
+        byMethod.set(method, byStatus)
+      }
+      let series = byStatus.get(status)
+      if (series === undefined) {
+        series = requests.series(`${status}${method}${route}`, { route, method, status: String(status) })
+        byStatus.set(status, series)
+      }
+      requests.add(series, seconds)
     },
     accountRequest(accountId, group, status) {
       accountRequests?.inc({ account_id: accountId, group, status_class: `${Math.floor(status / 100)}xx` })
@@ -485,11 +505,11 @@ function storeMetrics({ registers, register }: Section): Pick<Metrics, 'storeOpe
     storeOperation(adapter, operation) {
       const key = `${adapter}.${operation}`
       const errors = operationErrors.labels({ adapter, operation })
+      // Made at the first call: an operation never called has no series.
+      let series: Series<'adapter' | 'operation'> | undefined
       return (seconds, failed) => {
-        if (!operations.observe(key, seconds)) {
-          operations.create(key, { adapter, operation })
-          operations.observe(key, seconds)
-        }
+        series ??= operations.series(key, { adapter, operation })
+        operations.add(series, seconds)
         if (failed) errors.inc()
       }
     },

@@ -48,7 +48,7 @@ export function findRecord(store: OnboardingStore, pepper: Pepper, accountId: st
  * any other secret carries it by chance once in 256. So a secret without the mark cannot
  * have such a record, and needs no lookup: without it, a verification with a new secret
  * cost one store round trip more than before records existed (on PostgreSQL ~90 µs of the
- * client's CPU, issue 30). The mark costs those secrets 8 of their 160 bits, which leaves
+ * client's CPU, bench/ab.ts). The mark costs those secrets 8 of their 160 bits, which leaves
  * 152 (RFC 4226 asks for 128); a default secret keeps all 160.
  *
  * Records written before the mark existed do not follow it: an account that still has one

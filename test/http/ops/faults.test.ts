@@ -3,6 +3,8 @@
  * every connection and refuses new ones) in the middle of a run, then brought back.
  */
 import { test } from 'node:test'
+import { ParamsMark } from '../../../src/totp/records.ts'
+import { newSecret, toBase32 } from '../../../src/totp/otp.ts'
 import assert from 'node:assert/strict'
 import { post, get, startApp, type Running } from '../../support/helper.ts'
 import { proxiedServices, TcpProxy } from '../../support/proxy.ts'
@@ -113,9 +115,15 @@ test('PostgreSQL unreachable: onboardUser answers 503 naming it, readyz names it
   assert.equal(res.headers.get('retry-after'), '5')
   assert.match(JSON.stringify(await res.json()), /SERVICE_UNAVAILABLE.*PostgreSQL is unavailable/)
   assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'a cached key still works for calls that need no PostgreSQL')
-  const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' // 160 bits, like the secrets onboardUser issues
+  // A 160-bit secret with the parameters mark, as onboardUser issues with parameters other than the defaults.
+  const secret = toBase32(new ParamsMark(app.pepper).draw())
   const otp = await post(app.url, '/totp/getOTP', app.key, { secret })
-  assert.equal(otp.status, 503, "getOTP reads the secret's onboarding record")
+  assert.equal(otp.status, 503, "getOTP reads a marked secret's onboarding record")
+  let unmarkedBytes = newSecret()
+  while (new ParamsMark(app.pepper).has(unmarkedBytes)) unmarkedBytes = newSecret()
+  const unmarked = await post(app.url, '/totp/getOTP', app.key, { secret: toBase32(unmarkedBytes) })
+  assert.equal(unmarked.status, 200, 'a secret without the mark has no record that matters: no lookup')
+  await unmarked.arrayBuffer()
   const renda = await post(app.url, '/totp/getOTP', app.key, { secret: 'LVJFKZI5AJZXIZKG' })
   assert.equal(renda.status, 200, 'an 80-bit secret cannot have a record here: no lookup')
   await renda.arrayBuffer()

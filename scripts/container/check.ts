@@ -16,7 +16,7 @@
  *
  * CONTAINER_DATABASE_URL (default TEST_DATABASE_URL, else the local server) is where the
  * PostgreSQL run makes its scratch database; CONTAINER_REDIS_URL (default TEST_REDIS_URL, else
- * the local server) the Redis it uses (database 3 of it, flushed first).
+ * the local server) the Redis it uses, under a key prefix of its own (REDIS_PREFIX), deleted after.
  */
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -170,7 +170,8 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
   const url = `http://127.0.0.1:${port}`
   podman(['rm', '-f', '-v', name], { allowFailure: true })
   const secrets = ['-e', `PEPPER=${randomBytes(32).toString('base64url')}`, '-e', `ENCRYPTION_KEYS=1:${randomBytes(32).toString('base64')}`]
-  const run = ['run', '-d', '--name', name, '--network=host', '-e', `PORT=${port}`, '-e', `ADMIN_LISTEN=127.0.0.1:${adminPort}`, '-e', 'SIGNUP_MODE=closed', ...secrets, ...runArgs, IMAGE]
+  const settings = ['-e', `PORT=${port}`, '-e', `ADMIN_LISTEN=127.0.0.1:${adminPort}`, '-e', 'SIGNUP_MODE=closed', ...secrets]
+  const run = ['run', '-d', '--name', name, '--network=host', ...settings, ...runArgs, IMAGE]
   await step(`${store}: start until /readyz answers`, async () => {
     podman(run)
     await waitReady(url, name)
@@ -232,17 +233,23 @@ await admin.connect()
 await admin.query(`DROP DATABASE IF EXISTS ${scratch}`)
 await admin.query(`CREATE DATABASE ${scratch}`)
 scratchDatabase = { url: databaseUrl, name: scratch }
-const redis = new Redis(redisUrl, { db: 3, lazyConnect: true })
+const redisPrefix = `tessera-container-${process.pid}:`
+const redis = new Redis(redisUrl, { lazyConnect: true })
 await redis.connect()
-await redis.flushdb()
 try {
   const scratchUrl = new URL(databaseUrl)
   scratchUrl.pathname = `/${scratch}`
-  const redisDb = new URL(redisUrl)
-  redisDb.pathname = '/3'
-  await journey(CONTAINERS[1]!, 'PostgreSQL + Redis', 'postgres+redis', ['-e', `DATABASE_URL=${scratchUrl}`, '-e', `REDIS_URL=${redisDb}`])
+  await journey(CONTAINERS[1]!, 'PostgreSQL + Redis', 'postgres+redis', [
+    '-e',
+    `DATABASE_URL=${scratchUrl}`,
+    '-e',
+    `REDIS_URL=${redisUrl}`,
+    '-e',
+    `REDIS_PREFIX=${redisPrefix}`,
+  ])
 } finally {
-  await redis.flushdb()
+  const keys = await redis.keys(`${redisPrefix}*`)
+  if (keys.length > 0) await redis.del(...keys)
   redis.disconnect()
   await admin.query(`DROP DATABASE IF EXISTS ${scratch} WITH (FORCE)`)
   scratchDatabase = null

@@ -1,0 +1,150 @@
+/**
+ * The test command: `npm test` runs every tier, `npm run test:<tier>` one, `npm test -- <files or globs>` those.
+ *
+ * Before it starts it says which suites will run and which will skip, and why. PostgreSQL and
+ * Redis are taken from TEST_DATABASE_URL and TEST_REDIS_URL; when those are unset it looks for
+ * them at their default local addresses (PostgreSQL as PGUSER, default postgres, on PGHOST:PGPORT,
+ * default 127.0.0.1:5432; Redis on 127.0.0.1:6379) and uses those that answer: PostgreSQL
+ * through a scratch database of its own, dropped after the run; Redis under the key prefixes
+ * each test makes and deletes. The tests run as `node --test --test-reporter=spec` would
+ * run them (a process per file, files in parallel on all CPUs but one), and while a file takes
+ * long without a result (the browser and cluster tiers) a line every 30 s says what is running.
+ */
+import { run } from 'node:test'
+import { spec } from 'node:test/reporters'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { relative, resolve } from 'node:path'
+import pg from 'pg'
+import { Redis } from 'ioredis'
+
+const ROOT = new URL('..', import.meta.url).pathname
+const TIERS: Readonly<Record<string, readonly string[]>> = {
+  unit: ['src/**/*.test.ts'],
+  storage: ['test/storage/**/*.test.ts'],
+  http: ['test/http/**/*.test.ts'],
+  browser: ['test/browser/**/*.test.ts'],
+  corpus: ['test/corpus/**/*.test.ts'],
+  cluster: ['test/cluster/**/*.test.ts'],
+  checks: ['test/checks/**/*.test.ts'],
+}
+const SILENCE_MS = 30_000
+
+const say = (line: string) => process.stdout.write(`# ${line}\n`)
+const args = process.argv.slice(2)
+const patterns = args.length === 0 ? ['src/**/*.test.ts', 'test/**/*.test.ts'] : args.flatMap((a) => TIERS[a] ?? [a])
+
+/** findPostgres: TEST_DATABASE_URL, or a scratch database on the local server when it answers (null and why when neither). */
+async function findPostgres(): Promise<{ url: string; drop?: () => Promise<void> } | { why: string }> {
+  if (process.env.TEST_DATABASE_URL) return { url: process.env.TEST_DATABASE_URL }
+  const host = process.env.PGHOST ?? '127.0.0.1'
+  const port = process.env.PGPORT ?? '5432'
+  const user = process.env.PGUSER ?? 'postgres'
+  const server = `postgres://${encodeURIComponent(user)}@${host}:${port}`
+  const admin = new pg.Client({ connectionString: `${server}/postgres`, connectionTimeoutMillis: 2000 })
+  try {
+    await admin.connect()
+  } catch (error) {
+    return { why: `no PostgreSQL answered at ${host}:${port} as ${user} (${(error as Error).message}); set TEST_DATABASE_URL` }
+  }
+  const name = `tessera_test_${randomBytes(4).toString('hex')}`
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } catch (error) {
+    await admin.end()
+    return { why: `PostgreSQL at ${host}:${port} answered, but ${user} may not create a database (${(error as Error).message}); set TEST_DATABASE_URL` }
+  }
+  await admin.end()
+  const drop = async () => {
+    const c = new pg.Client({ connectionString: `${server}/postgres`, connectionTimeoutMillis: 2000 })
+    await c.connect()
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await c.end()
+  }
+  return { url: `${server}/${name}`, drop }
+}
+
+/** findRedis: TEST_REDIS_URL, or the local server when it answers PING. */
+async function findRedis(): Promise<{ url: string } | { why: string }> {
+  if (process.env.TEST_REDIS_URL) return { url: process.env.TEST_REDIS_URL }
+  const url = 'redis://127.0.0.1:6379'
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  redis.on('error', () => undefined)
+  try {
+    await redis.connect()
+    await redis.ping()
+    return { url }
+  } catch (error) {
+    return { why: `no Redis answered at 127.0.0.1:6379 (${(error as Error).message}); set TEST_REDIS_URL` }
+  } finally {
+    redis.disconnect()
+  }
+}
+
+const hasTool = (tool: string, versionArgs = ['--version']) => spawnSync(tool, versionArgs, { stdio: 'ignore' }).status === 0
+
+const [postgres, redis] = await Promise.all([findPostgres(), findRedis()])
+let dropDatabase: (() => Promise<void>) | undefined
+if ('url' in postgres) {
+  process.env.TEST_DATABASE_URL = postgres.url
+  dropDatabase = postgres.drop
+  say(`PostgreSQL: ${postgres.url.replace(/\/\/[^@/]*@/, '//…@')}${postgres.drop ? ' (a scratch database for this run, dropped after)' : ''}`)
+} else say(`PostgreSQL: the PostgreSQL suites skip: ${postgres.why}`)
+if ('url' in redis) {
+  process.env.TEST_REDIS_URL = redis.url
+  say(`Redis: ${redis.url.replace(/\/\/[^@/]*@/, '//…@')} (each test under a key prefix of its own, deleted after)`)
+} else say(`Redis: the Redis suites skip: ${redis.why}`)
+const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const tools: [string, boolean, string][] = [
+  ['Chromium (browser tier)', existsSync(chromium), `no browser at ${chromium}: apt-get install chromium, or set CHROMIUM_PATH`],
+  ['oathtool', hasTool('oathtool'), 'apt-get install oathtool'],
+  ['promtool, prometheus', hasTool('promtool'), 'apt-get install prometheus'],
+  ['openssl', hasTool('openssl', ['version']), 'apt-get install openssl'],
+  ['the PDF corpus', existsSync(new URL('../../shared/corpus/real', import.meta.url).pathname), 'no ../shared/corpus beside the checkout'],
+]
+for (const [what, present, fix] of tools) say(present ? `${what}: found` : `${what}: the tests that need it skip (${fix})`)
+if (process.env.TESSERA_REQUIRE_SERVICES === '1') say('TESSERA_REQUIRE_SERVICES=1: a suite that would skip fails instead')
+say(`running ${patterns.join(' ')}`)
+
+// Which files run, and since when: a line every 30 s of silence names the ones still running.
+const running = new Map<string, number>()
+let done = 0
+let lastOutput = Date.now()
+const started = Date.now()
+const minutes = (ms: number) => `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`
+const ticker = setInterval(() => {
+  if (Date.now() - lastOutput < SILENCE_MS || running.size === 0) return
+  const now = Date.now()
+  const names = [...running].map(([file, since]) => `${relative(ROOT, file)} (${minutes(now - since)})`).join(', ')
+  say(`${minutes(now - started)} in, ${done} files done; still running: ${names}`)
+  lastOutput = now
+}, 5000)
+ticker.unref()
+
+interface Event {
+  type: string
+  data: { name?: string; file?: string; nesting?: number; success?: boolean; counts?: { tests: number } }
+}
+const stream = run({ globPatterns: patterns, concurrency: true, cwd: ROOT })
+stream.on('data', (event: Event) => {
+  const { data } = event
+  // A file is a test of its own, named by its path, in the parent process.
+  if (data.file !== undefined && data.nesting === 0 && data.name !== undefined && resolve(ROOT, data.name) === data.file) {
+    if (event.type === 'test:dequeue') running.set(data.file, Date.now())
+    else if (event.type === 'test:complete') {
+      running.delete(data.file)
+      done++
+    }
+  }
+  if (event.type === 'test:summary' && data.file === undefined) process.exitCode = data.success === false ? 1 : 0
+})
+const reporter = stream.compose(spec)
+reporter.on('data', () => {
+  lastOutput = Date.now()
+})
+reporter.pipe(process.stdout)
+await new Promise<void>((resolve) => reporter.on('end', resolve))
+clearInterval(ticker)
+if (dropDatabase !== undefined) await dropDatabase()
+say(`took ${minutes(Date.now() - started)}`)

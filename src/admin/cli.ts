@@ -13,12 +13,13 @@ import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
 import { factorView } from '../totp/factors/view.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
-import { CLI, type Plan } from '../domain/accounts.ts'
+import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
 import { signupApproved } from '../mail/templates.ts'
 import type { Config } from '../config/config.ts'
 import { GROUPS, REGIONS, isGroup, isRegion, type Group, type Region } from '../domain/regions.ts'
+import { VERSION } from '../version.ts'
 
 export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -30,7 +31,8 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       create an API key (shown once), optionally expiring
                                       and scoped to fewer groups or regions than the account
   key roll KEYID [--grace SECONDS]    replace a key by a new one (shown once); the old one
-                                      works for the grace period (0 to 604800, default 0)
+                                      works for the grace period (0 to 604800; default 86400,
+                                      24 hours, as in the portal and the admin API)
   key revoke KEYID
   key list [--account ID]
   subscription grant  --account ID --region eu|us|apac|all --group totp|converter|all
@@ -119,7 +121,8 @@ type Flags = {
 const CTX = { actor: CLI }
 
 function need(value: string | undefined, flag: string): string {
-  if (value === undefined || value === '') throw new UsageError(`missing --${flag}`)
+  // A flag is named as it is typed (--name); a positional argument by what it is (the key id).
+  if (value === undefined || value === '') throw new UsageError(flag.includes(' ') ? `missing the ${flag}` : `missing --${flag}`)
   return value
 }
 
@@ -373,14 +376,15 @@ async function runAccounts(accounts: Accounts, words: readonly string[], flags: 
   switch (verb) {
     case 'create': {
       const account = ok(await accounts.createAccount(CTX, { name: need(flags.name, 'name') }))
-      return { json: { accountId: account.id }, human: `Created account ${account.id} (${account.name})` }
+      // The admin API's fields; `accountId` is the old CLI name of `id`, kept until 0.3.0 (CHANGELOG.md).
+      return { json: { ...account, accountId: account.id }, human: `Created account ${account.id} (${account.name})` }
     }
     case 'suspend':
     case 'activate': {
       const id = need(arg, 'account id')
       const status = verb === 'suspend' ? 'suspended' : 'active'
-      ok(await accounts.updateAccount(CTX, id, { status }))
-      return { json: { accountId: id, status }, human: `Account ${id} is ${status}` }
+      const account = ok(await accounts.updateAccount(CTX, id, { status }))
+      return { json: { ...account, accountId: id }, human: `Account ${id} is ${status}` }
     }
     case 'rename': {
       const id = need(arg, 'account id')
@@ -417,17 +421,18 @@ async function runKeys(accounts: Accounts, words: readonly string[], flags: Flag
         }),
       )
       return {
-        json: { keyId: issued.key.id, apiKey: issued.apiKey, expiresAt: issued.key.expiresAt, scope: issued.key.scope },
+        // The admin API's fields; `keyId` is the old CLI name of `id`, kept until 0.3.0 (CHANGELOG.md).
+        json: { ...issued.key, apiKey: issued.apiKey, keyId: issued.key.id },
         human: `Created key ${issued.key.id} for account ${accountId}${describeKey(issued.key)}.\nAPI key (shown once, store it now): ${issued.apiKey}`,
       }
     }
     case 'roll': {
       const id = need(arg, 'key id')
-      const grace = number(flags.grace, 'grace', 0, 604_800, true) ?? 0
+      const grace = number(flags.grace, 'grace', 0, 604_800, true) ?? DEFAULT_ROLL_GRACE_SECONDS
       const rolled = ok(await accounts.rollKey(CTX, id, { graceSeconds: grace }))
       const until = grace === 0 ? 'stopped now' : `works until ${rolled.old.expiresAt}`
       return {
-        json: { keyId: rolled.key.id, apiKey: rolled.apiKey, old: { keyId: id, expiresAt: rolled.old.expiresAt, revokedAt: rolled.old.revokedAt } },
+        json: { ...rolled.key, apiKey: rolled.apiKey, keyId: rolled.key.id, old: { ...rolled.old, keyId: id } },
         human: `Key ${id} rolled to ${rolled.key.id} (the old key ${until}).\nAPI key (shown once, store it now): ${rolled.apiKey}`,
       }
     }
@@ -435,7 +440,7 @@ async function runKeys(accounts: Accounts, words: readonly string[], flags: Flag
       const id = need(arg, 'key id')
       const revoked = await accounts.revokeKey(CTX, id)
       if (isFailure(revoked)) throw new CommandError(`no active key ${id}`)
-      return { json: { keyId: id, revoked: true }, human: `Key ${id} is revoked` }
+      return { json: { ...revoked, keyId: id, revoked: true }, human: `Key ${id} is revoked` }
     }
     case 'list': {
       const keys = await accounts.listKeys(flags.account)
@@ -636,6 +641,30 @@ async function run(config: Config, services: Services, words: readonly string[],
   throw unknown(words)
 }
 
+/**
+ * usageOf gives the usage of the command `words` names (`key roll`: that entry; `key`: every key
+ * command), not the whole page: an error should point at the one thing to fix. A command it does
+ * not know gets the list of commands, one line each.
+ */
+export function usageOf(words: readonly string[]): string {
+  // Entries start at two spaces of indent; their continuation lines are indented further.
+  const entries: string[] = []
+  for (const line of USAGE.split('\n')) {
+    if (/^ {2}\S/.test(line)) entries.push(line)
+    else if (/^ {3,}\S/.test(line) && entries.length > 0) entries[entries.length - 1] += `\n${line}`
+  }
+  const starts = (entry: string, n: number) => {
+    const head = entry.trim().split(/\s+/)
+    return words.length >= n && words.slice(0, n).every((w, i) => head[i] === w)
+  }
+  for (const n of [2, 1]) {
+    const found = entries.filter((e) => starts(e, n))
+    if (found.length > 0) return `Usage: npm run admin -- <command> [options] [--json]\n\n${found.join('\n')}`
+  }
+  const commands = [...new Set(entries.map((e) => e.trim().split(/\s+/)[0]))]
+  return `Commands: ${commands.join(', ')}. Run with --help for every command and its options.`
+}
+
 /** parse reads the command line; it throws on an unknown flag or a flag without its value. */
 function parse(argv: readonly string[]) {
   return parseArgs({
@@ -644,6 +673,7 @@ function parse(argv: readonly string[]) {
     options: {
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
+      version: { type: 'boolean', default: false },
       name: { type: 'string' },
       account: { type: 'string' },
       region: { type: 'string' },
@@ -678,10 +708,18 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     parsed = parse(argv)
   } catch (error) {
-    process.stderr.write(`error: ${(error as Error).message}\n${USAGE}\n`)
+    process.stderr.write(`error: ${(error as Error).message}\n${usageOf(argv.filter((a) => !a.startsWith('-')))}\n`)
     return 2
   }
   const { values, positionals } = parsed
+  if (values.version) {
+    process.stdout.write(`${VERSION}\n`)
+    return 0
+  }
+  if (values.help && positionals.length > 0) {
+    process.stdout.write(`${usageOf(positionals)}\n`)
+    return 0
+  }
   if (values.help || positionals.length === 0) {
     process.stdout.write(`${USAGE}\n`)
     return values.help ? 0 : 2
@@ -696,7 +734,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error)
     process.stderr.write(`error: ${message.split('\n')[0]}\n`)
-    if (error instanceof UsageError) process.stderr.write(`${USAGE}\n`)
+    if (error instanceof UsageError) process.stderr.write(`${usageOf(positionals)}\n`)
     return error instanceof UsageError ? 2 : error instanceof ConfigError ? 78 : 1
   } finally {
     await services?.close()

@@ -41,6 +41,13 @@ export interface KeyScope {
   readonly regions: readonly Region[] | null
 }
 
+/**
+ * How long a rolled key keeps working by default, in seconds (24 hours): the same in the portal,
+ * the admin API and the CLI, so that a roll left at its default never cuts off a deployment that
+ * has not picked up the new key yet. Pass 0 to stop the old key at once.
+ */
+export const DEFAULT_ROLL_GRACE_SECONDS = 86_400
+
 export const UNSCOPED: KeyScope = Object.freeze({ groups: null, regions: null })
 
 /** subscriptionKey is how a grant names `group` in `region`. */

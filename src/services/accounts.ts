@@ -18,6 +18,7 @@ import type { Page } from '../domain/lists.ts'
 import type { UsageBy, UsageLine } from '../domain/usage.ts'
 import { newId } from '../domain/ids.ts'
 import {
+  DEFAULT_ROLL_GRACE_SECONDS,
   GROUPS,
   REGIONS,
   UNSCOPED,
@@ -248,14 +249,14 @@ export class Accounts {
 
   /**
    * rollKey replaces a live key by a new one with the same name, scope and expiry, shown once;
-   * the old key keeps working for `graceSeconds` (0: it stops at once).
+   * the old key keeps working for `graceSeconds` (default DEFAULT_ROLL_GRACE_SECONDS; 0: it stops at once).
    */
   async rollKey(
     ctx: Context,
     keyId: string,
     input: { readonly graceSeconds?: number; readonly name?: string } = {},
   ): Promise<{ key: ApiKeyInfo; apiKey: string; old: ApiKeyInfo } | Failure> {
-    const grace = input.graceSeconds ?? 0
+    const grace = input.graceSeconds ?? DEFAULT_ROLL_GRACE_SECONDS
     if (!Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS) {
       return fail('invalid', `graceSeconds must be a whole number from 0 to ${MAX_GRACE_SECONDS} (7 days)`, 'graceSeconds')
     }

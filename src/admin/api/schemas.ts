@@ -7,7 +7,7 @@
 import { Type, type TSchema } from 'typebox'
 import type { ErrorCode } from '../../errors/catalogue.ts'
 import { errorResponses } from '../../openapi/responses.ts'
-import { ACCOUNT_STATUSES, GROUPS, REGIONS } from '../../domain/accounts.ts'
+import { ACCOUNT_STATUSES, DEFAULT_ROLL_GRACE_SECONDS, GROUPS, REGIONS } from '../../domain/accounts.ts'
 import { MAX_GRACE_SECONDS, MAX_NAME_LENGTH } from '../../services/accounts.ts'
 
 /** Largest page of a list, and the page when `limit` is not given. */
@@ -308,7 +308,8 @@ export const getKeySchema = {
 export const rollKeySchema = {
   operationId: 'rollKey',
   summary: 'Replace a key by a new one (shown once)',
-  description: "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (0, the default: it stops at once).",
+  description:
+    "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once).",
   tags: ['keys'],
   params: keyParams,
   body: Type.Object(
@@ -317,8 +318,8 @@ export const rollKeySchema = {
         Type.Integer({
           minimum: 0,
           maximum: MAX_GRACE_SECONDS,
-          default: 0,
-          description: `Seconds the old key keeps working, 0 to ${MAX_GRACE_SECONDS} (7 days).`,
+          default: DEFAULT_ROLL_GRACE_SECONDS,
+          description: `Seconds the old key keeps working, 0 to ${MAX_GRACE_SECONDS} (7 days); default ${DEFAULT_ROLL_GRACE_SECONDS} (24 hours).`,
         }),
       ),
       name: Type.Optional(Type.String({ maxLength: MAX_NAME_LENGTH, description: "A name for the new key; default: the old key's." })),

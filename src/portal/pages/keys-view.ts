@@ -4,7 +4,7 @@
  * from one list of keys and no further lookups, so that an account with a thousand keys
  * costs one query.
  */
-import type { ApiKeyInfo } from '../../domain/accounts.ts'
+import { DEFAULT_ROLL_GRACE_SECONDS, type ApiKeyInfo } from '../../domain/accounts.ts'
 import { GROUPS, REGIONS } from '../../domain/regions.ts'
 import { html, type Html } from '../web/html.ts'
 import { GROUP_NAMES, when } from '../web/labels.ts'
@@ -32,9 +32,8 @@ export const GRACES: readonly (readonly [number, string])[] = [
   [86_400, '24 hours'],
   [604_800, '7 days'],
 ]
-const DEFAULT_GRACE = 86_400
 /** The grace options, made once: a thousand rows share them. */
-const GRACE_OPTIONS = html`${GRACES.map(([s, words]) => html`<option value="${s}"${s === DEFAULT_GRACE ? html` selected` : ''}>${words}</option>`)}`
+const GRACE_OPTIONS = html`${GRACES.map(([s, words]) => html`<option value="${s}"${s === DEFAULT_ROLL_GRACE_SECONDS ? html` selected` : ''}>${words}</option>`)}`
 
 /** The expiries the create form offers, in days (`date`: the date field). */
 export const EXPIRIES: readonly (readonly [string, string])[] = [

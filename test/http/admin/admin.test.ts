@@ -223,9 +223,13 @@ for (const [name, env, skip] of stores) {
     // Rolled already: 409.
     assert.deepEqual(await errorCodes(await call(a, 'POST', `/admin/v1/keys/${created.id}/roll`, a.write.secret, { graceSeconds: 0 }), 409), ['CONFLICT'])
 
-    // Roll with no grace (and with no body at all: the default is 0): the old key stops at once.
-    const again = await json<Created>(await call(a, 'POST', `/admin/v1/keys/${rolled.id}/roll`, a.write.secret), 201)
-    await assertRefused(a, rolled.apiKey, 'the old key of a roll without grace')
+    // No body at all: the default grace, 24 hours (as in the portal and the CLI).
+    const kept = await json<Created & { old: Key }>(await call(a, 'POST', `/admin/v1/keys/${rolled.id}/roll`, a.write.secret), 201)
+    assert.equal(Date.parse(kept.old.expiresAt!) - a.clock.now(), 86_400_000, 'the default grace is 24 hours')
+    await assertWorks(a, rolled.apiKey, 'the old key of a roll with the default grace')
+    // Roll with no grace: the old key stops at once.
+    const again = await json<Created>(await call(a, 'POST', `/admin/v1/keys/${kept.id}/roll`, a.write.secret, { graceSeconds: 0 }), 201)
+    await assertRefused(a, kept.apiKey, 'the old key of a roll without grace')
     await assertWorks(a, again.apiKey, 'its successor')
 
     // Revoke: refused at once; revoking again is a conflict.
@@ -273,10 +277,10 @@ for (const [name, env, skip] of stores) {
     await subscribe(a, account.id, 'eu', 'totp', 'inactive')
     await assertRefused(a, whole.apiKey, 'a key of an account whose subscription is inactive')
     const listedAll = await json<{ items: Key[]; next: null }>(await call(a, 'GET', `/admin/v1/accounts/${account.id}/keys`, a.read.secret), 200)
-    assert.equal(listedAll.items.length, 7)
+    assert.equal(listedAll.items.length, 8)
     assert.equal(listedAll.next, null)
     const logs = [...a.logs, ...a.pub.logs].join('')
-    for (const k of [created, rolled, again, expiring, scoped, regionScoped, whole]) assert.ok(!logs.includes(k.apiKey), 'no key in any log')
+    for (const k of [created, rolled, kept, again, expiring, scoped, regionScoped, whole]) assert.ok(!logs.includes(k.apiKey), 'no key in any log')
   })
 
   test(`${name}: subscriptions: set, list, approve a pending request; approving one that is not pending is a conflict, of an approval and a refusal at once one applies`, {

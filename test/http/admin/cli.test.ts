@@ -1,5 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { get, startApp, tempDir } from '../../support/helper.ts'
 import { admin, adminJson } from '../../support/admin-helper.ts'
 import { PortalClient, portalUser, signedInClient } from '../../support/portal-helper.ts'
@@ -53,6 +54,72 @@ test('the admin CLI manages accounts, keys and subscriptions that a running serv
 
   const accounts = await adminJson<{ id: string; status: string }[]>(dataDir, ['account', 'list'])
   assert.ok(accounts.some((a) => a.id === accountId && a.status === 'active'))
+})
+
+test('the CLI speaks the admin API: the same fields (old names kept as aliases), the same roll grace, short usage errors, --version', async (t) => {
+  const dataDir = tempDir(t)
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+
+  const account = await adminJson<{ id: string; accountId: string; name: string; status: string; createdAt: string }>(dataDir, [
+    'account',
+    'create',
+    '--name',
+    'Vocabulary',
+  ])
+  assert.match(account.id, /^acc_[0-9a-f]{16}$/)
+  assert.equal(account.accountId, account.id, 'accountId: the old name, an alias')
+  assert.equal(account.name, 'Vocabulary')
+  assert.equal(account.status, 'active')
+
+  const key = await adminJson<{ id: string; keyId: string; accountId: string; apiKey: string; hint: string; expiresAt: string | null }>(dataDir, [
+    'key',
+    'create',
+    '--account',
+    account.id,
+    '--name',
+    'deploy',
+  ])
+  assert.match(key.id, /^key_[0-9a-f]+$/)
+  assert.equal(key.keyId, key.id, 'keyId: the old name, an alias')
+  assert.equal(key.accountId, account.id)
+  assert.equal(key.hint, key.apiKey.slice(-4))
+  assert.equal(key.expiresAt, null)
+
+  // No --grace: 24 hours, as the portal's roll form and the admin API default to.
+  const before = Date.now()
+  const rolled = await adminJson<{ id: string; keyId: string; apiKey: string; old: { id: string; keyId: string; expiresAt: string; rolledTo: string } }>(
+    dataDir,
+    ['key', 'roll', key.id],
+  )
+  assert.equal(rolled.old.id, key.id)
+  assert.equal(rolled.old.keyId, key.id)
+  assert.equal(rolled.old.rolledTo, rolled.id)
+  const grace = Date.parse(rolled.old.expiresAt) - before
+  assert.ok(grace > 86_400_000 - 60_000 && grace < 86_400_000 + 60_000, `the old key works for 24 hours (${grace} ms)`)
+
+  const revoked = await adminJson<{ id: string; keyId: string; revoked: boolean; revokedAt: string | null }>(dataDir, ['key', 'revoke', rolled.id])
+  assert.equal(revoked.id, rolled.id)
+  assert.equal(revoked.revoked, true)
+  assert.ok(revoked.revokedAt !== null)
+
+  // A usage error: one line, then that command's own usage, not the whole page.
+  const missing = await admin(dataDir, ['key', 'roll'])
+  assert.equal(missing.code, 2)
+  assert.match(missing.stderr, /^error: missing the key id\n/)
+  assert.match(missing.stderr, /key roll KEYID \[--grace SECONDS\]/)
+  assert.doesNotMatch(missing.stderr, /account create|subscription grant/, 'only the command at hand')
+  assert.ok(missing.stderr.split('\n').length < 10, missing.stderr)
+  const unknown = await admin(dataDir, ['frobnicate'])
+  assert.equal(unknown.stderr.split('\n').filter(Boolean).length, 2, unknown.stderr)
+  assert.match(unknown.stderr, /^Commands: account, key, /m)
+  const help = await admin(dataDir, ['key', '--help'])
+  assert.equal(help.code, 0)
+  assert.match(help.stdout, /key create --account ID/)
+  assert.doesNotMatch(help.stdout, /subscription grant/)
+
+  const version = await admin(dataDir, ['--version'])
+  assert.equal(version.code, 0)
+  assert.equal(version.stdout, `${pkg.version}\n`)
 })
 
 test('the admin CLI prints for people by default and fails with one line and a non-zero code', async (t) => {

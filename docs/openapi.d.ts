@@ -350,12 +350,18 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description The process answers. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "0.1.0"
+                     *     }
+                     */
                     "application/json": {
                         status: string;
                         /** @description The version of Tessera this node runs. */
@@ -374,12 +380,22 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description Every essential dependency answers (`ok`), or one that is not essential does not (`degraded`). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "degraded",
+                     *       "version": "0.1.0",
+                     *       "checks": {
+                     *         "postgres": "ok",
+                     *         "redis": "unavailable"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         status: "ok" | "degraded" | "unavailable";
                         /** @description The version of Tessera this node runs. */
@@ -391,12 +407,22 @@ export interface operations {
                     };
                 };
             };
-            /** @description Default Response */
+            /** @description The store does not answer: take this node out of the load balancer until it does. */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "unavailable",
+                     *       "version": "0.1.0",
+                     *       "checks": {
+                     *         "postgres": "unavailable",
+                     *         "redis": "ok"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         status: "ok" | "degraded" | "unavailable";
                         /** @description The version of Tessera this node runs. */
@@ -419,12 +445,18 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description Your key is let in here: valid, its account active, the group subscribed in this region. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "message": "Ping successful"
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -499,6 +531,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "data": "https://example.com/welcome",
+                 *       "format": "png",
+                 *       "size": 256,
+                 *       "ecc": "M"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description Text to encode (UTF-8). */
                     data: string;
@@ -530,6 +570,14 @@ export interface operations {
                      */
                     bgcolor?: string;
                 };
+                /**
+                 * @example {
+                 *       "data": "https://example.com/welcome",
+                 *       "format": "png",
+                 *       "size": 256,
+                 *       "ecc": "M"
+                 *     }
+                 */
                 "application/json": {
                     /** @description Text to encode (UTF-8). */
                     data: string;
@@ -561,6 +609,14 @@ export interface operations {
                      */
                     bgcolor?: string;
                 };
+                /**
+                 * @example {
+                 *       "data": "https://example.com/welcome",
+                 *       "format": "png",
+                 *       "size": 256,
+                 *       "ecc": "M"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description Text to encode (UTF-8). */
                     data: string;
@@ -747,6 +803,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "userID": "alice@example.com",
+                 *       "applicationID": "Acme"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
@@ -774,6 +836,12 @@ export interface operations {
                      */
                     profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
+                /**
+                 * @example {
+                 *       "userID": "alice@example.com",
+                 *       "applicationID": "Acme"
+                 *     }
+                 */
                 "application/json": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
@@ -801,6 +869,12 @@ export interface operations {
                      */
                     profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
                 };
+                /**
+                 * @example {
+                 *       "userID": "alice@example.com",
+                 *       "applicationID": "Acme"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description User ID (email address, employee ID…), the account name in authenticator apps; at most 256 characters, no ':' (it separates issuer and account in the otpauth label), no control characters. */
                     userID: string;
@@ -831,12 +905,25 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The new secret, its otpauth URL, a QR code of that URL for authenticator apps, and the current code. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "secretKey": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                     *       "otpURL": "otpauth://totp/Acme:alice%40example.com?secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Acme&algorithm=SHA1&digits=6&period=30",
+                     *       "QRCode": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAPQAAAD0CAYAAACsLwv+…",
+                     *       "otp": "681916",
+                     *       "token": "681916",
+                     *       "tokenValidity": 30,
+                     *       "tokenLength": 6,
+                     *       "algorithm": "SHA1",
+                     *       "expiresIn": 17
+                     *     }
+                     */
                     "application/json": {
                         /** @description Base32, upper case, no padding, 160 random bits. */
                         secretKey: string;
@@ -848,8 +935,11 @@ export interface operations {
                         otp: string;
                         /** @description The current code again, under Renda.io's name. */
                         token: string;
+                        /** @description The time step in seconds, as issued. */
                         tokenValidity: number;
+                        /** @description Digits in a code, as issued. */
                         tokenLength: number;
+                        /** @description The HMAC hash, as issued: SHA1, SHA256 or SHA512. */
                         algorithm: string;
                         /** @description Seconds for which `otp` stays current. */
                         expiresIn: number;
@@ -994,6 +1084,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1007,6 +1102,11 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+                 *     }
+                 */
                 "application/json": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1020,6 +1120,11 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1036,12 +1141,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The secret's current code and how long it stays current. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "otp": "681916",
+                     *       "expiresIn": 17,
+                     *       "currentToken": "681916",
+                     *       "timeUsed": 13
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -1180,6 +1294,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1195,6 +1315,12 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/json": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1210,6 +1336,12 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                 };
+                /**
+                 * @example {
+                 *       "secret": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                 *       "token": "681916"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description Base32 secret (RFC 4648), at least 80 bits (16 characters, what Renda.io issued; `MIN_SECRET_BITS` may ask for more); any case, spaces and padding ignored. */
                     secret: string;
@@ -1228,12 +1360,19 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The code is right, and now used: the same step is refused from here on. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "valid": true,
+                     *       "message": "OTP verified"
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -1382,12 +1521,35 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description The user's factors (never a secret) and how many recovery codes they have left. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "userID": "alice@example.com",
+                     *       "recoveryCodesLeft": 10,
+                     *       "factors": [
+                     *         {
+                     *           "factorID": "fct_5b0c9e2a7d41f386",
+                     *           "status": "active",
+                     *           "label": "Work phone",
+                     *           "applicationID": "Acme",
+                     *           "profile": "universal",
+                     *           "algorithm": "SHA1",
+                     *           "tokenLength": 6,
+                     *           "tokenValidity": 30,
+                     *           "driftSteps": 0,
+                     *           "createdAt": "2026-11-27T15:30:00.000Z",
+                     *           "activatedAt": "2026-11-27T15:31:12.000Z",
+                     *           "expiresAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -1551,6 +1713,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "applicationID": "Acme",
+                 *       "label": "Work phone"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description Application ID (the app name), the issuer in authenticator apps. */
                     applicationID: string;
@@ -1572,6 +1740,12 @@ export interface operations {
                     /** @description Time step in seconds. Default: the profile's. */
                     tokenValidity?: number;
                 };
+                /**
+                 * @example {
+                 *       "applicationID": "Acme",
+                 *       "label": "Work phone"
+                 *     }
+                 */
                 "application/json": {
                     /** @description Application ID (the app name), the issuer in authenticator apps. */
                     applicationID: string;
@@ -1593,6 +1767,12 @@ export interface operations {
                     /** @description Time step in seconds. Default: the profile's. */
                     tokenValidity?: number;
                 };
+                /**
+                 * @example {
+                 *       "applicationID": "Acme",
+                 *       "label": "Work phone"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description Application ID (the app name), the issuer in authenticator apps. */
                     applicationID: string;
@@ -1617,12 +1797,27 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The pending factor with its secret (shown this once), its otpauth URL and a QR code of it. */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "factorID": "fct_5b0c9e2a7d41f386",
+                     *       "status": "pending",
+                     *       "secretKey": "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP",
+                     *       "otpURL": "otpauth://totp/Acme:alice%40example.com?secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Acme&algorithm=SHA1&digits=6&period=30",
+                     *       "QRCode": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAPQAAAD0CAYAAACsLwv+…",
+                     *       "expiresAt": "2026-11-27T15:40:00.000Z",
+                     *       "profile": "universal",
+                     *       "algorithm": "SHA1",
+                     *       "tokenLength": 6,
+                     *       "tokenValidity": 30
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -2094,14 +2289,29 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/json": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description The code the authenticator app shows. */
                     token: string;
@@ -2109,12 +2319,20 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The factor is active: its codes verify the user from now on. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "factorID": "fct_5b0c9e2a7d41f386",
+                     *       "status": "active",
+                     *       "activatedAt": "2026-11-27T15:31:12.000Z"
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -2293,14 +2511,29 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "application/json": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description The code the authenticator app shows. */
                     token: string;
@@ -2308,12 +2541,20 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The code is right for one of the user's active factors (named), and now used. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "valid": true,
+                     *       "message": "OTP verified",
+                     *       "factorID": "fct_5b0c9e2a7d41f386"
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -2493,18 +2734,36 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "token": "681916",
+                 *       "nextToken": "204518"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                     /** @description The code the device shows after `token`. */
                     nextToken: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916",
+                 *       "nextToken": "204518"
+                 *     }
+                 */
                 "application/json": {
                     /** @description The code the authenticator app shows. */
                     token: string;
                     /** @description The code the device shows after `token`. */
                     nextToken: string;
                 };
+                /**
+                 * @example {
+                 *       "token": "681916",
+                 *       "nextToken": "204518"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description The code the authenticator app shows. */
                     token: string;
@@ -2514,12 +2773,20 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The device's clock drift, stored: its codes are checked at that offset from now on. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "factorID": "fct_5b0c9e2a7d41f386",
+                     *       "driftSteps": -3,
+                     *       "driftSeconds": -90
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -2700,12 +2967,23 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description Ten new recovery codes, shown this once; the earlier ones no longer work. */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "recoveryCodes": [
+                     *         "k7qm-2xda-9fpe",
+                     *         "w3rt-8hbn-c2zq",
+                     *         "p9fd-4kxe-m7ua",
+                     *         "…"
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -2850,14 +3128,29 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "code": "k7qm-2xda-9fpe"
+                 *     }
+                 */
                 "application/x-www-form-urlencoded": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
                 };
+                /**
+                 * @example {
+                 *       "code": "k7qm-2xda-9fpe"
+                 *     }
+                 */
                 "application/json": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
                 };
+                /**
+                 * @example {
+                 *       "code": "k7qm-2xda-9fpe"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
@@ -2865,12 +3158,19 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The recovery code is right, and used up. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "valid": true,
+                     *       "recoveryCodesLeft": 9
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         type: "Success";
@@ -3021,6 +3321,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": "(the PDF file)",
+                 *       "pages": "1-3",
+                 *       "dpi": 150
+                 *     }
+                 */
                 "multipart/form-data": {
                     /**
                      * Format: binary
@@ -3236,6 +3543,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": "(the PDF file)",
+                 *       "pages": "1-3"
+                 *     }
+                 */
                 "multipart/form-data": {
                     /**
                      * Format: binary

@@ -101,8 +101,13 @@ interface Operation {
   summary?: string
   description?: string
   parameters?: Parameter[]
-  requestBody?: { content: Record<string, { schema: Schema }> }
-  responses: Record<string, { description?: string }>
+  requestBody?: { content: Record<string, { schema: Schema; example?: unknown }> }
+  responses: Record<string, { description?: string; content?: Record<string, { schema?: AnswerSchema; example?: unknown }> }>
+}
+interface AnswerSchema extends Schema {
+  items?: AnswerSchema
+  examples?: unknown[]
+  'x-error-codes'?: string[]
 }
 
 const PUBLIC_INTRO = [
@@ -150,9 +155,28 @@ export function renderApi(doc: Record<string, unknown>, intro: readonly string[]
         }
         out.push('')
       }
+      // @fastify/swagger moves a schema's first `examples` entry to the content's `example`.
+      const example = op.requestBody && Object.values(op.requestBody.content)[0]?.example
+      if (example !== undefined) out.push('Example body:', '', '```json', JSON.stringify(example, null, 2), '```', '')
       out.push('| status | answer |', '| --- | --- |')
       for (const [status, r] of Object.entries(op.responses)) out.push(`| ${status} | ${cell(r.description ?? '')} |`)
       out.push('')
+      // Each success's fields and example answer (the errors are the codes above, in errors.md).
+      for (const [status, r] of Object.entries(op.responses)) {
+        for (const [type, c] of Object.entries(r.content ?? {})) {
+          const schema = c.schema
+          if (schema === undefined || schema['x-error-codes'] !== undefined) continue
+          const object = schema.type === 'array' ? schema.items : schema
+          if (object?.properties) {
+            out.push(`${status} \`${type}\`${schema.type === 'array' ? ', each item' : ''}:`, '', '| field | type | meaning |', '| --- | --- | --- |')
+            for (const [name, p] of Object.entries(object.properties))
+              out.push(`| \`${name}\` | ${p.type ?? typeOf(p)}${range(p)} | ${cell(p.description ?? '')} |`)
+            out.push('')
+          }
+          const answer = c.example
+          if (answer !== undefined) out.push(`Example answer (${status}):`, '', '```json', JSON.stringify(answer, null, 2), '```', '')
+        }
+      }
     }
   }
   return out.join('\n')

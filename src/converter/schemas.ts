@@ -4,13 +4,16 @@ import { errorResponses } from '../openapi/responses.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
 
 const body = (extra: Record<string, ReturnType<typeof Type.String>>) =>
-  Type.Object({
-    pdfDocument: Type.String({ format: 'binary', description: 'The PDF.' }),
-    pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
-    colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
-    password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF.' })),
-    ...extra,
-  })
+  Type.Object(
+    {
+      pdfDocument: Type.String({ format: 'binary', description: 'The PDF.' }),
+      pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
+      colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
+      password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF.' })),
+      ...extra,
+    },
+    { examples: [{ pdfDocument: '(the PDF file)', pages: '1-3', ...('dpi' in extra ? { dpi: 150 } : {}) }] },
+  )
 
 const CODES: ErrorCode[] = [
   'PDF_REQUIRED',

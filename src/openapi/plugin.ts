@@ -5,7 +5,7 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { REFERENCE_CSS, renderReference } from './reference.ts'
+import { REFERENCE_CSS, REFERENCE_ICON, REFERENCE_JS, renderReference } from './reference.ts'
 import type { Config } from '../config/config.ts'
 import { ERROR_SHAPES, errorTable } from '../errors/reference.ts'
 
@@ -58,10 +58,11 @@ async function openapiPlugin(app: FastifyInstance, opts: { config: Config; versi
 
 export default fp(openapiPlugin, { name: 'openapi', fastify: '5.x' })
 
-/** The reference page's headers: nothing runs, nothing loads but its own stylesheet, no framing. */
+/** The reference page's headers: nothing loads or runs but its own stylesheet and filter script, no framing. */
 export function referenceHeaders(reply: FastifyReply): FastifyReply {
   return reply.headers({
-    'content-security-policy': "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    'content-security-policy':
+      "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     'x-content-type-options': 'nosniff',
     'x-frame-options': 'DENY',
     'referrer-policy': 'no-referrer',
@@ -81,10 +82,17 @@ export function serveReference(
 ): void {
   let page: string | undefined
   app.get(path, { schema: { hide: true } }, async (_request, reply) => {
-    page ??= renderReference(doc(), { ...opts, stylesheet: `${path.split('/').pop()}/reference.css` })
+    const here = path.split('/').pop()
+    page ??= renderReference(doc(), { ...opts, stylesheet: `${here}/reference.css`, script: `${here}/reference.js`, icon: `${here}/icon.svg` })
     return referenceHeaders(reply).type('text/html; charset=utf-8').send(page)
   })
   app.get(`${path}/reference.css`, { schema: { hide: true } }, async (_request, reply) =>
     referenceHeaders(reply).type('text/css; charset=utf-8').send(REFERENCE_CSS),
+  )
+  app.get(`${path}/icon.svg`, { schema: { hide: true } }, async (_request, reply) =>
+    referenceHeaders(reply).type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(REFERENCE_ICON),
+  )
+  app.get(`${path}/reference.js`, { schema: { hide: true } }, async (_request, reply) =>
+    referenceHeaders(reply).type('text/javascript; charset=utf-8').send(REFERENCE_JS),
   )
 }

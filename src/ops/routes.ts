@@ -13,14 +13,22 @@ import { VERSION } from '../version.ts'
 import { SMTP_CHECK_TTL_MS, cachedCheck, storeHealth, type Dependency } from './checks.ts'
 
 const version = Type.String({ description: 'The version of Tessera this node runs.' })
-const status = Type.Object({ status: Type.String(), version })
-const readiness = Type.Object({
+const status = Type.Object({ status: Type.String(), version }, { description: 'The process answers.', examples: [{ status: 'ok', version: '0.1.0' }] })
+const readinessFields = {
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('unavailable')]),
   version,
   checks: Type.Record(Type.String(), Type.String(), {
     description:
       'Each dependency by name: the store (`sqlite` or `postgres`), and `redis` and `smtp` when configured: `ok` or `unavailable` (the log says why).',
   }),
+}
+const readiness = Type.Object(readinessFields, {
+  description: 'Every essential dependency answers (`ok`), or one that is not essential does not (`degraded`).',
+  examples: [{ status: 'degraded', version: '0.1.0', checks: { postgres: 'ok', redis: 'unavailable' } }],
+})
+const unready = Type.Object(readinessFields, {
+  description: 'The store does not answer: take this node out of the load balancer until it does.',
+  examples: [{ status: 'unavailable', version: '0.1.0', checks: { postgres: 'unavailable', redis: 'ok' } }],
 })
 
 export interface OpsOptions {
@@ -57,7 +65,7 @@ export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions):
           `The SMTP server is asked at most every ${SMTP_CHECK_TTL_MS / 1000} s, and the answer never waits longer than \`STORE_TIMEOUT_MS\` for a dependency.`,
         tags: ['operations'],
         security: [],
-        response: { 200: readiness, 503: readiness },
+        response: { 200: readiness, 503: unready },
       },
     },
     async (request, reply) => {

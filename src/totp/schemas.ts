@@ -69,14 +69,22 @@ const hexColor = (what: string, def: string) =>
     }),
   )
 
-const success = (fields: Record<string, ReturnType<typeof Type.String>>) => Type.Object({ type: Type.Literal('Success'), ...fields })
+/** success: a Renda-style answer (`type: 'Success'` and the fields), with what it is (`description`) and an example for the reference. */
+const success = (fields: Record<string, ReturnType<typeof Type.String>>, options: { description?: string; examples?: unknown[] } = {}) =>
+  Type.Object({ type: Type.Literal('Success'), ...fields }, options)
 
 export const pingSchema = {
   operationId: 'ping',
   summary: 'Check the API and your key',
   tags: ['totp'],
   response: {
-    200: success({ message: Type.String() }),
+    200: success(
+      { message: Type.String() },
+      {
+        description: 'Your key is let in here: valid, its account active, the group subscribed in this region.',
+        examples: [{ type: 'Success', message: 'Ping successful' }],
+      },
+    ),
     ...errorResponses([]),
   },
 }
@@ -98,28 +106,36 @@ export function qrSchema(maxSize: number) {
     description: 'PNG by default; SVG with `format=svg` or `Accept: image/svg+xml`; JSON with a data URL with `Accept: application/json`.',
     tags: ['totp'],
     consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
-    body: Type.Object({
-      data: Type.String({ minLength: 1, description: 'Text to encode (UTF-8).' }),
-      format: Type.Optional(Type.String({ enum: ['png', 'svg'], description: 'Image format; overrides Accept.' })),
-      size: Type.Optional(
-        Type.Integer({
-          minimum: 21,
-          maximum: maxSize,
-          description: 'Width and height in pixels (default: 4 pixels per module); never less than one pixel per module.',
-        }),
-      ),
-      ecc: Type.Optional(Type.String({ pattern: '^[LMQHlmqh]$', default: 'M', description: 'Error correction level: L (7%), M (15%), Q (25%), H (30%).' })),
-      margin: Type.Optional(Type.Integer({ minimum: 0, maximum: 16, default: 4, description: 'Quiet zone in modules (the standard asks for 4).' })),
-      color: hexColor('Dark modules', '#000000'),
-      bgcolor: hexColor('Light modules and quiet zone', '#ffffff'),
-    }),
+    body: Type.Object(
+      {
+        data: Type.String({ minLength: 1, description: 'Text to encode (UTF-8).' }),
+        format: Type.Optional(Type.String({ enum: ['png', 'svg'], description: 'Image format; overrides Accept.' })),
+        size: Type.Optional(
+          Type.Integer({
+            minimum: 21,
+            maximum: maxSize,
+            description: 'Width and height in pixels (default: 4 pixels per module); never less than one pixel per module.',
+          }),
+        ),
+        ecc: Type.Optional(Type.String({ pattern: '^[LMQHlmqh]$', default: 'M', description: 'Error correction level: L (7%), M (15%), Q (25%), H (30%).' })),
+        margin: Type.Optional(Type.Integer({ minimum: 0, maximum: 16, default: 4, description: 'Quiet zone in modules (the standard asks for 4).' })),
+        color: hexColor('Dark modules', '#000000'),
+        bgcolor: hexColor('Light modules and quiet zone', '#ffffff'),
+      },
+      { examples: [{ data: 'https://example.com/welcome', format: 'png', size: 256, ecc: 'M' }] },
+    ),
     response: {
       200: {
         description: 'The QR code.',
         content: {
           'image/png': { schema: Type.String({ format: 'binary' }) },
           'image/svg+xml': { schema: Type.String() },
-          'application/json': { schema: success({ QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) }) },
+          'application/json': {
+            schema: success(
+              { QRCode: Type.String({ description: 'data:image/png;base64,… (or image/svg+xml)' }) },
+              { examples: [{ type: 'Success', QRCode: 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAPQAAAD0CAYAAACsLwv+…' }] },
+            ),
+          },
         },
       },
       ...errorResponses([
@@ -154,26 +170,47 @@ export const onboardSchema = {
     'Returns the secret, its otpauth URL, a QR code of that URL for authenticator apps and the current code. Onboarding the same user of the same application again issues a new secret.',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
-  body: Type.Object({
-    userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
-    applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
-    tokenValidity,
-    tokenLength,
-    algorithm,
-    profile,
-  }),
+  body: Type.Object(
+    {
+      userID: label('User ID (email address, employee ID…), the account name in authenticator apps'),
+      applicationID: label('Application ID (the app name), the issuer in authenticator apps'),
+      tokenValidity,
+      tokenLength,
+      algorithm,
+      profile,
+    },
+    { examples: [{ userID: 'alice@example.com', applicationID: 'Acme' }] },
+  ),
   response: {
-    200: Type.Object({
-      secretKey: Type.String({ description: 'Base32, upper case, no padding, 160 random bits.' }),
-      otpURL: Type.String({ description: 'otpauth://totp/<applicationID>:<userID>?secret=…&issuer=…&algorithm=…&digits=…&period=…' }),
-      QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
-      otp: Type.String({ description: 'The current code.' }),
-      token: Type.String({ description: "The current code again, under Renda.io's name." }),
-      tokenValidity: Type.Integer(),
-      tokenLength: Type.Integer(),
-      algorithm: Type.String(),
-      expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
-    }),
+    200: Type.Object(
+      {
+        secretKey: Type.String({ description: 'Base32, upper case, no padding, 160 random bits.' }),
+        otpURL: Type.String({ description: 'otpauth://totp/<applicationID>:<userID>?secret=…&issuer=…&algorithm=…&digits=…&period=…' }),
+        QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
+        otp: Type.String({ description: 'The current code.' }),
+        token: Type.String({ description: "The current code again, under Renda.io's name." }),
+        tokenValidity: Type.Integer({ description: 'The time step in seconds, as issued.' }),
+        tokenLength: Type.Integer({ description: 'Digits in a code, as issued.' }),
+        algorithm: Type.String({ description: 'The HMAC hash, as issued: SHA1, SHA256 or SHA512.' }),
+        expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
+      },
+      {
+        description: 'The new secret, its otpauth URL, a QR code of that URL for authenticator apps, and the current code.',
+        examples: [
+          {
+            secretKey: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP',
+            otpURL: 'otpauth://totp/Acme:alice%40example.com?secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Acme&algorithm=SHA1&digits=6&period=30',
+            QRCode: 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAPQAAAD0CAYAAACsLwv+…',
+            otp: '681916',
+            token: '681916',
+            tokenValidity: 30,
+            tokenLength: 6,
+            algorithm: 'SHA1',
+            expiresIn: 17,
+          },
+        ],
+      },
+    ),
     ...errorResponses([
       'USER_ID_REQUIRED',
       'USER_ID_INVALID',
@@ -208,19 +245,28 @@ export const getOtpSchema = {
   summary: 'Get the current code for a secret',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
-  body: Type.Object({
-    secret,
-    tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: `Digits in a code.${fromRecord('6')}` })),
-    ...secretParams,
-  }),
+  body: Type.Object(
+    {
+      secret,
+      tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: `Digits in a code.${fromRecord('6')}` })),
+      ...secretParams,
+    },
+    { examples: [{ secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' }] },
+  ),
   response: {
-    200: Type.Object({
-      type: Type.Literal('Success'),
-      otp: Type.String({ description: 'The current code.' }),
-      expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
-      currentToken: Type.String({ description: "The current code again, under Renda.io's name." }),
-      timeUsed: Type.Integer({ description: "Seconds elapsed in the current time step (Renda.io's field): `timeUsed` + `expiresIn` = the period." }),
-    }),
+    200: Type.Object(
+      {
+        type: Type.Literal('Success'),
+        otp: Type.String({ description: 'The current code.' }),
+        expiresIn: Type.Integer({ description: 'Seconds for which `otp` stays current.' }),
+        currentToken: Type.String({ description: "The current code again, under Renda.io's name." }),
+        timeUsed: Type.Integer({ description: "Seconds elapsed in the current time step (Renda.io's field): `timeUsed` + `expiresIn` = the period." }),
+      },
+      {
+        description: "The secret's current code and how long it stays current.",
+        examples: [{ type: 'Success', otp: '681916', expiresIn: 17, currentToken: '681916', timeUsed: 13 }],
+      },
+    ),
     ...errorResponses(['SECRET_REQUIRED', 'SECRET_INVALID', 'TOKEN_VALIDITY_INVALID', 'TOKEN_LENGTH_INVALID', 'ALGORITHM_INVALID']),
   },
 }
@@ -240,21 +286,30 @@ export const verifySchema = {
     'Accepts the code of the current time step or of one step either side (RFC 6238 §5.2), once: a code for a step at or before the last accepted one is refused as reused. After repeated failures the secret is locked for a doubling delay (429 with Retry-After). Any answer but 200 means "not verified".',
   tags: ['totp'],
   consumes: ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data'],
-  body: Type.Object({
-    secret,
-    token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check.' }),
-    tokenLength: Type.Optional(
-      Type.Integer({
-        minimum: 6,
-        maximum: 10,
-        description:
-          'Digits in a code. Default: the value the secret was onboarded with here, else the length of `token` (a secret issued elsewhere, such as by Renda.io). A token of another length is a failed attempt.',
-      }),
-    ),
-    ...secretParams,
-  }),
+  body: Type.Object(
+    {
+      secret,
+      token: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code to check.' }),
+      tokenLength: Type.Optional(
+        Type.Integer({
+          minimum: 6,
+          maximum: 10,
+          description:
+            'Digits in a code. Default: the value the secret was onboarded with here, else the length of `token` (a secret issued elsewhere, such as by Renda.io). A token of another length is a failed attempt.',
+        }),
+      ),
+      ...secretParams,
+    },
+    { examples: [{ secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', token: '681916' }] },
+  ),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String() }),
+    200: Type.Object(
+      { type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String() },
+      {
+        description: 'The code is right, and now used: the same step is refused from here on.',
+        examples: [{ type: 'Success', valid: true, message: 'OTP verified' }],
+      },
+    ),
     ...errorResponses([
       'SECRET_REQUIRED',
       'SECRET_INVALID',

@@ -11,7 +11,7 @@ import { buildAdminApp } from '../../src/admin/api/app.ts'
 
 const skip = browserSkip()
 
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 test('the API reference at /docs: no serious or critical axe finding, a strict CSP, usable with the keyboard', { skip }, async (t) => {
   const app = await startApp(t)
@@ -46,14 +46,55 @@ test('the API reference at /docs: no serious or critical axe finding, a strict C
   await assert.doesNotReject(
     verify.getByRole('table', { name: 'Body fields' }).getByRole('rowheader', { name: 'token', exact: true }).waitFor({ timeout: 2000 }),
   )
-  assert.match(
-    await verify.locator('pre').innerText(),
-    /^curl -H 'x-api-key: YOUR_KEY' --data-urlencode 'secret=…' --data-urlencode 'token=…' http:\/\/localhost:3000\/totp\/verifyOTP$/,
+  // The example request, with the document's example values, as one command over several lines.
+  assert.equal(
+    await verify.locator('pre').first().innerText(),
+    "curl \\\n  -H 'x-api-key: YOUR_KEY' \\\n  --data-urlencode 'secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' \\\n  --data-urlencode 'token=681916' \\\n  'http://localhost:3000/totp/verifyOTP'",
   )
   const errors = page.getByRole('table', { name: 'Error codes' })
   assert.equal(await errors.getByRole('rowheader', { name: 'OTP_REUSED' }).count(), 1)
   assert.equal(await errors.getByRole('rowheader', { name: 'ADMIN_READ_ONLY' }).count(), 1, 'the public reference lists the whole catalogue')
   await page.screenshot({ path: process.env.SCREENSHOT_DIR === undefined ? `${app.dataDir}/docs.png` : `${process.env.SCREENSHOT_DIR}/docs.png` })
+})
+
+test('the reference shows what each call answers: the fields and an example answer of onboardUser, on a desktop and at 390 px, with a filter', {
+  skip,
+}, async (t) => {
+  const app = await startApp(t)
+  const browser = await openBrowser(t)
+  for (const width of [1280, 390]) {
+    const page = await (await browser.newContext({ viewport: { width, height: 900 } })).newPage()
+    await page.goto(`${app.url}/docs`)
+    const onboard = page.getByRole('region', { name: 'POST /totp/onboardUser' })
+    const fields = onboard.getByRole('table', { name: 'Fields' })
+    for (const name of ['secretKey', 'otpURL', 'QRCode', 'token', 'otp', 'expiresIn']) {
+      assert.equal(await fields.getByRole('rowheader', { name, exact: true }).count(), 1, `${name} at ${width} px`)
+    }
+    assert.match(await onboard.innerText(), /The new secret, its otpauth URL, a QR code of that URL for authenticator apps, and the current code\./)
+    // The example answer is the document's, and it is JSON with every field of the answer.
+    const example = JSON.parse(await onboard.locator('p.example-label:has-text("Example answer") + pre').first().innerText()) as Record<string, unknown>
+    assert.deepEqual(Object.keys(example).sort(), ['QRCode', 'algorithm', 'expiresIn', 'otp', 'otpURL', 'secretKey', 'token', 'tokenLength', 'tokenValidity'])
+    assert.match(String(example.otpURL), /^otpauth:\/\/totp\/Acme:alice%40example\.com\?secret=/)
+    const errorAnswer = JSON.parse(await onboard.locator('p.example-label:has-text("Example error answer") + pre').innerText()) as { code: string }[]
+    assert.equal(errorAnswer[0]?.code, 'USER_ID_REQUIRED')
+    assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), width, `no horizontal scrolling at ${width} px`)
+    // axe at 1280 px: the test above (its default viewport).
+    if (width === 390) assert.deepEqual(await seriousViolations(page), [], 'axe at 390 px')
+
+    // The filter (the page's own script): only the operations that match stay, in the list and on the page.
+    const nav = page.getByRole('navigation', { name: 'Operations' })
+    if (width === 390) {
+      assert.equal(await nav.getByRole('link', { name: 'POST /totp/onboardUser' }).isVisible(), false, 'on a phone the list starts closed')
+      await nav.locator('summary').click()
+    }
+    await nav.getByRole('searchbox', { name: 'Filter' }).fill('verify')
+    assert.equal(await nav.getByRole('link', { name: 'POST /totp/verifyOTP' }).isVisible(), true)
+    assert.equal(await nav.getByRole('link', { name: 'POST /totp/onboardUser' }).isVisible(), false)
+    assert.equal(await onboard.isVisible(), false)
+    await nav.getByRole('searchbox', { name: 'Filter' }).fill('no such operation')
+    assert.equal(await nav.getByRole('status').innerText(), 'No operation matches.')
+    await page.screenshot({ path: `${app.dataDir}/docs-${width}.png` })
+  }
 })
 
 test('the admin API reference at /admin/v1/docs, on the admin listener, without a token', { skip }, async (t) => {

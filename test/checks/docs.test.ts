@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { catalogue, ERROR_CODES } from '../../src/errors/catalogue.ts'
 import { FILES, renderAll, renderOpenApi } from '../../scripts/docs.ts'
+import { Ajv2020 } from 'ajv/dist/2020.js'
 
 test('committed docs are what `npm run docs` generates (catalogue, route schemas, admin route schemas, client types, settings in docs/configuration.md)', async () => {
   const fresh = await renderAll()
@@ -70,6 +71,62 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
   }
   for (const [code, statuses] of statusOf) assert.deepEqual([...statuses], [String(catalogue[code as keyof typeof catalogue].status)], code)
 })
+
+test('every example in the OpenAPI documents, public and admin, is valid against its schema, and every JSON answer and body has one', async () => {
+  // date-time as RFC 3339 has it; binary is a file, any string.
+  const DATE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/i
+  const ajv = new Ajv2020({
+    strict: false,
+    allErrors: true,
+    formats: { binary: true, 'date-time': (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s)) },
+  })
+  const problems: string[] = []
+  const missing: string[] = []
+  let checked = 0
+  for (const which of ['public', 'admin'] as const) {
+    const doc = (await renderOpenApi(which)) as { paths: Record<string, Record<string, OperationShape>>; components?: unknown }
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        const where = `${which} ${method.toUpperCase()} ${path}`
+        const bodies = Object.entries(op.requestBody?.content ?? {})
+        if (bodies.length > 0 && bodies.every(([, m]) => exampleOf(m) === undefined)) missing.push(`${where}: no example body`)
+        const answers = Object.entries(op.responses ?? {}).flatMap(([status, r]) =>
+          Object.entries(r.content ?? {}).map(([type, m]) => [status, type, m] as const),
+        )
+        const success = answers.filter(
+          ([status, type, m]) => status.startsWith('2') && type === 'application/json' && m.schema?.['x-error-codes'] === undefined,
+        )
+        for (const [status, , m] of success) if (exampleOf(m) === undefined) missing.push(`${where} ${status}: no example answer`)
+        for (const [label, media] of [
+          ...bodies.map(([type, m]) => [`body ${type}`, m] as const),
+          ...answers.map(([status, type, m]) => [`${status} ${type}`, m] as const),
+        ]) {
+          const example = exampleOf(media)
+          if (example === undefined || media.schema === undefined) continue
+          // A schema with a $ref carries the document's components, where the reference points.
+          const schema = JSON.stringify(media.schema).includes('"$ref"') ? { ...media.schema, components: doc.components } : media.schema
+          const validate = ajv.compile(schema)
+          checked++
+          if (!validate(example)) problems.push(`${where} ${label}: ${ajv.errorsText(validate.errors)}`)
+        }
+      }
+    }
+  }
+  assert.deepEqual(problems, [], 'examples that their schema refuses')
+  assert.deepEqual(missing, [], 'operations without an example')
+  assert.ok(checked > 40, `${checked} examples checked`)
+})
+
+interface MediaShape {
+  schema?: object & { 'x-error-codes'?: string[]; examples?: unknown[] }
+  example?: unknown
+}
+interface OperationShape {
+  requestBody?: { content?: Record<string, MediaShape> }
+  responses?: Record<string, { content?: Record<string, MediaShape> }>
+}
+/** The example of a body: @fastify/swagger moves a schema's first `examples` entry to `example`, except in a response given with its content. */
+const exampleOf = (m: MediaShape) => m.example ?? m.schema?.examples?.[0]
 
 const ROOT = join(import.meta.dirname, '..', '..')
 /** The pages people write (the generated references have their own test above). */

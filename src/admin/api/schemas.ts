@@ -169,6 +169,12 @@ const usageLine = Type.Object({
   units: Type.Integer({ description: 'Units they cost against the quota.' }),
 })
 
+/** listExample: a list of the item's own example, for the reference (none when the item has none). */
+const listExample = (item: TSchema, next: string | null) => {
+  const examples = (item as { examples?: unknown }).examples
+  return Array.isArray(examples) && examples.length > 0 ? { examples: [{ items: [examples[0]], next }] } : {}
+}
+
 /** page: one page of a list and the cursor of the next one. */
 export const page = <T extends TSchema>(item: T, description: string) =>
   Type.Object(
@@ -176,7 +182,7 @@ export const page = <T extends TSchema>(item: T, description: string) =>
       items: Type.Array(item),
       next: nullable(Type.String(), 'Pass as `after` for the next page; null on the last page.'),
     },
-    { description },
+    { description, ...listExample(item, 'eyJhZnRlciI6ImFjY18wMUpEM1E1WjhYIn0') },
   )
 
 /** Lists of what an account has few of come whole, in the same shape as a page (`next` is null). */
@@ -186,7 +192,7 @@ export const whole = <T extends TSchema>(item: T, description: string) =>
       items: Type.Array(item),
       next: Type.Null({ description: 'Always null: the list comes whole.' }),
     },
-    { description },
+    { description, ...listExample(item, null) },
   )
 
 export const paging = {
@@ -328,7 +334,21 @@ export const rollKeySchema = {
   ),
   response: {
     201: created(
-      Type.Object({ ...apiKey.properties, apiKey: theKey, old: { ...apiKey, description: 'The old key as it now stands (its grace is its expiresAt).' } }),
+      Type.Object(
+        { ...apiKey.properties, apiKey: theKey, old: { ...apiKey, description: 'The old key as it now stands (its grace is its expiresAt).' } },
+        {
+          examples: [
+            {
+              ...KEY_EXAMPLE,
+              id: 'key_01JD4K2W9T',
+              hint: '7c1e',
+              createdAt: '2026-11-24T08:00:00.000Z',
+              apiKey: 'tsr_5e2b8d1f4a7c0e3b6d9f2a5c8e1b4d7f0a3c7c1e',
+              old: { ...KEY_EXAMPLE, expiresAt: '2026-11-25T08:00:00.000Z', rolledTo: 'key_01JD4K2W9T' },
+            },
+          ],
+        },
+      ),
       'The new key with the key itself (once), and the old key.',
     ),
     ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }),

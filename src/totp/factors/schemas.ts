@@ -59,43 +59,71 @@ export function createSchema(profiles: readonly string[]) {
     tags: ['factors'],
     consumes: FORMS,
     params: userParams,
-    body: Type.Object({
-      applicationID: Type.String({
-        minLength: 1,
-        maxLength: 256,
-        pattern: TEXT_ID,
-        description: 'Application ID (the app name), the issuer in authenticator apps.',
-      }),
-      label: Type.Optional(
-        Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings ("Work phone").' }),
-      ),
-      profile: Type.Optional(
-        Type.String({
-          enum: [...profiles],
-          default: 'universal',
-          description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.',
+    body: Type.Object(
+      {
+        applicationID: Type.String({
+          minLength: 1,
+          maxLength: 256,
+          pattern: TEXT_ID,
+          description: 'Application ID (the app name), the issuer in authenticator apps.',
         }),
-      ),
-      algorithm: Type.Optional(
-        Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: "HMAC hash. Default: the profile's." }),
-      ),
-      tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: "Digits in a code. Default: the profile's." })),
-      tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: "Time step in seconds. Default: the profile's." })),
-    }),
+        label: Type.Optional(
+          Type.String({
+            minLength: 1,
+            maxLength: 64,
+            pattern: '^[^\\u0000-\\u001f\\u007f]*$',
+            description: 'A name for the factor in listings ("Work phone").',
+          }),
+        ),
+        profile: Type.Optional(
+          Type.String({
+            enum: [...profiles],
+            default: 'universal',
+            description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.',
+          }),
+        ),
+        algorithm: Type.Optional(
+          Type.String({ enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())], description: "HMAC hash. Default: the profile's." }),
+        ),
+        tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: "Digits in a code. Default: the profile's." })),
+        tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: "Time step in seconds. Default: the profile's." })),
+      },
+      { examples: [{ applicationID: 'Acme', label: 'Work phone' }] },
+    ),
     response: {
-      201: Type.Object({
-        type: Type.Literal('Success'),
-        factorID: Type.String(),
-        status: Type.Literal('pending'),
-        secretKey: Type.String({ description: 'Base32, 160 random bits. Shown here only: the service keeps it encrypted and never shows it again.' }),
-        otpURL: Type.String(),
-        QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
-        expiresAt: Type.String({ format: 'date-time', description: 'Activate before this, or the factor is gone.' }),
-        profile: Type.String(),
-        algorithm: Type.String(),
-        tokenLength: Type.Integer(),
-        tokenValidity: Type.Integer(),
-      }),
+      201: Type.Object(
+        {
+          type: Type.Literal('Success'),
+          factorID: Type.String(),
+          status: Type.Literal('pending'),
+          secretKey: Type.String({ description: 'Base32, 160 random bits. Shown here only: the service keeps it encrypted and never shows it again.' }),
+          otpURL: Type.String(),
+          QRCode: Type.String({ description: 'data:image/png;base64,… of exactly otpURL.' }),
+          expiresAt: Type.String({ format: 'date-time', description: 'Activate before this, or the factor is gone.' }),
+          profile: Type.String(),
+          algorithm: Type.String(),
+          tokenLength: Type.Integer(),
+          tokenValidity: Type.Integer(),
+        },
+        {
+          description: 'The pending factor with its secret (shown this once), its otpauth URL and a QR code of it.',
+          examples: [
+            {
+              type: 'Success',
+              factorID: 'fct_5b0c9e2a7d41f386',
+              status: 'pending',
+              secretKey: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP',
+              otpURL: 'otpauth://totp/Acme:alice%40example.com?secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Acme&algorithm=SHA1&digits=6&period=30',
+              QRCode: 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAPQAAAD0CAYAAACsLwv+…',
+              expiresAt: '2026-11-27T15:40:00.000Z',
+              profile: 'universal',
+              algorithm: 'SHA1',
+              tokenLength: 6,
+              tokenValidity: 30,
+            },
+          ],
+        },
+      ),
       ...errorResponses([
         'PATH_INVALID',
         'USER_ID_INVALID',
@@ -121,12 +149,40 @@ export const listSchema = {
   tags: ['factors'],
   params: userParams,
   response: {
-    200: Type.Object({
-      type: Type.Literal('Success'),
-      userID: Type.String(),
-      factors: Type.Array(factorView),
-      recoveryCodesLeft: Type.Integer({ description: 'Unused recovery codes.' }),
-    }),
+    200: Type.Object(
+      {
+        type: Type.Literal('Success'),
+        userID: Type.String(),
+        factors: Type.Array(factorView),
+        recoveryCodesLeft: Type.Integer({ description: 'Unused recovery codes.' }),
+      },
+      {
+        description: "The user's factors (never a secret) and how many recovery codes they have left.",
+        examples: [
+          {
+            type: 'Success',
+            userID: 'alice@example.com',
+            recoveryCodesLeft: 10,
+            factors: [
+              {
+                factorID: 'fct_5b0c9e2a7d41f386',
+                status: 'active',
+                label: 'Work phone',
+                applicationID: 'Acme',
+                profile: 'universal',
+                algorithm: 'SHA1',
+                tokenLength: 6,
+                tokenValidity: 30,
+                driftSteps: 0,
+                createdAt: '2026-11-27T15:30:00.000Z',
+                activatedAt: '2026-11-27T15:31:12.000Z',
+                expiresAt: null,
+              },
+            ],
+          },
+        ],
+      },
+    ),
     ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
   },
 }
@@ -162,14 +218,20 @@ export const activateSchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: factorParams,
-  body: Type.Object({ token }),
+  body: Type.Object({ token }, { examples: [{ token: '681916' }] }),
   response: {
-    200: Type.Object({
-      type: Type.Literal('Success'),
-      factorID: Type.String(),
-      status: Type.Literal('active'),
-      activatedAt: Type.String({ format: 'date-time' }),
-    }),
+    200: Type.Object(
+      {
+        type: Type.Literal('Success'),
+        factorID: Type.String(),
+        status: Type.Literal('active'),
+        activatedAt: Type.String({ format: 'date-time' }),
+      },
+      {
+        description: 'The factor is active: its codes verify the user from now on.',
+        examples: [{ type: 'Success', factorID: 'fct_5b0c9e2a7d41f386', status: 'active', activatedAt: '2026-11-27T15:31:12.000Z' }],
+      },
+    ),
     ...errorResponses([
       'PATH_INVALID',
       'USER_ID_INVALID',
@@ -193,9 +255,15 @@ export const verifySchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: userParams,
-  body: Type.Object({ token }),
+  body: Type.Object({ token }, { examples: [{ token: '681916' }] }),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String(), factorID: Type.String() }),
+    200: Type.Object(
+      { type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String(), factorID: Type.String() },
+      {
+        description: "The code is right for one of the user's active factors (named), and now used.",
+        examples: [{ type: 'Success', valid: true, message: 'OTP verified', factorID: 'fct_5b0c9e2a7d41f386' }],
+      },
+    ),
     ...errorResponses([
       'PATH_INVALID',
       'USER_ID_INVALID',
@@ -224,9 +292,18 @@ export const resyncSchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: factorParams,
-  body: Type.Object({ token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }) }),
+  body: Type.Object(
+    { token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }) },
+    { examples: [{ token: '681916', nextToken: '204518' }] },
+  ),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), factorID: Type.String(), driftSteps: Type.Integer(), driftSeconds: Type.Integer() }),
+    200: Type.Object(
+      { type: Type.Literal('Success'), factorID: Type.String(), driftSteps: Type.Integer(), driftSeconds: Type.Integer() },
+      {
+        description: "The device's clock drift, stored: its codes are checked at that offset from now on.",
+        examples: [{ type: 'Success', factorID: 'fct_5b0c9e2a7d41f386', driftSteps: -3, driftSeconds: -90 }],
+      },
+    ),
     ...errorResponses([
       'PATH_INVALID',
       'USER_ID_INVALID',
@@ -251,7 +328,13 @@ export const recoveryCodesSchema = {
   tags: ['factors'],
   params: userParams,
   response: {
-    201: Type.Object({ type: Type.Literal('Success'), recoveryCodes: Type.Array(Type.String(), { description: 'Ten codes like `k7qm-2xda-9fpe`.' }) }),
+    201: Type.Object(
+      { type: Type.Literal('Success'), recoveryCodes: Type.Array(Type.String(), { description: 'Ten codes like `k7qm-2xda-9fpe`.' }) },
+      {
+        description: 'Ten new recovery codes, shown this once; the earlier ones no longer work.',
+        examples: [{ type: 'Success', recoveryCodes: ['k7qm-2xda-9fpe', 'w3rt-8hbn-c2zq', 'p9fd-4kxe-m7ua', '…'] }],
+      },
+    ),
     ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
   },
 }
@@ -265,9 +348,18 @@ export const recoverSchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: userParams,
-  body: Type.Object({ code: Type.String({ minLength: 1, maxLength: 64, description: 'A recovery code; case, spaces and dashes do not matter.' }) }),
+  body: Type.Object(
+    { code: Type.String({ minLength: 1, maxLength: 64, description: 'A recovery code; case, spaces and dashes do not matter.' }) },
+    { examples: [{ code: 'k7qm-2xda-9fpe' }] },
+  ),
   response: {
-    200: Type.Object({ type: Type.Literal('Success'), valid: Type.Literal(true), recoveryCodesLeft: Type.Integer() }),
+    200: Type.Object(
+      { type: Type.Literal('Success'), valid: Type.Literal(true), recoveryCodesLeft: Type.Integer() },
+      {
+        description: 'The recovery code is right, and used up.',
+        examples: [{ type: 'Success', valid: true, recoveryCodesLeft: 9 }],
+      },
+    ),
     ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'RECOVERY_CODE_REQUIRED', 'RECOVERY_CODE_INVALID', 'USER_NOT_FOUND', 'OTP_LOCKED']),
   },
 }

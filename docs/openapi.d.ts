@@ -1543,8 +1543,8 @@ export interface operations {
                      *           "tokenLength": 6,
                      *           "tokenValidity": 30,
                      *           "driftSteps": 0,
-                     *           "createdAt": "2026-11-27T15:30:00.000Z",
-                     *           "activatedAt": "2026-11-27T15:31:12.000Z",
+                     *           "createdAt": "2026-11-23T09:20:01.000Z",
+                     *           "activatedAt": "2026-11-23T09:20:40.000Z",
                      *           "expiresAt": null
                      *         }
                      *       ]

@@ -6,6 +6,7 @@
  */
 import { Type } from 'typebox'
 import { ALGORITHMS } from '../../totp/otp.ts'
+import { FACTOR_EXAMPLE } from '../../totp/factors/schemas.ts'
 import { MAX_USER_CURSOR, MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
 
@@ -38,21 +39,6 @@ const totpUser = Type.Object(
     ],
   },
 )
-
-const FACTOR_EXAMPLE = {
-  factorID: 'fct_5b0c9e2a7d41f386',
-  status: 'active',
-  label: 'Work phone',
-  applicationID: 'Acme',
-  profile: 'universal',
-  algorithm: 'SHA1',
-  tokenLength: 6,
-  tokenValidity: 30,
-  driftSteps: 0,
-  createdAt: '2026-11-23T09:20:01.000Z',
-  activatedAt: '2026-11-23T09:20:40.000Z',
-  expiresAt: null,
-}
 
 const factor = Type.Object(
   {

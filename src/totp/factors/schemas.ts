@@ -26,6 +26,22 @@ const FORMS = ['application/x-www-form-urlencoded', 'application/json', 'multipa
 export const userFields: FieldRules = { userID: { invalid: 'USER_ID_INVALID' } }
 const withUser = (rules: FieldRules): FieldRules => ({ ...userFields, ...rules })
 
+/** A factor as the lists show it: the example of the public and the admin references. */
+export const FACTOR_EXAMPLE = {
+  factorID: 'fct_5b0c9e2a7d41f386',
+  status: 'active',
+  label: 'Work phone',
+  applicationID: 'Acme',
+  profile: 'universal',
+  algorithm: 'SHA1',
+  tokenLength: 6,
+  tokenValidity: 30,
+  driftSteps: 0,
+  createdAt: '2026-11-23T09:20:01.000Z',
+  activatedAt: '2026-11-23T09:20:40.000Z',
+  expiresAt: null,
+}
+
 const factorView = Type.Object({
   factorID: Type.String(),
   status: Type.String({ enum: ['pending', 'active'] }),
@@ -163,22 +179,7 @@ export const listSchema = {
             type: 'Success',
             userID: 'alice@example.com',
             recoveryCodesLeft: 10,
-            factors: [
-              {
-                factorID: 'fct_5b0c9e2a7d41f386',
-                status: 'active',
-                label: 'Work phone',
-                applicationID: 'Acme',
-                profile: 'universal',
-                algorithm: 'SHA1',
-                tokenLength: 6,
-                tokenValidity: 30,
-                driftSteps: 0,
-                createdAt: '2026-11-27T15:30:00.000Z',
-                activatedAt: '2026-11-27T15:31:12.000Z',
-                expiresAt: null,
-              },
-            ],
+            factors: [FACTOR_EXAMPLE],
           },
         ],
       },

@@ -5,7 +5,8 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { REFERENCE_CSS, REFERENCE_ICON, REFERENCE_JS, renderReference } from './reference.ts'
+import { REFERENCE_CSS, REFERENCE_JS, renderReference } from './reference.ts'
+import { ICON_SVG } from '../http/icon.ts'
 import type { Config } from '../config/config.ts'
 import { ERROR_SHAPES, errorTable } from '../errors/reference.ts'
 
@@ -90,7 +91,7 @@ export function serveReference(
     referenceHeaders(reply).type('text/css; charset=utf-8').send(REFERENCE_CSS),
   )
   app.get(`${path}/icon.svg`, { schema: { hide: true } }, async (_request, reply) =>
-    referenceHeaders(reply).type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(REFERENCE_ICON),
+    referenceHeaders(reply).type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(ICON_SVG),
   )
   app.get(`${path}/reference.js`, { schema: { hide: true } }, async (_request, reply) =>
     referenceHeaders(reply).type('text/javascript; charset=utf-8').send(REFERENCE_JS),

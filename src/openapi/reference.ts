@@ -394,9 +394,6 @@ document.addEventListener('DOMContentLoaded', () => {
 })
 `
 
-/** The page's icon: a tile of four squares, in the accent colour. */
-export const REFERENCE_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0b4f9c"/><path fill="#fff" d="M7 7h8v8H7zM17 7h8v8h-8zM7 17h8v8H7zM17 17h8v8h-8z" opacity=".92"/></svg>`
-
 /** The page's stylesheet: readable, with contrast above WCAG AA (4.5:1) everywhere. */
 export const REFERENCE_CSS = `
 :root { color-scheme: light; --ink: #1a1a1a; --muted: #4a4a4a; --line: #c8c8c8; --accent: #0b4f9c; --code: #f3f3f3; }

@@ -79,8 +79,16 @@ test('every portal page, signed out and signed in as an operator: no serious or 
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
   const refused: string[] = []
+  const missing: string[] = []
   page.on('console', (m) => {
     if (/Content Security Policy|Refused/i.test(m.text())) refused.push(`${page.url()}: ${m.text()}`)
+    // The browser's own requests (the icon) are seen only here; a page answered 4xx on purpose is not counted.
+    const from = m.location().url
+    if (/Failed to load resource/.test(m.text()) && from !== page.url()) missing.push(`${page.url()}: ${from} ${m.text()}`)
+  })
+  // Everything a page loads besides itself (stylesheet, scripts, its icon: without one the browser asks for /favicon.ico) is there.
+  page.on('response', (r) => {
+    if (r.request().resourceType() !== 'document' && r.status() >= 400) missing.push(`${page.url()}: ${r.status()} ${r.url()}`)
   })
   const findings: string[] = []
   const visit = async (path: string) => {
@@ -109,4 +117,5 @@ test('every portal page, signed out and signed in as an operator: no serious or 
 
   assert.deepEqual(findings, [])
   assert.deepEqual(refused, [])
+  assert.deepEqual(missing, [], 'no page asks for what is not there')
 })

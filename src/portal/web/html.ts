@@ -42,6 +42,7 @@ export function page({ title, user = null, nav = null, body }: PageOptions): str
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · Tessera developer portal</title>
+<link rel="icon" href="/portal/assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/portal/assets/portal.css">
 <meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}'>
 <script src="/portal/assets/htmx.min.js" defer></script>

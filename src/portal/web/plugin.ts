@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { parse as parseForm } from 'fast-querystring'
 import { html } from './html.ts'
 import { HTMX, PORTAL_CSS, PORTAL_JS } from './assets.ts'
+import { ICON_SVG } from '../../http/icon.ts'
 import type { Kit } from './kit.ts'
 import { notFound, sendPage } from './kit.ts'
 import { PasswordsBusy } from '../../services/users/passwords.ts'
@@ -113,6 +114,9 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
   )
   app.get('/assets/portal.js', { schema: { hide: true } }, async (_request, reply) =>
     reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(PORTAL_JS),
+  )
+  app.get('/assets/icon.svg', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(ICON_SVG),
   )
   app.get('/assets/htmx.min.js', { schema: { hide: true } }, async (_request, reply) =>
     reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(HTMX),

@@ -644,7 +644,7 @@ async function run(config: Config, services: Services, words: readonly string[],
 /**
  * usageOf gives the usage of the command `words` names (`key roll`: that entry; `key`: every key
  * command), not the whole page: an error should point at the one thing to fix. A command it does
- * not know gets the list of commands, one line each.
+ * not know gets one line that lists the commands.
  */
 export function usageOf(words: readonly string[]): string {
   // Entries start at two spaces of indent; their continuation lines are indented further.

@@ -89,6 +89,12 @@ let dropDatabase: (() => Promise<void>) | undefined
 if ('url' in postgres) {
   process.env.TEST_DATABASE_URL = postgres.url
   dropDatabase = postgres.drop
+  // Ctrl-C (or a SIGTERM) still drops the scratch database: the test processes stop with this one.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      void (postgres.drop?.() ?? Promise.resolve()).finally(() => process.exit(130))
+    })
+  }
   say(`PostgreSQL: ${postgres.url.replace(/\/\/[^@/]*@/, '//…@')}${postgres.drop ? ' (a scratch database for this run, dropped after)' : ''}`)
 } else say(`PostgreSQL: the PostgreSQL suites skip: ${postgres.why}`)
 if ('url' in redis) {

@@ -4,8 +4,9 @@
  * PostgreSQL and Redis. Each time it waits for /readyz and the image's own health check,
  * makes an account, its subscriptions and an API key with the CLI inside the container,
  * calls GET /totp/ping and converts a PDF, stops the container with SIGTERM (it must exit 0
- * within 10 s, saying so in its log), starts it again and calls ping with the same key: the
- * data was kept. It prints the image's size and how long each step took.
+ * within 10 s, saying so in its log), starts it again and calls ping with the same key, then
+ * replaces it by a new container on the same volume or database (an upgrade) and calls ping
+ * again: the data was kept. It prints the image's size and how long each step took.
  *
  * No container registry is reachable here, so the base image is made from Debian packages
  * (mmdebstrap) and Node 24 from the npm registry (base.Containerfile; ../shared/guide/CONTAINERS.md),
@@ -200,6 +201,14 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
     await ping(url, key, `${store}: ping after the restart`)
   })
   await step(`${store}: SIGTERM again`, () => stopCleanly(name))
+  // A restart keeps the container's own files; a new container (an upgrade) has only the volume or the database.
+  await step(`${store}: a new container on the same data, the same key answers`, async () => {
+    podman(['rm', '-f', name])
+    podman(run)
+    await waitReady(url, name)
+    await ping(url, key, `${store}: ping from a new container`)
+  })
+  await step(`${store}: SIGTERM, last`, () => stopCleanly(name))
   podman(['rm', '-f', '-v', name], { allowFailure: true })
 }
 

@@ -2,8 +2,10 @@
  * axe on every page of the portal, in chromium: signed out (the sign-in, sign-up, reset and
  * link pages, an error page) and signed in as an operator who owns an account with a key, a
  * member, an invitation, usage and audit events (every account page, the security pages and
- * every operator page). No serious or critical finding, no request refused by the CSP, and
- * each page has one h1 and a title that names it.
+ * every operator page). No serious or critical finding at 1280 px nor at 390 px, no request
+ * refused by the CSP, and each page has one h1 and a title that names it; the account's pages
+ * (a customer's, on a phone too) never scroll sideways at 390 px: wide tables scroll in their own
+ * region.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -31,9 +33,12 @@ const SIGNED_IN = [
   '/home',
   '/security',
   '/security/two-factor/setup',
+  '/accounts/:a/overview',
   '/accounts/:a/start',
   '/accounts/:a/keys',
   '/accounts/:a/keys?show=old',
+  '/accounts/:a/keys/:k',
+  '/accounts/:a/keys/:k/roll',
   '/accounts/:a/keys/:k/revoke',
   '/accounts/:a/subscriptions',
   '/accounts/:a/usage',
@@ -96,16 +101,21 @@ test('every portal page, signed out and signed in as an operator: no serious or 
     const res = await page.goto(url)
     assert.ok(res !== null && res.status() < 500, `${path}: ${res?.status()}`)
     await page.waitForLoadState('networkidle')
-    for (const v of await seriousViolations(page)) findings.push(`${path}: ${v}`)
     assert.equal(await page.locator('h1').count(), 1, `${path} has one h1`)
     assert.match(await page.title(), /^.+ · Tessera developer portal$/, `${path} has a title`)
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 })
+      for (const v of await seriousViolations(page)) findings.push(`${path} at ${width} px: ${v}`)
+      const scroll = await page.evaluate(() => document.documentElement.scrollWidth)
+      if (width === 390 && !path.startsWith('/operator') && scroll > width) findings.push(`${path} at 390 px: the page is ${scroll} px wide`)
+    }
   }
 
   for (const path of SIGNED_OUT) await visit(path)
   await page.goto(`${app.url}/portal/sign-in`)
   await page.getByLabel('Email').fill(op.email)
   await page.getByLabel('Password').fill(op.password)
-  await Promise.all([page.waitForURL(/\/portal\/home$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  await Promise.all([page.waitForURL(/\/portal\/(home|accounts\/[^/]+\/overview)$/), page.getByRole('button', { name: 'Sign in' }).click()])
   // An invitation pending, so that the team page shows that table too.
   await page.goto(`${app.url}/portal/accounts/${app.accountId}/team`)
   await page.getByLabel('Email', { exact: true }).fill('invitee@example.com')

@@ -1,10 +1,12 @@
 /**
  * The portal's whole journey in a real browser, as a customer makes it: sign up → the email
- * arrives at a real SMTP server → confirm → sign in → subscribe to TOTP in eu → create a key →
- * it is shown once → call /totp/ping with it → the usage page shows the call → roll with a
- * grace period → both keys work → revoke the old one → 403. Controls are found by their labels
- * and roles; axe checks every page. With UPDATE_SCREENSHOTS=1 the pages' screenshots are
- * written to docs/img/ (docs/portal.md shows them).
+ * arrives at a real SMTP server → confirm → the sign-in form with
+ * the address filled in, sign in → the account's overview → subscribe to TOTP in eu → create
+ * a key → it is shown once → call /totp/ping with it → the usage page and the overview show the
+ * call → roll, after a confirmation, with a grace period → both keys work → revoke the old one →
+ * 403. Controls are found by their labels and roles; axe checks every page at 1280 and 390 px.
+ * `npm run screenshots` (UPDATE_SCREENSHOTS=1) writes the pages' screenshots to docs/img/
+ * (docs/portal.md shows them).
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -18,12 +20,22 @@ import { messageTo, portalLinkOf, smtp } from '../support/smtp.ts'
 const skip = browserSkip()
 const SHOTS = process.env.UPDATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', '..', 'docs', 'img') : null
 
-/** look checks the page with axe and, when asked, keeps its screenshot. */
+/**
+ * look checks the page with axe at a desktop width and at a 390 px phone's (where nothing may
+ * scroll sideways but a table's own scroller), and, when asked, keeps the desktop screenshot.
+ */
 async function look(page: Page, name: string): Promise<void> {
-  assert.deepEqual(await seriousViolations(page), [], `axe on ${name}`)
+  assert.deepEqual(await seriousViolations(page), [], `axe on ${name} at 1280 px`)
   if (SHOTS !== null) {
     mkdirSync(SHOTS, { recursive: true })
     await page.screenshot({ path: join(SHOTS, `portal-${name}.png`), fullPage: true })
+  }
+  await page.setViewportSize({ width: 390, height: 844 })
+  try {
+    assert.deepEqual(await seriousViolations(page), [], `axe on ${name} at 390 px`)
+    assert.ok((await page.evaluate(() => document.documentElement.scrollWidth)) <= 390, `${name}: no sideways scrolling at 390 px`)
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 })
   }
 }
 
@@ -33,7 +45,7 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   const mail = await smtp(t)
   const app = await startApp(t, { SMTP_URL: mail.url, MAIL_FROM: 'Tessera <portal@tessera.test>', USAGE_FLUSH_MS: '100' })
   const browser = await openBrowser(t)
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } })
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.url })
   const page = await context.newPage()
   const refused: string[] = []
@@ -67,14 +79,17 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   await page.getByLabel('Your password').fill('a long enough passphrase')
   await page.getByRole('button', { name: 'Confirm my email address' }).click()
   await page.getByRole('status').filter({ hasText: 'Your email address is confirmed' }).waitFor()
+  assert.equal(await page.getByLabel('Email').inputValue(), 'grace@example.com', 'the address just confirmed is filled in')
 
-  // Sign in.
-  await page.getByLabel('Email').fill('grace@example.com')
+  // Sign in: the password is all there is to type; one account, so it lands on its overview.
   await page.getByLabel('Password').fill('a long enough passphrase')
   await look(page, 'sign-in')
   await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.getByRole('heading', { name: 'Your accounts' }).waitFor()
-  await page.getByRole('link', { name: 'Hopper Labs' }).click()
+  await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor()
+  assert.equal(new URL(page.url()).pathname.endsWith('/overview'), true)
+  assert.match(await page.locator('.account-name').innerText(), /Hopper Labs/)
+  assert.match(await page.locator('#attention').innerText(), /No active subscription/)
+  await tab('Getting started').click()
   await page.getByRole('heading', { level: 1 }).waitFor()
   await look(page, 'start')
 
@@ -114,9 +129,19 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   )
   await look(page, 'usage')
 
-  // Roll with a grace period: both keys work; revoke the old one: 403.
+  // The overview: the call today, the key in use, the subscription, nothing to attend to.
+  await tab('Overview').click()
+  assert.equal(await page.locator('#calls-today').innerText(), '1')
+  assert.match(await page.locator('#keys-in-use').innerText(), /^1\b/)
+  assert.match(await page.locator('#attention').innerText(), /^Nothing/)
+  await look(page, 'overview')
+
+  // Roll with a grace period, after a confirmation: both keys work; revoke the old one: 403.
   await tab('Keys').click()
-  await page.getByLabel('Grace for the old key when rolling backend').selectOption({ label: '1 hour' })
+  await page.getByRole('link', { name: 'Roll key backend' }).click()
+  await page.getByText('Roll key backend? A new key is made and shown once').waitFor()
+  await page.getByLabel('Grace for the old key').selectOption({ label: '1 hour' })
+  await look(page, 'roll')
   await page.getByRole('button', { name: 'Roll key backend' }).click()
   const rolled = (await page.locator('#new-key').innerText()).trim()
   assert.notEqual(rolled, key)
@@ -126,7 +151,7 @@ test('the whole journey: sign up, confirm by email, sign in, subscribe, create a
   await look(page, 'keys')
   // Two live keys called backend now: each control names its key by its last characters.
   const revokeOld = `Revoke key backend (ending in ${key.slice(-4)})`
-  await page.getByRole('button', { name: revokeOld }).click()
+  await page.getByRole('link', { name: revokeOld }).click()
   await page.getByRole('button', { name: revokeOld }).click()
   await page.getByRole('status').filter({ hasText: 'is revoked' }).waitFor()
   assert.equal(await ping(app.url, key), 403, 'revoked')

@@ -87,7 +87,9 @@ test('a new account from nothing to a first call: subscribe, create a key and co
   const row = page.getByRole('row', { name: /ci-deploy/ })
   assert.equal(await row.getByRole('cell', { name: 'TOTP; all regions' }).count(), 1)
   await checked('keys')
-  await page.getByLabel('Grace for the old key when rolling ci-deploy').selectOption({ label: '1 hour' })
+  await submit(page, 'link', 'Roll key ci-deploy')
+  await checked('the roll confirmation')
+  await page.getByLabel('Grace for the old key').selectOption({ label: '1 hour' })
   assert.equal(await submit(page, 'button', 'Roll key ci-deploy'), 201)
   const rolled = (await page.locator('.secret').innerText()).trim()
   assert.match(await page.getByText('keeps working until').innerText(), /UTC, then stops/)
@@ -96,7 +98,7 @@ test('a new account from nothing to a first call: subscribe, create a key and co
 
   // Revoke the new one, after the confirmation (two keys share the name now: told apart by their end)
   await submit(page, 'link', 'Back to the keys')
-  await submit(page, 'button', `Revoke key ci-deploy (ending in ${rolled.slice(-4)})`)
+  await submit(page, 'link', `Revoke key ci-deploy (ending in ${rolled.slice(-4)})`)
   assert.equal(await page.getByText(`Revoke key ci-deploy (ending in ${rolled.slice(-4)})? Calls with it will get 403 at once.`).count(), 1)
   await checked('the revoke confirmation')
   await submit(page, 'button', `Revoke key ci-deploy (ending in ${rolled.slice(-4)})`)
@@ -139,6 +141,14 @@ test('a viewer sees the keys and subscriptions with no control to change them; a
       .count(),
     0,
     'no control to change a key (finding keys is reading)',
+  )
+  assert.equal(
+    await page
+      .getByRole('link')
+      .filter({ hasText: /^(Roll|Revoke)/ })
+      .count(),
+    0,
+    'nor a link to one',
   )
   assert.deepEqual(await seriousViolations(page), [])
   await submit(page, 'link', 'Subscriptions')

@@ -89,7 +89,7 @@ test('sign in and out: a wrong password and an unknown email get the same answer
   assert.equal(await page.getByLabel('Password').inputValue(), '')
 
   await signIn('JANE@example.com', 'correct horse battery staple')
-  assert.match(page.url(), /\/portal\/home$/)
+  assert.match(page.url(), /\/portal\/(home|accounts\/[^/]+\/overview)$/, "a sign-in lands on the list of accounts, or on the one account's overview")
   assert.equal(await page.getByText('Signed in as Jane@Example.com').count(), 1)
   assert.deepEqual(await seriousViolations(page), [])
   const session = (await context.cookies()).find((c) => c.name === 'tessera_session')

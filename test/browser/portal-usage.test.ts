@@ -35,10 +35,11 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
   assert.ok((await chart.locator('canvas').count()) >= 1, 'uPlot drew the chart')
   assert.equal(
     await page
-      .getByRole('table', { name: /^Calls per day/ })
+      .getByRole('table', { name: /^Days with calls, .*; days without calls are left out$/ })
       .getByRole('row')
       .count(),
-    30 + 2,
+    // seedUsage's days within the last 30 (0, 1, 2, 6 and 29 days ago), the heading and the total.
+    5 + 2,
   )
   assert.equal(await page.getByRole('link', { name: 'Download usage as CSV' }).count(), 1)
   const perKey = page.getByRole('table', { name: /^Calls per key, last 30 days/ })
@@ -55,10 +56,11 @@ test('usage and audit pages in a browser: labelled controls, the chart drawn und
     .waitFor()
   assert.equal(
     await page
-      .getByRole('table', { name: /^Calls per day/ })
+      .getByRole('table', { name: /^Days with calls/ })
       .getByRole('row')
       .count(),
-    90 + 2,
+    // 0, 1, 2, 6, 29, 30, 45 and 89 days ago.
+    8 + 2,
   )
 
   // Without htmx the per-key table is a page of its own: the same table, reachable by its link.

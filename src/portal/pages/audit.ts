@@ -11,6 +11,7 @@ import type { InAccount, Kit } from '../web/kit.ts'
 import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { CursorError } from '../../domain/errors.ts'
 import type { AuditEvent } from '../../domain/accounts.ts'
+import { EVENT_TYPES } from '../../domain/events.ts'
 
 /** Events a page. */
 export const PAGE_SIZE = 50
@@ -42,13 +43,14 @@ const KNOWN_ACTIONS = [
   'user.sign-out',
   'user.recovery-codes',
   'user.password-check',
+  ...EVENT_TYPES,
 ]
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
 table.audit td { font-size: .95rem; }
-table.audit td code { word-break: break-word; }
-table.audit td.action code { white-space: nowrap; word-break: normal; }
+table.audit td code { white-space: nowrap; }
+table.audit td.detail code { white-space: normal; }
 nav.pager ul { display: flex; gap: 1.5rem; list-style: none; padding: 0; }
 `
 
@@ -86,7 +88,7 @@ function row(event: AuditEvent, names: ReadonlyMap<string, string>): Html {
 <td>${event.target.type} <code>${event.target.id}</code></td>
 <td><span class="badge ${event.outcome === 'success' ? 'ok' : 'bad'}">${event.outcome}</span></td>
 <td>${event.ip ?? '—'}</td>
-<td>${detail === '' ? '—' : html`<code>${detail}</code>`}</td>
+<td class="detail">${detail === '' ? '—' : html`<code>${detail}</code>`}</td>
 </tr>`
 }
 
@@ -138,11 +140,11 @@ ${action === '' ? '' : html`<a href="${base}">Show all actions</a>`}
 ${
   page.items.length === 0
     ? html`<p role="status">${cursor === '' ? (action === '' ? 'No events yet.' : `No ${action} events.`) : 'No older events.'}</p>`
-    : html`<table class="audit">
-<caption>${action === '' ? 'Events' : html`<code>${action}</code> events`}${cursor === '' ? ', newest first' : ', older'}</caption>
+    : html`<div class="scroll" role="region" aria-labelledby="events-caption" tabindex="0"><table class="audit">
+<caption id="events-caption">${action === '' ? 'Events' : html`<code>${action}</code> events`}${cursor === '' ? ', newest first' : ', older'}</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Source IP</th><th scope="col">Detail</th></tr></thead>
 <tbody>${page.items.map((e) => row(e, names))}</tbody>
-</table>`
+</table></div>`
 }
 ${
   older === null && latest === null

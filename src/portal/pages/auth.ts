@@ -23,7 +23,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../web/html.ts'
 import type { Kit } from '../web/kit.ts'
-import { actorOf, formField, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from '../web/kit.ts'
+import { actorOf, formField, LANDING, originsOf, preSessionCsrf, sendPage, sessionOf, signedOutFormOk } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
 import type { User } from '../../domain/portal.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
@@ -45,7 +45,7 @@ import {
 
 export { checkEmail }
 
-const HOME = '/portal/home'
+const HOME = LANDING
 /** Where `next` is resolved: any origin will do, only that it stays this one is checked. */
 const PLACE = 'http://portal.invalid'
 
@@ -162,15 +162,19 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
 }
 
 /** signInForm: the sign-in form, with what was typed and what went wrong or is to be said. */
-function signInForm(s: Shared, csrf: string, opts: { email?: string; error?: string | null; notice?: string | null; next?: string } = {}): Html {
+function signInForm(
+  s: Shared,
+  csrf: string,
+  opts: { email?: string; error?: string | null; notice?: string | null; next?: string; focusPassword?: boolean } = {},
+): Html {
   const { config, csrfInput } = s
   return html`
 ${notice(opts.notice ?? null)}${alert(opts.error ?? null)}
 <form method="post" action="/portal/sign-in">
 ${csrfInput(csrf)}
-${opts.next && opts.next !== '/portal/home' ? html`<input type="hidden" name="next" value="${opts.next}">` : ''}
+${opts.next && opts.next !== HOME ? html`<input type="hidden" name="next" value="${opts.next}">` : ''}
 ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username', value: opts.email ?? '' })}
-${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'current-password', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"` })}
+${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'current-password', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"${opts.focusPassword === true ? html` autofocus` : ''}` })}
 <button type="submit">Sign in</button>
 </form>
 <p>${config.signupMode === 'closed' ? 'New here? Ask an account owner for an invitation.' : html`No account yet? <a href="/portal/sign-up">Sign up</a>.`} <a href="/portal/reset">Forgot your password?</a></p>`
@@ -233,7 +237,7 @@ async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): 
     setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),
     setCookie(PRESESSION_COOKIE, '', secure, 0),
   ])
-  return reply.redirect(twoFactor ? `/portal/two-factor${next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
+  return reply.redirect(twoFactor ? `/portal/two-factor${next === HOME ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
 }
 
 /** signInPages: signing in and out. */
@@ -386,7 +390,12 @@ ${field({ id: 'password', label: 'Your password', type: 'password', autocomplete
         body: html`<p role="status">Thank you: your address is confirmed. An operator approves each new account; we will email you when yours is ready.</p>`,
       })
     }
-    return reply.redirect('/portal/sign-in?notice=confirmed', 303)
+    // The sign-in form itself, with the address just confirmed filled in (not in a URL, where logs
+    // and history would keep it), the password next: the user types it a second time, nothing more.
+    return sendPage(kit, reply, {
+      title: 'Sign in',
+      body: signInForm(s, formCsrf(request, reply), { email: confirmed.user.email, notice: SIGN_IN_NOTICES.confirmed!, focusPassword: true }),
+    })
   })
 
   /** notifyOperators tells every operator that a confirmed sign-up waits for them. */

@@ -1,19 +1,24 @@
 /**
- * The portal's home: the accounts the signed-in user belongs to (one leads straight to its
- * getting-started page), and a form to create another, of which the user is the owner.
+ * The portal's home: the landing (a user with one account lands in its overview, as in the
+ * consoles people know; anyone else on the list), the list of the accounts the signed-in user
+ * belongs to, and a form to create another, of which the user is the owner.
  */
 import type { FastifyInstance } from 'fastify'
 import { html } from '../web/html.ts'
 import type { Kit } from '../web/kit.ts'
-import { actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
+import { accountBadge, actorOf, caller, csrfField, formExpired, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
+import { accountPath } from '../web/labels.ts'
 
 export default async function homePages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { team, accounts } = kit
 
-  app.get('/', { schema: { hide: true } }, async (request, reply) =>
-    reply.redirect((await sessionOf(kit, request)) === null ? '/portal/sign-in' : '/portal/home', 303),
-  )
+  app.get('/', { schema: { hide: true } }, async (request, reply) => {
+    const current = await sessionOf(kit, request)
+    if (current === null) return reply.redirect('/portal/sign-in', 303)
+    const memberships = await team.memberships(current.user.id)
+    return reply.redirect(memberships.length === 1 ? accountPath(memberships[0]!.accountId, 'overview') : '/portal/home', 303)
+  })
 
   app.get('/home', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = caller(request)
@@ -30,7 +35,7 @@ ${
 <table>
 <caption>Accounts you belong to</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">Your role</th><th scope="col">Status</th></tr></thead>
-<tbody>${memberships.map((m) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(m.accountId)}/start">${m.accountName}</a></td><td>${m.role}</td><td>${m.accountStatus}</td></tr>`)}</tbody>
+<tbody>${memberships.map((m) => html`<tr><td><a href="${accountPath(m.accountId, 'overview')}">${m.accountName}</a></td><td>${m.role}</td><td>${accountBadge(m.accountStatus)}</td></tr>`)}</tbody>
 </table>`
 }
 <h2>Create an account</h2>
@@ -62,6 +67,6 @@ ${csrfField(kit, current)}
   })
 
   app.get<{ Params: { accountId: string } }>('/accounts/:accountId', { schema: { hide: true } }, async (request, reply) =>
-    reply.redirect(`/portal/accounts/${encodeURIComponent(request.params.accountId)}/start`, 303),
+    reply.redirect(accountPath(request.params.accountId, 'overview'), 303),
   )
 }

@@ -6,7 +6,7 @@
  */
 import { DEFAULT_ROLL_GRACE_SECONDS, type ApiKeyInfo } from '../../domain/accounts.ts'
 import { GROUPS, REGIONS } from '../../domain/regions.ts'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import { GROUP_NAMES, when } from '../web/labels.ts'
 
 export type KeyState = 'active' | 'expiring' | 'expired' | 'revoked'
@@ -32,8 +32,6 @@ export const GRACES: readonly (readonly [number, string])[] = [
   [86_400, '24 hours'],
   [604_800, '7 days'],
 ]
-/** The grace options, made once: a thousand rows share them. */
-const GRACE_OPTIONS = html`${GRACES.map(([s, words]) => html`<option value="${s}"${s === DEFAULT_ROLL_GRACE_SECONDS ? html` selected` : ''}>${words}</option>`)}`
 
 /** The expiries the create form offers, in days (`date`: the date field). */
 export const EXPIRIES: readonly (readonly [string, string])[] = [
@@ -106,30 +104,32 @@ function expiryCell(key: ApiKeyInfo, state: KeyState): Html | string {
   return when(key.expiresAt)
 }
 
+/**
+ * actions: a key's actions in the list, as links to their confirmation pages (a form per row,
+ * each with its grace drop-down, did not scale to a page of fifty keys, and rolled unasked).
+ */
 function actions(view: ListView, key: ApiKeyInfo, state: KeyState, label: string): Html {
   const path = `${view.base}/${encodeURIComponent(key.id)}`
-  const roll =
-    state !== 'active'
-      ? ''
-      : html`<form method="post" action="${path}/roll" class="row">${view.csrf}<div><label for="grace-${key.id}">Grace<span class="visually-hidden"> for the old key when rolling ${label}</span></label>
-<select id="grace-${key.id}" name="grace">${GRACE_OPTIONS}</select></div>
-<button type="submit" class="secondary">Roll key ${label}</button></form>`
-  return html`<td>${roll}<form method="get" action="${path}/revoke" class="inline"><button type="submit" class="danger">Revoke key ${label}</button></form></td>`
+  return html`<td class="actions">${state === 'active' ? html`<a href="${path}/roll">Roll<span class="visually-hidden"> key ${label}</span></a> ` : ''}<a href="${path}/revoke" class="danger">Revoke<span class="visually-hidden"> key ${label}</span></a></td>`
 }
 
 function row(view: ListView, key: ApiKeyInfo, state: KeyState, shared: ReadonlySet<string>, live: boolean): Html {
   const label = keyLabel(key, shared)
   const used = key.lastUsedAt === null ? 'never' : html`${when(key.lastUsedAt)}${key.lastUsedRegion === null ? '' : ` in ${key.lastUsedRegion}`}`
-  return html`<tr><th scope="row">${key.name === '' ? html`<span class="hint">(no name)</span>` : key.name}</th><td><code>…${key.hint}</code></td><td>${when(key.createdAt)}</td><td>${used}</td><td>${expiryCell(key, state)}</td><td>${scopeText(key)}</td><td>${BADGE[state]}</td>${live && view.csrf !== null ? actions(view, key, state, label) : ''}</tr>`
+  const name = key.name === '' ? html`<span class="hint">(no name)</span>` : key.name
+  return html`<tr><th scope="row"><a href="${view.base}/${encodeURIComponent(key.id)}">${name}<span class="visually-hidden">, key ending in ${key.hint}</span></a></th><td><code class="id">…${key.hint}</code></td><td>${when(key.createdAt)}</td><td>${used}</td><td>${expiryCell(key, state)}</td><td>${scopeText(key)}</td><td>${BADGE[state]}</td>${live && view.csrf !== null ? actions(view, key, state, label) : ''}</tr>`
 }
 
 function table(view: ListView, caption: string, keys: readonly (readonly [ApiKeyInfo, KeyState])[], shared: ReadonlySet<string>, live: boolean): Html {
   const acting = live && view.csrf !== null
-  return html`<table class="keys">
+  return wide(
+    caption,
+    html`<table class="keys">
 <caption>${caption}</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Scope</th><th scope="col">State</th>${acting ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${keys.map(([k, state]) => row(view, k, state, shared, live))}</tbody>
-</table>`
+</table>`,
+  )
 }
 
 /** keyList: a page of the keys in use (active, then in their grace) or of the expired and revoked ones, newest first, with the filter and the pages. */
@@ -268,6 +268,53 @@ ${oldWords}
 <p><button type="button" data-copy="new-key" hidden>Copy key</button> <span role="status" id="new-key-status"></span></p>
 <p>Send it in the <code>x-api-key</code> header of each call.</p>
 <p><a href="${keysPath}">Back to the keys</a></p>`
+}
+
+/** keyDetails: everything known of one key, and what may be done with it (`acting`: the caller may roll and revoke). */
+export function keyDetails(
+  keysPath: string,
+  key: ApiKeyInfo,
+  nowMs: number,
+  acting: boolean,
+  related: { from: ApiKeyInfo | null; to: ApiKeyInfo | null },
+): Html {
+  const state = keyState(key, nowMs)
+  const path = `${keysPath}/${encodeURIComponent(key.id)}`
+  const link = (k: ApiKeyInfo) => html`<a href="${keysPath}/${encodeURIComponent(k.id)}">${fullLabel(k)}</a>`
+  const used = key.lastUsedAt === null ? 'never' : html`${when(key.lastUsedAt)}${key.lastUsedRegion === null ? '' : ` in ${key.lastUsedRegion}`}`
+  return html`<dl class="facts">
+<dt>State</dt><dd>${BADGE[state]}</dd>
+<dt>Name</dt><dd>${key.name === '' ? html`<span class="hint">(no name)</span>` : key.name}</dd>
+<dt>Key</dt><dd><code class="id">…${key.hint}</code> <span class="hint">(its last characters: the key itself was shown once)</span></dd>
+<dt>ID</dt><dd><code class="id">${key.id}</code></dd>
+<dt>Created</dt><dd>${when(key.createdAt)}</dd>
+<dt>Last used</dt><dd>${used}</dd>
+<dt>${state === 'revoked' ? 'Revoked' : state === 'expiring' ? 'Grace ends' : 'Expires'}</dt><dd>${state === 'revoked' ? when(key.revokedAt) : when(key.expiresAt)}</dd>
+<dt>Scope</dt><dd>${scopeText(key)}</dd>
+${related.to === null ? '' : html`<dt>Rolled to</dt><dd>${link(related.to)}</dd>`}
+${related.from === null ? '' : html`<dt>Rolled from</dt><dd>${link(related.from)}</dd>`}
+</dl>
+${
+  !acting || state === 'revoked' || state === 'expired'
+    ? ''
+    : html`<h2>Actions</h2><ul class="menu">
+${state === 'active' ? html`<li><a href="${path}/roll">Roll key ${fullLabel(key)}</a></li>` : ''}
+<li><a href="${path}/revoke" class="danger">Revoke key ${fullLabel(key)}</a></li>
+</ul>`
+}
+<p><a href="${keysPath}">Back to the keys</a></p>`
+}
+
+/** confirmRoll: the question asked before a key is rolled, with the grace its old key keeps (`grace`: the one chosen). */
+export function confirmRoll(path: string, csrf: Html, label: string, keysPath: string, grace: number = DEFAULT_ROLL_GRACE_SECONDS): Html {
+  return html`<p>Roll key ${label}? A new key is made and shown once; the old key keeps working for the grace you choose, then stops, so that your clients can move to the new one.</p>
+<form method="post" action="${path}">
+${csrf}
+<input type="hidden" name="confirm" value="1">
+<label for="grace">Grace for the old key</label>
+<select id="grace" name="grace">${GRACES.map(([s, words]) => html`<option value="${s}"${s === grace ? html` selected` : ''}>${words}</option>`)}</select>
+<div class="row"><button type="submit">Roll key ${label}</button> <a href="${keysPath}">Keep it: back to the keys</a></div>
+</form>`
 }
 
 /** confirmRevoke: the question asked before a key is revoked. */

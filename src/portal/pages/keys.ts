@@ -1,6 +1,7 @@
 /**
- * The keys of an account: listed to its viewers; created, rolled and revoked by its
- * developers (and up) through the accounts layer, which writes the audit events. A new key
+ * The keys of an account: listed to its viewers, a page per key; created, rolled and revoked
+ * (each change after a confirmation page) by its developers (and up) through the accounts
+ * layer, which writes the audit events. A new key
  * is shown once, in the answer to the post that made it (a `no-store` page): never in a
  * URL, a redirect, a cookie or the log, as unkey's portal does.
  */
@@ -14,12 +15,14 @@ import type { ApiKeyInfo } from '../../domain/accounts.ts'
 import { accountPath } from '../web/labels.ts'
 import {
   confirmRevoke,
+  confirmRoll,
   createForm,
   EMPTY_FORM,
   EXPIRIES,
   fullLabel,
   GRACES,
   keyLabel,
+  keyDetails,
   keyList,
   keyState,
   liveKeys,
@@ -32,8 +35,13 @@ import {
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
-table.keys td form.row { margin-bottom: .4rem; }
-table.keys td form.inline button { margin-top: .2rem; }
+table.keys td.actions { white-space: nowrap; }
+table.keys td.actions a + a { margin-left: .75rem; }
+a.danger { color: var(--danger); }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .4rem 1.5rem; }
+dl.facts dt { font-weight: 600; }
+dl.facts dd { margin: 0; }
+div.row { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; }
 fieldset .choices { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; }
 fieldset .choices label { font-weight: 400; margin-left: .3rem; }
 details > summary { cursor: pointer; font-weight: 700; margin: 1rem 0 .5rem; }
@@ -179,7 +187,47 @@ async function createKey(kit: Kit, request: FastifyRequest<{ Params: { accountId
   return shown(kit, reply, who, 'Key created', made)
 }
 
-/** POST roll: a new key in place of this one, which keeps working for the grace chosen. */
+/** GET key: one key, all that is known of it, and its actions. */
+async function keyPage(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const key = await keyOf(kit, request, reply, who)
+  if (key === null) return reply
+  const [to, from] = await Promise.all([
+    key.rolledTo === null ? null : kit.accounts.getKey(key.rolledTo),
+    // The key this one replaced: found among the account's keys (one read, as the list page does).
+    kit.accounts.listKeys(who.account.id).then((keys) => keys.find((k) => k.rolledTo === key.id) ?? null),
+  ])
+  return sendPage(kit, reply, {
+    title: `Key ${fullLabel(key)}`,
+    current: who,
+    account: keysNav(who),
+    body: keyDetails(accountPath(who.account.id, 'keys'), key, kit.now(), atLeast(who.role, 'developer'), { from, to }),
+  })
+}
+
+/** askToRoll: the confirmation, with the grace chosen (the default one first). */
+async function askToRoll(kit: Kit, reply: FastifyReply, who: InAccount, key: ApiKeyInfo, grace?: number): Promise<FastifyReply> {
+  const keysPath = accountPath(who.account.id, 'keys')
+  if (keyState(key, kit.now()) !== 'active')
+    return refused(kit, reply, who, 'Roll a key', { failure: 'conflict', message: `key ${fullLabel(key)} is revoked, expired or rolled already` })
+  const shared = sharedNames(liveKeys(await kit.accounts.listKeys(who.account.id), kit.now()))
+  return sendPage(kit, reply, {
+    title: 'Roll a key',
+    current: who,
+    account: keysNav(who),
+    body: confirmRoll(`${keysPath}/${encodeURIComponent(key.id)}/roll`, csrfField(kit, who), keyLabel(key, shared), keysPath, grace),
+  })
+}
+
+/** GET roll: the confirmation page. */
+async function rollPage(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>, reply: FastifyReply): Promise<FastifyReply> {
+  const who = whoIn(request)
+  const key = await keyOf(kit, request, reply, who)
+  if (key === null) return reply
+  return askToRoll(kit, reply, who, key)
+}
+
+/** POST roll: a new key in place of this one, which keeps working for the grace chosen; only the confirmation's post rolls. */
 async function rollKey(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>, reply: FastifyReply): Promise<FastifyReply> {
   const who = whoIn(request)
   if (!formOk(kit, request, who)) return formExpired(kit, reply, who, accountPath(who.account.id, 'keys'))
@@ -188,6 +236,7 @@ async function rollKey(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>,
   const grace = GRACES.find(([s]) => String(s) === formField(request, 'grace'))
   if (grace === undefined)
     return refused(kit, reply, who, 'Key not rolled', { failure: 'invalid', message: `choose a grace of ${GRACES.map(([, w]) => w).join(', ')}` })
+  if (formField(request, 'confirm') !== '1') return askToRoll(kit, reply, who, key, grace[0])
   const rolled = await kit.accounts.rollKey(actorOf(who, request), key.id, { graceSeconds: grace[0] })
   if (isFailure(rolled)) return refused(kit, reply, who, 'Key not rolled', rolled)
   return shown(kit, reply, who, 'Key rolled', rolled)
@@ -217,6 +266,8 @@ async function revokeKey(kit: Kit, request: FastifyRequest<{ Params: KeyParams }
 export default async function keysPages(app: FastifyInstance, kit: Kit): Promise<void> {
   app.get<ListQuery>('/accounts/:accountId/keys', pageRoute(kit, 'viewer'), (request, reply) => listKeys(kit, request, reply))
   app.post<{ Params: { accountId: string } }>('/accounts/:accountId/keys', pageRoute(kit, 'developer'), (request, reply) => createKey(kit, request, reply))
+  app.get<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId', pageRoute(kit, 'viewer'), (request, reply) => keyPage(kit, request, reply))
+  app.get<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/roll', pageRoute(kit, 'developer'), (request, reply) => rollPage(kit, request, reply))
   app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/roll', pageRoute(kit, 'developer'), (request, reply) => rollKey(kit, request, reply))
   app.get<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', pageRoute(kit, 'developer'), (request, reply) => revokePage(kit, request, reply))
   app.post<{ Params: KeyParams }>('/accounts/:accountId/keys/:keyId/revoke', pageRoute(kit, 'developer'), (request, reply) => revokeKey(kit, request, reply))

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html } from '../web/html.ts'
 import type { Current, Kit } from '../web/kit.ts'
-import { caller, formField, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
+import { caller, formField, LANDING, formOk, pageRoute, sendPage, sessionOf } from '../web/kit.ts'
 import { safeNext } from './auth.ts'
 import { csrfToken, SESSION_COOKIE, setCookie } from '../web/session.ts'
 import { RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
@@ -17,13 +17,13 @@ import { field, type Problem } from './security-form.ts'
 const iso = (ms: number) => new Date(ms).toISOString()
 
 /** `?next=` for a page that leads on to `next` (nothing for the home page). */
-const nextQuery = (next: string) => (next === '/portal/home' ? '' : `?next=${encodeURIComponent(next)}`)
+const nextQuery = (next: string) => (next === LANDING ? '' : `?next=${encodeURIComponent(next)}`)
 
 /** The page of the second step: a code from the app, or a recovery code; and a way out. */
 function stepPage(kit: Kit, reply: FastifyReply, current: Current, next: string, problem: Problem | null = null): FastifyReply {
   const problems = problem ? [problem] : []
   const csrf = html`<input type="hidden" name="_csrf" value="${csrfToken(kit.pepper, current.session.idHash)}">`
-  const keepNext = next === '/portal/home' ? '' : html`<input type="hidden" name="next" value="${next}">`
+  const keepNext = next === LANDING ? '' : html`<input type="hidden" name="next" value="${next}">`
   return sendPage(kit, reply, {
     title: 'Two-factor sign-in',
     status: problem?.status ?? 200,

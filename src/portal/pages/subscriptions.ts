@@ -6,7 +6,7 @@
  * a subscription in a region is what lets the account's keys call that region's base URL.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
@@ -28,6 +28,9 @@ const BADGE: Readonly<Record<Cell, Html>> = {
   inactive: html`<span class="badge off">not subscribed</span>`,
   'not-served': html`<span class="badge off">not offered in this region</span>`,
 }
+
+/** subscriptionBadge: a subscription's status, as every page shows it. */
+export const subscriptionBadge = (status: SubscriptionStatus): Html => BADGE[status]
 
 /** What a developer may do with a cell, and what the status becomes: `subscribe` depends on SUBSCRIPTION_APPROVAL. */
 const ACTIONS: Readonly<Record<SubscriptionStatus, { readonly action: string; readonly words: (g: string, r: string) => string; readonly style: string }>> = {
@@ -78,11 +81,14 @@ export default async function subscriptionsPages(app: FastifyInstance, kit: Kit)
           ? 'On this service an operator approves each subscription: one you ask for shows as pending approval, and calls are refused until it is active. Cancelling takes effect at once.'
           : 'A subscription starts at once, and cancelling takes effect at once.'
       }</p>
-<table class="subscriptions">
+${wide(
+  `Subscriptions of ${who.account.name}`,
+  html`<table class="subscriptions">
 <caption>Subscriptions of ${who.account.name}, by API group and region</caption>
 <thead><tr><th scope="col">API group</th>${REGIONS.map(regionHeader)}</tr></thead>
 <tbody>${GROUPS.map((g) => html`<tr><th scope="row">${GROUP_NAMES[g]}</th>${REGIONS.map((r) => cell(who, csrf, subs, r, g))}</tr>`)}</tbody>
-</table>
+</table>`,
+)}
 ${csrf === null ? html`<p>Your role (${who.role}) lets you see the subscriptions; a developer, admin or owner of the account changes them.</p>` : ''}
 <p>Next: <a href="${accountPath(who.account.id, 'keys')}">create a key</a>, then <a href="${accountPath(who.account.id, 'start')}">make a first call</a>.</p>`,
     })

@@ -6,7 +6,7 @@
  * them and words its refusals. Accepting an invitation is in invitations.ts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { actorOf, atLeast, csrfField, formExpired, formField, formOk, pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import type { Member, Role } from '../../domain/portal.ts'
@@ -109,19 +109,25 @@ async function render(kit: Kit, reply: FastifyReply, ctx: InAccount, said: Said 
     account: { id: ctx.account.id, name: ctx.account.name, here: 'team' },
     body: html`
 ${said.notice ? html`<p class="notice" role="status">${said.notice}</p>` : ''}${said.error ? html`<p class="error" role="alert">${said.error}</p>` : ''}
-<table>
+${wide(
+  `Members of ${ctx.account.name}`,
+  html`<table>
 <caption>Members of ${ctx.account.name}</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Member since</th>${admin ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${members.map((m, i) => memberRow(kit, ctx, m, i))}</tbody>
-</table>
+</table>`,
+)}
 ${
   invites.length === 0
     ? html`<p>No invitation is pending.</p>`
-    : html`<table>
+    : wide(
+        'Pending invitations',
+        html`<table>
 <caption>Pending invitations</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Expires</th>${admin ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${invites.map((t) => html`<tr><th scope="row">${t.email}</th><td>${t.role ?? ''}</td><td>${minute(t.expiresAt)}</td>${admin ? html`<td>${cancel(t.email)}</td>` : ''}</tr>`)}</tbody>
-</table>`
+</table>`,
+      )
 }
 ${admin ? inviteForm(kit, ctx, said) : html`<p>Admins and owners of ${ctx.account.name} invite members and change their roles.</p>`}
 ${leaveSection(kit, ctx, members)}`,

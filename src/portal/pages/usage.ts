@@ -11,7 +11,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
@@ -122,12 +122,15 @@ const totalsCells = (t: Totals) =>
 /** totalsTable: rows of totals, and their sum (`partial`: the rows are one page of many, and have none). */
 function totalsTable(caption: string, first: string, rows: readonly (readonly [Html | string, Totals])[], empty: string, partial = false): Html {
   const total = sum(rows.map(([, t]) => t))
-  return html`<table>
+  return wide(
+    caption,
+    html`<table>
 <caption>${caption}</caption>
 <thead><tr><th scope="col">${first}</th>${GROUPS.map((g) => html`<th scope="col" class="num">${GROUP_NAMES[g]} calls</th>`)}<th scope="col" class="num">Calls</th><th scope="col" class="num">Units</th></tr></thead>
 <tbody>${rows.length === 0 ? html`<tr><td colspan="${GROUPS.length + 3}">${empty}</td></tr>` : rows.map(([head, t]) => html`<tr><th scope="row">${head}</th>${totalsCells(t)}</tr>`)}</tbody>
 ${partial ? '' : html`<tfoot><tr><th scope="row">Total</th>${totalsCells(total)}</tr></tfoot>`}
-</table>`
+</table>`,
+  )
 }
 
 /** planSection: the plan's limits, and how much of the current quota window is used. */
@@ -205,7 +208,12 @@ ${csvLink('key', 'Download usage by key as CSV')}
 </ul>
 ${planSection(plan.plan, plan.own, used, kit.config.usageFlushMs)}
 <h2>Tables</h2>
-${totalsTable(`Calls per day, ${from} to ${to} (UTC)`, 'Day', dayRows, 'No calls.')}
+${totalsTable(
+  `Days with calls, ${from} to ${to} (UTC); days without calls are left out`,
+  'Day',
+  dayRows.filter(([, t]) => t.count > 0),
+  'No calls in this period.',
+)}
 ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No calls in this period.')}
 <div id="keys-usage"><p><a href="${base}/usage/keys?days=${days}" hx-get="${base}/usage/keys?days=${days}" hx-trigger="load" hx-select="#keys-usage" hx-target="#keys-usage" hx-swap="outerHTML">Calls per key, last ${days} days</a></p></div>`,
   })

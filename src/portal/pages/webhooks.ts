@@ -5,7 +5,7 @@
  * service, which writes the audit events. Plain forms: nothing here needs a script.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { actorOf, csrfField, formExpired, formField, formOk, notFound, pageRoute, refusedPage, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure, type Failure } from '../../services/outcome.ts'
@@ -14,7 +14,8 @@ import type { WebhookDelivery, WebhookEndpoint } from '../../domain/webhooks.ts'
 import { accountPath } from '../web/labels.ts'
 
 export const css = `
-table.webhooks td { word-break: break-all; }
+table.webhooks td { overflow-wrap: anywhere; }
+table.webhooks td code { white-space: nowrap; }
 fieldset.types .choices { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; }
 fieldset.types label { font-weight: 400; margin-left: .3rem; }
 pre.secret { white-space: pre-wrap; word-break: break-all; }
@@ -27,13 +28,16 @@ const typesOf = (e: WebhookEndpoint): string => (e.eventTypes === null ? 'every 
 
 function endpointList(base: string, endpoints: readonly WebhookEndpoint[]): Html {
   if (endpoints.length === 0) return html`<p>No endpoint yet: events are recorded in the audit trail only.</p>`
-  return html`<table class="webhooks"><caption>Endpoints</caption>
+  return wide(
+    'Endpoints',
+    html`<table class="webhooks"><caption>Endpoints</caption>
 <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Added</th><th scope="col">Actions</th></tr></thead>
 <tbody>${endpoints.map(
-    (e) => html`<tr><td>${e.url}</td><td>${typesOf(e)}</td><td>${e.createdAt.slice(0, 16).replace('T', ' ')} UTC</td>
+      (e) => html`<tr><td>${e.url}</td><td>${typesOf(e)}</td><td>${e.createdAt.slice(0, 16).replace('T', ' ')} UTC</td>
 <td><a href="${base}/${encodeURIComponent(e.id)}/deliveries">Deliveries<span class="visually-hidden"> to ${e.url}</span></a>
 · <a href="${base}/${encodeURIComponent(e.id)}/delete">Delete<span class="visually-hidden"> ${e.url}</span></a></td></tr>`,
-  )}</tbody></table>`
+    )}</tbody></table>`,
+  )
 }
 
 function createForm(base: string, csrf: Html, url: string, types: readonly string[], problem: string | null): Html {
@@ -51,14 +55,17 @@ ${EVENT_TYPES.map((t, i) => html`<span><input type="checkbox" id="type-${i}" nam
 
 function deliveryTable(deliveries: readonly WebhookDelivery[], resendBase: string, csrf: Html): Html {
   if (deliveries.length === 0) return html`<p>No delivery yet.</p>`
-  return html`<table class="webhooks"><caption>Deliveries, newest event first</caption>
+  return wide(
+    'Deliveries',
+    html`<table class="webhooks"><caption>Deliveries, newest event first</caption>
 <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Latest attempts</th><th scope="col">Action</th></tr></thead>
 <tbody>${deliveries.map(
-    (d) => html`<tr><td>${d.eventType}<br><code>${d.id}</code><br>${d.createdAt.replace('T', ' ').slice(0, 19)} UTC</td>
+      (d) => html`<tr><td>${d.eventType}<br><code class="id">${d.id}</code><br>${d.createdAt.replace('T', ' ').slice(0, 19)} UTC</td>
 <td>${d.status}${d.nextAttemptAt === null ? '' : html`<br>next try ${d.nextAttemptAt.replace('T', ' ').slice(0, 19)} UTC`}</td>
 <td>${d.attempts.length === 0 ? 'none yet' : html`<ul>${d.attempts.slice(0, 5).map((a) => html`<li>${a.at.replace('T', ' ').slice(0, 19)}: ${a.error ?? `HTTP ${a.statusCode}`} (${a.durationMs} ms)</li>`)}</ul>`}</td>
 <td><form method="post" action="${resendBase}/${encodeURIComponent(d.id)}/resend">${csrf}<button type="submit">Send again<span class="visually-hidden"> ${d.id}</span></button></form></td></tr>`,
-  )}</tbody></table>`
+    )}</tbody></table>`,
+  )
 }
 
 /** listOf: the ticked checkboxes of a field, as strings. */

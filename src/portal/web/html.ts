@@ -8,6 +8,14 @@ import { html, type SafeHtml } from '@remix-run/html-template'
 export { html }
 export type Html = SafeHtml
 
+/**
+ * wide: a table that may be wider than a phone, in a scroller of its own (a labelled region a
+ * keyboard can focus and scroll), so that the page itself never scrolls sideways.
+ */
+export function wide(label: string, table: Html): Html {
+  return html`<div class="scroll" role="region" aria-label="${label}" tabindex="0">${table}</div>`
+}
+
 export interface PageUser {
   readonly email: string
   readonly operator: boolean
@@ -51,7 +59,7 @@ export function page({ title, user = null, nav = null, body }: PageOptions): str
 <body>
 <a class="skip" href="#main">Skip to the content</a>
 <header>
-<p class="brand"><a href="/portal">Tessera developer portal</a></p>
+<p class="brand"><a href="/portal/"><img src="/portal/assets/icon.svg" alt="">Tessera developer portal</a></p>
 ${user === null ? '' : userMenu(user)}
 </header>
 ${nav ?? ''}

@@ -52,6 +52,12 @@ export interface Kit {
   readonly metrics: Pick<Metrics, 'signIn' | 'signUp'>
 }
 
+/**
+ * LANDING: where a sign-in leads when it was not sent from a page: the account's overview for
+ * a user with one account, the list of accounts otherwise (home.ts decides).
+ */
+export const LANDING = '/portal/'
+
 /** Current: the signed-in user of a request, their session and its token. */
 export interface Current {
   readonly session: Session
@@ -63,6 +69,8 @@ export interface Current {
 export interface InAccount extends Current {
   readonly account: Account
   readonly role: Role
+  /** Every account the user belongs to (oldest membership first): the account switcher's entries. */
+  readonly memberships: readonly Membership[]
 }
 
 const RANK: Readonly<Record<Role, number>> = { viewer: 0, developer: 1, admin: 2, owner: 3 }
@@ -105,7 +113,8 @@ async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply,
   const current = await signedIn(kit, request, reply)
   if (current === null) return null
   const accountId = (request.params as { accountId?: string }).accountId ?? ''
-  const membership = await membershipOf(kit, current.user, accountId)
+  const memberships = await kit.users.sessions.membershipsOf(current.user.id)
+  const membership = await membershipIn(kit, current.user, accountId, memberships)
   const account = membership === null ? null : await kit.accounts.getAccount(accountId)
   if (membership === null || account === null) {
     await notFound(kit, reply, current)
@@ -120,7 +129,7 @@ async function inAccount(kit: Kit, request: FastifyRequest, reply: FastifyReply,
     })
     return null
   }
-  return { ...current, account, role: membership.role }
+  return { ...current, account, role: membership.role, memberships }
 }
 
 /** What a route asks of its caller: to be signed in, to be an operator, or a role (at least) in the account of the path. */
@@ -185,9 +194,14 @@ async function asOperator(kit: Kit, request: FastifyRequest, reply: FastifyReply
   return current
 }
 
-/** membershipOf: the user's membership of an account; operators are owners of every account. */
-export async function membershipOf(kit: Kit, user: User, accountId: string): Promise<Pick<Membership, 'accountId' | 'role'> | null> {
-  const own = (await kit.users.sessions.membershipsOf(user.id)).find((m) => m.accountId === accountId)
+/** membershipIn: the user's membership of an account, from their memberships; operators are owners of every account. */
+async function membershipIn(
+  kit: Kit,
+  user: User,
+  accountId: string,
+  memberships: readonly Membership[],
+): Promise<Pick<Membership, 'accountId' | 'role'> | null> {
+  const own = memberships.find((m) => m.accountId === accountId)
   if (own !== undefined) return user.operator ? { accountId, role: 'owner' } : own
   if (user.operator && (await kit.accounts.getAccount(accountId)) !== null) return { accountId, role: 'owner' }
   return null
@@ -249,9 +263,10 @@ export interface SendOptions {
   readonly account?: { readonly id: string; readonly name: string; readonly here: AccountPage } | null
 }
 
-export type AccountPage = 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team' | 'webhooks'
+export type AccountPage = 'overview' | 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team' | 'webhooks'
 
 const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
+  ['overview', 'Overview'],
   ['start', 'Getting started'],
   ['keys', 'Keys'],
   ['subscriptions', 'Subscriptions'],
@@ -261,10 +276,35 @@ const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
   ['audit', 'Audit'],
 ]
 
-/** accountNav: the links between an account's pages. */
-function accountNav(account: NonNullable<SendOptions['account']>): Html {
+/** accountBadge: the badge of an account's status, in the colours every state has on every page. */
+export const accountBadge = (status: Account['status']): Html => STATUS_BADGE[status]
+
+const STATUS_BADGE: Readonly<Record<Account['status'], Html>> = {
+  active: html`<span class="badge ok">active</span>`,
+  suspended: html`<span class="badge bad">suspended</span>`,
+}
+
+/**
+ * accountNav: the account's bar (its name, its status when not active, the user's role, and a
+ * switcher to the user's other accounts) and the links between its pages. The switcher is a
+ * `<details>`: it opens without a script, and leads to each account's overview (a page the
+ * user's role there always allows).
+ */
+function accountNav(account: NonNullable<SendOptions['account']>, current: Current | null): Html {
   const id = encodeURIComponent(account.id)
-  return html`<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(
+  const who = current !== null && isInAccount(current) && current.account.id === account.id ? current : null
+  const others = who === null ? [] : who.memberships.filter((m) => m.accountId !== account.id)
+  return html`<div class="account-bar">
+<p class="account-name"><span class="eyebrow">Account</span> <strong>${account.name}</strong>${who === null || who.account.status === 'active' ? '' : html` ${accountBadge(who.account.status)}`}${who === null ? '' : html` <span class="hint">your role: ${who.role}</span>`}</p>
+${
+  others.length === 0
+    ? ''
+    : html`<details class="switcher"><summary>Switch account</summary><ul>${others.map(
+        (m) => html`<li><a href="${accountPath(m.accountId, 'overview')}">${m.accountName}</a></li>`,
+      )}<li><a href="/portal/home">All your accounts</a></li></ul></details>`
+}
+</div>
+<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(
     ([slug, label]) => html`<li><a href="/portal/accounts/${id}/${slug}"${slug === account.here ? html` aria-current="page"` : ''}>${label}</a></li>`,
   )}</ul></nav>`
 }
@@ -279,7 +319,7 @@ export function sendPage(kit: Kit, reply: FastifyReply, options: SendOptions): F
       page({
         title,
         user: current === null ? null : { email: current.user.email, operator: current.user.operator, csrf: csrfToken(kit.pepper, current.session.idHash) },
-        nav: account === null ? null : accountNav(account),
+        nav: account === null ? null : accountNav(account, current),
         body,
       }),
     )

@@ -1,7 +1,7 @@
 /**
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
- * API-key guard never runs here. Each page module (pages/: auth, keys, subscriptions, usage, audit,
+ * API-key guard never runs here. Each page module (pages/: auth, overview, keys, subscriptions, usage, audit,
  * team, security, start, webhooks; operator/: the operator pages) is a plugin given the same kit (kit.ts);
  * this file only wires.
  */
@@ -16,6 +16,7 @@ import { PasswordsBusy } from '../../services/users/passwords.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
 import authPages from '../pages/auth.ts'
 import homePages from '../pages/home.ts'
+import overviewPages, { css as overviewCss } from '../pages/overview.ts'
 import keysPages, { css as keysCss } from '../pages/keys.ts'
 import subscriptionPages, { css as subscriptionsCss } from '../pages/subscriptions.ts'
 import startPages, { css as startCss } from '../pages/start.ts'
@@ -46,7 +47,7 @@ function headers(reply: FastifyReply): FastifyReply {
 /** The longest form the portal takes: a sign-in with a 1 024-character password, escaped, fits. */
 export const FORM_LIMIT = 16_384
 
-const STYLESHEET = [PORTAL_CSS, keysCss, subscriptionsCss, startCss, usageCss, auditCss, teamCss, securityCss, operatorCss, webhooksCss].join('\n')
+const STYLESHEET = [PORTAL_CSS, overviewCss, keysCss, subscriptionsCss, startCss, usageCss, auditCss, teamCss, securityCss, operatorCss, webhooksCss].join('\n')
 
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
@@ -96,6 +97,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
   for (const pages of [
     authPages,
     homePages,
+    overviewPages,
     keysPages,
     subscriptionPages,
     startPages,

@@ -31,7 +31,7 @@ test('npm start on an empty store creates it, a demo key that works at once and 
   assert.ok(signIn, first.output())
   const portal = new PortalClient(`http://127.0.0.1:${port}`)
   await portal.signIn(signIn[1]!, signIn[2]!)
-  assert.match((await portal.follow('/portal/home')).text, /<a href="\/portal\/accounts\/[^"]+\/start">demo<\/a><\/td><td>owner<\/td>/)
+  assert.match((await portal.follow('/portal/home')).text, /<a href="\/portal\/accounts\/[^"]+\/overview">demo<\/a><\/td><td>owner<\/td>/)
   first.child.kill('SIGTERM')
   const [code] = await once(first.child, 'exit')
   assert.equal(code, 0)

@@ -53,8 +53,15 @@ test('sign up, confirm the address by the emailed link, sign in: the new user ow
   assert.equal(wrong.status, 422, 'confirming asks for the password chosen at sign-up')
   assert.match(wrong.text, /not the password of the last sign-up/)
   const confirmed = await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })
-  assert.equal(confirmed.status, 303)
-  assert.equal(confirmed.location, '/portal/sign-in?notice=confirmed')
+  assert.equal(confirmed.status, 200, 'the answer is the sign-in form')
+  assert.match(confirmed.text, /Your email address is confirmed\. Sign in to continue\./)
+  assert.match(confirmed.text, /<form method="post" action="\/portal\/sign-in">/)
+  assert.match(
+    confirmed.text,
+    /<input id="email" name="email" type="email" autocomplete="username" required value="ada@example\.com">/i,
+    'the address is filled in',
+  )
+  assert.match(confirmed.text, /<input id="password"[^>]* autofocus>/, 'the password is next')
   await client.get(pathOf(linkIn(second)))
   assert.equal(
     (await client.post('/portal/verify-email', { token: new URL(linkIn(second)).searchParams.get('token')!, password: PASSWORD })).status,
@@ -209,7 +216,7 @@ test('next after sign-in stays inside the portal', () => {
     undefined,
     42,
   ]) {
-    assert.equal(safeNext(bad), '/portal/home', String(bad))
+    assert.equal(safeNext(bad), '/portal/', String(bad))
   }
 })
 
@@ -238,12 +245,12 @@ test('a hostile next after sign-in comes back as the portal home: dot segments e
     const client = new PortalClient(app.url)
     const signedIn = await client.post('/portal/sign-in', { email: user.email, password: user.password, next }, { from: '/portal/sign-in' })
     assert.equal(signedIn.status, 303, next)
-    assert.equal(signedIn.location, '/portal/home', next)
+    assert.equal(signedIn.location, '/portal/', next)
     // By the query of the sign-in page, visited signed in.
     const again = await client.get(`/portal/sign-in?next=${encodeURIComponent(next)}`)
     assert.equal(again.status, 303, next)
-    assert.equal(again.location, '/portal/home', next)
-    assert.equal(new URL(again.location!, 'https://portal.example').pathname, '/portal/home', 'as a browser resolves it')
+    assert.equal(again.location, '/portal/', next)
+    assert.equal(new URL(again.location!, 'https://portal.example').pathname, '/portal/', 'as a browser resolves it')
   }
   // A portal page still comes back, as a browser would resolve it.
   const client = new PortalClient(app.url)

@@ -50,7 +50,7 @@ test('create a key: shown once in the answer (no-store, no redirect, no cookie, 
   const list = await client.get(keysOf(app.accountId))
   assert.equal(list.status, 200)
   assert.match(list.text, /<caption>Keys in use \(1\)<\/caption>/)
-  assert.match(list.text, /<th scope="row">test key<\/th>/)
+  assert.match(list.text, /<th scope="row"><a href="[^"]+\/keys\/key_[0-9a-f]+">test key<span class="visually-hidden">, key ending in [^<]+<\/span><\/a><\/th>/)
   assert.match(list.text, /<button type="submit">Create key<\/button>/)
 
   const made = await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })
@@ -68,7 +68,10 @@ test('create a key: shown once in the answer (no-store, no redirect, no cookie, 
   const again = await client.get(keysOf(app.accountId))
   assert.ok(!again.text.includes(key), 'the list never shows the key')
   assert.match(again.text, /<caption>Keys in use \(2\)<\/caption>/)
-  assert.match(again.text, new RegExp(`<th scope="row">ci-deploy</th><td><code>…${key.slice(-4)}</code>`))
+  assert.match(
+    again.text,
+    new RegExp(`ci-deploy<span class="visually-hidden">, key ending in ${key.slice(-4)}</span></a></th><td><code class="id">…${key.slice(-4)}</code>`),
+  )
   assert.ok(!app.logs.some((line) => line.includes(key)), 'the key is in no log line')
 
   const created = await events(app, app.accountId, 'key.create')
@@ -130,11 +133,19 @@ test('roll with a grace: both keys work until the grace ends, then the old one i
   const { client, user } = await signedInClient(app, { role: 'developer' })
   const old = secretIn((await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })).text)
   const info = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy')!
+  const path = `${keysOf(app.accountId)}/${info.id}/roll`
   const page = await client.get(keysOf(app.accountId))
-  assert.match(page.text, /<button type="submit" class="secondary">Roll key ci-deploy<\/button>/)
-  assert.match(page.text, new RegExp(`<label for="grace-${info.id}">Grace<span class="visually-hidden"> for the old key when rolling ci-deploy</span></label>`))
+  assert.match(page.text, new RegExp(`<a href="${path}">Roll<span class="visually-hidden"> key ci-deploy</span></a>`), 'the list links to the confirmation')
+  const ask = await client.get(path)
+  assert.equal(ask.status, 200)
+  assert.match(ask.text, /Roll key ci-deploy\? A new key is made and shown once/)
+  assert.match(ask.text, /<option value="86400" selected>24 hours<\/option>/, 'the grace the CLI and the admin API default to')
+  const unconfirmed = await client.post(path, { grace: '3600' })
+  assert.equal(unconfirmed.status, 200, 'a post without confirm=1 only asks')
+  assert.match(unconfirmed.text, /<option value="3600" selected>1 hour<\/option>/, 'with the grace chosen')
+  assert.equal((await app.accounts.listKeys(app.accountId)).length, 2, 'nothing rolled')
 
-  const rolled = await client.post(`${keysOf(app.accountId)}/${info.id}/roll`, { grace: '3600' })
+  const rolled = await client.post(path, { grace: '3600', confirm: '1' })
   assert.equal(rolled.status, 201)
   const fresh = secretIn(rolled.text)
   assert.notEqual(fresh, old)
@@ -142,24 +153,24 @@ test('roll with a grace: both keys work until the grace ends, then the old one i
   assert.deepEqual([await ping(app, old), await ping(app, fresh)], [200, 200], 'both work in the grace')
   const during = await client.get(keysOf(app.accountId))
   assert.match(during.text, /<span class="badge warn">expiring \(rolled\)<\/span>/)
-  assert.equal(during.text.match(/Roll key ci-deploy/g)?.length, 1, 'the old key in its grace rolls no more; the names are told apart')
-  assert.match(during.text, /Revoke key ci-deploy \(ending in/)
+  assert.equal(during.text.match(/\/roll"/g)?.length, 2, 'the old key in its grace rolls no more (the new one and the test key do)')
+  assert.match(during.text, /Revoke<span class="visually-hidden"> key ci-deploy \(ending in/, 'the names are told apart')
 
   app.clock.advance(3_601_000)
   assert.deepEqual([await ping(app, old), await ping(app, fresh)], [403, 200], 'the old key is refused once the grace is over')
   assert.match((await client.get(keysOf(app.accountId))).text, /<span class="badge off">expired<\/span>/)
 
-  const again = await client.post(`${keysOf(app.accountId)}/${info.id}/roll`, { grace: '0' }, { from: keysOf(app.accountId) })
+  const again = await client.post(`${keysOf(app.accountId)}/${info.id}/roll`, { grace: '0', confirm: '1' }, { from: keysOf(app.accountId) })
   assert.equal(again.status, 409, 'an expired, rolled key rolls no more')
   assert.match(again.text, /role="alert">Nothing was changed: key .* is revoked, expired or rolled already/)
 
   const freshId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
-  const now = await client.post(`${keysOf(app.accountId)}/${freshId}/roll`, { grace: '0' }, { from: keysOf(app.accountId) })
+  const now = await client.post(`${keysOf(app.accountId)}/${freshId}/roll`, { grace: '0', confirm: '1' }, { from: keysOf(app.accountId) })
   assert.equal(now.status, 201)
   assert.match(now.text, /stopped working at once/)
   assert.deepEqual([await ping(app, fresh), await ping(app, secretIn(now.text))], [403, 200])
 
-  const badGrace = await client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '999999' }, { from: keysOf(app.accountId) })
+  const badGrace = await client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '999999', confirm: '1' }, { from: keysOf(app.accountId) })
   assert.equal(badGrace.status, 422)
   assert.equal(await ping(app, app.key), 200, 'a refused grace rolls nothing')
   const rolls = await events(app, app.accountId, 'key.roll')
@@ -177,7 +188,7 @@ test('twenty rolls of one key at once: one gets a new key, the others 409; twent
   const app = await startApp(t)
   const { client } = await signedInClient(app, { role: 'developer' })
   await client.get(keysOf(app.accountId))
-  const rolls = await Promise.all(Array.from({ length: 20 }, () => client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '3600' })))
+  const rolls = await Promise.all(Array.from({ length: 20 }, () => client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '3600', confirm: '1' })))
   assert.deepEqual(rolls.map((r) => r.status).sort(), [201, ...Array(19).fill(409)])
   assert.equal((await app.accounts.listKeys(app.accountId)).length, 2)
   const revokes = await Promise.all(Array.from({ length: 20 }, () => client.post(`${keysOf(app.accountId)}/${app.keyId}/revoke`, { confirm: '1' }, {})))
@@ -193,7 +204,7 @@ test('revoke: a confirmation first, then 403 at once for calls with the key; a p
   const path = `${keysOf(app.accountId)}/${info.id}/revoke`
   assert.match(
     (await client.get(keysOf(app.accountId))).text,
-    new RegExp(`<form method="get" action="${path}" class="inline"><button type="submit" class="danger">Revoke key ci-deploy</button>`),
+    new RegExp(`<a href="${path}" class="danger">Revoke<span class="visually-hidden"> key ci-deploy</span></a>`),
   )
 
   const ask = await client.get(path)
@@ -224,14 +235,22 @@ test("roles and accounts: a viewer reads but cannot change (403, no forms); anot
   const list = await viewer.client.get(keysOf(app.accountId))
   assert.equal(list.status, 200)
   assert.match(list.text, /test key/)
-  assert.ok(!/Create key|Roll key|Revoke key|name="_csrf" value="[^"]+"><input type="hidden" name="region"/.test(list.text), 'no change offered to a viewer')
+  assert.ok(
+    !/Create key|Roll key|Revoke key|\/roll"|\/revoke"|name="_csrf" value="[^"]+"><input type="hidden" name="region"/.test(list.text),
+    'no change offered to a viewer',
+  )
+  const own = await viewer.client.get(`${keysOf(app.accountId)}/${app.keyId}`)
+  assert.equal(own.status, 200, "a viewer reads a key's page")
+  assert.match(own.text, /<dt>Scope<\/dt><dd>all<\/dd>/)
+  assert.ok(!/\/roll"|\/revoke"/.test(own.text), 'with no action offered')
+  assert.equal((await viewer.client.get(`${keysOf(app.accountId)}/${app.keyId}/roll`)).status, 403)
   const subs = await viewer.client.get(subsOf(app.accountId))
   assert.match(subs.text, /<span class="badge ok">active<\/span>/)
   assert.ok(!/Cancel TOTP|Subscribe to/.test(subs.text))
   assert.equal((await viewer.client.get(startOf(app.accountId))).status, 200)
   const before = (await app.accounts.listKeys(app.accountId)).length
   assert.equal((await viewer.client.post(keysOf(app.accountId), { name: 'nope', expires: 'never' }, { from: keysOf(app.accountId) })).status, 403)
-  assert.equal((await viewer.client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '0' })).status, 403)
+  assert.equal((await viewer.client.post(`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '0', confirm: '1' })).status, 403)
   assert.equal((await viewer.client.get(`${keysOf(app.accountId)}/${app.keyId}/revoke`)).status, 403)
   assert.equal((await viewer.client.post(`${keysOf(app.accountId)}/${app.keyId}/revoke`, { confirm: '1' })).status, 403)
   assert.equal((await viewer.client.post(subsOf(app.accountId), { region: 'eu', group: 'totp', action: 'cancel' })).status, 403)
@@ -239,7 +258,15 @@ test("roles and accounts: a viewer reads but cannot change (403, no forms); anot
   assert.equal(await ping(app, app.key), 200)
 
   const other = await freshAccount(app, 'owner')
-  for (const path of [keysOf(app.accountId), subsOf(app.accountId), startOf(app.accountId), `${keysOf(app.accountId)}/${app.keyId}/revoke`]) {
+  for (const path of [
+    keysOf(app.accountId),
+    subsOf(app.accountId),
+    startOf(app.accountId),
+    `${keysOf(app.accountId)}/${app.keyId}`,
+    `${keysOf(app.accountId)}/${app.keyId}/revoke`,
+    `${keysOf(other.accountId)}/${app.keyId}`,
+    `${keysOf(other.accountId)}/${app.keyId}/roll`,
+  ]) {
     assert.equal((await other.client.get(path)).status, 404, path)
   }
   await other.client.get(keysOf(other.accountId))
@@ -247,7 +274,7 @@ test("roles and accounts: a viewer reads but cannot change (403, no forms); anot
   assert.equal((await other.client.post(`${keysOf(app.accountId)}/${app.keyId}/revoke`, { confirm: '1' })).status, 404)
   // Through their own account's path, the key of another account does not exist either.
   assert.equal((await other.client.post(`${keysOf(other.accountId)}/${app.keyId}/revoke`, { confirm: '1' })).status, 404)
-  assert.equal((await other.client.post(`${keysOf(other.accountId)}/${app.keyId}/roll`, { grace: '0' })).status, 404)
+  assert.equal((await other.client.post(`${keysOf(other.accountId)}/${app.keyId}/roll`, { grace: '0', confirm: '1' })).status, 404)
   assert.equal((await other.client.get(`${keysOf(other.accountId)}/${app.keyId}/revoke`)).status, 404)
   assert.equal(await ping(app, app.key), 200, 'nothing changed')
   assert.equal((await app.accounts.listKeys(app.accountId)).length, before)
@@ -265,7 +292,7 @@ test('forms without their CSRF token or from another site: 403, nothing changed'
   const subsBefore = await app.accounts.listSubscriptions(app.accountId)
   const posts: [string, Record<string, string>][] = [
     [keysOf(app.accountId), { name: 'forged', expires: 'never' }],
-    [`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '0' }],
+    [`${keysOf(app.accountId)}/${app.keyId}/roll`, { grace: '0', confirm: '1' }],
     [`${keysOf(app.accountId)}/${app.keyId}/revoke`, { confirm: '1' }],
     [subsOf(app.accountId), { region: 'eu', group: 'totp', action: 'cancel' }],
   ]

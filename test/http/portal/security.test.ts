@@ -107,7 +107,7 @@ test('enrol, then signing in asks for a code: a wrong one is refused, the right 
   const right = codeOf(app, secret)
   const done = await pending.post('/portal/two-factor', { code: right })
   assert.equal(done.status, 303)
-  assert.equal(done.location, '/portal/home')
+  assert.equal(done.location, '/portal/')
   const fresh = pending.cookie(COOKIE)!
   assert.notEqual(fresh, pendingToken, 'a new session id')
   assert.match(done.headers.get('set-cookie')!, new RegExp(`Max-Age=${app.config.sessionTtlHours * 3600}`))
@@ -160,12 +160,12 @@ async function oneCodeManyPosts(t: TestContext, env: Record<string, string>): Pr
   )
   // The losers are refused (a code used already, then the lock), or find their session gone (sent to sign in).
   const outcomes = answers.map((a) => a.headers.get('location') ?? String(a.status))
-  assert.equal(outcomes.filter((o) => o === '/portal/home').length, 1, `exactly one sign-in: ${outcomes.join(' ')}`)
+  assert.equal(outcomes.filter((o) => o === '/portal/').length, 1, `exactly one sign-in: ${outcomes.join(' ')}`)
   assert.ok(
-    outcomes.every((o) => ['/portal/home', '/portal/sign-in', '401', '429'].includes(o)),
+    outcomes.every((o) => ['/portal/', '/portal/sign-in', '401', '429'].includes(o)),
     outcomes.join(' '),
   )
-  const winner = answers.find((a) => a.headers.get('location') === '/portal/home')!
+  const winner = answers.find((a) => a.headers.get('location') === '/portal/')!
   const fresh = /tessera_session=([^;]+)/.exec(winner.headers.get('set-cookie')!)![1]!
   const nowIso = new Date(app.clock.now()).toISOString()
   assert.equal(await app.store.portal.findSession(sessionIdHash(token), nowIso), null)
@@ -238,11 +238,11 @@ test('a pending session: the second step only, with next kept (never another sit
   await client.get('/portal/two-factor?next=/portal/security')
   const done = await client.post('/portal/two-factor', { code: codeOf(app, secret), next: '/portal/security' })
   assert.equal(done.location, '/portal/security')
-  assert.equal((await client.get('/portal/two-factor')).location, '/portal/home', 'signed in already')
+  assert.equal((await client.get('/portal/two-factor')).location, '/portal/', 'signed in already')
 
   app.clock.advance(STEP_MS)
   const evil = await pendingClient(app, email, password)
-  assert.equal((await evil.post('/portal/two-factor', { code: codeOf(app, secret), next: 'https://evil.example/' })).location, '/portal/home')
+  assert.equal((await evil.post('/portal/two-factor', { code: codeOf(app, secret), next: 'https://evil.example/' })).location, '/portal/')
 
   const expired = await pendingClient(app, email, password)
   app.clock.advance(11 * 60_000)
@@ -325,7 +325,7 @@ test('two-factor on: new recovery codes need a code or the password; turning it 
   const events = await auditActions(app, user.id)
   assert.equal(events.filter((e) => e.action === 'user.2fa-off').length, 1)
   assert.equal(events.filter((e) => e.action === 'user.recovery-codes').length, 2)
-  assert.equal((await new PortalClient(app.url).signIn(email, password)).location, '/portal/home', 'the password alone again')
+  assert.equal((await new PortalClient(app.url).signIn(email, password)).location, '/portal/', 'the password alone again')
 })
 
 test('enrolment: the password and a right code are needed; signed out, the pages lead to sign-in', async (t) => {
@@ -384,11 +384,11 @@ test('the two-factor secret is kept sealed; one kept before sealing still works,
   assert.equal((await app.store.portal.getUser(legacy.user.id))!.totpSecret, legacy.secret)
   app.clock.advance(STEP_MS)
   const before = await pendingClient(app, legacy.email, legacy.password)
-  assert.equal((await before.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/home')
+  assert.equal((await before.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/')
   const done = await resealPortalSecrets(app.store.portal, keyring)
   assert.equal(done.resealed, 1, 'the plain one; the sealed one is under the active version already')
   assert.match((await app.store.portal.getUser(legacy.user.id))!.totpSecret!, /^v1\./)
   app.clock.advance(STEP_MS)
   const after = await pendingClient(app, legacy.email, legacy.password)
-  assert.equal((await after.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/home')
+  assert.equal((await after.post('/portal/two-factor', { code: codeOf(app, legacy.secret) }, { from: '/portal/two-factor' })).location, '/portal/')
 })

@@ -12,6 +12,7 @@ import { isFailure, type Failure } from '../../services/outcome.ts'
 import { EVENT_TYPES } from '../../domain/events.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../../domain/webhooks.ts'
 import { accountPath } from '../web/labels.ts'
+import { webhooksGuide } from './webhooks-guide.ts'
 
 export const css = `
 table.webhooks td { overflow-wrap: anywhere; }
@@ -93,14 +94,15 @@ async function listPage(
     current: who,
     status: opts.status ?? 200,
     account: here(who),
-    body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, retried for a day until they answer 2xx. See the operating guide's Webhooks section (docs/operating.md in the project) to verify their signature.</p>
+    body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, signed. <a href="#receiving">Receiving events</a>, below, shows what arrives and how to verify it.</p>
 ${
   isFailure(endpoints)
     ? ''
     : html`${endpointList(base, endpoints)}
 <p id="endpoint-count">${endpoints.length} of ${kit.webhooks.limit} endpoints: the most this account may have${endpoints.length >= kit.webhooks.limit ? html`, so none can be added until one is deleted` : ''}.</p>`
 }
-${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}`,
+${createForm(base, csrf, opts.url ?? '', opts.types ?? [], opts.problem ?? null)}
+${webhooksGuide({ timeoutMs: kit.config.webhookTimeoutMs, retrySeconds: kit.config.webhookRetrySeconds })}`,
   })
 }
 
@@ -147,8 +149,9 @@ async function addEndpoint(kit: Kit, request: FastifyRequest<{ Params: { account
     status: 201,
     account: here(who),
     body: html`<p class="notice" role="status">Events will be sent to ${made.endpoint.url} (${typesOf(made.endpoint)}).</p>
-<p><strong>Its signing secret is shown this once.</strong> Keep it with the receiving code, which verifies each delivery with it:</p>
+<p><strong>Its signing secret is shown this once.</strong> Keep it with the receiving code, which verifies each delivery with it (<a href="${base}#verify">how</a>):</p>
 <pre class="secret" id="secret">${made.secret}</pre>
+<p><button type="button" data-copy="secret" hidden>Copy the secret</button> <span role="status" id="secret-status"></span></p>
 <p><a href="${base}">Back to the webhooks</a></p>`,
   })
 }

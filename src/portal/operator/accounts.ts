@@ -5,7 +5,7 @@
  * which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { Current, Kit } from '../web/kit.ts'
 import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { PlanInput } from '../../services/accounts.ts'
@@ -114,14 +114,17 @@ ${planSection(kit, current, account, plan, form)}
 ${
   subs.length === 0
     ? html`<p>No subscriptions.</p>`
-    : html`<table>
+    : wide(
+        `Subscriptions of ${account.name}`,
+        html`<table>
 <caption>Subscriptions of ${account.name}</caption>
 <thead><tr><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Status</th><th scope="col">Since</th><th scope="col">Decision</th></tr></thead>
 <tbody>${subs.map(
-        (s) => html`<tr><td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${statusBadge(s.status)}</td><td>${when(s.updatedAt)}</td>
+          (s) => html`<tr><td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${statusBadge(s.status)}</td><td>${when(s.updatedAt)}</td>
 <td>${s.status === 'pending' ? decisionForms(kit, current, s, account.name, 'account') : ''}</td></tr>`,
-      )}</tbody>
-</table>`
+        )}</tbody>
+</table>`,
+      )
 }
 </section>
 <section aria-labelledby="members-heading">
@@ -129,11 +132,14 @@ ${
 ${
   members.length === 0
     ? html`<p>No members.</p>`
-    : html`<table>
+    : wide(
+        `Members of ${account.name}`,
+        html`<table>
 <caption>Members of ${account.name}</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Member since</th></tr></thead>
 <tbody>${members.map((m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${when(m.createdAt)}</td></tr>`)}</tbody>
-</table>`
+</table>`,
+      )
 }
 </section>`,
     status,
@@ -199,16 +205,19 @@ async function accountsPage(kit: Kit, request: FastifyRequest, reply: FastifyRep
 ${
   found.items.length === 0
     ? html`<p role="status">No account matches.</p>`
-    : html`<table>
+    : wide(
+        `Accounts${name !== '' || status !== undefined ? ' that match' : ''} (${total} in all)${after === '' ? '' : ', continued'}`,
+        html`<table>
 <caption>Accounts${name !== '' || status !== undefined ? ' that match' : ''} (${total} in all)${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Operator page</th></tr></thead>
 <tbody>${found.items.map(
-        (
-          a,
-        ) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(a.id)}/start">${a.name}</a></td><td>${statusBadge(a.status)}</td><td>${when(a.createdAt)}</td>
+          (
+            a,
+          ) => html`<tr><td><a href="/portal/accounts/${encodeURIComponent(a.id)}/start">${a.name}</a></td><td>${statusBadge(a.status)}</td><td>${when(a.createdAt)}</td>
 <td><a href="${path(a)}">Manage ${a.name}</a></td></tr>`,
-      )}</tbody>
-</table>`
+        )}</tbody>
+</table>`,
+      )
 }
 ${nextLink('/portal/operator/accounts', found.next, { name, status: status ?? '' }, 'Next accounts')}`,
   )

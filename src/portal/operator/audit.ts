@@ -3,7 +3,7 @@
  * (sign-ins, admin tokens), newest first, filtered by account, actor and action, in cursor pages.
  */
 import type { FastifyInstance } from 'fastify'
-import { html } from '../web/html.ts'
+import { html, wide } from '../web/html.ts'
 import type { Kit } from '../web/kit.ts'
 import { caller } from '../web/kit.ts'
 import { listed, nextLink, PAGE_SIZE, query, sendOperatorPage, when } from './common.ts'
@@ -42,15 +42,18 @@ export default async function operatorAudit(app: FastifyInstance, kit: Kit): Pro
 ${
   found.items.length === 0
     ? html`<p role="status">No event${filtered ? ' matches' : ' yet'}.</p>`
-    : html`<table>
+    : wide(
+        `Audit events${filtered ? ' that match' : ''}, newest first${after === '' ? '' : ', continued'}`,
+        html`<table>
 <caption>Audit events${filtered ? ' that match' : ''}, newest first${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">When</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Account</th><th scope="col">Source</th><th scope="col">Outcome</th><th scope="col">Detail</th></tr></thead>
 <tbody>${found.items.map(
-        (e) => html`<tr><td>${when(e.at)}</td><td>${e.actor}</td><td>${e.action}</td><td>${e.target.type} <code>${e.target.id}</code></td>
+          (e) => html`<tr><td>${when(e.at)}</td><td>${e.actor}</td><td>${e.action}</td><td>${e.target.type} <code>${e.target.id}</code></td>
 <td>${e.accountId === null ? '' : html`<a href="/portal/operator/accounts/${encodeURIComponent(e.accountId)}">${e.accountId}</a>`}</td><td>${e.ip ?? ''}</td>
 <td><span class="badge ${e.outcome === 'success' ? 'ok' : 'bad'}">${e.outcome}</span></td><td><code class="detail">${JSON.stringify(e.detail)}</code></td></tr>`,
-      )}</tbody>
-</table>`
+        )}</tbody>
+</table>`,
+      )
 }
 ${nextLink('/portal/operator/audit', found.next, filters, 'Older events')}`,
     )

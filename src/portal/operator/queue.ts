@@ -4,7 +4,7 @@
  * oldest first, each with its approve and refuse buttons.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from '../web/html.ts'
+import { html, wide } from '../web/html.ts'
 import type { Current, Kit } from '../web/kit.ts'
 import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
@@ -52,15 +52,18 @@ ${kit.config.signupMode === 'approval' ? '' : html`<p>Sign-ups do not wait for a
 ${
   found.items.length === 0
     ? html`<p>No sign-up is waiting for approval.</p>`
-    : html`<table>
+    : wide(
+        `Sign-ups waiting for approval, oldest first`,
+        html`<table>
 <caption>Sign-ups waiting for approval, oldest first</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Address confirmed</th><th scope="col">Signed up</th><th scope="col">Account</th><th scope="col">Decision</th></tr></thead>
 <tbody>${found.items.map(({ user: u, account }) => {
-        return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
+          return html`<tr><td>${u.email}</td><td>${u.emailVerifiedAt === null ? 'not yet' : 'yes'}</td><td>${when(u.createdAt)}</td>
 <td>${account === null ? 'none' : html`<a href="/portal/operator/accounts/${encodeURIComponent(account.accountId)}">${account.accountName}</a>`}</td>
 <td>${decide(u, 'approve')} ${decide(u, 'refuse')}</td></tr>`
-      })}</tbody>
-</table>`
+        })}</tbody>
+</table>`,
+      )
 }
 ${nextLink('/portal/operator/sign-ups', found.next, {}, 'Next sign-ups')}`,
   )
@@ -86,14 +89,17 @@ ${kit.config.subscriptionApproval === 'operator' ? '' : html`<p>Subscriptions st
 ${
   found.items.length === 0
     ? html`<p>No subscription request is waiting.</p>`
-    : html`<table>
+    : wide(
+        `Subscription requests waiting for approval, oldest first`,
+        html`<table>
 <caption>Subscription requests waiting for approval, oldest first</caption>
 <thead><tr><th scope="col">Account</th><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Asked</th><th scope="col">Decision</th></tr></thead>
 <tbody>${found.items.map(
-        (s) => html`<tr><td><a href="/portal/operator/accounts/${encodeURIComponent(s.accountId)}">${s.accountName}</a></td>
+          (s) => html`<tr><td><a href="/portal/operator/accounts/${encodeURIComponent(s.accountId)}">${s.accountName}</a></td>
 <td>${GROUP_NAMES[s.group]}</td><td>${s.region}</td><td>${when(s.updatedAt)}</td><td>${decisionForms(kit, current, s, s.accountName, 'queue')}</td></tr>`,
-      )}</tbody>
-</table>`
+        )}</tbody>
+</table>`,
+      )
 }
 ${nextLink('/portal/operator/subscriptions', found.next, {}, 'Next requests')}`,
   )

@@ -5,7 +5,7 @@
  * factors service, which audits them as the operator's.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { Current, Kit } from '../web/kit.ts'
 import { actorOf, caller, csrfField, formField, notFound } from '../web/kit.ts'
 import type { FactorUserState } from '../../services/factors.ts'
@@ -34,17 +34,20 @@ const lockBadge = (lockedUntil: string | null) =>
 
 function factorTable(user: FactorUserState): Html {
   if (user.factors.length === 0) return html`<p>No factor: every one was deleted, or the pending ones expired.</p>`
-  return html`<table>
+  return wide(
+    `Factors of ${user.userId}, oldest first`,
+    html`<table>
 <caption>Factors of ${user.userId}, oldest first</caption>
 <thead><tr><th scope="col">Factor</th><th scope="col">Status</th><th scope="col">Label</th><th scope="col">Application</th><th scope="col">Profile</th><th scope="col">Codes</th><th scope="col">Drift (steps)</th><th scope="col">Created</th><th scope="col">Activated or expires</th></tr></thead>
 <tbody>${user.factors.map(
-    (
-      f,
-    ) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
+      (
+        f,
+      ) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
 <td>${f.applicationId}</td><td>${f.profile}</td><td>${f.algorithm}, ${f.digits} digits, ${f.period} s</td><td>${f.drift}</td><td>${when(f.createdAt)}</td>
 <td>${f.activatedAt === null ? html`expires ${when(f.expiresAt)}` : when(f.activatedAt)}</td></tr>`,
-  )}</tbody>
-</table>`
+    )}</tbody>
+</table>`,
+  )
 }
 
 /** The account of the path for an operator, or null once a 404 is sent. */
@@ -90,14 +93,17 @@ ${notice(request)}
 ${
   found.items.length === 0
     ? html`<p>${after === '' ? 'No user yet.' : 'No more users.'}</p>`
-    : html`<table>
+    : wide(
+        `TOTP users of ${account.name}${after === '' ? '' : ', continued'}`,
+        html`<table>
 <caption>TOTP users of ${account.name}${after === '' ? '' : ', continued'}</caption>
 <thead><tr><th scope="col">User ID</th><th scope="col">Active factors</th><th scope="col">Pending factors</th><th scope="col">Recovery codes left</th><th scope="col">Lock</th><th scope="col">Since</th></tr></thead>
 <tbody>${found.items.map(
-        (u) => html`<tr><td>${userLink(account, u.userId)}</td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
+          (u) => html`<tr><td>${userLink(account, u.userId)}</td><td>${u.active}</td><td>${u.pending}</td><td>${u.recoveryCodesLeft}</td>
 <td>${lockBadge(u.lockedUntil)}</td><td>${when(u.createdAt)}</td></tr>`,
-      )}</tbody>
-</table>`
+        )}</tbody>
+</table>`,
+      )
 }
 ${nextLink(usersPath(account), found.next, {}, 'Next users')}`,
   )

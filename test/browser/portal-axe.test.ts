@@ -13,6 +13,7 @@ import { startApp } from '../support/helper.ts'
 import { createFactor } from '../support/factors.ts'
 import { browserSkip, openBrowser, seriousViolations } from '../support/browser.ts'
 import { portalUser } from '../support/portal-helper.ts'
+import { factorEvent } from '../support/receiver.ts'
 import { Webhooks } from '../../src/services/webhooks.ts'
 import { SYSTEM } from '../../src/domain/accounts.ts'
 
@@ -70,15 +71,7 @@ test('every portal page, signed out and signed in as an operator: no serious or 
     url: 'https://hooks.example.com/in',
   })
   assert.ok(!('failure' in hook))
-  await app.store.audit.append({
-    actor: 'system',
-    action: 'factor.created',
-    target: { type: 'factor', id: 'fac_1' },
-    accountId: app.accountId,
-    ip: null,
-    outcome: 'success',
-    detail: { userID: 'u1' },
-  })
+  await factorEvent(app, 'factor.created')
   await new Promise((resolve) => setTimeout(resolve, 300))
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()

@@ -7,6 +7,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import { Webhook } from 'standardwebhooks'
+import type { Running } from './helper.ts'
 
 export interface Delivery {
   readonly id: string
@@ -82,4 +83,24 @@ export async function waitFor(check: () => boolean | Promise<boolean>, ms: numbe
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
     await new Promise((r) => setTimeout(r, 20))
   }
+}
+
+/**
+ * factorEvent: an event of a managed factor in the account's audit trail, as the factors service
+ * writes it (the same insert feeds the webhook outbox), without going through a factor.
+ */
+export function factorEvent(
+  app: Pick<Running, 'store' | 'accountId'>,
+  action: string,
+  options: { readonly outcome?: 'success' | 'failure'; readonly detail?: Record<string, unknown> } = {},
+): ReturnType<Running['store']['audit']['append']> {
+  return app.store.audit.append({
+    actor: 'system',
+    action,
+    target: { type: 'factor', id: 'fct_1' },
+    accountId: app.accountId,
+    ip: null,
+    outcome: options.outcome ?? 'success',
+    detail: options.detail ?? { userID: 'u1' },
+  })
 }

@@ -6,7 +6,7 @@
  * (auth.ts), so they appear here too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { CursorError } from '../../domain/errors.ts'
@@ -140,11 +140,14 @@ ${action === '' ? '' : html`<a href="${base}">Show all actions</a>`}
 ${
   page.items.length === 0
     ? html`<p role="status">${cursor === '' ? (action === '' ? 'No events yet.' : `No ${action} events.`) : 'No older events.'}</p>`
-    : html`<div class="scroll" role="region" aria-labelledby="events-caption" tabindex="0"><table class="audit">
-<caption id="events-caption">${action === '' ? 'Events' : html`<code>${action}</code> events`}${cursor === '' ? ', newest first' : ', older'}</caption>
+    : wide(
+        action === '' ? 'Events' : `${action} events`,
+        html`<table class="audit">
+<caption>${action === '' ? 'Events' : html`<code>${action}</code> events`}${cursor === '' ? ', newest first' : ', older'}</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Source IP</th><th scope="col">Detail</th></tr></thead>
 <tbody>${page.items.map((e) => row(e, names))}</tbody>
-</table></div>`
+</table>`,
+      )
 }
 ${
   older === null && latest === null

@@ -192,11 +192,10 @@ async function keyPage(kit: Kit, request: FastifyRequest<{ Params: KeyParams }>,
   const who = whoIn(request)
   const key = await keyOf(kit, request, reply, who)
   if (key === null) return reply
-  const [to, from] = await Promise.all([
-    key.rolledTo === null ? null : kit.accounts.getKey(key.rolledTo),
-    // The key this one replaced: found among the account's keys (one read, as the list page does).
-    kit.accounts.listKeys(who.account.id).then((keys) => keys.find((k) => k.rolledTo === key.id) ?? null),
-  ])
+  // The keys it was rolled to and from, among the account's keys: one read, as the list page does.
+  const keys = await kit.accounts.listKeys(who.account.id)
+  const to = key.rolledTo === null ? null : (keys.find((k) => k.id === key.rolledTo) ?? null)
+  const from = keys.find((k) => k.rolledTo === key.id) ?? null
   return sendPage(kit, reply, {
     title: `Key ${fullLabel(key)}`,
     current: who,

@@ -4,7 +4,7 @@
  * with code for Node and for Python that uses their standard libraries only. The code is the
  * page's: test/http/portal/webhooks-guide.test.ts runs both against a real delivery.
  */
-import { html, type Html } from '../web/html.ts'
+import { html, wide, type Html } from '../web/html.ts'
 
 /** NODE_VERIFY: verification in Node, with node:crypto only. */
 export const NODE_VERIFY = `import { createHmac, timingSafeEqual } from 'node:crypto'
@@ -98,9 +98,12 @@ ${wideEvents()}
 }
 
 function wideEvents(): Html {
-  return html`<div class="scroll" role="region" aria-label="Event types" tabindex="0"><table>
+  return wide(
+    'Event types',
+    html`<table>
 <caption>Event types</caption>
 <thead><tr><th scope="col">Type</th><th scope="col">When</th></tr></thead>
 <tbody>${EVENTS.map(([type, words]) => html`<tr><th scope="row"><code class="id">${type}</code></th><td>${words}</td></tr>`)}</tbody>
-</table></div>`
+</table>`,
+  )
 }

@@ -16,7 +16,6 @@ import { webhooksGuide } from './webhooks-guide.ts'
 
 export const css = `
 table.webhooks td { overflow-wrap: anywhere; }
-table.webhooks td code { white-space: nowrap; }
 fieldset.types .choices { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; }
 fieldset.types label { font-weight: 400; margin-left: .3rem; }
 pre.secret { white-space: pre-wrap; word-break: break-all; }

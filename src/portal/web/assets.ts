@@ -44,7 +44,6 @@ a { color: var(--accent); }
 h1 { font-size: var(--step-3); line-height: 1.2; margin: var(--space-4) 0 var(--space-3); }
 h2 { font-size: var(--step-2); line-height: 1.25; margin: var(--space-5) 0 var(--space-2); }
 h3 { font-size: var(--step-1); line-height: 1.3; margin: var(--space-4) 0 var(--space-1); }
-main > h1 + .cards, main > h1 + p { margin-top: 0; }
 :focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 .skip { position: absolute; left: -999px; }
 .skip:focus { left: 1rem; top: 1rem; background: #fff; padding: .5rem; }
@@ -59,7 +58,7 @@ header { display: flex; flex-wrap: wrap; justify-content: space-between; align-i
 .switcher ul { position: absolute; right: 0; z-index: 10; min-width: 14rem; max-width: calc(100vw - 2rem); margin: .25rem 0 0; padding: .5rem 0; list-style: none; background: #fff; border: 1px solid var(--line); border-radius: 4px; box-shadow: 0 4px 12px rgb(0 0 0 / 15%); }
 .switcher li a { display: block; padding: .4rem 1rem; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; position: relative; }
-code.id, .id { white-space: nowrap; }
+.id { white-space: nowrap; }
 .who { display: flex; flex-wrap: wrap; align-items: center; gap: 1rem; }
 .who p { margin: 0; color: var(--muted); }
 ul.menu, ul.tabs { display: flex; flex-wrap: wrap; gap: 1rem; list-style: none; margin: 0; padding: 0; align-items: center; }

@@ -300,7 +300,7 @@ export const settings = {
     2000,
     100,
     600000,
-    'How often each node adds its counts of admitted calls to the store (and at shutdown); `npm run admin -- usage` is this much behind at most.',
+    'How often each node adds its counts of admitted calls, and of refused calls with a known key, to the store (and at shutdown); `npm run admin -- usage` and the portal are this much behind at most.',
   ),
   pepper: text(
     'PEPPER',

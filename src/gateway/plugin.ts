@@ -129,12 +129,15 @@ class Gateway {
   }
 
   /** admit lets the caller in (request.caller) or sends the one refusal; either way the answer is not cached. */
-  admit(request: FastifyRequest, reply: FastifyReply, grant: KeyGrant | null, reason: DenialReason | null): grant is KeyGrant {
+  admit(request: FastifyRequest, reply: FastifyReply, grant: KeyGrant | null, reason: DenialReason | null, group: Group): grant is KeyGrant {
     // Guarded answers carry codes, secrets or documents: no cache may keep them (refusals alike, so headers match).
     reply.header('cache-control', 'no-store')
     if (reason !== null) {
       request.log.info({ keyId: grant?.keyId, reason }, 'access denied')
-      this.metrics.refused(reason === 'unknown key' && typeof request.headers['x-api-key'] !== 'string' ? 'missing' : CAUSES[reason])
+      const cause = reason === 'unknown key' && typeof request.headers['x-api-key'] !== 'string' ? 'missing' : CAUSES[reason]
+      this.metrics.refused(cause)
+      // A known key's refusal is its account's to see (the portal's overview); an unknown key belongs to no one.
+      if (grant !== null && cause !== 'unknown' && cause !== 'missing') this.limits.refused(grant, group, cause)
       reply.code(403).type('application/json; charset=utf-8').send(this.#denied)
       return false
     }
@@ -151,12 +154,13 @@ interface Guarded {
 
 /** decideGuarded: a caller subscribed to the group here goes on to its plan's limits. */
 function decideGuarded(gw: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, g: Guarded): void {
-  if (gw.admit(request, reply, grant, authorize(grant, g.subscription, gw.config.region, g.group, gw.now()))) gw.limits.admit(grant, g.group, reply, done)
+  if (gw.admit(request, reply, grant, authorize(grant, g.subscription, gw.config.region, g.group, gw.now()), g.group))
+    gw.limits.admit(grant, g.group, reply, done)
 }
 
 /** decideNotServed: a known caller learns that the group is not served in this region (and where it is). */
 function decideNotServed(gw: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, group: Group): void {
-  if (!gw.admit(request, reply, grant, denial(grant, gw.now()))) return
+  if (!gw.admit(request, reply, grant, denial(grant, gw.now()), group)) return
   const { config } = gw
   const path = request.url.split('?')[0] ?? ''
   // Without EU_BASE_URL this node knows no eu URL: naming its own would send the client back here.

@@ -15,7 +15,7 @@ import { keyedDigest } from '../crypto/keyed.ts'
 import type { Account, AdminScope, AdminToken, ApiKeyInfo, AuditEvent, NewKey, PendingSubscription, Subscription } from '../domain/accounts.ts'
 import type { AccountQuery, AuditQuery, Store } from '../storage/ports.ts'
 import type { Page } from '../domain/lists.ts'
-import type { UsageBy, UsageLine } from '../domain/usage.ts'
+import type { RefusalLine, UsageBy, UsageLine } from '../domain/usage.ts'
 import { newId } from '../domain/ids.ts'
 import {
   DEFAULT_ROLL_GRACE_SECONDS,
@@ -369,13 +369,25 @@ export class Accounts {
 
   /** usage reports an account's calls and units from `from` to `to` (UTC days, inclusive). */
   async usage(accountId: string, from: string, to: string, by: UsageBy): Promise<UsageLine[] | Failure> {
+    const wrong = await this.#reportRange(accountId, from, to)
+    return wrong ?? this.#store.usage.report(accountId, from, to, by)
+  }
+
+  /** refusals reports an account's calls refused with its keys from `from` to `to` (UTC days, inclusive), the most first. */
+  async refusals(accountId: string, from: string, to: string): Promise<RefusalLine[] | Failure> {
+    const wrong = await this.#reportRange(accountId, from, to)
+    return wrong ?? this.#store.usage.refusals(accountId, from, to)
+  }
+
+  /** reportRange: what is wrong with a report's account or days, or null. */
+  async #reportRange(accountId: string, from: string, to: string): Promise<Failure | null> {
     const day = /^\d{4}-\d\d-\d\d$/
     if (!day.test(from) || Number.isNaN(Date.parse(from))) return fail('invalid', 'from must be a date, YYYY-MM-DD', 'from')
     if (!day.test(to) || Number.isNaN(Date.parse(to))) return fail('invalid', 'to must be a date, YYYY-MM-DD', 'to')
     if (to < from) return fail('invalid', 'to must not be before from', 'to')
     if ((Date.parse(to) - Date.parse(from)) / 86_400_000 >= MAX_USAGE_DAYS) return fail('invalid', `a report covers at most ${MAX_USAGE_DAYS} days`, 'to')
     if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
-    return this.#store.usage.report(accountId, from, to, by)
+    return null
   }
 
   auditEvents(query: AuditQuery): Promise<Page<AuditEvent>> {

@@ -691,4 +691,32 @@ export const migrations: readonly Migration[] = [
         WHERE NOT params_marked AND (algorithm <> 'SHA1' OR digits <> 6 OR period <> 30);
     `,
   },
+  {
+    version: 10,
+    name: 'refused calls per account, key, region, UTC day, API group and reason (the portal overview)',
+    sqlite: `
+      CREATE TABLE refusals_daily (
+        account_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        api_group TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, region, api_group, reason)
+      ) WITHOUT ROWID;
+    `,
+    postgres: `
+      CREATE TABLE refusals_daily (
+        account_id text NOT NULL,
+        day text NOT NULL,
+        key_id text NOT NULL,
+        region text NOT NULL,
+        api_group text NOT NULL,
+        reason text NOT NULL,
+        count bigint NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, region, api_group, reason)
+      );
+    `,
+  },
 ]

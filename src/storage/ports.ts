@@ -35,7 +35,7 @@ import type { Group, Region } from '../domain/regions.ts'
 import type { Page } from '../domain/lists.ts'
 import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'
 import type { LockPolicy, Verdict } from '../domain/lockout.ts'
-import type { LimitDecision, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'
+import type { LimitDecision, RefusalLine, RefusalRow, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'
 import type { NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 
 export interface AccountQuery {
@@ -414,6 +414,10 @@ export interface UsageStore {
   report(accountId: string, fromDay: string, toDay: string, by: UsageBy): Promise<UsageLine[]>
   /** total sums an account's units over all groups from `fromDay` to `toDay` (inclusive). */
   total(accountId: string, fromDay: string, toDay: string): Promise<number>
+  /** addRefusals adds the counts of refused calls (summing with what is there), all or nothing. */
+  addRefusals(rows: readonly RefusalRow[]): Promise<void>
+  /** refusals sums an account's refused calls from `fromDay` to `toDay` (inclusive) per key, region, group and reason: the most first. */
+  refusals(accountId: string, fromDay: string, toDay: string): Promise<RefusalLine[]>
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * Limits admits an authenticated call under its account's plan, after the gateway has let
- * it through (a refused key never counts against anyone): the shared limiter (Redis) when
+ * it through (a refused key never counts against anyone's plan, though its refusal is told to
+ * its account): the shared limiter (Redis) when
  * there is one, this node's otherwise and while Redis is unreachable. Admitted calls are
  * counted for usage and answer with the IETF draft RateLimit-Policy and RateLimit headers;
  * refused ones get 429 with Retry-After and consume nothing.
@@ -9,7 +10,7 @@ import type { FastifyReply } from 'fastify'
 import type { Log } from '../logging/late.ts'
 import type { Config } from '../config/config.ts'
 import type { KeyGrant, Plan } from '../domain/accounts.ts'
-import type { LimitDecision } from '../domain/usage.ts'
+import type { LimitDecision, RefusalReason } from '../domain/usage.ts'
 import type { Store } from '../storage/ports.ts'
 import { UnavailableError } from '../domain/errors.ts'
 import { apiError, type ApiError } from '../errors/errors.ts'
@@ -83,6 +84,7 @@ export class Limits {
     const finish = (decision: LimitDecision) => {
       const refused = this.#apply(decision, plan, reply)
       if (refused) {
+        if (!decision.admitted) this.#recorder.refuse(grant.accountId, grant.keyId, group, decision.reason === 'quota' ? 'over quota' : 'throttled')
         done(refused)
         return
       }
@@ -113,6 +115,11 @@ export class Limits {
         this.#local.take(grant.accountId, plan, cost, this.#seed(grant.accountId)).then(finish, done)
       },
     )
+  }
+
+  /** refused counts a call of a known key that the gateway refused (for the account's overview). */
+  refused(grant: KeyGrant, group: Group, reason: RefusalReason): void {
+    this.#recorder.refuse(grant.accountId, grant.keyId, group, reason)
   }
 
   /** The quota already used in a window: the store's counts plus this node's unsaved ones. */

@@ -1,11 +1,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { KeyUse, UsageStore } from '../storage/ports.ts'
-import type { UsageRow } from '../domain/usage.ts'
+import type { RefusalRow, UsageRow } from '../domain/usage.ts'
 import { UsageRecorder } from './recorder.ts'
 
 function fakeStores() {
-  const state = { up: false, saved: [] as UsageRow[], touched: [] as KeyUse[] }
+  const state = { up: false, saved: [] as UsageRow[], touched: [] as KeyUse[], refused: [] as RefusalRow[] }
   const usage: UsageStore = {
     async add(rows) {
       if (!state.up) throw new Error('store away')
@@ -13,6 +13,11 @@ function fakeStores() {
     },
     report: async () => [],
     total: async () => 0,
+    async addRefusals(rows) {
+      if (!state.up) throw new Error('store away')
+      state.refused.push(...rows)
+    },
+    refusals: async () => [],
   }
   const access = {
     async touchKeys(uses: readonly KeyUse[]) {
@@ -80,4 +85,30 @@ test("a key's last use is written at most once a minute, and its latest time is 
   now += 120_000
   await recorder.flush()
   assert.equal(state.touched.length, 2, 'no use, no write')
+})
+
+test('refused calls are kept per day, key, group and reason, a failed save keeps them, and they do not count as usage lag', async () => {
+  const { state, usage, access } = fakeStores()
+  let now = Date.UTC(2026, 10, 21, 23, 59, 59)
+  const recorder = new UsageRecorder(usage, access, 'eu', () => now)
+  for (let i = 0; i < 3; i++) recorder.refuse('a', 'k1', 'totp', 'not subscribed')
+  recorder.refuse('a', 'k1', 'totp', 'over quota')
+  now += 2000
+  recorder.refuse('a', 'k1', 'totp', 'not subscribed')
+  assert.equal(recorder.lagMs(), 0, 'no usage count waits')
+  await assert.rejects(recorder.flush(), /store away/)
+  recorder.refuse('b', 'k2', 'converter', 'revoked')
+  state.up = true
+  assert.equal(await recorder.flush(), 4)
+  assert.deepEqual(
+    state.refused.map((r) => [r.accountId, r.keyId, r.region, r.day, r.group, r.reason, r.count]).sort(),
+    [
+      ['a', 'k1', 'eu', '2026-11-21', 'totp', 'not subscribed', 3],
+      ['a', 'k1', 'eu', '2026-11-21', 'totp', 'over quota', 1],
+      ['a', 'k1', 'eu', '2026-11-22', 'totp', 'not subscribed', 1],
+      ['b', 'k2', 'eu', '2026-11-22', 'converter', 'revoked', 1],
+    ].sort(),
+  )
+  assert.equal(await recorder.flush(), 0, 'written once')
+  assert.equal(state.saved.length, 0, 'no usage')
 })

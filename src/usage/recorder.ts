@@ -7,9 +7,14 @@
  *
  * It also keeps each key's last use, and writes it with a flush at most once a minute per
  * key: the hot path only sets a number.
+ *
+ * Calls refused with a known key (by the gateway or the plan) are counted the same way, per
+ * key, day, group and reason, and written with the same flush: what the portal's overview
+ * tells the account. A flood of refusals costs a map increment each, and the map holds at most
+ * a line per key, group and reason of the day.
  */
 import type { KeyUse, UsageStore, AccessStore } from '../storage/ports.ts'
-import type { UsageRow } from '../domain/usage.ts'
+import type { RefusalReason, RefusalRow, UsageRow } from '../domain/usage.ts'
 import type { Group, Region } from '../domain/regions.ts'
 import { utcDay } from './windows.ts'
 
@@ -34,6 +39,8 @@ export class UsageRecorder {
   /** day → key id → tally */
   #pending = new Map<string, Map<string, Tally>>()
   readonly #lastUse = new Map<string, LastUse>()
+  /** `day key group reason` (NUL-separated) → the refused calls not yet in the store */
+  #refused = new Map<string, { readonly row: Omit<RefusalRow, 'count'>; count: number }>()
   readonly #usage: UsageStore
   readonly #access: Pick<AccessStore, 'touchKeys'>
   readonly #region: Region
@@ -53,13 +60,27 @@ export class UsageRecorder {
     this.#now = now
   }
 
-  count(accountId: string, keyId: string, group: Group, units: number): void {
-    const now = this.#now()
+  /** today: the current UTC day's name (kept with its bounds: a call costs no date formatting). */
+  #today(now: number): string {
     if (now >= this.#dayEnd || now < this.#dayStart) {
       this.#dayStart = Math.floor(now / DAY) * DAY
       this.#dayEnd = this.#dayStart + DAY
       this.#day = utcDay(now)
     }
+    return this.#day
+  }
+
+  /** refuse counts a call of a known key refused for `reason`. */
+  refuse(accountId: string, keyId: string, group: Group, reason: RefusalReason): void {
+    const now = this.#now()
+    const day = this.#today(now)
+    // Not the flush lag's: that one tells how late the usage counts (and so the quota) are.
+    addRefused(this.#refused, { accountId, keyId, region: this.#region, day, group, reason }, 1)
+  }
+
+  count(accountId: string, keyId: string, group: Group, units: number): void {
+    const now = this.#now()
+    this.#today(now)
     if (this.#oldestMs === 0) this.#oldestMs = now
     const tally = tallyOf(this.#pending, this.#day, accountId, keyId)
     tally.count[group]++
@@ -97,7 +118,8 @@ export class UsageRecorder {
 
   async #flush(): Promise<number> {
     await this.#flushLastUse()
-    if (this.#pending.size === 0) return 0
+    const refusals = await this.#flushRefusals()
+    if (this.#pending.size === 0) return refusals
     const batch = this.#pending
     const oldest = this.#oldestMs
     this.#pending = new Map()
@@ -123,6 +145,21 @@ export class UsageRecorder {
       }
       throw error
     }
+    return rows.length + refusals
+  }
+
+  /** flushRefusals writes the refusals counted; on failure they stay pending, and it throws. */
+  async #flushRefusals(): Promise<number> {
+    if (this.#refused.size === 0) return 0
+    const batch = this.#refused
+    this.#refused = new Map()
+    const rows = [...batch.values()].map(({ row, count }): RefusalRow => ({ ...row, count }))
+    try {
+      await this.#usage.addRefusals(rows)
+    } catch (error) {
+      for (const r of rows) addRefused(this.#refused, r, r.count)
+      throw error
+    }
     return rows.length
   }
 
@@ -146,6 +183,14 @@ export class UsageRecorder {
       /* retried at the next flush */
     }
   }
+}
+
+function addRefused(into: Map<string, { readonly row: Omit<RefusalRow, 'count'>; count: number }>, row: Omit<RefusalRow, 'count'>, count: number): void {
+  const key = `${row.day}\0${row.keyId}\0${row.group}\0${row.reason}`
+  const found = into.get(key)
+  if (found === undefined)
+    into.set(key, { row: { accountId: row.accountId, keyId: row.keyId, region: row.region, day: row.day, group: row.group, reason: row.reason }, count })
+  else found.count += count
 }
 
 function tallyOf(pending: Map<string, Map<string, Tally>>, day: string, accountId: string, keyId: string): Tally {

@@ -1,7 +1,7 @@
 /**
  * An account's overview, the page a user with one account lands on: the calls of today and of
  * the quota's window against the quota, the keys in use (and those about to stop), where the
- * account may call, and what needs attention: the account suspended, calls refused, failed
+ * account may call, and what needs attention: the account suspended, calls refused today (and why), failed
  * verifications and lockouts of its managed factors, webhook deliveries failing. Each figure
  * links to the page that tells more. Every read is bounded (a day's usage, a page of the audit
  * trail per action, a page of deliveries per endpoint), so the page costs the same for an
@@ -14,8 +14,9 @@ import { atLeast, pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
 import { GROUPS, type Group } from '../../domain/regions.ts'
 import type { ApiKeyInfo, AuditEvent, Plan, Subscription } from '../../domain/accounts.ts'
+import type { RefusalLine } from '../../domain/usage.ts'
 import { quotaWindow, utcDay } from '../../usage/windows.ts'
-import { accountPath, GROUP_NAMES, when } from '../web/labels.ts'
+import { accountPath, GROUP_NAMES, REFUSAL_WORDS, when } from '../web/labels.ts'
 import { keyLabel, keyState, liveKeys } from './keys-view.ts'
 import { subscriptionBadge } from './subscriptions.ts'
 
@@ -38,6 +39,8 @@ const DAY = 86_400_000
 const EXPIRY_NOTICE_DAYS = 7
 /** The audit trail read per action: recent enough to count a day's failures, bounded whatever the account does. */
 const EVENTS_READ = 100
+/** The kinds of refused calls (key, group, region, reason) listed, the most first. */
+const REFUSALS_SHOWN = 5
 /** The deliveries read per endpoint, newest first. */
 const DELIVERIES_READ = 20
 
@@ -61,19 +64,21 @@ async function failingEndpoints(kit: Kit, who: InAccount): Promise<Attention[]> 
   if (!atLeast(who.role, 'admin')) return []
   const endpoints = await kit.webhooks.list(who.account.id)
   if (isFailure(endpoints)) return []
+  // At most WEBHOOK_MAX_ENDPOINTS reads, at once.
+  const pages = await Promise.all(endpoints.map((e) => kit.webhooks.deliveries(who.account.id, e.id, { limit: DELIVERIES_READ })))
   const found: Attention[] = []
-  for (const endpoint of endpoints) {
-    const page = await kit.webhooks.deliveries(who.account.id, endpoint.id, { limit: DELIVERIES_READ })
-    if (isFailure(page)) continue
+  endpoints.forEach((endpoint, i) => {
+    const page = pages[i]!
+    if (isFailure(page)) return
     const failed = page.items.filter((d) => d.status === 'failed').length
     const retrying = page.items.filter((d) => d.status === 'pending' && d.attempts.length > 0).length
-    if (failed + retrying === 0) continue
+    if (failed + retrying === 0) return
     const link = `${accountPath(who.account.id, 'webhooks')}/${encodeURIComponent(endpoint.id)}/deliveries`
     found.push({
       level: failed > 0 ? 'bad' : 'warn',
       text: html`Webhook endpoint <code>${endpoint.url}</code>: of its ${plural(page.items.length, 'latest delivery', 'latest deliveries')}, ${n(failed)} failed and ${n(retrying)} ${retrying === 1 ? 'is' : 'are'} being retried. <a href="${link}">See the deliveries</a>`,
     })
-  }
+  })
   return found
 }
 
@@ -93,6 +98,9 @@ interface Facts {
   readonly failures: ReturnType<typeof recent>
   readonly lockouts: ReturnType<typeof recent>
   readonly failing: readonly Attention[]
+  /** Today's refused calls, the most first, and their total. */
+  readonly refused: readonly RefusalLine[]
+  readonly keys: readonly ApiKeyInfo[]
 }
 
 async function factsOf(kit: Kit, who: InAccount): Promise<Facts> {
@@ -100,7 +108,7 @@ async function factsOf(kit: Kit, who: InAccount): Promise<Facts> {
   const id = who.account.id
   const now = kit.now()
   const day = utcDay(now)
-  const [todayLines, weekLines, planOf, keys, subs, failed, lockouts, failing] = await Promise.all([
+  const [todayLines, weekLines, planOf, keys, subs, failed, lockouts, failing, refused] = await Promise.all([
     accounts.usage(id, day, day, 'day'),
     accounts.usage(id, utcDay(now - 6 * DAY), day, 'day'),
     accounts.getPlan(id),
@@ -109,6 +117,7 @@ async function factsOf(kit: Kit, who: InAccount): Promise<Facts> {
     accounts.auditEvents({ accountId: id, action: 'factor.verification_failed', limit: EVENTS_READ }),
     accounts.auditEvents({ accountId: id, action: 'factor.lockout_started', limit: EVENTS_READ }),
     failingEndpoints(kit, who),
+    accounts.refusals(id, day, day),
   ])
   const plan = planOf?.plan ?? null
   const window = plan === null ? null : quotaWindow(now, plan.period)
@@ -127,6 +136,8 @@ async function factsOf(kit: Kit, who: InAccount): Promise<Facts> {
     failures: recent(failed.items, now, DAY),
     lockouts: recent(lockouts.items, now, DAY),
     failing,
+    refused: isFailure(refused) ? [] : refused,
+    keys,
   }
 }
 
@@ -150,6 +161,18 @@ function attentionOf(who: InAccount, f: Facts): Attention[] {
       level: 'warn',
       text: html`Key ${keyLabel(k)} stops working ${when(k.expiresAt)}${keyState(k, f.now) === 'expiring' ? ' (rolled: its grace ends)' : ''}. <a href="${path('keys')}/${encodeURIComponent(k.id)}">See the key</a>`,
     })
+  const refusedToday = f.refused.reduce((a, r) => a + r.count, 0)
+  if (refusedToday > 0) {
+    const names = new Map(f.keys.map((k) => [k.id, k]))
+    const shown = f.refused.slice(0, REFUSALS_SHOWN)
+    found.push({
+      level: 'warn',
+      text: html`${plural(refusedToday, 'call')} refused today (UTC):<ul>${shown.map((r) => {
+        const key = names.get(r.keyId)
+        return html`<li>${n(r.count)} with key ${key === undefined ? r.keyId : keyLabel(key)}, ${GROUP_NAMES[r.group]} in ${r.region}: ${REFUSAL_WORDS[r.reason]}</li>`
+      })}</ul>${f.refused.length > shown.length ? html`and ${plural(f.refused.length - shown.length, 'more kind')}. ` : ''}<a href="${path('usage')}#refused">See the refused calls</a>`,
+    })
+  }
   if (f.failures.count > 0)
     found.push({
       level: 'warn',
@@ -212,7 +235,7 @@ export default async function overviewPages(app: FastifyInstance, kit: Kit): Pro
 <h2>Needs attention</h2>
 ${
   attention.length === 0
-    ? html`<p id="attention">Nothing: the account is active, subscribed and has keys in use; no failed verification or lockout in the last 24 hours${atLeast(who.role, 'admin') ? ', and no webhook delivery failing' : ''}.</p>`
+    ? html`<p id="attention">Nothing: the account is active, subscribed and has keys in use; no call refused today, no failed verification or lockout in the last 24 hours${atLeast(who.role, 'admin') ? ', and no webhook delivery failing' : ''}.</p>`
     : html`<ul class="attention" id="attention">${attention.map((a) => html`<li class="${a.level}">${a.text}</li>`)}</ul>`
 }
 <p class="hint">Counts reach this page within ${Math.ceil(kit.config.usageFlushMs / 1000)} seconds. New here? <a href="${accountPath(who.account.id, 'start')}">Getting started</a> has a first call to paste.</p>`,

@@ -16,8 +16,10 @@ import type { InAccount, Kit } from '../web/kit.ts'
 import { pageRoute, sendPage, whoIn } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
 import { GROUPS, REGIONS, type Group } from '../../domain/regions.ts'
-import type { Plan } from '../../domain/accounts.ts'
-import type { UsageBy, UsageLine } from '../../domain/usage.ts'
+import type { ApiKeyInfo, Plan } from '../../domain/accounts.ts'
+import type { RefusalLine, UsageBy, UsageLine } from '../../domain/usage.ts'
+import { REFUSAL_WORDS } from '../web/labels.ts'
+import { keyLabel } from './keys-view.ts'
 import { quotaWindow, utcDay } from '../../usage/windows.ts'
 import { csv } from '../../usage/csv.ts'
 import { CHART_JS } from '../web/usage-chart.ts'
@@ -155,6 +157,33 @@ ${GROUPS.map((g) => html`<dt>${GROUP_NAMES[g]} call</dt><dd>${plan.weights[g] ==
 </dl>`
 }
 
+/** REFUSED_SHOWN: the kinds of refused calls the usage page lists, the most first. */
+const REFUSED_SHOWN = 50
+
+/** refusedSection: the calls refused with the account's keys in the period, by key, group, region and why. */
+function refusedSection(lines: readonly RefusalLine[], keys: readonly ApiKeyInfo[], days: number): Html {
+  const names = new Map(keys.map((k) => [k.id, k]))
+  const total = lines.reduce((a, r) => a + r.count, 0)
+  const shown = lines.slice(0, REFUSED_SHOWN)
+  return html`<h2 id="refused">Refused calls</h2>
+<p>Calls made with this account's keys that were refused, and why (calls without a key, or with an unknown one, belong to no account and are not counted here). They cost nothing against the quota.</p>
+${
+  lines.length === 0
+    ? html`<p>No call was refused in the last ${days} days.</p>`
+    : wide(
+        'Refused calls',
+        html`<table>
+<caption>Refused calls, last ${days} days: ${n(total)}${lines.length > shown.length ? `; the ${shown.length} most refused kinds of ${lines.length}` : ''}</caption>
+<thead><tr><th scope="col">Key</th><th scope="col">API group</th><th scope="col">Region</th><th scope="col">Why</th><th scope="col" class="num">Calls</th><th scope="col">Last on</th></tr></thead>
+<tbody>${shown.map((r) => {
+          const key = names.get(r.keyId)
+          return html`<tr><th scope="row">${key === undefined ? r.keyId : keyLabel(key)}</th><td>${GROUP_NAMES[r.group]}</td><td>${r.region}</td><td>${REFUSAL_WORDS[r.reason]}</td><td class="num">${n(r.count)}</td><td>${r.lastDay}</td></tr>`
+        })}</tbody>
+</table>`,
+      )
+}`
+}
+
 /** GET usage: the chart, the plan and its quota used, and the tables of a period (the per-key table loads on its own). */
 async function usagePage(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const here = whoIn(request)
@@ -165,12 +194,14 @@ async function usagePage(kit: Kit, request: FastifyRequest, reply: FastifyReply)
   const to = utcDay(now)
   const from = utcDay(now - (days - 1) * DAY)
   // The per-key report (the costly one: a line per key) is a page of its own, loaded into this one by htmx.
-  const [byDay, byRegion, plan] = await Promise.all([
+  const [byDay, byRegion, plan, refused, keys] = await Promise.all([
     kit.accounts.usage(id, from, to, 'day'),
     kit.accounts.usage(id, from, to, 'region'),
     kit.accounts.getPlan(id),
+    kit.accounts.refusals(id, from, to),
+    kit.accounts.listKeys(id),
   ])
-  if (isFailure(byDay) || isFailure(byRegion) || plan === null) return badRequest(kit, reply, here, 'This report is not available')
+  if (isFailure(byDay) || isFailure(byRegion) || isFailure(refused) || plan === null) return badRequest(kit, reply, here, 'This report is not available')
   const window = quotaWindow(now, plan.plan.period)
   const used = await kit.accounts.usageTotal(id, utcDay(window.start), utcDay(window.end - 1))
 
@@ -215,6 +246,7 @@ ${totalsTable(
   'No calls in this period.',
 )}
 ${totalsTable(`Calls per region, last ${days} days`, 'Region', regionRows, 'No calls in this period.')}
+${refusedSection(refused, keys, days)}
 <div id="keys-usage"><p><a href="${base}/usage/keys?days=${days}" hx-get="${base}/usage/keys?days=${days}" hx-trigger="load" hx-select="#keys-usage" hx-target="#keys-usage" hx-swap="outerHTML">Calls per key, last ${days} days</a></p></div>`,
   })
 }

@@ -3,6 +3,7 @@
  * each API group is called, where each region is served, and how a time reads.
  */
 import type { Group, Region } from '../../domain/regions.ts'
+import type { RefusalReason } from '../../domain/usage.ts'
 import { html, type Html } from './html.ts'
 import type { Kit } from './kit.ts'
 
@@ -23,4 +24,15 @@ export function when(iso: string | null, none = 'never'): Html | string {
 /** accountPath: the path of one of an account's portal pages. */
 export function accountPath(accountId: string, page: string): string {
   return `/portal/accounts/${encodeURIComponent(accountId)}/${page}`
+}
+
+/** REFUSAL_WORDS: why a call with a key of the account was refused, as its status says it, for the reader who must fix it. */
+export const REFUSAL_WORDS: Readonly<Record<RefusalReason, string>> = {
+  revoked: '403: the key is revoked',
+  expired: '403: the key has expired',
+  suspended: '403: the account is suspended',
+  'not subscribed': '403: the account is not subscribed to this group in this region',
+  'out of scope': "403: the key's scope leaves this group or region out",
+  throttled: "429: over the plan's rate",
+  'over quota': '429: the quota is used up',
 }

@@ -13,7 +13,7 @@
 import pg from 'pg'
 import type { FactorStore, Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
-import type { UsageLine } from '../../domain/usage.ts'
+import { REFUSAL_LINES, type RefusalLine, type RefusalReason, type UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
 import { UnavailableError } from '../../domain/errors.ts'
 import type { Group, Region } from '../../domain/regions.ts'
@@ -257,6 +257,47 @@ function usageStore(query: Query): UsageStore {
         toDay,
       ])
       return Number(rows[0]?.n ?? 0)
+    },
+    async addRefusals(rows) {
+      if (rows.length === 0) return
+      // Summed per conflict key first and taken in key order, as add does.
+      await query(
+        'refusals-add',
+        `INSERT INTO refusals_daily AS u (account_id, day, key_id, region, api_group, reason, count)
+        SELECT account_id, day, key_id, region, api_group, reason, sum(count)
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
+          AS t(account_id, day, key_id, region, api_group, reason, count)
+        GROUP BY account_id, day, key_id, region, api_group, reason ORDER BY account_id, day, key_id, region, api_group, reason
+        ON CONFLICT (account_id, day, key_id, region, api_group, reason) DO UPDATE SET count = u.count + excluded.count`,
+        [
+          rows.map((r) => r.accountId),
+          rows.map((r) => r.day),
+          rows.map((r) => r.keyId),
+          rows.map((r) => r.region),
+          rows.map((r) => r.group),
+          rows.map((r) => r.reason),
+          rows.map((r) => r.count),
+        ],
+      )
+    },
+    async refusals(accountId, fromDay, toDay) {
+      const { rows } = await query(
+        'refusals-report',
+        `SELECT key_id, region, api_group, reason, sum(count) AS count, max(day) AS last_day FROM refusals_daily
+        WHERE account_id = $1 AND day >= $2 AND day <= $3 GROUP BY key_id, region, api_group, reason
+        ORDER BY count DESC, last_day DESC, key_id COLLATE "C", region COLLATE "C", api_group COLLATE "C", reason COLLATE "C" LIMIT ${REFUSAL_LINES}`,
+        [accountId, fromDay, toDay],
+      )
+      return rows.map(
+        (r): RefusalLine => ({
+          keyId: String(r.key_id),
+          region: r.region as Region,
+          group: r.api_group as Group,
+          reason: r.reason as RefusalReason,
+          count: Number(r.count),
+          lastDay: String(r.last_day),
+        }),
+      )
     },
   }
 }

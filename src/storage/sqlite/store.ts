@@ -10,7 +10,7 @@ import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
 import type { OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
-import type { UsageLine } from '../../domain/usage.ts'
+import { REFUSAL_LINES, type RefusalLine, type RefusalReason, type UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure, lockDelaySeconds } from '../../domain/lockout.ts'
 import type { Group, Region } from '../../domain/regions.ts'
 import { migrations } from '../migrations.ts'
@@ -158,6 +158,11 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
   const byRegion = db.prepare(`SELECT region, api_group, sum(count) AS count, sum(units) AS units FROM usage_regions
     WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY region, api_group ORDER BY region, api_group`)
   const byKey = new Map<string, StatementSync>()
+  const refused = db.prepare(`INSERT INTO refusals_daily (account_id, day, key_id, region, api_group, reason, count) VALUES (?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (account_id, day, key_id, region, api_group, reason) DO UPDATE SET count = count + excluded.count`)
+  const refusals = db.prepare(`SELECT key_id, region, api_group, reason, sum(count) AS count, max(day) AS last_day FROM refusals_daily
+    WHERE account_id = ? AND day >= ? AND day <= ? GROUP BY key_id, region, api_group, reason
+    ORDER BY count DESC, last_day DESC, key_id, region, api_group, reason LIMIT ${REFUSAL_LINES}`)
   return {
     add(rows) {
       // Every table, every row, or nothing (a SAVEPOINT inside the turn's transaction).
@@ -192,6 +197,23 @@ function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
     },
     async total(accountId, fromDay, toDay) {
       return Number(total.get(accountId, fromDay, toDay)?.n ?? 0)
+    },
+    addRefusals(rows) {
+      return batch.atomic(() => {
+        for (const r of rows) refused.run(r.accountId, r.day, r.keyId, r.region, r.group, r.reason, r.count)
+      })
+    },
+    async refusals(accountId, fromDay, toDay) {
+      return refusals.all(accountId, fromDay, toDay).map(
+        (r): RefusalLine => ({
+          keyId: String(r.key_id),
+          region: r.region as Region,
+          group: r.api_group as Group,
+          reason: r.reason as RefusalReason,
+          count: Number(r.count),
+          lastDay: String(r.last_day),
+        }),
+      )
     },
   }
 }

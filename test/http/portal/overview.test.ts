@@ -4,19 +4,29 @@
  * overview's figures are checked against what was seeded (calls today and in the quota's
  * window, keys in use, subscriptions), and each kind of attention it raises is made to happen:
  * a quota nearly used, a key about to expire, failed verifications and a lockout of managed
- * factors, and a webhook endpoint that answers 500.
+ * factors, a webhook endpoint that answers 500, and calls refused by the real gateway (in
+ * parallel, on SQLite and on PostgreSQL + Redis: each one counted once, under its reason).
  */
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp } from '../../support/helper.ts'
+import { get, startApp } from '../../support/helper.ts'
+import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
 import { PortalClient, portalUser, seedUsage, signedInClient } from '../../support/portal-helper.ts'
-import { Receiver, waitFor } from '../../support/receiver.ts'
+import { factorEvent, Receiver, waitFor } from '../../support/receiver.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { utcDay } from '../../../src/usage/windows.ts'
 
 const overviewOf = (id: string) => `/portal/accounts/${id}/overview`
-const text = (html: string) => html.replace(/<[^>]+>/g, '').replace(/\s+/g, ' ')
+const text = (html: string) =>
+  html
+    .replace(/<[^>]+>/g, '')
+    .replace(/&#39;/g, "'")
+    .replace(/&quot;/g, '"')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&')
+    .replace(/\s+/g, ' ')
 
 test('a sign-in lands on the overview of the one account; with two accounts, on the list, and every account page has a switcher', async (t) => {
   const app = await startApp(t)
@@ -68,7 +78,7 @@ test('the overview: calls today, the quota used, keys in use, subscriptions; not
   assert.match(page.text, /<li>TOTP in eu <span class="badge ok">active<\/span><\/li>/)
   assert.match(
     text(page.text),
-    /Needs attention Nothing: the account is active, subscribed and has keys in use; no failed verification or lockout in the last 24 hours\./,
+    /Needs attention Nothing: the account is active, subscribed and has keys in use; no call refused today, no failed verification or lockout in the last 24 hours\./,
   )
 
   const account = await app.accounts.createAccount({ actor: SYSTEM }, { name: 'other' })
@@ -92,16 +102,7 @@ test('the overview raises what needs attention: quota nearly used, a key about t
     expiresAt: new Date(app.clock.now() + 3 * 86_400_000).toISOString(),
   })
   assert.ok(!isFailure(soon))
-  const event = (action: string) =>
-    app.store.audit.append({
-      actor: 'system',
-      action,
-      target: { type: 'factor', id: 'fac_1' },
-      accountId: app.accountId,
-      ip: null,
-      outcome: 'failure',
-      detail: { userID: 'u1' },
-    })
+  const event = (action: string) => factorEvent(app, action, { outcome: 'failure' })
   const { client } = await signedInClient(app, { role: 'admin' })
   const hooks = `/portal/accounts/${app.accountId}/webhooks`
   assert.equal((await client.post(hooks, { url: `http://127.0.0.1:${receiver.port}/in` }, { from: hooks })).status, 201)
@@ -114,7 +115,7 @@ test('the overview raises what needs attention: quota nearly used, a key about t
 
   const page = await client.get(overviewOf(app.accountId))
   assert.equal(page.status, 200)
-  const items = [...page.text.matchAll(/<li class="(bad|warn)">([\s\S]*?)<\/li>/g)].map((m) => [m[1], text(m[2]!)])
+  const items = [...page.text.matchAll(/<li class="(bad|warn)">([\s\S]*?)<\/li>/g)].map((m) => [m[1], text(m[2]!).trim()])
   const find = (re: RegExp) => items.find(([, t]) => re.test(t!))
   assert.equal(find(/^Over 80 % of the quota is used until the month ends/)?.[0], 'warn')
   assert.equal(find(/^Key short-lived stops working .* UTC\. See the key$/)?.[0], 'warn')
@@ -135,4 +136,58 @@ test('the overview raises what needs attention: quota nearly used, a key about t
   app.clock.advance(86_401_000)
   const later = text((await client.get(overviewOf(app.accountId))).text)
   assert.ok(!/failed verifications|locked out/.test(later), 'only the last 24 hours count')
+})
+
+const PG = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
+
+/**
+ * refusedCalls: calls the gateway refuses, made for real, 40 of them at once: a group the
+ * account is not subscribed to, a revoked key, a key past the plan's rate; and unknown keys,
+ * which belong to no account. The overview and the usage page tell each kind, counted once.
+ */
+async function refusedCalls(t: TestContext, env: Record<string, string>): Promise<void> {
+  const app = await startApp(t, { USAGE_FLUSH_MS: '100', ...env })
+  // Only TOTP in eu: PDF conversion is refused as not subscribed.
+  await app.accounts.setSubscription({ actor: SYSTEM }, app.accountId, 'eu', 'converter', 'inactive')
+  const gone = await app.accounts.issueKey({ actor: SYSTEM }, app.accountId, { name: 'old-ci' })
+  assert.ok(!isFailure(gone))
+  assert.ok(!isFailure(await app.accounts.revokeKey({ actor: SYSTEM }, gone.key.id)))
+  const convert = () => fetch(`${app.url}/converter/generateImage`, { method: 'POST', headers: { 'x-api-key': app.key } }).then((r) => r.status)
+  const statuses = await Promise.all([
+    ...Array.from({ length: 40 }, convert),
+    ...Array.from({ length: 7 }, () => get(app.url, '/totp/ping', gone.apiKey).then((r) => r.status)),
+    ...Array.from({ length: 5 }, () => get(app.url, '/totp/ping', 'tsr_0000000000000000000000000000000000000000').then((r) => r.status)),
+  ])
+  assert.deepEqual([...new Set(statuses)], [403])
+  // The plan's rate: a burst of 2, then 429s.
+  assert.ok(!isFailure(await app.accounts.setPlan({ actor: SYSTEM }, app.accountId, { rate: 0.01, burst: 2, quota: 0 })))
+  const pings = await Promise.all(Array.from({ length: 12 }, () => get(app.url, '/totp/ping', app.key).then((r) => r.status)))
+  assert.deepEqual([pings.filter((s) => s === 200).length, pings.filter((s) => s === 429).length], [2, 10])
+
+  const { client } = await signedInClient(app, { role: 'viewer' })
+  const overview = overviewOf(app.accountId)
+  await waitFor(async () => text((await client.get(overview)).text).includes('57 calls refused today'), 5000, 'the refusals on the overview')
+  const item = /<li class="warn">\d+ calls refused today([\s\S]*?)<\/ul>/.exec(client.last!.text)?.[1] ?? ''
+  const kinds = [...item.matchAll(/<li>([\s\S]*?)<\/li>/g)].map((m) => text(m[1]!))
+  assert.deepEqual(kinds, [
+    '40 with key test key, PDF conversion in eu: 403: the account is not subscribed to this group in this region',
+    "10 with key test key, TOTP in eu: 429: over the plan's rate",
+    '7 with key old-ci, TOTP in eu: 403: the key is revoked',
+  ])
+  assert.match(client.last!.text, /<a href="[^"]+\/usage#refused">See the refused calls<\/a>/)
+
+  const usage = await client.get(`/portal/accounts/${app.accountId}/usage`)
+  assert.match(usage.text, /<caption>Refused calls, last 30 days: 57<\/caption>/, 'unknown keys are counted for no account')
+  assert.match(
+    usage.text,
+    /<tr><th scope="row">test key<\/th><td>Converter<\/td><td>eu<\/td><td>403: the account is not subscribed to this group in this region<\/td><td class="num">40<\/td><td>\d{4}-\d\d-\d\d<\/td><\/tr>/,
+  )
+}
+
+test('calls refused by the gateway and the plan are told on the overview and the usage page, each counted once', async (t) => {
+  await refusedCalls(t, {})
+})
+
+test('refused calls, on PostgreSQL with Redis', { skip: PG }, async (t) => {
+  await refusedCalls(t, { DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) })
 })

@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { AccessStore, Limiter, PortalStore, Store } from '../../../src/storage/ports.ts'
 import type { Account, ApiKeyInfo, AuditDraft, NewKey, Plan } from '../../../src/domain/accounts.ts'
-import type { LimitDecision } from '../../../src/domain/usage.ts'
+import type { LimitDecision, RefusalReason } from '../../../src/domain/usage.ts'
 import type { LockPolicy } from '../../../src/domain/lockout.ts'
 import type { NewEmailToken, NewUser } from '../../../src/domain/portal.ts'
 import { CursorError, LastOwnerError } from '../../../src/domain/errors.ts'
@@ -436,6 +436,32 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal(await usage.total('a', '2026-11-21', '2026-11-21'), 19)
     assert.equal(await usage.total('c', '2026-11-01', '2026-11-30'), 0)
   })
+
+  withStore(
+    'refused calls add up per account, key, region, group and reason, the most first, with the last day; a batch with one key twice sums it; nodes adding at once lose nothing',
+    async ({ usage }) => {
+      const row = (accountId: string, keyId: string, day: string, reason: RefusalReason, count: number, region: 'eu' | 'us' = 'eu') =>
+        ({ accountId, keyId, region, day, group: 'totp', reason, count }) as const
+      await usage.addRefusals([
+        row('a', 'k1', '2026-11-20', 'not subscribed', 3),
+        row('a', 'k1', '2026-11-21', 'not subscribed', 1),
+        row('a', 'k1', '2026-11-21', 'not subscribed', 1),
+        row('a', 'k2', '2026-11-21', 'over quota', 2, 'us'),
+        row('b', 'k9', '2026-11-21', 'revoked', 9),
+      ])
+      await usage.addRefusals([])
+      // Five writers at once, as five nodes flush: every count is kept.
+      await Promise.all(Array.from({ length: 5 }, () => usage.addRefusals([row('a', 'k2', '2026-11-22', 'over quota', 2, 'us')])))
+      assert.deepEqual(await usage.refusals('a', '2026-11-01', '2026-11-30'), [
+        { keyId: 'k2', region: 'us', group: 'totp', reason: 'over quota', count: 12, lastDay: '2026-11-22' },
+        { keyId: 'k1', region: 'eu', group: 'totp', reason: 'not subscribed', count: 5, lastDay: '2026-11-21' },
+      ])
+      assert.deepEqual(await usage.refusals('a', '2026-11-20', '2026-11-20'), [
+        { keyId: 'k1', region: 'eu', group: 'totp', reason: 'not subscribed', count: 3, lastDay: '2026-11-20' },
+      ])
+      assert.deepEqual(await usage.refusals('c', '2026-11-01', '2026-11-30'), [])
+    },
+  )
 
   withStore("usage by key over ranges that cut months: whole months and edge days add up to the days' sum", async ({ usage }) => {
     const days = ['2026-07-31', '2026-08-01', '2026-08-15', '2026-08-31', '2026-09-01', '2026-09-30', '2026-10-01', '2026-10-02', '2026-12-31', '2027-01-01']

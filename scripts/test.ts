@@ -4,7 +4,7 @@
  * Before it starts it says which suites will run and which will skip, and why. PostgreSQL and
  * Redis are taken from TEST_DATABASE_URL and TEST_REDIS_URL; when those are unset it looks for
  * them at their default local addresses (PostgreSQL as PGUSER, default postgres, on PGHOST:PGPORT,
- * default 127.0.0.1:5432; Redis on 127.0.0.1:6379) and uses those that answer: PostgreSQL
+ * default 127.0.0.1:5432; Redis on REDIS_HOST:REDIS_PORT, default 127.0.0.1:6379) and uses those that answer: PostgreSQL
  * through a scratch database of its own, dropped after the run; Redis under the key prefixes
  * each test makes and deletes. The tests run as `node --test --test-reporter=spec` would
  * run them (a process per file, files in parallel on all CPUs but one), and while a file takes
@@ -68,7 +68,8 @@ async function findPostgres(): Promise<{ url: string; drop?: () => Promise<void>
 /** findRedis: TEST_REDIS_URL, or the local server when it answers PING. */
 async function findRedis(): Promise<{ url: string } | { why: string }> {
   if (process.env.TEST_REDIS_URL) return { url: process.env.TEST_REDIS_URL }
-  const url = 'redis://127.0.0.1:6379'
+  const where = `${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? '6379'}`
+  const url = `redis://${where}`
   const redis = new Redis(url, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null })
   redis.on('error', () => undefined)
   try {
@@ -76,7 +77,7 @@ async function findRedis(): Promise<{ url: string } | { why: string }> {
     await redis.ping()
     return { url }
   } catch (error) {
-    return { why: `no Redis answered at 127.0.0.1:6379 (${(error as Error).message}); set TEST_REDIS_URL` }
+    return { why: `no Redis answered at ${where} (${(error as Error).message}); set TEST_REDIS_URL` }
   } finally {
     redis.disconnect()
   }

@@ -2,7 +2,8 @@
  * The gateway plugin gives route groups their `onRequest` guard. Every refusal is the same
  * 403, byte for byte, and takes the same path (one cache lookup, or on a miss one HMAC and
  * one store lookup; one log line) whatever its cause, so neither the body, the headers nor
- * the timing tell causes apart.
+ * the timing tell causes apart. A known key's refusal is also counted for its account (a map
+ * increment in the usage recorder, for the portal's overview), which the answer does not show.
  *
  * The cache is keyed by the presented key itself, in process memory only: a hit then costs
  * a map lookup instead of an HMAC (the hot path of every call). The store holds only HMACs,

@@ -79,7 +79,7 @@ export type AuditOutcome = 'success' | 'failure'
 
 /** What an audit event is about. */
 export interface AuditTarget {
-  readonly type: 'account' | 'key' | 'subscription' | 'plan' | 'admin-token' | 'totp-lockout' | 'user' | 'member' | 'totp-user' | 'factor' | 'webhook'
+  readonly type: 'account' | 'key' | 'subscription' | 'plan' | 'admin-token' | 'totp-lockout' | 'user' | 'member' | 'totp-user' | 'factor' | 'webhook' | 'job'
   readonly id: string
 }
 

@@ -82,6 +82,8 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     portal: relational.portal,
     // Webhooks live in the relational store: the outbox is written with the audit events there.
     webhooks: relational.webhooks,
+    // Jobs too: their ends write their events, and so the outbox, in the same transaction.
+    jobs: relational.jobs,
     sharedLimiter: redis.limiter,
     gauges: () => ({ ...relational.gauges(), redisConnected: redis.connected() }),
     async health(): Promise<Health> {

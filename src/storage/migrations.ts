@@ -719,4 +719,107 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 11,
+    name: 'conversion jobs, their documents and results in pieces, and their events in the outbox',
+    // options, metadata and error_params: JSON text. sealed: the job's PDF password and URLs, sealed (never as given).
+    // A running job's lease runs to lease_until_ms (epoch ms); written_bytes counts the result pieces written so far.
+    sqlite: `
+      INSERT INTO webhook_event_types (type) VALUES ('conversion.succeeded'), ('conversion.failed');
+      CREATE TABLE conversion_jobs (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        key_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+        operation TEXT NOT NULL,
+        options TEXT NOT NULL,
+        basename TEXT NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('upload', 'url')),
+        has_result_url INTEGER NOT NULL,
+        metadata TEXT,
+        sealed TEXT,
+        idempotency_key TEXT,
+        fingerprint TEXT,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        lease TEXT,
+        lease_until_ms INTEGER,
+        node TEXT,
+        pages_done INTEGER NOT NULL DEFAULT 0,
+        pages_total INTEGER,
+        written_bytes INTEGER NOT NULL DEFAULT 0,
+        result_type TEXT,
+        result_bytes INTEGER,
+        result_name TEXT,
+        result_pages INTEGER,
+        result_gone INTEGER NOT NULL DEFAULT 0,
+        error_code TEXT,
+        error_params TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT,
+        expires_at TEXT
+      );
+      CREATE INDEX conversion_jobs_account ON conversion_jobs(account_id, id);
+      CREATE UNIQUE INDEX conversion_jobs_idempotency ON conversion_jobs(account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+      CREATE INDEX conversion_jobs_active ON conversion_jobs(status, id) WHERE status IN ('queued', 'running');
+      CREATE INDEX conversion_jobs_expiry ON conversion_jobs(expires_at) WHERE result_type IS NOT NULL AND result_gone = 0;
+      CREATE INDEX conversion_jobs_finished ON conversion_jobs(finished_at) WHERE finished_at IS NOT NULL;
+      CREATE TABLE conversion_job_pieces (
+        job_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('document', 'result')),
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (job_id, kind, seq)
+      );
+    `,
+    postgres: `
+      INSERT INTO webhook_event_types (type) VALUES ('conversion.succeeded'), ('conversion.failed');
+      CREATE TABLE conversion_jobs (
+        id text PRIMARY KEY,
+        account_id text NOT NULL REFERENCES accounts(id),
+        key_id text NOT NULL,
+        status text NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+        operation text NOT NULL,
+        options jsonb NOT NULL,
+        basename text NOT NULL,
+        source text NOT NULL CHECK (source IN ('upload', 'url')),
+        has_result_url boolean NOT NULL,
+        metadata jsonb,
+        sealed text,
+        idempotency_key text,
+        fingerprint text,
+        attempts integer NOT NULL DEFAULT 0,
+        lease text,
+        lease_until_ms bigint,
+        node text,
+        pages_done integer NOT NULL DEFAULT 0,
+        pages_total integer,
+        written_bytes bigint NOT NULL DEFAULT 0,
+        result_type text,
+        result_bytes bigint,
+        result_name text,
+        result_pages integer,
+        result_gone boolean NOT NULL DEFAULT false,
+        error_code text,
+        error_params jsonb,
+        created_at timestamptz NOT NULL,
+        started_at timestamptz,
+        finished_at timestamptz,
+        expires_at timestamptz
+      );
+      CREATE INDEX conversion_jobs_account ON conversion_jobs(account_id, id COLLATE "C");
+      CREATE UNIQUE INDEX conversion_jobs_idempotency ON conversion_jobs(account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+      CREATE INDEX conversion_jobs_active ON conversion_jobs(status, id COLLATE "C") WHERE status IN ('queued', 'running');
+      CREATE INDEX conversion_jobs_expiry ON conversion_jobs(expires_at) WHERE result_type IS NOT NULL AND NOT result_gone;
+      CREATE INDEX conversion_jobs_finished ON conversion_jobs(finished_at) WHERE finished_at IS NOT NULL;
+      CREATE TABLE conversion_job_pieces (
+        job_id text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('document', 'result')),
+        seq integer NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (job_id, kind, seq)
+      );
+      ALTER TABLE conversion_job_pieces ALTER COLUMN data SET STORAGE EXTERNAL;
+    `,
+  },
 ]

@@ -37,6 +37,7 @@ import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'
 import type { LockPolicy, Verdict } from '../domain/lockout.ts'
 import type { LimitDecision, RefusalLine, RefusalRow, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'
 import type { NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
+import type { ConversionJob, Idempotency, JobError, JobResultInfo, JobStatus, NewJob } from '../domain/jobs.ts'
 
 export interface AccountQuery {
   readonly status?: AccountStatus
@@ -494,6 +495,100 @@ export interface WebhookStore {
   prune(beforeMs: number): Promise<number>
 }
 
+/** What submitting a job came to: the job made, the same key's earlier job (same request, or not), or the account's limit. */
+export type JobSubmission =
+  | { readonly created: ConversionJob }
+  | { readonly replayed: ConversionJob }
+  | { readonly mismatch: ConversionJob }
+  | { readonly limit: number }
+
+/** A job a node claimed: the job, its sealed part and the claim's lease. */
+export interface ClaimedJob {
+  readonly job: ConversionJob
+  readonly sealed: string | null
+  readonly lease: string
+  /** Whether another node held it before and its lease ran out. */
+  readonly reclaimed: boolean
+}
+
+/** How a claimed job ended: its result (kept until `expiresAt`), or its error. */
+export type JobEnd =
+  | { readonly status: 'succeeded'; readonly result: JobResultInfo; readonly expiresAt: string }
+  | { readonly status: 'failed'; readonly error: JobError }
+
+export interface JobQuery {
+  readonly status?: JobStatus
+  /** A `next` cursor of an earlier page. */
+  readonly cursor?: string
+  readonly limit: number
+}
+
+/** The jobs as the metrics see them. */
+export interface JobGauges {
+  readonly byStatus: Readonly<Record<JobStatus, number>>
+  /** When the oldest queued job was submitted (epoch ms), or null. */
+  readonly oldestQueuedMs: number | null
+  /** Bytes of results kept. */
+  readonly resultBytes: number
+}
+
+/**
+ * JobStore keeps conversion jobs, their documents and their results (in pieces of
+ * JOB_CHUNK_BYTES, never whole in one value). Every limit and every claim is decided
+ * atomically across processes and nodes: parallel submissions of one Idempotency-Key make one
+ * job; an account never has more than its limit queued and running; a job goes to one node
+ * at a time, under a lease only its holder can renew, write under or end. A job's end and its
+ * event (conversion.succeeded or conversion.failed, which feeds the webhook outbox) commit
+ * together, or neither.
+ */
+export interface JobStore {
+  /**
+   * submit stores a queued job and its document's pieces, unless: the account used
+   * `idempotency.key` since `sinceIso` (its job comes back, `replayed` when the fingerprints
+   * match, else `mismatch`), or it has `maxActive` jobs queued and running (`limit`).
+   */
+  submit(job: NewJob, document: readonly Uint8Array[], idempotency: Idempotency | null, maxActive: number): Promise<JobSubmission>
+  get(accountId: string, jobId: string): Promise<ConversionJob | null>
+  /** list: an account's jobs, newest first. A malformed cursor throws CursorError. */
+  list(accountId: string, query: JobQuery): Promise<{ readonly items: ConversionJob[]; readonly next: string | null }>
+  /**
+   * claim takes the next job for `node`: queued, or running with its lease run out and fewer
+   * than `maxAttempts` claims; from the account with the fewest jobs running, the oldest job
+   * among equals, skipping accounts with `maxRunning` running. Its earlier result pieces go.
+   */
+  claim(node: string, nowMs: number, leaseMs: number, maxRunning: number, maxAttempts: number): Promise<ClaimedJob | null>
+  /** renew extends a claim's lease and records its progress; false when the claim is no longer the caller's (cancelled, reclaimed). */
+  renew(jobId: string, lease: string, nowMs: number, leaseMs: number, pagesDone: number, pagesTotal: number | null): Promise<boolean>
+  /** documentPieces: a job's uploaded document, in order. */
+  documentPieces(jobId: string): Promise<Uint8Array[]>
+  /** writePiece stores the result's piece `seq` under the claim; false when the claim is no longer the caller's. */
+  writePiece(jobId: string, lease: string, seq: number, bytes: Uint8Array): Promise<boolean>
+  /** resultPiece: piece `seq` of a kept result, or null. */
+  resultPiece(jobId: string, seq: number): Promise<Uint8Array | null>
+  /** finish ends a claimed job with its event; false (nothing written) when the claim is no longer the caller's. The document goes. */
+  finish(jobId: string, lease: string, end: JobEnd, nowIso: string, audit: AuditDraft): Promise<boolean>
+  /**
+   * release puts a claimed job back in the queue; its claim counts as an attempt when
+   * `attempted` (a worker died on it), not when its node is closing. False when the claim is not the caller's.
+   */
+  release(jobId: string, lease: string, attempted: boolean): Promise<boolean>
+  /**
+   * cancel cancels a queued or running job (its node learns at its next renewal), or deletes a
+   * finished job's kept result, with `audit`; null when there is no such job or nothing to do.
+   */
+  cancel(accountId: string, jobId: string, nowIso: string, audit: AuditDraft): Promise<ConversionJob | null>
+  /**
+   * failSpent fails the running jobs whose lease ran out after `maxAttempts` claims (poison
+   * jobs: their conversions kill the nodes or workers that run them), each with `audit(job)`; returns them.
+   */
+  failSpent(nowMs: number, maxAttempts: number, nowIso: string, error: JobError, audit: (job: ConversionJob) => AuditDraft): Promise<ConversionJob[]>
+  /** keptBytes: the bytes of an account's kept results and of the results its running jobs are writing. */
+  keptBytes(accountId: string): Promise<number>
+  /** prune deletes results expired at `nowIso` and jobs finished before `beforeIso`; returns how many of each. */
+  prune(nowIso: string, beforeIso: string): Promise<{ readonly results: number; readonly jobs: number }>
+  gauges(): Promise<JobGauges>
+}
+
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>
 
@@ -514,6 +609,7 @@ export interface Store {
   readonly adminTokens: AdminTokenStore
   readonly portal: PortalStore
   readonly webhooks: WebhookStore
+  readonly jobs: JobStore
   /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */

@@ -24,6 +24,7 @@ import { part, type Query, type Transaction } from './part.ts'
 import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
+import { jobStore } from './jobs.ts'
 import { Stamps, type Clock } from '../stamps.ts'
 
 export interface PostgresOptions {
@@ -409,6 +410,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     usage: usageStore(query),
     portal: portalStore(p),
     webhooks: webhookStore(p),
+    jobs: jobStore(p),
     sharedLimiter: null,
     gauges: () => ({
       postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 },

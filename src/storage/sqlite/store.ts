@@ -20,6 +20,7 @@ import { accessStore, adminTokenStore, auditStore } from './accounts.ts'
 import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
+import { jobStore } from './jobs.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 import { Stamps, type Clock } from '../stamps.ts'
 
@@ -331,6 +332,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     adminTokens: adminTokenStore(db, batch, stamps),
     portal: portalStore(db, batch, stamps),
     webhooks: webhookStore(db, batch, stamps),
+    jobs: jobStore(db, batch, stamps),
     sharedLimiter: null,
     gauges: () => ({}),
     async health() {

@@ -16,6 +16,7 @@ import { newId } from '../../../src/domain/ids.ts'
 import { UNSCOPED } from '../../../src/domain/accounts.ts'
 import { factorContract } from './factor-contract.ts'
 import { webhookContract } from './webhook-contract.ts'
+import { jobContract } from './job-contract.ts'
 
 /** draft: an audit event for the contract (what it says is not the store's business). */
 export function draft(action: string, target = 'x'): AuditDraft {
@@ -666,6 +667,7 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
   portalContract(withStore)
   factorContract(withStore, async (store) => (await makeAccount(store.access, 'factors')).id)
   webhookContract(withStore)
+  jobContract(withStore)
   clockContract(name, open, skip)
 }
 

@@ -26,7 +26,7 @@ registerHooks({
 })
 
 /** The doors: modules that turn HTTP, HTML forms or a command line into service calls. */
-const DOORS = '^src/(portal|admin|api)/|^src/totp/(factors/)?routes\\.ts$|^src/converter/routes\\.ts$'
+const DOORS = '^src/(portal|admin|api)/|^src/totp/(factors/)?routes\\.ts$|^src/converter/(job-)?routes\\.ts$'
 const TESTS = '\\.test\\.ts$|^test/'
 
 export interface Rule {

@@ -107,7 +107,7 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
   await app.register(totpRoutes, { config, totp: runtime.totp, factors: runtime.factors, now, metrics })
   const { pool } = runtime
   if (pool !== null) {
-    await app.register(converterRoutes, { config, pool, metrics })
+    await app.register(converterRoutes, { config, pool, metrics, jobs: runtime.jobs })
   } else {
     await app.register(async (scope) => {
       scope.all('/converter/*', { onRequest: scope.guardNotServed('converter'), schema: { hide: true } }, async () => undefined)

@@ -22,6 +22,10 @@ import { WebhookWorker } from './webhooks/worker.ts'
 import { Limits } from './usage/limits.ts'
 import { countedMailer, openMailer, type Mailer } from './mail/mailer.ts'
 import { ConversionPool } from './converter/pool.ts'
+import { JobRunner } from './converter/jobs/runner.ts'
+import type { Jobs } from './services/jobs.ts'
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
 import { groupServedIn } from './domain/regions.ts'
 import { sealedPortal } from './services/users/sealed.ts'
 import { Passwords } from './services/users/passwords.ts'
@@ -77,6 +81,10 @@ export class Runtime {
   readonly throttle: SignInThrottle
   /** The conversion pool (null: conversions are not served in this region). */
   readonly pool: ConversionPool | null
+  /** Conversion jobs: their submission, reading and cancelling, for every door. */
+  readonly jobs: Jobs
+  /** Runs conversion jobs on this node's pool (null: no pool here). */
+  readonly runner: JobRunner | null
   readonly #stops: (() => unknown)[] = []
   #started = false
 
@@ -124,6 +132,7 @@ export class Runtime {
       throttle: this.throttle,
       metrics,
       onWebhookDue: () => this.worker.nudge(),
+      onJobSubmitted: () => this.runner?.nudge(),
     })
     this.accounts = services.accounts
     this.webhooks = services.webhooks
@@ -132,6 +141,25 @@ export class Runtime {
     this.factors = services.factors
     this.totp = services.totp
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
+    this.jobs = services.jobs
+    this.runner = this.pool === null ? null : this.#openRunner(this.pool)
+    if (this.pool !== null) metrics.watchJobs(() => this.store.jobs.gauges())
+  }
+
+  #openRunner(pool: ConversionPool): JobRunner {
+    const { config, metrics, log } = this
+    return new JobRunner({
+      store: this.store.jobs,
+      pool,
+      keyring: this.keyring,
+      // Synchronous conversions keep a worker of their own where there is more than one.
+      config: { ...config, jobWorkers: Math.min(config.jobWorkers, Math.max(1, config.converterWorkers - 1)) },
+      node: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+      log,
+      metrics,
+      onEvent: () => this.worker.nudge(),
+      // Jobs run and their leases are renewed on the wall clock: leases are compared across nodes.
+    })
   }
 
   #openPool(): ConversionPool {
@@ -163,6 +191,11 @@ export class Runtime {
     const { config, log } = this
     this.worker.start()
     this.#stops.push(() => this.worker.close())
+    if (this.runner !== null) {
+      this.runner.start()
+      // Stopped before the pool closes (in close), so that its jobs go back to the queue, not as attempts.
+      this.#stops.push(() => this.runner!.close())
+    }
     this.#stops.push(this.accounts.keepAuditRetention((error) => log.warn({ err: error, dependency: 'audit retention' }, 'dependency error')))
     if (this.mailer !== null) {
       const report = (error: Error) => log.warn({ err: error }, 'portal sessions, tokens or unconfirmed sign-ups not pruned')

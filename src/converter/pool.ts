@@ -127,6 +127,10 @@ interface Entry {
   readonly id: number
   /** The account it is for ('' for none): the queue takes turns between accounts. */
   readonly account: string
+  /** A conversion job's run: it holds no place of the queue's or the account's. */
+  readonly background: boolean
+  /** Its time limit (engine time), ms. */
+  readonly timeoutMs: number
   readonly job: Job
   readonly handlers: Handlers
   /** The job's shared counters (NEXT, TAKEN): see protocol.ts. */
@@ -206,6 +210,8 @@ export class ConversionPool {
   readonly #held = new Map<string, number>()
   #nextId = 1
   #reserved = 0
+  /** Conversion jobs' runs waiting in the queue: they take no place of it. */
+  #backgroundWaiting = 0
   #closed = false
 
   constructor(options: PoolOptions) {
@@ -234,7 +240,8 @@ export class ConversionPool {
     // The account's own limit first: its client is told to slow down (429), not that the service is full.
     const limit = this.#options.maxPerAccount
     if (limit !== undefined && (this.#held.get(account) ?? 0) >= limit) throw new PoolError('account-busy', `the account has ${limit} conversions under way`)
-    if (this.#queue.size + this.#reserved >= this.#options.maxQueue + this.#free()) throw new PoolError('queue-full', 'the conversion queue is full')
+    if (this.#queue.size - this.#backgroundWaiting + this.#reserved >= this.#options.maxQueue + this.#free())
+      throw new PoolError('queue-full', 'the conversion queue is full')
     this.#reserved++
     this.#hold(account, 1)
     let held = true
@@ -247,7 +254,7 @@ export class ConversionPool {
     return {
       run: (job, handlers = {}) => {
         if (!give()) throw new Error('a reservation runs one job')
-        return this.#enqueue(account, job, handlers)
+        return this.#enqueue(account, job, handlers, { background: false, timeoutMs: this.#options.timeoutMs })
       },
       release: () => {
         if (!give()) return
@@ -260,6 +267,15 @@ export class ConversionPool {
   /** run queues a job for `account`; it throws PoolError('queue-full' or 'account-busy') at once when it may not wait. */
   run(job: Job, handlers: Handlers = {}, account = ''): Running {
     return this.reserve(account).run(job, handlers)
+  }
+
+  /**
+   * background queues the run of a conversion job (not a request's conversion): it takes no
+   * place of the queue's or of the account's (the job runner keeps its own count of what it
+   * runs), and has its own time limit. It waits its turn with the rest.
+   */
+  background(job: Job, handlers: Handlers, account: string, timeoutMs: number): Running {
+    return this.#enqueue(account, job, handlers, { background: true, timeoutMs })
   }
 
   /** hold counts an account's conversions under way (its map keeps only accounts with some). */
@@ -276,13 +292,14 @@ export class ConversionPool {
     return n
   }
 
-  #enqueue(account: string, job: Job, handlers: Handlers): Running {
+  #enqueue(account: string, job: Job, handlers: Handlers, kind: { readonly background: boolean; readonly timeoutMs: number }): Running {
     if (this.#closed) throw new PoolError('closed', 'the conversion pool is closed')
     let entry!: Entry
     const result = new Promise<JobResult>((resolve, reject) => {
       entry = {
         id: this.#nextId++,
         account,
+        ...kind,
         job: { ...job, pdf: shared(job.pdf) },
         handlers,
         counters: new Int32Array(new SharedArrayBuffer(4 * JOB_COUNTERS)),
@@ -297,7 +314,7 @@ export class ConversionPool {
         settle: (outcome) => {
           if (entry.settled) return
           entry.settled = true
-          this.#hold(account, -1)
+          if (!entry.background) this.#hold(account, -1)
           // Settling (either way) stamps the end: the engine time stops there.
           entry.endedAt ??= performance.now()
           if ('result' in outcome) resolve(outcome.result)
@@ -306,6 +323,7 @@ export class ConversionPool {
       }
     })
     this.#queue.push(account, entry)
+    if (entry.background) this.#backgroundWaiting++
     this.#fill()
     this.#dispatch()
     return {
@@ -322,7 +340,7 @@ export class ConversionPool {
     for (const slot of this.#slots) if (slot.part !== null) busy++
     return {
       // Waiting jobs and reserved places beyond the workers free to take them (as reserve counts them).
-      queued: Math.max(0, this.#queue.size + this.#reserved - this.#free()),
+      queued: Math.max(0, this.#queue.size - this.#backgroundWaiting + this.#reserved - this.#free()),
       capacity: this.#options.maxQueue,
       alive: this.#slots.size,
       busy,
@@ -332,6 +350,7 @@ export class ConversionPool {
 
   async close(): Promise<void> {
     this.#closed = true
+    this.#backgroundWaiting = 0
     for (const entry of this.#queue.drain()) entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
     for (const entry of this.#running) {
       clearTimeout(entry.timer)
@@ -392,12 +411,13 @@ export class ConversionPool {
   }
 
   #lead(slot: Slot, entry: Entry): void {
+    if (entry.background) this.#backgroundWaiting--
     this.#begin(slot, entry, true)
     entry.startedAt = performance.now()
     entry.worker = slot.worker.threadId
     this.#running.add(entry)
     this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
-    this.#arm(entry, this.#options.timeoutMs)
+    this.#arm(entry, entry.timeoutMs)
     slot.worker.postMessage({
       type: 'job',
       id: entry.id,
@@ -610,7 +630,7 @@ export class ConversionPool {
       entry.pausedMs += performance.now() - entry.pausedAt
       entry.pausedAt = undefined
       clearTimeout(entry.timer)
-      this.#arm(entry, entry.remaining ?? this.#options.timeoutMs)
+      this.#arm(entry, entry.remaining ?? entry.timeoutMs)
     }
   }
 
@@ -628,7 +648,7 @@ export class ConversionPool {
   #onTimeout(entry: Entry, reason: 'timeout' | 'stalled'): void {
     const [what, ms, why] =
       reason === 'timeout'
-        ? ['conversion', this.#options.timeoutMs, 'conversion timed out']
+        ? ['conversion', entry.timeoutMs, 'conversion timed out']
         : ['the client took nothing', this.#options.stallTimeoutMs, 'the client took nothing']
     // A job already over (a part that did not stop when asked) only has its workers replaced.
     this.#fail(entry, new PoolError(reason, `${what} (${ms} ms)`), reason, why)
@@ -663,6 +683,7 @@ export class ConversionPool {
 
   #cancel(entry: Entry): void {
     if (this.#queue.remove(entry.account, entry)) {
+      if (entry.background) this.#backgroundWaiting--
       entry.settle({ error: new PoolError('cancelled', 'cancelled') })
     } else if (entry.parts.size > 0) {
       this.#fail(entry, new PoolError('cancelled', 'cancelled'), 'cancelled', 'conversion cancelled by the client')

@@ -7,7 +7,6 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
-import yazl from 'yazl'
 import { PassThrough, type Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { type ApiError, apiError } from '../errors/errors.ts'
@@ -17,11 +16,15 @@ import type { Job, JobResult, Refusal } from './protocol.ts'
 import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
 import { dropWhenStalled } from './stall.ts'
+import { addPage, newZip, pageName, singleName } from './output.ts'
+import { jobRoutes } from './job-routes.ts'
+import type { Jobs } from '../services/jobs.ts'
 
 export interface ConverterOptions {
   readonly config: Config
   readonly pool: ConversionPool
   readonly metrics: Pick<Metrics, 'conversion'>
+  readonly jobs: Jobs
 }
 
 /** Multipart bodies are read and checked in upload.ts; the body schema is for the OpenAPI document. */
@@ -252,7 +255,6 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
     throw new Error('a PNG job finished without starting')
   }
   const { pages, pageCount } = first.shape
-  const name = (page: number) => `${upload.basename}-${String(page).padStart(String(pageCount).length, '0')}.png`
   reply.header('x-page-count', String(pages))
 
   if (pages === 1) {
@@ -260,14 +262,14 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
     const { page, png } = received[0]!
     return reply
       .type('image/png')
-      .header('content-disposition', `attachment; filename="${pageCount === 1 ? `${upload.basename}.png` : name(page)}"`)
+      .header('content-disposition', `attachment; filename="${singleName(upload.basename, page, pageCount)}"`)
       .send(pngBuffer(png))
   }
 
-  // Several pages: a zip streamed as the pages come, each stored as it is (PNG is compressed already).
-  const zip = new yazl.ZipFile()
+  // Several pages: a zip streamed as the pages come.
+  const zip = newZip()
   const add = (page: number, png: Uint8Array) => {
-    zip.addBuffer(pngBuffer(png), name(page), { compress: false })
+    addPage(zip, png, pageName(upload.basename, page, pageCount))
     taken(reply.raw, running)
   }
   for (const { page, png } of received.splice(0)) add(page, png)
@@ -328,4 +330,5 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
   app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
     generatePostscript(conversions, request, reply),
   )
+  await jobRoutes(app, { config: opts.config, jobs: opts.jobs })
 }

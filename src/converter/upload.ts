@@ -12,13 +12,17 @@ import { parsePages, type Range } from './pages.ts'
 import { MAX_DPI, MIN_DPI } from './protocol.ts'
 import { shared } from './pool.ts'
 
-export interface Upload {
-  readonly pdf: Uint8Array
-  readonly basename: string
+/** A conversion's options, checked. */
+export interface ConversionOptions {
   readonly dpi: number
   readonly pages: Range[] | null
   readonly color: ColorMode
   readonly password?: string
+}
+
+export interface Upload extends ConversionOptions {
+  readonly pdf: Uint8Array
+  readonly basename: string
 }
 
 const PDF_FIELD = 'pdfDocument'
@@ -36,12 +40,13 @@ export function safeBasename(filename: string | undefined): string {
   return stem === '' ? 'document' : stem
 }
 
-async function readParts(request: FastifyRequest, config: Config) {
+/** readParts reads a multipart body: its fields, and the PDF (at most `maxFileBytes`). */
+export async function readParts(request: FastifyRequest, maxFileBytes: number) {
   const fields: Record<string, string> = {}
   const otherFiles: string[] = []
   let file: { data: Buffer; filename: string } | undefined
   try {
-    const parts = request.parts({ limits: { fileSize: config.maxUploadBytes, files: 4, fields: 16, parts: 20, fieldSize: 4096 } })
+    const parts = request.parts({ limits: { fileSize: maxFileBytes, files: 4, fields: 16, parts: 20, fieldSize: 4096 } })
     for await (const part of parts) {
       if (part.type === 'file') {
         if (part.fieldname === PDF_FIELD && file === undefined) file = { data: await part.toBuffer(), filename: part.filename }
@@ -53,7 +58,7 @@ async function readParts(request: FastifyRequest, config: Config) {
     }
   } catch (error) {
     const code = (error as { code?: string }).code
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('FILE_TOO_LARGE', { limit: config.maxUploadBytes })
+    if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('FILE_TOO_LARGE', { limit: maxFileBytes })
     if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw apiError('TOO_MANY_PARTS')
     // Anything else the parser raises is the body's fault: no boundary, a part never closed, garbage.
     throw new ApiError([{ code: 'MALFORMED_BODY', params: { contentType: 'multipart/form-data' } }], {}, { cause: error })
@@ -66,16 +71,26 @@ export function requireMultipart(request: FastifyRequest): void {
   if (!request.isMultipart()) throw apiError('UNSUPPORTED_MEDIA_TYPE')
 }
 
+/** isPdf: whether bytes start like a PDF (its header within the first KiB, as readers allow). */
+export const isPdf = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.byteLength, 1024)).includes(HEADER)
+
 export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
   requireMultipart(request)
-  const { fields, otherFiles, file } = await readParts(request, config)
+  const { fields, otherFiles, file } = await readParts(request, config.maxUploadBytes)
   const problems: Problem[] = []
   if (file === undefined || file.data.byteLength === 0) {
     const detail = otherFiles.length > 0 ? ` A file was sent in '${otherFiles[0]!.slice(0, 40)}' instead.` : ''
     problems.push({ code: 'PDF_REQUIRED', params: { detail } })
-  } else if (!file.data.subarray(0, 1024).includes(HEADER)) {
+  } else if (!isPdf(file.data)) {
     problems.push({ code: 'NOT_A_PDF' })
   }
+  const options = readOptions(fields, problems)
+  if (problems.length > 0) throw new ApiError(problems)
+  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options }
+}
+
+/** readOptions checks a conversion's option fields, adding a problem for each bad one. */
+export function readOptions(fields: Readonly<Record<string, string | undefined>>, problems: Problem[]): ConversionOptions {
   const dpiText = fields.dpi?.trim() ?? ''
   const dpi = dpiText === '' ? 150 : /^\d{1,4}$/.test(dpiText) ? Number(dpiText) : NaN
   if (!(dpi >= MIN_DPI && dpi <= MAX_DPI)) problems.push({ code: 'DPI_INVALID' })
@@ -85,7 +100,6 @@ export async function readUpload(request: FastifyRequest, config: Config): Promi
   const color = (fields.colorMode?.trim().toLowerCase() || 'rgb') as ColorMode
   if (color !== 'rgb' && color !== 'gray') problems.push({ code: 'COLOR_MODE_INVALID' })
   const password = fields.password
-  if (password !== undefined && password.length > 256) problems.push({ code: 'PASSWORD_INVALID' })
-  if (problems.length > 0) throw new ApiError(problems)
-  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), dpi, pages, color, password: password || undefined }
+  if (password !== undefined && (password.length > 256 || !password.isWellFormed())) problems.push({ code: 'PASSWORD_INVALID' })
+  return password ? { dpi, pages, color, password } : { dpi, pages, color }
 }

@@ -101,6 +101,16 @@ export interface Idempotency {
   readonly sinceIso: string
 }
 
+/** The secrets of a job, sealed together with the keyring (the store keeps them only so). */
+export interface JobSecrets {
+  readonly password?: string
+  readonly sourceUrl?: string
+  readonly resultUrl?: string
+}
+
+/** secretsContext: what a job's sealed secrets are bound to (a copy in another job's row does not open). */
+export const secretsContext = (accountId: string, jobId: string): string[] => ['job', accountId, jobId]
+
 /** Size of the pieces documents and results are kept in. */
 export const JOB_CHUNK_BYTES = 1048576
 

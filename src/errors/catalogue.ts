@@ -235,7 +235,12 @@ export const catalogue = {
   DPI_INVALID: entry(400, 'list', 'dpi must be a whole number from 36 to 600.', '`dpi` is out of range.'),
   PAGES_INVALID: entry(400, 'list', "pages must be a page selection such as '1-3,5,9-'.", '`pages` does not parse.'),
   COLOR_MODE_INVALID: entry(400, 'list', 'colorMode must be rgb or gray.', '`colorMode` is not `rgb` or `gray`.'),
-  PASSWORD_INVALID: entry(400, 'list', 'password must be at most 256 characters.', '`password` is too long.'),
+  PASSWORD_INVALID: entry(
+    400,
+    'list',
+    'password must be at most 256 characters of well-formed text.',
+    '`password` is too long, or holds a lone UTF-16 surrogate (`\\ud800` in JSON).',
+  ),
   PAGES_OUT_OF_RANGE: entry(400, 'list', 'The page selection is outside the document, which has {count} pages.', '`pages` names a page past the last one.'),
   PDF_UNREADABLE: entry(
     422,
@@ -298,6 +303,99 @@ export const catalogue = {
     'coded',
     'This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.',
     'The account already has `CONVERTER_MAX_PER_ACCOUNT` conversions running, waiting or being uploaded; sent with `Retry-After` before the body is read. Other accounts are not affected.',
+  ),
+
+  // Conversion jobs
+  JOB_SOURCE_REQUIRED: entry(
+    400,
+    'list',
+    "A job needs its document: the file in the multipart field 'pdfDocument', or its address in 'sourceUrl' (not both).",
+    'Neither or both of `pdfDocument` and `sourceUrl`.',
+  ),
+  OPERATION_INVALID: entry(400, 'list', 'operation must be one of {operations}.', '`operation` is missing or not an operation of the conversion group.'),
+  SOURCE_URL_INVALID: entry(
+    400,
+    'list',
+    'sourceUrl {reason}.',
+    '`sourceUrl` is not an `https` URL of a public host (a name that resolves to a private, loopback or link-local address included), or is over 8192 characters.',
+  ),
+  RESULT_URL_INVALID: entry(
+    400,
+    'list',
+    'resultUrl {reason}.',
+    '`resultUrl` is not an `https` URL of a public host, or is over 8192 characters. It receives the result by `PUT` (a presigned S3, GCS or Azure Blob URL).',
+  ),
+  METADATA_INVALID: entry(
+    400,
+    'list',
+    'metadata must be a JSON object of at most {limit} bytes.',
+    '`metadata` is not a JSON object, or is larger than 4 KiB as JSON.',
+  ),
+  IDEMPOTENCY_KEY_INVALID: entry(
+    400,
+    'list',
+    'The Idempotency-Key header must be 1 to 255 printable ASCII characters.',
+    'The `Idempotency-Key` header is empty, too long, or has characters outside printable ASCII (a quoted string per draft-ietf-httpapi-idempotency-key-header is taken with its quotes removed).',
+  ),
+  IDEMPOTENCY_KEY_REUSED: entry(
+    422,
+    'list',
+    'This Idempotency-Key was used in the last 24 hours with another request (job {jobID}).',
+    'The key came with another document, options or URLs within 24 hours; the same request answers its job again.',
+  ),
+  JOBS_PER_ACCOUNT: entry(
+    429,
+    'coded',
+    'This account has {limit} conversion jobs queued and running, the most it may have. Retry once some have ended.',
+    'The account has `JOB_MAX_ACTIVE_PER_ACCOUNT` jobs queued and running; sent with `Retry-After`.',
+  ),
+  JOB_QUERY_INVALID: entry(
+    400,
+    'list',
+    'Invalid {field}: {reason}.',
+    'A query parameter of the job list is out of range: `status` not a job status, `limit` not 1 to 100, `after` not a cursor this API gave.',
+  ),
+  JOB_NOT_FOUND: entry(
+    404,
+    'list',
+    'No such conversion job.',
+    "The job does not exist, is another account's, or its record has been pruned (`JOB_RETENTION_DAYS`).",
+  ),
+  JOB_RESULT_NOT_READY: entry(
+    409,
+    'list',
+    'The job has no result: it is {status}.',
+    'The result of a job that is queued, running, failed or cancelled; its status tells when to ask again.',
+  ),
+  JOB_RESULT_GONE: entry(
+    410,
+    'list',
+    'The result of this job is gone: it was kept until {expiredAt}, or deleted.',
+    'The result has passed `JOB_RESULT_TTL_SECONDS`, or was deleted; the job record stays.',
+  ),
+  JOB_NOTHING_TO_DELETE: entry(
+    409,
+    'list',
+    'The job is {status} and keeps no result: nothing to cancel or delete.',
+    'DELETE of a job that has ended without a result kept (failed, cancelled, or its result already gone).',
+  ),
+  SOURCE_FETCH_FAILED: entry(
+    422,
+    'list',
+    'The document could not be fetched from sourceUrl: {reason}.',
+    "A job's `sourceUrl` answered an error, timed out (`JOB_TRANSFER_TIMEOUT_MS`), was refused by the address rules at fetch time, or did not give a PDF.",
+  ),
+  RESULT_UPLOAD_FAILED: entry(
+    422,
+    'list',
+    'The result could not be uploaded to resultUrl: {reason}. It stays available for download until it expires.',
+    "A job's `resultUrl` refused the `PUT` (after three tries) or could not be reached; the result is kept as for any job.",
+  ),
+  JOB_STORAGE_FULL: entry(
+    422,
+    'list',
+    "The account's kept results would pass the limit of {limit} bytes: delete results, or wait for them to expire.",
+    "The job would make the bytes of the account's kept results pass `JOB_STORAGE_PER_ACCOUNT_MB`.",
   ),
 
   // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape

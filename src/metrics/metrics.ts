@@ -11,6 +11,7 @@
  * Prometheus scrapes (queue depth, workers, pool connections, dependencies).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { JobGauges } from '../storage/ports.ts'
 import { VERSION } from '../version.ts'
 import type { StoreGauges } from '../storage/ports.ts'
 
@@ -222,7 +223,18 @@ export interface Metrics {
   webhookAttempt(outcome: WebhookOutcome): void
   /** Webhook deliveries not yet delivered nor given up (every node's), counted at each scrape. */
   watchWebhooks(read: () => Promise<number>): void
+  /** A conversion job ended on this node: how, and how long it ran (from its start to its end). */
+  jobEnded(status: JobEndStatus, seconds: number): void
+  /** This node claimed a job whose node's lease had run out (the node died or stalled). */
+  jobLeaseExpired(): void
+  /** Jobs failed after JOB_MAX_ATTEMPTS claims (their conversions kill what runs them). */
+  jobsPoisoned(count: number): void
+  /** Every node's jobs as the store counts them, read at each scrape. */
+  watchJobs(read: () => Promise<JobGauges>): void
 }
+
+export type JobEndStatus = 'succeeded' | 'failed' | 'cancelled' | 'released'
+const JOB_END_STATUSES: readonly JobEndStatus[] = ['succeeded', 'failed', 'cancelled', 'released']
 
 export interface MetricsOptions {
   readonly region: string
@@ -654,5 +666,80 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     ...usageMetrics(section),
     ...portalMetrics(section),
     ...webhookMetrics(section),
+    ...jobMetrics(section),
+  }
+}
+
+/** Conversion jobs: their ends on this node, and every node's queue as the store counts it at each scrape. */
+function jobMetrics({ registers, zero }: Section): Pick<Metrics, 'jobEnded' | 'jobLeaseExpired' | 'jobsPoisoned' | 'watchJobs'> {
+  const ends = new Counter({
+    name: 'tessera_jobs_ended_total',
+    help: 'Conversion jobs this node ended, by how (released: given back to the queue, its node closing or a worker dead on it).',
+    labelNames: ['status'] as const,
+    registers,
+  })
+  const endChildren = new Map(JOB_END_STATUSES.map((status) => [status, zero(ends.labels({ status }))]))
+  const duration = new Histogram({
+    name: 'tessera_job_duration_seconds',
+    help: 'Time from a conversion job start on this node to its end (succeeded or failed).',
+    buckets: [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+    registers,
+  })
+  const leases = zero(
+    new Counter({ name: 'tessera_job_leases_expired_total', help: 'Jobs this node claimed after their lease ran out on another node.', registers }),
+  )
+  const poison = zero(new Counter({ name: 'tessera_jobs_poisoned_total', help: 'Jobs failed after JOB_MAX_ATTEMPTS claims (poison documents).', registers }))
+  let read: (() => Promise<JobGauges>) | null = null
+  let last: Promise<JobGauges | null> | null = null
+  // One read of the store per scrape, whichever of the gauges asks first.
+  const gauges = () => {
+    if (read === null) return Promise.resolve(null)
+    last ??= read()
+      .catch(() => null)
+      .finally(() => setTimeout(() => (last = null), 100).unref())
+    return last
+  }
+  new Gauge({
+    name: 'tessera_jobs',
+    help: 'Conversion jobs by status, across all nodes (read from the store at each scrape).',
+    labelNames: ['status'] as const,
+    registers,
+    async collect() {
+      const g = await gauges()
+      if (g !== null) for (const [status, n] of Object.entries(g.byStatus)) this.set({ status }, n)
+    },
+  })
+  new Gauge({
+    name: 'tessera_job_queue_age_seconds',
+    help: 'Age of the oldest queued conversion job (0 when none waits).',
+    registers,
+    async collect() {
+      const g = await gauges()
+      if (g !== null) this.set(g.oldestQueuedMs === null ? 0 : Math.max(0, (Date.now() - g.oldestQueuedMs) / 1000))
+    },
+  })
+  new Gauge({
+    name: 'tessera_job_result_bytes',
+    help: 'Bytes of conversion job results kept for download, across all nodes.',
+    registers,
+    async collect() {
+      const g = await gauges()
+      if (g !== null) this.set(g.resultBytes)
+    },
+  })
+  return {
+    jobEnded(status, seconds) {
+      endChildren.get(status)!.inc()
+      if (status === 'succeeded' || status === 'failed') duration.observe(seconds)
+    },
+    jobLeaseExpired() {
+      leases.inc()
+    },
+    jobsPoisoned(count) {
+      poison.inc(count)
+    },
+    watchJobs(r) {
+      read = r
+    },
   }
 }

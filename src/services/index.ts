@@ -23,6 +23,7 @@ import { Users } from './users.ts'
 import type { Passwords } from './users/passwords.ts'
 import type { SignInThrottle } from './users/throttle.ts'
 import { Webhooks } from './webhooks.ts'
+import { Jobs } from './jobs.ts'
 
 /** ServiceParts: what the services are made of, and what only the runtime adds. */
 export interface ServiceParts {
@@ -45,6 +46,8 @@ export interface ServiceParts {
   readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted'>
   /** Told when a webhook delivery is due (the runtime's delivery worker). */
   readonly onWebhookDue?: () => void
+  /** Told when a conversion job is queued (the runtime's job runner). */
+  readonly onJobSubmitted?: () => void
 }
 
 /** CoreServices: the services every door shares; those that seal are made when first used. */
@@ -58,6 +61,8 @@ export interface CoreServices {
   readonly totp: Totp
   /** The keyring's versions and the re-sealing of what it seals. */
   readonly encryption: Encryption
+  /** Conversion jobs: submitted, read, listed and cancelled (the runtime's runner runs them). */
+  readonly jobs: Jobs
 }
 
 /**
@@ -73,6 +78,7 @@ class ServiceSet implements CoreServices {
   #webhooks: Webhooks | undefined
   #factors: Factors | undefined
   #encryption: Encryption | undefined
+  #jobs: Jobs | undefined
 
   constructor(parts: ServiceParts) {
     const { store, config, pepper, now } = parts
@@ -106,6 +112,13 @@ class ServiceSet implements CoreServices {
     const { store, config, pepper, now, metrics } = this.#parts
     this.#factors ??= new Factors({ store, config, pepper, keyring: this.#ring(), now, ...(metrics === undefined ? {} : { metrics }) })
     return this.#factors
+  }
+
+  get jobs(): Jobs {
+    const { store, config, onJobSubmitted } = this.#parts
+    // The wall clock, as the runner's: a job's times and its leases are compared across nodes (a test's moved clock is not the runners').
+    this.#jobs ??= new Jobs({ store, keyring: this.#ring(), config, now: Date.now, ...(onJobSubmitted === undefined ? {} : { onSubmitted: onJobSubmitted }) })
+    return this.#jobs
   }
 
   get encryption(): Encryption {

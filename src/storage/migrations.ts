@@ -764,6 +764,11 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX conversion_jobs_active ON conversion_jobs(status, id) WHERE status IN ('queued', 'running');
       CREATE INDEX conversion_jobs_expiry ON conversion_jobs(expires_at) WHERE result_type IS NOT NULL AND result_gone = 0;
       CREATE INDEX conversion_jobs_finished ON conversion_jobs(finished_at) WHERE finished_at IS NOT NULL;
+      -- Each account's latest claim (epoch ms): among accounts with as many jobs running, the one whose turn is oldest goes first.
+      CREATE TABLE conversion_job_turns (
+        account_id TEXT PRIMARY KEY,
+        claimed_ms INTEGER NOT NULL
+      );
       CREATE TABLE conversion_job_pieces (
         job_id TEXT NOT NULL,
         kind TEXT NOT NULL CHECK (kind IN ('document', 'result')),
@@ -812,6 +817,11 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX conversion_jobs_active ON conversion_jobs(status, id COLLATE "C") WHERE status IN ('queued', 'running');
       CREATE INDEX conversion_jobs_expiry ON conversion_jobs(expires_at) WHERE result_type IS NOT NULL AND NOT result_gone;
       CREATE INDEX conversion_jobs_finished ON conversion_jobs(finished_at) WHERE finished_at IS NOT NULL;
+      -- Each account's latest claim (epoch ms): among accounts with as many jobs running, the one whose turn is oldest goes first.
+      CREATE TABLE conversion_job_turns (
+        account_id text PRIMARY KEY,
+        claimed_ms bigint NOT NULL
+      );
       CREATE TABLE conversion_job_pieces (
         job_id text NOT NULL,
         kind text NOT NULL CHECK (kind IN ('document', 'result')),

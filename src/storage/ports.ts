@@ -511,10 +511,13 @@ export interface ClaimedJob {
   readonly reclaimed: boolean
 }
 
-/** How a claimed job ended: its result (kept until `expiresAt`), or its error. */
+/**
+ * How a claimed job ended: its result (kept until `expiresAt`), or its error, and the result
+ * it made all the same when there is one (made, but not delivered to its resultUrl).
+ */
 export type JobEnd =
   | { readonly status: 'succeeded'; readonly result: JobResultInfo; readonly expiresAt: string }
-  | { readonly status: 'failed'; readonly error: JobError }
+  | { readonly status: 'failed'; readonly error: JobError; readonly result?: JobResultInfo; readonly expiresAt?: string }
 
 export interface JobQuery {
   readonly status?: JobStatus
@@ -563,9 +566,9 @@ export interface JobStore {
   documentPieces(jobId: string): Promise<Uint8Array[]>
   /** writePiece stores the result's piece `seq` under the claim; false when the claim is no longer the caller's. */
   writePiece(jobId: string, lease: string, seq: number, bytes: Uint8Array): Promise<boolean>
-  /** resultPiece: piece `seq` of a kept result, or null. */
+  /** resultPiece: piece `seq` of a result written and not gone (the runner reads its own before the job ends), or null. */
   resultPiece(jobId: string, seq: number): Promise<Uint8Array | null>
-  /** finish ends a claimed job with its event; false (nothing written) when the claim is no longer the caller's. The document goes. */
+  /** finish ends a claimed job with its event; false (nothing written) when the claim is no longer the caller's. The document goes, and the result pieces of a job that ended without one. */
   finish(jobId: string, lease: string, end: JobEnd, nowIso: string, audit: AuditDraft): Promise<boolean>
   /**
    * release puts a claimed job back in the queue; its claim counts as an attempt when

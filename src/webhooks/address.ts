@@ -88,12 +88,18 @@ export function blockedKind(address: string): string | null {
 
 /** The longest endpoint URL taken. */
 export const MAX_URL_LENGTH = 2000
+/**
+ * The longest URL a conversion job takes (its sourceUrl, its resultUrl, a redirect): presigned
+ * URLs carry their signature and, with temporary credentials, a session token of a thousand
+ * characters or more.
+ */
+export const MAX_TRANSFER_URL_LENGTH = 8192
 
 const bare = (hostname: string) => hostname.replace(/^\[(.*)\]$/, '$1')
 
 /** checkEndpointUrl: the URL as it will be called, or why it is refused (a phrase that follows the field's name). */
-export function checkEndpointUrl(raw: string, allowPrivate: boolean): { url: string } | { reason: string } {
-  if (raw.length > MAX_URL_LENGTH) return { reason: `must be at most ${MAX_URL_LENGTH} characters` }
+export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength = MAX_URL_LENGTH): { url: string } | { reason: string } {
+  if (raw.length > maxLength) return { reason: `must be at most ${maxLength} characters` }
   let url: URL
   try {
     url = new URL(raw)

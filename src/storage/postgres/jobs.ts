@@ -111,7 +111,8 @@ function claimOps({ query, transaction }: Part): Pick<JobStore, 'claim' | 'renew
               WHERE status = 'running' AND lease_until_ms > $1 GROUP BY account_id),
             firsts AS (SELECT account_id, min(id COLLATE "C") AS id FROM conversion_jobs WHERE ${CLAIMABLE} GROUP BY account_id)
           SELECT f.id FROM firsts f LEFT JOIN running r ON r.account_id = f.account_id
-          WHERE coalesce(r.n, 0) < $3 ORDER BY coalesce(r.n, 0), f.id COLLATE "C" LIMIT 1`,
+            LEFT JOIN conversion_job_turns t ON t.account_id = f.account_id
+          WHERE coalesce(r.n, 0) < $3 ORDER BY coalesce(r.n, 0), coalesce(t.claimed_ms, 0), f.id COLLATE "C" LIMIT 1`,
           [nowMs, maxAttempts, maxRunning],
         )
         const id = next.rows[0]?.id
@@ -132,6 +133,12 @@ function claimOps({ query, transaction }: Part): Pick<JobStore, 'claim' | 'renew
         )
         await tx('job-drop-result', "DELETE FROM conversion_job_pieces WHERE job_id = $1 AND kind = 'result'", [id])
         const row = rows[0]!
+        await tx(
+          'job-turn',
+          `INSERT INTO conversion_job_turns (account_id, claimed_ms) VALUES ($1, $2)
+          ON CONFLICT (account_id) DO UPDATE SET claimed_ms = greatest(conversion_job_turns.claimed_ms + 1, excluded.claimed_ms)`,
+          [row.account_id, nowMs],
+        )
         return { job: toJob(row), sealed: row.sealed === null ? null : String(row.sealed), lease, reclaimed: before.status === 'running' }
       })
     },
@@ -160,7 +167,7 @@ function claimOps({ query, transaction }: Part): Pick<JobStore, 'claim' | 'renew
       const { rows } = await query(
         'job-result-piece',
         `SELECT p.data FROM conversion_job_pieces p JOIN conversion_jobs j ON j.id = p.job_id
-        WHERE p.job_id = $1 AND p.kind = 'result' AND p.seq = $2 AND j.status = 'succeeded' AND NOT j.result_gone`,
+        WHERE p.job_id = $1 AND p.kind = 'result' AND p.seq = $2 AND NOT j.result_gone`,
         [jobId, seq],
       )
       return rows[0] === undefined ? null : (rows[0].data as Uint8Array)
@@ -187,17 +194,19 @@ function endOps({ query, audited }: Part): Pick<JobStore, 'finish' | 'cancel' | 
       const set =
         end.status === 'succeeded'
           ? `status = 'succeeded', result_type = $4, result_bytes = $5, result_name = $6, result_pages = $7, pages_done = $7, expires_at = $8::timestamptz`
-          : `status = 'failed', error_code = $4, error_params = $5::jsonb`
+          : `status = 'failed', error_code = $4, error_params = $5::jsonb, result_type = $6, result_bytes = $7, result_name = $8, result_pages = $9,
+            expires_at = $10::timestamptz`
+      const r = end.result
       const values =
         end.status === 'succeeded'
-          ? [end.result.type, end.result.bytes, end.result.name, end.result.pages, end.expiresAt]
-          : [end.error.code, JSON.stringify(end.error.params)]
+          ? [r!.type, r!.bytes, r!.name, r!.pages, end.expiresAt]
+          : [end.error.code, JSON.stringify(end.error.params), r?.type ?? null, r?.bytes ?? null, r?.name ?? null, r?.pages ?? null, end.expiresAt ?? null]
       const first = 4 + values.length
       const { rows } = await query(
         null,
         `WITH j AS (UPDATE conversion_jobs SET ${set}, finished_at = $3::timestamptz, lease = NULL, lease_until_ms = NULL, sealed = NULL
-            WHERE id = $1 AND lease = $2 AND status = 'running' RETURNING id, status),
-          d AS (DELETE FROM conversion_job_pieces p USING j WHERE p.job_id = j.id AND (p.kind = 'document' OR j.status = 'failed')),
+            WHERE id = $1 AND lease = $2 AND status = 'running' RETURNING id, result_type),
+          d AS (DELETE FROM conversion_job_pieces p USING j WHERE p.job_id = j.id AND (p.kind = 'document' OR j.result_type IS NULL)),
           e AS (${auditInsert(first, 'j')})
         SELECT count(*) AS n FROM j`,
         [jobId, lease, nowIso, ...values, ...audited(audit)],
@@ -210,7 +219,7 @@ function endOps({ query, audited }: Part): Pick<JobStore, 'finish' | 'cancel' | 
         `WITH c AS (UPDATE conversion_jobs SET status = 'cancelled', finished_at = $3, lease = NULL, lease_until_ms = NULL, sealed = NULL
             WHERE account_id = $1 AND id = $2 AND status IN ('queued', 'running') RETURNING *),
           r AS (UPDATE conversion_jobs SET result_gone = true
-            WHERE account_id = $1 AND id = $2 AND status = 'succeeded' AND NOT result_gone AND NOT EXISTS (SELECT 1 FROM c) RETURNING *),
+            WHERE account_id = $1 AND id = $2 AND result_type IS NOT NULL AND NOT result_gone AND NOT EXISTS (SELECT 1 FROM c) RETURNING *),
           j AS (SELECT * FROM c UNION ALL SELECT * FROM r),
           d AS (DELETE FROM conversion_job_pieces p USING j WHERE p.job_id = j.id AND (p.kind = 'result' OR j.status = 'cancelled')),
           e AS (${auditInsert(4, 'j')})
@@ -251,7 +260,7 @@ function upkeepOps({ query }: Part): Pick<JobStore, 'keptBytes' | 'prune' | 'gau
     async keptBytes(accountId) {
       const { rows } = await query(
         'job-kept',
-        `SELECT coalesce(sum(CASE WHEN status = 'succeeded' AND NOT result_gone THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
+        `SELECT coalesce(sum(CASE WHEN status <> 'running' AND NOT result_gone THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
           + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0) AS n
         FROM conversion_jobs WHERE account_id = $1`,
         [accountId],

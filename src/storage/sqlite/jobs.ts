@@ -30,8 +30,11 @@ function jobStatements(db: DatabaseSync) {
     next: db.prepare(`WITH running AS (SELECT account_id, count(*) AS n FROM conversion_jobs
         WHERE status = 'running' AND lease_until_ms > $now GROUP BY account_id),
       firsts AS (SELECT account_id, min(id) AS id FROM conversion_jobs WHERE ${CLAIMABLE} GROUP BY account_id)
-      SELECT f.id FROM firsts f LEFT JOIN running r ON r.account_id = f.account_id
-      WHERE coalesce(r.n, 0) < $running ORDER BY coalesce(r.n, 0), f.id LIMIT 1`),
+      SELECT f.id, f.account_id FROM firsts f LEFT JOIN running r ON r.account_id = f.account_id
+        LEFT JOIN conversion_job_turns t ON t.account_id = f.account_id
+      WHERE coalesce(r.n, 0) < $running ORDER BY coalesce(r.n, 0), coalesce(t.claimed_ms, 0), f.id LIMIT 1`),
+    turn: db.prepare(`INSERT INTO conversion_job_turns (account_id, claimed_ms) VALUES (?, ?)
+      ON CONFLICT (account_id) DO UPDATE SET claimed_ms = max(claimed_ms + 1, excluded.claimed_ms)`),
     take: db.prepare(`UPDATE conversion_jobs SET status = 'running', lease = $lease, lease_until_ms = $until, node = $node,
         attempts = attempts + 1, started_at = coalesce(started_at, $at), pages_done = 0, written_bytes = 0
       WHERE id = $id AND ${CLAIMABLE} RETURNING *`),
@@ -44,12 +47,12 @@ function jobStatements(db: DatabaseSync) {
       SELECT id, 'result', ?, ? FROM conversion_jobs WHERE id = ? AND lease = ? AND status = 'running'`),
     written: db.prepare('UPDATE conversion_jobs SET written_bytes = written_bytes + ? WHERE id = ?'),
     resultPiece: db.prepare(`SELECT p.data FROM conversion_job_pieces p JOIN conversion_jobs j ON j.id = p.job_id
-      WHERE p.job_id = ? AND p.kind = 'result' AND p.seq = ? AND j.status = 'succeeded' AND j.result_gone = 0`),
+      WHERE p.job_id = ? AND p.kind = 'result' AND p.seq = ? AND j.result_gone = 0`),
     succeed: db.prepare(`UPDATE conversion_jobs SET status = 'succeeded', result_type = ?, result_bytes = ?, result_name = ?, result_pages = ?,
         expires_at = ?, finished_at = ?, pages_done = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE id = ? AND lease = ? AND status = 'running'`),
     fail: db.prepare(`UPDATE conversion_jobs SET status = 'failed', error_code = ?, error_params = ?, finished_at = ?,
-        lease = NULL, lease_until_ms = NULL, sealed = NULL
+        result_type = ?, result_bytes = ?, result_name = ?, result_pages = ?, expires_at = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE id = ? AND lease = ? AND status = 'running'`),
     release: db.prepare(`UPDATE conversion_jobs SET status = 'queued', lease = NULL, lease_until_ms = NULL, node = NULL, pages_done = 0, written_bytes = 0,
         attempts = attempts - ?
@@ -57,12 +60,12 @@ function jobStatements(db: DatabaseSync) {
     cancel: db.prepare(`UPDATE conversion_jobs SET status = 'cancelled', finished_at = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE account_id = ? AND id = ? AND status IN ('queued', 'running') RETURNING *`),
     deleteResult: db.prepare(`UPDATE conversion_jobs SET result_gone = 1
-      WHERE account_id = ? AND id = ? AND status = 'succeeded' AND result_gone = 0 RETURNING *`),
+      WHERE account_id = ? AND id = ? AND result_type IS NOT NULL AND result_gone = 0 RETURNING *`),
     spent: db.prepare("SELECT * FROM conversion_jobs WHERE status = 'running' AND lease_until_ms <= ? AND attempts >= ? ORDER BY id LIMIT 100"),
     failSpent: db.prepare(`UPDATE conversion_jobs SET status = 'failed', error_code = ?, error_params = ?, finished_at = ?,
         lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE id = ? AND status = 'running' AND lease_until_ms <= ? AND attempts >= ? RETURNING *`),
-    kept: db.prepare(`SELECT coalesce(sum(CASE WHEN status = 'succeeded' AND result_gone = 0 THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
+    kept: db.prepare(`SELECT coalesce(sum(CASE WHEN status <> 'running' AND result_gone = 0 THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
         + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0) AS n
       FROM conversion_jobs WHERE account_id = ?`),
     expired: db.prepare(`UPDATE conversion_jobs SET result_gone = 1 WHERE id IN (SELECT id FROM conversion_jobs
@@ -150,6 +153,7 @@ function claimOps({ q, batch }: Jobs): Pick<JobStore, 'claim' | 'renew' | 'docum
           max: maxAttempts,
         }) as Row | undefined
         if (row === undefined) return null
+        q.turn.run(String(row.account_id), nowMs)
         q.dropPieces.run(String(row.id), 'result')
         return { job: toJob(row), sealed: row.sealed === null ? null : String(row.sealed), lease, reclaimed }
       })
@@ -190,10 +194,21 @@ function endOps({ q, batch, audit }: Jobs): Pick<JobStore, 'finish' | 'cancel' |
         const changed =
           end.status === 'succeeded'
             ? q.succeed.run(end.result.type, end.result.bytes, end.result.name, end.result.pages, end.expiresAt, nowIso, end.result.pages, jobId, lease)
-            : q.fail.run(end.error.code, JSON.stringify(end.error.params), nowIso, jobId, lease)
+            : q.fail.run(
+                end.error.code,
+                JSON.stringify(end.error.params),
+                nowIso,
+                end.result?.type ?? null,
+                end.result?.bytes ?? null,
+                end.result?.name ?? null,
+                end.result?.pages ?? null,
+                end.expiresAt ?? null,
+                jobId,
+                lease,
+              )
         if (Number(changed.changes) === 0) return false
         q.dropPieces.run(jobId, 'document')
-        if (end.status === 'failed') q.dropPieces.run(jobId, 'result')
+        if (end.status === 'failed' && end.result === undefined) q.dropPieces.run(jobId, 'result')
         audit(event)
         return true
       })

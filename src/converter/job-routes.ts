@@ -1,0 +1,164 @@
+/**
+ * Conversion jobs over HTTP (`/converter/jobs`): HTTP in, a call of the jobs service
+ * (services/jobs.ts), HTTP out. A submission takes a multipart body (the PDF in
+ * `pdfDocument`), or JSON or a urlencoded form (with `sourceUrl`); the answer is 202 at once.
+ * A result is streamed from the store piece by piece, from whichever node is asked.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Readable } from 'node:stream'
+import type { Config } from '../config/config.ts'
+import { ApiError, apiError } from '../errors/errors.ts'
+import { render, type ErrorCode } from '../errors/catalogue.ts'
+import { parseForm } from '../bodies/fields.ts'
+import { isJobStatus, type ConversionJob } from '../domain/jobs.ts'
+import { isFailure } from '../services/outcome.ts'
+import { isRefusal, type JobInput, type Jobs } from '../services/jobs.ts'
+import { readParts } from './upload.ts'
+import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
+
+export interface JobRouteOptions {
+  readonly config: Config
+  readonly jobs: Jobs
+}
+
+/** Bodies and queries are checked by the service and here; the schemas are for the OpenAPI document. */
+const documentOnly = () => () => true
+
+/** The fields a job takes from a form or a JSON body (metadata apart: an object in JSON, JSON text in a form). */
+const FIELDS = ['operation', 'dpi', 'pages', 'colorMode', 'password', 'sourceUrl', 'resultUrl'] as const
+
+/** view: a job as the API shows it. */
+export function jobView(job: ConversionJob, baseUrl: string) {
+  return {
+    jobID: job.id,
+    status: job.status,
+    operation: job.operation,
+    options: job.options,
+    source: job.source,
+    resultUrl: job.hasResultUrl,
+    metadata: job.metadata,
+    pagesDone: job.pagesDone,
+    pagesTotal: job.pagesTotal,
+    attempts: job.attempts,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    finishedAt: job.finishedAt,
+    result:
+      job.result === null
+        ? null
+        : {
+            url: `${baseUrl}/converter/jobs/${job.id}/result`,
+            size: job.result.bytes,
+            type: job.result.type,
+            name: job.result.name,
+            pages: job.result.pages,
+            expiresAt: job.expiresAt,
+          },
+    resultGone: job.resultGone,
+    error: job.error === null ? null : { code: job.error.code, message: render(job.error.code as ErrorCode, job.error.params) },
+  }
+}
+
+/** idempotencyKey: the Idempotency-Key header (an sf-string's quotes taken off), null when absent. */
+function idempotencyKey(request: FastifyRequest): string | null {
+  const raw = request.headers['idempotency-key']
+  if (raw === undefined) return null
+  if (Array.isArray(raw)) throw apiError('IDEMPOTENCY_KEY_INVALID')
+  let key = raw.trim()
+  if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) key = key.slice(1, -1)
+  if (!/^[\x20-\x7e]{1,255}$/.test(key)) throw apiError('IDEMPOTENCY_KEY_INVALID')
+  return key
+}
+
+/** readInput: the submission's fields and document, whatever its body's type. */
+async function readInput(request: FastifyRequest, config: Config): Promise<JobInput> {
+  if (request.isMultipart()) {
+    const { fields, file } = await readParts(request, config.jobMaxDocumentBytes)
+    return { fields, document: file === undefined ? null : { bytes: file.data, filename: file.filename } }
+  }
+  const body = request.body
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw apiError('JOB_SOURCE_REQUIRED')
+  const given = body as Record<string, unknown>
+  const fields: Record<string, string> = {}
+  for (const name of FIELDS) {
+    const value = given[name]
+    if (value === undefined || value === null) continue
+    // A value of another type is refused by its own check (an object is no dpi).
+    fields[name] = typeof value === 'string' || typeof value === 'number' ? String(value) : '\u0000'
+  }
+  return { fields, metadata: given.metadata, document: null }
+}
+
+function refusalError(result: { readonly problems: readonly { code: ErrorCode; params?: Record<string, string | number> }[] }): ApiError {
+  const first = result.problems[0]!
+  return new ApiError(result.problems, first.code === 'JOBS_PER_ACCOUNT' ? { 'retry-after': '60' } : {})
+}
+
+async function submit(opts: JobRouteOptions, request: FastifyRequest, reply: FastifyReply) {
+  const key = idempotencyKey(request)
+  const input = await readInput(request, opts.config)
+  const caller = request.caller!
+  const done = await opts.jobs.submit({ accountId: caller.accountId, keyId: caller.keyId }, input, key)
+  if (isRefusal(done)) throw refusalError(done)
+  const { job, replayed } = done
+  const path = `/converter/jobs/${job.id}`
+  if (replayed) reply.header('idempotent-replayed', 'true')
+  return reply
+    .code(202)
+    .header('location', path)
+    .send({ jobID: job.id, status: job.status, statusUrl: `${opts.config.publicBaseUrl}${path}` })
+}
+
+async function result(opts: JobRouteOptions, request: FastifyRequest<{ Params: { jobID: string } }>, reply: FastifyReply) {
+  const found = await opts.jobs.result(request.caller!.accountId, request.params.jobID)
+  if (isRefusal(found)) throw refusalError(found)
+  const { job, pieces } = found
+  const info = job.result!
+  return reply
+    .type(info.type)
+    .header('content-length', String(info.bytes))
+    .header('content-disposition', `attachment; filename="${info.name}"`)
+    .header('x-page-count', String(info.pages))
+    .send(Readable.from(pieces(), { objectMode: false }))
+}
+
+async function list(opts: JobRouteOptions, request: FastifyRequest<{ Querystring: Record<string, string | undefined> }>) {
+  const { status, limit: limitText, after } = request.query
+  const problems: { code: ErrorCode; params: Record<string, string> }[] = []
+  if (status !== undefined && !isJobStatus(status)) problems.push({ code: 'JOB_QUERY_INVALID', params: { field: 'status', reason: 'not a job status' } })
+  const limit = limitText === undefined ? 20 : /^\d{1,3}$/.test(limitText) ? Number(limitText) : 0
+  if (limit < 1 || limit > 100) problems.push({ code: 'JOB_QUERY_INVALID', params: { field: 'limit', reason: 'must be a whole number from 1 to 100' } })
+  if (problems.length > 0) throw new ApiError(problems)
+  const page = await opts.jobs.list(request.caller!.accountId, {
+    limit,
+    ...(status === undefined ? {} : { status: status as ConversionJob['status'] }),
+    ...(after === undefined ? {} : { cursor: after }),
+  })
+  if (isFailure(page)) throw new ApiError([{ code: 'JOB_QUERY_INVALID', params: { field: 'after', reason: page.message } }])
+  return { jobs: page.items.map((j) => jobView(j, opts.config.publicBaseUrl)), next: page.next }
+}
+
+/** jobRoutes registers the job routes in the conversion group's scope (its guard and multipart parser). */
+export async function jobRoutes(app: FastifyInstance, opts: JobRouteOptions): Promise<void> {
+  const base = opts.config.publicBaseUrl
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_request, body, done) => done(null, parseForm(body as Buffer)))
+  const validatorCompiler = documentOnly
+  app.post('/converter/jobs', { schema: submitJobSchema, validatorCompiler }, (request, reply) => submit(opts, request, reply))
+  app.get('/converter/jobs', { schema: listJobsSchema, validatorCompiler }, (request) =>
+    list(opts, request as FastifyRequest<{ Querystring: Record<string, string | undefined> }>),
+  )
+  app.get<{ Params: { jobID: string } }>('/converter/jobs/:jobID', { schema: getJobSchema, validatorCompiler }, async (request) => {
+    const job = await opts.jobs.get(request.caller!.accountId, request.params.jobID)
+    if (job === null) throw apiError('JOB_NOT_FOUND')
+    return jobView(job, base)
+  })
+  app.get<{ Params: { jobID: string } }>('/converter/jobs/:jobID/result', { schema: jobResultSchema, validatorCompiler }, (request, reply) =>
+    result(opts, request, reply),
+  )
+  app.delete<{ Params: { jobID: string } }>('/converter/jobs/:jobID', { schema: cancelJobSchema, validatorCompiler }, async (request) => {
+    const caller = request.caller!
+    const done = await opts.jobs.cancel({ keyId: caller.keyId, ip: request.ip }, caller.accountId, request.params.jobID)
+    if (isRefusal(done)) throw refusalError(done)
+    return jobView(done, base)
+  })
+}

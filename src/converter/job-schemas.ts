@@ -1,0 +1,166 @@
+/** Route schemas of the conversion jobs, for the OpenAPI document (bodies and queries are checked by the service and the routes). */
+import { Type } from 'typebox'
+import { errorResponses } from '../openapi/responses.ts'
+import type { ErrorCode } from '../errors/catalogue.ts'
+import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
+
+const JOB_ID = Type.String({ description: 'The job ID (`job_` and 21 hex digits).', examples: ['job_19a5f3c2b7e4d1a2b3c4d'] })
+const params = Type.Object({ jobID: JOB_ID })
+
+const fields = {
+  operation: Type.String({
+    enum: [...JOB_OPERATIONS],
+    description: '`image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).',
+  }),
+  pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
+  dpi: Type.Optional(Type.Integer({ minimum: 36, maximum: 600, default: 150, description: 'Resolution of the PNGs (`image`).' })),
+  colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
+  password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (kept sealed until the job runs, then dropped).' })),
+  sourceUrl: Type.Optional(
+    Type.String({
+      format: 'uri',
+      description:
+        'An `https` URL the document is fetched from when the job runs, instead of `pdfDocument` (public hosts only; redirects are followed three times at most, each checked; at most `JOB_MAX_DOCUMENT_BYTES`).',
+    }),
+  ),
+  resultUrl: Type.Optional(
+    Type.String({
+      format: 'uri',
+      description:
+        'An `https` URL that receives the result by `PUT` once it is made, with its Content-Length and Content-Type (a presigned S3, GCS or Azure Blob URL). The job succeeds once it has arrived; kept sealed, never shown again.',
+    }),
+  ),
+}
+
+const METADATA = Type.Object({}, { additionalProperties: true, description: 'Any JSON object of yours (at most 4 KiB), echoed in the job and its events.' })
+
+const jobView = Type.Object(
+  {
+    jobID: JOB_ID,
+    status: Type.String({ enum: [...JOB_STATUSES] }),
+    operation: Type.String({ enum: [...JOB_OPERATIONS] }),
+    options: Type.Object({ dpi: Type.Integer(), pages: Type.Union([Type.String(), Type.Null()]), colorMode: Type.String() }),
+    source: Type.String({ enum: ['upload', 'url'] }),
+    resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),
+    metadata: Type.Union([METADATA, Type.Null()]),
+    pagesDone: Type.Integer(),
+    pagesTotal: Type.Union([Type.Integer(), Type.Null()]),
+    attempts: Type.Integer({ description: 'Runs so far (a job whose node died is run again).' }),
+    createdAt: Type.String({ format: 'date-time' }),
+    startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    result: Type.Union([
+      Type.Object({
+        url: Type.String(),
+        size: Type.Integer({ description: 'Bytes.' }),
+        type: Type.String({ description: 'image/png, application/zip or application/postscript.' }),
+        name: Type.String(),
+        pages: Type.Integer(),
+        expiresAt: Type.String({ format: 'date-time' }),
+      }),
+      Type.Null(),
+    ]),
+    resultGone: Type.Boolean({ description: 'A result was made and has expired or been deleted.' }),
+    error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+  },
+  { description: 'A conversion job.' },
+)
+
+const accepted = Type.Object(
+  {
+    jobID: JOB_ID,
+    status: Type.String({ enum: [...JOB_STATUSES] }),
+    statusUrl: Type.String(),
+  },
+  { examples: [{ jobID: 'job_19a5f3c2b7e4d1a2b3c4d', status: 'queued', statusUrl: 'https://eu.example.com/converter/jobs/job_19a5f3c2b7e4d1a2b3c4d' }] },
+)
+
+const SUBMIT_CODES: ErrorCode[] = [
+  'JOB_SOURCE_REQUIRED',
+  'NOT_A_PDF',
+  'OPERATION_INVALID',
+  'DPI_INVALID',
+  'PAGES_INVALID',
+  'COLOR_MODE_INVALID',
+  'PASSWORD_INVALID',
+  'SOURCE_URL_INVALID',
+  'RESULT_URL_INVALID',
+  'METADATA_INVALID',
+  'IDEMPOTENCY_KEY_INVALID',
+  'IDEMPOTENCY_KEY_REUSED',
+  'FILE_TOO_LARGE',
+  'TOO_MANY_PARTS',
+  'JOBS_PER_ACCOUNT',
+]
+
+export const submitJobSchema = {
+  operationId: 'submitConversionJob',
+  summary: 'Submit a conversion job: a document (or its URL) converted later, its result kept for download and sent where you say',
+  description:
+    "Answers at once with the job's ID; the job runs on whichever node has a free worker. Poll `statusUrl`, or take the signed `conversion.succeeded` / `conversion.failed` webhook event. Multipart with `pdfDocument` (and the fields below as form fields; `metadata` as JSON text), or JSON / a urlencoded form with `sourceUrl`. With an `Idempotency-Key` header, the same key and request within 24 hours answer the same job (however many arrive at once); the same key with another request is a 422.",
+  tags: ['converter'],
+  consumes: ['multipart/form-data', 'application/json', 'application/x-www-form-urlencoded'],
+  headers: Type.Object({
+    'idempotency-key': Type.Optional(
+      Type.String({ maxLength: 255, description: 'draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID), 24 hours.' }),
+    ),
+  }),
+  body: Type.Object({ pdfDocument: Type.Optional(Type.String({ format: 'binary', description: 'The PDF.' })), ...fields, metadata: Type.Optional(METADATA) }),
+  response: {
+    202: { description: 'Queued (or, for a repeated Idempotency-Key, the job it made). `Location` is the job.', ...accepted },
+    ...errorResponses(SUBMIT_CODES),
+  },
+}
+
+export const getJobSchema = {
+  operationId: 'getConversionJob',
+  summary: 'A conversion job: its status, progress, result or error',
+  tags: ['converter'],
+  params,
+  response: { 200: jobView, ...errorResponses(['JOB_NOT_FOUND'], { body: false }) },
+}
+
+export const jobResultSchema = {
+  operationId: 'getConversionJobResult',
+  summary: "A job's result, with the synchronous route's headers, from any node, while it is kept",
+  tags: ['converter'],
+  params,
+  response: {
+    200: {
+      description: "The PNG, the zip of PNGs or the PostScript, streamed; the same bytes as the synchronous route's answer.",
+      headers: {
+        'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
+        'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the document.' },
+      },
+      content: {
+        'image/png': { schema: Type.String({ format: 'binary' }) },
+        'application/zip': { schema: Type.String({ format: 'binary' }) },
+        'application/postscript': { schema: Type.String({ format: 'binary' }) },
+      },
+    },
+    ...errorResponses(['JOB_NOT_FOUND', 'JOB_RESULT_NOT_READY', 'JOB_RESULT_GONE'], { body: false }),
+  },
+}
+
+export const cancelJobSchema = {
+  operationId: 'cancelConversionJob',
+  summary: 'Cancel a queued or running job (a running one stops at its next page), or delete a kept result',
+  tags: ['converter'],
+  params,
+  response: { 200: jobView, ...errorResponses(['JOB_NOT_FOUND', 'JOB_NOTHING_TO_DELETE'], { body: false }) },
+}
+
+export const listJobsSchema = {
+  operationId: 'listConversionJobs',
+  summary: "The account's conversion jobs, newest first",
+  tags: ['converter'],
+  querystring: Type.Object({
+    status: Type.Optional(Type.String({ enum: [...JOB_STATUSES] })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+    after: Type.Optional(Type.String({ description: 'The `next` of the page before.' })),
+  }),
+  response: {
+    200: Type.Object({ jobs: Type.Array(jobView), next: Type.Union([Type.String(), Type.Null()]) }),
+    ...errorResponses(['JOB_QUERY_INVALID'], { body: false }),
+  },
+}

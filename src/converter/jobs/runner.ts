@@ -1,0 +1,587 @@
+/**
+ * JobRunner runs conversion jobs on this node: every JOB_POLL_MS (or at once when nudged by a
+ * submission here) it claims queued jobs from the store while it runs fewer than JOB_WORKERS,
+ * and runs each through the conversion pool as a background conversion; the rest of the pool
+ * stays with the synchronous routes, which take back a worker that helps a job at its next page.
+ *
+ * A claim is a lease: the runner renews it at a third of JOB_LEASE_SECONDS and at each page
+ * (at most twice a second), and a renewal refused (the job was cancelled, or this node was so
+ * slow another took it) stops the conversion at its next page. The result is written to the
+ * store in pieces as the engine makes it, under the lease, never whole in memory; the zip and
+ * the names are the synchronous route's (output.ts), so the bytes are the same. When the
+ * result is complete it is uploaded to the job's resultUrl, if any, and the job ends with its
+ * event (conversion.succeeded or conversion.failed), which feeds the webhook outbox in the
+ * same step.
+ *
+ * A worker that dies on a job gives it back to the queue, as an attempt; a job whose node dies
+ * is claimed again once its lease has run out; after JOB_MAX_ATTEMPTS claims it fails (a
+ * poison document), which any node's runner decides. A node that closes gives its jobs back
+ * at once, not as attempts.
+ */
+import { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
+import type { Config } from '../../config/config.ts'
+import type { Keyring } from '../../crypto/keyring.ts'
+import { SYSTEM, actorName, type AuditDraft } from '../../domain/accounts.ts'
+import { JOB_CHUNK_BYTES, secretsContext, type ConversionJob, type JobError, type JobResultInfo, type JobSecrets } from '../../domain/jobs.ts'
+import { render, type ErrorCode } from '../../errors/catalogue.ts'
+import type { Log } from '../../logging/late.ts'
+import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
+import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
+import type { Lookup } from '../../webhooks/address.ts'
+import { addPage, newZip, pageName, singleName } from '../output.ts'
+import { parsePages } from '../pages.ts'
+import { PoolError, shared, type ConversionPool, type Running } from '../pool.ts'
+import type { Job } from '../protocol.ts'
+import { isPdf } from '../upload.ts'
+import { fetchSource, putResult } from './transfer.ts'
+
+type RunnerConfig = Pick<
+  Config,
+  | 'jobWorkers'
+  | 'jobMaxPages'
+  | 'jobTimeoutMs'
+  | 'jobMaxDocumentBytes'
+  | 'jobMaxOutputBytes'
+  | 'jobResultTtlSeconds'
+  | 'jobRetentionDays'
+  | 'jobMaxRunningPerAccount'
+  | 'jobStoragePerAccountMb'
+  | 'jobLeaseSeconds'
+  | 'jobMaxAttempts'
+  | 'jobPollMs'
+  | 'jobTransferTimeoutMs'
+  | 'webhookAllowPrivate'
+  | 'maxPageMegapixels'
+  | 'workerMaxMemoryMb'
+  | 'publicBaseUrl'
+  | 'conversionPageTimeoutMs'
+>
+
+export interface RunnerOptions {
+  readonly store: JobStore
+  readonly pool: ConversionPool
+  readonly keyring: Keyring
+  readonly config: RunnerConfig
+  /** This node's name in the store (who holds a lease). */
+  readonly node: string
+  readonly log: Log
+  readonly metrics?: Pick<Metrics, 'jobEnded' | 'jobLeaseExpired' | 'jobsPoisoned'>
+  /** Told when a job ended with an event, so that this node's webhook worker looks at once. */
+  readonly onEvent?: () => void
+  readonly now?: () => number
+  /** The outbound transfers' extra trusted certificates and name lookup (tests). */
+  readonly transfer?: { readonly ca?: string | Buffer; readonly lookup?: Lookup }
+}
+
+/** How often the poison jobs are looked for, at most; and the results and records pruned. */
+const SWEEP_MS = 5000
+const PRUNE_MS = 3_600_000
+/** Tries of an upload to the resultUrl, and the waits between them. */
+const UPLOAD_WAITS_MS = [0, 2000, 8000]
+/** How long a closing node waits for its jobs to stop before it gives them back all the same. */
+const CLOSE_WAIT_MS = 10_000
+
+/** Why a run stopped short of an end: the lease is gone (cancelled, taken), or the job goes back to the queue. */
+class Stop extends Error {
+  readonly how: 'lost' | 'release' | 'release-attempt'
+  constructor(how: 'lost' | 'release' | 'release-attempt', message: string) {
+    super(message)
+    this.how = how
+  }
+}
+
+/** A job's failure with a catalogue error. */
+class Failed extends Error {
+  readonly error: JobError
+  constructor(code: ErrorCode, params: Record<string, string | number> = {}) {
+    super(code)
+    this.error = { code, params }
+  }
+}
+
+/** One job's run on this node. */
+interface Run {
+  readonly claimed: ClaimedJob
+  readonly done: Promise<void>
+  running: Running | null
+  closing: boolean
+  lost: boolean
+  pagesDone: number
+  pagesTotal: number | null
+}
+
+export class JobRunner {
+  readonly #o: RunnerOptions
+  readonly #now: () => number
+  readonly #runs = new Map<string, Run>()
+  #timer: NodeJS.Timeout | undefined
+  #tick: Promise<void> | null = null
+  #again = false
+  #closed = false
+  #lastSweep = 0
+  #lastPrune = 0
+
+  constructor(options: RunnerOptions) {
+    this.#o = options
+    this.#now = options.now ?? Date.now
+  }
+
+  get #leaseMs(): number {
+    return this.#o.config.jobLeaseSeconds * 1000
+  }
+
+  start(): void {
+    this.#schedule(0)
+  }
+
+  /** nudge: a job may be waiting (a submission here, a job ended); look now rather than at the next poll. */
+  nudge(): void {
+    if (this.#tick !== null) this.#again = true
+    else this.#schedule(0)
+  }
+
+  /** close stops claiming, stops the jobs under way and gives them back to the queue (not as attempts). */
+  async close(): Promise<void> {
+    this.#closed = true
+    clearTimeout(this.#timer)
+    await this.#tick
+    const runs = [...this.#runs.values()]
+    for (const run of runs) {
+      run.closing = true
+      run.running?.cancel()
+    }
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([Promise.all(runs.map((r) => r.done)), new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))])
+    clearTimeout(timer)
+    // A run still fetching or uploading is given back now: whatever it does after, its lease is gone.
+    await Promise.all([...this.#runs.values()].map((r) => this.#o.store.release(r.claimed.job.id, r.claimed.lease, false).catch(() => false)))
+  }
+
+  #schedule(ms: number): void {
+    clearTimeout(this.#timer)
+    if (this.#closed) return
+    this.#timer = setTimeout(() => {
+      this.#tick = this.#claimAll().finally(() => {
+        this.#tick = null
+        const again = this.#again
+        this.#again = false
+        this.#schedule(again ? 0 : this.#o.config.jobPollMs)
+      })
+    }, ms)
+    this.#timer.unref()
+  }
+
+  /** claimAll fails the poison jobs, prunes, and claims jobs while this node has places. */
+  async #claimAll(): Promise<void> {
+    const { store, config, log } = this.#o
+    try {
+      const now = this.#now()
+      if (now - this.#lastSweep >= SWEEP_MS) {
+        this.#lastSweep = now
+        await this.#failSpent(now)
+      }
+      if (now - this.#lastPrune >= PRUNE_MS) {
+        this.#lastPrune = now
+        const pruned = await store.prune(new Date(now).toISOString(), new Date(now - config.jobRetentionDays * 86_400_000).toISOString())
+        if (pruned.results + pruned.jobs > 0) log.info(pruned, 'conversion job results and records pruned')
+      }
+      while (!this.#closed && this.#runs.size < config.jobWorkers) {
+        const claimed = await store.claim(this.#o.node, this.#now(), this.#leaseMs, config.jobMaxRunningPerAccount, config.jobMaxAttempts)
+        if (claimed === null) break
+        if (claimed.reclaimed) this.#o.metrics?.jobLeaseExpired()
+        this.#launch(claimed)
+      }
+    } catch (error) {
+      log.warn({ err: error, dependency: 'conversion jobs' }, 'conversion jobs not claimed')
+    }
+  }
+
+  async #failSpent(now: number): Promise<void> {
+    const { store, config } = this.#o
+    const error = { code: 'CONVERSION_FAILED', params: { attempts: config.jobMaxAttempts } }
+    const failed = await store.failSpent(now, config.jobMaxAttempts, new Date(now).toISOString(), error, (job) =>
+      this.#event(job, { status: 'failed', error }, new Date(now).toISOString()),
+    )
+    if (failed.length === 0) return
+    this.#o.metrics?.jobsPoisoned(failed.length)
+    for (const job of failed)
+      this.#o.log.warn({ jobId: job.id, accountId: job.accountId, attempts: job.attempts }, 'conversion job failed: its runs kept dying')
+    this.#o.onEvent?.()
+  }
+
+  #launch(claimed: ClaimedJob): void {
+    const run: Run = { claimed, done: Promise.resolve(), running: null, closing: false, lost: false, pagesDone: 0, pagesTotal: null }
+    ;(run as { done: Promise<void> }).done = this.#run(run).finally(() => {
+      this.#runs.delete(claimed.job.id)
+      this.nudge()
+    })
+    this.#runs.set(claimed.job.id, run)
+  }
+
+  async #run(run: Run): Promise<void> {
+    const { job, lease } = run.claimed
+    const { store, log } = this.#o
+    const started = this.#now()
+    let renewing: Promise<void> | null = null
+    let lastRenew = started
+    const renew = () => {
+      if (renewing !== null || run.lost) return
+      lastRenew = this.#now()
+      renewing = store
+        .renew(job.id, lease, lastRenew, this.#leaseMs, run.pagesDone, run.pagesTotal)
+        .then(
+          (ok) => {
+            if (ok) return
+            run.lost = true
+            run.running?.cancel()
+          },
+          (error: unknown) => log.warn({ err: error, jobId: job.id }, 'conversion job lease not renewed'),
+        )
+        .finally(() => {
+          renewing = null
+        })
+    }
+    const heartbeat = setInterval(renew, this.#leaseMs / 3)
+    const onPage = () => {
+      run.pagesDone++
+      if (this.#now() - lastRenew >= 500) renew()
+    }
+    let status: JobEndStatus
+    try {
+      const end = await this.#convert(run, onPage)
+      clearInterval(heartbeat)
+      await renewing
+      status = (await this.#finish(run, end)) ? end.status : 'cancelled'
+    } catch (error) {
+      clearInterval(heartbeat)
+      await renewing
+      status = await this.#stopped(run, error)
+    }
+    this.#o.metrics?.jobEnded(status, (this.#now() - started) / 1000)
+    log.info(
+      { jobId: job.id, accountId: job.accountId, status, pages: run.pagesDone, attempt: job.attempts, ms: this.#now() - started },
+      'conversion job run ended',
+    )
+  }
+
+  /** stopped handles a run that did not reach an end of its own: given back, or lost (cancelled, taken). */
+  async #stopped(run: Run, error: unknown): Promise<JobEndStatus> {
+    const { job, lease } = run.claimed
+    const { store, config, log } = this.#o
+    if (error instanceof Failed) return (await this.#finish(run, { status: 'failed', error: error.error })) ? 'failed' : 'cancelled'
+    if (!(error instanceof Stop)) log.error({ err: error, jobId: job.id }, 'conversion job run failed')
+    const how = error instanceof Stop ? error.how : 'release-attempt'
+    if (how === 'lost') return 'cancelled'
+    if (how === 'release-attempt' && job.attempts >= config.jobMaxAttempts) {
+      this.#o.metrics?.jobsPoisoned(1)
+      const failed = await this.#finish(run, { status: 'failed', error: { code: 'CONVERSION_FAILED', params: { attempts: job.attempts } } })
+      return failed ? 'failed' : 'cancelled'
+    }
+    await store.release(job.id, lease, how === 'release-attempt').catch((e: unknown) => log.warn({ err: e, jobId: job.id }, 'conversion job not given back'))
+    return 'released'
+  }
+
+  /** convert makes the result: the document, the conversion in the pool into pieces, the upload. */
+  async #convert(run: Run, onPage: () => void): Promise<JobEnd> {
+    const { job, sealed } = run.claimed
+    const secrets: JobSecrets = sealed === null ? {} : JSON.parse(this.#o.keyring.open(sealed, secretsContext(job.accountId, job.id)).toString('utf8'))
+    const pdf = await this.#document(job, secrets)
+    if (run.lost) throw new Stop('lost', 'cancelled')
+    const writer = new PieceWriter(this.#o.store, job.id, run.claimed.lease, {
+      maxBytes: this.#o.config.jobMaxOutputBytes,
+      room: this.#o.config.jobStoragePerAccountMb * 1048576 - (await this.#o.store.keptBytes(job.accountId)),
+      storageLimit: this.#o.config.jobStoragePerAccountMb * 1048576,
+    })
+    const info = await this.#render(run, pdf, secrets, writer, onPage)
+    const result = { ...info, bytes: writer.written }
+    const expiresAt = new Date(this.#now() + this.#o.config.jobResultTtlSeconds * 1000).toISOString()
+    if (secrets.resultUrl !== undefined) {
+      const failure = await this.#upload(run, secrets.resultUrl, result)
+      if (failure !== null) return { status: 'failed', error: { code: 'RESULT_UPLOAD_FAILED', params: { reason: failure } }, result, expiresAt }
+    }
+    return { status: 'succeeded', result, expiresAt }
+  }
+
+  /** document: the job's PDF, from its pieces or its sourceUrl, in one shared buffer for the workers. */
+  async #document(job: ConversionJob, secrets: JobSecrets): Promise<Uint8Array> {
+    const { config, store } = this.#o
+    if (job.source === 'upload') {
+      const pieces = await store.documentPieces(job.id)
+      const total = pieces.reduce((n, p) => n + p.byteLength, 0)
+      const pdf = new Uint8Array(new SharedArrayBuffer(total))
+      let at = 0
+      for (const p of pieces) {
+        pdf.set(p, at)
+        at += p.byteLength
+      }
+      return pdf
+    }
+    const fetched = await fetchSource(secrets.sourceUrl!, {
+      timeoutMs: config.jobTransferTimeoutMs,
+      maxBytes: config.jobMaxDocumentBytes,
+      allowPrivate: config.webhookAllowPrivate,
+      ...this.#o.transfer,
+    })
+    if (!fetched.ok) {
+      if (fetched.reason === 'too-large') throw new Failed('FILE_TOO_LARGE', { limit: config.jobMaxDocumentBytes })
+      throw new Failed('SOURCE_FETCH_FAILED', { reason: fetched.detail })
+    }
+    if (!isPdf(fetched.bytes)) throw new Failed('SOURCE_FETCH_FAILED', { reason: 'what it answered is not a PDF' })
+    return shared(fetched.bytes)
+  }
+
+  /** render runs the conversion in the pool and streams its output into the writer; the result's type, name and pages. */
+  async #render(run: Run, pdf: Uint8Array, secrets: JobSecrets, writer: PieceWriter, onPage: () => void): Promise<Omit<JobResultInfo, 'bytes'>> {
+    const { job } = run.claimed
+    const { config, pool } = this.#o
+    const common = {
+      pdf,
+      color: job.options.colorMode,
+      pages: job.options.pages === null ? null : parsePages(job.options.pages),
+      limits: {
+        maxPages: config.jobMaxPages,
+        maxPixels: config.maxPageMegapixels * 1e6,
+        maxOutputBytes: config.jobMaxOutputBytes,
+        maxMemoryBytes: config.workerMaxMemoryMb * 1048576,
+      },
+      ...(secrets.password === undefined ? {} : { password: secrets.password }),
+    }
+    const spec: Job = job.operation === 'image' ? { op: 'png', dpi: job.options.dpi, ...common } : { op: 'ps', ...common }
+    const out = new Output(job.basename, writer)
+    const ack = () => {
+      if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
+      else run.running?.ack()
+    }
+    const running = pool.background(
+      spec,
+      {
+        onStart: (pages, pageCount) => {
+          run.pagesTotal = pages
+          out.start(spec.op, pages, pageCount)
+        },
+        onPage: (page, png) => {
+          onPage()
+          out.page(page, png)
+          ack()
+        },
+        onChunk: (bytes) => {
+          writer.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+          ack()
+        },
+      },
+      job.accountId,
+      config.jobTimeoutMs,
+    )
+    run.running = running
+    // A writer that fails (the lease lost, the account's room used up, the output too large) stops the conversion at once.
+    const writing = finished(writer)
+    writing.catch(() => running.cancel())
+    let result: Awaited<Running['result']>
+    try {
+      result = await running.result
+    } catch (error) {
+      throw writer.errored ?? this.#poolStop(run, error)
+    }
+    if (!result.ok) throw new Failed(result.code, result.params)
+    run.pagesDone = result.pages
+    const info = out.end(result.pages)
+    await writing
+    return info
+  }
+
+  /** poolStop: what a conversion the pool ended short means for the job. */
+  #poolStop(run: Run, error: unknown): Error {
+    if (!(error instanceof PoolError)) return error as Error
+    const { config } = this.#o
+    switch (error.reason) {
+      case 'timeout':
+        return new Failed('CONVERSION_TIMEOUT', { seconds: config.jobTimeoutMs / 1000 })
+      case 'page-timeout':
+        return new Failed('CONVERSION_PAGE_TIMEOUT', { seconds: config.conversionPageTimeoutMs / 1000 })
+      case 'crashed':
+        return new Stop('release-attempt', error.message)
+      case 'failed':
+        return new Failed('CONVERSION_FAILED')
+      case 'cancelled':
+        return run.lost ? new Stop('lost', 'cancelled') : new Stop('release', 'the node is closing')
+      default:
+        return new Stop('release', error.message)
+    }
+  }
+
+  /** upload sends the result to its resultUrl, three tries at most; null when it arrived, else why not. */
+  async #upload(run: Run, url: string, result: JobResultInfo): Promise<string | null> {
+    const { store, config } = this.#o
+    const { job } = run.claimed
+    const count = Math.ceil(result.bytes / JOB_CHUNK_BYTES)
+    const azure = new URL(url).hostname.endsWith('.blob.core.windows.net')
+    let last = ''
+    for (const wait of UPLOAD_WAITS_MS) {
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+      if (run.lost || run.closing) throw new Stop(run.lost ? 'lost' : 'release', 'stopped before its upload')
+      const sent = await putResult(
+        url,
+        {
+          size: result.bytes,
+          contentType: result.type,
+          ...(azure ? { headers: { 'x-ms-blob-type': 'BlockBlob' } } : {}),
+          chunks: async function* () {
+            for (let seq = 0; seq < count; seq++) {
+              const piece = await store.resultPiece(job.id, seq)
+              if (piece === null) throw new Error('the result went while it was uploaded')
+              yield piece
+            }
+          },
+        },
+        { timeoutMs: config.jobTransferTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.transfer },
+      )
+      if (sent.error === null) return null
+      last = sent.error
+      // A refusal by the address rules does not change with another try.
+      if (last.startsWith('refused')) break
+    }
+    return last
+  }
+
+  /** finish ends the job with its event; false when the lease was gone (cancelled meanwhile). */
+  async #finish(run: Run, end: JobEnd): Promise<boolean> {
+    const { job, lease } = run.claimed
+    const nowIso = new Date(this.#now()).toISOString()
+    const done = await this.#o.store.finish(job.id, lease, end, nowIso, this.#event(job, end, nowIso))
+    if (done) this.#o.onEvent?.()
+    return done
+  }
+
+  /** event: the audit event of a job's end, whose detail is the webhook's data (never a URL the customer gave). */
+  #event(job: ConversionJob, end: JobEnd, finishedAt: string): AuditDraft {
+    const base = this.#o.config.publicBaseUrl
+    const result =
+      end.result === undefined
+        ? undefined
+        : {
+            url: `${base}/converter/jobs/${job.id}/result`,
+            size: end.result.bytes,
+            type: end.result.type,
+            name: end.result.name,
+            pages: end.result.pages,
+            expiresAt: end.expiresAt,
+          }
+    const error = end.status === 'failed' ? { code: end.error.code, message: render(end.error.code as ErrorCode, end.error.params) } : undefined
+    return {
+      actor: actorName(SYSTEM),
+      action: end.status === 'succeeded' ? 'conversion.succeeded' : 'conversion.failed',
+      target: { type: 'job', id: job.id },
+      accountId: job.accountId,
+      ip: null,
+      outcome: end.status === 'succeeded' ? 'success' : 'failure',
+      detail: {
+        jobID: job.id,
+        status: end.status,
+        operation: job.operation,
+        metadata: job.metadata,
+        submittedAt: job.createdAt,
+        finishedAt,
+        ...(result === undefined ? {} : { result }),
+        ...(error === undefined ? {} : { error }),
+      },
+    }
+  }
+}
+
+/** Output turns the pool's pages or PostScript into the answer's bytes, as the synchronous route does. */
+class Output {
+  readonly #basename: string
+  readonly #writer: PieceWriter
+  #kind: 'png' | 'zip' | 'ps' = 'ps'
+  #pageCount = 0
+  #single: { page: number; png: Uint8Array } | null = null
+  #zip: ReturnType<typeof newZip> | null = null
+
+  constructor(basename: string, writer: PieceWriter) {
+    this.#basename = basename
+    this.#writer = writer
+  }
+
+  start(op: 'png' | 'ps', pages: number, pageCount: number): void {
+    this.#pageCount = pageCount
+    this.#kind = op === 'ps' ? 'ps' : pages === 1 ? 'png' : 'zip'
+    if (this.#kind !== 'zip') return
+    this.#zip = newZip()
+    ;(this.#zip.outputStream as NodeJS.ReadableStream).pipe(this.#writer)
+  }
+
+  page(page: number, png: Uint8Array): void {
+    if (this.#zip !== null) addPage(this.#zip, png, pageName(this.#basename, page, this.#pageCount))
+    else this.#single = { page, png }
+  }
+
+  /** end completes the output (the writer finishes once it has written it) and names it. */
+  end(pages: number): Omit<JobResultInfo, 'bytes'> {
+    if (this.#kind === 'zip') {
+      this.#zip!.end()
+      return { type: 'application/zip', name: `${this.#basename}.zip`, pages }
+    }
+    if (this.#kind === 'png') {
+      const { page, png } = this.#single!
+      this.#writer.end(Buffer.from(png.buffer, png.byteOffset, png.byteLength))
+      return { type: 'image/png', name: singleName(this.#basename, page, this.#pageCount), pages: 1 }
+    }
+    this.#writer.end()
+    return { type: 'application/postscript', name: `${this.#basename}.ps`, pages }
+  }
+}
+
+/**
+ * PieceWriter writes a result into the store in pieces of JOB_CHUNK_BYTES under the job's
+ * lease, each written before more is taken (the stream's backpressure reaches the workers).
+ * It fails when the lease is gone, the result passes JOB_MAX_OUTPUT_BYTES, or the account's
+ * kept results would pass their limit.
+ */
+class PieceWriter extends Writable {
+  readonly #store: JobStore
+  readonly #jobId: string
+  readonly #lease: string
+  readonly #limits: { readonly maxBytes: number; readonly room: number; readonly storageLimit: number }
+  #held: Buffer[] = []
+  #heldBytes = 0
+  #seq = 0
+  written = 0
+
+  constructor(store: JobStore, jobId: string, lease: string, limits: { readonly maxBytes: number; readonly room: number; readonly storageLimit: number }) {
+    super({ highWaterMark: JOB_CHUNK_BYTES })
+    this.#store = store
+    this.#jobId = jobId
+    this.#lease = lease
+    this.#limits = limits
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.written += chunk.byteLength
+    if (this.written > this.#limits.maxBytes) callback(new Failed('OUTPUT_TOO_LARGE', { limit: this.#limits.maxBytes }))
+    else if (this.written > this.#limits.room) callback(new Failed('JOB_STORAGE_FULL', { limit: this.#limits.storageLimit }))
+    else {
+      this.#held.push(chunk)
+      this.#heldBytes += chunk.byteLength
+      if (this.#heldBytes < JOB_CHUNK_BYTES) callback()
+      else this.#flush(false).then(() => callback(), callback)
+    }
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.#flush(true).then(() => callback(), callback)
+  }
+
+  /** flush writes every whole piece held (and the last, partial one at the end). */
+  async #flush(last: boolean): Promise<void> {
+    let all = Buffer.concat(this.#held)
+    while (all.byteLength >= JOB_CHUNK_BYTES || (last && all.byteLength > 0)) {
+      const piece = all.subarray(0, JOB_CHUNK_BYTES)
+      if (!(await this.#store.writePiece(this.#jobId, this.#lease, this.#seq, piece))) throw new Stop('lost', 'the lease is gone')
+      this.#seq++
+      all = all.subarray(piece.byteLength)
+    }
+    this.#held = all.byteLength > 0 ? [all] : []
+    this.#heldBytes = all.byteLength
+  }
+}

@@ -1,0 +1,268 @@
+/**
+ * The conversion jobs service: submission (its checks, its Idempotency-Key, the account's
+ * limit), reading, listing, cancelling, and the result's pieces, for every door (the public
+ * API, the portal, the admin API and CLI). The runner (converter/jobs/runner.ts) does the work.
+ *
+ * What a job carries that is a secret (its PDF password; its source and result URLs, which
+ * are often presigned and so credentials) is sealed before it reaches the store and opened
+ * only by the runner; the job shows only whether it has a result URL. A job's fingerprint (the
+ * Idempotency-Key's "same request") is a hash of its document and every field.
+ */
+import { createHash } from 'node:crypto'
+import type { Config } from '../config/config.ts'
+import type { Keyring } from '../crypto/keyring.ts'
+import {
+  isJobId,
+  isJobOperation,
+  JOB_CHUNK_BYTES,
+  JOB_OPERATIONS,
+  newJobId,
+  secretsContext,
+  type ConversionJob,
+  type JobSecrets,
+  type JobStatus,
+  type NewJob,
+} from '../domain/jobs.ts'
+import { CursorError } from '../domain/errors.ts'
+import type { Problem } from '../errors/errors.ts'
+import type { JobStore } from '../storage/ports.ts'
+import { pieces } from '../storage/job-rows.ts'
+import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
+import { isPdf, readOptions, safeBasename } from '../converter/upload.ts'
+import { draft, fail, type Context, type Failure } from './outcome.ts'
+import { SYSTEM } from '../domain/accounts.ts'
+
+/** The largest `metadata`, as JSON. */
+export const MAX_METADATA_BYTES = 4096
+/** How long an Idempotency-Key is remembered. */
+const IDEMPOTENCY_MS = 86_400_000
+/** How long a submission waits for the name of a sourceUrl or resultUrl to resolve (an answer later is the fetch's business). */
+const LOOKUP_MS = 5000
+
+/** What a door hands over: the form's or the JSON body's fields, and the uploaded document if any. */
+export interface JobInput {
+  readonly fields: Readonly<Record<string, string | undefined>>
+  /** A JSON body's metadata object (a form's comes as JSON text in `fields.metadata`). */
+  readonly metadata?: unknown
+  readonly document: { readonly bytes: Uint8Array; readonly filename: string } | null
+}
+
+/** JobCaller: a call of the public API with an API key. */
+export interface JobCaller {
+  readonly accountId: string
+  readonly keyId: string
+}
+
+/** KeyContext: a change asked with an API key (its events' actor is the key). */
+export interface KeyContext {
+  readonly keyId: string
+  readonly ip: string | null
+}
+
+/** JobRefusal: an expected refusal of the public API's, with the catalogue problems it is answered with. */
+export interface JobRefusal extends Failure {
+  readonly problems: readonly Problem[]
+}
+
+export const isRefusal = (value: unknown): value is JobRefusal => typeof value === 'object' && value !== null && 'problems' in value
+
+const refuse = (kind: Failure['failure'], ...problems: Problem[]): JobRefusal => ({ ...fail(kind, problems[0]!.code), problems })
+
+export interface JobsOptions {
+  readonly store: { readonly jobs: JobStore }
+  readonly keyring: Keyring
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount'>
+  /** Told when a job is queued, so that this node's runner looks at once. */
+  readonly onSubmitted?: () => void
+  readonly now?: () => number
+  readonly lookup?: Lookup
+}
+
+export class Jobs {
+  readonly #o: JobsOptions
+  readonly #now: () => number
+
+  constructor(options: JobsOptions) {
+    this.#o = options
+    this.#now = options.now ?? Date.now
+  }
+
+  /** submit checks and queues a job; the same Idempotency-Key and request within 24 h answer the job made first (`replayed`). */
+  async submit(caller: JobCaller, input: JobInput, idempotencyKey: string | null): Promise<{ job: ConversionJob; replayed: boolean } | JobRefusal> {
+    const checked = await this.#check(input)
+    if (isRefusal(checked)) return checked
+    const { operation, options, secrets, metadata } = checked
+    const nowMs = this.#now()
+    const id = newJobId(nowMs)
+    const hasSecrets = Object.keys(secrets).length > 0
+    const document = input.document?.bytes ?? null
+    const job: NewJob = {
+      id,
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      operation,
+      options: { dpi: options.dpi, pages: input.fields.pages?.trim() || null, colorMode: options.color },
+      basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
+      source: document === null ? 'url' : 'upload',
+      hasResultUrl: secrets.resultUrl !== undefined,
+      metadata,
+      sealed: hasSecrets ? this.#o.keyring.seal(Buffer.from(JSON.stringify(secrets)), secretsContext(caller.accountId, id)) : null,
+      createdAt: new Date(nowMs).toISOString(),
+    }
+    const idempotency =
+      idempotencyKey === null
+        ? null
+        : { key: idempotencyKey, fingerprint: fingerprint(job, secrets, document), sinceIso: new Date(nowMs - IDEMPOTENCY_MS).toISOString() }
+    const max = this.#o.config.jobMaxActivePerAccount
+    const done = await this.#o.store.jobs.submit(job, document === null ? [] : pieces(document, JOB_CHUNK_BYTES), idempotency, max)
+    if ('limit' in done) return refuse('limit', { code: 'JOBS_PER_ACCOUNT', params: { limit: done.limit } })
+    if ('mismatch' in done) return refuse('conflict', { code: 'IDEMPOTENCY_KEY_REUSED', params: { jobID: done.mismatch.id } })
+    if ('replayed' in done) return { job: done.replayed, replayed: true }
+    this.#o.onSubmitted?.()
+    return { job: done.created, replayed: false }
+  }
+
+  /** check reads a submission's fields, reporting every problem at once. */
+  async #check(input: JobInput) {
+    const { fields } = input
+    const problems: Problem[] = []
+    const operation = fields.operation?.trim().toLowerCase() ?? ''
+    if (!isJobOperation(operation)) problems.push({ code: 'OPERATION_INVALID', params: { operations: JOB_OPERATIONS.join(', ') } })
+    const options = readOptions(fields, problems)
+    const sourceText = fields.sourceUrl?.trim() ?? ''
+    if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
+    else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
+    const secrets: { password?: string; sourceUrl?: string; resultUrl?: string } = {}
+    if (options.password !== undefined) secrets.password = options.password
+    for (const [field, code] of [
+      ['sourceUrl', 'SOURCE_URL_INVALID'],
+      ['resultUrl', 'RESULT_URL_INVALID'],
+    ] as const) {
+      const text = fields[field]?.trim() ?? ''
+      if (text === '') continue
+      const url = await this.#publicUrl(text)
+      if ('reason' in url) problems.push({ code, params: { reason: url.reason } })
+      else secrets[field] = url.url
+    }
+    const metadata = readMetadata(input.metadata ?? fields.metadata)
+    if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
+    if (problems.length > 0) return refuse('invalid', ...problems)
+    return { operation: operation as ConversionJob['operation'], options, secrets, metadata: metadata ?? null }
+  }
+
+  /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */
+  async #publicUrl(text: string): Promise<{ url: string } | { reason: string }> {
+    const allowPrivate = this.#o.config.webhookAllowPrivate
+    const checked = checkEndpointUrl(text, allowPrivate, MAX_TRANSFER_URL_LENGTH)
+    if ('reason' in checked || allowPrivate) return checked
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), LOOKUP_MS)
+    })
+    try {
+      const target = await Promise.race([resolveTarget(new URL(checked.url).hostname, false, this.#o.lookup), late])
+      // A name that does not resolve now may by the time the job runs: the fetch decides then, under the same rules.
+      return target !== null && 'reason' in target && !target.reason.includes('resolves to no address')
+        ? { reason: `must reach a public address: ${target.reason}` }
+        : checked
+    } catch {
+      return checked
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** get: the account's job, or null (another account's job is as absent as one that never was). */
+  get(accountId: string, jobId: string): Promise<ConversionJob | null> {
+    return isJobId(jobId) ? this.#o.store.jobs.get(accountId, jobId) : Promise.resolve(null)
+  }
+
+  /** list: the account's jobs, newest first; a cursor that is not one of ours is a Failure. */
+  async list(accountId: string, query: { readonly status?: JobStatus; readonly cursor?: string; readonly limit: number }) {
+    try {
+      return await this.#o.store.jobs.list(accountId, query)
+    } catch (error) {
+      if (error instanceof CursorError) return fail('invalid', 'the cursor is not one this API gave out', 'after')
+      throw error
+    }
+  }
+
+  /** cancel stops a queued or running job, or deletes a kept result: asked by an operator or a portal user (`Context`), or with an API key. */
+  async cancel(by: Context | KeyContext, accountId: string, jobId: string): Promise<ConversionJob | JobRefusal> {
+    const job = await this.get(accountId, jobId)
+    if (job === null) return refuse('not_found', { code: 'JOB_NOT_FOUND' })
+    const action = job.status === 'succeeded' || job.status === 'failed' ? 'job.result_delete' : 'job.cancel'
+    const target = { type: 'job', id: jobId } as const
+    const event =
+      'keyId' in by ? { ...draft({ actor: SYSTEM, ip: by.ip }, action, target, accountId), actor: `api-key:${by.keyId}` } : draft(by, action, target, accountId)
+    const done = await this.#o.store.jobs.cancel(accountId, jobId, new Date(this.#now()).toISOString(), event)
+    if (done !== null) return done
+    const now = await this.get(accountId, jobId)
+    return refuse('conflict', { code: 'JOB_NOTHING_TO_DELETE', params: { status: now?.status ?? job.status } })
+  }
+
+  /**
+   * result: a job's kept result and a reader of its pieces, in order, one at a time (never
+   * whole in memory), or the refusal: no such job, no result yet, or gone.
+   */
+  async result(accountId: string, jobId: string): Promise<{ job: ConversionJob; pieces: () => AsyncGenerator<Uint8Array> } | JobRefusal> {
+    const job = await this.get(accountId, jobId)
+    if (job === null) return refuse('not_found', { code: 'JOB_NOT_FOUND' })
+    if (job.resultGone) return refuse('conflict', { code: 'JOB_RESULT_GONE', params: { expiredAt: job.finishedAt ?? '' } })
+    if (job.result === null) return refuse('conflict', { code: 'JOB_RESULT_NOT_READY', params: { status: job.status } })
+    const store = this.#o.store.jobs
+    const count = Math.ceil(job.result.bytes / JOB_CHUNK_BYTES)
+    return {
+      job,
+      async *pieces() {
+        for (let seq = 0; seq < count; seq++) {
+          const piece = await store.resultPiece(jobId, seq)
+          // Deleted or expired while it was being read: the answer stops short, which the client sees against Content-Length.
+          if (piece === null) throw new Error('the result went while it was being read')
+          yield piece
+        }
+      },
+    }
+  }
+}
+
+/** readMetadata: a JSON object of at most MAX_METADATA_BYTES (null: none; undefined: not acceptable). */
+function readMetadata(value: unknown): Record<string, unknown> | null | undefined {
+  if (value === undefined || value === null || value === '') return null
+  let parsed = value
+  if (typeof value === 'string') {
+    try {
+      parsed = JSON.parse(value)
+    } catch {
+      return undefined
+    }
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined
+  // Text a JSON column keeps as it was given: no lone surrogate, no NUL (PostgreSQL's jsonb takes neither).
+  let storable = true
+  const text = JSON.stringify(parsed, (key, v: unknown) => {
+    if (!key.isWellFormed() || key.includes('\0') || (typeof v === 'string' && (!v.isWellFormed() || v.includes('\0')))) storable = false
+    return v
+  })
+  return storable && Buffer.byteLength(text) <= MAX_METADATA_BYTES ? (parsed as Record<string, unknown>) : undefined
+}
+
+/** lastSegment: a URL's last path segment (for the name of a fetched document), or ''. */
+function lastSegment(url: string | undefined): string {
+  if (url === undefined) return ''
+  const segment = new URL(url).pathname.split('/').pop() ?? ''
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
+}
+
+/** fingerprint: what makes two submissions the same request: the document, every option, the URLs and the metadata. */
+function fingerprint(job: NewJob, secrets: JobSecrets, document: Uint8Array | null): string {
+  const hash = createHash('sha256')
+  hash.update(JSON.stringify([job.operation, job.options, job.metadata, secrets.password ?? null, secrets.sourceUrl ?? null, secrets.resultUrl ?? null]))
+  hash.update('\0')
+  if (document !== null) hash.update(document)
+  return hash.digest('base64url')
+}

@@ -1,0 +1,116 @@
+/**
+ * Fair shares of conversion jobs (one node, SQLite): an account's backlog of 50 jobs never
+ * stands before another account's first job, which starts within one job's time; a
+ * synchronous conversion beside a queue of long jobs answers within about a page of theirs
+ * plus its own time (it takes back the worker that helps a job, at its next page); and a
+ * cancelled running job stops and frees its worker.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { SKIP_CORPUS, real, upload } from '../../support/convert.ts'
+import { createCaller, startApp, type Running } from '../../support/helper.ts'
+import { waitFor } from '../../support/receiver.ts'
+
+const SMALL = 'minimal-document.pdf'
+const BIG = 'GeoTopo-komprimiert.pdf' // 117 pages
+
+interface JobBody {
+  jobID: string
+  status: string
+  pagesDone: number
+  createdAt: string
+  startedAt: string | null
+  finishedAt: string | null
+}
+
+async function submit(app: Running, key: string, file: Buffer, fields: Record<string, string>): Promise<string> {
+  const form = new FormData()
+  form.append('pdfDocument', new Blob([new Uint8Array(file)], { type: 'application/pdf' }), 'doc.pdf')
+  for (const [k, v] of Object.entries(fields)) form.append(k, v)
+  const res = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': key }, body: form })
+  assert.equal(res.status, 202)
+  return ((await res.json()) as { jobID: string }).jobID
+}
+
+async function job(app: Running, key: string, id: string): Promise<JobBody> {
+  return (await (await fetch(`${app.url}/converter/jobs/${id}`, { headers: { 'x-api-key': key } })).json()) as JobBody
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+test("with 50 of X's jobs queued, Y's first job starts within one job's time", { skip: SKIP_CORPUS, timeout: 180_000 }, async (t) => {
+  const app = await startApp(t, { CONVERTER_WORKERS: '2', JOB_WORKERS: '1', JOB_MAX_RUNNING_PER_ACCOUNT: '1', JOB_POLL_MS: '50', PLAN_RATE: '0' })
+  const y = await createCaller(app.accounts)
+  const doc = real(SMALL)
+  const xs: string[] = []
+  for (let i = 0; i < 50; i++) xs.push(await submit(app, app.key, doc, { operation: 'image', dpi: '150' }))
+  await waitFor(async () => (await job(app, app.key, xs[0]!)).status !== 'queued', 30_000, "X's first job to start")
+  const submittedAt = Date.now()
+  const yJob = await submit(app, y.apiKey, doc, { operation: 'image', dpi: '150' })
+  let mine: JobBody | null = null
+  await waitFor(
+    async () => {
+      mine = await job(app, y.apiKey, yJob)
+      return mine.status === 'succeeded'
+    },
+    60_000,
+    "Y's job",
+  )
+  const started = Date.parse(mine!.startedAt!)
+  const xJobs = await Promise.all(xs.map((id) => job(app, app.key, id)))
+  const before = xJobs.filter((j) => j.startedAt !== null && Date.parse(j.startedAt) > submittedAt && Date.parse(j.startedAt) < started)
+  const times = xJobs.filter((j) => j.finishedAt !== null && j.startedAt !== null).map((j) => Date.parse(j.finishedAt!) - Date.parse(j.startedAt!))
+  t.diagnostic(
+    `Y started ${started - submittedAt} ms after its submission; ${before.length} of X's jobs started in between; an X job takes ${median(times)} ms`,
+  )
+  assert.ok(before.length <= 1, `${before.length} of X's jobs started before Y's first`)
+  assert.ok(
+    xJobs.some((j) => j.status === 'queued'),
+    "X's backlog was still there",
+  )
+  for (const id of xs) await fetch(`${app.url}/converter/jobs/${id}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })
+})
+
+test('a synchronous conversion beside a queue of 117-page jobs answers within a page of theirs plus its own', {
+  skip: SKIP_CORPUS,
+  timeout: 180_000,
+}, async (t) => {
+  const app = await startApp(t, { CONVERTER_WORKERS: '2', JOB_WORKERS: '1', JOB_POLL_MS: '50', PLAN_RATE: '0' })
+  const other = await createCaller(app.accounts)
+  const small = real(SMALL)
+  const sync = async () => {
+    const started = performance.now()
+    const res = await upload(app.url, '/converter/generateImage', other.apiKey, small, { dpi: '150' })
+    assert.equal(res.status, 200)
+    await res.arrayBuffer()
+    return performance.now() - started
+  }
+  await sync()
+  const alone: number[] = []
+  for (let i = 0; i < 5; i++) alone.push(await sync())
+  // A page of the big document, on its own.
+  const pageStarted = performance.now()
+  const page = await upload(app.url, '/converter/generateImage', other.apiKey, real(BIG), { dpi: '150', pages: '1-4' })
+  assert.equal(page.status, 200)
+  await page.arrayBuffer()
+  const pageMs = (performance.now() - pageStarted) / 4
+
+  const jobs: string[] = []
+  for (let i = 0; i < 4; i++) jobs.push(await submit(app, app.key, real(BIG), { operation: 'image', dpi: '150' }))
+  await waitFor(async () => (await job(app, app.key, jobs[0]!)).pagesDone >= 3, 60_000, 'the first job under way')
+  const during: number[] = []
+  for (let i = 0; i < 5; i++) during.push(await sync())
+  const first = await job(app, app.key, jobs[0]!)
+  t.diagnostic(`sync alone ${median(alone).toFixed(0)} ms, beside the jobs ${median(during).toFixed(0)} ms; a page of ${BIG} ${pageMs.toFixed(0)} ms`)
+  assert.equal(first.status, 'running', 'the job was still running')
+  assert.ok(median(during) <= median(alone) + 2 * pageMs + 250, `beside the jobs ${median(during).toFixed(0)} ms`)
+
+  // Cancelled while running: it stops, and its worker is free for the next job or request.
+  const cancelled = await fetch(`${app.url}/converter/jobs/${jobs[0]!}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })
+  assert.equal(cancelled.status, 200)
+  assert.equal(((await cancelled.json()) as JobBody).status, 'cancelled')
+  await waitFor(async () => (await job(app, app.key, jobs[1]!)).status === 'running', 15_000, 'the next job to take its place')
+  const stopped = await job(app, app.key, jobs[0]!)
+  assert.equal(stopped.status, 'cancelled')
+  for (const id of jobs.slice(1)) await fetch(`${app.url}/converter/jobs/${id}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })
+})

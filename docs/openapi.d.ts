@@ -329,6 +329,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/converter/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's conversion jobs, newest first */
+        get: operations["listConversionJobs"];
+        put?: never;
+        /**
+         * Submit a conversion job: a document (or its URL) converted later, its result kept for download and sent where you say
+         * @description Answers at once with the job's ID; the job runs on whichever node has a free worker. Poll `statusUrl`, or take the signed `conversion.succeeded` / `conversion.failed` webhook event. Multipart with `pdfDocument` (and the fields below as form fields; `metadata` as JSON text), or JSON / a urlencoded form with `sourceUrl`. With an `Idempotency-Key` header, the same key and request within 24 hours answer the same job (however many arrive at once); the same key with another request is a 422.
+         */
+        post: operations["submitConversionJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/jobs/{jobID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A conversion job: its status, progress, result or error */
+        get: operations["getConversionJob"];
+        put?: never;
+        post?: never;
+        /** Cancel a queued or running job (a running one stops at its next page), or delete a kept result */
+        delete: operations["cancelConversionJob"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/jobs/{jobID}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's result, with the synchronous route's headers, from any node, while it is kept */
+        get: operations["getConversionJobResult"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3375,7 +3431,7 @@ export interface operations {
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
              *
-             *     `PASSWORD_INVALID`: password must be at most 256 characters.
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
              *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
@@ -3590,7 +3646,7 @@ export interface operations {
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
              *
-             *     `PASSWORD_INVALID`: password must be at most 256 characters.
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
              *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
@@ -3739,6 +3795,1101 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    listConversionJobs: {
+        parameters: {
+            query?: {
+                status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                limit?: number;
+                /** @description The `next` of the page before. */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jobs": [
+                     *         {
+                     *           "jobID": "job_19a5f3c2b7e4d1a2b3c4d",
+                     *           "status": "succeeded",
+                     *           "operation": "image",
+                     *           "options": {
+                     *             "dpi": 150,
+                     *             "pages": null,
+                     *             "colorMode": "rgb"
+                     *           },
+                     *           "source": "upload",
+                     *           "resultUrl": false,
+                     *           "metadata": {
+                     *             "invoice": "INV-7"
+                     *           },
+                     *           "pagesDone": 4,
+                     *           "pagesTotal": 4,
+                     *           "attempts": 1,
+                     *           "createdAt": "2026-11-23T09:30:00.120Z",
+                     *           "startedAt": "2026-11-23T09:30:00.412Z",
+                     *           "finishedAt": "2026-11-23T09:30:02.874Z",
+                     *           "result": {
+                     *             "url": "https://eu.example.com/converter/jobs/job_19a5f3c2b7e4d1a2b3c4d/result",
+                     *             "size": 48211,
+                     *             "type": "application/zip",
+                     *             "name": "Report_2026.zip",
+                     *             "pages": 4,
+                     *             "expiresAt": "2026-11-24T09:30:02.874Z"
+                     *           },
+                     *           "resultGone": false,
+                     *           "error": null
+                     *         }
+                     *       ],
+                     *       "next": null
+                     *     }
+                     */
+                    "application/json": {
+                        jobs: {
+                            /** @description The job ID (`job_` and 21 hex digits). */
+                            jobID: string;
+                            /**
+                             * @description `queued` → `running` → `succeeded` | `failed`; `cancelled` from queued or running.
+                             * @enum {string}
+                             */
+                            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                            /** @enum {string} */
+                            operation: "image" | "postscript";
+                            options: {
+                                dpi: number;
+                                /** @description The pages asked for; null: all. */
+                                pages: string | null;
+                                /** @enum {string} */
+                                colorMode: "rgb" | "gray";
+                            };
+                            /**
+                             * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
+                             * @enum {string}
+                             */
+                            source: "upload" | "url";
+                            /** @description Whether the result is also sent to a resultUrl (the URL itself is never shown). */
+                            resultUrl: boolean;
+                            /** @description The customer's own object, echoed in the job and its events. */
+                            metadata: {
+                                [key: string]: unknown;
+                            } | null;
+                            pagesDone: number;
+                            /** @description Pages to convert, once the document has been read. */
+                            pagesTotal: number | null;
+                            /** @description Runs so far (a job whose node died is run again). */
+                            attempts: number;
+                            /**
+                             * Format: date-time
+                             * @description When it was submitted.
+                             */
+                            createdAt: string;
+                            /** @description When it first ran. */
+                            startedAt: string | null;
+                            /** @description When it ended. */
+                            finishedAt: string | null;
+                            /** @description The kept result; null before, after its expiry or deletion, or when there is none. */
+                            result: {
+                                /** @description Its download on the public API (with the account's API key). */
+                                url: string;
+                                /** @description Bytes. */
+                                size: number;
+                                /** @description image/png, application/zip or application/postscript. */
+                                type: string;
+                                name: string;
+                                pages: number;
+                                /**
+                                 * Format: date-time
+                                 * @description When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).
+                                 */
+                                expiresAt: string;
+                            } | null;
+                            /** @description A result was made and has expired or been deleted. */
+                            resultGone: boolean;
+                            /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                            error: {
+                                code: string;
+                                message: string;
+                            } | null;
+                        }[];
+                        /** @description The `after` of the next page; null on the last. */
+                        next: string | null;
+                    };
+                };
+            };
+            /** @description `JOB_QUERY_INVALID`: Invalid {field}: {reason}. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_QUERY_INVALID";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    submitConversionJob: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID), 24 hours. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "operation": "image",
+                 *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
+                 *       "dpi": 150,
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "metadata": {
+                 *         "batch": "2026-11",
+                 *         "invoice": "INV-7"
+                 *       }
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument?: string;
+                    /**
+                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @enum {string}
+                     */
+                    operation: "image" | "postscript";
+                    /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
+                    pages?: string;
+                    /**
+                     * @description Resolution of the PNGs (`image`).
+                     * @default 150
+                     */
+                    dpi?: number;
+                    /**
+                     * @default rgb
+                     * @enum {string}
+                     */
+                    colorMode?: "rgb" | "gray";
+                    /** @description Password of an encrypted PDF (kept sealed until the job runs, then dropped). */
+                    password?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL the document is fetched from when the job runs, instead of `pdfDocument` (public hosts only; redirects are followed three times at most, each checked; at most `JOB_MAX_DOCUMENT_BYTES`).
+                     */
+                    sourceUrl?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL that receives the result by `PUT` once it is made, with its Content-Length and Content-Type (a presigned S3, GCS or Azure Blob URL). The job succeeds once it has arrived; kept sealed, never shown again.
+                     */
+                    resultUrl?: string;
+                    /** @description Any JSON object of yours (at most 4 KiB), echoed in the job and its events. */
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                };
+                /**
+                 * @example {
+                 *       "operation": "image",
+                 *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
+                 *       "dpi": 150,
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "metadata": {
+                 *         "batch": "2026-11",
+                 *         "invoice": "INV-7"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument?: string;
+                    /**
+                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @enum {string}
+                     */
+                    operation: "image" | "postscript";
+                    /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
+                    pages?: string;
+                    /**
+                     * @description Resolution of the PNGs (`image`).
+                     * @default 150
+                     */
+                    dpi?: number;
+                    /**
+                     * @default rgb
+                     * @enum {string}
+                     */
+                    colorMode?: "rgb" | "gray";
+                    /** @description Password of an encrypted PDF (kept sealed until the job runs, then dropped). */
+                    password?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL the document is fetched from when the job runs, instead of `pdfDocument` (public hosts only; redirects are followed three times at most, each checked; at most `JOB_MAX_DOCUMENT_BYTES`).
+                     */
+                    sourceUrl?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL that receives the result by `PUT` once it is made, with its Content-Length and Content-Type (a presigned S3, GCS or Azure Blob URL). The job succeeds once it has arrived; kept sealed, never shown again.
+                     */
+                    resultUrl?: string;
+                    /** @description Any JSON object of yours (at most 4 KiB), echoed in the job and its events. */
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                };
+                /**
+                 * @example {
+                 *       "operation": "image",
+                 *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
+                 *       "dpi": 150,
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "metadata": {
+                 *         "batch": "2026-11",
+                 *         "invoice": "INV-7"
+                 *       }
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument?: string;
+                    /**
+                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @enum {string}
+                     */
+                    operation: "image" | "postscript";
+                    /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
+                    pages?: string;
+                    /**
+                     * @description Resolution of the PNGs (`image`).
+                     * @default 150
+                     */
+                    dpi?: number;
+                    /**
+                     * @default rgb
+                     * @enum {string}
+                     */
+                    colorMode?: "rgb" | "gray";
+                    /** @description Password of an encrypted PDF (kept sealed until the job runs, then dropped). */
+                    password?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL the document is fetched from when the job runs, instead of `pdfDocument` (public hosts only; redirects are followed three times at most, each checked; at most `JOB_MAX_DOCUMENT_BYTES`).
+                     */
+                    sourceUrl?: string;
+                    /**
+                     * Format: uri
+                     * @description An `https` URL that receives the result by `PUT` once it is made, with its Content-Length and Content-Type (a presigned S3, GCS or Azure Blob URL). The job succeeds once it has arrived; kept sealed, never shown again.
+                     */
+                    resultUrl?: string;
+                    /** @description Any JSON object of yours (at most 4 KiB), echoed in the job and its events. */
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Queued (or, for a repeated Idempotency-Key, the job it made). `Location` is the job. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jobID": "job_19a5f3c2b7e4d1a2b3c4d",
+                     *       "status": "queued",
+                     *       "statusUrl": "https://eu.example.com/converter/jobs/job_19a5f3c2b7e4d1a2b3c4d"
+                     *     }
+                     */
+                    "application/json": {
+                        /**
+                         * @description The job ID (`job_` and 21 hex digits).
+                         * @example job_19a5f3c2b7e4d1a2b3c4d
+                         */
+                        jobID: string;
+                        /** @enum {string} */
+                        status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                        statusUrl: string;
+                    };
+                };
+            };
+            /**
+             * @description `JOB_SOURCE_REQUIRED`: A job needs its document: the file in the multipart field 'pdfDocument', or its address in 'sourceUrl' (not both).
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `OPERATION_INVALID`: operation must be one of {operations}.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `SOURCE_URL_INVALID`: sourceUrl {reason}.
+             *
+             *     `RESULT_URL_INVALID`: resultUrl {reason}.
+             *
+             *     `METADATA_INVALID`: metadata must be a JSON object of at most {limit} bytes.
+             *
+             *     `IDEMPOTENCY_KEY_INVALID`: The Idempotency-Key header must be 1 to 255 printable ASCII characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request (job {jobID}). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_REUSED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `JOBS_PER_ACCOUNT`: This account has {limit} conversion jobs queued and running, the most it may have. Retry once some have ended.
+             *
+             *     `JOB_UPLOADS_PER_ACCOUNT`: This account is uploading {limit} job documents at once, the most it may. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "JOBS_PER_ACCOUNT" | "JOB_UPLOADS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `JOB_UPLOADS_BUSY`: Too many job documents are being uploaded. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_UPLOADS_BUSY" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    getConversionJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The job ID (`job_` and 21 hex digits).
+                 * @example job_19a5f3c2b7e4d1a2b3c4d
+                 */
+                jobID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jobID": "job_19a5f3c2b7e4d1a2b3c4d",
+                     *       "status": "succeeded",
+                     *       "operation": "image",
+                     *       "options": {
+                     *         "dpi": 150,
+                     *         "pages": null,
+                     *         "colorMode": "rgb"
+                     *       },
+                     *       "source": "upload",
+                     *       "resultUrl": false,
+                     *       "metadata": {
+                     *         "invoice": "INV-7"
+                     *       },
+                     *       "pagesDone": 4,
+                     *       "pagesTotal": 4,
+                     *       "attempts": 1,
+                     *       "createdAt": "2026-11-23T09:30:00.120Z",
+                     *       "startedAt": "2026-11-23T09:30:00.412Z",
+                     *       "finishedAt": "2026-11-23T09:30:02.874Z",
+                     *       "result": {
+                     *         "url": "https://eu.example.com/converter/jobs/job_19a5f3c2b7e4d1a2b3c4d/result",
+                     *         "size": 48211,
+                     *         "type": "application/zip",
+                     *         "name": "Report_2026.zip",
+                     *         "pages": 4,
+                     *         "expiresAt": "2026-11-24T09:30:02.874Z"
+                     *       },
+                     *       "resultGone": false,
+                     *       "error": null
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description The job ID (`job_` and 21 hex digits). */
+                        jobID: string;
+                        /**
+                         * @description `queued` → `running` → `succeeded` | `failed`; `cancelled` from queued or running.
+                         * @enum {string}
+                         */
+                        status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                        /** @enum {string} */
+                        operation: "image" | "postscript";
+                        options: {
+                            dpi: number;
+                            /** @description The pages asked for; null: all. */
+                            pages: string | null;
+                            /** @enum {string} */
+                            colorMode: "rgb" | "gray";
+                        };
+                        /**
+                         * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
+                         * @enum {string}
+                         */
+                        source: "upload" | "url";
+                        /** @description Whether the result is also sent to a resultUrl (the URL itself is never shown). */
+                        resultUrl: boolean;
+                        /** @description The customer's own object, echoed in the job and its events. */
+                        metadata: {
+                            [key: string]: unknown;
+                        } | null;
+                        pagesDone: number;
+                        /** @description Pages to convert, once the document has been read. */
+                        pagesTotal: number | null;
+                        /** @description Runs so far (a job whose node died is run again). */
+                        attempts: number;
+                        /**
+                         * Format: date-time
+                         * @description When it was submitted.
+                         */
+                        createdAt: string;
+                        /** @description When it first ran. */
+                        startedAt: string | null;
+                        /** @description When it ended. */
+                        finishedAt: string | null;
+                        /** @description The kept result; null before, after its expiry or deletion, or when there is none. */
+                        result: {
+                            /** @description Its download on the public API (with the account's API key). */
+                            url: string;
+                            /** @description Bytes. */
+                            size: number;
+                            /** @description image/png, application/zip or application/postscript. */
+                            type: string;
+                            name: string;
+                            pages: number;
+                            /**
+                             * Format: date-time
+                             * @description When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).
+                             */
+                            expiresAt: string;
+                        } | null;
+                        /** @description A result was made and has expired or been deleted. */
+                        resultGone: boolean;
+                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                        error: {
+                            code: string;
+                            message: string;
+                        } | null;
+                    };
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `JOB_NOT_FOUND`: No such conversion job. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    cancelConversionJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The job ID (`job_` and 21 hex digits).
+                 * @example job_19a5f3c2b7e4d1a2b3c4d
+                 */
+                jobID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "jobID": "job_19a5f3c2b7e4d1a2b3c4d",
+                     *       "status": "succeeded",
+                     *       "operation": "image",
+                     *       "options": {
+                     *         "dpi": 150,
+                     *         "pages": null,
+                     *         "colorMode": "rgb"
+                     *       },
+                     *       "source": "upload",
+                     *       "resultUrl": false,
+                     *       "metadata": {
+                     *         "invoice": "INV-7"
+                     *       },
+                     *       "pagesDone": 4,
+                     *       "pagesTotal": 4,
+                     *       "attempts": 1,
+                     *       "createdAt": "2026-11-23T09:30:00.120Z",
+                     *       "startedAt": "2026-11-23T09:30:00.412Z",
+                     *       "finishedAt": "2026-11-23T09:30:02.874Z",
+                     *       "result": {
+                     *         "url": "https://eu.example.com/converter/jobs/job_19a5f3c2b7e4d1a2b3c4d/result",
+                     *         "size": 48211,
+                     *         "type": "application/zip",
+                     *         "name": "Report_2026.zip",
+                     *         "pages": 4,
+                     *         "expiresAt": "2026-11-24T09:30:02.874Z"
+                     *       },
+                     *       "resultGone": false,
+                     *       "error": null
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description The job ID (`job_` and 21 hex digits). */
+                        jobID: string;
+                        /**
+                         * @description `queued` → `running` → `succeeded` | `failed`; `cancelled` from queued or running.
+                         * @enum {string}
+                         */
+                        status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                        /** @enum {string} */
+                        operation: "image" | "postscript";
+                        options: {
+                            dpi: number;
+                            /** @description The pages asked for; null: all. */
+                            pages: string | null;
+                            /** @enum {string} */
+                            colorMode: "rgb" | "gray";
+                        };
+                        /**
+                         * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
+                         * @enum {string}
+                         */
+                        source: "upload" | "url";
+                        /** @description Whether the result is also sent to a resultUrl (the URL itself is never shown). */
+                        resultUrl: boolean;
+                        /** @description The customer's own object, echoed in the job and its events. */
+                        metadata: {
+                            [key: string]: unknown;
+                        } | null;
+                        pagesDone: number;
+                        /** @description Pages to convert, once the document has been read. */
+                        pagesTotal: number | null;
+                        /** @description Runs so far (a job whose node died is run again). */
+                        attempts: number;
+                        /**
+                         * Format: date-time
+                         * @description When it was submitted.
+                         */
+                        createdAt: string;
+                        /** @description When it first ran. */
+                        startedAt: string | null;
+                        /** @description When it ended. */
+                        finishedAt: string | null;
+                        /** @description The kept result; null before, after its expiry or deletion, or when there is none. */
+                        result: {
+                            /** @description Its download on the public API (with the account's API key). */
+                            url: string;
+                            /** @description Bytes. */
+                            size: number;
+                            /** @description image/png, application/zip or application/postscript. */
+                            type: string;
+                            name: string;
+                            pages: number;
+                            /**
+                             * Format: date-time
+                             * @description When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).
+                             */
+                            expiresAt: string;
+                        } | null;
+                        /** @description A result was made and has expired or been deleted. */
+                        resultGone: boolean;
+                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                        error: {
+                            code: string;
+                            message: string;
+                        } | null;
+                    };
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `JOB_NOT_FOUND`: No such conversion job. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `JOB_NOTHING_TO_DELETE`: The job is {status} and keeps no result: nothing to cancel or delete. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_NOTHING_TO_DELETE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    getConversionJobResult: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The job ID (`job_` and 21 hex digits).
+                 * @example job_19a5f3c2b7e4d1a2b3c4d
+                 */
+                jobID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The PNG, the zip of PNGs or the PostScript, streamed; the same bytes as the synchronous route's answer. */
+            200: {
+                headers: {
+                    /** @description Pages in the result. */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the document. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "application/zip": string;
+                    "application/postscript": string;
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `JOB_NOT_FOUND`: No such conversion job. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `JOB_RESULT_NOT_READY`: The job has no result: it is {status}. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_RESULT_NOT_READY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `JOB_RESULT_GONE`: The result of this job is gone: it was kept until {expiredAt}, unless deleted before. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "JOB_RESULT_GONE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
                         message: string;
                     }[];
                 };

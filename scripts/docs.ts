@@ -17,6 +17,8 @@ import { buildAdminApp } from '../src/admin/api/app.ts'
 import { Accounts } from '../src/services/accounts.ts'
 import { Factors } from '../src/services/factors.ts'
 import { Totp } from '../src/services/totp.ts'
+import { Webhooks } from '../src/services/webhooks.ts'
+import { Jobs } from '../src/services/jobs.ts'
 import { resolveKeyring } from '../src/config/encryption.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
 import { renderTypes } from './typegen/openapi-types.ts'
@@ -74,6 +76,8 @@ export async function renderOpenApi(which: 'public' | 'admin' = 'public'): Promi
             accounts: new Accounts({ store, pepper, config }),
             factors: new Factors({ store, config, pepper, keyring: resolveKeyring(config) }),
             totp: new Totp({ store, config, pepper }),
+            webhooks: new Webhooks({ store, keyring: resolveKeyring(config), config }),
+            jobs: new Jobs({ store, keyring: resolveKeyring(config), config }),
           })
     await app.ready()
     const doc = app.swagger() as unknown as Record<string, unknown>

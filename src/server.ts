@@ -67,6 +67,7 @@ const admin =
         accounts: runtime.accounts,
         metrics: runtime.metrics,
         webhooks: runtime.webhooks,
+        jobs: runtime.jobs,
         factors: runtime.factors,
         totp: runtime.totp,
       })

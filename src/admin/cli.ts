@@ -13,6 +13,9 @@ import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
 import { factorView } from '../totp/factors/view.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
+import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
+import { isJobStatus, JOB_STATUSES, type ConversionJob } from '../domain/jobs.ts'
+import { refusalReason } from './job-refusal.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
@@ -70,6 +73,11 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   totp-user delete --account ID --user U
                                       delete a user's factors and recovery codes (a lost phone
                                       and lost codes: check who asks first); they may enrol again
+  jobs list ACCOUNTID [--status queued|running|succeeded|failed|cancelled] [--limit N] [--after CURSOR]
+                                      an account's conversion jobs, newest first (20 a page,
+                                      at most 100)
+  jobs cancel ACCOUNTID JOBID         cancel a queued or running job, or delete the result a
+                                      finished job keeps
   admin token create --name N --scope read|write
                                       a token for the admin API (shown once)
   admin token list
@@ -574,6 +582,53 @@ async function runAudit(accounts: Accounts, flags: Flags): Promise<Output> {
   return { json: page, human: table(rows, ['at', 'actor', 'action', 'target', 'accountId', 'ip', 'outcome', 'detail']) + more }
 }
 
+/** jobRow: a job as a row of the people's table. */
+const jobRow = (j: ReturnType<typeof jobView>) => ({
+  ...j,
+  pages: j.pagesTotal === null ? String(j.pagesDone) : `${j.pagesDone}/${j.pagesTotal}`,
+  finishedAt: j.finishedAt ?? '',
+  result: j.result !== null ? `${j.result.size} bytes until ${j.result.expiresAt}` : j.resultGone ? 'gone' : '',
+  error: j.error?.code ?? '',
+})
+
+/** runJobs: `jobs list|cancel ACCOUNTID …`, an account's conversion jobs, shown as the admin API shows them. */
+async function runJobs(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
+  const [, verb, accountArg, jobArg, ...extra] = words
+  if ((verb !== 'list' && verb !== 'cancel') || extra.length > 0 || (verb === 'list' && jobArg !== undefined)) throw unknown(words)
+  const accountId = need(accountArg, 'account id')
+  const view = (job: ConversionJob) => jobView(job, config.publicBaseUrl)
+  if (verb === 'cancel') {
+    const jobId = need(jobArg, 'job id')
+    await requireAccount(services.accounts, accountId)
+    const done = await services.jobs.cancel(CTX, accountId, jobId)
+    if (isRefusal(done)) throw new CommandError(refusalReason(done, accountId, jobId))
+    const what = done.status === 'cancelled' ? 'is cancelled' : `keeps no result now (it stays ${done.status}; its download answers 410)`
+    return { json: view(done), human: `Job ${jobId} of account ${accountId} ${what}` }
+  }
+  const page = await listJobs(services.jobs, accountId, flags, services.accounts)
+  const more = page.next === null ? '' : `\n(more: --after ${page.next})`
+  const items = page.items.map(view)
+  return {
+    json: { items, next: page.next },
+    human: table(items.map(jobRow), ['jobID', 'status', 'operation', 'pages', 'createdAt', 'finishedAt', 'result', 'error']) + more,
+  }
+}
+
+/** listJobs: a page of the account's jobs, its flags checked first (a usage error), then the account. */
+async function listJobs(jobs: Jobs, accountId: string, flags: Flags, accounts: Accounts) {
+  const status = flags.status
+  if (status !== undefined && !isJobStatus(status)) throw new UsageError(`--status must be one of ${JOB_STATUSES.join(', ')} (got "${status}")`)
+  const limit = number(flags.limit, 'limit', 1, 100, true) ?? 20
+  await requireAccount(accounts, accountId)
+  const page = await jobs.list(accountId, {
+    limit,
+    ...(status === undefined ? {} : { status }),
+    ...(flags.after === undefined ? {} : { cursor: flags.after }),
+  })
+  if (isFailure(page)) throw new CommandError(`--after: ${page.message}`)
+  return page
+}
+
 /** runAdminTokens: `admin token …`, the admin API's tokens. */
 async function runAdminTokens(accounts: Accounts, words: readonly string[], flags: Flags): Promise<Output> {
   const [, , verb, id] = words
@@ -633,6 +688,8 @@ async function run(config: Config, services: Services, words: readonly string[],
     case 'encryption':
       if (verb === 'status' || verb === 'generate' || verb === 'rotate') return runEncryption(services.encryption, verb, flags)
       break
+    case 'jobs':
+      return runJobs(config, services, words, flags)
     case 'migrate':
       // Opening the store applies pending migrations.
       if (verb === undefined) return { json: { migrated: true, store: services.storeKind }, human: `Schema is up to date (${services.storeKind})` }

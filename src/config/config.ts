@@ -523,6 +523,20 @@ export const settings = {
     2147483647,
     'Largest document of a conversion job (100 MiB), uploaded or fetched from its `sourceUrl`; larger gets 413 `FILE_TOO_LARGE`, or fails the job when a fetch finds it so.',
   ),
+  jobUploadsAtOnce: int(
+    'JOB_UPLOADS_AT_ONCE',
+    4,
+    1,
+    1000,
+    'Job documents a node reads at once (each held in memory until stored, up to `JOB_MAX_DOCUMENT_BYTES`); one more gets 503 `JOB_UPLOADS_BUSY` with Retry-After before its body is read. A JSON or form submission with a `sourceUrl` takes no place.',
+  ),
+  jobUploadsPerAccount: int(
+    'JOB_UPLOADS_PER_ACCOUNT',
+    2,
+    1,
+    1000,
+    'Job documents one account may be uploading to a node at once; one more gets 429 `JOB_UPLOADS_PER_ACCOUNT` with Retry-After before its body is read.',
+  ),
   jobMaxOutputBytes: int(
     'JOB_MAX_OUTPUT_BYTES',
     536870912,

@@ -8,12 +8,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
-import { render, type ErrorCode } from '../errors/catalogue.ts'
+import type { ErrorCode } from '../errors/catalogue.ts'
 import { parseForm } from '../bodies/fields.ts'
 import { isJobStatus, type ConversionJob } from '../domain/jobs.ts'
 import { isFailure } from '../services/outcome.ts'
-import { isRefusal, type JobInput, type Jobs } from '../services/jobs.ts'
+import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
 import { readParts } from './upload.ts'
+import { dropWhenStalled } from './stall.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
 
 export interface JobRouteOptions {
@@ -27,38 +28,6 @@ const documentOnly = () => () => true
 /** The fields a job takes from a form or a JSON body (metadata apart: an object in JSON, JSON text in a form). */
 const FIELDS = ['operation', 'dpi', 'pages', 'colorMode', 'password', 'sourceUrl', 'resultUrl'] as const
 
-/** view: a job as the API shows it. */
-export function jobView(job: ConversionJob, baseUrl: string) {
-  return {
-    jobID: job.id,
-    status: job.status,
-    operation: job.operation,
-    options: job.options,
-    source: job.source,
-    resultUrl: job.hasResultUrl,
-    metadata: job.metadata,
-    pagesDone: job.pagesDone,
-    pagesTotal: job.pagesTotal,
-    attempts: job.attempts,
-    createdAt: job.createdAt,
-    startedAt: job.startedAt,
-    finishedAt: job.finishedAt,
-    result:
-      job.result === null
-        ? null
-        : {
-            url: `${baseUrl}/converter/jobs/${job.id}/result`,
-            size: job.result.bytes,
-            type: job.result.type,
-            name: job.result.name,
-            pages: job.result.pages,
-            expiresAt: job.expiresAt,
-          },
-    resultGone: job.resultGone,
-    error: job.error === null ? null : { code: job.error.code, message: render(job.error.code as ErrorCode, job.error.params) },
-  }
-}
-
 /** idempotencyKey: the Idempotency-Key header (an sf-string's quotes taken off), null when absent. */
 function idempotencyKey(request: FastifyRequest): string | null {
   const raw = request.headers['idempotency-key']
@@ -70,7 +39,41 @@ function idempotencyKey(request: FastifyRequest): string | null {
   return key
 }
 
-/** readInput: the submission's fields and document, whatever its body's type. */
+/**
+ * UploadPlaces bounds the job documents a node reads at once, and per account: each is held
+ * in memory until it is stored. A place is taken before the body is read, so that a refused
+ * client is told at once (and its body left unread).
+ */
+class UploadPlaces {
+  readonly #config: Config
+  readonly #byAccount = new Map<string, number>()
+  #total = 0
+
+  constructor(config: Config) {
+    this.#config = config
+  }
+
+  take(accountId: string): () => void {
+    const { jobUploadsAtOnce, jobUploadsPerAccount } = this.#config
+    const mine = this.#byAccount.get(accountId) ?? 0
+    const retry = { 'retry-after': '5', connection: 'close' }
+    if (mine >= jobUploadsPerAccount) throw apiError('JOB_UPLOADS_PER_ACCOUNT', { limit: jobUploadsPerAccount, seconds: 5 }, retry)
+    if (this.#total >= jobUploadsAtOnce) throw apiError('JOB_UPLOADS_BUSY', { seconds: 5 }, retry)
+    this.#total++
+    this.#byAccount.set(accountId, mine + 1)
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      this.#total--
+      const left = (this.#byAccount.get(accountId) ?? 1) - 1
+      if (left > 0) this.#byAccount.set(accountId, left)
+      else this.#byAccount.delete(accountId)
+    }
+  }
+}
+
+/** readInput: the submission's fields and document, whatever its body's type (a multipart body in an upload place, `places`). */
 async function readInput(request: FastifyRequest, config: Config): Promise<JobInput> {
   if (request.isMultipart()) {
     const { fields, file } = await readParts(request, config.jobMaxDocumentBytes)
@@ -94,11 +97,17 @@ function refusalError(result: { readonly problems: readonly { code: ErrorCode; p
   return new ApiError(result.problems, first.code === 'JOBS_PER_ACCOUNT' ? { 'retry-after': '60' } : {})
 }
 
-async function submit(opts: JobRouteOptions, request: FastifyRequest, reply: FastifyReply) {
+async function submit(opts: JobRouteOptions, places: UploadPlaces, request: FastifyRequest, reply: FastifyReply) {
   const key = idempotencyKey(request)
-  const input = await readInput(request, opts.config)
   const caller = request.caller!
-  const done = await opts.jobs.submit({ accountId: caller.accountId, keyId: caller.keyId }, input, key)
+  // A document is held in memory until it is stored: its place is taken before its body is read, and given back once stored or refused.
+  const give = request.isMultipart() ? places.take(caller.accountId) : () => undefined
+  let done: Awaited<ReturnType<Jobs['submit']>>
+  try {
+    done = await opts.jobs.submit({ accountId: caller.accountId, keyId: caller.keyId }, await readInput(request, opts.config), key)
+  } finally {
+    give()
+  }
   if (isRefusal(done)) throw refusalError(done)
   const { job, replayed } = done
   const path = `/converter/jobs/${job.id}`
@@ -114,6 +123,8 @@ async function result(opts: JobRouteOptions, request: FastifyRequest<{ Params: {
   if (isRefusal(found)) throw refusalError(found)
   const { job, pieces } = found
   const info = job.result!
+  // A client that takes nothing for CLIENT_STALL_TIMEOUT_MS is dropped, as from a synchronous conversion.
+  dropWhenStalled(reply.raw, opts.config.clientStallTimeoutMs, () => request.log.warn('client took no bytes of a job result: dropped'))
   return reply
     .type(info.type)
     .header('content-length', String(info.bytes))
@@ -138,12 +149,17 @@ async function list(opts: JobRouteOptions, request: FastifyRequest<{ Querystring
   return { jobs: page.items.map((j) => jobView(j, opts.config.publicBaseUrl)), next: page.next }
 }
 
-/** jobRoutes registers the job routes in the conversion group's scope (its guard and multipart parser). */
-export async function jobRoutes(app: FastifyInstance, opts: JobRouteOptions): Promise<void> {
-  const base = opts.config.publicBaseUrl
+/** jobSubmitRoute registers POST /converter/jobs in a scope of the conversion group (its guard and multipart parser). */
+export async function jobSubmitRoute(app: FastifyInstance, opts: JobRouteOptions): Promise<void> {
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_request, body, done) => done(null, parseForm(body as Buffer)))
+  const places = new UploadPlaces(opts.config)
+  app.post('/converter/jobs', { schema: submitJobSchema, validatorCompiler: documentOnly }, (request, reply) => submit(opts, places, request, reply))
+}
+
+/** jobReadRoutes registers the routes that read, list and cancel jobs, in a scope of the conversion group. */
+export async function jobReadRoutes(app: FastifyInstance, opts: JobRouteOptions): Promise<void> {
+  const base = opts.config.publicBaseUrl
   const validatorCompiler = documentOnly
-  app.post('/converter/jobs', { schema: submitJobSchema, validatorCompiler }, (request, reply) => submit(opts, request, reply))
   app.get('/converter/jobs', { schema: listJobsSchema, validatorCompiler }, (request) =>
     list(opts, request as FastifyRequest<{ Querystring: Record<string, string | undefined> }>),
   )

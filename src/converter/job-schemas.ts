@@ -3,8 +3,9 @@ import { Type } from 'typebox'
 import { errorResponses } from '../openapi/responses.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
 import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
+import { JOB_ID_EXAMPLE, jobViewSchema as jobView } from '../openapi/job-view.ts'
 
-const JOB_ID = Type.String({ description: 'The job ID (`job_` and 21 hex digits).', examples: ['job_19a5f3c2b7e4d1a2b3c4d'] })
+const JOB_ID = Type.String({ description: 'The job ID (`job_` and 21 hex digits).', examples: [JOB_ID_EXAMPLE] })
 const params = Type.Object({ jobID: JOB_ID })
 
 const fields = {
@@ -34,38 +35,6 @@ const fields = {
 
 const METADATA = Type.Object({}, { additionalProperties: true, description: 'Any JSON object of yours (at most 4 KiB), echoed in the job and its events.' })
 
-const jobView = Type.Object(
-  {
-    jobID: JOB_ID,
-    status: Type.String({ enum: [...JOB_STATUSES] }),
-    operation: Type.String({ enum: [...JOB_OPERATIONS] }),
-    options: Type.Object({ dpi: Type.Integer(), pages: Type.Union([Type.String(), Type.Null()]), colorMode: Type.String() }),
-    source: Type.String({ enum: ['upload', 'url'] }),
-    resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),
-    metadata: Type.Union([METADATA, Type.Null()]),
-    pagesDone: Type.Integer(),
-    pagesTotal: Type.Union([Type.Integer(), Type.Null()]),
-    attempts: Type.Integer({ description: 'Runs so far (a job whose node died is run again).' }),
-    createdAt: Type.String({ format: 'date-time' }),
-    startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    result: Type.Union([
-      Type.Object({
-        url: Type.String(),
-        size: Type.Integer({ description: 'Bytes.' }),
-        type: Type.String({ description: 'image/png, application/zip or application/postscript.' }),
-        name: Type.String(),
-        pages: Type.Integer(),
-        expiresAt: Type.String({ format: 'date-time' }),
-      }),
-      Type.Null(),
-    ]),
-    resultGone: Type.Boolean({ description: 'A result was made and has expired or been deleted.' }),
-    error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
-  },
-  { description: 'A conversion job.' },
-)
-
 const accepted = Type.Object(
   {
     jobID: JOB_ID,
@@ -91,6 +60,8 @@ const SUBMIT_CODES: ErrorCode[] = [
   'FILE_TOO_LARGE',
   'TOO_MANY_PARTS',
   'JOBS_PER_ACCOUNT',
+  'JOB_UPLOADS_PER_ACCOUNT',
+  'JOB_UPLOADS_BUSY',
 ]
 
 export const submitJobSchema = {
@@ -105,7 +76,20 @@ export const submitJobSchema = {
       Type.String({ maxLength: 255, description: 'draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID), 24 hours.' }),
     ),
   }),
-  body: Type.Object({ pdfDocument: Type.Optional(Type.String({ format: 'binary', description: 'The PDF.' })), ...fields, metadata: Type.Optional(METADATA) }),
+  body: Type.Object(
+    { pdfDocument: Type.Optional(Type.String({ format: 'binary', description: 'The PDF.' })), ...fields, metadata: Type.Optional(METADATA) },
+    {
+      examples: [
+        {
+          operation: 'image',
+          sourceUrl: 'https://files.example.com/scans/2026-11.pdf',
+          dpi: 150,
+          resultUrl: 'https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…',
+          metadata: { batch: '2026-11', invoice: 'INV-7' },
+        },
+      ],
+    },
+  ),
   response: {
     202: { description: 'Queued (or, for a repeated Idempotency-Key, the job it made). `Location` is the job.', ...accepted },
     ...errorResponses(SUBMIT_CODES),
@@ -160,7 +144,10 @@ export const listJobsSchema = {
     after: Type.Optional(Type.String({ description: 'The `next` of the page before.' })),
   }),
   response: {
-    200: Type.Object({ jobs: Type.Array(jobView), next: Type.Union([Type.String(), Type.Null()]) }),
+    200: Type.Object(
+      { jobs: Type.Array(jobView), next: Type.Union([Type.String(), Type.Null()], { description: 'The `after` of the next page; null on the last.' }) },
+      { examples: [{ jobs: (jobView as { examples?: unknown[] }).examples, next: null }] },
+    ),
     ...errorResponses(['JOB_QUERY_INVALID'], { body: false }),
   },
 }

@@ -17,7 +17,7 @@ import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
 import { dropWhenStalled } from './stall.ts'
 import { addPage, newZip, pageName, singleName } from './output.ts'
-import { jobRoutes } from './job-routes.ts'
+import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
 import type { Jobs } from '../services/jobs.ts'
 
 export interface ConverterOptions {
@@ -325,10 +325,19 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
   const conversions = new Conversions(opts)
   await app.register(multipart)
-  app.addHook('onRequest', app.guard('converter'))
-  app.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, (request, reply) => generateImage(conversions, request, reply))
-  app.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
-    generatePostscript(conversions, request, reply),
-  )
-  await jobRoutes(app, { config: opts.config, jobs: opts.jobs })
+  // A conversion and a job's submission cost the group's units; reading or cancelling a job costs none.
+  await app.register(async (paid) => {
+    paid.addHook('onRequest', app.guard('converter'))
+    paid.post('/converter/generateImage', { schema: imageSchema, validatorCompiler: documentOnly }, (request, reply) =>
+      generateImage(conversions, request, reply),
+    )
+    paid.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
+      generatePostscript(conversions, request, reply),
+    )
+    await jobSubmitRoute(paid, { config: opts.config, jobs: opts.jobs })
+  })
+  await app.register(async (free) => {
+    free.addHook('onRequest', app.guard('converter', { free: true }))
+    await jobReadRoutes(free, { config: opts.config, jobs: opts.jobs })
+  })
 }

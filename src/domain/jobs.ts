@@ -68,7 +68,7 @@ export interface ConversionJob {
   readonly createdAt: string
   readonly startedAt: string | null
   readonly finishedAt: string | null
-  /** When the kept result goes (null: no result, or not yet). */
+  /** When the result goes, or went (null: no result). */
   readonly expiresAt: string | null
   /** The result, while it is kept; null before, after its expiry or deletion, or when there is none. */
   readonly result: JobResultInfo | null

@@ -355,6 +355,18 @@ export const catalogue = {
     'Invalid {field}: {reason}.',
     'A query parameter of the job list is out of range: `status` not a job status, `limit` not 1 to 100, `after` not a cursor this API gave.',
   ),
+  JOB_UPLOADS_BUSY: entry(
+    503,
+    'list',
+    'Too many job documents are being uploaded. Retry in {seconds} seconds.',
+    'The node reads `JOB_UPLOADS_AT_ONCE` job documents already; sent with `Retry-After` before the body is read (a `sourceUrl` submission is never refused so).',
+  ),
+  JOB_UPLOADS_PER_ACCOUNT: entry(
+    429,
+    'coded',
+    'This account is uploading {limit} job documents at once, the most it may. Retry in {seconds} seconds.',
+    'The account uploads `JOB_UPLOADS_PER_ACCOUNT` job documents to the node already; sent with `Retry-After` before the body is read.',
+  ),
   JOB_NOT_FOUND: entry(
     404,
     'list',
@@ -370,7 +382,7 @@ export const catalogue = {
   JOB_RESULT_GONE: entry(
     410,
     'list',
-    'The result of this job is gone: it was kept until {expiredAt}, or deleted.',
+    'The result of this job is gone: it was kept until {expiredAt}, unless deleted before.',
     'The result has passed `JOB_RESULT_TTL_SECONDS`, or was deleted; the job record stays.',
   ),
   JOB_NOTHING_TO_DELETE: entry(

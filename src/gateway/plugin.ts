@@ -37,7 +37,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     /** guard returns the hook that lets through only callers subscribed to `group` here. */
-    guard(group: Group): onRequestHookHandler
+    /** With `free`, an admitted call costs no quota units (it is counted and throttled all the same): reading a job's status or result. */
+    guard(group: Group, options?: { readonly free?: boolean }): onRequestHookHandler
     /** guardNotServed answers 404 to known callers (403 to others) for a group this region lacks. */
     guardNotServed(group: Group): onRequestHookHandler
   }
@@ -151,12 +152,13 @@ class Gateway {
 interface Guarded {
   readonly group: Group
   readonly subscription: string
+  readonly free: boolean
 }
 
 /** decideGuarded: a caller subscribed to the group here goes on to its plan's limits. */
 function decideGuarded(gw: Gateway, request: FastifyRequest, reply: FastifyReply, done: Done, grant: KeyGrant | null, g: Guarded): void {
   if (gw.admit(request, reply, grant, authorize(grant, g.subscription, gw.config.region, g.group, gw.now()), g.group))
-    gw.limits.admit(grant, g.group, reply, done)
+    gw.limits.admit(grant, g.group, reply, done, g.free)
 }
 
 /** decideNotServed: a known caller learns that the group is not served in this region (and where it is). */
@@ -180,8 +182,8 @@ async function gatewayPlugin(app: FastifyInstance, opts: GatewayOptions): Promis
 
   // Callback-style hooks: a cache hit decides synchronously, with no promise in the way.
   // The plan applies only once the caller is known: a refused key counts against no one.
-  app.decorate('guard', (group: Group): onRequestHookHandler => {
-    const guarded: Guarded = { group, subscription: subscriptionKey(config.region, group) }
+  app.decorate('guard', (group: Group, options: { readonly free?: boolean } = {}): onRequestHookHandler => {
+    const guarded: Guarded = { group, subscription: subscriptionKey(config.region, group), free: options.free === true }
     return function guard(request, reply, done) {
       gateway.withGrant(request, reply, done, guarded, decideGuarded)
     }

@@ -117,7 +117,13 @@ class ServiceSet implements CoreServices {
   get jobs(): Jobs {
     const { store, config, onJobSubmitted } = this.#parts
     // The wall clock, as the runner's: a job's times and its leases are compared across nodes (a test's moved clock is not the runners').
-    this.#jobs ??= new Jobs({ store, keyring: this.#ring(), config, now: Date.now, ...(onJobSubmitted === undefined ? {} : { onSubmitted: onJobSubmitted }) })
+    this.#jobs ??= new Jobs({
+      store,
+      keyring: () => this.#ring(),
+      config,
+      now: Date.now,
+      ...(onJobSubmitted === undefined ? {} : { onSubmitted: onJobSubmitted }),
+    })
     return this.#jobs
   }
 

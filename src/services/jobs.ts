@@ -25,6 +25,7 @@ import {
 } from '../domain/jobs.ts'
 import { CursorError } from '../domain/errors.ts'
 import type { Problem } from '../errors/errors.ts'
+import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
@@ -70,7 +71,8 @@ const refuse = (kind: Failure['failure'], ...problems: Problem[]): JobRefusal =>
 
 export interface JobsOptions {
   readonly store: { readonly jobs: JobStore }
-  readonly keyring: Keyring
+  /** Seals a job's secrets; a function is called when a job first needs it (a CLI that only lists writes no key file). */
+  readonly keyring: Keyring | (() => Keyring)
   readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount'>
   /** Told when a job is queued, so that this node's runner looks at once. */
   readonly onSubmitted?: () => void
@@ -85,6 +87,11 @@ export class Jobs {
   constructor(options: JobsOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+  }
+
+  #ring(): Keyring {
+    const { keyring } = this.#o
+    return typeof keyring === 'function' ? keyring() : keyring
   }
 
   /** submit checks and queues a job; the same Idempotency-Key and request within 24 h answer the job made first (`replayed`). */
@@ -106,7 +113,7 @@ export class Jobs {
       source: document === null ? 'url' : 'upload',
       hasResultUrl: secrets.resultUrl !== undefined,
       metadata,
-      sealed: hasSecrets ? this.#o.keyring.seal(Buffer.from(JSON.stringify(secrets)), secretsContext(caller.accountId, id)) : null,
+      sealed: hasSecrets ? this.#ring().seal(Buffer.from(JSON.stringify(secrets)), secretsContext(caller.accountId, id)) : null,
       createdAt: new Date(nowMs).toISOString(),
     }
     const idempotency =
@@ -173,14 +180,23 @@ export class Jobs {
   }
 
   /** get: the account's job, or null (another account's job is as absent as one that never was). */
-  get(accountId: string, jobId: string): Promise<ConversionJob | null> {
-    return isJobId(jobId) ? this.#o.store.jobs.get(accountId, jobId) : Promise.resolve(null)
+  async get(accountId: string, jobId: string): Promise<ConversionJob | null> {
+    if (!isJobId(jobId)) return null
+    const job = await this.#o.store.jobs.get(accountId, jobId)
+    return job === null ? null : this.#asOfNow(job)
+  }
+
+  /** asOfNow: a job whose result has passed its expiry shows it gone, whether or not the hourly pruning has deleted it yet. */
+  #asOfNow(job: ConversionJob): ConversionJob {
+    if (job.expiresAt === null || Date.parse(job.expiresAt) > this.#now()) return job
+    return { ...job, result: null, resultGone: true }
   }
 
   /** list: the account's jobs, newest first; a cursor that is not one of ours is a Failure. */
   async list(accountId: string, query: { readonly status?: JobStatus; readonly cursor?: string; readonly limit: number }) {
     try {
-      return await this.#o.store.jobs.list(accountId, query)
+      const page = await this.#o.store.jobs.list(accountId, query)
+      return { ...page, items: page.items.map((job) => this.#asOfNow(job)) }
     } catch (error) {
       if (error instanceof CursorError) return fail('invalid', 'the cursor is not one this API gave out', 'after')
       throw error
@@ -208,7 +224,7 @@ export class Jobs {
   async result(accountId: string, jobId: string): Promise<{ job: ConversionJob; pieces: () => AsyncGenerator<Uint8Array> } | JobRefusal> {
     const job = await this.get(accountId, jobId)
     if (job === null) return refuse('not_found', { code: 'JOB_NOT_FOUND' })
-    if (job.resultGone) return refuse('conflict', { code: 'JOB_RESULT_GONE', params: { expiredAt: job.finishedAt ?? '' } })
+    if (job.resultGone) return refuse('conflict', { code: 'JOB_RESULT_GONE', params: { expiredAt: job.expiresAt ?? job.finishedAt ?? '' } })
     if (job.result === null) return refuse('conflict', { code: 'JOB_RESULT_NOT_READY', params: { status: job.status } })
     const store = this.#o.store.jobs
     const count = Math.ceil(job.result.bytes / JOB_CHUNK_BYTES)
@@ -223,6 +239,38 @@ export class Jobs {
         }
       },
     }
+  }
+}
+
+/** jobView: a job as the APIs show it (the public one, the admin one): never a URL the customer gave, nor the password. */
+export function jobView(job: ConversionJob, baseUrl: string) {
+  return {
+    jobID: job.id,
+    status: job.status,
+    operation: job.operation,
+    options: job.options,
+    source: job.source,
+    resultUrl: job.hasResultUrl,
+    metadata: job.metadata,
+    pagesDone: job.pagesDone,
+    pagesTotal: job.pagesTotal,
+    attempts: job.attempts,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    finishedAt: job.finishedAt,
+    result:
+      job.result === null
+        ? null
+        : {
+            url: `${baseUrl}/converter/jobs/${job.id}/result`,
+            size: job.result.bytes,
+            type: job.result.type,
+            name: job.result.name,
+            pages: job.result.pages,
+            expiresAt: job.expiresAt,
+          },
+    resultGone: job.resultGone,
+    error: job.error === null ? null : { code: job.error.code, message: render(job.error.code as ErrorCode, job.error.params) },
   }
 }
 

@@ -33,7 +33,7 @@ export const toJob = (r: Row): ConversionJob => {
     createdAt: iso(r.created_at),
     startedAt: isoOrNull(r.started_at),
     finishedAt: isoOrNull(r.finished_at),
-    expiresAt: made && !gone ? isoOrNull(r.expires_at) : null,
+    expiresAt: made ? isoOrNull(r.expires_at) : null,
     result: made && !gone ? { type: String(r.result_type), bytes: Number(r.result_bytes), name: String(r.result_name), pages: Number(r.result_pages) } : null,
     resultGone: made && gone,
     error: r.error_code === null || r.error_code === undefined ? null : { code: String(r.error_code), params: json<JobError['params']>(r.error_params) ?? {} },

@@ -72,10 +72,11 @@ export class Limits {
   /**
    * admit decides on one call: `done()` when admitted (headers set), `done(error)` with the
    * 429 when not. A decision in process is synchronous; the shared one takes a round trip.
+   * A `free` call costs no quota units (it is counted, and throttled, all the same).
    */
-  admit(grant: KeyGrant, group: Group, reply: FastifyReply, done: (error?: Error) => void): void {
+  admit(grant: KeyGrant, group: Group, reply: FastifyReply, done: (error?: Error) => void, free = false): void {
     const plan = grant.plan ?? this.#defaultPlan
-    const cost = plan.weights[group]
+    const cost = free ? 0 : plan.weights[group]
     if (plan.rate === 0 && plan.quota === 0) {
       this.#recorder.count(grant.accountId, grant.keyId, group, cost)
       done()

@@ -1,3 +1,4 @@
+import { JOB_END_CODES } from '../../src/openapi/job-view.ts'
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
@@ -47,7 +48,10 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
   const inPublic = codesOf(doc, statusOf)
   const inAdmin = codesOf(admin, statusOf)
   // The 404s of no route belong to no documented operation (an unknown route; the conversion group outside eu): the descriptions' tables have them.
-  const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND']
+  // And the codes only a conversion job ends with (its `error`, in an answer of 200), which the job's schema names.
+  const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND', ...JOB_END_CODES]
+  const jobSchema = JSON.stringify((doc as { paths: Record<string, unknown> }).paths['/converter/jobs/{jobID}'])
+  for (const code of JOB_END_CODES) assert.ok(jobSchema.includes(code), `the job's schema names ${code}`)
   assert.deepEqual(
     [...new Set([...inPublic, ...inAdmin])].sort(),
     ERROR_CODES.filter((c) => !outsideOperations.includes(c)).sort(),

@@ -11,6 +11,7 @@ import { startApp, testClock, type Clock, type Running } from './helper.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
 import { buildAdminApp } from '../../src/admin/api/app.ts'
 import { Webhooks } from '../../src/services/webhooks.ts'
+import { Jobs } from '../../src/services/jobs.ts'
 import { resolveKeyring } from '../../src/config/encryption.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { CLI } from '../../src/domain/accounts.ts'
@@ -30,12 +31,14 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
   const pub = await startApp(t, { USAGE_FLUSH_MS: '100', ...env }, clock)
   const logs: string[] = []
   const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
+  const jobs = new Jobs({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
   const app = await buildAdminApp({
     config: pub.config,
     accounts: pub.accounts,
     factors: pub.factors,
     totp: pub.totp,
     webhooks,
+    jobs,
     now: clock.now,
     logStream: {
       write: (line) => {

@@ -28,8 +28,11 @@ import totpUserRoutes from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
 import adminRoutes from './routes.ts'
 import webhookRoutes from './webhooks.ts'
+import jobRoutes from './jobs.ts'
 import type { Webhooks } from '../../services/webhooks.ts'
+import type { Jobs } from '../../services/jobs.ts'
 import { TAGS } from './schemas.ts'
+import { JOBS_TAG } from './job-schemas.ts'
 
 export const ADMIN_TITLE = 'Tessera admin API'
 export const ADMIN_DOCUMENT_PATH = '/admin/v1/openapi.json'
@@ -56,7 +59,7 @@ export const ADMIN_CODES: readonly ErrorCode[] = [
 ]
 
 const DESCRIPTION = [
-  "The operators' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts and webhooks. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.",
+  "The operators' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts, webhooks and conversion jobs. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.",
   '',
   'Every call needs `Authorization: Bearer <admin token>`; tokens are created, listed and revoked with `npm run admin -- admin token …` and shown once. A `read` token may only read (GET). Every change is recorded in the audit trail with the token and the source address.',
   '',
@@ -77,6 +80,8 @@ export interface AdminAppOptions {
   readonly totp: Totp
   /** The webhooks service (none: no webhook routes). */
   readonly webhooks?: Webhooks
+  /** The conversion jobs service (none: no job routes). */
+  readonly jobs?: Jobs
   /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -193,7 +198,7 @@ async function serveDocument(app: FastifyInstance): Promise<void> {
         securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'An admin token (`npm run admin -- admin token create`).' } },
       },
       security: [{ adminToken: [] }],
-      tags: TAGS,
+      tags: [...TAGS, JOBS_TAG],
     },
   })
   // The document needs no token: it holds no data, only what the routes take and answer,
@@ -239,6 +244,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     await guarded.register(totpUserRoutes, { factors: opts.factors })
     await guarded.register(adminRoutes, { accounts, totp: opts.totp, now })
     if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks })
+    if (opts.jobs !== undefined) await guarded.register(jobRoutes, { config, accounts, jobs: opts.jobs })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.
   if (opts.metrics !== undefined) await app.register(metricsRoute, { metrics: opts.metrics, token: config.metricsToken })

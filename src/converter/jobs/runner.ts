@@ -288,9 +288,8 @@ export class JobRunner {
     const secrets: JobSecrets = sealed === null ? {} : JSON.parse(this.#o.keyring.open(sealed, secretsContext(job.accountId, job.id)).toString('utf8'))
     const pdf = await this.#document(job, secrets)
     if (run.lost) throw new Stop('lost', 'cancelled')
-    const writer = new PieceWriter(this.#o.store, job.id, run.claimed.lease, {
+    const writer = new PieceWriter(this.#o.store, job, run.claimed.lease, {
       maxBytes: this.#o.config.jobMaxOutputBytes,
-      room: this.#o.config.jobStoragePerAccountMb * 1048576 - (await this.#o.store.keptBytes(job.accountId)),
       storageLimit: this.#o.config.jobStoragePerAccountMb * 1048576,
     })
     const info = await this.#render(run, pdf, secrets, writer, onPage)
@@ -535,23 +534,24 @@ class Output {
 /**
  * PieceWriter writes a result into the store in pieces of JOB_CHUNK_BYTES under the job's
  * lease, each written before more is taken (the stream's backpressure reaches the workers).
- * It fails when the lease is gone, the result passes JOB_MAX_OUTPUT_BYTES, or the account's
- * kept results would pass their limit.
+ * It fails when the lease is gone, the result passes JOB_MAX_OUTPUT_BYTES, or the piece would
+ * take the account's kept results past their limit: counted before each piece, with what the
+ * account's other running jobs have written, so parallel jobs pass it by a piece each at most.
  */
 class PieceWriter extends Writable {
   readonly #store: JobStore
-  readonly #jobId: string
+  readonly #job: ConversionJob
   readonly #lease: string
-  readonly #limits: { readonly maxBytes: number; readonly room: number; readonly storageLimit: number }
+  readonly #limits: { readonly maxBytes: number; readonly storageLimit: number }
   #held: Buffer[] = []
   #heldBytes = 0
   #seq = 0
   written = 0
 
-  constructor(store: JobStore, jobId: string, lease: string, limits: { readonly maxBytes: number; readonly room: number; readonly storageLimit: number }) {
+  constructor(store: JobStore, job: ConversionJob, lease: string, limits: { readonly maxBytes: number; readonly storageLimit: number }) {
     super({ highWaterMark: JOB_CHUNK_BYTES })
     this.#store = store
-    this.#jobId = jobId
+    this.#job = job
     this.#lease = lease
     this.#limits = limits
   }
@@ -559,7 +559,6 @@ class PieceWriter extends Writable {
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.written += chunk.byteLength
     if (this.written > this.#limits.maxBytes) callback(new Failed('OUTPUT_TOO_LARGE', { limit: this.#limits.maxBytes }))
-    else if (this.written > this.#limits.room) callback(new Failed('JOB_STORAGE_FULL', { limit: this.#limits.storageLimit }))
     else {
       this.#held.push(chunk)
       this.#heldBytes += chunk.byteLength
@@ -577,7 +576,9 @@ class PieceWriter extends Writable {
     let all = Buffer.concat(this.#held)
     while (all.byteLength >= JOB_CHUNK_BYTES || (last && all.byteLength > 0)) {
       const piece = all.subarray(0, JOB_CHUNK_BYTES)
-      if (!(await this.#store.writePiece(this.#jobId, this.#lease, this.#seq, piece))) throw new Stop('lost', 'the lease is gone')
+      const { storageLimit } = this.#limits
+      if ((await this.#store.keptBytes(this.#job.accountId)) + piece.byteLength > storageLimit) throw new Failed('JOB_STORAGE_FULL', { limit: storageLimit })
+      if (!(await this.#store.writePiece(this.#job.id, this.#lease, this.#seq, piece))) throw new Stop('lost', 'the lease is gone')
       this.#seq++
       all = all.subarray(piece.byteLength)
     }

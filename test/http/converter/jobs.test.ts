@@ -8,7 +8,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
+import { once } from 'node:events'
 import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
 import { createCaller, startApp, type Running } from '../../support/helper.ts'
 import { Receiver, waitFor } from '../../support/receiver.ts'
@@ -203,4 +204,65 @@ test('bad submissions get their catalogue errors, all at once; a private sourceU
   for (const id of ['job_..', 'job_%2e%2e', '..', 'job_\u202e00000000000000000000']) {
     assert.equal((await job(app, encodeURIComponent(id))).status, 404, id)
   }
+})
+
+test('a node reads a bounded number of job documents at once, per account too; an aborted upload gives its place back', {
+  skip: SKIP_CORPUS,
+  timeout: 60_000,
+}, async (t) => {
+  const app = await startApp(t, { JOB_WORKERS: '0', PLAN_RATE: '0', JOB_UPLOADS_PER_ACCOUNT: '2', JOB_UPLOADS_AT_ONCE: '3' })
+  const port = new URL(app.url).port
+  /** An upload that sends its headers and the start of its body, then waits. */
+  const slow = async (key: string) => {
+    const socket = net.connect(Number(port), '127.0.0.1')
+    await once(socket, 'connect')
+    const boundary = 'x-boundary'
+    socket.write(
+      `POST /converter/jobs HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: ${key}\r\ncontent-type: multipart/form-data; boundary=${boundary}\r\ncontent-length: 1000000\r\n\r\n` +
+        `--${boundary}\r\ncontent-disposition: form-data; name="pdfDocument"; filename="a.pdf"\r\ncontent-type: application/pdf\r\n\r\n%PDF-1.7\n`,
+    )
+    t.after(() => socket.destroy())
+    return socket
+  }
+  const codes = async (res: Response) => ({ status: res.status, code: (await res.json()) as { code?: string } | { code: string }[] })
+  const held = [await slow(app.key), await slow(app.key)]
+  await new Promise((r) => setTimeout(r, 200))
+  const mine = await submit(app, { operation: 'image' })
+  const refused = await codes(mine)
+  assert.equal(refused.status, 429)
+  assert.equal((refused.code as { code: string }).code, 'JOB_UPLOADS_PER_ACCOUNT')
+  assert.equal(mine.headers.get('retry-after'), '5')
+  // A sourceUrl submission takes no place.
+  const byUrl = await fetch(`${app.url}/converter/jobs`, {
+    method: 'POST',
+    headers: { 'x-api-key': app.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ operation: 'image', sourceUrl: 'https://example.com/a.pdf' }),
+  })
+  assert.equal(byUrl.status, 202)
+  const other = await createCaller(app.accounts)
+  const third = await slow(other.apiKey)
+  await new Promise((r) => setTimeout(r, 200))
+  const full = await submit(app, { operation: 'image' }, real(DOC), {}, (await createCaller(app.accounts)).apiKey)
+  assert.equal(full.status, 503)
+  assert.equal(((await full.json()) as { code: string }[])[0]!.code, 'JOB_UPLOADS_BUSY')
+  for (const s of [...held, third]) s.destroy()
+  await waitFor(async () => (await submit(app, { operation: 'image' })).status === 202, 5000, 'the places given back')
+})
+
+test('a submission costs the group’s units; reading, listing, downloading and cancelling jobs cost none', { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {
+  const app = await startApp(t, { JOB_WORKERS: '0' })
+  await app.accounts.setPlan({ actor: SYSTEM }, app.accountId, { rate: 0, burst: 1, quota: 2, period: 'day', weights: { totp: 1, converter: 1 } })
+  const first = await submit(app, { operation: 'image' })
+  assert.equal(first.status, 202)
+  const { jobID } = (await first.json()) as JobBody
+  for (let i = 0; i < 5; i++) {
+    assert.equal((await job(app, jobID)).status, 200)
+    assert.equal((await fetch(`${app.url}/converter/jobs`, { headers: { 'x-api-key': app.key } })).status, 200)
+    assert.equal((await fetch(`${app.url}/converter/jobs/${jobID}/result`, { headers: { 'x-api-key': app.key } })).status, 409)
+  }
+  assert.equal((await fetch(`${app.url}/converter/jobs/${jobID}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })).status, 200)
+  assert.equal((await submit(app, { operation: 'image' })).status, 202, 'the second unit')
+  const over = await submit(app, { operation: 'image' })
+  assert.equal(over.status, 429, 'the quota of 2 units is used by the two submissions alone')
+  assert.equal((await job(app, jobID)).status, 200, 'a read still goes through')
 })

@@ -56,14 +56,14 @@ test("every factor event reaches the account's endpoint, signed, once, without a
     expected,
   )
   assert.equal(receiver.ids().size, expected.length, 'once each')
-  assert.deepEqual(new Set(expected), new Set(EVENT_TYPES), 'every event type was heard')
+  assert.deepEqual(new Set(expected), new Set(EVENT_TYPES.filter((type) => !type.startsWith('conversion.'))), 'every factor event type was heard')
   for (const d of byTime) {
     assert.equal(d.payload!.data.userID, 'user-42')
     for (const secret of [f.secretKey, ...recoveryCodes, codeOf(f, T0)]) assert.ok(!d.body.includes(secret), `${d.payload!.type} holds no secret or code`)
   }
   assert.equal(byTime[0]!.payload!.data.factorID, f.factorID)
   const trail = await app.store.audit.list({ accountId: app.accountId, limit: 100 })
-  for (const type of EVENT_TYPES)
+  for (const type of EVENT_TYPES.filter((t) => !t.startsWith('conversion.')))
     assert.ok(
       trail.items.some((e) => e.action === type),
       `${type} is in the audit trail`,

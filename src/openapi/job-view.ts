@@ -1,0 +1,86 @@
+/**
+ * The job as the public API and the admin API show it (services/jobs.ts `jobView`), one
+ * schema for both documents, with its example.
+ */
+import { Type, type TSchema } from 'typebox'
+import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
+
+/** The codes only a job's end gives (its `error`), never an HTTP answer; a job also ends with the conversion routes' own. */
+export const JOB_END_CODES = ['SOURCE_FETCH_FAILED', 'RESULT_UPLOAD_FAILED', 'JOB_STORAGE_FULL'] as const
+
+const time = (description?: string) => Type.String(description === undefined ? { format: 'date-time' } : { format: 'date-time', description })
+const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description })
+
+export const JOB_ID_EXAMPLE = 'job_19a5f3c2b7e4d1a2b3c4d'
+export const jobStatus = Type.String({
+  enum: [...JOB_STATUSES],
+  description: '`queued` → `running` → `succeeded` | `failed`; `cancelled` from queued or running.',
+})
+
+/** A job as both APIs show it (services/jobs.ts `jobView`): never a URL the customer gave, nor the password. */
+export const jobViewSchema = Type.Object(
+  {
+    jobID: Type.String({ description: 'The job ID (`job_` and 21 hex digits).' }),
+    status: jobStatus,
+    operation: Type.String({ enum: [...JOB_OPERATIONS] }),
+    options: Type.Object({
+      dpi: Type.Integer(),
+      pages: nullable(Type.String(), 'The pages asked for; null: all.'),
+      colorMode: Type.String({ enum: ['rgb', 'gray'] }),
+    }),
+    source: Type.String({ enum: ['upload', 'url'], description: 'Uploaded with the job, or fetched from its sourceUrl (never shown).' }),
+    resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),
+    metadata: nullable(Type.Object({}, { additionalProperties: true }), "The customer's own object, echoed in the job and its events."),
+    pagesDone: Type.Integer(),
+    pagesTotal: nullable(Type.Integer(), 'Pages to convert, once the document has been read.'),
+    attempts: Type.Integer({ description: 'Runs so far (a job whose node died is run again).' }),
+    createdAt: time('When it was submitted.'),
+    startedAt: nullable(time(), 'When it first ran.'),
+    finishedAt: nullable(time(), 'When it ended.'),
+    result: nullable(
+      Type.Object({
+        url: Type.String({ description: "Its download on the public API (with the account's API key)." }),
+        size: Type.Integer({ description: 'Bytes.' }),
+        type: Type.String({ description: 'image/png, application/zip or application/postscript.' }),
+        name: Type.String(),
+        pages: Type.Integer(),
+        expiresAt: time('When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).'),
+      }),
+      'The kept result; null before, after its expiry or deletion, or when there is none.',
+    ),
+    resultGone: Type.Boolean({ description: 'A result was made and has expired or been deleted.' }),
+    error: nullable(
+      Type.Object({ code: Type.String(), message: Type.String() }),
+      `The catalogue error that ended a failed job: one of the conversion routes' (\`PDF_UNREADABLE\`, \`CONVERSION_TIMEOUT\`, …), or of a job alone: ${JOB_END_CODES.map((c) => `\`${c}\``).join(', ')} (docs/errors.md says what each means).`,
+    ),
+  },
+  {
+    examples: [
+      {
+        jobID: JOB_ID_EXAMPLE,
+        status: 'succeeded',
+        operation: 'image',
+        options: { dpi: 150, pages: null, colorMode: 'rgb' },
+        source: 'upload',
+        resultUrl: false,
+        metadata: { invoice: 'INV-7' },
+        pagesDone: 4,
+        pagesTotal: 4,
+        attempts: 1,
+        createdAt: '2026-11-23T09:30:00.120Z',
+        startedAt: '2026-11-23T09:30:00.412Z',
+        finishedAt: '2026-11-23T09:30:02.874Z',
+        result: {
+          url: `https://eu.example.com/converter/jobs/${JOB_ID_EXAMPLE}/result`,
+          size: 48211,
+          type: 'application/zip',
+          name: 'Report_2026.zip',
+          pages: 4,
+          expiresAt: '2026-11-24T09:30:02.874Z',
+        },
+        resultGone: false,
+        error: null,
+      },
+    ],
+  },
+)

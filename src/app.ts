@@ -97,6 +97,7 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       metrics,
       accounts: runtime.accounts,
       webhooks: runtime.webhooks,
+      jobs: runtime.jobs,
       factors: runtime.factors,
       users: runtime.users,
       team: runtime.team,

@@ -75,6 +75,8 @@ export interface Handlers {
   onPage?(page: number, png: Uint8Array): void
   /** One piece of PostScript, in order; `ack` it once taken, as a page. */
   onChunk?(bytes: Uint8Array): void
+  /** Ghostscript begins a page of a PostScript job (its only word of progress). */
+  onProgress?(): void
 }
 
 /** What a job took, for the log and the metrics: read once it has settled. */
@@ -516,6 +518,7 @@ export class ConversionPool {
         if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
         return
       case 'progress':
+        if (!entry.settled) entry.handlers.onProgress?.()
         return
       case 'paused':
       case 'resumed':

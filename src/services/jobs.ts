@@ -26,7 +26,7 @@ import {
 import { CursorError } from '../domain/errors.ts'
 import type { Problem } from '../errors/errors.ts'
 import { render, type ErrorCode } from '../errors/catalogue.ts'
-import type { JobStore } from '../storage/ports.ts'
+import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
 import { isPdf, readOptions, safeBasename } from '../converter/upload.ts'
@@ -67,7 +67,10 @@ export interface JobRefusal extends Failure {
 
 export const isRefusal = (value: unknown): value is JobRefusal => typeof value === 'object' && value !== null && 'problems' in value
 
-const refuse = (kind: Failure['failure'], ...problems: Problem[]): JobRefusal => ({ ...fail(kind, problems[0]!.code), problems })
+const refuse = (kind: Failure['failure'], ...problems: Problem[]): JobRefusal => ({
+  ...fail(kind, render(problems[0]!.code, problems[0]!.params)),
+  problems,
+})
 
 export interface JobsOptions {
   readonly store: { readonly jobs: JobStore }
@@ -207,9 +210,9 @@ export class Jobs {
   async cancel(by: Context | KeyContext, accountId: string, jobId: string): Promise<ConversionJob | JobRefusal> {
     const job = await this.get(accountId, jobId)
     if (job === null) return refuse('not_found', { code: 'JOB_NOT_FOUND' })
-    const action = job.status === 'succeeded' || job.status === 'failed' ? 'job.result_delete' : 'job.cancel'
     const target = { type: 'job', id: jobId } as const
-    const event =
+    // The store decides, in its step, whether the job stops or its result goes (it may have ended since it was read).
+    const event = (action: JobChange) =>
       'keyId' in by ? { ...draft({ actor: SYSTEM, ip: by.ip }, action, target, accountId), actor: `api-key:${by.keyId}` } : draft(by, action, target, accountId)
     const done = await this.#o.store.jobs.cancel(accountId, jobId, new Date(this.#now()).toISOString(), event)
     if (done !== null) return done

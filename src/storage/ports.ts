@@ -495,6 +495,9 @@ export interface WebhookStore {
   prune(beforeMs: number): Promise<number>
 }
 
+/** What a cancel did, as its event's action: the job stopped, or its kept result deleted (the store decides, in the same step). */
+export type JobChange = 'job.cancel' | 'job.result_delete'
+
 /** What submitting a job came to: the job made, the same key's earlier job (same request, or not), or the account's limit. */
 export type JobSubmission =
   | { readonly created: ConversionJob }
@@ -577,9 +580,10 @@ export interface JobStore {
   release(jobId: string, lease: string, attempted: boolean): Promise<boolean>
   /**
    * cancel cancels a queued or running job (its node learns at its next renewal), or deletes a
-   * finished job's kept result, with `audit`; null when there is no such job or nothing to do.
+   * finished job's kept result, with the event `audit` drafts for what it did; null when there is
+   * no such job or nothing to do.
    */
-  cancel(accountId: string, jobId: string, nowIso: string, audit: AuditDraft): Promise<ConversionJob | null>
+  cancel(accountId: string, jobId: string, nowIso: string, audit: (action: JobChange) => AuditDraft): Promise<ConversionJob | null>
   /**
    * failSpent fails the running jobs whose lease ran out after `maxAttempts` claims (poison
    * jobs: their conversions kill the nodes or workers that run them), each with `audit(job)`; returns them.

@@ -21,7 +21,7 @@
 import { Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import type { Config } from '../../config/config.ts'
-import type { Keyring } from '../../crypto/keyring.ts'
+import { SealError, type Keyring } from '../../crypto/keyring.ts'
 import { SYSTEM, actorName, type AuditDraft } from '../../domain/accounts.ts'
 import { JOB_CHUNK_BYTES, secretsContext, type ConversionJob, type JobError, type JobResultInfo, type JobSecrets } from '../../domain/jobs.ts'
 import { render, type ErrorCode } from '../../errors/catalogue.ts'
@@ -212,10 +212,13 @@ export class JobRunner {
 
   #launch(claimed: ClaimedJob): void {
     const run: Run = { claimed, done: Promise.resolve(), running: null, closing: false, lost: false, pagesDone: 0, pagesTotal: null }
-    ;(run as { done: Promise<void> }).done = this.#run(run).finally(() => {
-      this.#runs.delete(claimed.job.id)
-      this.nudge()
-    })
+    ;(run as { done: Promise<void> }).done = this.#run(run)
+      // The store away at the end: the job stays claimed until its lease runs out, then another run takes it.
+      .catch((error: unknown) => this.#o.log.error({ err: error, jobId: claimed.job.id }, 'conversion job not ended: the store failed'))
+      .finally(() => {
+        this.#runs.delete(claimed.job.id)
+        this.nudge()
+      })
     this.#runs.set(claimed.job.id, run)
   }
 
@@ -285,7 +288,7 @@ export class JobRunner {
   /** convert makes the result: the document, the conversion in the pool into pieces, the upload. */
   async #convert(run: Run, onPage: () => void): Promise<JobEnd> {
     const { job, sealed } = run.claimed
-    const secrets: JobSecrets = sealed === null ? {} : JSON.parse(this.#o.keyring.open(sealed, secretsContext(job.accountId, job.id)).toString('utf8'))
+    const secrets = this.#secrets(job, sealed)
     const pdf = await this.#document(job, secrets)
     if (run.lost) throw new Stop('lost', 'cancelled')
     const writer = new PieceWriter(this.#o.store, job, run.claimed.lease, {
@@ -300,6 +303,18 @@ export class JobRunner {
       if (failure !== null) return { status: 'failed', error: { code: 'RESULT_UPLOAD_FAILED', params: { reason: failure } }, result, expiresAt }
     }
     return { status: 'succeeded', result, expiresAt }
+  }
+
+  /** secrets: the job's sealed part opened; one that does not open (its key version removed) fails the job, as no retry will open it. */
+  #secrets(job: ConversionJob, sealed: string | null): JobSecrets {
+    if (sealed === null) return {}
+    try {
+      return JSON.parse(this.#o.keyring.open(sealed, secretsContext(job.accountId, job.id)).toString('utf8')) as JobSecrets
+    } catch (error) {
+      if (!(error instanceof SealError)) throw error
+      this.#o.log.error({ jobId: job.id, reason: error.message }, 'conversion job secrets do not open')
+      throw new Failed('CONVERSION_FAILED')
+    }
   }
 
   /** document: the job's PDF, from its pieces or its sourceUrl, in one shared buffer for the workers. */
@@ -368,6 +383,8 @@ export class JobRunner {
           writer.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
           ack()
         },
+        // PostScript's pages are counted as Ghostscript begins them: a cancel reaches it at its next page too.
+        onProgress: onPage,
       },
       job.accountId,
       config.jobTimeoutMs,

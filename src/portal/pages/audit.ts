@@ -16,7 +16,7 @@ import { EVENT_TYPES } from '../../domain/events.ts'
 /** Events a page. */
 export const PAGE_SIZE = 50
 /** An action as the service writes them (`key.roll`, `totp-lockout.clear`): anything else is refused, not searched for. */
-const ACTION = /^[a-z][a-z-]{0,40}(\.[a-z][a-z-]{0,40}){0,3}$/
+const ACTION = /^[a-z][a-z_-]{0,40}(\.[a-z][a-z_-]{0,40}){0,3}$/
 
 /** The actions an account's trail holds, offered as suggestions (the field takes any action). */
 const KNOWN_ACTIONS = [
@@ -43,6 +43,8 @@ const KNOWN_ACTIONS = [
   'user.sign-out',
   'user.recovery-codes',
   'user.password-check',
+  'job.cancel',
+  'job.result_delete',
   ...EVENT_TYPES,
 ]
 

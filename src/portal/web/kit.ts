@@ -20,9 +20,11 @@ import type { Factors } from '../../services/factors.ts'
 import type { Context, Failure } from '../../services/outcome.ts'
 import type { Team } from '../../services/team.ts'
 import type { Webhooks } from '../../services/webhooks.ts'
+import type { Jobs } from '../../services/jobs.ts'
 import type { Mailer } from '../../mail/mailer.ts'
 import type { Membership, Role, Session, User } from '../../domain/portal.ts'
 import type { Account } from '../../domain/accounts.ts'
+import { groupServedIn, type Region } from '../../domain/regions.ts'
 import type { Passwords } from '../../services/users/passwords.ts'
 import type { SignInThrottle } from '../../services/users/throttle.ts'
 import type { Users } from '../../services/users.ts'
@@ -36,6 +38,8 @@ export interface Kit {
   readonly accounts: Accounts
   readonly factors: Factors
   readonly webhooks: Webhooks
+  /** Conversion jobs: the account's jobs, their results, cancelling (there are none where the conversion group is not served). */
+  readonly jobs: Jobs
   /** Members and invitations (built by plugin.ts, over the portal's store). */
   readonly team: Team
   readonly mailer: Mailer
@@ -263,7 +267,10 @@ export interface SendOptions {
   readonly account?: { readonly id: string; readonly name: string; readonly here: AccountPage } | null
 }
 
-export type AccountPage = 'overview' | 'start' | 'keys' | 'subscriptions' | 'usage' | 'audit' | 'team' | 'webhooks'
+export type AccountPage = 'overview' | 'start' | 'keys' | 'subscriptions' | 'usage' | 'jobs' | 'audit' | 'team' | 'webhooks'
+
+/** servesJobs: whether a node of `region` has conversion jobs (and so the jobs page): where the conversion group is served. */
+export const servesJobs = (region: Region): boolean => groupServedIn('converter', region)
 
 const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
   ['overview', 'Overview'],
@@ -271,6 +278,7 @@ const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
   ['keys', 'Keys'],
   ['subscriptions', 'Subscriptions'],
   ['usage', 'Usage'],
+  ['jobs', 'Jobs'],
   ['team', 'Team'],
   ['webhooks', 'Webhooks'],
   ['audit', 'Audit'],
@@ -290,8 +298,9 @@ const STATUS_BADGE: Readonly<Record<Account['status'], Html>> = {
  * `<details>`: it opens without a script, and leads to each account's overview (a page the
  * user's role there always allows).
  */
-function accountNav(account: NonNullable<SendOptions['account']>, current: Current | null): Html {
+function accountNav(account: NonNullable<SendOptions['account']>, current: Current | null, region: Region): Html {
   const id = encodeURIComponent(account.id)
+  const pages = servesJobs(region) ? ACCOUNT_PAGES : ACCOUNT_PAGES.filter(([slug]) => slug !== 'jobs')
   const who = current !== null && isInAccount(current) && current.account.id === account.id ? current : null
   const others = who === null ? [] : who.memberships.filter((m) => m.accountId !== account.id)
   return html`<div class="account-bar">
@@ -304,7 +313,7 @@ ${
       )}<li><a href="/portal/home">All your accounts</a></li></ul></details>`
 }
 </div>
-<nav aria-label="${account.name}"><ul class="tabs">${ACCOUNT_PAGES.map(
+<nav aria-label="${account.name}"><ul class="tabs">${pages.map(
     ([slug, label]) => html`<li><a href="/portal/accounts/${id}/${slug}"${slug === account.here ? html` aria-current="page"` : ''}>${label}</a></li>`,
   )}</ul></nav>`
 }
@@ -319,7 +328,7 @@ export function sendPage(kit: Kit, reply: FastifyReply, options: SendOptions): F
       page({
         title,
         user: current === null ? null : { email: current.user.email, operator: current.user.operator, csrf: csrfToken(kit.pepper, current.session.idHash) },
-        nav: account === null ? null : accountNav(account, current),
+        nav: account === null ? null : accountNav(account, current, kit.config.region),
         body,
       }),
     )

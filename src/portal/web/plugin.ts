@@ -2,7 +2,7 @@
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
  * API-key guard never runs here. Each page module (pages/: auth, overview, keys, subscriptions, usage, audit,
- * team, security, start, webhooks; operator/: the operator pages) is a plugin given the same kit (kit.ts);
+ * team, security, start, webhooks, jobs; operator/: the operator pages) is a plugin given the same kit (kit.ts);
  * this file only wires.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -26,6 +26,7 @@ import teamPages, { css as teamCss } from '../pages/team.ts'
 import securityPages, { css as securityCss } from '../pages/security.ts'
 import operatorPages, { css as operatorCss } from '../operator/operator.ts'
 import webhookPages, { css as webhooksCss } from '../pages/webhooks.ts'
+import jobPages, { css as jobsCss } from '../pages/jobs.ts'
 
 export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 
@@ -47,17 +48,31 @@ function headers(reply: FastifyReply): FastifyReply {
 /** The longest form the portal takes: a sign-in with a 1 024-character password, escaped, fits. */
 export const FORM_LIMIT = 16_384
 
-const STYLESHEET = [PORTAL_CSS, overviewCss, keysCss, subscriptionsCss, startCss, usageCss, auditCss, teamCss, securityCss, operatorCss, webhooksCss].join('\n')
+const STYLESHEET = [
+  PORTAL_CSS,
+  overviewCss,
+  keysCss,
+  subscriptionsCss,
+  startCss,
+  usageCss,
+  auditCss,
+  teamCss,
+  securityCss,
+  operatorCss,
+  webhooksCss,
+  jobsCss,
+].join('\n')
 
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
 export default async function portal(app: FastifyInstance, opts: PortalOptions): Promise<void> {
   // Not `...opts`: Fastify's own options (the prefix) must not reach the page modules' registration.
-  const { config, accounts, factors, webhooks, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
+  const { config, accounts, factors, webhooks, jobs, mailer, passwords, throttle, pepper, now, metrics, users, team } = opts
   const kit: Kit = {
     config,
     accounts,
     factors,
     webhooks,
+    jobs,
     mailer,
     passwords,
     throttle,
@@ -107,6 +122,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
     securityPages,
     operatorPages,
     webhookPages,
+    jobPages,
   ]) {
     await app.register(pages, kit)
   }

@@ -222,9 +222,10 @@ function endOps({ query, audited }: Part): Pick<JobStore, 'finish' | 'cancel' | 
             WHERE account_id = $1 AND id = $2 AND result_type IS NOT NULL AND NOT result_gone AND NOT EXISTS (SELECT 1 FROM c) RETURNING *),
           j AS (SELECT * FROM c UNION ALL SELECT * FROM r),
           d AS (DELETE FROM conversion_job_pieces p USING j WHERE p.job_id = j.id AND (p.kind = 'result' OR j.status = 'cancelled')),
-          e AS (${auditInsert(4, 'j')})
+          e AS (${auditInsert(4, 'c')}),
+          f AS (${auditInsert(14, 'r')})
         SELECT * FROM j`,
-        [accountId, jobId, nowIso, ...audited(audit)],
+        [accountId, jobId, nowIso, ...audited(audit('job.cancel')), ...audited(audit('job.result_delete'))],
       )
       return rows[0] === undefined ? null : toJob(rows[0])
     },

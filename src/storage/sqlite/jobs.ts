@@ -220,7 +220,7 @@ function endOps({ q, batch, audit }: Jobs): Pick<JobStore, 'finish' | 'cancel' |
         const job: ConversionJob = toJob(row)
         if (job.status === 'cancelled') q.dropAll.run(jobId)
         else q.dropPieces.run(jobId, 'result')
-        audit(event)
+        audit(event(job.status === 'cancelled' ? 'job.cancel' : 'job.result_delete'))
         return job
       })
     },

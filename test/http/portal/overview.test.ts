@@ -129,6 +129,9 @@ test('the overview raises what needs attention: quota nearly used, a key about t
   )
   assert.match(page.text, new RegExp(`<a href="/portal/accounts/${app.accountId}/keys/${soon.key.id}">See the key</a>`))
   assert.match(page.text, /<a href="[^"]+\/audit\?action=factor\.verification_failed">See them in the audit trail<\/a>/)
+  const trail = await client.get(`/portal/accounts/${app.accountId}/audit?action=factor.verification_failed`)
+  assert.equal(trail.status, 200, 'the link leads to the failures (an action with an underscore is one)')
+  assert.equal((trail.text.match(/factor\.verification_failed/g) ?? []).length >= 3, true)
 
   // A viewer is not shown the webhooks (an admin's page), and a day later the failures are old news.
   const viewer = await signedInClient(app, { role: 'viewer' })

@@ -221,15 +221,15 @@ export function jobContract(withStore: WithStore): void {
     const a = await account(store)
     const queued = created(await store.jobs.submit(job(a), doc, null, 100))
     const running = created(await store.jobs.submit(job(a), doc, null, 100))
-    assert.equal((await store.jobs.cancel(a, queued.id, new Date().toISOString(), event(a, 'job.cancel')))?.status, 'cancelled')
-    assert.equal(await store.jobs.cancel(a, queued.id, new Date().toISOString(), event(a, 'job.cancel')), null, 'nothing left to do')
-    assert.equal(await store.jobs.cancel('acc_other', running.id, new Date().toISOString(), event(a, 'job.cancel')), null)
+    assert.equal((await store.jobs.cancel(a, queued.id, new Date().toISOString(), (action) => event(a, action)))?.status, 'cancelled')
+    assert.equal(await store.jobs.cancel(a, queued.id, new Date().toISOString(), (action) => event(a, action)), null, 'nothing left to do')
+    assert.equal(await store.jobs.cancel('acc_other', running.id, new Date().toISOString(), (action) => event(a, action)), null)
     const c = (await store.jobs.claim('n', NOW(), LEASE, 10, 3))!
     assert.equal(c.job.id, running.id)
-    assert.equal((await store.jobs.cancel(a, running.id, new Date().toISOString(), event(a, 'job.cancel')))?.status, 'cancelled')
+    assert.equal((await store.jobs.cancel(a, running.id, new Date().toISOString(), (action) => event(a, action)))?.status, 'cancelled')
     assert.equal(await store.jobs.renew(running.id, c.lease, NOW(), LEASE, 1, 2), false, 'its node learns at its next renewal')
     assert.equal(await store.jobs.writePiece(running.id, c.lease, 0, Buffer.from('x')), false)
-    assert.equal((await store.audit.list({ accountId: a, action: 'job.cancel', limit: 10 })).items.length, 2)
+    assert.equal((await store.audit.list({ accountId: a, action: 'job.cancel', limit: 10 })).items.length, 2, 'one event a cancel that did something')
 
     const kept = created(await store.jobs.submit(job(a), doc, null, 100))
     const k = (await store.jobs.claim('n', NOW(), LEASE, 10, 3))!
@@ -242,8 +242,14 @@ export function jobContract(withStore: WithStore): void {
       new Date().toISOString(),
       event(a, 'conversion.succeeded'),
     )
-    const deleted = await store.jobs.cancel(a, kept.id, new Date().toISOString(), event(a, 'job.result_delete'))
+    const deleted = await store.jobs.cancel(a, kept.id, new Date().toISOString(), (action) => event(a, action))
     assert.deepEqual([deleted?.status, deleted?.result, deleted?.resultGone], ['succeeded', null, true])
+    const deletions = await store.audit.list({ accountId: a, action: 'job.result_delete', limit: 10 })
+    assert.deepEqual(
+      deletions.items.map((e) => e.action),
+      ['job.result_delete'],
+      'the event says what the store did',
+    )
     assert.equal(await store.jobs.resultPiece(kept.id, 0), null)
 
     const expiring = created(await store.jobs.submit(job(a), doc, null, 100))

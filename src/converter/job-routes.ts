@@ -5,7 +5,6 @@
  * A result is streamed from the store piece by piece, from whichever node is asked.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
@@ -14,7 +13,7 @@ import { isJobStatus, type ConversionJob } from '../domain/jobs.ts'
 import { isFailure } from '../services/outcome.ts'
 import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
 import { readParts } from './upload.ts'
-import { dropWhenStalled } from './stall.ts'
+import { sendJobResult } from '../http/job-result.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
 
 export interface JobRouteOptions {
@@ -121,16 +120,7 @@ async function submit(opts: JobRouteOptions, places: UploadPlaces, request: Fast
 async function result(opts: JobRouteOptions, request: FastifyRequest<{ Params: { jobID: string } }>, reply: FastifyReply) {
   const found = await opts.jobs.result(request.caller!.accountId, request.params.jobID)
   if (isRefusal(found)) throw refusalError(found)
-  const { job, pieces } = found
-  const info = job.result!
-  // A client that takes nothing for CLIENT_STALL_TIMEOUT_MS is dropped, as from a synchronous conversion.
-  dropWhenStalled(reply.raw, opts.config.clientStallTimeoutMs, () => request.log.warn('client took no bytes of a job result: dropped'))
-  return reply
-    .type(info.type)
-    .header('content-length', String(info.bytes))
-    .header('content-disposition', `attachment; filename="${info.name}"`)
-    .header('x-page-count', String(info.pages))
-    .send(Readable.from(pieces(), { objectMode: false }))
+  return sendJobResult(request, reply, found, opts.config.clientStallTimeoutMs)
 }
 
 async function list(opts: JobRouteOptions, request: FastifyRequest<{ Querystring: Record<string, string | undefined> }>) {

@@ -78,19 +78,10 @@ export interface ConversionJob {
 }
 
 /** A job as submitted: the sealed part (password, URLs) stays in the store, sealed. */
-export interface NewJob {
-  readonly id: string
-  readonly accountId: string
-  readonly keyId: string
-  readonly operation: JobOperation
-  readonly options: JobOptions
-  readonly basename: string
-  readonly source: 'upload' | 'url'
-  readonly hasResultUrl: boolean
-  readonly metadata: Readonly<Record<string, unknown>> | null
+export interface NewJob
+  extends Pick<ConversionJob, 'id' | 'accountId' | 'keyId' | 'operation' | 'options' | 'basename' | 'source' | 'hasResultUrl' | 'metadata' | 'createdAt'> {
   /** The sealed secrets of the job (its PDF password, source and result URLs), or null when it has none. */
   readonly sealed: string | null
-  readonly createdAt: string
 }
 
 /** An Idempotency-Key and the fingerprint of the request it came with. */

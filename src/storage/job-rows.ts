@@ -3,7 +3,7 @@
  * (rows as SQLite or pg gives them: text or Date times, text or parsed JSON, integers or
  * bigint strings, 0/1 or booleans).
  */
-import type { ConversionJob, JobError, JobOperation, JobOptions, JobStatus } from '../domain/jobs.ts'
+import type { ConversionJob, Idempotency, JobError, JobOperation, JobOptions, JobStatus, NewJob } from '../domain/jobs.ts'
 import { isJobId } from '../domain/jobs.ts'
 import { CursorError } from '../domain/errors.ts'
 import { iso, type Row } from './rows.ts'
@@ -53,6 +53,25 @@ export function pieces(bytes: Uint8Array, size: number): Uint8Array[] {
   return out
 }
 
-/** The job's columns as submitted, in the INSERT's order. */
+/** The job's columns as submitted, in the INSERT's order (status is 'queued', written by the statement). */
 export const JOB_INSERT_COLUMNS =
   'id, account_id, key_id, status, operation, options, basename, source, has_result_url, metadata, sealed, idempotency_key, fingerprint, created_at'
+
+/** jobInsertValues: the values of JOB_INSERT_COLUMNS but status, a flag as the adapter keeps one (`flag`). */
+export function jobInsertValues(job: NewJob, idempotency: Idempotency | null, flag: (value: boolean) => unknown): unknown[] {
+  return [
+    job.id,
+    job.accountId,
+    job.keyId,
+    job.operation,
+    JSON.stringify(job.options),
+    job.basename,
+    job.source,
+    flag(job.hasResultUrl),
+    job.metadata === null ? null : JSON.stringify(job.metadata),
+    job.sealed,
+    idempotency?.key ?? null,
+    idempotency?.fingerprint ?? null,
+    job.createdAt,
+  ]
+}

@@ -13,6 +13,7 @@ import { VERSION } from '../version.ts'
 import { openSecret } from './secret.ts'
 import { send, type SendOptions } from './send.ts'
 import { signature } from './sign.ts'
+import { Poller } from '../ops/poller.ts'
 
 export type DeliveryOutcome = 'delivered' | 'retry' | 'failed'
 
@@ -52,47 +53,27 @@ export function backoffMs(tries: number, baseMs: number, maxMs: number, random: 
 export class WebhookWorker {
   readonly #o: WorkerOptions
   readonly #now: () => number
-  #timer: NodeJS.Timeout | undefined
-  #tick: Promise<void> | null = null
-  #closed = false
-  #again = false
+  readonly #poller: Poller
   #lastPrune = 0
 
   constructor(options: WorkerOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+    this.#poller = new Poller(() => this.#run(), options.config.webhookPollMs)
   }
 
   start(): void {
-    this.#schedule(0)
+    this.#poller.start()
   }
 
   /** nudge: work may be due (a re-send); look now rather than at the next poll. Never required. */
   nudge(): void {
-    if (this.#tick !== null) this.#again = true
-    else this.#schedule(0)
+    this.#poller.nudge()
   }
 
   /** close stops polling and waits for the deliveries under way (each bounded by WEBHOOK_TIMEOUT_MS). */
-  async close(): Promise<void> {
-    this.#closed = true
-    clearTimeout(this.#timer)
-    await this.#tick
-  }
-
-  #schedule(ms: number): void {
-    clearTimeout(this.#timer)
-    if (this.#closed) return
-    this.#timer = setTimeout(() => {
-      this.#tick = this.#run().finally(() => {
-        this.#tick = null
-        const again = this.#again
-        this.#again = false
-        this.#schedule(again ? 0 : this.#o.config.webhookPollMs)
-      })
-    }, ms)
-    // The server's own handles keep the process alive; a worker alone never should.
-    this.#timer.unref()
+  close(): Promise<void> {
+    return this.#poller.close()
   }
 
   async #run(): Promise<void> {
@@ -108,7 +89,7 @@ export class WebhookWorker {
       const claimed = await store.claim(config.webhookConcurrency, now, config.webhookTimeoutMs * 2 + 5000)
       await Promise.all(claimed.map((c) => this.#deliver(c)))
       // A full batch: there may be more due, take it now rather than after a poll.
-      if (claimed.length === config.webhookConcurrency && !this.#closed) this.#again = true
+      if (claimed.length === config.webhookConcurrency) this.#poller.nudge()
     } catch (error) {
       this.#o.onError(error as Error, 'webhooks')
     }

@@ -35,6 +35,7 @@ import { PoolError, shared, type ConversionPool, type Running } from '../pool.ts
 import type { Job } from '../protocol.ts'
 import { isPdf } from '../upload.ts'
 import { fetchSource, putResult } from './transfer.ts'
+import { Poller } from '../../ops/poller.ts'
 
 type RunnerConfig = Pick<
   Config,
@@ -115,16 +116,14 @@ export class JobRunner {
   readonly #o: RunnerOptions
   readonly #now: () => number
   readonly #runs = new Map<string, Run>()
-  #timer: NodeJS.Timeout | undefined
-  #tick: Promise<void> | null = null
-  #again = false
-  #closed = false
+  readonly #poller: Poller
   #lastSweep = 0
   #lastPrune = 0
 
   constructor(options: RunnerOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+    this.#poller = new Poller(() => this.#claimAll(), options.config.jobPollMs)
   }
 
   get #leaseMs(): number {
@@ -132,20 +131,17 @@ export class JobRunner {
   }
 
   start(): void {
-    this.#schedule(0)
+    this.#poller.start()
   }
 
   /** nudge: a job may be waiting (a submission here, a job ended); look now rather than at the next poll. */
   nudge(): void {
-    if (this.#tick !== null) this.#again = true
-    else this.#schedule(0)
+    this.#poller.nudge()
   }
 
   /** close stops claiming, stops the jobs under way and gives them back to the queue (not as attempts). */
   async close(): Promise<void> {
-    this.#closed = true
-    clearTimeout(this.#timer)
-    await this.#tick
+    await this.#poller.close()
     const runs = [...this.#runs.values()]
     for (const run of runs) {
       run.closing = true
@@ -156,20 +152,6 @@ export class JobRunner {
     clearTimeout(timer)
     // A run still fetching or uploading is given back now: whatever it does after, its lease is gone.
     await Promise.all([...this.#runs.values()].map((r) => this.#o.store.release(r.claimed.job.id, r.claimed.lease, false).catch(() => false)))
-  }
-
-  #schedule(ms: number): void {
-    clearTimeout(this.#timer)
-    if (this.#closed) return
-    this.#timer = setTimeout(() => {
-      this.#tick = this.#claimAll().finally(() => {
-        this.#tick = null
-        const again = this.#again
-        this.#again = false
-        this.#schedule(again ? 0 : this.#o.config.jobPollMs)
-      })
-    }, ms)
-    this.#timer.unref()
   }
 
   /** claimAll fails the poison jobs, prunes, and claims jobs while this node has places. */
@@ -186,7 +168,7 @@ export class JobRunner {
         const pruned = await store.prune(new Date(now).toISOString(), new Date(now - config.jobRetentionDays * 86_400_000).toISOString())
         if (pruned.results + pruned.jobs > 0) log.info(pruned, 'conversion job results and records pruned')
       }
-      while (!this.#closed && this.#runs.size < config.jobWorkers) {
+      while (!this.#poller.closed && this.#runs.size < config.jobWorkers) {
         const claimed = await store.claim(this.#o.node, this.#now(), this.#leaseMs, config.jobMaxRunningPerAccount, config.jobMaxAttempts)
         if (claimed === null) break
         if (claimed.reclaimed) this.#o.metrics?.jobLeaseExpired()

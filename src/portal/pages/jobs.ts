@@ -8,7 +8,6 @@
  * and links: nothing here needs a script.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Readable } from 'node:stream'
 import { html, type Html } from '../web/html.ts'
 import type { InAccount, Kit } from '../web/kit.ts'
 import { actorOf, atLeast, csrfField, formExpired, formField, formOk, notFound, pageRoute, refusedPage, sendPage, servesJobs, whoIn } from '../web/kit.ts'
@@ -17,7 +16,7 @@ import { isJobId, isJobStatus, type ConversionJob, type JobStatus } from '../../
 import { isFailure } from '../../services/outcome.ts'
 import { isRefusal, jobView, type JobRefusal } from '../../services/jobs.ts'
 import { render } from '../../errors/catalogue.ts'
-import { dropWhenStalled } from '../../converter/stall.ts'
+import { sendJobResult } from '../../http/job-result.ts'
 import { accountPath, regionBase } from '../web/labels.ts'
 import { canCancel, confirmCancel, confirmDelete, durationText, emptyState, filterForm, jobTable, JOBS_WITH, pager } from './jobs-view.ts'
 
@@ -125,15 +124,7 @@ async function download(kit: Kit, request: FastifyRequest<{ Params: Params }>, r
       body: html`<p class="error" role="alert">${refusalText(found)}.</p><p><a href="${accountPath(who.account.id, 'jobs')}">Back to the jobs</a></p>`,
     })
   }
-  const info = found.job.result!
-  // A client that takes nothing for CLIENT_STALL_TIMEOUT_MS is dropped, as from the API.
-  dropWhenStalled(reply.raw, kit.config.clientStallTimeoutMs, () => request.log.warn('client took no bytes of a job result: dropped'))
-  return reply
-    .type(info.type)
-    .header('content-length', String(info.bytes))
-    .header('content-disposition', `attachment; filename="${info.name}"`)
-    .header('x-page-count', String(info.pages))
-    .send(Readable.from(found.pieces(), { objectMode: false }))
+  return sendJobResult(request, reply, found, kit.config.clientStallTimeoutMs)
 }
 
 /** The two changes: what each asks of the job, how it is confirmed, and where it leads. */

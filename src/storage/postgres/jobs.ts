@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto'
 import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
-import { JOB_INSERT_COLUMNS, readJobCursor, toJob } from '../job-rows.ts'
+import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
 import { auditInsert, type Part } from './part.ts'
 
 /** The advisory lock key of claims ('tessera jobs'). */
@@ -62,21 +62,7 @@ function submitOps({ query, transaction }: Part): Pick<JobStore, 'submit' | 'get
         const { rows } = await tx(
           'job-insert',
           `INSERT INTO conversion_jobs (${JOB_INSERT_COLUMNS}) VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *`,
-          [
-            job.id,
-            job.accountId,
-            job.keyId,
-            job.operation,
-            JSON.stringify(job.options),
-            job.basename,
-            job.source,
-            job.hasResultUrl,
-            job.metadata === null ? null : JSON.stringify(job.metadata),
-            job.sealed,
-            idempotency?.key ?? null,
-            idempotency?.fingerprint ?? null,
-            job.createdAt,
-          ],
+          jobInsertValues(job, idempotency, (flag) => flag),
         )
         return { created: toJob(rows[0]!) }
       })

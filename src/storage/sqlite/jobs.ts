@@ -6,10 +6,10 @@
  * step: the audit_events trigger writes the webhook outbox from it.
  */
 import { randomBytes } from 'node:crypto'
-import type { DatabaseSync } from 'node:sqlite'
+import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
-import { JOB_INSERT_COLUMNS, readJobCursor, toJob } from '../job-rows.ts'
+import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -100,21 +100,7 @@ function submitOps({ db, q, batch }: Jobs): Pick<JobStore, 'submit' | 'get' | 'l
           }
         }
         if (Number(q.active.get(job.accountId)?.n) >= maxActive) return { limit: maxActive }
-        q.insert.run(
-          job.id,
-          job.accountId,
-          job.keyId,
-          job.operation,
-          JSON.stringify(job.options),
-          job.basename,
-          job.source,
-          job.hasResultUrl ? 1 : 0,
-          job.metadata === null ? null : JSON.stringify(job.metadata),
-          job.sealed,
-          idempotency?.key ?? null,
-          idempotency?.fingerprint ?? null,
-          job.createdAt,
-        )
+        q.insert.run(...(jobInsertValues(job, idempotency, (flag) => (flag ? 1 : 0)) as SQLInputValue[]))
         for (const [seq, bytes] of document.entries()) q.piece.run(job.id, 'document', seq, bytes)
         return { created: toJob(q.byId.get(job.id) as Row) }
       })

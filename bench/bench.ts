@@ -8,8 +8,8 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
- * BENCH_ONLY=totp|scale|convert|admin|portal|signin|factors runs one part (admin: the admin API's paging and
- * usage reports on 100 000 accounts, bench/admin.ts).
+ * BENCH_ONLY=totp|scale|convert|jobs|admin|portal|signin|factors runs one part (admin: the admin API's paging and
+ * usage reports on 100 000 accounts, bench/admin.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -32,6 +32,7 @@ import { adminBench } from './admin.ts'
 import { portalBench } from './portal.ts'
 import { signinBench } from './signin.ts'
 import { factorsBench } from './factors.ts'
+import { jobsBench } from './jobs.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -198,6 +199,10 @@ if (only === undefined || only === 'convert') {
     if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
     process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
   } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+}
+if (only === undefined || only === 'jobs') {
+  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) await jobsBench()
+  else process.stdout.write('Conversion jobs bench skipped: the shared corpus (../shared/corpus) is absent.\n')
 }
 if (only === undefined || only === 'admin') await adminBench()
 if (only === undefined || only === 'portal') await portalBench()

@@ -506,7 +506,7 @@ export const settings = {
     Math.max(1, Math.min(availableParallelism(), 8) - 1),
     0,
     64,
-    'Conversion jobs (`/converter/jobs`) this node runs at once (default: one fewer than `CONVERTER_WORKERS`, at least 1; 0: this node runs none, it only takes submissions). Synchronous conversions keep the other workers, and take back a worker that helps a job at its next page.',
+    'Conversion jobs (`/converter/jobs`) this node runs at once: at most one fewer than `CONVERTER_WORKERS` (at least 1), whatever is set, so that synchronous conversions keep a worker, and take back a worker that helps a job at its next page; 0: this node runs none, it only takes submissions.',
   ),
   jobMaxPages: int('JOB_MAX_PAGES', 5000, 1, 1000000, 'Most pages the document of a conversion job may have (the synchronous limit is `MAX_PAGES`).'),
   jobTimeoutMs: int(

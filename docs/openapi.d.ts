@@ -784,7 +784,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1065,7 +1065,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1279,7 +1279,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1499,7 +1499,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1695,7 +1695,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1977,7 +1977,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2126,7 +2126,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2269,7 +2269,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2485,7 +2485,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2706,7 +2706,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2941,7 +2941,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3110,7 +3110,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3302,7 +3302,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3485,7 +3485,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3700,7 +3700,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4271,7 +4271,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data. */
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
             415: {
                 headers: {
                     [name: string]: unknown;

@@ -70,7 +70,7 @@ export const catalogue = {
   UNSUPPORTED_MEDIA_TYPE: entry(
     415,
     'list',
-    'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data.',
+    'Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too).',
     'The body is not of a type the route takes.',
   ),
   MALFORMED_BODY: entry(

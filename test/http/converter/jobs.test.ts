@@ -197,6 +197,15 @@ test('bad submissions get their catalogue errors, all at once; a private sourceU
     body: '{"operation":"image","sourceUrl":"https://example.com/a.pdf","metadata":{"k":"\\ud800"},"password":"\\udc00"}',
   })
   assert.deepEqual(await codes(surrogate), ['METADATA_INVALID', 'PASSWORD_INVALID'])
+  const plain = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key, 'content-type': 'text/plain' }, body: 'a.pdf' })
+  assert.equal(plain.status, 415)
+  assert.deepEqual(await codes(plain), ['UNSUPPORTED_MEDIA_TYPE'])
+  const broken = await fetch(`${app.url}/converter/jobs`, {
+    method: 'POST',
+    headers: { 'x-api-key': app.key, 'content-type': 'application/json' },
+    body: '{"operation":',
+  })
+  assert.equal(broken.status, 400)
   const listed = await fetch(`${app.url}/converter/jobs?status=done&limit=500`, { headers: { 'x-api-key': app.key } })
   assert.equal(listed.status, 400)
   const cursor = await fetch(`${app.url}/converter/jobs?after=job_..%2Fx`, { headers: { 'x-api-key': app.key } })

@@ -8,6 +8,10 @@ import https from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import { Webhook } from 'standardwebhooks'
 import type { Running } from './helper.ts'
+import { Webhooks } from '../../src/services/webhooks.ts'
+import { resolveKeyring } from '../../src/config/encryption.ts'
+import { isFailure } from '../../src/services/outcome.ts'
+import { SYSTEM } from '../../src/domain/accounts.ts'
 
 export interface Delivery {
   readonly id: string
@@ -103,4 +107,16 @@ export function factorEvent(
     outcome: options.outcome ?? 'success',
     detail: options.detail ?? { userID: 'u1' },
   })
+}
+
+/** listening: a receiver started for the test, and the app's account's endpoint (every event type) pointing at it, its secret known to it. */
+export async function listening(app: Pick<Running, 'store' | 'config' | 'accountId'>, t: { after(fn: () => unknown): void }): Promise<Receiver> {
+  const receiver = await new Receiver().start()
+  t.after(() => receiver.stop())
+  const made = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
+    url: `http://127.0.0.1:${receiver.port}/hooks`,
+  })
+  if (isFailure(made)) throw new Error(made.message)
+  receiver.secret = made.secret
+  return receiver
 }

@@ -12,10 +12,7 @@ import net, { type AddressInfo } from 'node:net'
 import { once } from 'node:events'
 import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
 import { createCaller, startApp, type Running } from '../../support/helper.ts'
-import { Receiver, waitFor } from '../../support/receiver.ts'
-import { Webhooks } from '../../../src/services/webhooks.ts'
-import { resolveKeyring } from '../../../src/config/encryption.ts'
-import { isFailure } from '../../../src/services/outcome.ts'
+import { listening, waitFor } from '../../support/receiver.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 
 const DOC = 'pdflatex-4-pages.pdf'
@@ -75,13 +72,7 @@ async function bucket(t: { after(fn: () => unknown): void }) {
 
 test('a job runs to its event, its result is the synchronous answer, and reaches its resultUrl', { skip: SKIP_CORPUS, timeout: 120_000 }, async (t) => {
   const app = await startApp(t, { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_POLL_MS: '50', JOB_POLL_MS: '50', PLAN_RATE: '0' })
-  const receiver = await new Receiver().start()
-  t.after(() => receiver.stop())
-  const made = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
-    url: `http://127.0.0.1:${receiver.port}/hooks`,
-  })
-  assert.ok(!isFailure(made))
-  receiver.secret = made.secret
+  const receiver = await listening(app, t)
   const { puts, url } = await bucket(t)
 
   const res = await submit(app, {

@@ -7,25 +7,15 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { post, startApp, testClock } from '../../support/helper.ts'
-import { Receiver, waitFor } from '../../support/receiver.ts'
+import { listening, waitFor } from '../../support/receiver.ts'
 import { codeOf, enroll, path, wrong } from '../../support/factors.ts'
-import { Webhooks } from '../../../src/services/webhooks.ts'
-import { resolveKeyring } from '../../../src/config/encryption.ts'
-import { isFailure } from '../../../src/services/outcome.ts'
-import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { EVENT_TYPES } from '../../../src/domain/events.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
 test("every factor event reaches the account's endpoint, signed, once, without a secret", async (t) => {
   const app = await startApp(t, { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_POLL_MS: '50', OTP_MAX_FAILURES: '3', PLAN_RATE: '0' }, testClock(T0))
-  const receiver = await new Receiver().start()
-  t.after(() => receiver.stop())
-  const made = await new Webhooks({ store: app.store, keyring: resolveKeyring(app.config), config: app.config }).create({ actor: SYSTEM }, app.accountId, {
-    url: `http://127.0.0.1:${receiver.port}/hooks`,
-  })
-  assert.ok(!isFailure(made))
-  receiver.secret = made.secret
+  const receiver = await listening(app, t)
 
   const f = await enroll(app, 'user-42')
   const { recoveryCodes } = (await (await post(app.url, path('user-42', '/recovery-codes'), app.key, {})).json()) as { recoveryCodes: string[] }

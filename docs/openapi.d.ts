@@ -4021,7 +4021,7 @@ export interface operations {
                  *       "operation": "image",
                  *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
                  *       "dpi": 150,
-                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=86400&X-Amz-Signature=3f2a9c",
                  *       "metadata": {
                  *         "batch": "2026-11",
                  *         "invoice": "INV-7"
@@ -4073,7 +4073,7 @@ export interface operations {
                  *       "operation": "image",
                  *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
                  *       "dpi": 150,
-                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=86400&X-Amz-Signature=3f2a9c",
                  *       "metadata": {
                  *         "batch": "2026-11",
                  *         "invoice": "INV-7"
@@ -4125,7 +4125,7 @@ export interface operations {
                  *       "operation": "image",
                  *       "sourceUrl": "https://files.example.com/scans/2026-11.pdf",
                  *       "dpi": 150,
-                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Signature=…",
+                 *       "resultUrl": "https://bucket.s3.eu-central-1.amazonaws.com/out/2026-11.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=86400&X-Amz-Signature=3f2a9c",
                  *       "metadata": {
                  *         "batch": "2026-11",
                  *         "invoice": "INV-7"

@@ -325,6 +325,12 @@ function pooledTransaction(pool: pg.Pool): Transaction {
       throw new UnavailableError(DEPENDENCY, error)
     }
     let broken = false
+    // A connection lost while the client is checked out is an 'error' event of the client, which nothing else listens to
+    // then (the pool does while it is idle): unheard, it would end the process. The query under way fails with it.
+    const lost = () => {
+      broken = true
+    }
+    client.on('error', lost)
     const q: Query = async (name, text, values) => {
       try {
         return await client.query<Row>(name === null ? { text, values } : { name, text, values })
@@ -346,6 +352,7 @@ function pooledTransaction(pool: pg.Pool): Transaction {
         })
       throw error
     } finally {
+      client.off('error', lost)
       // A connection that failed mid-transaction is not given back to the pool.
       client.release(broken)
     }

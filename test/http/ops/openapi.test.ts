@@ -39,6 +39,12 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /totp/users/{userID}/recovery-codes': 'createRecoveryCodes',
   'POST /totp/users/{userID}/recover': 'recoverUser',
   'DELETE /totp/users/{userID}': 'deleteUser',
+  // Conversion jobs: ours too.
+  'POST /converter/jobs': 'submitConversionJob',
+  'GET /converter/jobs': 'listConversionJobs',
+  'GET /converter/jobs/{jobID}': 'getConversionJob',
+  'GET /converter/jobs/{jobID}/result': 'getConversionJobResult',
+  'DELETE /converter/jobs/{jobID}': 'cancelConversionJob',
 }
 
 interface Operation {

@@ -299,8 +299,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * PDF to PNG: one page as a PNG, several as a zip of PNGs
-         * @description The zip holds `<basename>-<page>.png` (page numbers zero-padded to the width of the page count), in page order, stored without recompression, and is streamed as pages are rendered.
+         * PDF to images (PNG, JPEG, WebP, TIFF) or thumbnails: one page as an image, several as a zip of images or one multi-page TIFF
+         * @description PNG by default, as always. The zip holds `<basename>-<page>.<png|jpg|webp>` (page numbers zero-padded to the width of the page count), in page order, stored without recompression; it and a multi-page TIFF are streamed as pages are rendered. `width` and/or `height` make thumbnails: each page fitted within the box, its aspect kept, the limiting side exactly the box's.
          */
         post: operations["generateImage"];
         delete?: never;
@@ -3377,13 +3377,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "pdfDocument": "(the PDF file)",
-                 *       "pages": "1-3",
-                 *       "dpi": 150
-                 *     }
-                 */
                 "multipart/form-data": {
                     /**
                      * Format: binary
@@ -3400,15 +3393,38 @@ export interface operations {
                     /** @description Password of an encrypted PDF. */
                     password?: string;
                     /**
-                     * @description Resolution of the PNGs.
+                     * @description Resolution of the images (not with `width` or `height`).
                      * @default 150
                      */
                     dpi?: number;
+                    /**
+                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
+                     * @default png
+                     * @enum {string}
+                     */
+                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
+                    width?: number;
+                    /** @description See `width`. */
+                    height?: number;
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    quality?: number;
+                    /**
+                     * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
+                     * @enum {string}
+                     */
+                    compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                    /**
+                     * @description TIFF only: 8 (gray levels or colours, as `colorMode`) or 1 (black and white: the gray levels cut at the middle, as fax pages are).
+                     * @default 8
+                     * @enum {integer}
+                     */
+                    bitDepth?: 1 | 8;
                 };
             };
         };
         responses: {
-            /** @description The page, or a zip of the pages. */
+            /** @description The page, or a zip of the pages, or one multi-page TIFF. */
             200: {
                 headers: {
                     /** @description Pages in the result. */
@@ -3419,6 +3435,9 @@ export interface operations {
                 };
                 content: {
                     "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                    "image/tiff": string;
                     "application/zip": string;
                 };
             };
@@ -3437,6 +3456,22 @@ export interface operations {
              *
              *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
              *
+             *     `IMAGE_FORMAT_INVALID`: format must be one of {formats}.
+             *
+             *     `BOX_SIZE_INVALID`: {field} must be a whole number of pixels from 1 to {max}.
+             *
+             *     `SIZE_CONFLICT`: Give a dpi, or a width and/or height to fit the page within, not both.
+             *
+             *     `QUALITY_INVALID`: quality must be a whole number from 1 to 100.
+             *
+             *     `COMPRESSION_INVALID`: compression must be one of {compressions}.
+             *
+             *     `BIT_DEPTH_INVALID`: bitDepth must be 1 or 8.
+             *
+             *     `COMPRESSION_BIT_DEPTH_CONFLICT`: compression {compression} needs bitDepth {bitDepth}.
+             *
+             *     `OPTION_NOT_APPLICABLE`: {field} applies to {formats} only, not to {format}.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -3448,7 +3483,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -3520,6 +3555,8 @@ export interface operations {
              *     `PAGE_TOO_LARGE`: Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. Use a dpi of {fit} or less.
              *
              *     `PAGE_TOO_LARGE_AT_ANY_DPI`: Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. The page is too large at any allowed dpi (even at {minDpi}).
+             *
+             *     `BOX_TOO_LARGE`: Page {page} fitted within {box} would be {size} pixels, {megapixels} megapixels; the limit is {limit}. Give a smaller width or height.
              */
             422: {
                 headers: {
@@ -3530,7 +3567,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI";
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI" | "BOX_TOO_LARGE";
                         message: string;
                     }[];
                 };
@@ -3876,6 +3913,18 @@ export interface operations {
                                 pages: string | null;
                                 /** @enum {string} */
                                 colorMode: "rgb" | "gray";
+                                /** @description An `image` job's format and the options given for it (absent: PNG). */
+                                image?: {
+                                    /** @enum {string} */
+                                    format: "png" | "jpeg" | "webp" | "tiff";
+                                    width?: number;
+                                    height?: number;
+                                    quality?: number;
+                                    /** @enum {string} */
+                                    compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                                    /** @enum {integer} */
+                                    bitDepth?: 1 | 8;
+                                };
                             };
                             /**
                              * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
@@ -3908,7 +3957,7 @@ export interface operations {
                                 url: string;
                                 /** @description Bytes. */
                                 size: number;
-                                /** @description image/png, application/zip or application/postscript. */
+                                /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
                                 type: string;
                                 name: string;
                                 pages: number;
@@ -4035,17 +4084,40 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
                      * @enum {string}
                      */
                     operation: "image" | "postscript";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
-                     * @description Resolution of the PNGs (`image`).
+                     * @description Resolution of the images (not with `width` or `height`).
                      * @default 150
                      */
                     dpi?: number;
+                    /**
+                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
+                     * @default png
+                     * @enum {string}
+                     */
+                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
+                    width?: number;
+                    /** @description See `width`. */
+                    height?: number;
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    quality?: number;
+                    /**
+                     * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
+                     * @enum {string}
+                     */
+                    compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                    /**
+                     * @description TIFF only: 8 (gray levels or colours, as `colorMode`) or 1 (black and white: the gray levels cut at the middle, as fax pages are).
+                     * @default 8
+                     * @enum {integer}
+                     */
+                    bitDepth?: 1 | 8;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -4087,17 +4159,40 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
                      * @enum {string}
                      */
                     operation: "image" | "postscript";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
-                     * @description Resolution of the PNGs (`image`).
+                     * @description Resolution of the images (not with `width` or `height`).
                      * @default 150
                      */
                     dpi?: number;
+                    /**
+                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
+                     * @default png
+                     * @enum {string}
+                     */
+                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
+                    width?: number;
+                    /** @description See `width`. */
+                    height?: number;
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    quality?: number;
+                    /**
+                     * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
+                     * @enum {string}
+                     */
+                    compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                    /**
+                     * @description TIFF only: 8 (gray levels or colours, as `colorMode`) or 1 (black and white: the gray levels cut at the middle, as fax pages are).
+                     * @default 8
+                     * @enum {integer}
+                     */
+                    bitDepth?: 1 | 8;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -4139,17 +4234,40 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
                      * @enum {string}
                      */
                     operation: "image" | "postscript";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
-                     * @description Resolution of the PNGs (`image`).
+                     * @description Resolution of the images (not with `width` or `height`).
                      * @default 150
                      */
                     dpi?: number;
+                    /**
+                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
+                     * @default png
+                     * @enum {string}
+                     */
+                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
+                    width?: number;
+                    /** @description See `width`. */
+                    height?: number;
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    quality?: number;
+                    /**
+                     * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
+                     * @enum {string}
+                     */
+                    compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                    /**
+                     * @description TIFF only: 8 (gray levels or colours, as `colorMode`) or 1 (black and white: the gray levels cut at the middle, as fax pages are).
+                     * @default 8
+                     * @enum {integer}
+                     */
+                    bitDepth?: 1 | 8;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -4209,6 +4327,22 @@ export interface operations {
              *
              *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
              *
+             *     `IMAGE_FORMAT_INVALID`: format must be one of {formats}.
+             *
+             *     `BOX_SIZE_INVALID`: {field} must be a whole number of pixels from 1 to {max}.
+             *
+             *     `SIZE_CONFLICT`: Give a dpi, or a width and/or height to fit the page within, not both.
+             *
+             *     `QUALITY_INVALID`: quality must be a whole number from 1 to 100.
+             *
+             *     `COMPRESSION_INVALID`: compression must be one of {compressions}.
+             *
+             *     `BIT_DEPTH_INVALID`: bitDepth must be 1 or 8.
+             *
+             *     `COMPRESSION_BIT_DEPTH_CONFLICT`: compression {compression} needs bitDepth {bitDepth}.
+             *
+             *     `OPTION_NOT_APPLICABLE`: {field} applies to {formats} only, not to {format}.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
@@ -4234,7 +4368,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -4428,6 +4562,18 @@ export interface operations {
                             pages: string | null;
                             /** @enum {string} */
                             colorMode: "rgb" | "gray";
+                            /** @description An `image` job's format and the options given for it (absent: PNG). */
+                            image?: {
+                                /** @enum {string} */
+                                format: "png" | "jpeg" | "webp" | "tiff";
+                                width?: number;
+                                height?: number;
+                                quality?: number;
+                                /** @enum {string} */
+                                compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                                /** @enum {integer} */
+                                bitDepth?: 1 | 8;
+                            };
                         };
                         /**
                          * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
@@ -4460,7 +4606,7 @@ export interface operations {
                             url: string;
                             /** @description Bytes. */
                             size: number;
-                            /** @description image/png, application/zip or application/postscript. */
+                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
                             type: string;
                             name: string;
                             pages: number;
@@ -4623,6 +4769,18 @@ export interface operations {
                             pages: string | null;
                             /** @enum {string} */
                             colorMode: "rgb" | "gray";
+                            /** @description An `image` job's format and the options given for it (absent: PNG). */
+                            image?: {
+                                /** @enum {string} */
+                                format: "png" | "jpeg" | "webp" | "tiff";
+                                width?: number;
+                                height?: number;
+                                quality?: number;
+                                /** @enum {string} */
+                                compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
+                                /** @enum {integer} */
+                                bitDepth?: 1 | 8;
+                            };
                         };
                         /**
                          * @description Uploaded with the job, or fetched from its sourceUrl (never shown).
@@ -4655,7 +4813,7 @@ export interface operations {
                             url: string;
                             /** @description Bytes. */
                             size: number;
-                            /** @description image/png, application/zip or application/postscript. */
+                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
                             type: string;
                             name: string;
                             pages: number;
@@ -4778,7 +4936,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The PNG, the zip of PNGs or the PostScript, streamed; the same bytes as the synchronous route's answer. */
+            /** @description The image, the zip of images, the multi-page TIFF or the PostScript, streamed; the same bytes as the synchronous route's answer. */
             200: {
                 headers: {
                     /** @description Pages in the result. */
@@ -4789,6 +4947,9 @@ export interface operations {
                 };
                 content: {
                     "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                    "image/tiff": string;
                     "application/zip": string;
                     "application/postscript": string;
                 };

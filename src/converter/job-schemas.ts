@@ -4,6 +4,7 @@ import { errorResponses } from '../openapi/responses.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
 import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
 import { JOB_ID_EXAMPLE, jobViewSchema as jobView } from '../openapi/job-view.ts'
+import { IMAGE_CODES, imageContent, imageFields } from './schemas.ts'
 
 const JOB_ID = Type.String({ description: 'The job ID (`job_` and 21 hex digits).', examples: [JOB_ID_EXAMPLE] })
 const params = Type.Object({ jobID: JOB_ID })
@@ -11,10 +12,11 @@ const params = Type.Object({ jobID: JOB_ID })
 const fields = {
   operation: Type.String({
     enum: [...JOB_OPERATIONS],
-    description: '`image`: PNG, or a zip of PNGs for several pages (as `generateImage`); `postscript` (as `generatePostscript`).',
+    description:
+      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).',
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
-  dpi: Type.Optional(Type.Integer({ minimum: 36, maximum: 600, default: 150, description: 'Resolution of the PNGs (`image`).' })),
+  ...imageFields,
   colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
   password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (kept sealed until the job runs, then dropped).' })),
   sourceUrl: Type.Optional(
@@ -48,7 +50,7 @@ const SUBMIT_CODES: ErrorCode[] = [
   'JOB_SOURCE_REQUIRED',
   'NOT_A_PDF',
   'OPERATION_INVALID',
-  'DPI_INVALID',
+  ...IMAGE_CODES,
   'PAGES_INVALID',
   'COLOR_MODE_INVALID',
   'PASSWORD_INVALID',
@@ -111,14 +113,13 @@ export const jobResultSchema = {
   params,
   response: {
     200: {
-      description: "The PNG, the zip of PNGs or the PostScript, streamed; the same bytes as the synchronous route's answer.",
+      description: "The image, the zip of images, the multi-page TIFF or the PostScript, streamed; the same bytes as the synchronous route's answer.",
       headers: {
         'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
         'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the document.' },
       },
       content: {
-        'image/png': { schema: Type.String({ format: 'binary' }) },
-        'application/zip': { schema: Type.String({ format: 'binary' }) },
+        ...imageContent,
         'application/postscript': { schema: Type.String({ format: 'binary' }) },
       },
     },

@@ -1,22 +1,25 @@
 /**
  * What a conversion's answer is made of, the same for the synchronous routes and for jobs, so
  * that a job's result is byte for byte the synchronous route's answer: the names of the pages,
- * the zip's entries, and their date. The date is fixed, so the same document and options give
- * the same bytes (a cache, a checksum or a diff of two runs sees nothing change).
+ * the zip's entries, and their date; a multi-page TIFF. The date is fixed, so the same document
+ * and options give the same bytes (a cache, a checksum or a diff of two runs sees nothing change).
  */
+import { PassThrough, type Readable } from 'node:stream'
 import yazl from 'yazl'
+import { IMAGE_TYPES, type ImageFormat } from '../domain/images.ts'
+import { TiffPages } from './tiff.ts'
 
 /** The date every zip entry carries (midday, so that no time zone moves it to another day). */
 const ZIP_DATE = new Date('2000-01-01T12:00:00Z')
 
-/** pageName: a page's file name; a one-page document's PNG carries the document's name alone. */
-export function pageName(basename: string, page: number, pageCount: number): string {
-  return `${basename}-${String(page).padStart(String(pageCount).length, '0')}.png`
+/** pageName: a page's file name (`extension` the format's); a one-page document's image carries the document's name alone. */
+export function pageName(basename: string, page: number, pageCount: number, extension = 'png'): string {
+  return `${basename}-${String(page).padStart(String(pageCount).length, '0')}.${extension}`
 }
 
 /** singleName: the file name of a one-page answer. */
-export function singleName(basename: string, page: number, pageCount: number): string {
-  return pageCount === 1 ? `${basename}.png` : pageName(basename, page, pageCount)
+export function singleName(basename: string, page: number, pageCount: number, extension = 'png'): string {
+  return pageCount === 1 ? `${basename}.${extension}` : pageName(basename, page, pageCount, extension)
 }
 
 /** newZip: a zip to stream the pages into. */
@@ -24,7 +27,46 @@ export function newZip(): yazl.ZipFile {
   return new yazl.ZipFile()
 }
 
-/** addPage adds a page's PNG, stored as it is (PNG is compressed already). */
-export function addPage(zip: yazl.ZipFile, png: Uint8Array, name: string): void {
-  zip.addBuffer(Buffer.from(png.buffer, png.byteOffset, png.byteLength), name, { compress: false, mtime: ZIP_DATE })
+/** addPage adds a page's image, stored as it is (every image format is compressed already). */
+export function addPage(zip: yazl.ZipFile, bytes: Uint8Array, name: string): void {
+  zip.addBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), name, { compress: false, mtime: ZIP_DATE })
+}
+
+/** PagesOutput: the answer of several pages, streamed as they are added (in order): a zip of images, or one TIFF. */
+export interface PagesOutput {
+  readonly type: string
+  readonly name: string
+  readonly stream: Readable
+  add(page: number, bytes: Uint8Array): void
+  end(): void
+}
+
+/** pagesOutput: how `pages` pages of a `pageCount`-page document are answered in `format`. */
+export function pagesOutput(format: ImageFormat, basename: string, pages: number, pageCount: number): PagesOutput {
+  const { extension } = IMAGE_TYPES[format]
+  if (format === 'tiff') {
+    const tiff = new TiffPages(pages)
+    const stream = new PassThrough({ highWaterMark: 64 * 1024 })
+    return {
+      type: IMAGE_TYPES.tiff.type,
+      name: `${basename}.${extension}`,
+      stream,
+      add(_page, bytes) {
+        try {
+          stream.write(tiff.page(bytes))
+        } catch (error) {
+          stream.destroy(error as Error)
+        }
+      },
+      end: () => stream.end(),
+    }
+  }
+  const zip = newZip()
+  return {
+    type: 'application/zip',
+    name: `${basename}.zip`,
+    stream: zip.outputStream as Readable,
+    add: (page, bytes) => addPage(zip, bytes, pageName(basename, page, pageCount, extension)),
+    end: () => zip.end(),
+  }
 }

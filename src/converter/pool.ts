@@ -5,7 +5,7 @@
  * WebAssembly memory has grown (it never shrinks: see `check`, run after every part whatever
  * its outcome), after an engine trap, or when it dies.
  *
- * A job runs on one worker (its lead) and, when it is a PNG job of several pages and no other
+ * A job runs on one worker (its lead) and, when it is an image job of several pages and no other
  * job waits, on every other free worker too (helpers): each opens the same bytes (shared, not
  * copied) and claims pages one at a time, and the pool hands the pages to the consumer in
  * order. A job that arrives while workers help another takes one of them: the helper stops at
@@ -29,13 +29,16 @@
  * answering races with the delivery of its answer. The pool is small enough to own.
  */
 import { Worker } from 'node:worker_threads'
+// The workers encode pages with libvips (encode.ts): on glibc the main thread must load it first, so that
+// its shared libraries stay loaded while workers come and go (sharp's documentation, "worker threads").
+import 'sharp'
 import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker, type WorkerData } from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 import { FairQueue } from './fair.ts'
 
 export interface PoolOptions {
   readonly size: number
-  /** Let free workers help with a running PNG job's pages (default true). */
+  /** Let free workers help with a running image job's pages (default true). */
   readonly splitPages?: boolean
   readonly maxQueue: number
   readonly timeoutMs: number
@@ -71,8 +74,8 @@ export class PoolError extends Error {
 export interface Handlers {
   /** Rendering starts: the result will hold `pages` pages of a `pageCount`-page document. */
   onStart?(pages: number, pageCount: number): void
-  /** One page, in order. Call `ack` once it has been taken, to let the workers render further. */
-  onPage?(page: number, png: Uint8Array): void
+  /** One page in the job's format, in order. Call `ack` once it has been taken, to let the workers render further. */
+  onPage?(page: number, bytes: Uint8Array): void
   /** One piece of PostScript, in order; `ack` it once taken, as a page. */
   onChunk?(bytes: Uint8Array): void
   /** Ghostscript begins a page of a PostScript job (its only word of progress). */
@@ -143,12 +146,12 @@ interface Entry {
   readonly parts: Set<Slot>
   /** Every worker that has run a part, for the stats. */
   readonly workers: Set<number>
-  /** The resolved page list, once the lead has started a PNG job. */
+  /** The resolved page list, once the lead has started an image job. */
   pages?: readonly number[]
   /** The lead's result, kept until every part has ended. */
   result?: JobResult
   /** Pages come in out of order: held here until those before them have come. */
-  readonly held: Map<number, { page: number; png: Uint8Array }>
+  readonly held: Map<number, { page: number; bytes: Uint8Array }>
   /** The index of the next page to hand over. */
   next: number
   outputBytes: number
@@ -381,7 +384,7 @@ export class ConversionPool {
   }
 
   /**
-   * dispatch gives each free worker the next queued job, or else a share of a running PNG
+   * dispatch gives each free worker the next queued job, or else a share of a running image
    * job with pages left to claim; then, while jobs still wait, it asks helpers to give way.
    */
   #dispatch(): void {
@@ -430,7 +433,7 @@ export class ConversionPool {
   }
 
   /**
-   * needsHelp finds the running PNG job with the most pages left to claim, if any has enough
+   * needsHelp finds the running image job with the most pages left to claim, if any has enough
    * and no other conversion is on its way.
    */
   #needsHelp(): Entry | undefined {
@@ -439,7 +442,7 @@ export class ConversionPool {
     let best: Entry | undefined
     let most = MIN_PAGES_TO_HELP - 1
     for (const entry of this.#running) {
-      if (entry.settled || entry.pages === undefined || entry.job.op !== 'png') continue
+      if (entry.settled || entry.pages === undefined || entry.job.op !== 'image') continue
       const left = entry.pages.length - Atomics.load(entry.counters, NEXT)
       if (left > most) {
         best = entry
@@ -450,7 +453,7 @@ export class ConversionPool {
   }
 
   #help(slot: Slot, entry: Entry): void {
-    const job = entry.job as Job & { op: 'png' }
+    const job = entry.job as Job & { op: 'image' }
     this.#begin(slot, entry, false)
     this.#setPaused(entry)
     slot.worker.postMessage({
@@ -458,7 +461,7 @@ export class ConversionPool {
       id: entry.id,
       counters: entry.counters.buffer as SharedArrayBuffer,
       window: this.#window,
-      share: { pdf: job.pdf, password: job.password, dpi: job.dpi, color: job.color, pages: entry.pages! },
+      share: { pdf: job.pdf, password: job.password, image: job.image, color: job.color, pages: entry.pages! },
     } satisfies ToWorker)
   }
 
@@ -512,7 +515,7 @@ export class ConversionPool {
         if (!entry.settled) entry.handlers.onStart?.(message.pages.length, message.pageCount)
         break // free workers may now help
       case 'page':
-        this.#onPage(entry, message.index, message.page, message.png)
+        this.#onPage(entry, message.index, message.page, message.bytes)
         return
       case 'chunk':
         if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
@@ -580,19 +583,19 @@ export class ConversionPool {
   }
 
   /** onPage takes a page from any part and hands over, in order, every page it completes; the output limit counts them in that order. */
-  #onPage(entry: Entry, index: number, page: number, png: Uint8Array): void {
+  #onPage(entry: Entry, index: number, page: number, bytes: Uint8Array): void {
     if (entry.settled) return
-    entry.held.set(index, { page, png })
+    entry.held.set(index, { page, bytes })
     for (let next = entry.held.get(entry.next); next !== undefined; next = entry.held.get(entry.next)) {
       entry.held.delete(entry.next)
-      entry.outputBytes += next.png.byteLength
-      // The first page over the limit is refused before it is handed over: a single PNG never starts.
+      entry.outputBytes += next.bytes.byteLength
+      // The first page over the limit is refused before it is handed over: a single image never starts.
       if (entry.outputBytes > entry.job.limits.maxOutputBytes) {
         this.#refuse(entry, { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } })
         return
       }
       entry.next++
-      entry.handlers.onPage?.(next.page, next.png)
+      entry.handlers.onPage?.(next.page, next.bytes)
     }
   }
 
@@ -611,7 +614,7 @@ export class ConversionPool {
     if (entry.settled) return
     const result = entry.result
     if (result === undefined) entry.settle({ error: new PoolError('failed', 'the job ended without a result') })
-    else if (result.ok && result.op === 'png' && entry.next !== result.pages) {
+    else if (result.ok && result.op === 'image' && entry.next !== result.pages) {
       entry.settle({ error: new PoolError('failed', `the job ended with ${entry.next} of its ${result.pages} pages`) })
     } else entry.settle({ result })
   }

@@ -1,5 +1,6 @@
 /** Messages between the conversion pool (main thread) and its workers. */
 import type { ErrorCode } from '../errors/catalogue.ts'
+import type { Box, ImageFormat, TiffBitDepth, TiffCompression } from '../domain/images.ts'
 import type { ColorMode } from './engines/engine.ts'
 import type { Range } from './pages.ts'
 
@@ -20,7 +21,22 @@ export interface JobCommon {
   readonly limits: Limits
 }
 
-export type Job = (JobCommon & { readonly op: 'png'; readonly dpi: number }) | (JobCommon & { readonly op: 'ps' })
+/**
+ * How each page of an image job is drawn and written: at `dpi`, or fitted within `box` (a
+ * thumbnail); PNG by MuPDF, the other formats by libvips from MuPDF's pixels. Every option
+ * resolved (image-options.ts: imageSpec).
+ */
+export interface ImageSpec {
+  readonly format: ImageFormat
+  readonly dpi: number
+  readonly box: Box | null
+  /** JPEG's or WebP's quality (1-100). */
+  readonly quality: number
+  readonly compression: TiffCompression
+  readonly bitDepth: TiffBitDepth
+}
+
+export type Job = (JobCommon & { readonly op: 'image'; readonly image: ImageSpec }) | (JobCommon & { readonly op: 'ps' })
 
 /** A refusal caused by the document (a 4xx), with the catalogue code and its parameters. */
 export interface Refusal {
@@ -31,7 +47,7 @@ export interface Refusal {
 
 export type JobResult =
   | Refusal
-  | { readonly ok: true; readonly op: 'png'; readonly pageCount: number; readonly pages: number }
+  | { readonly ok: true; readonly op: 'image'; readonly pageCount: number; readonly pages: number }
   | { readonly ok: true; readonly op: 'ps'; readonly pageCount: number; readonly pages: number; readonly bytes: number }
 
 /**
@@ -60,11 +76,11 @@ export interface WorkerData {
   readonly maxMemoryBytes: number
 }
 
-/** What a worker joining a PNG job (a helper) needs: the lead has opened and checked the document already. */
+/** What a worker joining an image job (a helper) needs: the lead has opened and checked the document already. */
 export interface Share {
   readonly pdf: Uint8Array
   readonly password?: string
-  readonly dpi: number
+  readonly image: ImageSpec
   readonly color: ColorMode
   /** The resolved page list (1-based), as the lead sent it. */
   readonly pages: readonly number[]
@@ -72,7 +88,7 @@ export interface Share {
 
 /**
  * A part of a job for one worker: `job` for the lead (which opens and checks the document, then
- * renders its share), `help` for a worker that joins a PNG job already started. The PDF's bytes
+ * renders its share), `help` for a worker that joins an image job already started. The PDF's bytes
  * are in a SharedArrayBuffer: every part reads the same copy.
  */
 export type ToWorker =
@@ -84,9 +100,13 @@ export type FromWorker =
   | { readonly type: 'ready'; readonly memoryBytes: number }
   /** Rendering starts: the pages (1-based, in order) the result will hold. */
   | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
-  /** One page: `index` is its place in the page list (parts send pages out of order; the pool puts them back in order). */
-  | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly png: Uint8Array }
-  /** The part begins a page (Ghostscript's word; a PNG part's pages speak for themselves): it is not stuck. */
+  /**
+   * One page, written in the job's format (a TIFF page is a TIFF file of its own, which the
+   * answer joins to the others): `index` is its place in the page list (parts send pages out
+   * of order; the pool puts them back in order).
+   */
+  | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly bytes: Uint8Array }
+  /** The part begins a page (Ghostscript's word; an image part's pages speak for themselves): it is not stuck. */
   | { readonly type: 'progress'; readonly id: number }
   /** A piece of the PostScript, in order. */
   | { readonly type: 'chunk'; readonly id: number; readonly bytes: Uint8Array }
@@ -102,6 +122,6 @@ export type FromWorker =
   /** An engine error; `fatal` when it was a WebAssembly trap, after which the engine's state cannot be trusted. */
   | { readonly type: 'failed'; readonly id: number; readonly message: string; readonly fatal: boolean; readonly memoryBytes: number }
 
-/** The dpi a PNG may be rendered at. */
+/** The dpi a page may be drawn at. */
 export const MIN_DPI = 36
 export const MAX_DPI = 600

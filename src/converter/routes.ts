@@ -16,7 +16,9 @@ import type { Job, JobResult, Refusal } from './protocol.ts'
 import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { imageSchema, postscriptSchema } from './schemas.ts'
 import { dropWhenStalled } from './stall.ts'
-import { addPage, newZip, pageName, singleName } from './output.ts'
+import { pagesOutput, singleName } from './output.ts'
+import { imageSpec } from './image-options.ts'
+import { IMAGE_TYPES } from '../domain/images.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
 import type { Jobs } from '../services/jobs.ts'
 
@@ -105,7 +107,7 @@ class Conversions {
   }
 
   /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
-  async accept(request: FastifyRequest, route: ConversionRoute): Promise<{ place: Reservation; upload: Upload }> {
+  async accept(request: FastifyRequest, route: ConversionRoute, image = false): Promise<{ place: Reservation; upload: Upload }> {
     requireMultipart(request)
     let place: Reservation
     try {
@@ -116,7 +118,7 @@ class Conversions {
       throw this.failure(request, error)
     }
     try {
-      return { place, upload: await readUpload(request, this.config) }
+      return { place, upload: await readUpload(request, this.config, { image }) }
     } catch (error) {
       place.release()
       throw error
@@ -218,20 +220,24 @@ function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, r
   else running.ack()
 }
 
-const pngBuffer = (png: Uint8Array) => Buffer.from(png.buffer, png.byteOffset, png.byteLength)
+const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-/** POST /converter/generateImage: one PNG, or a zip of PNGs streamed as the pages come. */
+/**
+ * POST /converter/generateImage: one image (PNG, JPEG, WebP or TIFF), or several: a zip of
+ * images, or one multi-page TIFF, streamed as the pages come.
+ */
 async function generateImage(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const route = '/converter/generateImage'
-  const { place, upload } = await c.accept(request, route)
-  const received: { page: number; png: Uint8Array }[] = []
+  const { place, upload } = await c.accept(request, route, true)
+  const image = imageSpec(upload.image!, upload.dpi)
+  const received: { page: number; bytes: Uint8Array }[] = []
   let outputBytes = 0
-  let sink: ((page: number, png: Uint8Array) => void) | null = null
+  let sink: ((page: number, bytes: Uint8Array) => void) | null = null
   let started!: (shape: { pages: number; pageCount: number }) => void
   const start = new Promise<{ pages: number; pageCount: number }>((resolve) => {
     started = resolve
   })
-  const job: Job = { op: 'png', pdf: upload.pdf, dpi: upload.dpi, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
+  const job: Job = { op: 'image', pdf: upload.pdf, image, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
   const running = c.submit(
     request,
     reply,
@@ -240,10 +246,10 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
     job,
     {
       onStart: (pages, pageCount) => started({ pages, pageCount }),
-      onPage: (page, png) => {
-        outputBytes += png.byteLength
-        if (sink) sink(page, png)
-        else received.push({ page, png })
+      onPage: (page, bytes) => {
+        outputBytes += bytes.byteLength
+        if (sink) sink(page, bytes)
+        else received.push({ page, bytes })
       },
     },
     () => outputBytes,
@@ -252,31 +258,32 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
   const first = await Promise.race([start.then((shape) => ({ shape })), settled])
   if (!('shape' in first)) {
     c.throwIfFailed(request, first)
-    throw new Error('a PNG job finished without starting')
+    throw new Error('an image job finished without starting')
   }
   const { pages, pageCount } = first.shape
   reply.header('x-page-count', String(pages))
 
+  const { type, extension } = IMAGE_TYPES[image.format]
   if (pages === 1) {
     c.throwIfFailed(request, await settled)
-    const { page, png } = received[0]!
+    const { page, bytes } = received[0]!
     return reply
-      .type('image/png')
-      .header('content-disposition', `attachment; filename="${singleName(upload.basename, page, pageCount)}"`)
-      .send(pngBuffer(png))
+      .type(type)
+      .header('content-disposition', `attachment; filename="${singleName(upload.basename, page, pageCount, extension)}"`)
+      .send(asBuffer(bytes))
   }
 
-  // Several pages: a zip streamed as the pages come.
-  const zip = newZip()
-  const add = (page: number, png: Uint8Array) => {
-    addPage(zip, png, pageName(upload.basename, page, pageCount))
+  // Several pages: a zip (or one TIFF) streamed as the pages come.
+  const output = pagesOutput(image.format, upload.basename, pages, pageCount)
+  const add = (page: number, bytes: Uint8Array) => {
+    output.add(page, bytes)
     taken(reply.raw, running)
   }
-  for (const { page, png } of received.splice(0)) add(page, png)
+  for (const { page, bytes } of received.splice(0)) add(page, bytes)
   sink = add
-  c.endWhenSettled(request, settled, () => zip.end(), zip.outputStream as Readable)
+  c.endWhenSettled(request, settled, () => output.end(), output.stream)
   c.dropStalled(request, reply)
-  return reply.type('application/zip').header('content-disposition', `attachment; filename="${upload.basename}.zip"`).send(zip.outputStream)
+  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
 }
 
 /** POST /converter/generatePostscript: PostScript streamed in pieces as Ghostscript writes it. */

@@ -2,8 +2,9 @@
 import { Type } from 'typebox'
 import { errorResponses } from '../openapi/responses.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
+import { DEFAULT_QUALITY, IMAGE_FORMATS, MAX_BOX_SIDE, TIFF_BIT_DEPTHS, TIFF_COMPRESSIONS, WEBP_EFFORT } from '../domain/images.ts'
 
-const body = (extra: Record<string, ReturnType<typeof Type.String>>) =>
+const body = (extra: Record<string, ReturnType<typeof Type.String>>, examples: Record<string, unknown>[] = [{}]) =>
   Type.Object(
     {
       pdfDocument: Type.String({ format: 'binary', description: 'The PDF.' }),
@@ -12,8 +13,71 @@ const body = (extra: Record<string, ReturnType<typeof Type.String>>) =>
       password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF.' })),
       ...extra,
     },
-    { examples: [{ pdfDocument: '(the PDF file)', pages: '1-3', ...('dpi' in extra ? { dpi: 150 } : {}) }] },
+    { examples: examples.map((example) => ({ pdfDocument: '(the PDF file)', pages: '1-3', ...example })) },
   )
+
+/** The image options (image-options.ts reads them), for the image route and image jobs. */
+export const imageFields = {
+  dpi: Type.Optional(Type.Integer({ minimum: 36, maximum: 600, default: 150, description: 'Resolution of the images (not with `width` or `height`).' })),
+  format: Type.Optional(
+    Type.String({
+      enum: [...IMAGE_FORMATS],
+      default: 'png',
+      description:
+        'The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.',
+    }),
+  ),
+  width: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_BOX_SIDE,
+      description: 'A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`.',
+    }),
+  ),
+  height: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_BOX_SIDE, description: 'See `width`.' })),
+  quality: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: 100,
+      description: `JPEG and WebP only: the encoder's quality (default ${DEFAULT_QUALITY.jpeg} for JPEG, ${DEFAULT_QUALITY.webp} for WebP; WebP is written at effort ${WEBP_EFFORT}).`,
+    }),
+  ),
+  compression: Type.Optional(
+    Type.String({
+      enum: [...TIFF_COMPRESSIONS],
+      description: 'TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.',
+    }),
+  ),
+  bitDepth: Type.Optional(
+    Type.Integer({
+      enum: [...TIFF_BIT_DEPTHS],
+      default: 8,
+      description: 'TIFF only: 8 (gray levels or colours, as `colorMode`) or 1 (black and white: the gray levels cut at the middle, as fax pages are).',
+    }),
+  ),
+}
+
+/** The image options' errors. */
+export const IMAGE_CODES: ErrorCode[] = [
+  'DPI_INVALID',
+  'IMAGE_FORMAT_INVALID',
+  'BOX_SIZE_INVALID',
+  'SIZE_CONFLICT',
+  'QUALITY_INVALID',
+  'COMPRESSION_INVALID',
+  'BIT_DEPTH_INVALID',
+  'COMPRESSION_BIT_DEPTH_CONFLICT',
+  'OPTION_NOT_APPLICABLE',
+]
+
+/** The media types of an image answer. */
+export const imageContent = {
+  'image/png': { schema: Type.String({ format: 'binary' }) },
+  'image/jpeg': { schema: Type.String({ format: 'binary' }) },
+  'image/webp': { schema: Type.String({ format: 'binary' }) },
+  'image/tiff': { schema: Type.String({ format: 'binary' }) },
+  'application/zip': { schema: Type.String({ format: 'binary' }) },
+}
 
 const CODES: ErrorCode[] = [
   'PDF_REQUIRED',
@@ -43,22 +107,19 @@ const headers = {
 
 export const imageSchema = {
   operationId: 'generateImage',
-  summary: 'PDF to PNG: one page as a PNG, several as a zip of PNGs',
+  summary: 'PDF to images (PNG, JPEG, WebP, TIFF) or thumbnails: one page as an image, several as a zip of images or one multi-page TIFF',
   description:
-    'The zip holds `<basename>-<page>.png` (page numbers zero-padded to the width of the page count), in page order, stored without recompression, and is streamed as pages are rendered.',
+    "PNG by default, as always. The zip holds `<basename>-<page>.<png|jpg|webp>` (page numbers zero-padded to the width of the page count), in page order, stored without recompression; it and a multi-page TIFF are streamed as pages are rendered. `width` and/or `height` make thumbnails: each page fitted within the box, its aspect kept, the limiting side exactly the box's.",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
-  body: body({ dpi: Type.Optional(Type.Integer({ minimum: 36, maximum: 600, default: 150, description: 'Resolution of the PNGs.' })) as never }),
+  body: body(imageFields as never, [{ dpi: 150 }, { format: 'jpeg', quality: 85 }, { format: 'webp', width: 320 }, { format: 'tiff', bitDepth: 1 }]),
   response: {
     200: {
-      description: 'The page, or a zip of the pages.',
+      description: 'The page, or a zip of the pages, or one multi-page TIFF.',
       headers,
-      content: {
-        'image/png': { schema: Type.String({ format: 'binary' }) },
-        'application/zip': { schema: Type.String({ format: 'binary' }) },
-      },
+      content: imageContent,
     },
-    ...errorResponses([...CODES, 'DPI_INVALID', 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI']),
+    ...errorResponses([...CODES, ...IMAGE_CODES, 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI', 'BOX_TOO_LARGE']),
   },
 }
 

@@ -11,6 +11,8 @@ import type { ColorMode } from './engines/engine.ts'
 import { parsePages, type Range } from './pages.ts'
 import { MAX_DPI, MIN_DPI } from './protocol.ts'
 import { shared } from './pool.ts'
+import type { ImageOptions } from '../domain/images.ts'
+import { readImageOptions } from './image-options.ts'
 
 /** A conversion's options, checked. */
 export interface ConversionOptions {
@@ -23,6 +25,8 @@ export interface ConversionOptions {
 export interface Upload extends ConversionOptions {
   readonly pdf: Uint8Array
   readonly basename: string
+  /** The image options, on the image route. */
+  readonly image?: ImageOptions
 }
 
 const PDF_FIELD = 'pdfDocument'
@@ -74,7 +78,8 @@ export function requireMultipart(request: FastifyRequest): void {
 /** isPdf: whether bytes start like a PDF (its header within the first KiB, as readers allow). */
 export const isPdf = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.byteLength, 1024)).includes(HEADER)
 
-export async function readUpload(request: FastifyRequest, config: Config): Promise<Upload> {
+/** readUpload reads a conversion's upload and options (`image`: the image route's too), every problem reported at once. */
+export async function readUpload(request: FastifyRequest, config: Config, { image = false } = {}): Promise<Upload> {
   requireMultipart(request)
   const { fields, otherFiles, file } = await readParts(request, config.maxUploadBytes)
   const problems: Problem[] = []
@@ -85,8 +90,9 @@ export async function readUpload(request: FastifyRequest, config: Config): Promi
     problems.push({ code: 'NOT_A_PDF' })
   }
   const options = readOptions(fields, problems)
+  const imageOptions = image ? readImageOptions(fields, problems) : undefined
   if (problems.length > 0) throw new ApiError(problems)
-  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options }
+  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options, ...(imageOptions === undefined ? {} : { image: imageOptions }) }
 }
 
 /** readOptions checks a conversion's option fields, adding a problem for each bad one. */

@@ -1,6 +1,6 @@
 /**
  * A conversion worker: loads the engines once, then takes one part of a job at a time from
- * the pool. The lead part opens and checks the document, then renders; a helper part (a PNG
+ * the pool. The lead part opens and checks the document, then renders; a helper part (an image
  * job, another worker being free) opens the same bytes and renders pages too. Every part
  * claims pages one at a time from the job's shared counter, so the pages are shared out as
  * the workers come free. Output (pages, pieces of PostScript) is sent as it is made, never
@@ -14,9 +14,24 @@ import { mupdfHeap } from './engines/mupdf-heap.ts'
 import { mupdfEngine } from './engines/mupdf.ts'
 import { GhostscriptError, createGhostscriptEngine } from './engines/ghostscript.ts'
 import type { HeapGuard } from './engines/heap.ts'
-import type { OpenDocument, PdfEngine } from './engines/engine.ts'
+import type { OpenDocument, PageSize, PdfEngine, Scale } from './engines/engine.ts'
 import { resolvePages } from './pages.ts'
-import { MIN_DPI, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type Share, type ToWorker, type WorkerData } from './protocol.ts'
+import {
+  MIN_DPI,
+  NEXT,
+  STOP,
+  TAKEN,
+  type FromWorker,
+  type ImageSpec,
+  type Job,
+  type JobResult,
+  type Refusal,
+  type Share,
+  type ToWorker,
+  type WorkerData,
+} from './protocol.ts'
+import { encodePage } from './encode.ts'
+import { fitBox } from '../domain/images.ts'
 
 /** PostScript goes out in pieces of this size, at most CHUNK_WINDOW of them not yet taken. */
 const CHUNK_BYTES = 256 * 1024
@@ -30,9 +45,12 @@ const budget = (workerData as WorkerData).maxMemoryBytes
 /** The engines loaded so far (memoryBytes counts them while Ghostscript loads). */
 const engines: PdfEngine[] = []
 
-/** memoryBytes is what the worker holds: both engines' WebAssembly memory and the live JS heap. */
+/** The bytes a page being encoded holds outside the engines: its pixels, and the encoder's copy of them (libvips). */
+let encodingBytes = 0
+
+/** memoryBytes is what the worker holds: both engines' WebAssembly memory, the live JS heap and a page being encoded. */
 function memoryBytes(): number {
-  let bytes = getHeapStatistics().used_heap_size
+  let bytes = getHeapStatistics().used_heap_size + encodingBytes
   for (const engine of engines) bytes += engine.memoryBytes()
   return bytes
 }
@@ -88,12 +106,31 @@ function waitForConsumer(part: Part, taken: number, stoppable: boolean): boolean
 const refuse = (code: Refusal['code'], params?: Refusal['params']): Refusal => ({ ok: false, code, params })
 
 /** pixelsAt is the size of a page's render at `dpi`, in pixels. */
-function pixelsAt(size: { width: number; height: number }, dpi: number): number {
+function pixelsAt(size: PageSize, dpi: number): number {
   return Math.ceil((size.width * dpi) / 72) * Math.ceil((size.height * dpi) / 72)
 }
 
-function tooLarge(page: number, size: { width: number; height: number }, job: Job & { op: 'png' }): Refusal {
-  const params = { page, dpi: job.dpi, megapixels: (pixelsAt(size, job.dpi) / 1e6).toFixed(1), limit: job.limits.maxPixels / 1e6 }
+/** scaleOf: how a page is drawn, at the spec's dpi or fitted within its box. */
+function scaleOf(size: PageSize, image: ImageSpec): Scale {
+  return image.box === null ? { dpi: image.dpi } : fitBox(size, image.box)
+}
+
+/** pixelsOf: a page's pixels as the spec draws it. */
+function pixelsOf(size: PageSize, image: ImageSpec): number {
+  const scale = scaleOf(size, image)
+  return 'dpi' in scale ? pixelsAt(size, scale.dpi) : scale.width * scale.height
+}
+
+function tooLarge(page: number, size: PageSize, job: Job & { op: 'image' }): Refusal {
+  const { image } = job
+  const megapixels = (pixelsOf(size, image) / 1e6).toFixed(1)
+  const limit = job.limits.maxPixels / 1e6
+  if (image.box !== null) {
+    const fitted = fitBox(size, image.box)
+    const box = `${image.box.width ?? 'any'}×${image.box.height ?? 'any'}`
+    return refuse('BOX_TOO_LARGE', { page, box, size: `${fitted.width}×${fitted.height}`, megapixels, limit })
+  }
+  const params = { page, dpi: image.dpi, megapixels, limit }
   let fit = Math.floor(72 * Math.sqrt(job.limits.maxPixels / (size.width * size.height)))
   while (fit > 1 && pixelsAt(size, fit) > job.limits.maxPixels) fit-- // pixels are whole: round down until it fits
   if (fit < MIN_DPI) return refuse('PAGE_TOO_LARGE_AT_ANY_DPI', { ...params, minDpi: MIN_DPI })
@@ -105,7 +142,7 @@ function tooLarge(page: number, size: { width: number; height: number }, job: Jo
  * the pool asks this worker to stop. A page is claimed only once it is within the window of
  * what the consumer has taken, so a worker that waits holds no page.
  */
-function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], dpi: number, color: Share['color']): void {
+async function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], image: ImageSpec, color: Share['color']): Promise<void> {
   const { counters } = part
   for (;;) {
     if (stopped()) return
@@ -114,22 +151,38 @@ function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], dp
     if (!waitForConsumer(part, index - part.window + 1, true)) return
     if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
     const page = pages[index]!
-    const png = doc.renderPng(page - 1, dpi, color)
+    const bytes = await drawPage(doc, page - 1, image, color)
     // A page drawn while memory was refused may lack what could not be allocated: never sent.
     if (capped) return
-    send({ type: 'page', id: part.id, index, page, png }, [png.buffer as ArrayBuffer])
+    send({ type: 'page', id: part.id, index, page, bytes }, [bytes.buffer as ArrayBuffer])
   }
 }
 
-function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'png' }): JobResult {
+/** drawPage draws a page (0-based) and writes it in the spec's format. */
+async function drawPage(doc: OpenDocument, index: number, image: ImageSpec, color: Share['color']): Promise<Uint8Array> {
+  const size = doc.pageSize(index)
+  const scale = scaleOf(size, image)
+  if (image.format === 'png') return doc.renderPng(index, scale, color)
+  const raster = doc.renderRaster(index, scale, color)
+  // The encoder holds about another copy of the pixels while it works (libvips' own buffers, WebP's YUV planes).
+  const held = 2 * raster.pixels.byteLength
+  encodingBytes += held
+  try {
+    return await encodePage(raster, image, 'dpi' in scale ? scale.dpi : (72 * scale.width) / size.width)
+  } finally {
+    encodingBytes -= held
+  }
+}
+
+async function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'image' }): Promise<JobResult> {
   for (const page of pages) {
     const size = doc.pageSize(page - 1)
-    if (pixelsAt(size, job.dpi) > job.limits.maxPixels) return tooLarge(page, size, job)
+    if (pixelsOf(size, job.image) > job.limits.maxPixels) return tooLarge(page, size, job)
   }
   // The output limit is the pool's to keep: it counts the pages of every part, in order.
   send({ type: 'start', id: part.id, pages, pageCount: doc.pageCount })
-  renderShare(part, doc, pages, job.dpi, job.color)
-  return { ok: true, op: 'png', pageCount: doc.pageCount, pages: pages.length }
+  await renderShare(part, doc, pages, job.image, job.color)
+  return { ok: true, op: 'image', pageCount: doc.pageCount, pages: pages.length }
 }
 
 /** writePostscript runs Ghostscript with its output cut into pieces and sent as it comes. */
@@ -177,7 +230,7 @@ let spent = false
 
 const overBudget = (): Refusal => refuse('CONVERSION_MEMORY_EXCEEDED', { limit: Math.round(budget / 1048576) })
 
-function run(part: Part, job: Job): JobResult {
+async function run(part: Part, job: Job): Promise<JobResult> {
   const opened = raster.open!(job.pdf, job.password)
   if (!opened.ok) return opened.reason === 'password' ? refuse('PDF_PASSWORD_REQUIRED') : refuse('PDF_UNREADABLE')
   const doc = opened.document
@@ -186,7 +239,7 @@ function run(part: Part, job: Job): JobResult {
     if (doc.pageCount === 0) return refuse('PDF_UNREADABLE')
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
-    if (job.op === 'png') return renderPages(part, doc, pages, job)
+    if (job.op === 'image') return await renderPages(part, doc, pages, job)
     // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
     // draws it, so that the PostScript shows the same pages and fields as the PNG.
     const source = doc.forPostScript() ?? job.pdf
@@ -197,25 +250,26 @@ function run(part: Part, job: Job): JobResult {
   }
 }
 
-/** help renders a share of a PNG job the lead has opened and checked already. */
-function help(part: Part, share: Share): null {
+/** help renders a share of an image job the lead has opened and checked already. */
+async function help(part: Part, share: Share): Promise<null> {
   const opened = raster.open!(share.pdf, share.password)
   // The lead opened the same bytes: should this copy fail, the other parts render the pages.
   if (!opened.ok) return null
   try {
-    renderShare(part, opened.document, share.pages, share.dpi, share.color)
+    await renderShare(part, opened.document, share.pages, share.image, share.color)
     return null
   } finally {
     opened.document.close()
   }
 }
 
-port.on('message', (message: ToWorker) => {
+// The pool gives a worker one part at a time: the next message comes after this part's 'done' or 'failed'.
+port.on('message', async (message: ToWorker) => {
   const part: Part = { id: message.id, counters: new Int32Array(message.counters), window: message.window }
   capped = false
   let result: JobResult | null = null
   try {
-    result = message.type === 'job' ? run(part, message.job) : help(part, message.share)
+    result = message.type === 'job' ? await run(part, message.job) : await help(part, message.share)
   } catch (error) {
     // An engine refused memory fails in its own way (MuPDF's "malloc failed", a Ghostscript VMerror, an abort): the cap is the cause.
     if (!capped) {

@@ -9,13 +9,14 @@
  * spent (a poison job: it fails).
  */
 import { randomBytes } from 'node:crypto'
+import type { ImageOptions } from './images.ts'
 
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const
 export type JobStatus = (typeof JOB_STATUSES)[number]
 
 export const isJobStatus = (value: string): value is JobStatus => (JOB_STATUSES as readonly string[]).includes(value)
 
-/** What a job makes: the synchronous routes' outputs (image: PNG or a zip of PNGs; postscript). */
+/** What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a multi-page TIFF; postscript). */
 export const JOB_OPERATIONS = ['image', 'postscript'] as const
 export type JobOperation = (typeof JOB_OPERATIONS)[number]
 
@@ -26,11 +27,13 @@ export interface JobOptions {
   readonly dpi: number
   readonly pages: string | null
   readonly colorMode: 'rgb' | 'gray'
+  /** An image job's format and its options (absent: PNG, as jobs submitted before formats were). */
+  readonly image?: ImageOptions
 }
 
 /** The result of a job that succeeded, while it is kept. */
 export interface JobResultInfo {
-  /** Its media type: image/png, application/zip or application/postscript. */
+  /** Its media type: an image's (image/png, image/jpeg, image/webp, image/tiff), application/zip or application/postscript. */
   readonly type: string
   readonly bytes: number
   /** The file name its download carries. */

@@ -233,6 +233,39 @@ export const catalogue = {
   FILE_TOO_LARGE: entry(413, 'list', "The file in 'pdfDocument' is larger than the limit of {limit} bytes.", 'The upload exceeds `MAX_UPLOAD_BYTES`.'),
   TOO_MANY_PARTS: entry(413, 'list', 'The form has too many fields or files.', 'More multipart parts than a conversion takes.'),
   DPI_INVALID: entry(400, 'list', 'dpi must be a whole number from 36 to 600.', '`dpi` is out of range.'),
+  IMAGE_FORMAT_INVALID: entry(
+    400,
+    'list',
+    'format must be one of {formats}.',
+    '`format` is not an image format of the route (`jpg` and `tif` are taken for `jpeg` and `tiff`).',
+  ),
+  BOX_SIZE_INVALID: entry(
+    400,
+    'list',
+    '{field} must be a whole number of pixels from 1 to {max}.',
+    '`width` or `height` (a thumbnail box) is not a whole number from 1 to 10000.',
+  ),
+  SIZE_CONFLICT: entry(
+    400,
+    'list',
+    'Give a dpi, or a width and/or height to fit the page within, not both.',
+    '`dpi` was sent together with `width` or `height`: a page is drawn at a dpi or fitted within a box.',
+  ),
+  QUALITY_INVALID: entry(400, 'list', 'quality must be a whole number from 1 to 100.', '`quality` (JPEG or WebP) is out of range.'),
+  COMPRESSION_INVALID: entry(400, 'list', 'compression must be one of {compressions}.', "`compression` is not one of TIFF's compressions."),
+  BIT_DEPTH_INVALID: entry(400, 'list', 'bitDepth must be 1 or 8.', '`bitDepth` (TIFF) is not 1 (black and white) or 8 (gray levels or colours).'),
+  COMPRESSION_BIT_DEPTH_CONFLICT: entry(
+    400,
+    'list',
+    'compression {compression} needs bitDepth {bitDepth}.',
+    'The TIFF `compression` does not suit the `bitDepth`: `ccittfax4` (fax Group 4) is for 1-bit pages, `jpeg` for 8-bit ones.',
+  ),
+  OPTION_NOT_APPLICABLE: entry(
+    400,
+    'list',
+    '{field} applies to {formats} only, not to {format}.',
+    'An option was sent that the chosen `format` does not take (`quality` is for JPEG and WebP, `compression` and `bitDepth` for TIFF): it is refused rather than ignored.',
+  ),
   PAGES_INVALID: entry(400, 'list', "pages must be a page selection such as '1-3,5,9-'.", '`pages` does not parse.'),
   COLOR_MODE_INVALID: entry(400, 'list', 'colorMode must be rgb or gray.', '`colorMode` is not `rgb` or `gray`.'),
   PASSWORD_INVALID: entry(
@@ -266,6 +299,12 @@ export const catalogue = {
     'list',
     'Page {page} at {dpi} dpi would be {megapixels} megapixels; the limit is {limit}. The page is too large at any allowed dpi (even at {minDpi}).',
     'A page would exceed `MAX_PAGE_MEGAPIXELS` even at the lowest `dpi` (36).',
+  ),
+  BOX_TOO_LARGE: entry(
+    422,
+    'list',
+    'Page {page} fitted within {box} would be {size} pixels, {megapixels} megapixels; the limit is {limit}. Give a smaller width or height.',
+    'A page fitted within the requested `width` and `height` would exceed `MAX_PAGE_MEGAPIXELS` (a very tall or wide page fitted to one side).',
   ),
   OUTPUT_TOO_LARGE: entry(
     422,

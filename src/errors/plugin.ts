@@ -110,6 +110,9 @@ function toApiError(error: FastifyError, request: FastifyRequest, config: Config
 async function errorsPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A conversion that fails before its first byte has already named its file and pages: a problem is neither.
+    reply.removeHeader('content-disposition')
+    reply.removeHeader('x-page-count')
     const known = toApiError(error, request, config)
     if (known) {
       if (known.statusCode >= 500) request.log.error({ err: error }, 'request failed')

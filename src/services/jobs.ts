@@ -30,6 +30,7 @@ import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
 import { isPdf, readOptions, safeBasename } from '../converter/upload.ts'
+import { readImageOptions } from '../converter/image-options.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
 
@@ -111,7 +112,12 @@ export class Jobs {
       accountId: caller.accountId,
       keyId: caller.keyId,
       operation,
-      options: { dpi: options.dpi, pages: input.fields.pages?.trim() || null, colorMode: options.color },
+      options: {
+        dpi: options.dpi,
+        pages: input.fields.pages?.trim() || null,
+        colorMode: options.color,
+        ...(checked.image === undefined ? {} : { image: checked.image }),
+      },
       basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
       source: document === null ? 'url' : 'upload',
       hasResultUrl: secrets.resultUrl !== undefined,
@@ -139,6 +145,7 @@ export class Jobs {
     const operation = fields.operation?.trim().toLowerCase() ?? ''
     if (!isJobOperation(operation)) problems.push({ code: 'OPERATION_INVALID', params: { operations: JOB_OPERATIONS.join(', ') } })
     const options = readOptions(fields, problems)
+    const image = operation === 'image' ? readImageOptions(fields, problems) : undefined
     const sourceText = fields.sourceUrl?.trim() ?? ''
     if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
     else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
@@ -157,7 +164,7 @@ export class Jobs {
     const metadata = readMetadata(input.metadata ?? fields.metadata)
     if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
     if (problems.length > 0) return refuse('invalid', ...problems)
-    return { operation: operation as ConversionJob['operation'], options, secrets, metadata: metadata ?? null }
+    return { operation: operation as ConversionJob['operation'], options, image, secrets, metadata: metadata ?? null }
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */

@@ -105,13 +105,14 @@ test('every example in the OpenAPI documents, public and admin, is valid against
           ...bodies.map(([type, m]) => [`body ${type}`, m] as const),
           ...answers.map(([status, type, m]) => [`${status} ${type}`, m] as const),
         ]) {
-          const example = exampleOf(media)
-          if (example === undefined || media.schema === undefined) continue
+          if (media.schema === undefined) continue
           // A schema with a $ref carries the document's components, where the reference points.
           const schema = JSON.stringify(media.schema).includes('"$ref"') ? { ...media.schema, components: doc.components } : media.schema
           const validate = ajv.compile(schema)
-          checked++
-          if (!validate(example)) problems.push(`${where} ${label}: ${ajv.errorsText(validate.errors)}`)
+          for (const example of examplesOf(media)) {
+            checked++
+            if (!validate(example)) problems.push(`${where} ${label}: ${ajv.errorsText(validate.errors)}`)
+          }
         }
       }
     }
@@ -124,13 +125,19 @@ test('every example in the OpenAPI documents, public and admin, is valid against
 interface MediaShape {
   schema?: object & { 'x-error-codes'?: string[]; examples?: unknown[] }
   example?: unknown
+  examples?: Record<string, { value?: unknown }>
 }
 interface OperationShape {
   requestBody?: { content?: Record<string, MediaShape> }
   responses?: Record<string, { content?: Record<string, MediaShape> }>
 }
-/** The example of a body: @fastify/swagger moves a schema's first `examples` entry to `example`, except in a response given with its content. */
-const exampleOf = (m: MediaShape) => m.example ?? m.schema?.examples?.[0]
+/**
+ * The examples of a body: @fastify/swagger moves a schema's one `examples` entry to `example` and several to the named `examples`,
+ * except in a response given with its content.
+ */
+const examplesOf = (m: MediaShape): unknown[] =>
+  m.example !== undefined ? [m.example] : m.examples !== undefined ? Object.values(m.examples).map((e) => e.value) : (m.schema?.examples ?? []).slice(0, 1)
+const exampleOf = (m: MediaShape) => examplesOf(m)[0]
 
 const ROOT = join(import.meta.dirname, '..', '..')
 /** The pages people write (the generated references have their own test above). */

@@ -14,11 +14,24 @@ export type ColorMode = 'rgb' | 'gray'
 
 export type OpenResult = { readonly ok: true; readonly document: OpenDocument } | { readonly ok: false; readonly reason: 'unreadable' | 'password' }
 
+/** How large a page is drawn: at a dpi, or to a size in pixels (the page's box stretched to it: the caller keeps the aspect). */
+export type Scale = { readonly dpi: number } | { readonly width: number; readonly height: number }
+
+/** A page's pixels, rows packed: `channels` bytes a pixel (1: gray, 3: RGB), no alpha. */
+export interface Raster {
+  readonly width: number
+  readonly height: number
+  readonly channels: 1 | 3
+  readonly pixels: Uint8Array
+}
+
 export interface OpenDocument {
   readonly pageCount: number
   pageSize(index: number): PageSize
-  /** renderPng draws one page (0-based) at `dpi`. */
-  renderPng(index: number, dpi: number, color: ColorMode): Uint8Array
+  /** renderPng draws one page (0-based) as a PNG. */
+  renderPng(index: number, scale: Scale, color: ColorMode): Uint8Array
+  /** renderRaster draws one page (0-based) as pixels, copied out of the engine. */
+  renderRaster(index: number, scale: Scale, color: ColorMode): Raster
   /**
    * forPostScript gives the document as the engine draws it, for the PostScript engine:
    * repaired, and carrying the form-field appearances the engine makes; null when that is the original.

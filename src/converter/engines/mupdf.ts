@@ -1,7 +1,7 @@
 /** The PNG engine: MuPDF's official WebAssembly build (the `mupdf` package). */
 import { mupdfHeap } from './mupdf-heap.ts' // before mupdf: it sets how mupdf instantiates its module
 import * as mupdf from 'mupdf'
-import type { ColorMode, OpenDocument, OpenResult, PdfEngine } from './engine.ts'
+import type { ColorMode, OpenDocument, OpenResult, PdfEngine, Raster, Scale } from './engine.ts'
 
 /**
  * rebuildPageTree gives a PDF whose page tree is lost (its root overwritten, say) a new one
@@ -85,6 +85,47 @@ function makeFieldAppearances(doc: mupdf.Document, pdf: mupdf.PDFDocument, pageC
   return made
 }
 
+/**
+ * draw renders a page (with its annotations and form fields, as viewers show them): at a dpi,
+ * as MuPDF sizes it (the page box scaled and rounded out), or to exactly `width` × `height`
+ * pixels, the page box mapped onto them (a thumbnail of the size asked for, to the pixel).
+ */
+function draw(page: mupdf.Page, scale: Scale, color: ColorMode): mupdf.Pixmap {
+  const space = color === 'gray' ? mupdf.ColorSpace.DeviceGray : mupdf.ColorSpace.DeviceRGB
+  if ('dpi' in scale) return page.toPixmap(mupdf.Matrix.scale(scale.dpi / 72, scale.dpi / 72), space, false, true)
+  const [x0, y0, x1, y1] = page.getBounds()
+  const pixmap = new mupdf.Pixmap(space, [0, 0, scale.width, scale.height], false)
+  try {
+    pixmap.clear(255)
+    const matrix = mupdf.Matrix.concat(mupdf.Matrix.translate(-x0, -y0), mupdf.Matrix.scale(scale.width / (x1 - x0), scale.height / (y1 - y0)))
+    const device = new mupdf.DrawDevice(mupdf.Matrix.identity, pixmap)
+    try {
+      page.run(device, matrix)
+      device.close()
+    } finally {
+      device.destroy()
+    }
+    return pixmap
+  } catch (error) {
+    pixmap.destroy()
+    throw error
+  }
+}
+
+/** raster copies a pixmap's samples out of the WebAssembly heap, rows packed. */
+function raster(pixmap: mupdf.Pixmap): Raster {
+  const width = pixmap.getWidth()
+  const height = pixmap.getHeight()
+  const channels = pixmap.getNumberOfComponents() as 1 | 3
+  const stride = pixmap.getStride()
+  const row = width * channels
+  const samples = pixmap.getPixels()
+  const pixels = new Uint8Array(row * height)
+  if (stride === row) pixels.set(samples.subarray(0, row * height))
+  else for (let y = 0; y < height; y++) pixels.set(samples.subarray(y * stride, y * stride + row), y * row)
+  return { width, height, channels, pixels }
+}
+
 function openDocument(doc: mupdf.Document): OpenDocument {
   const pdf = doc.asPDF()
   let pageCount = doc.countPages()
@@ -104,18 +145,12 @@ function openDocument(doc: mupdf.Document): OpenDocument {
         page.destroy()
       }
     },
-    renderPng(index, dpi, color: ColorMode) {
-      const page = doc.loadPage(index)
-      let pixmap: mupdf.Pixmap | undefined
-      try {
-        const space = color === 'gray' ? mupdf.ColorSpace.DeviceGray : mupdf.ColorSpace.DeviceRGB
-        pixmap = page.toPixmap(mupdf.Matrix.scale(dpi / 72, dpi / 72), space, false, true)
-        // asPNG copies out of the WebAssembly heap, so the bytes outlive the pixmap.
-        return pixmap.asPNG()
-      } finally {
-        pixmap?.destroy()
-        page.destroy()
-      }
+    renderPng(index, scale, color) {
+      // asPNG copies out of the WebAssembly heap, so the bytes outlive the pixmap.
+      return withPixmap(doc, index, scale, color, (pixmap) => pixmap.asPNG())
+    },
+    renderRaster(index, scale, color) {
+      return withPixmap(doc, index, scale, color, raster)
     },
     forPostScript() {
       if (pdf === null) return null
@@ -130,6 +165,19 @@ function openDocument(doc: mupdf.Document): OpenDocument {
       doc.destroy()
       mupdf.emptyStore()
     },
+  }
+}
+
+/** withPixmap draws a page and reads what it needs of the pixmap, which is then freed. */
+function withPixmap<T>(doc: mupdf.Document, index: number, scale: Scale, color: ColorMode, read: (pixmap: mupdf.Pixmap) => T): T {
+  const page = doc.loadPage(index)
+  let pixmap: mupdf.Pixmap | undefined
+  try {
+    pixmap = draw(page, scale, color)
+    return read(pixmap)
+  } finally {
+    pixmap?.destroy()
+    page.destroy()
   }
 }
 

@@ -29,7 +29,9 @@ import type { Log } from '../../logging/late.ts'
 import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
 import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
-import { addPage, newZip, pageName, singleName } from '../output.ts'
+import { pagesOutput, singleName, type PagesOutput } from '../output.ts'
+import { imageSpec } from '../image-options.ts'
+import { IMAGE_TYPES, type ImageFormat } from '../../domain/images.ts'
 import { parsePages } from '../pages.ts'
 import { PoolError, shared, type ConversionPool, type Running } from '../pool.ts'
 import type { Job } from '../protocol.ts'
@@ -343,8 +345,9 @@ export class JobRunner {
       },
       ...(secrets.password === undefined ? {} : { password: secrets.password }),
     }
-    const spec: Job = job.operation === 'image' ? { op: 'png', dpi: job.options.dpi, ...common } : { op: 'ps', ...common }
-    const out = new Output(job.basename, writer)
+    const image = job.operation === 'image' ? imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi) : null
+    const spec: Job = image !== null ? { op: 'image', image, ...common } : { op: 'ps', ...common }
+    const out = new Output(job.basename, writer, image?.format ?? null)
     const ack = () => {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
       else run.running?.ack()
@@ -354,11 +357,11 @@ export class JobRunner {
       {
         onStart: (pages, pageCount) => {
           run.pagesTotal = pages
-          out.start(spec.op, pages, pageCount)
+          out.start(pages, pageCount)
         },
-        onPage: (page, png) => {
+        onPage: (page, bytes) => {
           onPage()
-          out.page(page, png)
+          out.page(page, bytes)
           ack()
         },
         onChunk: (bytes) => {
@@ -491,39 +494,41 @@ export class JobRunner {
 class Output {
   readonly #basename: string
   readonly #writer: PieceWriter
-  #kind: 'png' | 'zip' | 'ps' = 'ps'
+  /** The image format, or null for PostScript. */
+  readonly #format: ImageFormat | null
   #pageCount = 0
-  #single: { page: number; png: Uint8Array } | null = null
-  #zip: ReturnType<typeof newZip> | null = null
+  #single: { page: number; bytes: Uint8Array } | null = null
+  #several: PagesOutput | null = null
 
-  constructor(basename: string, writer: PieceWriter) {
+  constructor(basename: string, writer: PieceWriter, format: ImageFormat | null) {
     this.#basename = basename
     this.#writer = writer
+    this.#format = format
   }
 
-  start(op: 'png' | 'ps', pages: number, pageCount: number): void {
+  start(pages: number, pageCount: number): void {
     this.#pageCount = pageCount
-    this.#kind = op === 'ps' ? 'ps' : pages === 1 ? 'png' : 'zip'
-    if (this.#kind !== 'zip') return
-    this.#zip = newZip()
-    ;(this.#zip.outputStream as NodeJS.ReadableStream).pipe(this.#writer)
+    if (this.#format === null || pages === 1) return
+    this.#several = pagesOutput(this.#format, this.#basename, pages, pageCount)
+    this.#several.stream.pipe(this.#writer)
   }
 
-  page(page: number, png: Uint8Array): void {
-    if (this.#zip !== null) addPage(this.#zip, png, pageName(this.#basename, page, this.#pageCount))
-    else this.#single = { page, png }
+  page(page: number, bytes: Uint8Array): void {
+    if (this.#several !== null) this.#several.add(page, bytes)
+    else this.#single = { page, bytes }
   }
 
   /** end completes the output (the writer finishes once it has written it) and names it. */
   end(pages: number): Omit<JobResultInfo, 'bytes'> {
-    if (this.#kind === 'zip') {
-      this.#zip!.end()
-      return { type: 'application/zip', name: `${this.#basename}.zip`, pages }
+    if (this.#several !== null) {
+      this.#several.end()
+      return { type: this.#several.type, name: this.#several.name, pages }
     }
-    if (this.#kind === 'png') {
-      const { page, png } = this.#single!
-      this.#writer.end(Buffer.from(png.buffer, png.byteOffset, png.byteLength))
-      return { type: 'image/png', name: singleName(this.#basename, page, this.#pageCount), pages: 1 }
+    if (this.#format !== null) {
+      const { page, bytes } = this.#single!
+      const { type, extension } = IMAGE_TYPES[this.#format]
+      this.#writer.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      return { type, name: singleName(this.#basename, page, this.#pageCount, extension), pages: 1 }
     }
     this.#writer.end()
     return { type: 'application/postscript', name: `${this.#basename}.ps`, pages }

@@ -45,10 +45,6 @@ export const JOBS_WITH: Readonly<Record<JobStatus, string>> = {
 }
 
 /** What each operation makes, for the reader. */
-const OPERATION_WORDS: Readonly<Record<ConversionJob['operation'], string>> = {
-  image: 'to PNG',
-  postscript: 'to PostScript',
-}
 
 /** Metadata up to this many characters is shown as it is; longer, folded in a `<details>`. */
 const METADATA_SHOWN = 80
@@ -77,11 +73,19 @@ export const canCancel = (job: ConversionJob): boolean => job.status === 'queued
 /** operationText: what the job makes, and with which options. */
 export function operationText(job: ConversionJob): string {
   const { dpi, pages, colorMode } = job.options
+  if (job.operation === 'postscript') {
+    return [`${job.operation} (to PostScript)`, ...(pages === null ? [] : [`pages ${pages}`]), ...(colorMode === 'gray' ? ['gray'] : [])].join(', ')
+  }
+  const image = job.options.image ?? { format: 'png' }
+  const box = image.width !== undefined || image.height !== undefined ? `within ${image.width ?? 'any'}×${image.height ?? 'any'} px` : `${dpi} dpi`
   return [
-    `${job.operation} (${OPERATION_WORDS[job.operation]})`,
-    `${dpi} dpi`,
+    `${job.operation} (to ${image.format === 'jpeg' ? 'JPEG' : image.format === 'webp' ? 'WebP' : image.format.toUpperCase()})`,
+    box,
     ...(pages === null ? [] : [`pages ${pages}`]),
     ...(colorMode === 'gray' ? ['gray'] : []),
+    ...(image.quality === undefined ? [] : [`quality ${image.quality}`]),
+    ...(image.bitDepth === undefined ? [] : [`${image.bitDepth}-bit`]),
+    ...(image.compression === undefined ? [] : [image.compression]),
   ].join(', ')
 }
 

@@ -2,9 +2,17 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { ConversionPool, PoolError } from '../../../src/converter/pool.ts'
 import { SKIP_CORPUS, real } from '../../support/convert.ts'
+import { imageSpec } from '../../../src/converter/image-options.ts'
 
 const limits = { maxPages: 500, maxPixels: 50e6, maxOutputBytes: 2 ** 30, maxMemoryBytes: 2 ** 30 }
-const job = () => ({ op: 'png' as const, pdf: new Uint8Array(real('pdflatex-4-pages.pdf')), color: 'rgb' as const, pages: null, limits, dpi: 36 })
+const job = () => ({
+  op: 'image' as const,
+  pdf: new Uint8Array(real('pdflatex-4-pages.pdf')),
+  color: 'rgb' as const,
+  pages: null,
+  limits,
+  image: imageSpec({ format: 'png' }, 36),
+})
 const options = { size: 1, maxQueue: 1, maxJobsPerWorker: 100, maxMemoryBytes: 768 * 1048576 }
 
 test('time spent waiting for a slow consumer does not count against the limit', { skip: SKIP_CORPUS }, async (t) => {

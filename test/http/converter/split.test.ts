@@ -11,17 +11,18 @@ import type { ReplacementReason } from '../../../src/metrics/metrics.ts'
 import type { JobResult } from '../../../src/converter/protocol.ts'
 import { SKIP_CORPUS, pngSize, real, unzip, upload } from '../../support/convert.ts'
 import { startApp } from '../../support/helper.ts'
+import { imageSpec } from '../../../src/converter/image-options.ts'
 import { jpxBomb } from '../../support/hostile.ts'
 
 const limits = { maxPages: 500, maxPixels: 50e6, maxOutputBytes: 2 ** 30, maxMemoryBytes: 2 ** 30 }
 const BIG = 'GeoTopo-komprimiert.pdf' // 117 pages
 const png = (name: string, dpi: number, pages: { from: number; to: number }[] | null = null) => ({
-  op: 'png' as const,
+  op: 'image' as const,
   pdf: new Uint8Array(real(name)),
   color: 'rgb' as const,
   pages,
   limits,
-  dpi,
+  image: imageSpec({ format: 'png' }, dpi),
 })
 
 interface Made {
@@ -79,7 +80,7 @@ test("a PNG job of several pages is rendered by both workers, its pages handed o
   const two = pool(t).pool
   const split = take(two, job())
   const result = await split.result
-  assert.ok(result.ok && result.op === 'png' && result.pages === 38)
+  assert.ok(result.ok && result.op === 'image' && result.pages === 38)
   assert.equal(split.running.stats().workers, 2, 'the free worker helped')
   assert.deepEqual(
     split.pages.map((p) => p.page),

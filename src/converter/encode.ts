@@ -1,0 +1,50 @@
+/**
+ * encodePage writes a page's pixels (MuPDF's, copied out of its heap) as JPEG, WebP or TIFF
+ * with libvips (the `sharp` package: libjpeg-turbo/mozjpeg, libwebp and libtiff, native and
+ * SIMD). It runs in the conversion workers, on pixels we made: the PDF itself never reaches
+ * it. PNG stays MuPDF's own (the format the route has always answered, byte for byte).
+ *
+ * libvips runs each encode on a thread of its own pool, one thread per encode: the workers are
+ * the parallelism (one page each), as for PNG. Its operation cache is off (every page is new).
+ */
+import sharp from 'sharp'
+import type { Raster } from './engines/engine.ts'
+import type { ImageSpec } from './protocol.ts'
+import { WEBP_EFFORT } from '../domain/images.ts'
+
+sharp.cache(false)
+sharp.concurrency(1)
+
+/** The quality of the JPEG compression within a TIFF. */
+const TIFF_JPEG_QUALITY = 90
+
+/** encodePage: the page in the spec's format (never PNG), `density` its dots per inch, as the file's resolution. */
+export async function encodePage(raster: Raster, spec: ImageSpec, density: number): Promise<Uint8Array> {
+  const { width, height, channels, pixels } = raster
+  // Gray pixels stay one channel (libvips would write them as sRGB); WebP has no gray and takes them as RGB.
+  const image = channels === 1 ? sharp(pixels, { raw: { width, height, channels } }).toColourspace('b-w') : sharp(pixels, { raw: { width, height, channels } })
+  let out: ReturnType<typeof sharp>
+  switch (spec.format) {
+    case 'jpeg':
+      out = image.jpeg({ quality: spec.quality }).withDensity(density)
+      break
+    case 'webp':
+      out = image.webp({ quality: spec.quality, effort: WEBP_EFFORT })
+      break
+    case 'tiff': {
+      const resolution = { xres: density / 25.4, yres: density / 25.4, resolutionUnit: 'inch' as const }
+      // A 1-bit page (fax, archives of scans) is the page's gray levels cut at the middle, 0 as white as fax readers expect.
+      out =
+        spec.bitDepth === 1
+          ? image
+              .threshold(128)
+              .toColourspace('b-w')
+              .tiff({ compression: spec.compression, bitdepth: 1, miniswhite: true, ...resolution })
+          : image.tiff({ compression: spec.compression, quality: TIFF_JPEG_QUALITY, predictor: 'horizontal', ...resolution })
+      break
+    }
+    case 'png':
+      throw new Error('PNG pages are written by MuPDF')
+  }
+  return (await out.toUint8Array()).data
+}

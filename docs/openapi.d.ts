@@ -329,6 +329,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/converter/extractText": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * PDF to text: each page's text in reading order, plain or with its layout (blocks, lines, words with boxes and fonts)
+         * @description MuPDF's text extraction, page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).
+         */
+        post: operations["extractText"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/converter/jobs": {
         parameters: {
             query?: never;
@@ -3838,6 +3858,249 @@ export interface operations {
             };
         };
     };
+    extractText: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument: string;
+                    /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
+                    pages?: string;
+                    /**
+                     * @default rgb
+                     * @enum {string}
+                     */
+                    colorMode?: "rgb" | "gray";
+                    /** @description Password of an encrypted PDF. */
+                    password?: string;
+                    /**
+                     * @default json
+                     * @enum {string}
+                     */
+                    format?: "json" | "text" | "structured";
+                };
+            };
+        };
+        responses: {
+            /** @description The pages' text. */
+            200: {
+                headers: {
+                    /** @description Pages in the result. */
+                    "X-Page-Count"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The page number (1-based). */
+                        page: number;
+                        /** @description The page width in points, as shown (after its rotation). */
+                        width: number;
+                        /** @description The page height in points. */
+                        height: number;
+                        /** @description Whether the page has text (false: no text layer, such as a scan; no OCR is made). */
+                        hasText: boolean;
+                        /** @description `json`: the text in reading order, lines ended by newlines, blocks by an empty line. */
+                        text?: string;
+                        /** @description `structured`: the text blocks, lines and words, in reading order. */
+                        blocks?: {
+                            /** @description x0, y0, x1, y1 in points from the top left of the page. */
+                            bbox: number[];
+                            lines: {
+                                /** @description x0, y0, x1, y1 in points from the top left of the page. */
+                                bbox: number[];
+                                /** @description 0: horizontal, 1: vertical writing. */
+                                wmode: number;
+                                text: string;
+                                words: {
+                                    text: string;
+                                    /** @description x0, y0, x1, y1 in points from the top left of the page. */
+                                    bbox: number[];
+                                    /** @description The font's name as the PDF has it (a subset's `ABCDEF+` tag included). */
+                                    font: string;
+                                    /** @description The font size in points. */
+                                    size: number;
+                                }[];
+                            }[];
+                        }[];
+                    }[];
+                    "text/plain": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *
+             *     `TEXT_FORMAT_INVALID`: format must be one of {formats}.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "TEXT_FORMAT_INVALID" | "DPI_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
     listConversionJobs: {
         parameters: {
             query?: {
@@ -3906,7 +4169,7 @@ export interface operations {
                              */
                             status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                             /** @enum {string} */
-                            operation: "image" | "postscript";
+                            operation: "image" | "postscript" | "text";
                             options: {
                                 dpi: number;
                                 /** @description The pages asked for; null: all. */
@@ -3924,6 +4187,11 @@ export interface operations {
                                     compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
                                     /** @enum {integer} */
                                     bitDepth?: 1 | 8;
+                                };
+                                /** @description A `text` job's format. */
+                                text?: {
+                                    /** @enum {string} */
+                                    format: "json" | "text" | "structured";
                                 };
                             };
                             /**
@@ -3957,7 +4225,7 @@ export interface operations {
                                 url: string;
                                 /** @description Bytes. */
                                 size: number;
-                                /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
+                                /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain. */
                                 type: string;
                                 name: string;
                                 pages: number;
@@ -4084,10 +4352,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript";
+                    operation: "image" | "postscript" | "text";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -4096,11 +4364,10 @@ export interface operations {
                      */
                     dpi?: number;
                     /**
-                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
-                     * @default png
+                     * @description `image`: the image format (`png` by default), as `generateImage`'s; `text`: `json` (default), `text` or `structured`, as `extractText`'s.
                      * @enum {string}
                      */
-                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    format?: "png" | "jpeg" | "webp" | "tiff" | "json" | "text" | "structured";
                     /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
                     width?: number;
                     /** @description See `width`. */
@@ -4159,10 +4426,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript";
+                    operation: "image" | "postscript" | "text";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -4171,11 +4438,10 @@ export interface operations {
                      */
                     dpi?: number;
                     /**
-                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
-                     * @default png
+                     * @description `image`: the image format (`png` by default), as `generateImage`'s; `text`: `json` (default), `text` or `structured`, as `extractText`'s.
                      * @enum {string}
                      */
-                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    format?: "png" | "jpeg" | "webp" | "tiff" | "json" | "text" | "structured";
                     /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
                     width?: number;
                     /** @description See `width`. */
@@ -4234,10 +4500,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript";
+                    operation: "image" | "postscript" | "text";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -4246,11 +4512,10 @@ export interface operations {
                      */
                     dpi?: number;
                     /**
-                     * @description The image format (`jpg` and `tif` are taken too). Several pages come as a zip of images, except TIFF: one multi-page TIFF, each page tagged with its number.
-                     * @default png
+                     * @description `image`: the image format (`png` by default), as `generateImage`'s; `text`: `json` (default), `text` or `structured`, as `extractText`'s.
                      * @enum {string}
                      */
-                    format?: "png" | "jpeg" | "webp" | "tiff";
+                    format?: "png" | "jpeg" | "webp" | "tiff" | "json" | "text" | "structured";
                     /** @description A thumbnail: each page fitted within `width` × `height` pixels, its aspect kept (either may be left out), instead of a `dpi`. */
                     width?: number;
                     /** @description See `width`. */
@@ -4343,6 +4608,8 @@ export interface operations {
              *
              *     `OPTION_NOT_APPLICABLE`: {field} applies to {formats} only, not to {format}.
              *
+             *     `TEXT_FORMAT_INVALID`: format must be one of {formats}.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
@@ -4368,7 +4635,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -4555,7 +4822,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript";
+                        operation: "image" | "postscript" | "text";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -4573,6 +4840,11 @@ export interface operations {
                                 compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
                                 /** @enum {integer} */
                                 bitDepth?: 1 | 8;
+                            };
+                            /** @description A `text` job's format. */
+                            text?: {
+                                /** @enum {string} */
+                                format: "json" | "text" | "structured";
                             };
                         };
                         /**
@@ -4606,7 +4878,7 @@ export interface operations {
                             url: string;
                             /** @description Bytes. */
                             size: number;
-                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
+                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain. */
                             type: string;
                             name: string;
                             pages: number;
@@ -4762,7 +5034,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript";
+                        operation: "image" | "postscript" | "text";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -4780,6 +5052,11 @@ export interface operations {
                                 compression?: "lzw" | "deflate" | "packbits" | "ccittfax4" | "jpeg" | "none";
                                 /** @enum {integer} */
                                 bitDepth?: 1 | 8;
+                            };
+                            /** @description A `text` job's format. */
+                            text?: {
+                                /** @enum {string} */
+                                format: "json" | "text" | "structured";
                             };
                         };
                         /**
@@ -4813,7 +5090,7 @@ export interface operations {
                             url: string;
                             /** @description Bytes. */
                             size: number;
-                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript. */
+                            /** @description image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain. */
                             type: string;
                             name: string;
                             pages: number;
@@ -4936,7 +5213,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The image, the zip of images, the multi-page TIFF or the PostScript, streamed; the same bytes as the synchronous route's answer. */
+            /** @description The image, the zip of images, the multi-page TIFF, the PostScript or the text, streamed; the same bytes as the synchronous route's answer. */
             200: {
                 headers: {
                     /** @description Pages in the result. */
@@ -4952,6 +5229,10 @@ export interface operations {
                     "image/tiff": string;
                     "application/zip": string;
                     "application/postscript": string;
+                    "application/json": {
+                        [key: string]: unknown;
+                    }[];
+                    "text/plain": string;
                 };
             };
             /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */

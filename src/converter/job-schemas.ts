@@ -5,6 +5,8 @@ import type { ErrorCode } from '../errors/catalogue.ts'
 import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
 import { JOB_ID_EXAMPLE, jobViewSchema as jobView } from '../openapi/job-view.ts'
 import { IMAGE_CODES, imageContent, imageFields } from './schemas.ts'
+import { IMAGE_FORMATS } from '../domain/images.ts'
+import { TEXT_FORMATS } from '../domain/text.ts'
 
 const JOB_ID = Type.String({ description: 'The job ID (`job_` and 21 hex digits).', examples: [JOB_ID_EXAMPLE] })
 const params = Type.Object({ jobID: JOB_ID })
@@ -13,10 +15,16 @@ const fields = {
   operation: Type.String({
     enum: [...JOB_OPERATIONS],
     description:
-      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`).',
+      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).',
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
   ...imageFields,
+  format: Type.Optional(
+    Type.String({
+      enum: [...IMAGE_FORMATS, ...TEXT_FORMATS],
+      description: "`image`: the image format (`png` by default), as `generateImage`'s; `text`: `json` (default), `text` or `structured`, as `extractText`'s.",
+    }),
+  ),
   colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
   password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (kept sealed until the job runs, then dropped).' })),
   sourceUrl: Type.Optional(
@@ -51,6 +59,7 @@ const SUBMIT_CODES: ErrorCode[] = [
   'NOT_A_PDF',
   'OPERATION_INVALID',
   ...IMAGE_CODES,
+  'TEXT_FORMAT_INVALID',
   'PAGES_INVALID',
   'COLOR_MODE_INVALID',
   'PASSWORD_INVALID',
@@ -113,7 +122,7 @@ export const jobResultSchema = {
   params,
   response: {
     200: {
-      description: "The image, the zip of images, the multi-page TIFF or the PostScript, streamed; the same bytes as the synchronous route's answer.",
+      description: "The image, the zip of images, the multi-page TIFF, the PostScript or the text, streamed; the same bytes as the synchronous route's answer.",
       headers: {
         'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
         'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the document.' },
@@ -121,6 +130,13 @@ export const jobResultSchema = {
       content: {
         ...imageContent,
         'application/postscript': { schema: Type.String({ format: 'binary' }) },
+        'application/json': {
+          schema: Type.Array(Type.Object({}, { additionalProperties: true }), {
+            description: 'A text job in JSON: the pages, as `extractText` answers them.',
+            examples: [[{ page: 1, width: 595.28, height: 841.89, hasText: true, text: 'Quarterly report\n' }]],
+          }),
+        },
+        'text/plain': { schema: Type.String() },
       },
     },
     ...errorResponses(['JOB_NOT_FOUND', 'JOB_RESULT_NOT_READY', 'JOB_RESULT_GONE'], { body: false }),

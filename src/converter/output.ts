@@ -7,6 +7,7 @@
 import { PassThrough, type Readable } from 'node:stream'
 import yazl from 'yazl'
 import { IMAGE_TYPES, type ImageFormat } from '../domain/images.ts'
+import type { TextFormat } from '../domain/text.ts'
 import { TiffPages } from './tiff.ts'
 
 /** The date every zip entry carries (midday, so that no time zone moves it to another day). */
@@ -68,5 +69,27 @@ export function pagesOutput(format: ImageFormat, basename: string, pages: number
     stream: zip.outputStream as Readable,
     add: (page, bytes) => addPage(zip, bytes, pageName(basename, page, pageCount, extension)),
     end: () => zip.end(),
+  }
+}
+
+/**
+ * textOutput: a text answer, streamed as its pages are added (in order): a JSON array of the
+ * pages' objects, or plain text with a form feed after each page (as pdftotext writes it).
+ */
+export function textOutput(format: TextFormat, basename: string): PagesOutput {
+  const stream = new PassThrough({ highWaterMark: 64 * 1024 })
+  const plain = format === 'text'
+  let written = 0
+  return {
+    type: plain ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8',
+    name: `${basename}.${plain ? 'txt' : 'json'}`,
+    stream,
+    add(_page, bytes) {
+      if (!plain) stream.write(written === 0 ? '[' : ',')
+      stream.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      if (plain) stream.write('\f')
+      written++
+    },
+    end: () => stream.end(plain ? undefined : written === 0 ? '[]' : ']'),
   }
 }

@@ -5,7 +5,7 @@
  * WebAssembly memory has grown (it never shrinks: see `check`, run after every part whatever
  * its outcome), after an engine trap, or when it dies.
  *
- * A job runs on one worker (its lead) and, when it is an image job of several pages and no other
+ * A job runs on one worker (its lead) and, when it is a page-by-page job (images, text) of several pages and no other
  * job waits, on every other free worker too (helpers): each opens the same bytes (shared, not
  * copied) and claims pages one at a time, and the pool hands the pages to the consumer in
  * order. A job that arrives while workers help another takes one of them: the helper stops at
@@ -32,13 +32,25 @@ import { Worker } from 'node:worker_threads'
 // The workers encode pages with libvips (encode.ts): on glibc the main thread must load it first, so that
 // its shared libraries stay loaded while workers come and go (sharp's documentation, "worker threads").
 import 'sharp'
-import { JOB_COUNTERS, NEXT, STOP, TAKEN, type FromWorker, type Job, type JobResult, type Refusal, type ToWorker, type WorkerData } from './protocol.ts'
+import {
+  JOB_COUNTERS,
+  NEXT,
+  STOP,
+  TAKEN,
+  pageWork,
+  type FromWorker,
+  type Job,
+  type JobResult,
+  type Refusal,
+  type ToWorker,
+  type WorkerData,
+} from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 import { FairQueue } from './fair.ts'
 
 export interface PoolOptions {
   readonly size: number
-  /** Let free workers help with a running image job's pages (default true). */
+  /** Let free workers help with a running page-by-page job's pages (default true). */
   readonly splitPages?: boolean
   readonly maxQueue: number
   readonly timeoutMs: number
@@ -146,7 +158,7 @@ interface Entry {
   readonly parts: Set<Slot>
   /** Every worker that has run a part, for the stats. */
   readonly workers: Set<number>
-  /** The resolved page list, once the lead has started an image job. */
+  /** The resolved page list, once the lead has started a page-by-page job. */
   pages?: readonly number[]
   /** The lead's result, kept until every part has ended. */
   result?: JobResult
@@ -384,7 +396,7 @@ export class ConversionPool {
   }
 
   /**
-   * dispatch gives each free worker the next queued job, or else a share of a running image
+   * dispatch gives each free worker the next queued job, or else a share of a running page-by-page
    * job with pages left to claim; then, while jobs still wait, it asks helpers to give way.
    */
   #dispatch(): void {
@@ -433,7 +445,7 @@ export class ConversionPool {
   }
 
   /**
-   * needsHelp finds the running image job with the most pages left to claim, if any has enough
+   * needsHelp finds the running page-by-page job with the most pages left to claim, if any has enough
    * and no other conversion is on its way.
    */
   #needsHelp(): Entry | undefined {
@@ -442,7 +454,7 @@ export class ConversionPool {
     let best: Entry | undefined
     let most = MIN_PAGES_TO_HELP - 1
     for (const entry of this.#running) {
-      if (entry.settled || entry.pages === undefined || entry.job.op !== 'image') continue
+      if (entry.settled || entry.pages === undefined || pageWork(entry.job) === null) continue
       const left = entry.pages.length - Atomics.load(entry.counters, NEXT)
       if (left > most) {
         best = entry
@@ -453,7 +465,7 @@ export class ConversionPool {
   }
 
   #help(slot: Slot, entry: Entry): void {
-    const job = entry.job as Job & { op: 'image' }
+    const { job } = entry
     this.#begin(slot, entry, false)
     this.#setPaused(entry)
     slot.worker.postMessage({
@@ -461,7 +473,7 @@ export class ConversionPool {
       id: entry.id,
       counters: entry.counters.buffer as SharedArrayBuffer,
       window: this.#window,
-      share: { pdf: job.pdf, password: job.password, image: job.image, color: job.color, pages: entry.pages! },
+      share: { pdf: job.pdf, password: job.password, work: pageWork(job)!, color: job.color, pages: entry.pages! },
     } satisfies ToWorker)
   }
 
@@ -614,7 +626,7 @@ export class ConversionPool {
     if (entry.settled) return
     const result = entry.result
     if (result === undefined) entry.settle({ error: new PoolError('failed', 'the job ended without a result') })
-    else if (result.ok && result.op === 'image' && entry.next !== result.pages) {
+    else if (result.ok && result.op !== 'ps' && entry.next !== result.pages) {
       entry.settle({ error: new PoolError('failed', `the job ended with ${entry.next} of its ${result.pages} pages`) })
     } else entry.settle({ result })
   }

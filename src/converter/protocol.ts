@@ -1,7 +1,8 @@
 /** Messages between the conversion pool (main thread) and its workers. */
 import type { ErrorCode } from '../errors/catalogue.ts'
 import type { Box, ImageFormat, TiffBitDepth, TiffCompression } from '../domain/images.ts'
-import type { ColorMode } from './engines/engine.ts'
+import type { TextFormat } from '../domain/text.ts'
+import type { ColorMode, CompressPreset } from './engines/engine.ts'
 import type { Range } from './pages.ts'
 
 export interface Limits {
@@ -36,7 +37,27 @@ export interface ImageSpec {
   readonly bitDepth: TiffBitDepth
 }
 
-export type Job = (JobCommon & { readonly op: 'image'; readonly image: ImageSpec }) | (JobCommon & { readonly op: 'ps' })
+/**
+ * How each page of a text job is written: `text`, its plain text (the answer puts a form feed
+ * after each page, as pdftotext does); `json`, an object with its text; `structured`, an object
+ * with its blocks, lines and words.
+ */
+export interface TextSpec {
+  readonly format: TextFormat
+}
+
+/** What is made of each page of a page-by-page job (the pages shared out among workers). */
+export type PageWork = { readonly op: 'image'; readonly image: ImageSpec } | { readonly op: 'text'; readonly text: TextSpec }
+
+/** A Ghostscript job: PostScript, or with `compress` a PDF rewritten smaller by pdfwrite with that preset; its output streamed in pieces. */
+export type Job = (JobCommon & PageWork) | (JobCommon & { readonly op: 'ps'; readonly compress?: CompressPreset })
+
+/** pageWork: a page-by-page job's work, for the workers that join it; null for a job of one piece. */
+export function pageWork(job: Job): PageWork | null {
+  if (job.op === 'image') return { op: 'image', image: job.image }
+  if (job.op === 'text') return { op: 'text', text: job.text }
+  return null
+}
 
 /** A refusal caused by the document (a 4xx), with the catalogue code and its parameters. */
 export interface Refusal {
@@ -47,7 +68,7 @@ export interface Refusal {
 
 export type JobResult =
   | Refusal
-  | { readonly ok: true; readonly op: 'image'; readonly pageCount: number; readonly pages: number }
+  | { readonly ok: true; readonly op: 'image' | 'text'; readonly pageCount: number; readonly pages: number }
   | { readonly ok: true; readonly op: 'ps'; readonly pageCount: number; readonly pages: number; readonly bytes: number }
 
 /**
@@ -76,11 +97,11 @@ export interface WorkerData {
   readonly maxMemoryBytes: number
 }
 
-/** What a worker joining an image job (a helper) needs: the lead has opened and checked the document already. */
+/** What a worker joining a page-by-page job (a helper) needs: the lead has opened and checked the document already. */
 export interface Share {
   readonly pdf: Uint8Array
   readonly password?: string
-  readonly image: ImageSpec
+  readonly work: PageWork
   readonly color: ColorMode
   /** The resolved page list (1-based), as the lead sent it. */
   readonly pages: readonly number[]
@@ -88,7 +109,7 @@ export interface Share {
 
 /**
  * A part of a job for one worker: `job` for the lead (which opens and checks the document, then
- * renders its share), `help` for a worker that joins an image job already started. The PDF's bytes
+ * renders its share), `help` for a worker that joins a page-by-page job already started. The PDF's bytes
  * are in a SharedArrayBuffer: every part reads the same copy.
  */
 export type ToWorker =
@@ -102,7 +123,7 @@ export type FromWorker =
   | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
   /**
    * One page, written in the job's format (a TIFF page is a TIFF file of its own, which the
-   * answer joins to the others): `index` is its place in the page list (parts send pages out
+   * answer joins to the others; a text page its text or its JSON object): `index` is its place in the page list (parts send pages out
    * of order; the pool puts them back in order).
    */
   | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly bytes: Uint8Array }

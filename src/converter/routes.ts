@@ -13,10 +13,10 @@ import { type ApiError, apiError } from '../errors/errors.ts'
 import { type ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
 import type { ConversionOutcome, ConversionRoute, Metrics } from '../metrics/metrics.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
-import { readUpload, requireMultipart, type Upload } from './upload.ts'
-import { imageSchema, postscriptSchema } from './schemas.ts'
+import { readUpload, requireMultipart, type RouteOptions, type Upload } from './upload.ts'
+import { imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { dropWhenStalled } from './stall.ts'
-import { pagesOutput, singleName } from './output.ts'
+import { pagesOutput, singleName, textOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
@@ -107,7 +107,7 @@ class Conversions {
   }
 
   /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
-  async accept(request: FastifyRequest, route: ConversionRoute, image = false): Promise<{ place: Reservation; upload: Upload }> {
+  async accept(request: FastifyRequest, route: ConversionRoute, own: RouteOptions = null): Promise<{ place: Reservation; upload: Upload }> {
     requireMultipart(request)
     let place: Reservation
     try {
@@ -118,7 +118,7 @@ class Conversions {
       throw this.failure(request, error)
     }
     try {
-      return { place, upload: await readUpload(request, this.config, { image }) }
+      return { place, upload: await readUpload(request, this.config, own) }
     } catch (error) {
       place.release()
       throw error
@@ -228,7 +228,7 @@ const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffs
  */
 async function generateImage(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const route = '/converter/generateImage'
-  const { place, upload } = await c.accept(request, route, true)
+  const { place, upload } = await c.accept(request, route, 'image')
   const image = imageSpec(upload.image!, upload.dpi)
   const received: { page: number; bytes: Uint8Array }[] = []
   let outputBytes = 0
@@ -329,6 +329,50 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
   return reply.header('x-page-count', String(pages)).send(out)
 }
 
+/**
+ * POST /converter/extractText: each page's text, streamed in page order as the workers
+ * extract it: a JSON array of pages (plain or structured), or text/plain with a form feed
+ * after each page.
+ */
+async function extractText(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const route = '/converter/extractText'
+  const { place, upload } = await c.accept(request, route, 'text')
+  const output = textOutput(upload.text!.format, upload.basename)
+  let outputBytes = 0
+  let pages = 0
+  let firstPage!: () => void
+  const flowing = new Promise<void>((resolve) => {
+    firstPage = resolve
+  })
+  const job: Job = { op: 'text', text: upload.text!, pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
+  const running = c.submit(
+    request,
+    reply,
+    route,
+    place,
+    job,
+    {
+      onStart: (count) => {
+        pages = count
+      },
+      onPage: (page, bytes) => {
+        outputBytes += bytes.byteLength
+        output.add(page, bytes)
+        taken(output.stream as PassThrough, running)
+        firstPage()
+      },
+    },
+    () => outputBytes,
+  )
+  const settled = settle(running)
+  // Nothing is sent before the first page: until then a refusal is still a clean 4xx.
+  const first = await Promise.race([flowing.then(() => null), settled])
+  if (first !== null) c.throwIfFailed(request, first)
+  c.endWhenSettled(request, settled, () => output.end(), output.stream)
+  c.dropStalled(request, reply)
+  return reply.type(output.type).header('x-page-count', String(pages)).send(output.stream)
+}
+
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
   const conversions = new Conversions(opts)
   await app.register(multipart)
@@ -341,6 +385,7 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     paid.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
       generatePostscript(conversions, request, reply),
     )
+    paid.post('/converter/extractText', { schema: textSchema, validatorCompiler: documentOnly }, (request, reply) => extractText(conversions, request, reply))
     await jobSubmitRoute(paid, { config: opts.config, jobs: opts.jobs })
   })
   await app.register(async (free) => {

@@ -137,3 +137,61 @@ export const postscriptSchema = {
     ...errorResponses([...CODES, 'DPI_INVALID']),
   },
 }
+
+const box = Type.Array(Type.Number(), { minItems: 4, maxItems: 4, description: 'x0, y0, x1, y1 in points from the top left of the page.' })
+
+const textPage = Type.Object({
+  page: Type.Integer({ description: 'The page number (1-based).' }),
+  width: Type.Number({ description: 'The page width in points, as shown (after its rotation).' }),
+  height: Type.Number({ description: 'The page height in points.' }),
+  hasText: Type.Boolean({ description: 'Whether the page has text (false: no text layer, such as a scan; no OCR is made).' }),
+  text: Type.Optional(Type.String({ description: '`json`: the text in reading order, lines ended by newlines, blocks by an empty line.' })),
+  blocks: Type.Optional(
+    Type.Array(
+      Type.Object({
+        bbox: box,
+        lines: Type.Array(
+          Type.Object({
+            bbox: box,
+            wmode: Type.Integer({ description: '0: horizontal, 1: vertical writing.' }),
+            text: Type.String(),
+            words: Type.Array(
+              Type.Object({
+                text: Type.String(),
+                bbox: box,
+                font: Type.String({ description: "The font's name as the PDF has it (a subset's `ABCDEF+` tag included)." }),
+                size: Type.Number({ description: 'The font size in points.' }),
+              }),
+            ),
+          }),
+        ),
+      }),
+      { description: '`structured`: the text blocks, lines and words, in reading order.' },
+    ),
+  ),
+})
+
+export const textSchema = {
+  operationId: 'extractText',
+  summary: "PDF to text: each page's text in reading order, plain or with its layout (blocks, lines, words with boxes and fonts)",
+  description:
+    "MuPDF's text extraction, page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).",
+  tags: ['converter'],
+  consumes: ['multipart/form-data'],
+  body: body({ format: Type.Optional(Type.String({ enum: ['json', 'text', 'structured'], default: 'json' })) as never }, [{}, { format: 'structured' }]),
+  response: {
+    200: {
+      description: 'The pages\' text.',
+      headers: { 'X-Page-Count': headers['X-Page-Count'] },
+      content: {
+        'application/json': {
+          schema: Type.Array(textPage, {
+            examples: [[{ page: 1, width: 595.28, height: 841.89, hasText: true, text: 'Quarterly report\n\nRevenue rose 4% on the quarter.\n' }]],
+          }),
+        },
+        'text/plain': { schema: Type.String() },
+      },
+    },
+    ...errorResponses([...CODES, 'TEXT_FORMAT_INVALID', 'DPI_INVALID']),
+  },
+}

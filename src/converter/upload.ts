@@ -13,6 +13,8 @@ import { MAX_DPI, MIN_DPI } from './protocol.ts'
 import { shared } from './pool.ts'
 import type { ImageOptions } from '../domain/images.ts'
 import { readImageOptions } from './image-options.ts'
+import type { TextSpec } from './protocol.ts'
+import { TEXT_FORMATS, type TextFormat } from '../domain/text.ts'
 
 /** A conversion's options, checked. */
 export interface ConversionOptions {
@@ -27,6 +29,23 @@ export interface Upload extends ConversionOptions {
   readonly basename: string
   /** The image options, on the image route. */
   readonly image?: ImageOptions
+  /** The text's form, on the text route. */
+  readonly text?: TextSpec
+}
+
+/** Which route's own options an upload carries besides the common ones. */
+export type RouteOptions = 'image' | 'text' | null
+
+/**
+ * readTextFormat: the text route's `format`, or, when none is sent, `text` for a client that
+ * asks for text/plain first in its Accept header (`curl -H 'Accept: text/plain'`), else `json`.
+ */
+export function readTextFormat(fields: Readonly<Record<string, string | undefined>>, accept: string | undefined, problems: Problem[]): TextSpec {
+  const given = fields.format?.trim().toLowerCase() ?? ''
+  if (given === '') return { format: /^\s*text\/plain\b/i.test(accept ?? '') ? 'text' : 'json' }
+  if ((TEXT_FORMATS as readonly string[]).includes(given)) return { format: given as TextFormat }
+  problems.push({ code: 'TEXT_FORMAT_INVALID', params: { formats: TEXT_FORMATS.join(', ') } })
+  return { format: 'json' }
 }
 
 const PDF_FIELD = 'pdfDocument'
@@ -78,8 +97,8 @@ export function requireMultipart(request: FastifyRequest): void {
 /** isPdf: whether bytes start like a PDF (its header within the first KiB, as readers allow). */
 export const isPdf = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.byteLength, 1024)).includes(HEADER)
 
-/** readUpload reads a conversion's upload and options (`image`: the image route's too), every problem reported at once. */
-export async function readUpload(request: FastifyRequest, config: Config, { image = false } = {}): Promise<Upload> {
+/** readUpload reads a conversion's upload and options (and the route's own: `route`), every problem reported at once. */
+export async function readUpload(request: FastifyRequest, config: Config, route: RouteOptions = null): Promise<Upload> {
   requireMultipart(request)
   const { fields, otherFiles, file } = await readParts(request, config.maxUploadBytes)
   const problems: Problem[] = []
@@ -90,9 +109,10 @@ export async function readUpload(request: FastifyRequest, config: Config, { imag
     problems.push({ code: 'NOT_A_PDF' })
   }
   const options = readOptions(fields, problems)
-  const imageOptions = image ? readImageOptions(fields, problems) : undefined
+  const own =
+    route === 'image' ? { image: readImageOptions(fields, problems) } : route === 'text' ? { text: readTextFormat(fields, request.headers.accept, problems) } : {}
   if (problems.length > 0) throw new ApiError(problems)
-  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options, ...(imageOptions === undefined ? {} : { image: imageOptions }) }
+  return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options, ...own }
 }
 
 /** readOptions checks a conversion's option fields, adding a problem for each bad one. */

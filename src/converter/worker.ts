@@ -25,7 +25,10 @@ import {
   type ImageSpec,
   type Job,
   type JobResult,
+  type PageWork,
+  pageWork,
   type Refusal,
+  type TextSpec,
   type Share,
   type ToWorker,
   type WorkerData,
@@ -142,7 +145,7 @@ function tooLarge(page: number, size: PageSize, job: Job & { op: 'image' }): Ref
  * the pool asks this worker to stop. A page is claimed only once it is within the window of
  * what the consumer has taken, so a worker that waits holds no page.
  */
-async function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], image: ImageSpec, color: Share['color']): Promise<void> {
+async function renderShare(part: Part, doc: OpenDocument, pages: readonly number[], work: PageWork, color: Share['color']): Promise<void> {
   const { counters } = part
   for (;;) {
     if (stopped()) return
@@ -151,7 +154,7 @@ async function renderShare(part: Part, doc: OpenDocument, pages: readonly number
     if (!waitForConsumer(part, index - part.window + 1, true)) return
     if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
     const page = pages[index]!
-    const bytes = await drawPage(doc, page - 1, image, color)
+    const bytes = work.op === 'image' ? await drawPage(doc, page - 1, work.image, color) : textPage(doc, page, work.text)
     // A page drawn while memory was refused may lack what could not be allocated: never sent.
     if (capped) return
     send({ type: 'page', id: part.id, index, page, bytes }, [bytes.buffer as ArrayBuffer])
@@ -174,15 +177,33 @@ async function drawPage(doc: OpenDocument, index: number, image: ImageSpec, colo
   }
 }
 
-async function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & { op: 'image' }): Promise<JobResult> {
-  for (const page of pages) {
-    const size = doc.pageSize(page - 1)
-    if (pixelsOf(size, job.image) > job.limits.maxPixels) return tooLarge(page, size, job)
+const encoder = new TextEncoder()
+
+/** textPage writes a page's (1-based) text as the spec asks: its plain text, or its JSON object (with its size, and its blocks when structured). */
+function textPage(doc: OpenDocument, page: number, text: TextSpec): Uint8Array {
+  if (text.format === 'text') return encoder.encode(doc.plainText(page - 1))
+  const { width, height } = doc.pageSize(page - 1)
+  const size = { page, width: Math.round(width * 100) / 100, height: Math.round(height * 100) / 100 }
+  if (text.format === 'json') {
+    const plain = doc.plainText(page - 1)
+    return encoder.encode(JSON.stringify({ ...size, hasText: /\S/u.test(plain), text: plain }))
+  }
+  const blocks = doc.structuredText(page - 1)
+  return encoder.encode(JSON.stringify({ ...size, hasText: blocks.some((b) => b.lines.some((l) => l.words.length > 0)), blocks }))
+}
+
+/** renderPages makes every page of a page-by-page job (images, text), shared out with the workers that join. */
+async function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & PageWork): Promise<JobResult> {
+  if (job.op === 'image') {
+    for (const page of pages) {
+      const size = doc.pageSize(page - 1)
+      if (pixelsOf(size, job.image) > job.limits.maxPixels) return tooLarge(page, size, job)
+    }
   }
   // The output limit is the pool's to keep: it counts the pages of every part, in order.
   send({ type: 'start', id: part.id, pages, pageCount: doc.pageCount })
-  await renderShare(part, doc, pages, job.image, job.color)
-  return { ok: true, op: 'image', pageCount: doc.pageCount, pages: pages.length }
+  await renderShare(part, doc, pages, pageWork(job)!, job.color)
+  return { ok: true, op: job.op, pageCount: doc.pageCount, pages: pages.length }
 }
 
 /** writePostscript runs Ghostscript with its output cut into pieces and sent as it comes. */
@@ -210,7 +231,8 @@ function writePostscript(part: Part, pdf: Uint8Array, pages: readonly number[], 
   }
   const { maxOutputBytes, maxMemoryBytes } = job.limits
   const progress = () => send({ type: 'progress', id: part.id })
-  const outcome = vector.postscript!(pdf, { pages, pageCount, color: job.color, password: job.password, onPage: progress }, sink, {
+  const options = { pages, pageCount, color: job.color, password: job.password, onPage: progress, ...(job.compress ? { compress: job.compress } : {}) }
+  const outcome = vector.postscript!(pdf, options, sink, {
     maxOutputBytes,
     // ps2write's scratch files run about twice the size of its output (the real corpus: 1.3 to 2.5 times).
     maxScratchBytes: 2 * maxOutputBytes,
@@ -239,7 +261,7 @@ async function run(part: Part, job: Job): Promise<JobResult> {
     if (doc.pageCount === 0) return refuse('PDF_UNREADABLE')
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
-    if (job.op === 'image') return await renderPages(part, doc, pages, job)
+    if (job.op !== 'ps') return await renderPages(part, doc, pages, job)
     // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
     // draws it, so that the PostScript shows the same pages and fields as the PNG.
     const source = doc.forPostScript() ?? job.pdf
@@ -250,13 +272,13 @@ async function run(part: Part, job: Job): Promise<JobResult> {
   }
 }
 
-/** help renders a share of an image job the lead has opened and checked already. */
+/** help renders a share of a page-by-page job the lead has opened and checked already. */
 async function help(part: Part, share: Share): Promise<null> {
   const opened = raster.open!(share.pdf, share.password)
   // The lead opened the same bytes: should this copy fail, the other parts render the pages.
   if (!opened.ok) return null
   try {
-    await renderShare(part, opened.document, share.pages, share.image, share.color)
+    await renderShare(part, opened.document, share.pages, share.work, share.color)
     return null
   } finally {
     opened.document.close()

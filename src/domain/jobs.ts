@@ -10,14 +10,15 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { ImageOptions } from './images.ts'
+import type { TextFormat } from './text.ts'
 
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const
 export type JobStatus = (typeof JOB_STATUSES)[number]
 
 export const isJobStatus = (value: string): value is JobStatus => (JOB_STATUSES as readonly string[]).includes(value)
 
-/** What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a multi-page TIFF; postscript). */
-export const JOB_OPERATIONS = ['image', 'postscript'] as const
+/** What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a multi-page TIFF; postscript; text). */
+export const JOB_OPERATIONS = ['image', 'postscript', 'text'] as const
 export type JobOperation = (typeof JOB_OPERATIONS)[number]
 
 export const isJobOperation = (value: string): value is JobOperation => (JOB_OPERATIONS as readonly string[]).includes(value)
@@ -29,6 +30,8 @@ export interface JobOptions {
   readonly colorMode: 'rgb' | 'gray'
   /** An image job's format and its options (absent: PNG, as jobs submitted before formats were). */
   readonly image?: ImageOptions
+  /** A text job's format. */
+  readonly text?: { readonly format: TextFormat }
 }
 
 /** The result of a job that succeeded, while it is kept. */

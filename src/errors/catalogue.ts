@@ -266,6 +266,7 @@ export const catalogue = {
     '{field} applies to {formats} only, not to {format}.',
     'An option was sent that the chosen `format` does not take (`quality` is for JPEG and WebP, `compression` and `bitDepth` for TIFF): it is refused rather than ignored.',
   ),
+  TEXT_FORMAT_INVALID: entry(400, 'list', 'format must be one of {formats}.', '`format` of `extractText` is not `json`, `text` or `structured`.'),
   PAGES_INVALID: entry(400, 'list', "pages must be a page selection such as '1-3,5,9-'.", '`pages` does not parse.'),
   COLOR_MODE_INVALID: entry(400, 'list', 'colorMode must be rgb or gray.', '`colorMode` is not `rgb` or `gray`.'),
   PASSWORD_INVALID: entry(

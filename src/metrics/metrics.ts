@@ -54,7 +54,7 @@ export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = [
   'cancelled',
   'unavailable',
 ]
-export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript'] as const
+export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript', '/converter/extractText'] as const
 export type ConversionRoute = (typeof CONVERSION_ROUTES)[number]
 
 /**

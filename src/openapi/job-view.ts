@@ -5,6 +5,7 @@
 import { Type, type TSchema } from 'typebox'
 import { JOB_OPERATIONS, JOB_STATUSES } from '../domain/jobs.ts'
 import { IMAGE_FORMATS, TIFF_BIT_DEPTHS, TIFF_COMPRESSIONS } from '../domain/images.ts'
+import { TEXT_FORMATS } from '../domain/text.ts'
 
 /** The codes only a job's end gives (its `error`), never an HTTP answer; a job also ends with the conversion routes' own. */
 export const JOB_END_CODES = ['SOURCE_FETCH_FAILED', 'RESULT_UPLOAD_FAILED', 'JOB_STORAGE_FULL'] as const
@@ -41,6 +42,7 @@ export const jobViewSchema = Type.Object(
           { description: "An `image` job's format and the options given for it (absent: PNG)." },
         ),
       ),
+      text: Type.Optional(Type.Object({ format: Type.String({ enum: [...TEXT_FORMATS] }) }, { description: "A `text` job's format." })),
     }),
     source: Type.String({ enum: ['upload', 'url'], description: 'Uploaded with the job, or fetched from its sourceUrl (never shown).' }),
     resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),
@@ -55,7 +57,7 @@ export const jobViewSchema = Type.Object(
       Type.Object({
         url: Type.String({ description: "Its download on the public API (with the account's API key)." }),
         size: Type.Integer({ description: 'Bytes.' }),
-        type: Type.String({ description: 'image/png, image/jpeg, image/webp, image/tiff, application/zip or application/postscript.' }),
+        type: Type.String({ description: 'image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain.' }),
         name: Type.String(),
         pages: Type.Integer(),
         expiresAt: time('When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).'),

@@ -29,7 +29,7 @@ import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
-import { isPdf, readOptions, safeBasename } from '../converter/upload.ts'
+import { isPdf, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
@@ -117,6 +117,7 @@ export class Jobs {
         pages: input.fields.pages?.trim() || null,
         colorMode: options.color,
         ...(checked.image === undefined ? {} : { image: checked.image }),
+        ...(checked.text === undefined ? {} : { text: checked.text }),
       },
       basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
       source: document === null ? 'url' : 'upload',
@@ -146,6 +147,7 @@ export class Jobs {
     if (!isJobOperation(operation)) problems.push({ code: 'OPERATION_INVALID', params: { operations: JOB_OPERATIONS.join(', ') } })
     const options = readOptions(fields, problems)
     const image = operation === 'image' ? readImageOptions(fields, problems) : undefined
+    const text = operation === 'text' ? readTextFormat(fields, undefined, problems) : undefined
     const sourceText = fields.sourceUrl?.trim() ?? ''
     if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
     else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
@@ -164,7 +166,7 @@ export class Jobs {
     const metadata = readMetadata(input.metadata ?? fields.metadata)
     if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
     if (problems.length > 0) return refuse('invalid', ...problems)
-    return { operation: operation as ConversionJob['operation'], options, image, secrets, metadata: metadata ?? null }
+    return { operation: operation as ConversionJob['operation'], options, image, text, secrets, metadata: metadata ?? null }
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */

@@ -172,3 +172,39 @@ test("image bombs (JPEG 2000, JBIG2) stop at the worker's memory cap with 422, t
   // And the node converts as before.
   assert.deepEqual(await Promise.all([small(IMAGE), small(PS)]), [200, 200])
 })
+
+test('pages of 35 megapixels written as WebP, TIFF and JPEG on both workers stay within the workers budgets, and the memory comes back', {
+  skip: SKIP_CORPUS,
+  timeout: 180_000,
+}, async (t) => {
+  const budgetMiB = 768
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  const pid = server.child.pid!
+  const convert = async (fields: Record<string, string>) => {
+    const res = await upload(url, IMAGE, key, real('pdflatex-image.pdf'), fields)
+    return { status: res.status, bytes: (await res.arrayBuffer()).byteLength }
+  }
+  assert.deepEqual(
+    (await Promise.all([convert({ dpi: '72', format: 'webp' }), convert({ dpi: '72', format: 'tiff' })])).map((r) => r.status),
+    [200, 200],
+  )
+  const before = treeRssBytes(pid)
+  // A4 at 600 dpi: 4961 × 7016 pixels, 34.8 megapixels (100 MiB of RGB), each page's pixels copied out of MuPDF for libvips.
+  const big: Record<string, string>[] = [
+    { dpi: '600', format: 'webp' },
+    { dpi: '600', format: 'tiff' },
+    { dpi: '600', format: 'jpeg' },
+    { dpi: '600', format: 'tiff', bitDepth: '1' },
+  ]
+  const { value: answers, peak } = await peakWhile(pid, Promise.all(big.map(convert)))
+  await sleep(5_000)
+  const after = treeRssBytes(pid)
+  t.diagnostic(
+    `RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 5 s after ${(after / MiB).toFixed(0)} MiB; ${answers.map((a, i) => `${big[i]!.format}${big[i]!.bitDepth ?? ''} ${a.status} ${(a.bytes / MiB).toFixed(1)} MiB`).join(', ')}`,
+  )
+  for (const a of answers) assert.equal(a.status, 200)
+  assert.ok(peak - before < 2 * budgetMiB * MiB, `peak RSS ${(peak / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+  assert.ok(after - before < 400 * 1e6, `RSS 5 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+})

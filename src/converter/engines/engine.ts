@@ -25,6 +25,31 @@ export interface Raster {
   readonly pixels: Uint8Array
 }
 
+/** A box in points from the page's top left: x0, y0, x1, y1. */
+export type TextBox = [number, number, number, number]
+
+export interface TextWord {
+  readonly text: string
+  readonly bbox: TextBox
+  /** The font's name as the PDF gives it (a subset's tag included, `ABCDEF+`). */
+  readonly font: string
+  /** Its size in points. */
+  readonly size: number
+}
+
+export interface TextLine {
+  readonly bbox: TextBox
+  /** 0: horizontal, 1: vertical writing. */
+  readonly wmode: number
+  readonly text: string
+  readonly words: TextWord[]
+}
+
+export interface TextBlock {
+  readonly bbox: TextBox
+  readonly lines: TextLine[]
+}
+
 export interface OpenDocument {
   readonly pageCount: number
   pageSize(index: number): PageSize
@@ -32,6 +57,10 @@ export interface OpenDocument {
   renderPng(index: number, scale: Scale, color: ColorMode): Uint8Array
   /** renderRaster draws one page (0-based) as pixels, copied out of the engine. */
   renderRaster(index: number, scale: Scale, color: ColorMode): Raster
+  /** plainText: one page's (0-based) text in reading order, lines ended by newlines. */
+  plainText(index: number): string
+  /** structuredText: one page's text blocks, lines and words with their boxes, fonts and sizes. */
+  structuredText(index: number): TextBlock[]
   /**
    * forPostScript gives the document as the engine draws it, for the PostScript engine:
    * repaired, and carrying the form-field appearances the engine makes; null when that is the original.
@@ -48,7 +77,13 @@ export interface PostScriptOptions {
   readonly password?: string
   /** onPage is told as the engine begins each page (the pool's page clock). */
   readonly onPage?: () => void
+  /** Write a PDF made smaller with this pdfwrite preset instead of PostScript. */
+  readonly compress?: CompressPreset
 }
+
+/** Ghostscript's pdfwrite presets (-dPDFSETTINGS), from smallest to most faithful. */
+export const COMPRESS_PRESETS = ['screen', 'ebook', 'printer', 'prepress'] as const
+export type CompressPreset = (typeof COMPRESS_PRESETS)[number]
 
 /** OutputSink takes the output as it is written; it may block until the consumer has caught up. The bytes are only valid during the call. */
 export type OutputSink = (bytes: Uint8Array) => void
@@ -71,7 +106,7 @@ export interface PdfEngine {
   readonly name: string
   /** open parses a PDF (authenticating with `password` when it is encrypted). */
   open?(pdf: Uint8Array, password?: string): OpenResult
-  /** postscript writes vector PostScript (DSC-conformant) of the selected pages to `sink`, within `budget`. */
+  /** postscript writes vector PostScript (DSC-conformant) of the selected pages to `sink`, within `budget` (or a compressed PDF: `compress`). */
   postscript?(pdf: Uint8Array, options: PostScriptOptions, sink: OutputSink, budget: OutputBudget): PostScriptOutcome
   /** memoryBytes is the engine's WebAssembly memory. */
   memoryBytes(): number

@@ -186,9 +186,14 @@ class RunLog {
   }
 }
 
-/** postscriptArgs: Ghostscript's command line for one job (ps2write, the pages, the colour, the password). */
+/**
+ * postscriptArgs: Ghostscript's command line for one job (ps2write, or pdfwrite with a preset to
+ * compress; the pages, the colour, the password). pdfwrite gets what `gs -sDEVICE=pdfwrite
+ * -dPDFSETTINGS=/ebook` gets from a user, so that our output is native Ghostscript's.
+ */
 function postscriptArgs(options: PostScriptOptions): string[] {
-  const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=ps2write', `-sOutputFile=${OUTPUT}`]
+  const device = options.compress === undefined ? ['-sDEVICE=ps2write'] : ['-sDEVICE=pdfwrite', `-dPDFSETTINGS=/${options.compress}`]
+  const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', ...device, `-sOutputFile=${OUTPUT}`]
   if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
   if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')
   if (options.password !== undefined) args.push(`-sPDFPassword=${options.password}`)

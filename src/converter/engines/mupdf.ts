@@ -2,6 +2,7 @@
 import { mupdfHeap } from './mupdf-heap.ts' // before mupdf: it sets how mupdf instantiates its module
 import * as mupdf from 'mupdf'
 import type { ColorMode, OpenDocument, OpenResult, PdfEngine, Raster, Scale } from './engine.ts'
+import { plainText, structuredText } from './mupdf-text.ts'
 
 /**
  * rebuildPageTree gives a PDF whose page tree is lost (its root overwritten, say) a new one
@@ -152,6 +153,12 @@ function openDocument(doc: mupdf.Document): OpenDocument {
     renderRaster(index, scale, color) {
       return withPixmap(doc, index, scale, color, raster)
     },
+    plainText(index) {
+      return withPage(doc, index, plainText)
+    },
+    structuredText(index) {
+      return withPage(doc, index, structuredText)
+    },
     forPostScript() {
       if (pdf === null) return null
       const repaired = rebuilt || pdf.wasRepaired()
@@ -165,6 +172,16 @@ function openDocument(doc: mupdf.Document): OpenDocument {
       doc.destroy()
       mupdf.emptyStore()
     },
+  }
+}
+
+/** withPage loads a page for `read`, then frees it. */
+function withPage<T>(doc: mupdf.Document, index: number, read: (page: mupdf.Page) => T): T {
+  const page = doc.loadPage(index)
+  try {
+    return read(page)
+  } finally {
+    page.destroy()
   }
 }
 

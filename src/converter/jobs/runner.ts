@@ -29,7 +29,7 @@ import type { Log } from '../../logging/late.ts'
 import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
 import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
-import { pagesOutput, singleName, type PagesOutput } from '../output.ts'
+import { pagesOutput, singleName, textOutput, type PagesOutput } from '../output.ts'
 import { imageSpec } from '../image-options.ts'
 import { IMAGE_TYPES, type ImageFormat } from '../../domain/images.ts'
 import { parsePages } from '../pages.ts'
@@ -345,9 +345,13 @@ export class JobRunner {
       },
       ...(secrets.password === undefined ? {} : { password: secrets.password }),
     }
-    const image = job.operation === 'image' ? imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi) : null
-    const spec: Job = image !== null ? { op: 'image', image, ...common } : { op: 'ps', ...common }
-    const out = new Output(job.basename, writer, image?.format ?? null)
+    const spec: Job =
+      job.operation === 'image'
+        ? { op: 'image', image: imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi), ...common }
+        : job.operation === 'text'
+          ? { op: 'text', text: job.options.text ?? { format: 'json' }, ...common }
+          : { op: 'ps', ...common }
+    const out = new Output(job.basename, writer, spec)
     const ack = () => {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
       else run.running?.ack()
@@ -494,23 +498,26 @@ export class JobRunner {
 class Output {
   readonly #basename: string
   readonly #writer: PieceWriter
-  /** The image format, or null for PostScript. */
+  /** The image format, or null for PostScript and text. */
   readonly #format: ImageFormat | null
+  readonly #spec: Job
   #pageCount = 0
   #single: { page: number; bytes: Uint8Array } | null = null
   #several: PagesOutput | null = null
 
-  constructor(basename: string, writer: PieceWriter, format: ImageFormat | null) {
+  constructor(basename: string, writer: PieceWriter, spec: Job) {
     this.#basename = basename
     this.#writer = writer
-    this.#format = format
+    this.#spec = spec
+    this.#format = spec.op === 'image' ? spec.image.format : null
   }
 
   start(pages: number, pageCount: number): void {
     this.#pageCount = pageCount
-    if (this.#format === null || pages === 1) return
-    this.#several = pagesOutput(this.#format, this.#basename, pages, pageCount)
-    this.#several.stream.pipe(this.#writer)
+    const spec = this.#spec
+    if (spec.op === 'text') this.#several = textOutput(spec.text.format, this.#basename)
+    else if (spec.op === 'image' && pages > 1) this.#several = pagesOutput(spec.image.format, this.#basename, pages, pageCount)
+    this.#several?.stream.pipe(this.#writer)
   }
 
   page(page: number, bytes: Uint8Array): void {

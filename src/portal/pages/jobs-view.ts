@@ -73,6 +73,7 @@ export const canCancel = (job: ConversionJob): boolean => job.status === 'queued
 /** operationText: what the job makes, and with which options. */
 export function operationText(job: ConversionJob): string {
   const { dpi, pages, colorMode } = job.options
+  if (job.operation === 'text') return [`text (${job.options.text?.format ?? 'json'})`, ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   if (job.operation === 'postscript') {
     return [`${job.operation} (to PostScript)`, ...(pages === null ? [] : [`pages ${pages}`]), ...(colorMode === 'gray' ? ['gray'] : [])].join(', ')
   }

@@ -329,6 +329,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/converter/merge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Merge PDFs: the pages of several documents, in order, in one PDF
+         * @description 2 to 20 documents, each in a `pdfDocument` part, in the order their pages go (at most `MAX_UPLOAD_BYTES` together). `pages` and `password` may be sent once per document, in the documents' order (an empty one: all pages, no password). Each page keeps its content, annotations, links between the pages kept and form fields; the documents' outlines, page labels and metadata are not carried.
+         */
+        post: operations["mergePdfs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/split": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Split a PDF into several: by page ranges, or every N pages (a zip of PDFs)
+         * @description `ranges`: page selections separated by semicolons, one PDF each (`1-3;4-6;7-`); or `every`: that many pages a PDF (of the pages chosen by `pages`). The PDFs are `<name>-<n>.pdf` in a zip, or the one PDF alone. Pages keep their content, annotations and form fields.
+         */
+        post: operations["splitPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate pages of a PDF by quarter turns
+         * @description `angle` (90, 180, 270 clockwise; negative turns the other way) is added to each chosen page's rotation; the other pages are left as they are. The file is appended to (its bytes kept) unless it had to be repaired or decrypted.
+         */
+        post: operations["rotatePdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/flatten": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Flatten a PDF: form fields and annotations drawn into the pages, no form left
+         * @description Each field is drawn with its value as viewers show it (appearances made where the form asks readers to make them), then fields and annotations become part of the page content: what prints is what was filled in, and nothing can be edited.
+         */
+        post: operations["flattenPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/converter/compress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * PDF made smaller by Ghostscript's pdfwrite with a preset, never larger than it came
+         * @description Ghostscript's `pdfwrite` with `-dPDFSETTINGS=/<preset>`, as `gs` would: `screen` (72 dpi images, smallest), `ebook` (150 dpi, the default), `printer` (300 dpi), `prepress` (300 dpi, colour kept for print). The whole document is rewritten (`pages` is not taken); `colorMode=gray` also converts it to gray. When pdfwrite's file would be larger than the upload, the upload itself is answered (`X-Compressed: false`). `X-Size-Before` and `X-Size-After` give both sizes in bytes.
+         */
+        post: operations["compressPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/converter/extractText": {
         parameters: {
             query?: never;
@@ -3721,6 +3821,1073 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    mergePdfs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": [
+                 *         "(cover.pdf)",
+                 *         "(report.pdf)"
+                 *       ],
+                 *       "pages": [
+                 *         "1",
+                 *         "2-"
+                 *       ]
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /** @description The documents, in order. */
+                    pdfDocument: string[];
+                    /** @description Each document's pages, in the documents' order. */
+                    pages?: string[];
+                    /** @description Each document's password, in the documents' order. */
+                    password?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The merged PDF. */
+            200: {
+                headers: {
+                    /** @description Pages in the answer (in all its PDFs). */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/zip": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `MERGE_DOCUMENTS_REQUIRED`: A merge takes 2 to {max} documents, each in a 'pdfDocument' part, in order; {count} came.
+             *
+             *     `MERGE_FIELDS_MISMATCH`: {field} came {count} times for {documents} documents: send it once per document, in the documents' order (empty for all pages, or no password).
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "MERGE_DOCUMENTS_REQUIRED" | "MERGE_FIELDS_MISMATCH" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             *
+             *     `MERGE_DOCUMENT_REFUSED`: Document {part} of the merge {reason}.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "MERGE_DOCUMENT_REFUSED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    splitPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument: string;
+                    /** @description Page selections separated by semicolons, one PDF each (not with `every`). */
+                    ranges?: string;
+                    /** @description Pages a PDF (not with `ranges`). */
+                    every?: number;
+                    /** @description Pages, e.g. '1-3,5,9-' (default: all). */
+                    pages?: string;
+                    /** @description Password of an encrypted PDF (the answer is not encrypted). */
+                    password?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The PDFs in a zip, or the one PDF. */
+            200: {
+                headers: {
+                    /** @description Pages in the answer (in all its PDFs). */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/zip": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `SPLIT_PARTS_REQUIRED`: Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.
+             *
+             *     `SPLIT_EVERY_INVALID`: every must be a whole number of pages, 1 or more.
+             *
+             *     `SPLIT_RANGES_INVALID`: ranges must be page selections separated by semicolons, such as '1-3;4-6;7-' (at most {max}).
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    rotatePdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": "(the PDF file)",
+                 *       "angle": 90,
+                 *       "pages": "2"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument: string;
+                    /** @enum {integer} */
+                    angle: 90 | 180 | 270 | -90 | -180 | -270;
+                    /** @description Pages to turn, e.g. '2,4' (default: all). */
+                    pages?: string;
+                    /** @description Password of an encrypted PDF (the answer is not encrypted). */
+                    password?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The PDF with its pages turned. */
+            200: {
+                headers: {
+                    /** @description Pages in the answer (in all its PDFs). */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/zip": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `ANGLE_INVALID`: angle must be 90, 180 or 270 (clockwise; -90, -180 or -270 turn the other way).
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "ANGLE_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    flattenPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": "(the filled-in form)"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument: string;
+                    /** @description Password of an encrypted PDF (the answer is not encrypted). */
+                    password?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The flat PDF. */
+            200: {
+                headers: {
+                    /** @description Pages in the answer (in all its PDFs). */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload. */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/zip": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "OPTION_NOT_TAKEN" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FILE_TOO_LARGE`: The file in 'pdfDocument' is larger than the limit of {limit} bytes.
+             *
+             *     `TOO_MANY_PARTS`: The form has too many fields or files.
+             *
+             *     `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes.
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FILE_TOO_LARGE" | "TOO_MANY_PARTS" | "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
+             *
+             *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
+             *
+             *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
+             *
+             *     `CONVERSION_TIMEOUT`: The conversion took longer than the limit of {seconds} seconds and was stopped.
+             *
+             *     `CONVERSION_PAGE_TIMEOUT`: A page of the PDF took longer than the limit of {seconds} seconds to convert, and the conversion was stopped.
+             *
+             *     `CONVERSION_FAILED`: The PDF could not be converted: the engine failed on it.
+             *
+             *     `OUTPUT_TOO_LARGE`: The result would be larger than the limit of {limit} bytes.
+             *
+             *     `CONVERSION_MEMORY_EXCEEDED`: The conversion needs more memory than the limit of {limit} MiB and was stopped.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `CONVERSIONS_PER_ACCOUNT`: This account has {limit} conversions under way, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "CONVERSIONS_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `QUEUE_FULL`: Too many conversions are waiting. Retry in {seconds} seconds.
+             *
+             *     `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "QUEUE_FULL" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    compressPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pdfDocument": "(the PDF file)",
+                 *       "preset": "ebook"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The PDF.
+                     */
+                    pdfDocument: string;
+                    /**
+                     * @default ebook
+                     * @enum {string}
+                     */
+                    preset?: "screen" | "ebook" | "printer" | "prepress";
+                    /**
+                     * @default rgb
+                     * @enum {string}
+                     */
+                    colorMode?: "rgb" | "gray";
+                    /** @description Password of an encrypted PDF (the answer is not encrypted). */
+                    password?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The smaller PDF, or the upload when pdfwrite could not make it smaller. */
+            200: {
+                headers: {
+                    /** @description Pages in the result. */
+                    "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload. */
+                    "Content-Disposition"?: string;
+                    /** @description The upload's size in bytes. */
+                    "X-Size-Before"?: number;
+                    /** @description The answer's size in bytes (at most X-Size-Before). */
+                    "X-Size-After"?: number;
+                    /** @description false when the upload itself is answered (pdfwrite's file was larger). */
+                    "X-Compressed"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            /**
+             * @description `PDF_REQUIRED`: No PDF provided: send the file in the multipart field 'pdfDocument'.{detail}
+             *
+             *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
+             *
+             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *
+             *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
+             *
+             *     `PRESET_INVALID`: preset must be one of {presets}.
+             *
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
+             *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
+             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PRESET_INVALID" | "OPTION_NOT_TAKEN" | "DPI_INVALID" | "PAGES_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };

@@ -62,12 +62,17 @@ export function pagesOutput(format: ImageFormat, basename: string, pages: number
       end: () => stream.end(),
     }
   }
+  return zipOutput(basename, pageCount, extension)
+}
+
+/** zipOutput: a zip of files named `<basename>-<n>.<extension>` (n zero-padded to the width of `count`), streamed as they are added. */
+export function zipOutput(basename: string, count: number, extension: string): PagesOutput {
   const zip = newZip()
   return {
     type: 'application/zip',
     name: `${basename}.zip`,
     stream: zip.outputStream as Readable,
-    add: (page, bytes) => addPage(zip, bytes, pageName(basename, page, pageCount, extension)),
+    add: (n, bytes) => addPage(zip, bytes, pageName(basename, n, count, extension)),
     end: () => zip.end(),
   }
 }

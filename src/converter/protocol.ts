@@ -49,8 +49,22 @@ export interface TextSpec {
 /** What is made of each page of a page-by-page job (the pages shared out among workers). */
 export type PageWork = { readonly op: 'image'; readonly image: ImageSpec } | { readonly op: 'text'; readonly text: TextSpec }
 
+/**
+ * A page operation on MuPDF (engines/edit.ts), answering PDFs: merge (the job's document and
+ * its pages first, then `others`), split (`parts`, page selections; or every `every` pages),
+ * rotate (the job's pages by `angle` clockwise), flatten.
+ */
+export type EditSpec =
+  | { readonly kind: 'merge'; readonly others: readonly { readonly pdf: Uint8Array; readonly password?: string; readonly pages: readonly Range[] | null }[] }
+  | { readonly kind: 'split'; readonly parts: readonly (readonly Range[])[] | null; readonly every: number | null }
+  | { readonly kind: 'rotate'; readonly angle: 90 | 180 | 270 }
+  | { readonly kind: 'flatten' }
+
 /** A Ghostscript job: PostScript, or with `compress` a PDF rewritten smaller by pdfwrite with that preset; its output streamed in pieces. */
-export type Job = (JobCommon & PageWork) | (JobCommon & { readonly op: 'ps'; readonly compress?: CompressPreset })
+export type Job =
+  | (JobCommon & PageWork)
+  | (JobCommon & { readonly op: 'ps'; readonly compress?: CompressPreset })
+  | (JobCommon & { readonly op: 'edit'; readonly edit: EditSpec })
 
 /** pageWork: a page-by-page job's work, for the workers that join it; null for a job of one piece. */
 export function pageWork(job: Job): PageWork | null {
@@ -69,6 +83,8 @@ export interface Refusal {
 export type JobResult =
   | Refusal
   | { readonly ok: true; readonly op: 'image' | 'text'; readonly pageCount: number; readonly pages: number }
+  /** An edit: `pages` is the number of PDFs it made (sent as pages), `pageCount` the pages in them. */
+  | { readonly ok: true; readonly op: 'edit'; readonly pageCount: number; readonly pages: number }
   | { readonly ok: true; readonly op: 'ps'; readonly pageCount: number; readonly pages: number; readonly bytes: number }
 
 /**

@@ -14,9 +14,10 @@ import { type ConversionPool, PoolError, type Handlers, type Reservation, type R
 import type { ConversionOutcome, ConversionRoute, Metrics } from '../metrics/metrics.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
 import { readUpload, requireMultipart, type RouteOptions, type Upload } from './upload.ts'
-import { imageSchema, postscriptSchema, textSchema } from './schemas.ts'
+import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
+import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
-import { pagesOutput, singleName, textOutput } from './output.ts'
+import { pagesOutput, singleName, textOutput, zipOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
@@ -373,6 +374,113 @@ async function extractText(c: Conversions, request: FastifyRequest, reply: Fasti
   return reply.type(output.type).header('x-page-count', String(pages)).send(output.stream)
 }
 
+/**
+ * POST /converter/compress: the PDF rewritten smaller by Ghostscript's pdfwrite with a preset.
+ * The answer is held (never more than the upload's size) so that it is never larger than the
+ * upload: when pdfwrite's file would be, the upload itself is answered. Both sizes are in headers.
+ */
+async function compress(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const route = '/converter/compress'
+  const { place, upload } = await c.accept(request, route, 'compress')
+  const before = upload.pdf.byteLength
+  const held: Buffer[] = []
+  let heldBytes = 0
+  let larger = false
+  let outputBytes = 0
+  let pages = 0
+  const job: Job = { op: 'ps', compress: upload.compress!, pdf: upload.pdf, color: upload.color, pages: null, password: upload.password, limits: c.limits }
+  const running = c.submit(
+    request,
+    reply,
+    route,
+    place,
+    job,
+    {
+      onStart: (count) => {
+        pages = count
+      },
+      onChunk: (bytes) => {
+        outputBytes += bytes.byteLength
+        // Past the upload's size, pdfwrite's file is no use: it is counted and let go (Ghostscript runs to its end).
+        if (!larger && heldBytes + bytes.byteLength <= before) {
+          held.push(asBuffer(bytes))
+          heldBytes += bytes.byteLength
+        } else if (!larger) {
+          larger = true
+          held.length = 0
+        }
+        running.ack()
+      },
+    },
+    () => outputBytes,
+  )
+  c.throwIfFailed(request, await settle(running))
+  const body = larger ? Buffer.from(upload.pdf.buffer, upload.pdf.byteOffset, before) : Buffer.concat(held, heldBytes)
+  return reply
+    .type('application/pdf')
+    .header('content-disposition', `attachment; filename="${upload.basename}.pdf"`)
+    .header('x-page-count', String(pages))
+    .header('x-size-before', String(before))
+    .header('x-size-after', String(body.byteLength))
+    .header('x-compressed', String(!larger))
+    .send(body)
+}
+
+/**
+ * A page operation (POST /converter/merge, split, rotate, flatten): one PDF, or a split's
+ * several in a zip (`<basename>-<n>.pdf`), streamed as they come.
+ */
+async function editPdf(c: Conversions, request: FastifyRequest, reply: FastifyReply, kind: EditKind): Promise<FastifyReply> {
+  const route = `/converter/${kind}` as const
+  const { place, upload } = await c.accept(request, route, kind)
+  const received: { n: number; bytes: Uint8Array }[] = []
+  let outputBytes = 0
+  let sink: ((n: number, bytes: Uint8Array) => void) | null = null
+  let started!: (shape: { files: number; pages: number }) => void
+  const start = new Promise<{ files: number; pages: number }>((resolve) => {
+    started = resolve
+  })
+  const job: Job = { op: 'edit', edit: upload.edit!, pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
+  const running = c.submit(
+    request,
+    reply,
+    route,
+    place,
+    job,
+    {
+      onStart: (files, pages) => started({ files, pages }),
+      onPage: (n, bytes) => {
+        outputBytes += bytes.byteLength
+        if (sink) sink(n, bytes)
+        else received.push({ n, bytes })
+      },
+    },
+    () => outputBytes,
+  )
+  const settled = settle(running)
+  const first = await Promise.race([start.then((shape) => ({ shape })), settled])
+  if (!('shape' in first)) {
+    c.throwIfFailed(request, first)
+    throw new Error('a page operation finished without starting')
+  }
+  const { files, pages } = first.shape
+  reply.header('x-page-count', String(pages))
+  if (files === 1) {
+    c.throwIfFailed(request, await settled)
+    return reply.type('application/pdf').header('content-disposition', `attachment; filename="${upload.basename}.pdf"`).send(asBuffer(received[0]!.bytes))
+  }
+  const output = zipOutput(upload.basename, files, 'pdf')
+  const add = (n: number, bytes: Uint8Array) => {
+    output.add(n, bytes)
+    taken(reply.raw, running)
+  }
+  for (const { n, bytes } of received.splice(0)) add(n, bytes)
+  sink = add
+  c.endWhenSettled(request, settled, () => output.end(), output.stream)
+  c.dropStalled(request, reply)
+  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
+}
+
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {
   const conversions = new Conversions(opts)
   await app.register(multipart)
@@ -385,6 +493,12 @@ export default async function converterRoutes(app: FastifyInstance, opts: Conver
     paid.post('/converter/generatePostscript', { schema: postscriptSchema, validatorCompiler: documentOnly }, (request, reply) =>
       generatePostscript(conversions, request, reply),
     )
+    for (const kind of EDIT_KINDS) {
+      paid.post(`/converter/${kind}`, { schema: editSchemas[kind], validatorCompiler: documentOnly }, (request, reply) =>
+        editPdf(conversions, request, reply, kind),
+      )
+    }
+    paid.post('/converter/compress', { schema: compressSchema, validatorCompiler: documentOnly }, (request, reply) => compress(conversions, request, reply))
     paid.post('/converter/extractText', { schema: textSchema, validatorCompiler: documentOnly }, (request, reply) => extractText(conversions, request, reply))
     await jobSubmitRoute(paid, { config: opts.config, jobs: opts.jobs })
   })

@@ -181,7 +181,7 @@ export const textSchema = {
   body: body({ format: Type.Optional(Type.String({ enum: ['json', 'text', 'structured'], default: 'json' })) as never }, [{}, { format: 'structured' }]),
   response: {
     200: {
-      description: 'The pages\' text.',
+      description: "The pages' text.",
       headers: { 'X-Page-Count': headers['X-Page-Count'] },
       content: {
         'application/json': {
@@ -193,5 +193,135 @@ export const textSchema = {
       },
     },
     ...errorResponses([...CODES, 'TEXT_FORMAT_INVALID', 'DPI_INVALID']),
+  },
+}
+
+export const compressSchema = {
+  operationId: 'compressPdf',
+  summary: "PDF made smaller by Ghostscript's pdfwrite with a preset, never larger than it came",
+  description:
+    "Ghostscript's `pdfwrite` with `-dPDFSETTINGS=/<preset>`, as `gs` would: `screen` (72 dpi images, smallest), `ebook` (150 dpi, the default), `printer` (300 dpi), `prepress` (300 dpi, colour kept for print). The whole document is rewritten (`pages` is not taken); `colorMode=gray` also converts it to gray. When pdfwrite's file would be larger than the upload, the upload itself is answered (`X-Compressed: false`). `X-Size-Before` and `X-Size-After` give both sizes in bytes.",
+  tags: ['converter'],
+  consumes: ['multipart/form-data'],
+  body: Type.Object(
+    {
+      pdfDocument: Type.String({ format: 'binary', description: 'The PDF.' }),
+      preset: Type.Optional(Type.String({ enum: ['screen', 'ebook', 'printer', 'prepress'], default: 'ebook' })),
+      colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
+      password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (the answer is not encrypted).' })),
+    },
+    { examples: [{ pdfDocument: '(the PDF file)', preset: 'ebook' }] },
+  ),
+  response: {
+    200: {
+      description: 'The smaller PDF, or the upload when pdfwrite could not make it smaller.',
+      headers: {
+        ...headers,
+        'X-Size-Before': { type: 'integer', description: "The upload's size in bytes." },
+        'X-Size-After': { type: 'integer', description: "The answer's size in bytes (at most X-Size-Before)." },
+        'X-Compressed': { type: 'string', enum: ['true', 'false'], description: "false when the upload itself is answered (pdfwrite's file was larger)." },
+      },
+      content: { 'application/pdf': { schema: Type.String({ format: 'binary' }) } },
+    },
+    ...errorResponses([
+      ...CODES.filter((code) => code !== 'PAGES_INVALID' && code !== 'PAGES_OUT_OF_RANGE'),
+      'PRESET_INVALID',
+      'OPTION_NOT_TAKEN',
+      'DPI_INVALID',
+      'PAGES_INVALID',
+    ]),
+  },
+}
+
+const pdfAnswer = (description: string) => ({
+  description,
+  headers: {
+    'X-Page-Count': { type: 'integer', description: 'Pages in the answer (in all its PDFs).' },
+    ...{ 'Content-Disposition': headers['Content-Disposition'] },
+  },
+  content: { 'application/pdf': { schema: Type.String({ format: 'binary' }) }, 'application/zip': { schema: Type.String({ format: 'binary' }) } },
+})
+
+const EDIT_CODES: ErrorCode[] = [...CODES, 'DPI_INVALID']
+const password = Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (the answer is not encrypted).' }))
+const pdfDocument = Type.String({ format: 'binary', description: 'The PDF.' })
+const pages = Type.Optional(Type.String({ description: "Pages, e.g. '1-3,5,9-' (default: all)." }))
+
+/** The page operations' route schemas. */
+export const editSchemas = {
+  merge: {
+    operationId: 'mergePdfs',
+    summary: 'Merge PDFs: the pages of several documents, in order, in one PDF',
+    description:
+      "2 to 20 documents, each in a `pdfDocument` part, in the order their pages go (at most `MAX_UPLOAD_BYTES` together). `pages` and `password` may be sent once per document, in the documents' order (an empty one: all pages, no password). Each page keeps its content, annotations, links between the pages kept and form fields; the documents' outlines, page labels and metadata are not carried.",
+    tags: ['converter'],
+    consumes: ['multipart/form-data'],
+    body: Type.Object(
+      {
+        pdfDocument: Type.Array(pdfDocument, { minItems: 2, maxItems: 20, description: 'The documents, in order.' }),
+        pages: Type.Optional(Type.Array(Type.String(), { description: "Each document's pages, in the documents' order." })),
+        password: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { description: "Each document's password, in the documents' order." })),
+      },
+      { examples: [{ pdfDocument: ['(cover.pdf)', '(report.pdf)'], pages: ['1', '2-'] }] },
+    ),
+    response: {
+      200: pdfAnswer('The merged PDF.'),
+      ...errorResponses([...EDIT_CODES, 'MERGE_DOCUMENTS_REQUIRED', 'MERGE_FIELDS_MISMATCH', 'MERGE_DOCUMENT_REFUSED']),
+    },
+  },
+  split: {
+    operationId: 'splitPdf',
+    summary: 'Split a PDF into several: by page ranges, or every N pages (a zip of PDFs)',
+    description:
+      '`ranges`: page selections separated by semicolons, one PDF each (`1-3;4-6;7-`); or `every`: that many pages a PDF (of the pages chosen by `pages`). The PDFs are `<name>-<n>.pdf` in a zip, or the one PDF alone. Pages keep their content, annotations and form fields.',
+    tags: ['converter'],
+    consumes: ['multipart/form-data'],
+    body: Type.Object(
+      {
+        pdfDocument,
+        ranges: Type.Optional(Type.String({ description: 'Page selections separated by semicolons, one PDF each (not with `every`).' })),
+        every: Type.Optional(Type.Integer({ minimum: 1, description: 'Pages a PDF (not with `ranges`).' })),
+        pages,
+        password,
+      },
+      {
+        examples: [
+          { pdfDocument: '(the PDF file)', ranges: '1-3;4-' },
+          { pdfDocument: '(the PDF file)', every: 1 },
+        ],
+      },
+    ),
+    response: {
+      200: pdfAnswer('The PDFs in a zip, or the one PDF.'),
+      ...errorResponses([...EDIT_CODES, 'SPLIT_PARTS_REQUIRED', 'SPLIT_EVERY_INVALID', 'SPLIT_RANGES_INVALID']),
+    },
+  },
+  rotate: {
+    operationId: 'rotatePdf',
+    summary: 'Rotate pages of a PDF by quarter turns',
+    description:
+      "`angle` (90, 180, 270 clockwise; negative turns the other way) is added to each chosen page's rotation; the other pages are left as they are. The file is appended to (its bytes kept) unless it had to be repaired or decrypted.",
+    tags: ['converter'],
+    consumes: ['multipart/form-data'],
+    body: Type.Object(
+      {
+        pdfDocument,
+        angle: Type.Integer({ enum: [90, 180, 270, -90, -180, -270] }),
+        pages: Type.Optional(Type.String({ description: "Pages to turn, e.g. '2,4' (default: all)." })),
+        password,
+      },
+      { examples: [{ pdfDocument: '(the PDF file)', angle: 90, pages: '2' }] },
+    ),
+    response: { 200: pdfAnswer('The PDF with its pages turned.'), ...errorResponses([...EDIT_CODES, 'ANGLE_INVALID']) },
+  },
+  flatten: {
+    operationId: 'flattenPdf',
+    summary: 'Flatten a PDF: form fields and annotations drawn into the pages, no form left',
+    description:
+      'Each field is drawn with its value as viewers show it (appearances made where the form asks readers to make them), then fields and annotations become part of the page content: what prints is what was filled in, and nothing can be edited.',
+    tags: ['converter'],
+    consumes: ['multipart/form-data'],
+    body: Type.Object({ pdfDocument, password }, { examples: [{ pdfDocument: '(the filled-in form)' }] }),
+    response: { 200: pdfAnswer('The flat PDF.'), ...errorResponses([...EDIT_CODES, 'OPTION_NOT_TAKEN']) },
   },
 }

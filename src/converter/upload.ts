@@ -7,13 +7,14 @@ import type { FastifyRequest } from 'fastify'
 import type {} from '@fastify/multipart'
 import type { Config } from '../config/config.ts'
 import { ApiError, apiError, type Problem } from '../errors/errors.ts'
-import type { ColorMode } from './engines/engine.ts'
+import { COMPRESS_PRESETS, type ColorMode, type CompressPreset } from './engines/engine.ts'
 import { parsePages, type Range } from './pages.ts'
 import { MAX_DPI, MIN_DPI } from './protocol.ts'
 import { shared } from './pool.ts'
 import type { ImageOptions } from '../domain/images.ts'
 import { readImageOptions } from './image-options.ts'
-import type { TextSpec } from './protocol.ts'
+import type { EditSpec, TextSpec } from './protocol.ts'
+import { EDIT_KINDS, readEditOptions, type EditKind } from './edit-options.ts'
 import { TEXT_FORMATS, type TextFormat } from '../domain/text.ts'
 
 /** A conversion's options, checked. */
@@ -31,10 +32,24 @@ export interface Upload extends ConversionOptions {
   readonly image?: ImageOptions
   /** The text's form, on the text route. */
   readonly text?: TextSpec
+  /** The pdfwrite preset, on the compress route. */
+  readonly compress?: CompressPreset
+  /** The page operation, on its route. */
+  readonly edit?: EditSpec
 }
 
 /** Which route's own options an upload carries besides the common ones. */
-export type RouteOptions = 'image' | 'text' | null
+export type RouteOptions = 'image' | 'text' | 'compress' | EditKind | null
+
+/** readCompress: the compress route's `preset` (`ebook` by default); it rewrites the whole document, so `pages` is refused. */
+function readCompress(fields: Readonly<Record<string, string | undefined>>, problems: Problem[]): CompressPreset {
+  if ((fields.pages?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'pages', route: 'compress' } })
+  const given = fields.preset?.trim().toLowerCase().replace(/^\//, '') ?? ''
+  if (given === '') return 'ebook'
+  if ((COMPRESS_PRESETS as readonly string[]).includes(given)) return given as CompressPreset
+  problems.push({ code: 'PRESET_INVALID', params: { presets: COMPRESS_PRESETS.join(', ') } })
+  return 'ebook'
+}
 
 /**
  * readTextFormat: the text route's `format`, or, when none is sent, `text` for a client that
@@ -63,21 +78,40 @@ export function safeBasename(filename: string | undefined): string {
   return stem === '' ? 'document' : stem
 }
 
-/** readParts reads a multipart body: its fields, and the PDF (at most `maxFileBytes`). */
-export async function readParts(request: FastifyRequest, maxFileBytes: number) {
+/** The most documents one merge takes. */
+export const MAX_MERGE_DOCUMENTS = 20
+
+/**
+ * readParts reads a multipart body: its fields (a field sent more than once: its last value in
+ * `fields`, every value in order in `repeated`), and the PDF (at most `maxFileBytes`); with
+ * `maxFiles`, up to that many PDFs in `pdfDocument` parts, in order, at most `maxFileBytes` together.
+ */
+export async function readParts(request: FastifyRequest, maxFileBytes: number, maxFiles = 1) {
   const fields: Record<string, string> = {}
+  const repeated: Record<string, string[]> = {}
   const otherFiles: string[] = []
-  let file: { data: Buffer; filename: string } | undefined
+  const files: { data: Buffer; filename: string }[] = []
+  let total = 0
   try {
-    const parts = request.parts({ limits: { fileSize: maxFileBytes, files: 4, fields: 16, parts: 20, fieldSize: 4096 } })
+    const parts = request.parts({
+      limits: { fileSize: maxFileBytes, files: maxFiles + 3, fields: 16 + 2 * maxFiles, parts: 20 + 3 * maxFiles, fieldSize: 4096 },
+    })
     for await (const part of parts) {
       if (part.type === 'file') {
-        if (part.fieldname === PDF_FIELD && file === undefined) file = { data: await part.toBuffer(), filename: part.filename }
-        else {
+        if (part.fieldname === PDF_FIELD && files.length < maxFiles) {
+          const data = await part.toBuffer()
+          total += data.byteLength
+          if (total > maxFileBytes) throw Object.assign(new Error('the files are too large together'), { code: 'FST_REQ_FILE_TOO_LARGE' })
+          files.push({ data, filename: part.filename })
+        } else {
           otherFiles.push(part.fieldname)
           part.file.resume()
         }
-      } else fields[part.fieldname] = String(part.value)
+      } else {
+        const value = String(part.value)
+        fields[part.fieldname] = value
+        repeated[part.fieldname] = [...(repeated[part.fieldname] ?? []), value]
+      }
     }
   } catch (error) {
     const code = (error as { code?: string }).code
@@ -86,7 +120,7 @@ export async function readParts(request: FastifyRequest, maxFileBytes: number) {
     // Anything else the parser raises is the body's fault: no boundary, a part never closed, garbage.
     throw new ApiError([{ code: 'MALFORMED_BODY', params: { contentType: 'multipart/form-data' } }], {}, { cause: error })
   }
-  return { fields, otherFiles, file }
+  return { fields, repeated, otherFiles, file: files[0], files }
 }
 
 /** requireMultipart refuses a body of another type (415) before anything else is done with the request. */
@@ -100,7 +134,8 @@ export const isPdf = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, b
 /** readUpload reads a conversion's upload and options (and the route's own: `route`), every problem reported at once. */
 export async function readUpload(request: FastifyRequest, config: Config, route: RouteOptions = null): Promise<Upload> {
   requireMultipart(request)
-  const { fields, otherFiles, file } = await readParts(request, config.maxUploadBytes)
+  const merging = route === 'merge'
+  const { fields, repeated, otherFiles, file, files } = await readParts(request, config.maxUploadBytes, merging ? MAX_MERGE_DOCUMENTS : 1)
   const problems: Problem[] = []
   if (file === undefined || file.data.byteLength === 0) {
     const detail = otherFiles.length > 0 ? ` A file was sent in '${otherFiles[0]!.slice(0, 40)}' instead.` : ''
@@ -108,9 +143,33 @@ export async function readUpload(request: FastifyRequest, config: Config, route:
   } else if (!isPdf(file.data)) {
     problems.push({ code: 'NOT_A_PDF' })
   }
-  const options = readOptions(fields, problems)
+  for (const [i, other] of files.entries()) {
+    if (i > 0 && !isPdf(other.data)) problems.push({ code: 'MERGE_DOCUMENT_REFUSED', params: { part: i + 1, reason: 'is not a PDF (it has no %PDF- header)' } })
+  }
+  // A merge's `pages` and `password` come once per document: the first document's are read with its others.
+  const options = readOptions(merging ? { ...fields, pages: undefined, password: undefined } : fields, problems)
+  if ((EDIT_KINDS as readonly (string | null)[]).includes(route)) {
+    const editing = readEditOptions(route as EditKind, { fields, repeated, files }, MAX_MERGE_DOCUMENTS, problems)
+    if (problems.length > 0) throw new ApiError(problems)
+    const { pages, password } = editing
+    return {
+      pdf: shared(file!.data),
+      basename: safeBasename(file!.filename),
+      ...options,
+      ...(merging ? { pages: pages ?? null, ...(password === undefined ? {} : { password }) } : {}),
+      edit: merging
+        ? { kind: 'merge', others: (editing.edit as EditSpec & { kind: 'merge' }).others.map((o) => ({ ...o, pdf: shared(o.pdf) })) }
+        : editing.edit,
+    }
+  }
   const own =
-    route === 'image' ? { image: readImageOptions(fields, problems) } : route === 'text' ? { text: readTextFormat(fields, request.headers.accept, problems) } : {}
+    route === 'image'
+      ? { image: readImageOptions(fields, problems) }
+      : route === 'text'
+        ? { text: readTextFormat(fields, request.headers.accept, problems) }
+        : route === 'compress'
+          ? { compress: readCompress(fields, problems) }
+          : {}
   if (problems.length > 0) throw new ApiError(problems)
   return { pdf: shared(file!.data), basename: safeBasename(file!.filename), ...options, ...own }
 }

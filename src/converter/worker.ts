@@ -34,6 +34,7 @@ import {
   type WorkerData,
 } from './protocol.ts'
 import { encodePage } from './encode.ts'
+import { runEdit } from './edit-run.ts'
 import { fitBox } from '../domain/images.ts'
 
 /** PostScript goes out in pieces of this size, at most CHUNK_WINDOW of them not yet taken. */
@@ -252,7 +253,21 @@ let spent = false
 
 const overBudget = (): Refusal => refuse('CONVERSION_MEMORY_EXCEEDED', { limit: Math.round(budget / 1048576) })
 
+/** edit runs a page operation and sends the PDFs it makes as its pages, each once the consumer has room for it. */
+function edit(part: Part, job: Job & { op: 'edit' }): JobResult {
+  const made = runEdit(job)
+  if (!made.ok) return made
+  const files = made.pdfs.map((_, i) => i + 1)
+  send({ type: 'start', id: part.id, pages: files, pageCount: made.pageCount })
+  for (const [index, bytes] of made.pdfs.entries()) {
+    if (!waitForConsumer(part, index - part.window + 1, true)) break
+    send({ type: 'page', id: part.id, index, page: index + 1, bytes }, [bytes.buffer as ArrayBuffer])
+  }
+  return { ok: true, op: 'edit', pageCount: made.pageCount, pages: made.pdfs.length }
+}
+
 async function run(part: Part, job: Job): Promise<JobResult> {
+  if (job.op === 'edit') return edit(part, job)
   const opened = raster.open!(job.pdf, job.password)
   if (!opened.ok) return opened.reason === 'password' ? refuse('PDF_PASSWORD_REQUIRED') : refuse('PDF_UNREADABLE')
   const doc = opened.document
@@ -261,7 +276,7 @@ async function run(part: Part, job: Job): Promise<JobResult> {
     if (doc.pageCount === 0) return refuse('PDF_UNREADABLE')
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
-    if (job.op !== 'ps') return await renderPages(part, doc, pages, job)
+    if (job.op === 'image' || job.op === 'text') return await renderPages(part, doc, pages, job)
     // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
     // draws it, so that the PostScript shows the same pages and fields as the PNG.
     const source = doc.forPostScript() ?? job.pdf

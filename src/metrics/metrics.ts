@@ -54,7 +54,16 @@ export const CONVERSION_OUTCOMES: readonly ConversionOutcome[] = [
   'cancelled',
   'unavailable',
 ]
-export const CONVERSION_ROUTES = ['/converter/generateImage', '/converter/generatePostscript', '/converter/extractText'] as const
+export const CONVERSION_ROUTES = [
+  '/converter/generateImage',
+  '/converter/generatePostscript',
+  '/converter/extractText',
+  '/converter/compress',
+  '/converter/merge',
+  '/converter/split',
+  '/converter/rotate',
+  '/converter/flatten',
+] as const
 export type ConversionRoute = (typeof CONVERSION_ROUTES)[number]
 
 /**

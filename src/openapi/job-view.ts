@@ -57,7 +57,9 @@ export const jobViewSchema = Type.Object(
       Type.Object({
         url: Type.String({ description: "Its download on the public API (with the account's API key)." }),
         size: Type.Integer({ description: 'Bytes.' }),
-        type: Type.String({ description: 'image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain.' }),
+        type: Type.String({
+          description: 'image/png, image/jpeg, image/webp, image/tiff, application/zip, application/postscript, application/json or text/plain.',
+        }),
         name: Type.String(),
         pages: Type.Integer(),
         expiresAt: time('When the kept result is deleted (`JOB_RESULT_TTL_SECONDS`).'),

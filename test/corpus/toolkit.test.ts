@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startApp } from '../support/helper.ts'
 import { CORPUS, SKIP_CORPUS, real, realFiles, unzip, upload } from '../support/convert.ts'
-import { decode, psnr } from '../support/images.ts'
+import sharp from 'sharp'
+import { decode, psnr, type Decoded } from '../support/images.ts'
 import { toolSkip } from '../support/services.ts'
 
 const PASSWORDS: Record<string, string> = { 'libreoffice-writer-password.pdf': 'openpassword' }
@@ -172,4 +173,86 @@ test('extracted text matches pdftotext and mutool draw -F txt at 0.95 or more on
   }
   t.diagnostic(`${compared} page comparisons`)
   assert.deepEqual(offenders, [], 'pages whose text differs from a native tool')
+})
+
+const skipGs = SKIP_CORPUS || toolSkip('gs', 'ghostscript')
+const PRESETS = ['screen', 'ebook', 'printer', 'prepress'] as const
+/** Files native Ghostscript (Debian's 10.00; ours is 10.06) cannot convert, and why. */
+const GS_UNREADABLE: Record<string, string> = {
+  ...NATIVE_UNREADABLE,
+  'cmyk-image.pdf': 'Ghostscript 10.00 fails on its image ("Couldn\'t initialise file"), 10.06 converts it',
+}
+
+/** renderFirstPage draws a PDF's first page at 72 dpi with MuPDF (ours), as RGB pixels; null when it cannot. */
+async function renderFirstPage(pdf: Uint8Array, password?: string) {
+  const mupdf = await import('mupdf')
+  try {
+    const doc = mupdf.Document.openDocument(pdf, 'application/pdf')
+    if (password !== undefined && doc.needsPassword()) doc.authenticatePassword(password)
+    const pixmap = doc.loadPage(0).toPixmap(mupdf.Matrix.identity, mupdf.ColorSpace.DeviceRGB, false, true)
+    return await decode(pixmap.asPNG())
+  } catch {
+    return null
+  }
+}
+
+/**
+ * psnrTurned: PSNR of a page against the original's, turned a quarter either way when its size is the original's turned:
+ * pdfwrite's presets turn a page whose text runs up the page (AutoRotatePages), as native gs does.
+ */
+async function psnrTurned(page: Decoded, reference: Decoded): Promise<number> {
+  if (page.width === reference.width && page.height === reference.height) return psnr(page, reference)
+  const png = await sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } })
+    .png()
+    .toBuffer()
+  const turned = await Promise.all([90, 270].map(async (angle) => decode(await sharp(png).rotate(angle).toBuffer())))
+  return Math.max(...turned.map((t) => (t.width === reference.width && t.height === reference.height ? psnr(t, reference) : Number.NaN)))
+}
+
+test('compress: never larger than the upload, within 10% of native gs at each preset, and rendering within 3 dB of it', {
+  skip: skipGs,
+  timeout: 900_000,
+}, async (t) => {
+  const app = await startApp(t)
+  const report: string[] = []
+  const offenders: string[] = []
+  for (const file of realFiles().filter((f) => !(f in GS_UNREADABLE))) {
+    const password = PASSWORDS[file]
+    const original = real(file)
+    const reference = await renderFirstPage(original, password)
+    const line: string[] = []
+    for (const preset of PRESETS) {
+      app.clock.advance(1000)
+      const res = await upload(app.url, '/converter/compress', app.key, original, { preset, ...(password ? { password } : {}) }, file)
+      const ours = Buffer.from(await res.arrayBuffer())
+      assert.equal(res.status, 200, `${file} ${preset}`)
+      assert.ok(ours.length <= original.length, `${file} ${preset}: never larger than the upload`)
+      assert.equal(res.headers.get('x-size-after'), String(ours.length))
+      const dir = mkdtempSync(join(tmpdir(), 'tessera-gs-'))
+      try {
+        const out = join(dir, 'out.pdf')
+        const args = ['-q', '-dSAFER', '-dBATCH', '-dNOPAUSE', '-sDEVICE=pdfwrite', `-dPDFSETTINGS=/${preset}`, `-sOutputFile=${out}`]
+        execFileSync('gs', [...args, ...(password ? [`-sPDFPassword=${password}`] : []), join(CORPUS, 'real', file)], { stdio: 'ignore' })
+        // What a user of native gs keeps: its file, or the original when it came out larger.
+        const native = readFileSync(out)
+        const kept = Math.min(native.length, original.length)
+        const ratio = ours.length / kept
+        const [oursDb, nativeDb] = await Promise.all(
+          [ours, native].map(async (pdf) => {
+            const page = await renderFirstPage(pdf, password)
+            return page === null || reference === null ? Number.NaN : await psnrTurned(page, reference)
+          }),
+        )
+        line.push(`${preset} ${ratio.toFixed(2)}× ${oursDb!.toFixed(1)}/${nativeDb!.toFixed(1)} dB`)
+        if (ratio > 1.1) offenders.push(`${file} ${preset}: ${ours.length} bytes, native gs ${kept} (${ratio.toFixed(2)}×)`)
+        if (!(oursDb! >= nativeDb! - 3) && !Number.isNaN(nativeDb!))
+          offenders.push(`${file} ${preset}: renders at ${oursDb!.toFixed(1)} dB, native gs ${nativeDb!.toFixed(1)}`)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }
+    report.push(`${file}: ${line.join(', ')}`)
+  }
+  t.diagnostic(report.join('\n'))
+  assert.deepEqual(offenders, [], 'compressions larger than native gs, or rendering worse')
 })

@@ -192,7 +192,9 @@ class RunLog {
  * -dPDFSETTINGS=/ebook` gets from a user, so that our output is native Ghostscript's.
  */
 function postscriptArgs(options: PostScriptOptions): string[] {
-  const device = options.compress === undefined ? ['-sDEVICE=ps2write'] : ['-sDEVICE=pdfwrite', `-dPDFSETTINGS=/${options.compress}`]
+  // To compress, the XMP packet pdfwrite makes from the document's Info is left out (-dOmitXMP): it repeats the Info dictionary, and
+  // was 1.5 KB of a 2.7 KB answer (Ghostscript 10.06 writes a larger one than 10.00 did).
+  const device = options.compress === undefined ? ['-sDEVICE=ps2write'] : ['-sDEVICE=pdfwrite', `-dPDFSETTINGS=/${options.compress}`, '-dOmitXMP=true']
   const args = ['-dSAFER', '-dBATCH', '-dNOPAUSE', ...device, `-sOutputFile=${OUTPUT}`]
   if (options.pages.length !== options.pageCount) args.push(`-sPageList=${pageList(options.pages)}`)
   if (options.color === 'gray') args.push('-sColorConversionStrategy=Gray', '-sProcessColorModel=DeviceGray')

@@ -10,7 +10,7 @@
  * writes every character whole, and the walked characters are renamed from it when the two
  * have as many characters.
  */
-import * as mupdf from 'mupdf'
+import type * as mupdf from 'mupdf'
 import type { TextBlock, TextBox, TextWord } from './engine.ts'
 
 type Box = TextBox

@@ -21,6 +21,10 @@ test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within 
       ['/converter/generateImage', { format: 'tiff', width: '48' }],
       ['/converter/generatePostscript', {}],
       ['/converter/extractText', { format: 'structured' }],
+      ['/converter/split', { every: '1' }],
+      ['/converter/rotate', { angle: '90' }],
+      ['/converter/flatten', {}],
+      ['/converter/compress', { preset: 'screen' }],
     ] as const) {
       // The app's clock stands still in tests: moved on a second a call, the account's throttle refills as it would.
       app.clock.advance(1000)

@@ -4,7 +4,14 @@ import assert from 'node:assert/strict'
 import { startApp } from '../../support/helper.ts'
 import { catalogue, ERROR_CODES } from '../../../src/errors/catalogue.ts'
 
-const ROUTES = ['/converter/generateImage', '/converter/generatePostscript', '/converter/extractText']
+const ROUTES = [
+  '/converter/generateImage',
+  '/converter/generatePostscript',
+  '/converter/extractText',
+  '/converter/merge',
+  '/converter/split',
+  '/converter/compress',
+]
 const B = 'XyZzY'
 const part = (name: string, filename?: string) =>
   `--${B}\r\nContent-Disposition: form-data; name="${name}"${filename ? `; filename="${filename}"` : ''}\r\n${filename ? 'Content-Type: application/pdf\r\n' : ''}\r\n`

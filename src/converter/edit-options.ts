@@ -1,0 +1,91 @@
+/**
+ * readEditOptions reads the options of a page operation, adding a problem for each bad one:
+ * a merge's documents and the `pages` and `password` sent once per document, in their order;
+ * a split's `ranges` or `every`; a rotation's `angle`.
+ */
+import type { Problem } from '../errors/errors.ts'
+import { parsePages, type Range } from './pages.ts'
+import type { EditSpec } from './protocol.ts'
+
+export const EDIT_KINDS = ['merge', 'split', 'rotate', 'flatten'] as const
+export type EditKind = (typeof EDIT_KINDS)[number]
+
+/** The most parts one split makes from `ranges` (every page of a document at the most with `every`). */
+export const MAX_SPLIT_RANGES = 200
+
+export interface EditOptions {
+  readonly edit: EditSpec
+  /** A merge's first document's pages (its others are in `edit`). */
+  readonly pages?: Range[] | null
+  readonly password?: string
+}
+
+interface Given {
+  readonly fields: Readonly<Record<string, string>>
+  readonly repeated: Readonly<Record<string, readonly string[]>>
+  readonly files: readonly { readonly data: Uint8Array }[]
+}
+
+const ANGLES: Readonly<Record<string, 90 | 180 | 270>> = { '90': 90, '180': 180, '270': 270, '-90': 270, '-180': 180, '-270': 90 }
+
+export function readEditOptions(kind: EditKind, given: Given, maxDocuments: number, problems: Problem[]): EditOptions {
+  switch (kind) {
+    case 'merge':
+      return readMerge(given, maxDocuments, problems)
+    case 'split':
+      return { edit: readSplit(given.fields, problems) }
+    case 'rotate': {
+      const angle = ANGLES[given.fields.angle?.trim() ?? '']
+      if (angle === undefined) problems.push({ code: 'ANGLE_INVALID' })
+      return { edit: { kind: 'rotate', angle: angle ?? 90 } }
+    }
+    case 'flatten':
+      // Every page is flattened: a form is one across its pages.
+      if ((given.fields.pages?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'pages', route: 'flatten' } })
+      return { edit: { kind: 'flatten' } }
+  }
+}
+
+/** readMerge: the documents in order, each with the `pages` and `password` sent in its place (empty: all pages, no password). */
+function readMerge({ repeated, files }: Given, maxDocuments: number, problems: Problem[]): EditOptions {
+  if (files.length < 2) problems.push({ code: 'MERGE_DOCUMENTS_REQUIRED', params: { max: maxDocuments, count: files.length } })
+  const pages: (Range[] | null)[] = []
+  const passwords: (string | undefined)[] = []
+  for (const field of ['pages', 'password'] as const) {
+    const values = repeated[field] ?? []
+    if (values.length > Math.max(files.length, 1)) {
+      problems.push({ code: 'MERGE_FIELDS_MISMATCH', params: { field, count: values.length, documents: files.length } })
+    }
+  }
+  for (let i = 0; i < files.length; i++) {
+    const text = repeated.pages?.[i]?.trim() ?? ''
+    const parsed = text === '' ? null : parsePages(text)
+    if (text !== '' && parsed === null) problems.push({ code: 'PAGES_INVALID' })
+    pages.push(parsed)
+    const password = repeated.password?.[i]
+    passwords.push(password === undefined || password === '' ? undefined : password)
+  }
+  const others = files
+    .slice(1)
+    .map((file, i) => ({ pdf: file.data, pages: pages[i + 1] ?? null, ...(passwords[i + 1] === undefined ? {} : { password: passwords[i + 1]! }) }))
+  return { edit: { kind: 'merge', others }, pages: pages[0] ?? null, ...(passwords[0] === undefined ? {} : { password: passwords[0] }) }
+}
+
+/** readSplit: `ranges` (page selections separated by semicolons, one file each) or `every` (pages a file), one of them. */
+function readSplit(fields: Readonly<Record<string, string>>, problems: Problem[]): EditSpec {
+  const rangesText = fields.ranges?.trim() ?? ''
+  const everyText = fields.every?.trim() ?? ''
+  if ((rangesText === '') === (everyText === '')) {
+    problems.push({ code: 'SPLIT_PARTS_REQUIRED' })
+    return { kind: 'split', parts: null, every: 1 }
+  }
+  if (everyText !== '') {
+    const every = /^\d{1,6}$/.test(everyText) ? Number(everyText) : 0
+    if (every < 1) problems.push({ code: 'SPLIT_EVERY_INVALID' })
+    return { kind: 'split', parts: null, every: Math.max(every, 1) }
+  }
+  const texts = rangesText.split(';').map((part) => part.trim())
+  const parts = texts.map((text) => (text === '' ? null : parsePages(text)))
+  if (texts.length > MAX_SPLIT_RANGES || parts.some((part) => part === null)) problems.push({ code: 'SPLIT_RANGES_INVALID', params: { max: MAX_SPLIT_RANGES } })
+  return { kind: 'split', parts: parts.filter((part) => part !== null), every: null }
+}

@@ -5336,7 +5336,7 @@ export interface operations {
                              */
                             status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                             /** @enum {string} */
-                            operation: "image" | "postscript" | "text";
+                            operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                             options: {
                                 dpi: number;
                                 /** @description The pages asked for; null: all. */
@@ -5359,6 +5359,13 @@ export interface operations {
                                 text?: {
                                     /** @enum {string} */
                                     format: "json" | "text" | "structured";
+                                };
+                                /** @description A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise). */
+                                edit?: {
+                                    ranges?: string;
+                                    every?: number;
+                                    /** @enum {integer} */
+                                    angle?: 90 | 180 | 270;
                                 };
                             };
                             /**
@@ -5519,10 +5526,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5552,6 +5559,15 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
+                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
+                    ranges?: string;
+                    /** @description `split`: pages a PDF (or `ranges`). */
+                    every?: number;
+                    /**
+                     * @description `rotate`: the quarter turns, clockwise.
+                     * @enum {integer}
+                     */
+                    angle?: 90 | 180 | 270 | -90 | -180 | -270;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -5593,10 +5609,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5626,6 +5642,15 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
+                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
+                    ranges?: string;
+                    /** @description `split`: pages a PDF (or `ranges`). */
+                    every?: number;
+                    /**
+                     * @description `rotate`: the quarter turns, clockwise.
+                     * @enum {integer}
+                     */
+                    angle?: 90 | 180 | 270 | -90 | -180 | -270;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -5667,10 +5692,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5700,6 +5725,15 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
+                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
+                    ranges?: string;
+                    /** @description `split`: pages a PDF (or `ranges`). */
+                    every?: number;
+                    /**
+                     * @description `rotate`: the quarter turns, clockwise.
+                     * @enum {integer}
+                     */
+                    angle?: 90 | 180 | 270 | -90 | -180 | -270;
                     /**
                      * @default rgb
                      * @enum {string}
@@ -5777,6 +5811,16 @@ export interface operations {
              *
              *     `TEXT_FORMAT_INVALID`: format must be one of {formats}.
              *
+             *     `SPLIT_PARTS_REQUIRED`: Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.
+             *
+             *     `SPLIT_EVERY_INVALID`: every must be a whole number of pages, 1 or more.
+             *
+             *     `SPLIT_RANGES_INVALID`: ranges must be page selections separated by semicolons, such as '1-3;4-6;7-' (at most {max}).
+             *
+             *     `ANGLE_INVALID`: angle must be 90, 180 or 270 (clockwise; -90, -180 or -270 turn the other way).
+             *
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
@@ -5802,7 +5846,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "ANGLE_INVALID" | "OPTION_NOT_TAKEN" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -5989,7 +6033,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text";
+                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6012,6 +6056,13 @@ export interface operations {
                             text?: {
                                 /** @enum {string} */
                                 format: "json" | "text" | "structured";
+                            };
+                            /** @description A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise). */
+                            edit?: {
+                                ranges?: string;
+                                every?: number;
+                                /** @enum {integer} */
+                                angle?: 90 | 180 | 270;
                             };
                         };
                         /**
@@ -6201,7 +6252,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text";
+                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6224,6 +6275,13 @@ export interface operations {
                             text?: {
                                 /** @enum {string} */
                                 format: "json" | "text" | "structured";
+                            };
+                            /** @description A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise). */
+                            edit?: {
+                                ranges?: string;
+                                every?: number;
+                                /** @enum {integer} */
+                                angle?: 90 | 180 | 270;
                             };
                         };
                         /**
@@ -6396,6 +6454,7 @@ export interface operations {
                     "image/tiff": string;
                     "application/zip": string;
                     "application/postscript": string;
+                    "application/pdf": string;
                     "application/json": {
                         [key: string]: unknown;
                     }[];

@@ -89,3 +89,27 @@ function readSplit(fields: Readonly<Record<string, string>>, problems: Problem[]
   if (texts.length > MAX_SPLIT_RANGES || parts.some((part) => part === null)) problems.push({ code: 'SPLIT_RANGES_INVALID', params: { max: MAX_SPLIT_RANGES } })
   return { kind: 'split', parts: parts.filter((part) => part !== null), every: null }
 }
+
+/** The page operations a job can run (a merge takes several documents: not a job). */
+export const isJobEdit = (operation: string): operation is 'split' | 'rotate' | 'flatten' =>
+  operation === 'split' || operation === 'rotate' || operation === 'flatten'
+
+/** jobEditOptions: a page operation's options as a job keeps them (checked as the route checks them). */
+export function jobEditOptions(kind: 'split' | 'rotate' | 'flatten', fields: Readonly<Record<string, string | undefined>>, problems: Problem[]) {
+  const given = Object.fromEntries(Object.entries(fields).filter((entry): entry is [string, string] => entry[1] !== undefined))
+  const { edit } = readEditOptions(kind, { fields: given, repeated: {}, files: [] }, 1, problems)
+  if (edit.kind === 'rotate') return { angle: edit.angle }
+  if (edit.kind !== 'split') return {}
+  return edit.every !== null ? { every: edit.every } : { ranges: given.ranges!.trim() }
+}
+
+/** editSpecOf: a job's page operation, from what it keeps. */
+export function editSpecOf(
+  kind: 'split' | 'rotate' | 'flatten',
+  kept: { readonly ranges?: string; readonly every?: number; readonly angle?: 90 | 180 | 270 },
+): EditSpec {
+  if (kind === 'rotate') return { kind, angle: kept.angle ?? 90 }
+  if (kind === 'flatten') return { kind }
+  if (kept.every !== undefined) return { kind, parts: null, every: kept.every }
+  return { kind, parts: (kept.ranges ?? '').split(';').map((part) => parsePages(part.trim()) ?? []), every: null }
+}

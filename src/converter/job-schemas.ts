@@ -15,10 +15,13 @@ const fields = {
   operation: Type.String({
     enum: [...JOB_OPERATIONS],
     description:
-      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`).',
+      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).',
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
   ...imageFields,
+  ranges: Type.Optional(Type.String({ description: '`split`: page selections separated by semicolons, one PDF each (or `every`).' })),
+  every: Type.Optional(Type.Integer({ minimum: 1, description: '`split`: pages a PDF (or `ranges`).' })),
+  angle: Type.Optional(Type.Integer({ enum: [90, 180, 270, -90, -180, -270], description: '`rotate`: the quarter turns, clockwise.' })),
   format: Type.Optional(
     Type.String({
       enum: [...IMAGE_FORMATS, ...TEXT_FORMATS],
@@ -60,6 +63,11 @@ const SUBMIT_CODES: ErrorCode[] = [
   'OPERATION_INVALID',
   ...IMAGE_CODES,
   'TEXT_FORMAT_INVALID',
+  'SPLIT_PARTS_REQUIRED',
+  'SPLIT_EVERY_INVALID',
+  'SPLIT_RANGES_INVALID',
+  'ANGLE_INVALID',
+  'OPTION_NOT_TAKEN',
   'PAGES_INVALID',
   'COLOR_MODE_INVALID',
   'PASSWORD_INVALID',
@@ -130,6 +138,7 @@ export const jobResultSchema = {
       content: {
         ...imageContent,
         'application/postscript': { schema: Type.String({ format: 'binary' }) },
+        'application/pdf': { schema: Type.String({ format: 'binary' }) },
         'application/json': {
           schema: Type.Array(Type.Object({}, { additionalProperties: true }), {
             description: 'A text job in JSON: the pages, as `extractText` answers them.',

@@ -17,8 +17,11 @@ export type JobStatus = (typeof JOB_STATUSES)[number]
 
 export const isJobStatus = (value: string): value is JobStatus => (JOB_STATUSES as readonly string[]).includes(value)
 
-/** What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a multi-page TIFF; postscript; text). */
-export const JOB_OPERATIONS = ['image', 'postscript', 'text'] as const
+/**
+ * What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a
+ * multi-page TIFF; postscript; text; split, rotate, flatten: a PDF or a zip of PDFs).
+ */
+export const JOB_OPERATIONS = ['image', 'postscript', 'text', 'split', 'rotate', 'flatten'] as const
 export type JobOperation = (typeof JOB_OPERATIONS)[number]
 
 export const isJobOperation = (value: string): value is JobOperation => (JOB_OPERATIONS as readonly string[]).includes(value)
@@ -32,6 +35,8 @@ export interface JobOptions {
   readonly image?: ImageOptions
   /** A text job's format. */
   readonly text?: { readonly format: TextFormat }
+  /** A split's `ranges` (as given) or `every`; a rotation's `angle` (90, 180 or 270). */
+  readonly edit?: { readonly ranges?: string; readonly every?: number; readonly angle?: 90 | 180 | 270 }
 }
 
 /** The result of a job that succeeded, while it is kept. */

@@ -43,6 +43,12 @@ export const jobViewSchema = Type.Object(
         ),
       ),
       text: Type.Optional(Type.Object({ format: Type.String({ enum: [...TEXT_FORMATS] }) }, { description: "A `text` job's format." })),
+      edit: Type.Optional(
+        Type.Object(
+          { ranges: Type.Optional(Type.String()), every: Type.Optional(Type.Integer()), angle: Type.Optional(Type.Integer({ enum: [90, 180, 270] })) },
+          { description: "A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise)." },
+        ),
+      ),
     }),
     source: Type.String({ enum: ['upload', 'url'], description: 'Uploaded with the job, or fetched from its sourceUrl (never shown).' }),
     resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),

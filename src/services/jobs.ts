@@ -31,6 +31,7 @@ import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
 import { isPdf, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
+import { isJobEdit, jobEditOptions } from '../converter/edit-options.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
 
@@ -118,6 +119,7 @@ export class Jobs {
         colorMode: options.color,
         ...(checked.image === undefined ? {} : { image: checked.image }),
         ...(checked.text === undefined ? {} : { text: checked.text }),
+        ...(checked.edit === undefined ? {} : { edit: checked.edit }),
       },
       basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
       source: document === null ? 'url' : 'upload',
@@ -148,6 +150,7 @@ export class Jobs {
     const options = readOptions(fields, problems)
     const image = operation === 'image' ? readImageOptions(fields, problems) : undefined
     const text = operation === 'text' ? readTextFormat(fields, undefined, problems) : undefined
+    const edit = isJobEdit(operation) ? jobEditOptions(operation, fields, problems) : undefined
     const sourceText = fields.sourceUrl?.trim() ?? ''
     if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
     else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
@@ -166,7 +169,7 @@ export class Jobs {
     const metadata = readMetadata(input.metadata ?? fields.metadata)
     if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
     if (problems.length > 0) return refuse('invalid', ...problems)
-    return { operation: operation as ConversionJob['operation'], options, image, text, secrets, metadata: metadata ?? null }
+    return { operation: operation as ConversionJob['operation'], options, image, text, edit, secrets, metadata: metadata ?? null }
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */

@@ -29,7 +29,8 @@ import type { Log } from '../../logging/late.ts'
 import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
 import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
-import { pagesOutput, singleName, textOutput, type PagesOutput } from '../output.ts'
+import { pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from '../output.ts'
+import { editSpecOf, isJobEdit } from '../edit-options.ts'
 import { imageSpec } from '../image-options.ts'
 import { IMAGE_TYPES, type ImageFormat } from '../../domain/images.ts'
 import { parsePages } from '../pages.ts'
@@ -350,7 +351,9 @@ export class JobRunner {
         ? { op: 'image', image: imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi), ...common }
         : job.operation === 'text'
           ? { op: 'text', text: job.options.text ?? { format: 'json' }, ...common }
-          : { op: 'ps', ...common }
+          : isJobEdit(job.operation)
+            ? { op: 'edit', edit: editSpecOf(job.operation, job.options.edit ?? {}), ...common }
+            : { op: 'ps', ...common }
     const out = new Output(job.basename, writer, spec)
     const ack = () => {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
@@ -517,6 +520,7 @@ class Output {
     const spec = this.#spec
     if (spec.op === 'text') this.#several = textOutput(spec.text.format, this.#basename)
     else if (spec.op === 'image' && pages > 1) this.#several = pagesOutput(spec.image.format, this.#basename, pages, pageCount)
+    else if (spec.op === 'edit' && pages > 1) this.#several = zipOutput(this.#basename, pages, 'pdf')
     this.#several?.stream.pipe(this.#writer)
   }
 
@@ -529,7 +533,13 @@ class Output {
   end(pages: number): Omit<JobResultInfo, 'bytes'> {
     if (this.#several !== null) {
       this.#several.end()
-      return { type: this.#several.type, name: this.#several.name, pages }
+      // A split's zip holds PDFs: its pages are theirs, as the route's X-Page-Count says.
+      return { type: this.#several.type, name: this.#several.name, pages: this.#spec.op === 'edit' ? this.#pageCount : pages }
+    }
+    if (this.#spec.op === 'edit') {
+      const { bytes } = this.#single!
+      this.#writer.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages: this.#pageCount }
     }
     if (this.#format !== null) {
       const { page, bytes } = this.#single!

@@ -73,6 +73,11 @@ export const canCancel = (job: ConversionJob): boolean => job.status === 'queued
 /** operationText: what the job makes, and with which options. */
 export function operationText(job: ConversionJob): string {
   const { dpi, pages, colorMode } = job.options
+  if (job.operation === 'split' || job.operation === 'rotate' || job.operation === 'flatten') {
+    const { ranges, every, angle } = job.options.edit ?? {}
+    const how = ranges !== undefined ? `ranges ${ranges}` : every !== undefined ? `every ${every}` : angle !== undefined ? `${angle}°` : ''
+    return [job.operation, ...(how === '' ? [] : [how]), ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
+  }
   if (job.operation === 'text') return [`text (${job.options.text?.format ?? 'json'})`, ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   if (job.operation === 'postscript') {
     return [`${job.operation} (to PostScript)`, ...(pages === null ? [] : [`pages ${pages}`]), ...(colorMode === 'gray' ? ['gray'] : [])].join(', ')

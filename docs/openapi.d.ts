@@ -5336,7 +5336,7 @@ export interface operations {
                              */
                             status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                             /** @enum {string} */
-                            operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                            operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                             options: {
                                 dpi: number;
                                 /** @description The pages asked for; null: all. */
@@ -5366,6 +5366,11 @@ export interface operations {
                                     every?: number;
                                     /** @enum {integer} */
                                     angle?: 90 | 180 | 270;
+                                };
+                                /** @description A `compress` job's preset. */
+                                compress?: {
+                                    /** @enum {string} */
+                                    preset: "screen" | "ebook" | "printer" | "prepress";
                                 };
                             };
                             /**
@@ -5526,10 +5531,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5563,6 +5568,11 @@ export interface operations {
                     ranges?: string;
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
+                    /**
+                     * @description `compress`: pdfwrite's preset (default `ebook`).
+                     * @enum {string}
+                     */
+                    preset?: "screen" | "ebook" | "printer" | "prepress";
                     /**
                      * @description `rotate`: the quarter turns, clockwise.
                      * @enum {integer}
@@ -5609,10 +5619,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5646,6 +5656,11 @@ export interface operations {
                     ranges?: string;
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
+                    /**
+                     * @description `compress`: pdfwrite's preset (default `ebook`).
+                     * @enum {string}
+                     */
+                    preset?: "screen" | "ebook" | "printer" | "prepress";
                     /**
                      * @description `rotate`: the quarter turns, clockwise.
                      * @enum {integer}
@@ -5692,10 +5707,10 @@ export interface operations {
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5729,6 +5744,11 @@ export interface operations {
                     ranges?: string;
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
+                    /**
+                     * @description `compress`: pdfwrite's preset (default `ebook`).
+                     * @enum {string}
+                     */
+                    preset?: "screen" | "ebook" | "printer" | "prepress";
                     /**
                      * @description `rotate`: the quarter turns, clockwise.
                      * @enum {integer}
@@ -5821,6 +5841,8 @@ export interface operations {
              *
              *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
+             *     `PRESET_INVALID`: preset must be one of {presets}.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
@@ -5846,7 +5868,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "ANGLE_INVALID" | "OPTION_NOT_TAKEN" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "ANGLE_INVALID" | "OPTION_NOT_TAKEN" | "PRESET_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -6033,7 +6055,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6063,6 +6085,11 @@ export interface operations {
                                 every?: number;
                                 /** @enum {integer} */
                                 angle?: 90 | 180 | 270;
+                            };
+                            /** @description A `compress` job's preset. */
+                            compress?: {
+                                /** @enum {string} */
+                                preset: "screen" | "ebook" | "printer" | "prepress";
                             };
                         };
                         /**
@@ -6252,7 +6279,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten";
+                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6282,6 +6309,11 @@ export interface operations {
                                 every?: number;
                                 /** @enum {integer} */
                                 angle?: 90 | 180 | 270;
+                            };
+                            /** @description A `compress` job's preset. */
+                            compress?: {
+                                /** @enum {string} */
+                                preset: "screen" | "ebook" | "printer" | "prepress";
                             };
                         };
                         /**

@@ -15,12 +15,13 @@ const fields = {
   operation: Type.String({
     enum: [...JOB_OPERATIONS],
     description:
-      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten` (as their routes; a merge takes several documents and is not a job).',
+      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).',
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
   ...imageFields,
   ranges: Type.Optional(Type.String({ description: '`split`: page selections separated by semicolons, one PDF each (or `every`).' })),
   every: Type.Optional(Type.Integer({ minimum: 1, description: '`split`: pages a PDF (or `ranges`).' })),
+  preset: Type.Optional(Type.String({ enum: ['screen', 'ebook', 'printer', 'prepress'], description: "`compress`: pdfwrite's preset (default `ebook`)." })),
   angle: Type.Optional(Type.Integer({ enum: [90, 180, 270, -90, -180, -270], description: '`rotate`: the quarter turns, clockwise.' })),
   format: Type.Optional(
     Type.String({
@@ -68,6 +69,7 @@ const SUBMIT_CODES: ErrorCode[] = [
   'SPLIT_RANGES_INVALID',
   'ANGLE_INVALID',
   'OPTION_NOT_TAKEN',
+  'PRESET_INVALID',
   'PAGES_INVALID',
   'COLOR_MODE_INVALID',
   'PASSWORD_INVALID',

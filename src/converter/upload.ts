@@ -42,7 +42,7 @@ export interface Upload extends ConversionOptions {
 export type RouteOptions = 'image' | 'text' | 'compress' | EditKind | null
 
 /** readCompress: the compress route's `preset` (`ebook` by default); it rewrites the whole document, so `pages` is refused. */
-function readCompress(fields: Readonly<Record<string, string | undefined>>, problems: Problem[]): CompressPreset {
+export function readCompress(fields: Readonly<Record<string, string | undefined>>, problems: Problem[]): CompressPreset {
   if ((fields.pages?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'pages', route: 'compress' } })
   const given = fields.preset?.trim().toLowerCase().replace(/^\//, '') ?? ''
   if (given === '') return 'ebook'

@@ -19,9 +19,9 @@ export const isJobStatus = (value: string): value is JobStatus => (JOB_STATUSES 
 
 /**
  * What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a
- * multi-page TIFF; postscript; text; split, rotate, flatten: a PDF or a zip of PDFs).
+ * multi-page TIFF; postscript; text; split, rotate, flatten: a PDF or a zip of PDFs; compress: a PDF).
  */
-export const JOB_OPERATIONS = ['image', 'postscript', 'text', 'split', 'rotate', 'flatten'] as const
+export const JOB_OPERATIONS = ['image', 'postscript', 'text', 'split', 'rotate', 'flatten', 'compress'] as const
 export type JobOperation = (typeof JOB_OPERATIONS)[number]
 
 export const isJobOperation = (value: string): value is JobOperation => (JOB_OPERATIONS as readonly string[]).includes(value)
@@ -37,6 +37,8 @@ export interface JobOptions {
   readonly text?: { readonly format: TextFormat }
   /** A split's `ranges` (as given) or `every`; a rotation's `angle` (90, 180 or 270). */
   readonly edit?: { readonly ranges?: string; readonly every?: number; readonly angle?: 90 | 180 | 270 }
+  /** A compression's pdfwrite preset. */
+  readonly compress?: { readonly preset: 'screen' | 'ebook' | 'printer' | 'prepress' }
 }
 
 /** The result of a job that succeeded, while it is kept. */

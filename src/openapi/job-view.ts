@@ -49,6 +49,9 @@ export const jobViewSchema = Type.Object(
           { description: "A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise)." },
         ),
       ),
+      compress: Type.Optional(
+        Type.Object({ preset: Type.String({ enum: ['screen', 'ebook', 'printer', 'prepress'] }) }, { description: "A `compress` job's preset." }),
+      ),
     }),
     source: Type.String({ enum: ['upload', 'url'], description: 'Uploaded with the job, or fetched from its sourceUrl (never shown).' }),
     resultUrl: Type.Boolean({ description: 'Whether the result is also sent to a resultUrl (the URL itself is never shown).' }),

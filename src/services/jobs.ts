@@ -29,7 +29,7 @@ import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
-import { isPdf, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
+import { isPdf, readCompress, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
 import { isJobEdit, jobEditOptions } from '../converter/edit-options.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
@@ -120,6 +120,7 @@ export class Jobs {
         ...(checked.image === undefined ? {} : { image: checked.image }),
         ...(checked.text === undefined ? {} : { text: checked.text }),
         ...(checked.edit === undefined ? {} : { edit: checked.edit }),
+        ...(checked.compress === undefined ? {} : { compress: { preset: checked.compress } }),
       },
       basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
       source: document === null ? 'url' : 'upload',
@@ -151,6 +152,7 @@ export class Jobs {
     const image = operation === 'image' ? readImageOptions(fields, problems) : undefined
     const text = operation === 'text' ? readTextFormat(fields, undefined, problems) : undefined
     const edit = isJobEdit(operation) ? jobEditOptions(operation, fields, problems) : undefined
+    const compress = operation === 'compress' ? readCompress(fields, problems) : undefined
     const sourceText = fields.sourceUrl?.trim() ?? ''
     if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
     else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
@@ -169,7 +171,7 @@ export class Jobs {
     const metadata = readMetadata(input.metadata ?? fields.metadata)
     if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
     if (problems.length > 0) return refuse('invalid', ...problems)
-    return { operation: operation as ConversionJob['operation'], options, image, text, edit, secrets, metadata: metadata ?? null }
+    return { operation: operation as ConversionJob['operation'], options, image, text, edit, compress, secrets, metadata: metadata ?? null }
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */

@@ -353,7 +353,9 @@ export class JobRunner {
           ? { op: 'text', text: job.options.text ?? { format: 'json' }, ...common }
           : isJobEdit(job.operation)
             ? { op: 'edit', edit: editSpecOf(job.operation, job.options.edit ?? {}), ...common }
-            : { op: 'ps', ...common }
+            : job.operation === 'compress'
+              ? { op: 'ps', compress: job.options.compress?.preset ?? 'ebook', ...common, pages: null }
+              : { op: 'ps', ...common }
     const out = new Output(job.basename, writer, spec)
     const ack = () => {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
@@ -372,8 +374,11 @@ export class JobRunner {
           ack()
         },
         onChunk: (bytes) => {
-          writer.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-          ack()
+          if (out.chunk(bytes)) ack()
+          else {
+            writer.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+            ack()
+          }
         },
         // PostScript's pages are counted as Ghostscript begins them: a cancel reaches it at its next page too.
         onProgress: onPage,
@@ -507,6 +512,9 @@ class Output {
   #pageCount = 0
   #single: { page: number; bytes: Uint8Array } | null = null
   #several: PagesOutput | null = null
+  /** A compression's output, held up to the document's size (past it, the document itself is the result), as the route does. */
+  #held: Buffer[] | null = null
+  #heldBytes = 0
 
   constructor(basename: string, writer: PieceWriter, spec: Job) {
     this.#basename = basename
@@ -522,6 +530,17 @@ class Output {
     else if (spec.op === 'image' && pages > 1) this.#several = pagesOutput(spec.image.format, this.#basename, pages, pageCount)
     else if (spec.op === 'edit' && pages > 1) this.#several = zipOutput(this.#basename, pages, 'pdf')
     this.#several?.stream.pipe(this.#writer)
+  }
+
+  /** chunk holds a piece of a compression's output (true), or leaves a PostScript piece to be written (false). */
+  chunk(bytes: Uint8Array): boolean {
+    const spec = this.#spec
+    if (spec.op !== 'ps' || spec.compress === undefined) return false
+    this.#held ??= []
+    if (this.#heldBytes + bytes.byteLength <= spec.pdf.byteLength) this.#held.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+    else this.#held.length = 0
+    this.#heldBytes += bytes.byteLength
+    return true
   }
 
   page(page: number, bytes: Uint8Array): void {
@@ -546,6 +565,13 @@ class Output {
       const { type, extension } = IMAGE_TYPES[this.#format]
       this.#writer.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
       return { type, name: singleName(this.#basename, page, this.#pageCount, extension), pages: 1 }
+    }
+    const spec = this.#spec
+    if (spec.op === 'ps' && spec.compress !== undefined) {
+      const smaller = this.#heldBytes <= spec.pdf.byteLength
+      // The document is in shared memory (the workers read it): copied out for the store.
+      this.#writer.end(smaller ? Buffer.concat(this.#held ?? [], this.#heldBytes) : Buffer.from(spec.pdf))
+      return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages }
     }
     this.#writer.end()
     return { type: 'application/postscript', name: `${this.#basename}.ps`, pages }

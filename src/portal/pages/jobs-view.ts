@@ -78,6 +78,7 @@ export function operationText(job: ConversionJob): string {
     const how = ranges !== undefined ? `ranges ${ranges}` : every !== undefined ? `every ${every}` : angle !== undefined ? `${angle}°` : ''
     return [job.operation, ...(how === '' ? [] : [how]), ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   }
+  if (job.operation === 'compress') return `compress (${job.options.compress?.preset ?? 'ebook'})`
   if (job.operation === 'text') return [`text (${job.options.text?.format ?? 'json'})`, ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   if (job.operation === 'postscript') {
     return [`${job.operation} (to PostScript)`, ...(pages === null ? [] : [`pages ${pages}`]), ...(colorMode === 'gray' ? ['gray'] : [])].join(', ')

@@ -3527,7 +3527,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5336,7 +5336,7 @@ export interface operations {
                              */
                             status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                             /** @enum {string} */
-                            operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                            operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                             options: {
                                 dpi: number;
                                 /** @description The pages asked for; null: all. */
@@ -5366,6 +5366,10 @@ export interface operations {
                                     every?: number;
                                     /** @enum {integer} */
                                     angle?: 90 | 180 | 270;
+                                };
+                                /** @description A `merge`'s pages of each document, in order (null: all); `pages` is then null. */
+                                merge?: {
+                                    pages: (string | null)[];
                                 };
                                 /** @description A `compress` job's preset. */
                                 compress?: {
@@ -5527,14 +5531,14 @@ export interface operations {
                 "multipart/form-data": {
                     /**
                      * Format: binary
-                     * @description The PDF.
+                     * @description The PDF (a merge: one part per document, in order).
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `merge` (2 to 20 `pdfDocument` parts, with `pages` and `password` once per document, as the route takes them; no `sourceUrl`), `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                    operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5551,7 +5555,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5615,14 +5619,14 @@ export interface operations {
                 "application/json": {
                     /**
                      * Format: binary
-                     * @description The PDF.
+                     * @description The PDF (a merge: one part per document, in order).
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `merge` (2 to 20 `pdfDocument` parts, with `pages` and `password` once per document, as the route takes them; no `sourceUrl`), `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                    operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5639,7 +5643,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5703,14 +5707,14 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /**
                      * Format: binary
-                     * @description The PDF.
+                     * @description The PDF (a merge: one part per document, in order).
                      */
                     pdfDocument?: string;
                     /**
-                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).
+                     * @description `image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `merge` (2 to 20 `pdfDocument` parts, with `pages` and `password` once per document, as the route takes them; no `sourceUrl`), `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document).
                      * @enum {string}
                      */
-                    operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                    operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
                     /**
@@ -5727,7 +5731,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 2). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5843,6 +5847,10 @@ export interface operations {
              *
              *     `PRESET_INVALID`: preset must be one of {presets}.
              *
+             *     `MERGE_DOCUMENTS_REQUIRED`: A merge takes 2 to {max} documents, each in a 'pdfDocument' part, in order; {count} came.
+             *
+             *     `MERGE_FIELDS_MISMATCH`: {field} came {count} times for {documents} documents: send it once per document, in the documents' order (empty for all pages, or no password).
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
@@ -5868,7 +5876,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "ANGLE_INVALID" | "OPTION_NOT_TAKEN" | "PRESET_INVALID" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        code: "JOB_SOURCE_REQUIRED" | "NOT_A_PDF" | "OPERATION_INVALID" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "TEXT_FORMAT_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "ANGLE_INVALID" | "OPTION_NOT_TAKEN" | "PRESET_INVALID" | "MERGE_DOCUMENTS_REQUIRED" | "MERGE_FIELDS_MISMATCH" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "SOURCE_URL_INVALID" | "RESULT_URL_INVALID" | "METADATA_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -5920,7 +5928,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request (job {jobID}). */
+            /**
+             * @description `MERGE_DOCUMENT_REFUSED`: Document {part} of the merge {reason}.
+             *
+             *     `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request (job {jobID}).
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5930,7 +5942,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "IDEMPOTENCY_KEY_REUSED";
+                        code: "MERGE_DOCUMENT_REFUSED" | "IDEMPOTENCY_KEY_REUSED";
                         message: string;
                     }[];
                 };
@@ -6055,7 +6067,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                        operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6085,6 +6097,10 @@ export interface operations {
                                 every?: number;
                                 /** @enum {integer} */
                                 angle?: 90 | 180 | 270;
+                            };
+                            /** @description A `merge`'s pages of each document, in order (null: all); `pages` is then null. */
+                            merge?: {
+                                pages: (string | null)[];
                             };
                             /** @description A `compress` job's preset. */
                             compress?: {
@@ -6279,7 +6295,7 @@ export interface operations {
                          */
                         status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
                         /** @enum {string} */
-                        operation: "image" | "postscript" | "text" | "split" | "rotate" | "flatten" | "compress";
+                        operation: "image" | "postscript" | "text" | "merge" | "split" | "rotate" | "flatten" | "compress";
                         options: {
                             dpi: number;
                             /** @description The pages asked for; null: all. */
@@ -6309,6 +6325,10 @@ export interface operations {
                                 every?: number;
                                 /** @enum {integer} */
                                 angle?: 90 | 180 | 270;
+                            };
+                            /** @description A `merge`'s pages of each document, in order (null: all); `pages` is then null. */
+                            merge?: {
+                                pages: (string | null)[];
                             };
                             /** @description A `compress` job's preset. */
                             compress?: {

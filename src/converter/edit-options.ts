@@ -46,29 +46,36 @@ export function readEditOptions(kind: EditKind, given: Given, maxDocuments: numb
   }
 }
 
+/**
+ * mergeFields: each document's `pages` and `password` as sent, in the documents' order (null:
+ * all pages, no password); more of either than documents is a problem, as is a bad selection.
+ */
+export function mergeFields(repeated: Readonly<Record<string, readonly string[]>>, documents: number, problems: Problem[]) {
+  for (const field of ['pages', 'password'] as const) {
+    const values = repeated[field] ?? []
+    if (values.length > Math.max(documents, 1)) problems.push({ code: 'MERGE_FIELDS_MISMATCH', params: { field, count: values.length, documents } })
+  }
+  const pages: (string | null)[] = []
+  const passwords: (string | null)[] = []
+  for (let i = 0; i < documents; i++) {
+    const text = repeated.pages?.[i]?.trim() ?? ''
+    if (text !== '' && parsePages(text) === null) problems.push({ code: 'PAGES_INVALID' })
+    pages.push(text === '' ? null : text)
+    const password = repeated.password?.[i] ?? ''
+    passwords.push(password === '' ? null : password)
+  }
+  return { pages, passwords }
+}
+
 /** readMerge: the documents in order, each with the `pages` and `password` sent in its place (empty: all pages, no password). */
 function readMerge({ repeated, files }: Given, maxDocuments: number, problems: Problem[]): EditOptions {
   if (files.length < 2) problems.push({ code: 'MERGE_DOCUMENTS_REQUIRED', params: { max: maxDocuments, count: files.length } })
-  const pages: (Range[] | null)[] = []
-  const passwords: (string | undefined)[] = []
-  for (const field of ['pages', 'password'] as const) {
-    const values = repeated[field] ?? []
-    if (values.length > Math.max(files.length, 1)) {
-      problems.push({ code: 'MERGE_FIELDS_MISMATCH', params: { field, count: values.length, documents: files.length } })
-    }
-  }
-  for (let i = 0; i < files.length; i++) {
-    const text = repeated.pages?.[i]?.trim() ?? ''
-    const parsed = text === '' ? null : parsePages(text)
-    if (text !== '' && parsed === null) problems.push({ code: 'PAGES_INVALID' })
-    pages.push(parsed)
-    const password = repeated.password?.[i]
-    passwords.push(password === undefined || password === '' ? undefined : password)
-  }
+  const { pages: texts, passwords } = mergeFields(repeated, files.length, problems)
+  const pages = texts.map((text) => (text === null ? null : parsePages(text)))
   const others = files
     .slice(1)
-    .map((file, i) => ({ pdf: file.data, pages: pages[i + 1] ?? null, ...(passwords[i + 1] === undefined ? {} : { password: passwords[i + 1]! }) }))
-  return { edit: { kind: 'merge', others }, pages: pages[0] ?? null, ...(passwords[0] === undefined ? {} : { password: passwords[0] }) }
+    .map((file, i) => ({ pdf: file.data, pages: pages[i + 1] ?? null, ...(passwords[i + 1] ? { password: passwords[i + 1]! } : {}) }))
+  return { edit: { kind: 'merge', others }, pages: pages[0] ?? null, ...(passwords[0] ? { password: passwords[0] } : {}) }
 }
 
 /** readSplit: `ranges` (page selections separated by semicolons, one file each) or `every` (pages a file), one of them. */

@@ -12,7 +12,7 @@ import { parseForm } from '../bodies/fields.ts'
 import { isJobStatus, type ConversionJob } from '../domain/jobs.ts'
 import { isFailure } from '../services/outcome.ts'
 import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
-import { readParts } from './upload.ts'
+import { MAX_MERGE_DOCUMENTS, readParts } from './upload.ts'
 import { sendJobResult } from '../http/job-result.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
 
@@ -25,7 +25,25 @@ export interface JobRouteOptions {
 const documentOnly = () => () => true
 
 /** The fields a job takes from a form or a JSON body (metadata apart: an object in JSON, JSON text in a form). */
-const FIELDS = ['operation', 'dpi', 'pages', 'colorMode', 'password', 'sourceUrl', 'resultUrl'] as const
+const FIELDS = [
+  'operation',
+  'dpi',
+  'pages',
+  'colorMode',
+  'password',
+  'sourceUrl',
+  'resultUrl',
+  'format',
+  'width',
+  'height',
+  'quality',
+  'compression',
+  'bitDepth',
+  'ranges',
+  'every',
+  'angle',
+  'preset',
+] as const
 
 /** idempotencyKey: the Idempotency-Key header (an sf-string's quotes taken off), null when absent. */
 function idempotencyKey(request: FastifyRequest): string | null {
@@ -75,8 +93,12 @@ class UploadPlaces {
 /** readInput: the submission's fields and document, whatever its body's type (a multipart body in an upload place, `places`). */
 async function readInput(request: FastifyRequest, config: Config): Promise<JobInput> {
   if (request.isMultipart()) {
-    const { fields, file } = await readParts(request, config.jobMaxDocumentBytes)
-    return { fields, document: file === undefined ? null : { bytes: file.data, filename: file.filename } }
+    // A merge's documents come as several pdfDocument parts (at most its limit, together JOB_MAX_DOCUMENT_BYTES).
+    const { fields, repeated, files, otherFiles } = await readParts(request, config.jobMaxDocumentBytes, MAX_MERGE_DOCUMENTS)
+    const [first, ...others] = files.map((file) => ({ bytes: file.data, filename: file.filename }))
+    // Documents past a merge's limit are counted (the service refuses them), never dropped.
+    const extra = otherFiles.filter((name) => name === 'pdfDocument').length
+    return { fields, repeated, document: first ?? null, others, extraDocuments: extra }
   }
   const body = request.body
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw apiError('JOB_SOURCE_REQUIRED')

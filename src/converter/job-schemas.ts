@@ -15,7 +15,7 @@ const fields = {
   operation: Type.String({
     enum: [...JOB_OPERATIONS],
     description:
-      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document; a merge takes several documents and is not a job).',
+      '`image`: an image, or a zip of images (one multi-page TIFF) for several pages, as `generateImage`, with its `format` and options; `postscript` (as `generatePostscript`); `text` (as `extractText`, with its `format`); `merge` (2 to 20 `pdfDocument` parts, with `pages` and `password` once per document, as the route takes them; no `sourceUrl`), `split`, `rotate`, `flatten`, `compress` (as their routes: a compression never larger than the document).',
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
   ...imageFields,
@@ -70,6 +70,9 @@ const SUBMIT_CODES: ErrorCode[] = [
   'ANGLE_INVALID',
   'OPTION_NOT_TAKEN',
   'PRESET_INVALID',
+  'MERGE_DOCUMENTS_REQUIRED',
+  'MERGE_FIELDS_MISMATCH',
+  'MERGE_DOCUMENT_REFUSED',
   'PAGES_INVALID',
   'COLOR_MODE_INVALID',
   'PASSWORD_INVALID',
@@ -98,7 +101,11 @@ export const submitJobSchema = {
     ),
   }),
   body: Type.Object(
-    { pdfDocument: Type.Optional(Type.String({ format: 'binary', description: 'The PDF.' })), ...fields, metadata: Type.Optional(METADATA) },
+    {
+      pdfDocument: Type.Optional(Type.String({ format: 'binary', description: 'The PDF (a merge: one part per document, in order).' })),
+      ...fields,
+      metadata: Type.Optional(METADATA),
+    },
     {
       examples: [
         {

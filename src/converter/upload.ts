@@ -143,6 +143,9 @@ export async function readUpload(request: FastifyRequest, config: Config, route:
   } else if (!isPdf(file.data)) {
     problems.push({ code: 'NOT_A_PDF' })
   }
+  // Documents past a merge's limit are counted, never dropped.
+  const extra = otherFiles.filter((name) => name === PDF_FIELD).length
+  if (merging && extra > 0) problems.push({ code: 'MERGE_DOCUMENTS_REQUIRED', params: { max: MAX_MERGE_DOCUMENTS, count: files.length + extra } })
   for (const [i, other] of files.entries()) {
     if (i > 0 && !isPdf(other.data)) problems.push({ code: 'MERGE_DOCUMENT_REFUSED', params: { part: i + 1, reason: 'is not a PDF (it has no %PDF- header)' } })
   }

@@ -19,9 +19,10 @@ export const isJobStatus = (value: string): value is JobStatus => (JOB_STATUSES 
 
 /**
  * What a job makes: the synchronous routes' outputs (image: an image, a zip of images or a
- * multi-page TIFF; postscript; text; split, rotate, flatten: a PDF or a zip of PDFs; compress: a PDF).
+ * multi-page TIFF; postscript; text; merge, split, rotate, flatten: a PDF or a zip of PDFs; compress:
+ * a PDF). A merge's documents are kept as one (bundle.ts).
  */
-export const JOB_OPERATIONS = ['image', 'postscript', 'text', 'split', 'rotate', 'flatten', 'compress'] as const
+export const JOB_OPERATIONS = ['image', 'postscript', 'text', 'merge', 'split', 'rotate', 'flatten', 'compress'] as const
 export type JobOperation = (typeof JOB_OPERATIONS)[number]
 
 export const isJobOperation = (value: string): value is JobOperation => (JOB_OPERATIONS as readonly string[]).includes(value)
@@ -37,6 +38,8 @@ export interface JobOptions {
   readonly text?: { readonly format: TextFormat }
   /** A split's `ranges` (as given) or `every`; a rotation's `angle` (90, 180 or 270). */
   readonly edit?: { readonly ranges?: string; readonly every?: number; readonly angle?: 90 | 180 | 270 }
+  /** A merge's pages of each document, in order (null: all; the first document's are these, `pages` is null). */
+  readonly merge?: { readonly pages: readonly (string | null)[] }
   /** A compression's pdfwrite preset. */
   readonly compress?: { readonly preset: 'screen' | 'ebook' | 'printer' | 'prepress' }
 }
@@ -108,6 +111,8 @@ export interface Idempotency {
 /** The secrets of a job, sealed together with the keyring (the store keeps them only so). */
 export interface JobSecrets {
   readonly password?: string
+  /** A merge's passwords, one per document in order (null: none). */
+  readonly passwords?: readonly (string | null)[]
   readonly sourceUrl?: string
   readonly resultUrl?: string
 }

@@ -290,7 +290,7 @@ export const catalogue = {
     400,
     'list',
     "A merge takes 2 to {max} documents, each in a 'pdfDocument' part, in order; {count} came.",
-    'Fewer than two `pdfDocument` parts (or more than 20: the parts past it are not read).',
+    'Fewer than two `pdfDocument` parts, or more than 20.',
   ),
   MERGE_FIELDS_MISMATCH: entry(
     400,

@@ -49,6 +49,12 @@ export const jobViewSchema = Type.Object(
           { description: "A `split`'s `ranges` or `every`, a `rotate`'s `angle` (clockwise)." },
         ),
       ),
+      merge: Type.Optional(
+        Type.Object(
+          { pages: Type.Array(nullable(Type.String(), 'all')) },
+          { description: "A `merge`'s pages of each document, in order (null: all); `pages` is then null." },
+        ),
+      ),
       compress: Type.Optional(
         Type.Object({ preset: Type.String({ enum: ['screen', 'ebook', 'printer', 'prepress'] }) }, { description: "A `compress` job's preset." }),
       ),

@@ -29,9 +29,10 @@ import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
 import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
-import { isPdf, readCompress, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
+import { isPdf, MAX_MERGE_DOCUMENTS, readCompress, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
-import { isJobEdit, jobEditOptions } from '../converter/edit-options.ts'
+import { isJobEdit, jobEditOptions, mergeFields } from '../converter/edit-options.ts'
+import { bundle } from '../domain/bundle.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
 
@@ -45,6 +46,12 @@ const LOOKUP_MS = 5000
 /** What a door hands over: the form's or the JSON body's fields, and the uploaded document if any. */
 export interface JobInput {
   readonly fields: Readonly<Record<string, string | undefined>>
+  /** A form's fields sent more than once, every value in order (a merge's `pages` and `password`, once per document). */
+  readonly repeated?: Readonly<Record<string, readonly string[]>>
+  /** A merge's documents after the first, in order. */
+  readonly others?: readonly { readonly bytes: Uint8Array; readonly filename: string }[]
+  /** Documents past the most a merge takes (not read). */
+  readonly extraDocuments?: number
   /** A JSON body's metadata object (a form's comes as JSON text in `fields.metadata`). */
   readonly metadata?: unknown
   readonly document: { readonly bytes: Uint8Array; readonly filename: string } | null
@@ -107,7 +114,13 @@ export class Jobs {
     const nowMs = this.#now()
     const id = newJobId(nowMs)
     const hasSecrets = Object.keys(secrets).length > 0
-    const document = input.document?.bytes ?? null
+    // A merge's documents are kept as one, in their order.
+    const document =
+      input.document === null
+        ? null
+        : checked.merge !== undefined
+          ? bundle([input.document.bytes, ...(input.others ?? []).map((o) => o.bytes)])
+          : input.document.bytes
     const job: NewJob = {
       id,
       accountId: caller.accountId,
@@ -115,12 +128,13 @@ export class Jobs {
       operation,
       options: {
         dpi: options.dpi,
-        pages: input.fields.pages?.trim() || null,
+        pages: checked.merge === undefined ? input.fields.pages?.trim() || null : null,
         colorMode: options.color,
         ...(checked.image === undefined ? {} : { image: checked.image }),
         ...(checked.text === undefined ? {} : { text: checked.text }),
         ...(checked.edit === undefined ? {} : { edit: checked.edit }),
         ...(checked.compress === undefined ? {} : { compress: { preset: checked.compress } }),
+        ...(checked.merge === undefined ? {} : { merge: { pages: checked.merge.pages } }),
       },
       basename: safeBasename(input.document?.filename ?? lastSegment(secrets.sourceUrl)),
       source: document === null ? 'url' : 'upload',
@@ -148,7 +162,10 @@ export class Jobs {
     const problems: Problem[] = []
     const operation = fields.operation?.trim().toLowerCase() ?? ''
     if (!isJobOperation(operation)) problems.push({ code: 'OPERATION_INVALID', params: { operations: JOB_OPERATIONS.join(', ') } })
-    const options = readOptions(fields, problems)
+    const merging = operation === 'merge'
+    // A merge's `pages` and `password` come once per document (checkMerge).
+    const options = readOptions(merging ? { ...fields, pages: undefined, password: undefined } : fields, problems)
+    const merge = checkMerge(operation, input, problems)
     const image = operation === 'image' ? readImageOptions(fields, problems) : undefined
     const text = operation === 'text' ? readTextFormat(fields, undefined, problems) : undefined
     const edit = isJobEdit(operation) ? jobEditOptions(operation, fields, problems) : undefined
@@ -156,8 +173,9 @@ export class Jobs {
     const sourceText = fields.sourceUrl?.trim() ?? ''
     if ((input.document === null) === (sourceText === '')) problems.push({ code: 'JOB_SOURCE_REQUIRED' })
     else if (input.document !== null && (input.document.bytes.byteLength === 0 || !isPdf(input.document.bytes))) problems.push({ code: 'NOT_A_PDF' })
-    const secrets: { password?: string; sourceUrl?: string; resultUrl?: string } = {}
+    const secrets: { password?: string; passwords?: (string | null)[]; sourceUrl?: string; resultUrl?: string } = {}
     if (options.password !== undefined) secrets.password = options.password
+    if (merge?.passwords.some((p) => p !== null)) secrets.passwords = merge.passwords
     for (const [field, code] of [
       ['sourceUrl', 'SOURCE_URL_INVALID'],
       ['resultUrl', 'RESULT_URL_INVALID'],
@@ -171,7 +189,7 @@ export class Jobs {
     const metadata = readMetadata(input.metadata ?? fields.metadata)
     if (metadata === undefined) problems.push({ code: 'METADATA_INVALID', params: { limit: MAX_METADATA_BYTES } })
     if (problems.length > 0) return refuse('invalid', ...problems)
-    return { operation: operation as ConversionJob['operation'], options, image, text, edit, compress, secrets, metadata: metadata ?? null }
+    return { operation: operation as ConversionJob['operation'], options, image, text, edit, compress, merge, secrets, metadata: metadata ?? null }
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */
@@ -330,4 +348,24 @@ function fingerprint(job: NewJob, secrets: JobSecrets, document: Uint8Array | nu
   hash.update('\0')
   if (document !== null) hash.update(document)
   return hash.digest('base64url')
+}
+
+/**
+ * checkMerge: a merge's documents (2 to MAX_MERGE_DOCUMENTS uploaded, each a PDF; no sourceUrl)
+ * and each one's pages and password; for another operation, that it came with one document.
+ */
+function checkMerge(operation: string, input: JobInput, problems: Problem[]): { pages: (string | null)[]; passwords: (string | null)[] } | undefined {
+  const others = input.others ?? []
+  if (operation !== 'merge') {
+    if (others.length > 0 || (input.extraDocuments ?? 0) > 0)
+      problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'a second pdfDocument', route: operation || 'a job' } })
+    return undefined
+  }
+  const count = (input.document === null ? 0 : 1) + others.length + (input.extraDocuments ?? 0)
+  if ((input.fields.sourceUrl?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'sourceUrl', route: 'merge' } })
+  if (count < 2 || count > MAX_MERGE_DOCUMENTS) problems.push({ code: 'MERGE_DOCUMENTS_REQUIRED', params: { max: MAX_MERGE_DOCUMENTS, count } })
+  for (const [i, other] of others.entries()) {
+    if (!isPdf(other.bytes)) problems.push({ code: 'MERGE_DOCUMENT_REFUSED', params: { part: i + 2, reason: 'is not a PDF (it has no %PDF- header)' } })
+  }
+  return mergeFields(input.repeated ?? {}, count, problems)
 }

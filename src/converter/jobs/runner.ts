@@ -31,11 +31,12 @@ import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
 import { pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from '../output.ts'
 import { editSpecOf, isJobEdit } from '../edit-options.ts'
+import { unbundle } from '../../domain/bundle.ts'
 import { imageSpec } from '../image-options.ts'
 import { IMAGE_TYPES, type ImageFormat } from '../../domain/images.ts'
 import { parsePages } from '../pages.ts'
 import { PoolError, shared, type ConversionPool, type Running } from '../pool.ts'
-import type { Job } from '../protocol.ts'
+import type { Job, JobCommon } from '../protocol.ts'
 import { isPdf } from '../upload.ts'
 import { fetchSource, putResult } from './transfer.ts'
 import { Poller } from '../../ops/poller.ts'
@@ -347,15 +348,17 @@ export class JobRunner {
       ...(secrets.password === undefined ? {} : { password: secrets.password }),
     }
     const spec: Job =
-      job.operation === 'image'
-        ? { op: 'image', image: imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi), ...common }
-        : job.operation === 'text'
-          ? { op: 'text', text: job.options.text ?? { format: 'json' }, ...common }
-          : isJobEdit(job.operation)
-            ? { op: 'edit', edit: editSpecOf(job.operation, job.options.edit ?? {}), ...common }
-            : job.operation === 'compress'
-              ? { op: 'ps', compress: job.options.compress?.preset ?? 'ebook', ...common, pages: null }
-              : { op: 'ps', ...common }
+      job.operation === 'merge'
+        ? mergeSpec(job, pdf, secrets, common)
+        : job.operation === 'image'
+          ? { op: 'image', image: imageSpec(job.options.image ?? { format: 'png' }, job.options.dpi), ...common }
+          : job.operation === 'text'
+            ? { op: 'text', text: job.options.text ?? { format: 'json' }, ...common }
+            : isJobEdit(job.operation)
+              ? { op: 'edit', edit: editSpecOf(job.operation, job.options.edit ?? {}), ...common }
+              : job.operation === 'compress'
+                ? { op: 'ps', compress: job.options.compress?.preset ?? 'ebook', ...common, pages: null }
+                : { op: 'ps', ...common }
     const out = new Output(job.basename, writer, spec)
     const ack = () => {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
@@ -500,6 +503,25 @@ export class JobRunner {
       },
     }
   }
+}
+
+/**
+ * mergeSpec: a merge job's documents (kept as one bundle) in their order, each with its pages and
+ * password, each in a shared buffer of its own for the worker.
+ */
+function mergeSpec(job: ConversionJob, kept: Uint8Array, secrets: JobSecrets, common: Omit<JobCommon, 'password'>): Job {
+  const documents = unbundle(kept)
+  if (documents === null || documents.length < 2) throw new Failed('CONVERSION_FAILED')
+  const pages = (i: number) => {
+    const text = job.options.merge?.pages[i] ?? null
+    return text === null ? null : parsePages(text)
+  }
+  const password = (i: number) => {
+    const given = secrets.passwords?.[i] ?? null
+    return given === null ? {} : { password: given }
+  }
+  const others = documents.slice(1).map((document, i) => ({ pdf: shared(document.slice()), pages: pages(i + 1), ...password(i + 1) }))
+  return { ...common, op: 'edit', edit: { kind: 'merge', others }, pdf: shared(documents[0]!.slice()), pages: pages(0), ...password(0) }
 }
 
 /** Output turns the pool's pages or PostScript into the answer's bytes, as the synchronous route does. */

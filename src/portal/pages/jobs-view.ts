@@ -78,6 +78,10 @@ export function operationText(job: ConversionJob): string {
     const how = ranges !== undefined ? `ranges ${ranges}` : every !== undefined ? `every ${every}` : angle !== undefined ? `${angle}°` : ''
     return [job.operation, ...(how === '' ? [] : [how]), ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   }
+  if (job.operation === 'merge') {
+    const parts = job.options.merge?.pages ?? []
+    return `merge (${parts.length} documents${parts.some((p) => p !== null) ? `, pages ${parts.map((p) => p ?? 'all').join(' + ')}` : ''})`
+  }
   if (job.operation === 'compress') return `compress (${job.options.compress?.preset ?? 'ebook'})`
   if (job.operation === 'text') return [`text (${job.options.text?.format ?? 'json'})`, ...(pages === null ? [] : [`pages ${pages}`])].join(', ')
   if (job.operation === 'postscript') {

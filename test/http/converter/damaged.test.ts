@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { get, startApp } from '../../support/helper.ts'
-import { SKIP_CORPUS, damaged, damagedFiles, upload } from '../../support/convert.ts'
+import { SKIP_CORPUS, damaged, damagedFiles, real, upload } from '../../support/convert.ts'
 
 const TIMEOUT_MS = 15_000
 
@@ -53,4 +53,23 @@ test('every damaged or hostile PDF gets a conversion or a 4xx JSON error within 
       .map(([k, v]) => `${k}: ${v}`)
       .join('\n'),
   )
+})
+
+test('every damaged or hostile PDF merged with a good one gets a PDF or a 4xx naming the document', { skip: SKIP_CORPUS, timeout: 600_000 }, async (t) => {
+  const app = await startApp(t, { CONVERSION_TIMEOUT_MS: String(TIMEOUT_MS) })
+  const tally = new Map<string, number>()
+  for (const name of damagedFiles()) {
+    app.clock.advance(1000)
+    const form = new FormData()
+    form.append('pdfDocument', new Blob([new Uint8Array(real('minimal-document.pdf'))]), 'good.pdf')
+    form.append('pdfDocument', new Blob([new Uint8Array(damaged(name))]), name)
+    const res = await fetch(`${app.url}/converter/merge`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
+    const body = Buffer.from(await res.arrayBuffer())
+    const what = `${name}: ${res.status} ${body.subarray(0, 200).toString()}`
+    assert.ok(res.status === 200 || (res.status >= 400 && res.status < 500), what)
+    const key = res.status === 200 ? 'merged' : `${res.status} ${(JSON.parse(body.toString()) as { code: string }[])[0]!.code}`
+    tally.set(key, (tally.get(key) ?? 0) + 1)
+  }
+  assert.equal((await get(app.url, '/totp/ping', app.key)).status, 200, 'ping after the sweep')
+  t.diagnostic([...tally].map(([k, v]) => `${k}: ${v}`).join('\n'))
 })

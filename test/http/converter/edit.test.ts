@@ -80,6 +80,7 @@ test('merge: the pages of each document, in order, drawn as before, with their f
 
   const refused = async (body: FormData) => codes(await fetch(`${app.url}/converter/merge`, { method: 'POST', headers: { 'x-api-key': app.key }, body }))
   assert.deepEqual(await refused(documents([FOUR])), ['MERGE_DOCUMENTS_REQUIRED'])
+  assert.deepEqual(await refused(documents(Array.from({ length: 21 }, () => FOUR))), ['MERGE_DOCUMENTS_REQUIRED'], 'a 21st document is refused, not dropped')
   assert.deepEqual(await refused(documents([FOUR, FORM], { pages: ['1', '1', '1'] })), ['MERGE_FIELDS_MISMATCH'])
   assert.deepEqual(await refused(documents([FOUR, FORM], { pages: ['1', '5'] })), ['MERGE_DOCUMENT_REFUSED'])
   assert.deepEqual(await refused(documents([FOUR, LOCKED])), ['MERGE_DOCUMENT_REFUSED'])
@@ -223,4 +224,49 @@ test("split, rotate, flatten and compress jobs make the routes' answers, byte fo
   }
   const bad = documents([FOUR], { operation: ['rotate'], angle: ['12'] })
   assert.deepEqual(await codes(await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: bad })), ['ANGLE_INVALID'])
+})
+
+test("a merge job keeps its documents in order, each with its pages and password, and makes the route's merge", { skip: SKIP_CORPUS }, async (t) => {
+  const app = await startApp(t)
+  const fields = { pages: ['3-4', '', '1'], password: ['', '', 'openpassword'] }
+  const form = documents([FOUR, FORM, LOCKED], { operation: ['merge'], ...fields })
+  const submitted = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
+  assert.equal(submitted.status, 202, await submitted.clone().text())
+  const { jobID } = (await submitted.json()) as { jobID: string }
+  type View = { status: string; options: { pages: string | null; merge?: { pages: (string | null)[] } }; result: { url: string; pages: number } | null }
+  let view: View | null = null
+  await waitFor(
+    async () => {
+      view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers: { 'x-api-key': app.key } })).json()) as View
+      return view.status !== 'queued' && view.status !== 'running'
+    },
+    60_000,
+    `job ${jobID}`,
+  )
+  const done = view! as View
+  assert.equal(done.status, 'succeeded', JSON.stringify(done))
+  assert.deepEqual([done.options.pages, done.options.merge], [null, { pages: ['3-4', null, '1'] }])
+  assert.equal(done.result!.pages, 4)
+  const result = await fetch(app.url + new URL(done.result!.url).pathname, { headers: { 'x-api-key': app.key } })
+  const merged = open(Buffer.from(await result.arrayBuffer()))
+  const sync = open(
+    await pdfOf(
+      await fetch(`${app.url}/converter/merge`, { method: 'POST', headers: { 'x-api-key': app.key }, body: documents([FOUR, FORM, LOCKED], fields) }),
+    ),
+  )
+  assert.equal(merged.countPages(), 4)
+  for (let i = 0; i < 4; i++) assert.equal(pixels(merged, i), pixels(sync, i), `page ${i + 1}`)
+
+  const submit = async (files: string[], extra: Record<string, string[]>) =>
+    codes(await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: documents(files, extra) }))
+  assert.deepEqual(await submit([FOUR], { operation: ['merge'] }), ['MERGE_DOCUMENTS_REQUIRED'])
+  assert.deepEqual(
+    await submit(
+      Array.from({ length: 21 }, () => FOUR),
+      { operation: ['merge'] },
+    ),
+    ['MERGE_DOCUMENTS_REQUIRED'],
+  )
+  assert.deepEqual(await submit([FOUR, FORM], { operation: ['merge'], pages: ['1', '1', '1'] }), ['MERGE_FIELDS_MISMATCH'])
+  assert.deepEqual(await submit([FOUR, FORM], { operation: ['image'] }), ['OPTION_NOT_TAKEN'])
 })

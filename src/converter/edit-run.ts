@@ -7,7 +7,15 @@ import { flatten, merge, pageCount as countPages, rotate, split, type EditRefusa
 import { resolvePages } from './pages.ts'
 import type { EditSpec, Job, Refusal } from './protocol.ts'
 
-export type EditOutcome = { readonly ok: true; readonly pdfs: Uint8Array[]; readonly pageCount: number } | Refusal
+/** The PDFs made, or the refusal; a split's were given to `Emit.part` as they were made (`pdfs` is then empty). */
+export type EditOutcome = { readonly ok: true; readonly pdfs: Uint8Array[]; readonly files: number; readonly pageCount: number } | Refusal
+
+/** Where a page operation tells how it goes: its files and pages before the first, a split's each PDF (false: stop), progress. */
+export interface Emit {
+  start(files: number, pageCount: number): void
+  part(pdf: Uint8Array): boolean
+  progress(): void
+}
 
 const refuse = (code: Refusal['code'], params?: Refusal['params']): Refusal => ({ ok: false, code, params })
 
@@ -28,7 +36,7 @@ function refusalOf(refusal: EditRefusal, part?: number): Refusal {
 }
 
 /** runMerge: the job's document and pages first, then the others, each selection resolved against its own document. */
-function runMerge(job: Job & { op: 'edit' }, edit: EditSpec & { kind: 'merge' }): EditOutcome {
+function runMerge(job: Job & { op: 'edit' }, edit: EditSpec & { kind: 'merge' }, progress: () => void): EditOutcome {
   const sources = [{ pdf: job.pdf, password: job.password, pages: job.pages }, ...edit.others]
   const resolved = []
   for (const [part, source] of sources.entries()) {
@@ -41,8 +49,8 @@ function runMerge(job: Job & { op: 'edit' }, edit: EditSpec & { kind: 'merge' })
     }
     resolved.push({ pdf: source.pdf, pages, ...(source.password === undefined ? {} : { password: source.password }) })
   }
-  const merged = merge(resolved, { maxPages: job.limits.maxPages })
-  if (merged.ok) return { ok: true, pdfs: [merged.pdf], pageCount: merged.pages }
+  const merged = merge(resolved, { maxPages: job.limits.maxPages }, progress)
+  if (merged.ok) return { ok: true, pdfs: [merged.pdf], files: 1, pageCount: merged.pages }
   if (merged.reason === 'too-many-pages') return refuse('TOO_MANY_PAGES', { count: merged.count, limit: job.limits.maxPages })
   return refusalOf(merged, merged.part)
 }
@@ -58,9 +66,10 @@ function splitParts(edit: EditSpec & { kind: 'split' }, selected: number[], coun
   return parts.some((pages) => pages === null) ? null : (parts as number[][])
 }
 
-export function runEdit(job: Job & { op: 'edit' }): EditOutcome {
+/** runEdit: the PDFs a page operation makes (a split's go to `emit` as they are made); `emit.progress` is the pool's clock. */
+export function runEdit(job: Job & { op: 'edit' }, emit: Emit): EditOutcome {
   const { edit, limits } = job
-  if (edit.kind === 'merge') return runMerge(job, edit)
+  if (edit.kind === 'merge') return runMerge(job, edit, emit.progress)
   const count = countPages(job.pdf, job.password)
   if (typeof count !== 'number') return refusalOf(count)
   if (count > limits.maxPages) return refuse('TOO_MANY_PAGES', { count, limit: limits.maxPages })
@@ -70,9 +79,15 @@ export function runEdit(job: Job & { op: 'edit' }): EditOutcome {
   if (edit.kind === 'split') {
     const parts = splitParts(edit, selected, count)
     if (parts === null) return refuse('PAGES_OUT_OF_RANGE', { count })
-    const made = split(source, parts)
-    return made.ok ? { ok: true, pdfs: made.pdfs, pageCount: parts.reduce((n, part) => n + part.length, 0) } : refusalOf(made)
+    const pageCount = parts.reduce((n, part) => n + part.length, 0)
+    let started = false
+    const made = split(source, parts, (pdf) => {
+      if (!started) emit.start(parts.length, pageCount)
+      started = true
+      return emit.part(pdf)
+    })
+    return made.ok ? { ok: true, pdfs: [], files: parts.length, pageCount } : refusalOf(made)
   }
   const made = edit.kind === 'rotate' ? rotate(source, edit.angle) : flatten(source)
-  return made.ok ? { ok: true, pdfs: [made.pdf], pageCount: made.pages } : refusalOf(made)
+  return made.ok ? { ok: true, pdfs: [made.pdf], files: 1, pageCount: made.pages } : refusalOf(made)
 }

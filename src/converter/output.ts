@@ -98,3 +98,12 @@ export function textOutput(format: TextFormat, basename: string): PagesOutput {
     end: () => stream.end(plain ? undefined : written === 0 ? '[]' : ']'),
   }
 }
+
+/**
+ * compressLimit: where pdfwrite is stopped. A file that grows a little is written to its end
+ * (stopping Ghostscript costs its worker); one that would be more than twice the upload (at
+ * least 4 MiB) is stopped there, as its output is no use: the upload is the answer.
+ */
+export function compressLimit(before: number, maxOutputBytes: number): number {
+  return Math.min(maxOutputBytes, Math.max(2 * before, 4 * 1048576))
+}

@@ -17,7 +17,7 @@ import { readUpload, requireMultipart, type RouteOptions, type Upload } from './
 import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
-import { pagesOutput, singleName, textOutput, zipOutput } from './output.ts'
+import { compressLimit, pagesOutput, singleName, textOutput, zipOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
@@ -388,7 +388,8 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
   let larger = false
   let outputBytes = 0
   let pages = 0
-  const job: Job = { op: 'ps', compress: upload.compress!, pdf: upload.pdf, color: upload.color, pages: null, password: upload.password, limits: c.limits }
+  const limits = { ...c.limits, maxOutputBytes: compressLimit(before, c.limits.maxOutputBytes) }
+  const job: Job = { op: 'ps', compress: upload.compress!, pdf: upload.pdf, color: upload.color, pages: null, password: upload.password, limits }
   const running = c.submit(
     request,
     reply,
@@ -414,7 +415,10 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
     },
     () => outputBytes,
   )
-  c.throwIfFailed(request, await settle(running))
+  const done = await settle(running)
+  // pdfwrite stopped past its limit: its file would have been far larger than the upload, which is the answer.
+  if ('result' in done && !done.result.ok && done.result.code === 'OUTPUT_TOO_LARGE') larger = true
+  else c.throwIfFailed(request, done)
   const body = larger ? Buffer.from(upload.pdf.buffer, upload.pdf.byteOffset, before) : Buffer.concat(held, heldBytes)
   return reply
     .type('application/pdf')

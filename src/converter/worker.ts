@@ -253,17 +253,31 @@ let spent = false
 
 const overBudget = (): Refusal => refuse('CONVERSION_MEMORY_EXCEEDED', { limit: Math.round(budget / 1048576) })
 
-/** edit runs a page operation and sends the PDFs it makes as its pages, each once the consumer has room for it. */
+/**
+ * edit runs a page operation and sends the PDFs it makes as its pages, each once the consumer has
+ * room for it: a split's as each is made, so that it holds one at a time and stops when its job does.
+ */
 function edit(part: Part, job: Job & { op: 'edit' }): JobResult {
-  const made = runEdit(job)
-  if (!made.ok) return made
-  const files = made.pdfs.map((_, i) => i + 1)
-  send({ type: 'start', id: part.id, pages: files, pageCount: made.pageCount })
-  for (const [index, bytes] of made.pdfs.entries()) {
-    if (!waitForConsumer(part, index - part.window + 1, true)) break
-    send({ type: 'page', id: part.id, index, page: index + 1, bytes }, [bytes.buffer as ArrayBuffer])
+  let sent = 0
+  let started = false
+  const emit = {
+    start(files: number, pageCount: number) {
+      started = true
+      send({ type: 'start', id: part.id, pages: Array.from({ length: files }, (_, i) => i + 1), pageCount })
+    },
+    part(bytes: Uint8Array) {
+      if (!waitForConsumer(part, sent - part.window + 1, true)) return false
+      send({ type: 'page', id: part.id, index: sent, page: sent + 1, bytes }, [bytes.buffer as ArrayBuffer])
+      sent++
+      return !stopped()
+    },
+    progress: () => send({ type: 'progress', id: part.id }),
   }
-  return { ok: true, op: 'edit', pageCount: made.pageCount, pages: made.pdfs.length }
+  const made = runEdit(job, emit)
+  if (!made.ok) return made
+  if (!started) emit.start(made.files, made.pageCount)
+  for (const bytes of made.pdfs) if (!emit.part(bytes)) break
+  return { ok: true, op: 'edit', pageCount: made.pageCount, pages: made.files }
 }
 
 async function run(part: Part, job: Job): Promise<JobResult> {

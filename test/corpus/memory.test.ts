@@ -208,3 +208,47 @@ test('pages of 35 megapixels written as WebP, TIFF and JPEG on both workers stay
   assert.ok(peak - before < 2 * budgetMiB * MiB, `peak RSS ${(peak / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
   assert.ok(after - before < 400 * 1e6, `RSS 5 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
 })
+
+test('hostile PDFs compressed, split and read for text, two at once each, keep the process tree under 1.5 GB and give it back', {
+  skip: SKIP_CORPUS,
+  timeout: 300_000,
+}, async (t) => {
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  const pid = server.child.pid!
+  await Promise.all(
+    ['/converter/compress', '/converter/compress'].map(async (path) => (await upload(url, path, key, real('minimal-document.pdf'))).arrayBuffer()),
+  )
+  const before = treeRssBytes(pid)
+  const random = randomImagePages(500)
+  const huge = hugeImage()
+  const jobs: [string, Buffer, Record<string, string>][] = [
+    ['/converter/compress', random, { preset: 'screen' }],
+    ['/converter/compress', huge, { preset: 'printer' }],
+    ['/converter/split', random, { every: '1' }],
+    ['/converter/extractText', random, { format: 'structured' }],
+    ['/converter/flatten', huge, {}],
+    ['/converter/compress', real('pdflatex-4-pages.pdf'), {}],
+  ]
+  const { value: answers, peak } = await peakWhile(
+    pid,
+    Promise.all(
+      jobs.map(async ([path, pdf, fields], i) => {
+        const res = await upload(url, path, key, pdf, fields)
+        const body = Buffer.from(await res.arrayBuffer().catch(() => new ArrayBuffer(0)))
+        return { i, path, status: res.status, body }
+      }),
+    ),
+  )
+  await sleep(10_000)
+  const after = treeRssBytes(pid)
+  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB`)
+  for (const a of answers) {
+    t.diagnostic(`#${a.i} ${a.path} ${a.status} ${a.status === 200 ? `${a.body.length} bytes` : a.body.toString().slice(0, 200)}`)
+    assert.ok(a.status === 200 || (a.status >= 400 && a.status < 500), `#${a.i} ${a.path}: ${a.status}`)
+  }
+  assert.equal(answers[5]!.status, 200, 'the small conversion beside the hostile ones succeeds')
+  assert.ok(peak < 1500 * 1e6, `peak RSS ${(peak / MiB).toFixed(0)} MiB`)
+  assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+})

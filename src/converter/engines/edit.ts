@@ -470,8 +470,8 @@ function copyPages(out: mupdf.PDFDocument, src: mupdf.PDFDocument, pages: readon
   }
 }
 
-/** merge puts the sources' pages, in order, into one new document. */
-export function merge(sources: readonly Source[], limits: { maxPages: number }): MergeResult {
+/** merge puts the sources' pages, in order, into one new document; `progress` is told as each source is done (the pool's clock). */
+export function merge(sources: readonly Source[], limits: { maxPages: number }, progress: () => void = () => {}): MergeResult {
   if (sources.length === 0) return { ok: false, reason: 'pages' }
   const out = new mupdf.PDFDocument()
   const form: Form = { fields: [], needAppearances: false }
@@ -488,6 +488,7 @@ export function merge(sources: readonly Source[], limits: { maxPages: number }):
         if (total > limits.maxPages) return { ok: false, reason: 'too-many-pages', count: total }
         const failed = unlessDamaged(() => copyPages(out, opened.pdf, pageObjects(opened), chosen, form), { ok: false, reason: 'unreadable', part })
         if (failed) return failed
+        progress()
       } finally {
         opened.pdf.destroy()
       }
@@ -518,8 +519,12 @@ function splitOff(src: mupdf.PDFDocument, pages: readonly mupdf.PDFObject[], cho
   }
 }
 
-/** split makes one new document per part, each with its pages (1-based, in order). */
-export function split(source: Source, parts: readonly (readonly number[])[]): SplitResult {
+/**
+ * split makes one new document per part, each with its pages (1-based, in order). With `each`,
+ * every document goes to it as soon as it is made (then let go, so that a split never holds more
+ * than one part), and the split stops when it answers false; without, they are returned.
+ */
+export function split(source: Source, parts: readonly (readonly number[])[], each?: (pdf: Uint8Array) => boolean): SplitResult {
   const opened = open(source.pdf, source.password)
   if (!opened.ok) return opened
   try {
@@ -528,7 +533,13 @@ export function split(source: Source, parts: readonly (readonly number[])[]): Sp
     return unlessDamaged(
       () => {
         const pages = pageObjects(opened)
-        return { ok: true, pdfs: chosen.map((part) => splitOff(opened.pdf, pages, part!)) }
+        const pdfs: Uint8Array[] = []
+        for (const part of chosen) {
+          const made = splitOff(opened.pdf, pages, part!)
+          if (each === undefined) pdfs.push(made)
+          else if (!each(made)) break
+        }
+        return { ok: true, pdfs }
       },
       { ok: false, reason: 'unreadable' },
     )

@@ -29,7 +29,7 @@ import type { Log } from '../../logging/late.ts'
 import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
 import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
-import { pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from '../output.ts'
+import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from '../output.ts'
 import { editSpecOf, isJobEdit } from '../edit-options.ts'
 import { unbundle } from '../../domain/bundle.ts'
 import { imageSpec } from '../image-options.ts'
@@ -357,7 +357,13 @@ export class JobRunner {
             : isJobEdit(job.operation)
               ? { op: 'edit', edit: editSpecOf(job.operation, job.options.edit ?? {}), ...common }
               : job.operation === 'compress'
-                ? { op: 'ps', compress: job.options.compress?.preset ?? 'ebook', ...common, pages: null }
+                ? {
+                    op: 'ps',
+                    compress: job.options.compress?.preset ?? 'ebook',
+                    ...common,
+                    pages: null,
+                    limits: { ...common.limits, maxOutputBytes: compressLimit(pdf.byteLength, common.limits.maxOutputBytes) },
+                  }
                 : { op: 'ps', ...common }
     const out = new Output(job.basename, writer, spec)
     const ack = () => {
@@ -399,9 +405,11 @@ export class JobRunner {
     } catch (error) {
       throw writer.errored ?? this.#poolStop(run, error)
     }
-    if (!result.ok) throw new Failed(result.code, result.params)
-    run.pagesDone = result.pages
-    const info = out.end(result.pages)
+    // A compression stopped past its limit keeps the document itself, as the route answers it.
+    if (!result.ok && !(result.code === 'OUTPUT_TOO_LARGE' && out.keepsDocument())) throw new Failed(result.code, result.params)
+    const pages = result.ok ? result.pages : (run.pagesTotal ?? 0)
+    run.pagesDone = pages
+    const info = out.end(pages)
     await writing
     return info
   }
@@ -552,6 +560,14 @@ class Output {
     else if (spec.op === 'image' && pages > 1) this.#several = pagesOutput(spec.image.format, this.#basename, pages, pageCount)
     else if (spec.op === 'edit' && pages > 1) this.#several = zipOutput(this.#basename, pages, 'pdf')
     this.#several?.stream.pipe(this.#writer)
+  }
+
+  /** keepsDocument: a compression whose output went past the document's size, so that its result is the document. */
+  keepsDocument(): boolean {
+    const spec = this.#spec
+    if (spec.op !== 'ps' || spec.compress === undefined) return false
+    this.#heldBytes = spec.pdf.byteLength + 1
+    return true
   }
 
   /** chunk holds a piece of a compression's output (true), or leaves a PostScript piece to be written (false). */

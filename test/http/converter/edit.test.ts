@@ -13,6 +13,7 @@ import * as mupdf from 'mupdf'
 import { codes, startApp } from '../../support/helper.ts'
 import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
 import { waitFor } from '../../support/receiver.ts'
+import { randomImagePages } from '../../support/hostile.ts'
 
 const FOUR = 'pdflatex-4-pages.pdf'
 const FORM = 'libreoffice-form.pdf'
@@ -170,6 +171,11 @@ test('compress: smaller, with both sizes in headers; never larger than the uploa
   const body = await pdfOf(kept)
   assert.equal(kept.headers.get('x-compressed'), 'false')
   assert.ok(body.equals(real('cmyk-image.pdf')), 'the upload, byte for byte')
+  // One image on 200 pages: pdfwrite writes it again for each page, far past the upload, and is stopped at twice its size (4 MiB at least).
+  const repeated = randomImagePages(200)
+  const stopped = await upload(app.url, '/converter/compress', app.key, repeated, { preset: 'screen' })
+  const same = await pdfOf(stopped)
+  assert.deepEqual([stopped.headers.get('x-compressed'), same.equals(repeated)], ['false', true])
   assert.deepEqual(await codes(await upload(app.url, '/converter/compress', app.key, original, { preset: 'tiny', pages: '1' })), [
     'OPTION_NOT_TAKEN',
     'PRESET_INVALID',
@@ -210,7 +216,7 @@ test("split, rotate, flatten and compress jobs make the routes' answers, byte fo
     assert.equal(result.headers.get('content-type'), sync.headers.get('content-type'), operation)
     assert.equal(result.headers.get('x-page-count'), sync.headers.get('x-page-count'), operation)
     // A file written anew gets a new second /ID each time, as the PDF specification asks, and Ghostscript's its dates and both IDs:
-    // the rest is the same, byte for byte.
+    // the rest is the same, byte for byte (where the dates are in the open).
     const sameId = (bytes: ArrayBuffer) =>
       Buffer.from(
         Buffer.from(bytes)
@@ -220,7 +226,13 @@ test("split, rotate, flatten and compress jobs make the routes' answers, byte fo
         'latin1',
       )
     const [a, b] = [sameId(await result.arrayBuffer()), sameId(await sync.arrayBuffer())]
-    assert.ok(a.equals(b), `${operation} ${JSON.stringify(fields)}: the job's result is the route's answer`)
+    if (operation === 'compress' && !a.equals(b)) {
+      // pdfwrite puts its dates in a compressed object stream, where they cannot be set aside: the same pages, drawn the same, and the size within bytes.
+      assert.ok(Math.abs(a.length - b.length) <= 16, `compress: ${a.length} and ${b.length} bytes`)
+      const [x, y] = [open(a), open(b)]
+      assert.equal(x.countPages(), y.countPages())
+      for (let i = 0; i < x.countPages(); i++) assert.equal(pixels(x, i), pixels(y, i), `compress: page ${i + 1}`)
+    } else assert.ok(a.equals(b), `${operation} ${JSON.stringify(fields)}: the job's result is the route's answer`)
   }
   const bad = documents([FOUR], { operation: ['rotate'], angle: ['12'] })
   assert.deepEqual(await codes(await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: bad })), ['ANGLE_INVALID'])

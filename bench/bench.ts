@@ -8,8 +8,10 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
- * BENCH_ONLY=totp|scale|convert|jobs|admin|portal|signin|factors runs one part (admin: the admin API's paging and
- * usage reports on 100 000 accounts, bench/admin.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts).
+ * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors runs one part (admin: the admin API's paging and
+ * usage reports on 100 000 accounts, bench/admin.ts; formats: JPEG, WebP and TIFF pages against PNG and the native tools,
+ * bench/formats.ts; toolkit: text, merge, split, compress, rotate and flatten against pdftotext, qpdf and gs,
+ * bench/toolkit.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -25,6 +27,8 @@ import { isFailure } from '../src/services/outcome.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
 import { existsSync } from 'node:fs'
 import { convertBench } from './convert.ts'
+import { formatsBench } from './formats.ts'
+import { toolkitBench } from './toolkit.ts'
 import { waitFor } from './wait.ts'
 import { CONNECTIONS, freePort, median, pinned, run, serve, type Figures, type Load } from './load.ts'
 import { scaleBench } from './scale.ts'
@@ -199,6 +203,20 @@ if (only === undefined || only === 'convert') {
     if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
     process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
   } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+}
+if (only === undefined || only === 'formats') {
+  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
+    // The conversion workers need both CPUs: unpin every thread of this process first.
+    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+    process.stdout.write(`${await formatsBench(makeKey, await freePort())}\n`)
+  } else process.stdout.write('Image formats bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+}
+if (only === undefined || only === 'toolkit') {
+  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
+    // The conversion workers need both CPUs: unpin every thread of this process first.
+    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+    process.stdout.write(`${await toolkitBench(makeKey, await freePort())}\n`)
+  } else process.stdout.write('PDF toolkit bench skipped: the shared corpus (../shared/corpus) is absent.\n')
 }
 if (only === undefined || only === 'jobs') {
   if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) await jobsBench()

@@ -34,7 +34,7 @@ const BIG = 'GeoTopo-komprimiert.pdf'
 const ONE_PAGE = { file: 'pdflatex-image.pdf', page: 1 }
 const ONE_PAGE_CALLS = 40
 
-const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0
+export const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
 const x = (n: number) => `${n.toFixed(2)}×`
 
@@ -45,14 +45,14 @@ interface Server {
   dir: string
 }
 
-function stop(server: Server): void {
+export function stop(server: Server): void {
   server.child.kill('SIGTERM')
   rmSync(server.dir, { recursive: true, force: true })
 }
 
 type MakeKey = () => Promise<{ dataDir: string; apiKey: string }>
 
-async function startServer(makeKey: MakeKey, port: number, env: Record<string, string>): Promise<Server> {
+export async function startServer(makeKey: MakeKey, port: number, env: Record<string, string>): Promise<Server> {
   const { dataDir, apiKey } = await makeKey()
   const child = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
     env: {
@@ -119,7 +119,7 @@ interface Native {
   args(file: string, out: string): string[]
 }
 
-const password = (f: string, flag: (p: string) => string[]) => (PASSWORDS[f] ? flag(PASSWORDS[f]!) : [])
+export const password = (f: string, flag: (p: string) => string[]) => (PASSWORDS[f] ? flag(PASSWORDS[f]!) : [])
 
 const MUTOOL: Native = {
   label: 'mutool draw, single-threaded',

@@ -3527,7 +3527,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 0). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5555,7 +5555,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 0). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5643,7 +5643,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 0). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.
@@ -5731,7 +5731,7 @@ export interface operations {
                     width?: number;
                     /** @description See `width`. */
                     height?: number;
-                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 1). */
+                    /** @description JPEG and WebP only: the encoder's quality (default 90 for JPEG, 80 for WebP; WebP is written at effort 0). */
                     quality?: number;
                     /**
                      * @description TIFF only (default `lzw`, or `ccittfax4` at `bitDepth` 1): `ccittfax4` is fax Group 4, for 1-bit pages; `jpeg` is for 8-bit ones.

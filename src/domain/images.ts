@@ -26,11 +26,11 @@ export const IMAGE_TYPES: Readonly<Record<ImageFormat, { readonly type: string; 
 export const DEFAULT_QUALITY: Readonly<Record<'jpeg' | 'webp', number>> = { jpeg: 90, webp: 80 }
 
 /**
- * WebP's effort (libwebp's -m, 0-6; cwebp's default is 4). 1 writes files 0.55 times PNG's size
- * on the real corpus (4's: 0.45) at about PNG's pages per second; 2 took 1.3 to 1.8 times PNG's
- * time through the server, 4 more than twice (docs/performance.md).
+ * WebP's effort (libwebp's -m, 0-6; cwebp's default is 4). Through the server on the real corpus
+ * at 150 dpi, 0 writes files 0.56 times PNG's size at 0.97 times PNG's time a page; 1 wrote 0.54
+ * of PNG's size at 1.21 times its time, 2 wrote 0.45 at 1.3 to 1.8 times (docs/performance.md).
  */
-export const WEBP_EFFORT = 1
+export const WEBP_EFFORT = 0
 
 /** The largest thumbnail box side, in pixels (the page's pixels are also held to MAX_PAGE_MEGAPIXELS). */
 export const MAX_BOX_SIDE = 10000

@@ -17,7 +17,7 @@ import { readUpload, requireMultipart, type RouteOptions, type Upload } from './
 import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
-import { compressLimit, pagesOutput, singleName, textOutput, zipOutput } from './output.ts'
+import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
@@ -223,6 +223,62 @@ function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, r
 
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
+/** How an answer of parts (pages, PDFs) is made: the one part alone, or the several streamed as they come. */
+interface Parts {
+  /** The one part's media type and file name. */
+  single(part: number, pageCount: number): { type: string; name: string }
+  several(parts: number, pageCount: number): PagesOutput
+  /** X-Page-Count: the pages in the answer (`parts` of a `pageCount`-page document, or the pages of the PDFs made). */
+  pageCount(parts: number, pageCount: number): number
+}
+
+/**
+ * answerParts runs a job whose parts come in order and answers them: the one part alone once the
+ * job has ended (a refusal is still a clean 4xx), or several streamed as they come.
+ */
+async function answerParts(c: Conversions, request: FastifyRequest, reply: FastifyReply, route: ConversionRoute, place: Reservation, job: Job, parts: Parts) {
+  const received: { part: number; bytes: Uint8Array }[] = []
+  let outputBytes = 0
+  let sink: ((part: number, bytes: Uint8Array) => void) | null = null
+  let started!: (shape: { count: number; pageCount: number }) => void
+  const start = new Promise<{ count: number; pageCount: number }>((resolve) => {
+    started = resolve
+  })
+  const handlers: Handlers = {
+    onStart: (count, pageCount) => started({ count, pageCount }),
+    onPage: (part, bytes) => {
+      outputBytes += bytes.byteLength
+      if (sink) sink(part, bytes)
+      else received.push({ part, bytes })
+    },
+  }
+  const running = c.submit(request, reply, route, place, job, handlers, () => outputBytes)
+  const settled = settle(running)
+  const first = await Promise.race([start.then((shape) => ({ shape })), settled])
+  if (!('shape' in first)) {
+    c.throwIfFailed(request, first)
+    throw new Error('a conversion finished without starting')
+  }
+  const { count, pageCount } = first.shape
+  reply.header('x-page-count', String(parts.pageCount(count, pageCount)))
+  if (count === 1) {
+    c.throwIfFailed(request, await settled)
+    const { part, bytes } = received[0]!
+    const { type, name } = parts.single(part, pageCount)
+    return reply.type(type).header('content-disposition', `attachment; filename="${name}"`).send(asBuffer(bytes))
+  }
+  const output = parts.several(count, pageCount)
+  const add = (part: number, bytes: Uint8Array) => {
+    output.add(part, bytes)
+    taken(reply.raw, running)
+  }
+  for (const { part, bytes } of received.splice(0)) add(part, bytes)
+  sink = add
+  c.endWhenSettled(request, settled, () => output.end(), output.stream)
+  c.dropStalled(request, reply)
+  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
+}
+
 /**
  * POST /converter/generateImage: one image (PNG, JPEG, WebP or TIFF), or several: a zip of
  * images, or one multi-page TIFF, streamed as the pages come.
@@ -231,60 +287,13 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
   const route = '/converter/generateImage'
   const { place, upload } = await c.accept(request, route, 'image')
   const image = imageSpec(upload.image!, upload.dpi)
-  const received: { page: number; bytes: Uint8Array }[] = []
-  let outputBytes = 0
-  let sink: ((page: number, bytes: Uint8Array) => void) | null = null
-  let started!: (shape: { pages: number; pageCount: number }) => void
-  const start = new Promise<{ pages: number; pageCount: number }>((resolve) => {
-    started = resolve
-  })
   const job: Job = { op: 'image', pdf: upload.pdf, image, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
-  const running = c.submit(
-    request,
-    reply,
-    route,
-    place,
-    job,
-    {
-      onStart: (pages, pageCount) => started({ pages, pageCount }),
-      onPage: (page, bytes) => {
-        outputBytes += bytes.byteLength
-        if (sink) sink(page, bytes)
-        else received.push({ page, bytes })
-      },
-    },
-    () => outputBytes,
-  )
-  const settled = settle(running)
-  const first = await Promise.race([start.then((shape) => ({ shape })), settled])
-  if (!('shape' in first)) {
-    c.throwIfFailed(request, first)
-    throw new Error('an image job finished without starting')
-  }
-  const { pages, pageCount } = first.shape
-  reply.header('x-page-count', String(pages))
-
   const { type, extension } = IMAGE_TYPES[image.format]
-  if (pages === 1) {
-    c.throwIfFailed(request, await settled)
-    const { page, bytes } = received[0]!
-    return reply
-      .type(type)
-      .header('content-disposition', `attachment; filename="${singleName(upload.basename, page, pageCount, extension)}"`)
-      .send(asBuffer(bytes))
-  }
-
-  // Several pages: a zip (or one TIFF) streamed as the pages come.
-  const output = pagesOutput(image.format, upload.basename, pages, pageCount)
-  const add = (page: number, bytes: Uint8Array) => {
-    output.add(page, bytes)
-    taken(reply.raw, running)
-  }
-  for (const { page, bytes } of received.splice(0)) add(page, bytes)
-  sink = add
-  c.endWhenSettled(request, settled, () => output.end(), output.stream)
-  c.dropStalled(request, reply)
-  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
+  return answerParts(c, request, reply, route, place, job, {
+    single: (page, pageCount) => ({ type, name: singleName(upload.basename, page, pageCount, extension) }),
+    several: (pages, pageCount) => pagesOutput(image.format, upload.basename, pages, pageCount),
+    pageCount: (pages) => pages,
+  })
 }
 
 /** POST /converter/generatePostscript: PostScript streamed in pieces as Ghostscript writes it. */
@@ -437,52 +446,13 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
 async function editPdf(c: Conversions, request: FastifyRequest, reply: FastifyReply, kind: EditKind): Promise<FastifyReply> {
   const route = `/converter/${kind}` as const
   const { place, upload } = await c.accept(request, route, kind)
-  const received: { n: number; bytes: Uint8Array }[] = []
-  let outputBytes = 0
-  let sink: ((n: number, bytes: Uint8Array) => void) | null = null
-  let started!: (shape: { files: number; pages: number }) => void
-  const start = new Promise<{ files: number; pages: number }>((resolve) => {
-    started = resolve
-  })
   const job: Job = { op: 'edit', edit: upload.edit!, pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
-  const running = c.submit(
-    request,
-    reply,
-    route,
-    place,
-    job,
-    {
-      onStart: (files, pages) => started({ files, pages }),
-      onPage: (n, bytes) => {
-        outputBytes += bytes.byteLength
-        if (sink) sink(n, bytes)
-        else received.push({ n, bytes })
-      },
-    },
-    () => outputBytes,
-  )
-  const settled = settle(running)
-  const first = await Promise.race([start.then((shape) => ({ shape })), settled])
-  if (!('shape' in first)) {
-    c.throwIfFailed(request, first)
-    throw new Error('a page operation finished without starting')
-  }
-  const { files, pages } = first.shape
-  reply.header('x-page-count', String(pages))
-  if (files === 1) {
-    c.throwIfFailed(request, await settled)
-    return reply.type('application/pdf').header('content-disposition', `attachment; filename="${upload.basename}.pdf"`).send(asBuffer(received[0]!.bytes))
-  }
-  const output = zipOutput(upload.basename, files, 'pdf')
-  const add = (n: number, bytes: Uint8Array) => {
-    output.add(n, bytes)
-    taken(reply.raw, running)
-  }
-  for (const { n, bytes } of received.splice(0)) add(n, bytes)
-  sink = add
-  c.endWhenSettled(request, settled, () => output.end(), output.stream)
-  c.dropStalled(request, reply)
-  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
+  return answerParts(c, request, reply, route, place, job, {
+    single: () => ({ type: 'application/pdf', name: `${upload.basename}.pdf` }),
+    several: (files) => zipOutput(upload.basename, files, 'pdf'),
+    // The pages in the PDFs made, however many files hold them.
+    pageCount: (_files, pages) => pages,
+  })
 }
 
 export default async function converterRoutes(app: FastifyInstance, opts: ConverterOptions): Promise<void> {

@@ -3,6 +3,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { inflateRawSync } from 'node:zlib'
 import { PNG } from 'pngjs'
+import { waitFor } from './receiver.ts'
 
 /** CORPUS is ../shared/corpus beside the project root; tests skip with a notice when it is absent. */
 export const CORPUS = new URL('../../../shared/corpus/', import.meta.url).pathname
@@ -67,4 +68,37 @@ export function unzip(zip: Buffer): ZipEntry[] {
     at += 46 + nameLength + extra + comment
   }
   return entries
+}
+
+/** A conversion job as the API shows it, as far as the conversion tests read it. */
+export interface JobView {
+  readonly jobID: string
+  readonly status: string
+  readonly options: { readonly pages: string | null; readonly [option: string]: unknown }
+  readonly result: { readonly url: string; readonly type: string; readonly name: string; readonly pages: number } | null
+  readonly error: { readonly code: string } | null
+}
+
+/**
+ * runJob submits a job (a multipart form: its document(s) and fields), waits for its end, and
+ * gives its view and, when it succeeded, its result downloaded (the answer itself).
+ */
+export async function runJob(app: { url: string; key: string }, form: FormData): Promise<{ view: JobView; result: Response | null }> {
+  const headers = { 'x-api-key': app.key }
+  const submitted = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers, body: form })
+  if (submitted.status !== 202) throw new Error(`job refused: ${submitted.status} ${await submitted.text()}`)
+  const { jobID } = (await submitted.json()) as { jobID: string }
+  let view: JobView | null = null
+  await waitFor(
+    async () => {
+      view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers })).json()) as JobView
+      return view.status !== 'queued' && view.status !== 'running'
+    },
+    60_000,
+    `job ${jobID} to end`,
+  )
+  const done = view! as JobView
+  // The result's URL is on the configured base URL: the same path on the test's listener.
+  const result = done.result === null ? null : await fetch(app.url + new URL(done.result.url).pathname, { headers })
+  return { view: done, result }
 }

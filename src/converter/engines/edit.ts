@@ -21,6 +21,7 @@
  */
 import './mupdf-heap.ts' // before mupdf: it sets how mupdf instantiates its module
 import * as mupdf from 'mupdf'
+import { hasAppearance, rebuildPageTree } from './mupdf.ts'
 
 /** EditRefusal is an input the operation cannot use: `part` names the merge source, `pageCount` its pages. */
 export type EditRefusal = { ok: false; reason: 'unreadable' | 'password' | 'pages'; part?: number; pageCount?: number }
@@ -56,35 +57,6 @@ const NO_PAGES_BELOW = new Set(['AP', 'MK', 'DR', 'Resources', 'Font', 'Contents
 mupdf.setLog(() => {})
 
 type Opened = { ok: true; pdf: mupdf.PDFDocument; pageCount: number; encrypted: boolean }
-
-/**
- * rebuildPageTree gives a PDF whose page tree is lost a new one made of the page objects still
- * in the file, in object order (as the PNG engine does, so a file that converts can be edited).
- */
-function rebuildPageTree(pdf: mupdf.PDFDocument): number {
-  const kids = pdf.newArray()
-  for (let i = 1; i < pdf.countObjects(); i++) {
-    const ref = pdf.newIndirect(i)
-    let obj: mupdf.PDFObject
-    try {
-      obj = ref.resolve()
-    } catch {
-      continue
-    }
-    const type = obj.isDictionary() ? obj.get('Type') : null
-    if (type?.isName() && type.asName() === 'Page') kids.push(ref)
-  }
-  if (kids.length === 0) return 0
-  const pages = pdf.addObject(pdf.newDictionary())
-  pages.put('Type', pdf.newName('Pages'))
-  pages.put('Kids', kids)
-  pages.put('Count', kids.length)
-  kids.forEach((kid) => {
-    kid.resolve().put('Parent', pages)
-  })
-  pdf.getTrailer().get('Root').put('Pages', pages)
-  return kids.length
-}
 
 /** open reads a PDF MuPDF can read or repair, with its password; the caller destroys it. */
 function open(bytes: Uint8Array, password: string | undefined): Opened | EditRefusal {
@@ -584,15 +556,6 @@ export function rotate(source: Source, angle: 90 | 180 | 270): RotateResult {
     opened.pdf.destroy()
     mupdf.emptyStore()
   }
-}
-
-/** hasAppearance tells whether an annotation or a field's widget carries an appearance stream for its current state. */
-function hasAppearance(annotation: mupdf.PDFAnnotation): boolean {
-  const annot = annotation.getObject()
-  const normal = annot.get('AP', 'N')
-  if (normal.isStream()) return true
-  const state = annot.get('AS')
-  return state.isName() && normal.isDictionary() && normal.get(state.asName()).isStream()
 }
 
 /** writeAppearance makes update() write a new appearance into the document (see makeAppearances). */

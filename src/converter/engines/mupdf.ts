@@ -9,7 +9,7 @@ import { plainText, structuredText } from './mupdf-text.ts'
  * made of the page objects still in the file, in object order. MuPDF's own repair rebuilds
  * the cross-reference table but not the page tree. Returns the number of pages found.
  */
-function rebuildPageTree(pdf: mupdf.PDFDocument): number {
+export function rebuildPageTree(pdf: mupdf.PDFDocument): number {
   const kids = pdf.newArray()
   for (let i = 1; i < pdf.countObjects(); i++) {
     const ref = pdf.newIndirect(i)
@@ -35,12 +35,12 @@ function rebuildPageTree(pdf: mupdf.PDFDocument): number {
 }
 
 /**
- * hasAppearance tells whether a form field's widget carries an appearance stream for its
+ * hasAppearance tells whether a form field's widget (or an annotation) carries an appearance stream for its
  * current state. Ghostscript draws nothing for one that does not (a checkbox whose /AP has no
  * entry for its /AS), where MuPDF draws the field's box from its /MK colours.
  */
-function hasAppearance(widget: mupdf.PDFWidget): boolean {
-  const annot = widget.getObject()
+export function hasAppearance(annotation: mupdf.PDFAnnotation): boolean {
+  const annot = annotation.getObject()
   const normal = annot.get('AP', 'N')
   if (normal.isStream()) return true
   const state = annot.get('AS')

@@ -11,8 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as mupdf from 'mupdf'
 import { codes, startApp } from '../../support/helper.ts'
-import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
-import { waitFor } from '../../support/receiver.ts'
+import { SKIP_CORPUS, real, runJob, unzip, upload } from '../../support/convert.ts'
 import { randomImagePages } from '../../support/hostile.ts'
 
 const FOUR = 'pdflatex-4-pages.pdf'
@@ -197,21 +196,9 @@ test("split, rotate, flatten and compress jobs make the routes' answers, byte fo
     ['compress', { preset: 'ebook' }, 'cmyk-image.pdf'],
   ] as const) {
     const form = documents([file], { operation: [operation], ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, [v]])) })
-    const submitted = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
-    assert.equal(submitted.status, 202, await submitted.clone().text())
-    const { jobID } = (await submitted.json()) as { jobID: string }
-    type View = { status: string; result: { url: string } | null }
-    let view: View = { status: 'queued', result: null }
-    await waitFor(
-      async () => {
-        view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers: { 'x-api-key': app.key } })).json()) as View
-        return view.status !== 'queued' && view.status !== 'running'
-      },
-      60_000,
-      `job ${jobID}`,
-    )
+    const { view, result: answer } = await runJob(app, form)
     assert.equal(view.status, 'succeeded', JSON.stringify(view))
-    const result = await fetch(app.url + new URL(view.result!.url).pathname, { headers: { 'x-api-key': app.key } })
+    const result = answer!
     const sync = await upload(app.url, `/converter/${operation}`, app.key, real(file), fields, file)
     assert.equal(result.headers.get('content-type'), sync.headers.get('content-type'), operation)
     assert.equal(result.headers.get('x-page-count'), sync.headers.get('x-page-count'), operation)
@@ -242,24 +229,11 @@ test("a merge job keeps its documents in order, each with its pages and password
   const app = await startApp(t)
   const fields = { pages: ['3-4', '', '1'], password: ['', '', 'openpassword'] }
   const form = documents([FOUR, FORM, LOCKED], { operation: ['merge'], ...fields })
-  const submitted = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
-  assert.equal(submitted.status, 202, await submitted.clone().text())
-  const { jobID } = (await submitted.json()) as { jobID: string }
-  type View = { status: string; options: { pages: string | null; merge?: { pages: (string | null)[] } }; result: { url: string; pages: number } | null }
-  let view: View | null = null
-  await waitFor(
-    async () => {
-      view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers: { 'x-api-key': app.key } })).json()) as View
-      return view.status !== 'queued' && view.status !== 'running'
-    },
-    60_000,
-    `job ${jobID}`,
-  )
-  const done = view! as View
+  const { view: done, result: answer } = await runJob(app, form)
   assert.equal(done.status, 'succeeded', JSON.stringify(done))
   assert.deepEqual([done.options.pages, done.options.merge], [null, { pages: ['3-4', null, '1'] }])
   assert.equal(done.result!.pages, 4)
-  const result = await fetch(app.url + new URL(done.result!.url).pathname, { headers: { 'x-api-key': app.key } })
+  const result = answer!
   const merged = open(Buffer.from(await result.arrayBuffer()))
   const sync = open(
     await pdfOf(

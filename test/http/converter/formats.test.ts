@@ -6,10 +6,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { codes, startApp } from '../../support/helper.ts'
-import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
+import { SKIP_CORPUS, real, runJob, unzip, upload } from '../../support/convert.ts'
 import { decode, metadata, psnr } from '../../support/images.ts'
 import { TiffPages } from '../../../src/converter/tiff.ts'
-import { waitFor } from '../../support/receiver.ts'
 
 const IMAGE = '/converter/generateImage'
 const FOUR = 'pdflatex-4-pages.pdf'
@@ -214,23 +213,11 @@ test("an image job in each format makes the synchronous route's answer, byte for
     const form = new FormData()
     form.append('pdfDocument', new Blob([new Uint8Array(real(FOUR))], { type: 'application/pdf' }), 'Report 2026.pdf')
     for (const [k, v] of Object.entries({ operation: 'image', ...fields })) form.append(k, v)
-    const submitted = await fetch(`${app.url}/converter/jobs`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
-    assert.equal(submitted.status, 202)
-    const { jobID } = (await submitted.json()) as { jobID: string }
-    let view: { status: string; options: { image?: Record<string, unknown> }; result: { url: string; type: string; name: string } | null } | null = null
-    await waitFor(
-      async () => {
-        view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers: { 'x-api-key': app.key } })).json()) as typeof view
-        return view!.status === 'succeeded' || view!.status === 'failed'
-      },
-      60_000,
-      `job ${jobID}`,
-    )
-    const done = view!
+    const { view: done, result: answer } = await runJob(app, form)
     assert.equal(done.status, 'succeeded', JSON.stringify(done))
     const { pages: _pages, dpi: _dpi, ...image } = fields
     assert.deepEqual(done.options.image, Object.fromEntries(Object.entries(image).map(([k, v]) => [k, k === 'format' || k === 'compression' ? v : Number(v)])))
-    const result = await fetch(app.url + new URL(done.result!.url).pathname, { headers: { 'x-api-key': app.key } })
+    const result = answer!
     const bytes = Buffer.from(await result.arrayBuffer())
     const sync = await upload(app.url, IMAGE, app.key, real(FOUR), fields, 'Report 2026.pdf')
     assert.equal(result.headers.get('content-type'), sync.headers.get('content-type'))

@@ -6,8 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { codes, startApp } from '../../support/helper.ts'
-import { SKIP_CORPUS, real, upload } from '../../support/convert.ts'
-import { waitFor } from '../../support/receiver.ts'
+import { SKIP_CORPUS, real, runJob, upload } from '../../support/convert.ts'
 
 const TEXT = '/converter/extractText'
 const FOUR = 'pdflatex-4-pages.pdf'
@@ -134,29 +133,11 @@ test('text output counts against MAX_OUTPUT_BYTES: refused before the first byte
 test("a text job makes the route's answer, byte for byte", { skip: SKIP_CORPUS }, async (t) => {
   const app = await startApp(t)
   for (const format of ['json', 'text', 'structured']) {
-    const submitted = await fetch(`${app.url}/converter/jobs`, {
-      method: 'POST',
-      headers: { 'x-api-key': app.key },
-      body: (() => {
-        const body = form(FOUR, { operation: 'text', format, pages: '2-4' }, 'Notes.pdf')
-        return body
-      })(),
-    })
-    assert.equal(submitted.status, 202)
-    const { jobID } = (await submitted.json()) as { jobID: string }
-    let view: { status: string; options: { text?: { format: string } }; result: { url: string; type: string; name: string } | null } | null = null
-    await waitFor(
-      async () => {
-        view = (await (await fetch(`${app.url}/converter/jobs/${jobID}`, { headers: { 'x-api-key': app.key } })).json()) as typeof view
-        return view!.status === 'succeeded' || view!.status === 'failed'
-      },
-      60_000,
-      `job ${jobID}`,
-    )
-    assert.equal(view!.status, 'succeeded')
-    assert.deepEqual(view!.options.text, { format })
-    assert.equal(view!.result!.name, format === 'text' ? 'Notes.txt' : 'Notes.json')
-    const result = await fetch(app.url + new URL(view!.result!.url).pathname, { headers: { 'x-api-key': app.key } })
+    const { view, result: answer } = await runJob(app, form(FOUR, { operation: 'text', format, pages: '2-4' }, 'Notes.pdf'))
+    assert.equal(view.status, 'succeeded')
+    assert.deepEqual(view.options.text, { format })
+    assert.equal(view.result!.name, format === 'text' ? 'Notes.txt' : 'Notes.json')
+    const result = answer!
     const sync = await upload(app.url, TEXT, app.key, real(FOUR), { format, pages: '2-4' })
     assert.equal(result.headers.get('content-type'), sync.headers.get('content-type'))
     assert.equal(await result.text(), await sync.text())

@@ -411,7 +411,7 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
       },
       onChunk: (bytes) => {
         outputBytes += bytes.byteLength
-        // Past the upload's size, pdfwrite's file is no use: it is counted and let go (Ghostscript runs to its end).
+        // Past the upload's size, pdfwrite's file is no use: it is counted and let go (Ghostscript runs on to compressLimit).
         if (!larger && heldBytes + bytes.byteLength <= before) {
           held.push(asBuffer(bytes))
           heldBytes += bytes.byteLength

@@ -62,6 +62,8 @@ export function mergeFields(repeated: Readonly<Record<string, readonly string[]>
     if (text !== '' && parsePages(text) === null) problems.push({ code: 'PAGES_INVALID' })
     pages.push(text === '' ? null : text)
     const password = repeated.password?.[i] ?? ''
+    // As a single password is checked (readOptions): at most 256 characters of well-formed text.
+    if (password.length > 256 || !password.isWellFormed()) problems.push({ code: 'PASSWORD_INVALID' })
     passwords.push(password === '' ? null : password)
   }
   return { pages, passwords }

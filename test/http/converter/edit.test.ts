@@ -83,6 +83,7 @@ test('merge: the pages of each document, in order, drawn as before, with their f
   assert.deepEqual(await refused(documents(Array.from({ length: 21 }, () => FOUR))), ['MERGE_DOCUMENTS_REQUIRED'], 'a 21st document is refused, not dropped')
   assert.deepEqual(await refused(documents([FOUR, FORM], { pages: ['1', '1', '1'] })), ['MERGE_FIELDS_MISMATCH'])
   assert.deepEqual(await refused(documents([FOUR, FORM], { pages: ['1', '5'] })), ['MERGE_DOCUMENT_REFUSED'])
+  assert.deepEqual(await refused(documents([FOUR, FORM], { password: ['', 'x'.repeat(257)], pages: ['1-', 'x'] })), ['PAGES_INVALID', 'PASSWORD_INVALID'])
   assert.deepEqual(await refused(documents([FOUR, LOCKED])), ['MERGE_DOCUMENT_REFUSED'])
   const bad = new FormData()
   bad.append('pdfDocument', new Blob([new Uint8Array(real(FOUR))]), 'a.pdf')

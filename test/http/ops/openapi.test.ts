@@ -29,6 +29,13 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /totp/verifyOTP': 'verifyOTP',
   'POST /converter/generateImage': 'generateImage',
   'POST /converter/generatePostscript': 'generatePostscript',
+  // The PDF toolkit: ours, as stable.
+  'POST /converter/extractText': 'extractText',
+  'POST /converter/merge': 'mergePdfs',
+  'POST /converter/split': 'splitPdf',
+  'POST /converter/rotate': 'rotatePdf',
+  'POST /converter/flatten': 'flattenPdf',
+  'POST /converter/compress': 'compressPdf',
   // Managed factors: ours (Renda.io had none), as stable as Renda.io's.
   'POST /totp/users/{userID}/factors': 'createFactor',
   'GET /totp/users/{userID}/factors': 'listFactors',

@@ -130,7 +130,8 @@ export class Jobs {
         dpi: options.dpi,
         pages: checked.merge === undefined ? input.fields.pages?.trim() || null : null,
         colorMode: options.color,
-        ...(checked.image === undefined ? {} : { image: checked.image }),
+        // A plain PNG job keeps its options as before formats were (absent: PNG), so its fingerprint stays what it was.
+        ...(checked.image === undefined || (Object.keys(checked.image).join() === 'format' && checked.image.format === 'png') ? {} : { image: checked.image }),
         ...(checked.text === undefined ? {} : { text: checked.text }),
         ...(checked.edit === undefined ? {} : { edit: checked.edit }),
         ...(checked.compress === undefined ? {} : { compress: { preset: checked.compress } }),
@@ -344,7 +345,11 @@ function lastSegment(url: string | undefined): string {
 /** fingerprint: what makes two submissions the same request: the document, every option, the URLs and the metadata. */
 function fingerprint(job: NewJob, secrets: JobSecrets, document: Uint8Array | null): string {
   const hash = createHash('sha256')
-  hash.update(JSON.stringify([job.operation, job.options, job.metadata, secrets.password ?? null, secrets.sourceUrl ?? null, secrets.resultUrl ?? null]))
+  // A merge's passwords only when there are some: the fingerprints of every other submission stay as they were.
+  const passwords = secrets.passwords === undefined ? [] : [secrets.passwords]
+  hash.update(
+    JSON.stringify([job.operation, job.options, job.metadata, secrets.password ?? null, secrets.sourceUrl ?? null, secrets.resultUrl ?? null, ...passwords]),
+  )
   hash.update('\0')
   if (document !== null) hash.update(document)
   return hash.digest('base64url')

@@ -571,7 +571,10 @@ export interface JobStore {
   writePiece(jobId: string, lease: string, seq: number, bytes: Uint8Array): Promise<boolean>
   /** resultPiece: piece `seq` of a result written and not gone (the runner reads its own before the job ends), or null. */
   resultPiece(jobId: string, seq: number): Promise<Uint8Array | null>
-  /** finish ends a claimed job with its event; false (nothing written) when the claim is no longer the caller's. The document goes, and the result pieces of a job that ended without one. */
+  /**
+   * finish ends a claimed job with its event; false (nothing written) when the claim is no longer the caller's. The document goes, and the result
+   * pieces of a job that ended without one. A job that succeeded did all its pages: its pages done and in all are its result's.
+   */
   finish(jobId: string, lease: string, end: JobEnd, nowIso: string, audit: AuditDraft): Promise<boolean>
   /**
    * release puts a claimed job back in the queue; its claim counts as an attempt when

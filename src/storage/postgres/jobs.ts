@@ -179,7 +179,7 @@ function endOps({ query, audited }: Part): Pick<JobStore, 'finish' | 'cancel' | 
     async finish(jobId, lease, end, nowIso, audit) {
       const set =
         end.status === 'succeeded'
-          ? `status = 'succeeded', result_type = $4, result_bytes = $5, result_name = $6, result_pages = $7, pages_done = $7, expires_at = $8::timestamptz`
+          ? `status = 'succeeded', result_type = $4, result_bytes = $5, result_name = $6, result_pages = $7, pages_done = $7, pages_total = $7, expires_at = $8::timestamptz`
           : `status = 'failed', error_code = $4, error_params = $5::jsonb, result_type = $6, result_bytes = $7, result_name = $8, result_pages = $9,
             expires_at = $10::timestamptz`
       const r = end.result

@@ -49,7 +49,7 @@ function jobStatements(db: DatabaseSync) {
     resultPiece: db.prepare(`SELECT p.data FROM conversion_job_pieces p JOIN conversion_jobs j ON j.id = p.job_id
       WHERE p.job_id = ? AND p.kind = 'result' AND p.seq = ? AND j.result_gone = 0`),
     succeed: db.prepare(`UPDATE conversion_jobs SET status = 'succeeded', result_type = ?, result_bytes = ?, result_name = ?, result_pages = ?,
-        expires_at = ?, finished_at = ?, pages_done = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
+        expires_at = ?, finished_at = ?, pages_done = ?, pages_total = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE id = ? AND lease = ? AND status = 'running'`),
     fail: db.prepare(`UPDATE conversion_jobs SET status = 'failed', error_code = ?, error_params = ?, finished_at = ?,
         result_type = ?, result_bytes = ?, result_name = ?, result_pages = ?, expires_at = ?, lease = NULL, lease_until_ms = NULL, sealed = NULL
@@ -179,7 +179,18 @@ function endOps({ q, batch, audit }: Jobs): Pick<JobStore, 'finish' | 'cancel' |
       return batch.atomic(() => {
         const changed =
           end.status === 'succeeded'
-            ? q.succeed.run(end.result.type, end.result.bytes, end.result.name, end.result.pages, end.expiresAt, nowIso, end.result.pages, jobId, lease)
+            ? q.succeed.run(
+                end.result.type,
+                end.result.bytes,
+                end.result.name,
+                end.result.pages,
+                end.expiresAt,
+                nowIso,
+                end.result.pages,
+                end.result.pages,
+                jobId,
+                lease,
+              )
             : q.fail.run(
                 end.error.code,
                 JSON.stringify(end.error.params),

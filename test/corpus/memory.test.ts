@@ -3,7 +3,7 @@
  * image bombs whose pixels would not fit in a worker, converted in parallel by the real
  * server process, must not take its memory far up, nor keep it.
  */
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { tempDir } from '../support/helper.ts'
@@ -13,6 +13,14 @@ import { hugeImage, jbig2Bomb, jpxBomb, randomImagePages } from '../support/host
 import { ERROR_CODES } from '../../src/errors/catalogue.ts'
 
 const MiB = 1048576
+
+/** conversionNode starts the real server with two workers (and `env`), and gives its URL, the key it printed and its process. */
+async function conversionNode(t: TestContext, env: Record<string, string> = {}) {
+  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', ...env }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
+  return { server, url, key, pid: server.child.pid! }
+}
 const PS = '/converter/generatePostscript'
 const IMAGE = '/converter/generateImage'
 
@@ -20,10 +28,7 @@ test('two parallel conversions of each hostile PDF to PostScript, beside two JBI
   skip: SKIP_CORPUS,
   timeout: 300_000,
 }, async (t) => {
-  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
-  const { url } = await server.ready
-  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
-  const pid = server.child.pid!
+  const { url, key, pid } = await conversionNode(t)
   // Warm up: both workers loaded, as on a node that has served conversions.
   await Promise.all([1, 2].map(async () => assert.equal((await upload(url, PS, key, real('minimal-document.pdf'))).status, 200)))
   const before = treeRssBytes(pid)
@@ -112,10 +117,7 @@ test("image bombs (JPEG 2000, JBIG2) stop at the worker's memory cap with 422, t
   timeout: 180_000,
 }, async (t) => {
   const budgetMiB = 768
-  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
-  const { url } = await server.ready
-  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
-  const pid = server.child.pid!
+  const { server, url, key, pid } = await conversionNode(t, { WORKER_MAX_MEMORY_MB: String(budgetMiB) })
   const small = async (path: string) => {
     const res = await upload(url, path, key, real('minimal-document.pdf'), path === IMAGE ? { dpi: '72' } : {})
     await res.arrayBuffer()
@@ -178,10 +180,7 @@ test('pages of 35 megapixels written as WebP, TIFF and JPEG on both workers stay
   timeout: 180_000,
 }, async (t) => {
   const budgetMiB = 768
-  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2', WORKER_MAX_MEMORY_MB: String(budgetMiB) }, t)
-  const { url } = await server.ready
-  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
-  const pid = server.child.pid!
+  const { url, key, pid } = await conversionNode(t, { WORKER_MAX_MEMORY_MB: String(budgetMiB) })
   const convert = async (fields: Record<string, string>) => {
     const res = await upload(url, IMAGE, key, real('pdflatex-image.pdf'), fields)
     return { status: res.status, bytes: (await res.arrayBuffer()).byteLength }
@@ -213,10 +212,7 @@ test('hostile PDFs compressed, split and read for text, two at once each, keep t
   skip: SKIP_CORPUS,
   timeout: 300_000,
 }, async (t) => {
-  const server = startServer({ DATA_DIR: tempDir(t), NODE_ENV: 'development', CONVERTER_WORKERS: '2' }, t)
-  const { url } = await server.ready
-  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())![1]!
-  const pid = server.child.pid!
+  const { url, key, pid } = await conversionNode(t)
   await Promise.all(
     ['/converter/compress', '/converter/compress'].map(async (path) => (await upload(url, path, key, real('minimal-document.pdf'))).arrayBuffer()),
   )

@@ -543,8 +543,10 @@ class Output {
   #single: { page: number; bytes: Uint8Array } | null = null
   #several: PagesOutput | null = null
   /** A compression's output, held up to the document's size (past it, the document itself is the result), as the route does. */
-  #held: Buffer[] | null = null
+  #held: Buffer[] = []
   #heldBytes = 0
+  /** The compression's output went past the document's size (or was stopped there): the result is the document. */
+  #larger = false
 
   constructor(basename: string, writer: PieceWriter, spec: Job) {
     this.#basename = basename
@@ -566,7 +568,7 @@ class Output {
   keepsDocument(): boolean {
     const spec = this.#spec
     if (spec.op !== 'ps' || spec.compress === undefined) return false
-    this.#heldBytes = spec.pdf.byteLength + 1
+    this.#larger = true
     return true
   }
 
@@ -574,10 +576,14 @@ class Output {
   chunk(bytes: Uint8Array): boolean {
     const spec = this.#spec
     if (spec.op !== 'ps' || spec.compress === undefined) return false
-    this.#held ??= []
-    if (this.#heldBytes + bytes.byteLength <= spec.pdf.byteLength) this.#held.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-    else this.#held.length = 0
-    this.#heldBytes += bytes.byteLength
+    if (this.#larger) return true
+    if (this.#heldBytes + bytes.byteLength > spec.pdf.byteLength) {
+      this.#larger = true
+      this.#held = []
+    } else {
+      this.#held.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      this.#heldBytes += bytes.byteLength
+    }
     return true
   }
 
@@ -606,9 +612,8 @@ class Output {
     }
     const spec = this.#spec
     if (spec.op === 'ps' && spec.compress !== undefined) {
-      const smaller = this.#heldBytes <= spec.pdf.byteLength
       // The document is in shared memory (the workers read it): copied out for the store.
-      this.#writer.end(smaller ? Buffer.concat(this.#held ?? [], this.#heldBytes) : Buffer.from(spec.pdf))
+      this.#writer.end(this.#larger ? Buffer.from(spec.pdf) : Buffer.concat(this.#held, this.#heldBytes))
       return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages }
     }
     this.#writer.end()

@@ -65,6 +65,7 @@ async function setup(env: Record<string, string>): Promise<Setup> {
           return store.factors.create(
             {
               id,
+              type: 'totp',
               accountId: account.id,
               userId,
               applicationId: 'Bench',

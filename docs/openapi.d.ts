@@ -289,6 +289,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/totp/users/{userID}/passkeys/registration/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start registering a passkey for a user
+         * @description Answers the options to pass to `navigator.credentials.create()` (parse them with `PublicKeyCredential.parseCreationOptionsFromJSON`), for the account's relying party (its factor settings), excluding the user's passkeys. Then send the browser's answer to `registerPasskey`. The challenge is good for one answer within `PASSKEY_CHALLENGE_SECONDS`.
+         */
+        post: operations["passkeyRegistrationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/passkeys/registration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register a passkey: verify the browser's answer and keep it
+         * @description Verifies the answer to `passkeyRegistrationOptions` (its challenge, the account's origins and relying party ID, user verification when it was required) and keeps the passkey as a factor of the user, active at once: listed, labelled and deleted like a TOTP factor, under the same limit. Its credential ID and public key are kept encrypted. Writes `factor.created` (type passkey).
+         */
+        post: operations["registerPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/passkeys/authentication/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a sign-in with one of the user’s passkeys
+         * @description Answers the options to pass to `navigator.credentials.get()` (parse them with `PublicKeyCredential.parseRequestOptionsFromJSON`), allowing the user's passkeys. Then send the browser's answer to `authenticatePasskey`.
+         */
+        post: operations["passkeyAuthenticationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/passkeys/authentication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify a passkey sign-in: the browser's answer
+         * @description Verifies the answer to `passkeyAuthenticationOptions`: its challenge (once), the signature with the passkey's public key, the origin and relying party ID, user verification when it was required, and a signature counter above the last one seen. An attempt under the user's lockout, shared with their TOTP factors and recovery codes: a failure counts, and repeated failures lock the user (429 with Retry-After). Any answer but 200 means "not verified".
+         */
+        post: operations["authenticatePasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/converter/generateImage": {
         parameters: {
             query?: never;
@@ -1711,6 +1791,7 @@ export interface operations {
                      *       "factors": [
                      *         {
                      *           "factorID": "fct_5b0c9e2a7d41f386",
+                     *           "type": "totp",
                      *           "status": "active",
                      *           "label": "Work phone",
                      *           "applicationID": "Acme",
@@ -1733,15 +1814,31 @@ export interface operations {
                         factors: {
                             factorID: string;
                             /** @enum {string} */
+                            type: "totp" | "passkey";
+                            /** @enum {string} */
                             status: "pending" | "active";
                             label: string | null;
+                            /** @description TOTP: the issuer the app shows. A passkey: the relying party's ID it was registered for. */
                             applicationID: string;
-                            profile: string;
+                            /** @description TOTP only. */
+                            profile?: string;
+                            /** @description TOTP: the HMAC hash. A passkey: the COSE algorithm of its key (ES256, EdDSA, RS256). */
                             algorithm: string;
-                            tokenLength: number;
-                            tokenValidity: number;
-                            /** @description The device's clock drift in time steps, as the last resync found it. */
-                            driftSteps: number;
+                            /** @description TOTP only. */
+                            tokenLength?: number;
+                            /** @description TOTP only. */
+                            tokenValidity?: number;
+                            /** @description TOTP only: the device's clock drift in time steps, as the last resync found it. */
+                            driftSteps?: number;
+                            /** @description Passkeys only. */
+                            passkey?: {
+                                /** @description `singleDevice`, or `multiDevice` (synced by a password manager or platform account). */
+                                deviceType: string;
+                                backedUp: boolean;
+                                transports: string[];
+                                /** @description The authenticator's signature counter as last seen (0: it keeps none). */
+                                signCount: number;
+                            };
                             /** Format: date-time */
                             createdAt: string;
                             activatedAt: string | null;
@@ -2575,7 +2672,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `FACTOR_ACTIVE`: The factor is active already. */
+            /**
+             * @description `FACTOR_NOT_TOTP`: Factor {factorID} is a passkey: it has no codes to activate or resync with.
+             *
+             *     `FACTOR_ACTIVE`: The factor is active already.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2585,7 +2686,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_ACTIVE";
+                        code: "FACTOR_NOT_TOTP" | "FACTOR_ACTIVE";
                         message: string;
                     }[];
                 };
@@ -2796,7 +2897,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `NO_ACTIVE_FACTOR`: The user has no active factor. */
+            /** @description `NO_ACTIVE_FACTOR`: The user has no active TOTP factor. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3031,7 +3132,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `FACTOR_PENDING`: The factor is not active yet: activate it with its first code. */
+            /**
+             * @description `FACTOR_NOT_TOTP`: Factor {factorID} is a passkey: it has no codes to activate or resync with.
+             *
+             *     `FACTOR_PENDING`: The factor is not active yet: activate it with its first code.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3041,7 +3146,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_PENDING";
+                        code: "FACTOR_NOT_TOTP" | "FACTOR_PENDING";
                         message: string;
                     }[];
                 };
@@ -3467,6 +3572,1057 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    passkeyRegistrationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "userName": "alice@example.com",
+                 *       "userVerification": "required",
+                 *       "residentKey": "required"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The name the authenticator lists the passkey under (an email address, say). Default: the user ID. */
+                    userName?: string;
+                    /** @description A friendlier name. Default: userName. */
+                    displayName?: string;
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `required`: a discoverable credential (a passkey proper), kept on the authenticator.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    residentKey?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `platform` (this device) or `cross-platform` (a security key, a phone). Default: either.
+                     * @enum {string}
+                     */
+                    authenticatorAttachment?: "platform" | "cross-platform";
+                };
+                /**
+                 * @example {
+                 *       "userName": "alice@example.com",
+                 *       "userVerification": "required",
+                 *       "residentKey": "required"
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": {
+                    /** @description The name the authenticator lists the passkey under (an email address, say). Default: the user ID. */
+                    userName?: string;
+                    /** @description A friendlier name. Default: userName. */
+                    displayName?: string;
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `required`: a discoverable credential (a passkey proper), kept on the authenticator.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    residentKey?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `platform` (this device) or `cross-platform` (a security key, a phone). Default: either.
+                     * @enum {string}
+                     */
+                    authenticatorAttachment?: "platform" | "cross-platform";
+                };
+                /**
+                 * @example {
+                 *       "userName": "alice@example.com",
+                 *       "userVerification": "required",
+                 *       "residentKey": "required"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /** @description The name the authenticator lists the passkey under (an email address, say). Default: the user ID. */
+                    userName?: string;
+                    /** @description A friendlier name. Default: userName. */
+                    displayName?: string;
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `required`: a discoverable credential (a passkey proper), kept on the authenticator.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    residentKey?: "required" | "preferred" | "discouraged";
+                    /**
+                     * @description `platform` (this device) or `cross-platform` (a security key, a phone). Default: either.
+                     * @enum {string}
+                     */
+                    authenticatorAttachment?: "platform" | "cross-platform";
+                };
+            };
+        };
+        responses: {
+            /** @description The options for navigator.credentials.create(). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "options": {
+                     *         "challenge": "m8r0Ck2v3qvE6x9b1pW4Qy7Zt0aLJfK2nHs5dG8uR1o",
+                     *         "rp": {
+                     *           "name": "Acme",
+                     *           "id": "acme.example"
+                     *         },
+                     *         "user": {
+                     *           "id": "Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA",
+                     *           "name": "alice@example.com",
+                     *           "displayName": "alice@example.com"
+                     *         },
+                     *         "pubKeyCredParams": [
+                     *           {
+                     *             "alg": -7,
+                     *             "type": "public-key"
+                     *           },
+                     *           {
+                     *             "alg": -8,
+                     *             "type": "public-key"
+                     *           },
+                     *           {
+                     *             "alg": -257,
+                     *             "type": "public-key"
+                     *           }
+                     *         ],
+                     *         "timeout": 300000,
+                     *         "attestation": "none",
+                     *         "excludeCredentials": [],
+                     *         "authenticatorSelection": {
+                     *           "residentKey": "required",
+                     *           "userVerification": "required",
+                     *           "requireResidentKey": true
+                     *         },
+                     *         "extensions": {
+                     *           "credProps": true
+                     *         },
+                     *         "hints": []
+                     *       },
+                     *       "expiresAt": "2026-11-28T09:05:00.000Z"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @description PublicKeyCredentialCreationOptionsJSON / RequestOptionsJSON (WebAuthn Level 3). */
+                        options: {
+                            [key: string]: unknown;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description Answer before this (PASSKEY_CHALLENGE_SECONDS); the challenge is good for one answer.
+                         */
+                        expiresAt: string;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
+             *
+             *     `USER_NAME_INVALID`: userName and displayName must be text (valid UTF-8) of 1 to 64 characters, without control characters.
+             *
+             *     `USER_VERIFICATION_INVALID`: userVerification must be required, preferred or discouraged.
+             *
+             *     `RESIDENT_KEY_INVALID`: residentKey must be required, preferred or discouraged.
+             *
+             *     `ATTACHMENT_INVALID`: authenticatorAttachment must be platform or cross-platform.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "USER_NAME_INVALID" | "USER_VERIFICATION_INVALID" | "RESIDENT_KEY_INVALID" | "ATTACHMENT_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first.
+             *
+             *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED" | "FACTOR_LIMIT";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    registerPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "label": "MacBook",
+                 *       "credential": {
+                 *         "id": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "rawId": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoibThyMENrMnYzcXZFNng5YjFwVzRReTdadDBhTEpmSzJuSHM1ZEc4dVIxbyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ",
+                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF",
+                 *           "transports": [
+                 *             "internal",
+                 *             "hybrid"
+                 *           ]
+                 *         },
+                 *         "clientExtensionResults": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The browser's answer to navigator.credentials.create, as PublicKeyCredential.toJSON() gives it. */
+                    credential: {
+                        /** @description The credential ID, base64url. */
+                        id: string;
+                        rawId: string;
+                        /** @enum {string} */
+                        type: "public-key";
+                        authenticatorAttachment?: string;
+                        clientExtensionResults?: {
+                            [key: string]: unknown;
+                        };
+                        response: {
+                            clientDataJSON: string;
+                            attestationObject: string;
+                            transports?: string[];
+                            authenticatorData?: string;
+                            publicKey?: string;
+                            publicKeyAlgorithm?: number;
+                        };
+                    };
+                    /** @description A name for the passkey in listings ("MacBook"). */
+                    label?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The passkey, as the factor lists show it. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "factor": {
+                     *         "factorID": "fct_3e8d1c0b9a7f6254",
+                     *         "type": "passkey",
+                     *         "status": "active",
+                     *         "label": "MacBook",
+                     *         "applicationID": "acme.example",
+                     *         "algorithm": "ES256",
+                     *         "passkey": {
+                     *           "deviceType": "multiDevice",
+                     *           "backedUp": true,
+                     *           "transports": [
+                     *             "internal",
+                     *             "hybrid"
+                     *           ],
+                     *           "signCount": 0
+                     *         },
+                     *         "createdAt": "2026-11-28T09:01:12.000Z",
+                     *         "activatedAt": "2026-11-28T09:01:12.000Z",
+                     *         "expiresAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        factor: {
+                            factorID: string;
+                            /** @enum {string} */
+                            type: "totp" | "passkey";
+                            /** @enum {string} */
+                            status: "pending" | "active";
+                            label: string | null;
+                            /** @description TOTP: the issuer the app shows. A passkey: the relying party's ID it was registered for. */
+                            applicationID: string;
+                            /** @description TOTP only. */
+                            profile?: string;
+                            /** @description TOTP: the HMAC hash. A passkey: the COSE algorithm of its key (ES256, EdDSA, RS256). */
+                            algorithm: string;
+                            /** @description TOTP only. */
+                            tokenLength?: number;
+                            /** @description TOTP only. */
+                            tokenValidity?: number;
+                            /** @description TOTP only: the device's clock drift in time steps, as the last resync found it. */
+                            driftSteps?: number;
+                            /** @description Passkeys only. */
+                            passkey?: {
+                                /** @description `singleDevice`, or `multiDevice` (synced by a password manager or platform account). */
+                                deviceType: string;
+                                backedUp: boolean;
+                                transports: string[];
+                                /** @description The authenticator's signature counter as last seen (0: it keeps none). */
+                                signCount: number;
+                            };
+                            /** Format: date-time */
+                            createdAt: string;
+                            activatedAt: string | null;
+                            /** @description When a pending factor is gone; null once active. */
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
+             *
+             *     `CREDENTIAL_REQUIRED`: credential is mandatory: the browser's answer (PublicKeyCredential.toJSON()).
+             *
+             *     `CREDENTIAL_INVALID`: credential must be the browser's answer as JSON (PublicKeyCredential.toJSON()): id, rawId, type and response.
+             *
+             *     `LABEL_INVALID`: label must be text (valid UTF-8) of at most 64 characters, without control characters.
+             *
+             *     `PASSKEY_CHALLENGE_INVALID`: The answer is to no challenge this user has open (unknown, answered already, or expired): ask for new options.
+             *
+             *     `PASSKEY_INVALID`: The passkey's answer does not verify.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "LABEL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first.
+             *
+             *     `PASSKEY_REGISTERED`: This authenticator holds a passkey of the user already.
+             *
+             *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    passkeyAuthenticationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+            };
+        };
+        responses: {
+            /** @description The options for navigator.credentials.get(). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "options": {
+                     *         "rpId": "acme.example",
+                     *         "challenge": "Zk3v9Qw0pX2mB7tR4yL1cN8aH5sD6fJ0gK3eU2iO9qw",
+                     *         "allowCredentials": [
+                     *           {
+                     *             "id": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                     *             "type": "public-key",
+                     *             "transports": [
+                     *               "internal",
+                     *               "hybrid"
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "timeout": 300000,
+                     *         "userVerification": "required"
+                     *       },
+                     *       "expiresAt": "2026-11-28T09:10:00.000Z"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @description PublicKeyCredentialCreationOptionsJSON / RequestOptionsJSON (WebAuthn Level 3). */
+                        options: {
+                            [key: string]: unknown;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description Answer before this (PASSKEY_CHALLENGE_SECONDS); the challenge is good for one answer.
+                         */
+                        expiresAt: string;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
+             *
+             *     `USER_VERIFICATION_INVALID`: userVerification must be required, preferred or discouraged.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "USER_VERIFICATION_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first.
+             *
+             *     `NO_PASSKEY`: The user has no passkey.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED" | "NO_PASSKEY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    authenticatePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "credential": {
+                 *         "id": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "rawId": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiWmszdjlRdzBwWDJtQjd0UjR5TDFjTjhhSDVzRDZmSjBnSzNlVTJpTzlxdyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAABQ",
+                 *           "signature": "MEUCIQDkJ3X7Ow9Xq8Jm5v2cVg1wQeS3hP0bLx4tYk6aRzN2AgIgVf8n1Qm7Rk2x",
+                 *           "userHandle": "Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA"
+                 *         },
+                 *         "clientExtensionResults": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The browser's answer to navigator.credentials.get, as PublicKeyCredential.toJSON() gives it. */
+                    credential: {
+                        /** @description The credential ID, base64url. */
+                        id: string;
+                        rawId: string;
+                        /** @enum {string} */
+                        type: "public-key";
+                        authenticatorAttachment?: string;
+                        clientExtensionResults?: {
+                            [key: string]: unknown;
+                        };
+                        response: {
+                            clientDataJSON: string;
+                            authenticatorData: string;
+                            signature: string;
+                            userHandle?: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The user signed in with the passkey named. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "valid": true,
+                     *       "factorID": "fct_3e8d1c0b9a7f6254",
+                     *       "userVerified": true
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @enum {boolean} */
+                        valid: true;
+                        /** @description The passkey that signed. */
+                        factorID: string;
+                        /** @description Whether the authenticator verified the user (PIN, biometrics). */
+                        userVerified: boolean;
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
+             *
+             *     `CREDENTIAL_REQUIRED`: credential is mandatory: the browser's answer (PublicKeyCredential.toJSON()).
+             *
+             *     `CREDENTIAL_INVALID`: credential must be the browser's answer as JSON (PublicKeyCredential.toJSON()): id, rawId, type and response.
+             *
+             *     `PASSKEY_CHALLENGE_INVALID`: The answer is to no challenge this user has open (unknown, answered already, or expired): ask for new options.
+             *
+             *     `PASSKEY_INVALID`: The passkey's answer does not verify.
+             *
+             *     `PASSKEY_REPLAYED`: The passkey's signature counter went back: a replayed answer or a cloned authenticator. Refused.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "PASSKEY_REPLAYED" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `USER_NOT_FOUND`: No such user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED";
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_UNREADABLE`: The factor's secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.
+             *
+             *     `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}.
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_UNREADABLE" | "INTERNAL_ERROR";
                         message: string;
                     }[];
                 };

@@ -105,7 +105,7 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       throttle: runtime.throttle,
     })
   }
-  await app.register(totpRoutes, { config, totp: runtime.totp, factors: runtime.factors, now, metrics })
+  await app.register(totpRoutes, { config, totp: runtime.totp, factors: runtime.factors, passkeys: runtime.passkeys, now, metrics })
   const { pool } = runtime
   if (pool !== null) {
     await app.register(converterRoutes, { config, pool, metrics, jobs: runtime.jobs })

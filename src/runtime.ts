@@ -34,6 +34,7 @@ import { keepPortalTidy } from './services/users/maintenance.ts'
 import type { Users } from './services/users.ts'
 import { Team } from './services/team.ts'
 import type { Factors } from './services/factors.ts'
+import type { Passkeys } from './services/passkeys.ts'
 import type { Totp } from './services/totp.ts'
 import { LateLog, type Log } from './logging/late.ts'
 
@@ -71,6 +72,8 @@ export class Runtime {
   readonly team: Team
   /** Managed TOTP factors: their users, recovery codes, lockouts and events. */
   readonly factors: Factors
+  /** Passkeys of the same users. */
+  readonly passkeys: Passkeys
   /** The Renda-compatible TOTP routes' onboarding records and verifications. */
   readonly totp: Totp
   readonly limits: Limits
@@ -139,6 +142,7 @@ export class Runtime {
     this.users = services.users
     this.team = new Team({ store: this.portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
     this.factors = services.factors
+    this.passkeys = services.passkeys
     this.totp = services.totp
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
     this.jobs = services.jobs

@@ -11,6 +11,7 @@ import type { Encryption } from '../services/encryption.ts'
 import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
+import type { FactorSettingsPatch } from '../domain/factors.ts'
 import { factorView } from '../totp/factors/view.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
@@ -73,6 +74,11 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   totp-user delete --account ID --user U
                                       delete a user's factors and recovery codes (a lost phone
                                       and lost codes: check who asks first); they may enrol again
+  factor-settings show --account ID   an account's passkey relying party and attempt limits
+  factor-settings set --account ID [--rp-id HOST] [--rp-name NAME] [--origins O1,O2]
+           [--user-limit N] [--key-limit N] [--window SECONDS]
+                                      change them (unset flags keep their value; "none" clears
+                                      one: a limit then takes the server's default)
   jobs list ACCOUNTID [--status queued|running|succeeded|failed|cancelled] [--limit N] [--after CURSOR]
                                       an account's conversion jobs, newest first (20 a page,
                                       at most 100)
@@ -124,6 +130,12 @@ type Flags = {
   email?: string
   batch?: string
   user?: string
+  'rp-id'?: string
+  'rp-name'?: string
+  origins?: string
+  'user-limit'?: string
+  'key-limit'?: string
+  window?: string
 }
 
 const CTX = { actor: CLI }
@@ -301,8 +313,8 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
       const rows = factors.map((f) => ({
         ...f,
         label: f.label ?? '',
-        code: `${f.algorithm} ${f.tokenLength} digits ${f.tokenValidity} s`,
-        drift: f.driftSteps,
+        code: f.type === 'totp' ? `${f.algorithm} ${f.tokenLength} digits ${f.tokenValidity} s` : `passkey ${f.algorithm}`,
+        drift: f.type === 'totp' ? f.driftSteps : '',
         since: f.activatedAt ?? `(expires ${f.expiresAt})`,
       }))
       return {
@@ -333,6 +345,38 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
       ok(await service.deleteUser(CTX, accountId, userId))
       return { json: { accountId, userID: userId, deleted: true }, human: `Deleted user ${userId}'s factors and recovery codes in account ${accountId}` }
     }
+  }
+}
+
+/** runFactorSettings: `factor-settings show|set`, an account's passkey relying party and attempt limits. */
+async function runFactorSettings(service: Factors, verb: string | undefined, flags: Flags): Promise<Output> {
+  if (verb !== 'show' && verb !== 'set') throw new UsageError(`unknown command "factor-settings ${verb ?? ''}"`)
+  const accountId = need(flags.account, 'account')
+  const cleared = (value: string | undefined) => (value === undefined ? undefined : value === 'none' ? null : value)
+  const limit = (flag: 'user-limit' | 'key-limit' | 'window', max: number) => (flags[flag] === 'none' ? null : number(flags[flag], flag, 1, max, true))
+  const patch: FactorSettingsPatch =
+    verb === 'show'
+      ? {}
+      : Object.fromEntries(
+          Object.entries({
+            rpId: cleared(flags['rp-id']),
+            rpName: cleared(flags['rp-name']),
+            origins: flags.origins === undefined ? undefined : flags.origins === 'none' ? [] : flags.origins.split(',').map((o) => o.trim()),
+            userLimit: limit('user-limit', 10_000),
+            keyLimit: limit('key-limit', 1_000_000),
+            limitWindowSeconds: limit('window', 86_400),
+          }).filter(([, v]) => v !== undefined),
+        )
+  const settings = ok(verb === 'show' ? await service.settings(accountId) : await service.updateSettings(CTX, accountId, patch))
+  const or = (v: unknown, none: string) => (v === null ? none : String(v))
+  return {
+    json: { accountId, ...settings },
+    human: [
+      `Factor settings of account ${accountId}${verb === 'set' ? ' (changed)' : ''}:`,
+      `  passkeys: ${settings.rpId === null ? 'off (no relying party ID)' : `relying party ${settings.rpId} ("${settings.rpName ?? settings.rpId}")`}`,
+      `  origins: ${settings.origins.length === 0 ? 'none' : settings.origins.join(', ')}`,
+      `  attempts per user: ${or(settings.userLimit, 'server default')}; per rate key: ${or(settings.keyLimit, 'server default')}; window: ${or(settings.limitWindowSeconds, 'server default')} s`,
+    ].join('\n'),
   }
 }
 
@@ -667,6 +711,7 @@ async function run(config: Config, services: Services, words: readonly string[],
   if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
   if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(services.factors, verb, flags)
+  if (noun === 'factor-settings' && words.length <= 2) return runFactorSettings(services.factors, verb, flags)
   switch (noun) {
     case 'account':
       return runAccounts(accounts, words, flags)
@@ -756,6 +801,12 @@ function parse(argv: readonly string[]) {
       email: { type: 'string' },
       batch: { type: 'string' },
       user: { type: 'string' },
+      'rp-id': { type: 'string' },
+      'rp-name': { type: 'string' },
+      origins: { type: 'string' },
+      'user-limit': { type: 'string' },
+      'key-limit': { type: 'string' },
+      window: { type: 'string' },
     },
   })
 }

@@ -426,6 +426,20 @@ export const settings = {
     1000,
     "How far a resync looks for the device's clock, in time steps either side of the server's (20 × 30 s: ten minutes).",
   ),
+  passkeyChallengeSeconds: int(
+    'PASSKEY_CHALLENGE_SECONDS',
+    300,
+    30,
+    3600,
+    "How long a passkey ceremony's challenge (registration or sign-in options) may be answered, once; also the browser's timeout.",
+  ),
+  passkeyChallengesPerUser: int(
+    'PASSKEY_CHALLENGES_PER_USER',
+    10,
+    1,
+    1000,
+    'Most passkey challenges one user may have open at once: a new one ends the oldest (a flood of options calls keeps this many rows).',
+  ),
   qrMaxSizePx: int('QR_MAX_SIZE_PX', 2048, 64, 8192, 'Largest `size` (width and height in pixels) a QR code may be drawn at.'),
   qrDefaultScale: int('QR_DEFAULT_SCALE', 4, 1, 32, 'Pixels per module when `size` is not given.'),
   qrWorkers: int(

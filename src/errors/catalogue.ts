@@ -193,7 +193,18 @@ export const catalogue = {
   ),
   FACTOR_ACTIVE: entry(409, 'list', 'The factor is active already.', 'Activation of a factor that is active.'),
   FACTOR_PENDING: entry(409, 'list', 'The factor is not active yet: activate it with its first code.', 'Resync of a factor not yet activated.'),
-  NO_ACTIVE_FACTOR: entry(409, 'list', 'The user has no active factor.', 'Verification for a user whose factors are all pending.'),
+  NO_ACTIVE_FACTOR: entry(
+    409,
+    'list',
+    'The user has no active TOTP factor.',
+    'Verification of a code for a user whose TOTP factors are all pending, or who has passkeys only.',
+  ),
+  FACTOR_NOT_TOTP: entry(
+    409,
+    'list',
+    'Factor {factorID} is a passkey: it has no codes to activate or resync with.',
+    'Activation or resync of a passkey (a passkey is active from its registration).',
+  ),
   FACTOR_UNREADABLE: entry(
     500,
     'list',
@@ -221,6 +232,50 @@ export const catalogue = {
     'Recovery code is invalid or has been used.',
     'No unused recovery code of the user matches; counts as a failed attempt.',
   ),
+
+  // Passkeys (/totp/users/{userID}/passkeys/…)
+  PASSKEYS_NOT_CONFIGURED: entry(
+    409,
+    'list',
+    "Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first.",
+    'A passkey ceremony for an account whose factor settings have no relying party ID or no origin.',
+  ),
+  NO_PASSKEY: entry(409, 'list', 'The user has no passkey.', 'Authentication options for a user who has factors, none of them a passkey.'),
+  USER_NAME_INVALID: entry(
+    400,
+    'list',
+    'userName and displayName must be text (valid UTF-8) of 1 to 64 characters, without control characters.',
+    '`userName` or `displayName` is empty, too long, or has a control character.',
+  ),
+  USER_VERIFICATION_INVALID: entry(400, 'list', 'userVerification must be required, preferred or discouraged.', '`userVerification` is another value.'),
+  RESIDENT_KEY_INVALID: entry(400, 'list', 'residentKey must be required, preferred or discouraged.', '`residentKey` is another value.'),
+  ATTACHMENT_INVALID: entry(400, 'list', 'authenticatorAttachment must be platform or cross-platform.', '`authenticatorAttachment` is another value.'),
+  CREDENTIAL_REQUIRED: entry(400, 'list', "credential is mandatory: the browser's answer (PublicKeyCredential.toJSON()).", '`credential` is missing.'),
+  CREDENTIAL_INVALID: entry(
+    400,
+    'list',
+    "credential must be the browser's answer as JSON (PublicKeyCredential.toJSON()): id, rawId, type and response.",
+    '`credential` is not an object of the shape WebAuthn answers in, or a field of it is too long.',
+  ),
+  PASSKEY_CHALLENGE_INVALID: entry(
+    400,
+    'list',
+    'The answer is to no challenge this user has open (unknown, answered already, or expired): ask for new options.',
+    "The answer's challenge was not issued for this user and ceremony, was used once already, or is older than `PASSKEY_CHALLENGE_SECONDS`; counts as a failed attempt when signing in.",
+  ),
+  PASSKEY_INVALID: entry(
+    400,
+    'list',
+    "The passkey's answer does not verify.",
+    'A bad signature, an origin or relying party ID the account does not allow, user verification missing when it was required, or a credential the user does not have; counts as a failed attempt when signing in (the log says which).',
+  ),
+  PASSKEY_REPLAYED: entry(
+    400,
+    'list',
+    "The passkey's signature counter went back: a replayed answer or a cloned authenticator. Refused.",
+    "The authenticator's counter is not above the one last seen (an authenticator that keeps none sends 0 each time, and is taken); counts as a failed attempt.",
+  ),
+  PASSKEY_REGISTERED: entry(409, 'list', 'This authenticator holds a passkey of the user already.', 'A registration whose credential ID the user has already.'),
 
   // Converter (generateImage, generatePostscript)
   PDF_REQUIRED: entry(

@@ -15,7 +15,15 @@ import { SealError, type Keyring } from '../crypto/keyring.ts'
 import type { Pepper } from '../crypto/keyed.ts'
 import type { Algorithm, AuditDraft, AuditTarget } from '../domain/accounts.ts'
 import type { EventType } from '../domain/events.ts'
-import type { Factor, TotpUser } from '../domain/factors.ts'
+import {
+  settingsProblem,
+  type Factor,
+  type FactorSettings,
+  type FactorSettingsPatch,
+  type PasskeyFactor,
+  type TotpFactor,
+  type TotpUser,
+} from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
 import type { Page } from '../domain/lists.ts'
 import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
@@ -56,6 +64,8 @@ export interface KeyCaller {
   readonly ip: string
   /** unreadable is told of each factor whose secret does not open (for the request's log: its id and why, never the sealed value). */
   readonly unreadable: (factorId: string, reason: string) => void
+  /** refused is told why an answer that is not a code was refused (a passkey's: its signature, origin, counter), for the request's log. */
+  readonly refused: (what: string, reason: string) => void
 }
 
 /** FactorRefusal: an expected refusal of the public API's, with the catalogue problems it is answered with. */
@@ -63,8 +73,10 @@ export interface FactorRefusal extends Failure {
   readonly problems: readonly Problem[]
 }
 
-/** A factor as it is shown: everything but its sealed secret. */
-export type FactorState = Omit<Factor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
+/** A factor as it is shown: everything but its sealed secret (a passkey's credential ID and public key). */
+export type FactorState =
+  | Omit<TotpFactor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
+  | Omit<PasskeyFactor, 'sealed' | 'keyVersion' | 'accountId' | 'userId'>
 
 /** A user of managed factors in a list: their counts, and when their lock ends (null: not locked). */
 export interface FactorUserSummary extends TotpUser {
@@ -182,6 +194,7 @@ export class Factors {
     const created = await this.#store.factors.create(
       {
         id,
+        type: 'totp',
         accountId,
         userId: e.userId,
         applicationId: e.applicationId,
@@ -206,6 +219,7 @@ export class Factors {
         e.userId,
         {
           factorID: id,
+          type: 'totp',
           applicationID: e.applicationId,
           label: e.label,
           profile: e.profile,
@@ -229,11 +243,14 @@ export class Factors {
 
   /** removeFactor deletes one factor (`factor.deleted`). */
   async removeFactor(caller: KeyCaller, userId: string, factorId: string): Promise<{ deleted: true } | FactorRefusal> {
+    // Read first for the event's type: a factor deleted in between is not found below all the same.
+    const factor = await this.#factorOf(caller.accountId, userId, factorId, this.#now())
+    if (isFailure(factor)) return factor
     const removed = await this.#store.factors.remove(
       caller.accountId,
       userId,
       factorId,
-      keyEvent(caller, 'factor.deleted', userId, { factorID: factorId }, factorId),
+      keyEvent(caller, 'factor.deleted', userId, { factorID: factorId, type: factor.type }, factorId),
     )
     return removed ? { deleted: true } : refusal('not_found', 'FACTOR_NOT_FOUND')
   }
@@ -251,7 +268,7 @@ export class Factors {
   /** activate makes a pending factor active with its first code (`factor.activated`): an attempt like any other. */
   async activate(caller: KeyCaller, userId: string, factorId: string, token: string): Promise<{ activatedAt: string } | FactorRefusal> {
     const t = this.#now()
-    const factor = await this.#factorOf(caller.accountId, userId, factorId, t)
+    const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status === 'active') return refusal('conflict', 'FACTOR_ACTIVE')
     let step: number | null = null
@@ -260,14 +277,14 @@ export class Factors {
     } catch (error) {
       return unreadable(caller, factor, error)
     }
-    const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, { factorID: factorId })
+    const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, { factorID: factorId, type: 'totp' })
     if (refused !== ACCEPTED) return refused
     const activated = await this.#store.factors.activate(
       caller.accountId,
       userId,
       factorId,
       iso(t),
-      keyEvent(caller, 'factor.activated', userId, { factorID: factorId }, factorId),
+      keyEvent(caller, 'factor.activated', userId, { factorID: factorId, type: 'totp' }, factorId),
     )
     // Expired (or deleted) between the read and now: gone, as for any pending factor past its time.
     return activated ? { activatedAt: iso(t) } : refusal('not_found', 'FACTOR_NOT_FOUND')
@@ -278,7 +295,7 @@ export class Factors {
     const t = this.#now()
     const factors = await this.#factorsOf(caller.accountId, userId, t)
     if (isFailure(factors)) return factors
-    const active = factors.filter((f) => f.status === 'active')
+    const active = factors.filter((f): f is TotpFactor => f.type === 'totp' && f.status === 'active')
     if (active.length === 0) return refusal('conflict', 'NO_ACTIVE_FACTOR')
     let broken = 0
     const match = matchFactor(this.#keyring, active, token, t, (f, error) => {
@@ -287,7 +304,7 @@ export class Factors {
     })
     // Not one factor that could have matched (its digits) opened: say so rather than count a failure the user did not make.
     if (match === null && broken > 0 && broken === active.filter((f) => f.digits === token.length).length) return refusal('conflict', 'FACTOR_UNREADABLE')
-    const refused = await this.#settle(caller, userId, match?.mark ?? null, t)
+    const refused = await this.#settle(caller, userId, match?.mark ?? null, t, { type: 'totp' })
     return refused ?? { factorId: match!.factor.id }
   }
 
@@ -298,7 +315,7 @@ export class Factors {
    */
   async resync(caller: KeyCaller, userId: string, factorId: string, token: string, nextToken: string): Promise<Resynced | FactorRefusal> {
     const t = this.#now()
-    const factor = await this.#factorOf(caller.accountId, userId, factorId, t)
+    const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status !== 'active') return refusal('conflict', 'FACTOR_PENDING')
     let found: { drift: number; step: number } | null = null
@@ -310,7 +327,7 @@ export class Factors {
       return unreadable(caller, factor, error)
     }
     if (found === null) {
-      const refused = (await this.#settle(caller, userId, null, t, { factorID: factorId, resync: true }))!
+      const refused = (await this.#settle(caller, userId, null, t, { factorID: factorId, type: 'totp', resync: true }))!
       if (refused.problems[0]!.code !== 'OTP_INVALID') return refused
       return refusal('invalid', 'RESYNC_FAILED', { minutes: Math.round((this.#config.factorResyncSteps * factor.period) / 60) })
     }
@@ -323,7 +340,7 @@ export class Factors {
       factorId,
       drift,
       iso(t),
-      keyEvent(caller, 'factor.resynced', userId, { factorID: factorId, driftSteps: drift }, factorId),
+      keyEvent(caller, 'factor.resynced', userId, { factorID: factorId, type: 'totp', driftSteps: drift }, factorId),
     )
     return stored ? { driftSteps: drift, driftSeconds: drift * factor.period } : refusal('not_found', 'FACTOR_NOT_FOUND')
   }
@@ -348,27 +365,54 @@ export class Factors {
     const t = this.#now()
     // A user unknown here is 404 before any count: there is nothing to guess at.
     if ((await this.#store.factors.factors(accountId, userId, iso(t))) === null) return refusal('not_found', 'USER_NOT_FOUND')
-    const key = userLockKey(this.#pepper, accountId, userId)
-    // Counted before it is tried (as the portal's sign-in): parallel guesses get no more than the policy.
+    return this.attempt(caller, userId, { reason: 'recovery code' }, async () => {
+      const code = normalizeCode(given)
+      const left =
+        code === null
+          ? null
+          : await this.#store.factors.useRecoveryCode(
+              accountId,
+              userId,
+              codeHash(this.#pepper, accountId, userId, code),
+              iso(t),
+              keyEvent(caller, 'recovery_code.used', userId, {}),
+            )
+      return left === null ? refusal('invalid', 'RECOVERY_CODE_INVALID') : { recoveryCodesLeft: left }
+    })
+  }
+
+  /**
+   * attempt tries something of the user's under their one lockout (a recovery code, a
+   * passkey's signature), counted before it is tried, as the portal's sign-in: however many
+   * try at once, no more than the policy's failures are tried before the lock. `tried` answers
+   * its value, or the refusal of a failure (recorded with `detail` and counted); an accepted
+   * attempt takes its count back.
+   */
+  async attempt<T>(
+    caller: KeyCaller,
+    userId: string,
+    detail: { readonly reason: string } & Record<string, unknown>,
+    tried: () => Promise<T | FactorRefusal>,
+  ): Promise<T | FactorRefusal> {
+    const t = this.#now()
+    const key = userLockKey(this.#pepper, caller.accountId, userId)
     const verdict = await this.#store.verification.settle(key, null, t, this.#policy)
     if (verdict.kind === 'locked') return lockedRefusal(Math.max(1, Math.ceil((verdict.lockedUntil - t) / 1000)))
-    const code = normalizeCode(given)
-    const left =
-      code === null
-        ? null
-        : await this.#store.factors.useRecoveryCode(
-            accountId,
-            userId,
-            codeHash(this.#pepper, accountId, userId, code),
-            iso(t),
-            keyEvent(caller, 'recovery_code.used', userId, {}),
-          )
-    if (left === null) {
-      await this.#failed(caller, userId, 'recovery code', verdict.kind !== 'accepted' && verdict.locks === true)
-      return refusal('invalid', 'RECOVERY_CODE_INVALID')
+    let result: T | FactorRefusal
+    try {
+      result = await tried()
+    } catch (error) {
+      // Not tried after all (a fault): its count goes back, the fault goes on.
+      await this.#store.verification.forgive(key, this.#policy)
+      throw error
+    }
+    if (isFailure(result)) {
+      const { reason, ...rest } = detail
+      await this.#failed(caller, userId, reason, verdict.kind !== 'accepted' && verdict.locks === true, rest)
+      return result
     }
     await this.#store.verification.forgive(key, this.#policy)
-    return { recoveryCodesLeft: left }
+    return result
   }
 
   /**
@@ -488,6 +532,31 @@ export class Factors {
     return { deleted: true }
   }
 
+  /** settings: an account's factor settings (its passkeys' relying party, its attempt limits); not_found for an unknown account. */
+  async settings(accountId: string): Promise<FactorSettings | Failure> {
+    if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
+    return this.#store.factors.settings(accountId)
+  }
+
+  /**
+   * updateSettings changes an account's factor settings (`factor-settings.update`): a field
+   * left out stays, null clears it. Refused (invalid, naming the field) when the relying party
+   * and origins would be refused by a browser, or a limit is out of bounds.
+   */
+  async updateSettings(ctx: Context, accountId: string, patch: FactorSettingsPatch): Promise<FactorSettings | Failure> {
+    const target: AuditTarget = { type: 'account', id: accountId }
+    if ((await this.#store.access.getAccount(accountId)) === null) {
+      return this.#refuse(ctx, 'factor-settings.update', target, null, fail('not_found', `no account ${accountId}`))
+    }
+    const { updatedAt: _, ...current } = await this.#store.factors.settings(accountId)
+    const next = { ...current, ...patch }
+    const problem = settingsProblem(next)
+    if (problem !== null) return this.#refuse(ctx, 'factor-settings.update', target, accountId, fail('invalid', problem.message, problem.field))
+    const t = this.#iso()
+    await this.#store.factors.setSettings(accountId, next, t, draft(ctx, 'factor-settings.update', target, accountId, { ...patch }))
+    return { ...next, updatedAt: t }
+  }
+
   // Key rotation (the CLI's `encryption` commands)
 
   /** sealVersions counts factors per key version. */
@@ -528,7 +597,7 @@ const iso = (ms: number) => new Date(ms).toISOString()
  * keyEvent is the audit draft of a change or attempt of a user's, made with an API key in its
  * account (and the webhook's data): about the factor when one is named, else about the user.
  */
-function keyEvent(caller: KeyCaller, action: EventType | string, userId: string, detail: Record<string, unknown>, factorId?: string): AuditDraft {
+export function keyEvent(caller: KeyCaller, action: EventType | string, userId: string, detail: Record<string, unknown>, factorId?: string): AuditDraft {
   return {
     actor: `api-key:${caller.keyId}`,
     action,
@@ -540,22 +609,33 @@ function keyEvent(caller: KeyCaller, action: EventType | string, userId: string,
   }
 }
 
-function refusal(failure: FailureKind, code: ErrorCode, params?: Params): FactorRefusal {
+export function refusal(failure: FailureKind, code: ErrorCode, params?: Params): FactorRefusal {
   return { failure, message: render(code, params), problems: [params === undefined ? { code } : { code, params }] }
 }
 
 const lockedRefusal = (seconds: number): FactorRefusal => refusal('conflict', 'OTP_LOCKED', { seconds })
 
 /** unreadable reports a factor whose secret does not open (SealError; anything else is a fault and thrown on). */
-function unreadable(caller: KeyCaller, factor: Factor, error: unknown): FactorRefusal {
+export function unreadable(caller: KeyCaller, factor: Factor, error: unknown): FactorRefusal {
   if (!(error instanceof SealError)) throw error
   caller.unreadable(factor.id, error.message)
   return refusal('conflict', 'FACTOR_UNREADABLE')
 }
 
+/** totpOnly: a factor the TOTP calls (activate, resync) take, or the refusal of a passkey. */
+function totpOnly(f: Factor | FactorRefusal): TotpFactor | FactorRefusal {
+  if (isFailure(f) || f.type === 'totp') return f
+  return refusal('conflict', 'FACTOR_NOT_TOTP', { factorID: f.id })
+}
+
 function factorState(f: Factor): FactorState {
+  if (f.type === 'passkey') {
+    const { sealed: _s, keyVersion: _k, accountId: _a, userId: _u, ...shown } = f
+    return shown
+  }
   return {
     id: f.id,
+    type: 'totp',
     status: f.status,
     label: f.label,
     applicationId: f.applicationId,

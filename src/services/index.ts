@@ -18,6 +18,7 @@ import type { Store } from '../storage/ports.ts'
 import { Accounts } from './accounts.ts'
 import { Encryption } from './encryption.ts'
 import { Factors } from './factors.ts'
+import { Passkeys } from './passkeys.ts'
 import { Totp } from './totp.ts'
 import { Users } from './users.ts'
 import type { Passwords } from './users/passwords.ts'
@@ -57,6 +58,8 @@ export interface CoreServices {
   readonly webhooks: Webhooks
   /** Managed TOTP factors: their users, recovery codes, lockouts and events. */
   readonly factors: Factors
+  /** Passkeys: WebAuthn credentials as factors of the same users, under the same lockout. */
+  readonly passkeys: Passkeys
   /** The Renda-compatible TOTP routes' onboarding records and verifications. */
   readonly totp: Totp
   /** The keyring's versions and the re-sealing of what it seals. */
@@ -77,6 +80,7 @@ class ServiceSet implements CoreServices {
   #keyring: Keyring | undefined
   #webhooks: Webhooks | undefined
   #factors: Factors | undefined
+  #passkeys: Passkeys | undefined
   #encryption: Encryption | undefined
   #jobs: Jobs | undefined
 
@@ -112,6 +116,12 @@ class ServiceSet implements CoreServices {
     const { store, config, pepper, now, metrics } = this.#parts
     this.#factors ??= new Factors({ store, config, pepper, keyring: this.#ring(), now, ...(metrics === undefined ? {} : { metrics }) })
     return this.#factors
+  }
+
+  get passkeys(): Passkeys {
+    const { store, config, pepper, now } = this.#parts
+    this.#passkeys ??= new Passkeys({ store, config, pepper, keyring: this.#ring(), factors: this.factors, now })
+    return this.#passkeys
   }
 
   get jobs(): Jobs {

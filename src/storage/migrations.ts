@@ -832,4 +832,64 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE conversion_job_pieces ALTER COLUMN data SET STORAGE EXTERNAL;
     `,
   },
+  {
+    version: 12,
+    name: "passkeys beside TOTP factors, their single-use challenges, and each account's factor settings",
+    // A factor's type; a passkey's signature counter (sign_count) and what it told of itself at registration (passkey_meta, JSON:
+    // device type, backed up, transports; nothing that identifies the user). Its credential ID and public key are in sealed.
+    // A challenge is kept as a keyed digest only, until used once or expired. factor_settings: an account's relying party
+    // (rp_id, rp_name, origins as a JSON array) and its per-user attempt limits; a null column takes the server's default.
+    sqlite: `
+      ALTER TABLE totp_factors ADD COLUMN type TEXT NOT NULL DEFAULT 'totp' CHECK (type IN ('totp', 'passkey'));
+      ALTER TABLE totp_factors ADD COLUMN sign_count INTEGER;
+      ALTER TABLE totp_factors ADD COLUMN passkey_meta TEXT;
+      CREATE TABLE passkey_challenges (
+        digest TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        purpose TEXT NOT NULL CHECK (purpose IN ('registration', 'authentication')),
+        user_verification TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE INDEX passkey_challenges_user ON passkey_challenges (account_id, user_id, created_at);
+      CREATE INDEX passkey_challenges_expiry ON passkey_challenges (expires_at);
+      CREATE TABLE factor_settings (
+        account_id TEXT PRIMARY KEY REFERENCES accounts(id),
+        rp_id TEXT,
+        rp_name TEXT,
+        origins TEXT NOT NULL DEFAULT '[]',
+        user_limit INTEGER,
+        key_limit INTEGER,
+        limit_window_seconds INTEGER,
+        updated_at TEXT NOT NULL
+      );
+    `,
+    postgres: `
+      ALTER TABLE totp_factors ADD COLUMN type text NOT NULL DEFAULT 'totp' CHECK (type IN ('totp', 'passkey'));
+      ALTER TABLE totp_factors ADD COLUMN sign_count bigint;
+      ALTER TABLE totp_factors ADD COLUMN passkey_meta jsonb;
+      CREATE TABLE passkey_challenges (
+        digest text PRIMARY KEY,
+        account_id text NOT NULL,
+        user_id text NOT NULL,
+        purpose text NOT NULL CHECK (purpose IN ('registration', 'authentication')),
+        user_verification text NOT NULL,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE INDEX passkey_challenges_user ON passkey_challenges (account_id, user_id, created_at);
+      CREATE INDEX passkey_challenges_expiry ON passkey_challenges (expires_at);
+      CREATE TABLE factor_settings (
+        account_id text PRIMARY KEY REFERENCES accounts(id),
+        rp_id text,
+        rp_name text,
+        origins jsonb NOT NULL DEFAULT '[]',
+        user_limit integer,
+        key_limit integer,
+        limit_window_seconds integer,
+        updated_at timestamptz NOT NULL
+      );
+    `,
+  },
 ]

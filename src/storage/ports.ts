@@ -33,7 +33,7 @@ import type {
 } from '../domain/portal.ts'
 import type { Group, Region } from '../domain/regions.ts'
 import type { Page } from '../domain/lists.ts'
-import type { Factor, OnboardingRecord, TotpUser } from '../domain/factors.ts'
+import type { Factor, FactorSettings, OnboardingRecord, PasskeyChallenge, TotpUser } from '../domain/factors.ts'
 import type { LockPolicy, Verdict } from '../domain/lockout.ts'
 import type { LimitDecision, RefusalLine, RefusalRow, UsageBy, UsageLine, UsageRow } from '../domain/usage.ts'
 import type { NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
@@ -371,8 +371,21 @@ export interface FactorStore {
   reseal(id: string, from: string, to: string, version: number): Promise<boolean>
   /** sealVersions counts factors per key version. */
   sealVersions(): Promise<Map<number, number>>
-  /** prune deletes pending factors expired at `nowIso`; returns how many. */
+  /** prune deletes pending factors and passkey challenges expired at `nowIso`; returns how many factors. */
   prune(nowIso: string): Promise<number>
+  /**
+   * useCredential moves a live passkey's signature counter from `from` to `to`, compare-and-set:
+   * of two uses that read the same count, one wins. False when the count is no longer `from`.
+   */
+  useCredential(accountId: string, userId: string, factorId: string, from: number, to: number): Promise<boolean>
+  /** addChallenge keeps a ceremony's challenge (by its digest); the user's expired ones go, and their oldest beyond `maxPerUser`. */
+  addChallenge(challenge: PasskeyChallenge, maxPerUser: number, nowIso: string): Promise<void>
+  /** takeChallenge uses a challenge once, however many answer it at once: it (deleted) when it was there and unexpired at `nowIso`, else null. */
+  takeChallenge(digest: string, nowIso: string): Promise<PasskeyChallenge | null>
+  /** settings: an account's factor settings (NO_FACTOR_SETTINGS when it set none). */
+  settings(accountId: string): Promise<FactorSettings>
+  /** setSettings replaces an account's factor settings, with its event. */
+  setSettings(accountId: string, settings: Omit<FactorSettings, 'updatedAt'>, nowIso: string, audit: AuditDraft): Promise<void>
 }
 
 /**

@@ -6,7 +6,17 @@
 import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, Plan, Subscription, Algorithm } from '../domain/accounts.ts'
 import type { Page } from '../domain/lists.ts'
 import type { EmailToken, Member, Membership, Role, Session, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
-import type { OnboardingRecord, Factor, FactorStatus, TotpUser } from '../domain/factors.ts'
+import {
+  NO_FACTOR_SETTINGS,
+  type ChallengePurpose,
+  type Factor,
+  type FactorSettings,
+  type FactorStatus,
+  type OnboardingRecord,
+  type PasskeyChallenge,
+  type PasskeyMeta,
+  type TotpUser,
+} from '../domain/factors.ts'
 import { CursorError } from '../domain/errors.ts'
 import { MAX_USER_CURSOR } from '../domain/user-ids.ts'
 import type { KeyScope, SubscriptionStatus } from '../domain/accounts.ts'
@@ -298,44 +308,91 @@ export function usageSpans(fromDay: string, toDay: string): { days: [string, str
   return { days, minus, months: [day(first).slice(0, 7), day(last).slice(0, 7)] }
 }
 
-export const toFactor = (r: Row): Factor => ({
-  id: String(r.id),
+export function toFactor(r: Row): Factor {
+  const base = {
+    id: String(r.id),
+    accountId: String(r.account_id),
+    userId: String(r.user_id),
+    applicationId: String(r.application_id),
+    label: textOrNull(r.label),
+    status: r.status as FactorStatus,
+    sealed: String(r.sealed),
+    keyVersion: Number(r.key_version),
+    createdAt: iso(r.created_at),
+    expiresAt: isoOrNull(r.expires_at),
+    activatedAt: isoOrNull(r.activated_at),
+  }
+  if (r.type === 'passkey') {
+    const meta = (typeof r.passkey_meta === 'string' ? JSON.parse(r.passkey_meta) : r.passkey_meta) as Omit<PasskeyMeta, 'algorithm'>
+    return { ...base, type: 'passkey', signCount: Number(r.sign_count), meta: { ...meta, algorithm: String(r.algorithm) } }
+  }
+  return {
+    ...base,
+    type: 'totp',
+    profile: String(r.profile),
+    algorithm: r.algorithm as Algorithm,
+    digits: Number(r.digits),
+    period: Number(r.period),
+    drift: Number(r.drift),
+  }
+}
+
+/** The profile column of a passkey (TOTP's columns hold nothing of it: digits, period and drift 0). */
+const PASSKEY_PROFILE = 'passkey'
+
+/** factorValues: a factor's columns in the order both adapters insert them (id … activated_at, type, sign_count, passkey_meta). */
+export function factorValues(f: Factor): (string | number | null)[] {
+  const totp = f.type === 'totp'
+  const { deviceType, backedUp, transports } = totp ? { deviceType: '', backedUp: false, transports: [] } : f.meta
+  return [
+    f.id,
+    f.accountId,
+    f.userId,
+    f.applicationId,
+    f.label,
+    totp ? f.profile : PASSKEY_PROFILE,
+    f.status,
+    totp ? f.algorithm : f.meta.algorithm,
+    totp ? f.digits : 0,
+    totp ? f.period : 0,
+    totp ? f.drift : 0,
+    f.sealed,
+    f.keyVersion,
+    f.createdAt,
+    f.expiresAt,
+    f.activatedAt,
+    f.type,
+    totp ? null : f.signCount,
+    totp ? null : JSON.stringify({ deviceType, backedUp, transports }),
+  ]
+}
+
+/** FACTOR_COLUMNS: the columns factorValues fills, in its order. */
+export const FACTOR_COLUMNS =
+  'id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period, drift, sealed, key_version, created_at, expires_at, activated_at, type, sign_count, passkey_meta'
+
+export const toFactorSettings = (r: Row | undefined): FactorSettings =>
+  r === undefined
+    ? NO_FACTOR_SETTINGS
+    : {
+        rpId: textOrNull(r.rp_id),
+        rpName: textOrNull(r.rp_name),
+        origins: (typeof r.origins === 'string' ? JSON.parse(r.origins) : r.origins) as string[],
+        userLimit: r.user_limit === null ? null : Number(r.user_limit),
+        keyLimit: r.key_limit === null ? null : Number(r.key_limit),
+        limitWindowSeconds: r.limit_window_seconds === null ? null : Number(r.limit_window_seconds),
+        updatedAt: iso(r.updated_at),
+      }
+
+export const toChallenge = (r: Row): PasskeyChallenge => ({
+  digest: String(r.digest),
   accountId: String(r.account_id),
   userId: String(r.user_id),
-  applicationId: String(r.application_id),
-  label: textOrNull(r.label),
-  profile: String(r.profile),
-  status: r.status as FactorStatus,
-  algorithm: r.algorithm as Algorithm,
-  digits: Number(r.digits),
-  period: Number(r.period),
-  drift: Number(r.drift),
-  sealed: String(r.sealed),
-  keyVersion: Number(r.key_version),
+  purpose: r.purpose as ChallengePurpose,
+  userVerification: String(r.user_verification),
   createdAt: iso(r.created_at),
-  expiresAt: isoOrNull(r.expires_at),
-  activatedAt: isoOrNull(r.activated_at),
+  expiresAt: iso(r.expires_at),
 })
-
-/** factorValues: a factor's columns in the order both adapters insert them (id … activated_at). */
-export const factorValues = (f: Factor): (string | number | null)[] => [
-  f.id,
-  f.accountId,
-  f.userId,
-  f.applicationId,
-  f.label,
-  f.profile,
-  f.status,
-  f.algorithm,
-  f.digits,
-  f.period,
-  f.drift,
-  f.sealed,
-  f.keyVersion,
-  f.createdAt,
-  f.expiresAt,
-  f.activatedAt,
-]
 
 export const toTotpUser = (r: Row): TotpUser => ({
   accountId: String(r.account_id),

@@ -11,6 +11,7 @@ import type { Algorithm } from '../domain/accounts.ts'
 import type { OnboardingRecord } from '../domain/factors.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
 import type { Factors } from '../services/factors.ts'
+import type { Passkeys } from '../services/passkeys.ts'
 import type { Totp } from '../services/totp.ts'
 import { currentCode, matchStep, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
@@ -28,6 +29,7 @@ export interface TotpOptions {
   readonly totp: Totp
   /** The managed factors (/totp/users/…). */
   readonly factors: Factors
+  readonly passkeys: Passkeys
   readonly now: () => number
   readonly metrics: Pick<Metrics, 'verified' | 'lockoutStarted'>
 }
@@ -238,5 +240,5 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.post('/totp/getOTP', { schema: getOtpSchema, config: { fields: getOtpFields(secretLimits) } }, handlers.getOtp)
   app.post('/totp/verifyOTP', { schema: verifySchema, config: { fields: verifyFields(secretLimits) } }, handlers.verifyOtp)
 
-  factorRoutes(app, { factors: opts.factors, draw: (text) => handlers.draw(text, 'M', 'png') })
+  factorRoutes(app, { factors: opts.factors, passkeys: opts.passkeys, draw: (text) => handlers.draw(text, 'M', 'png') })
 }

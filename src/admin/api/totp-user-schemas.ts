@@ -5,8 +5,7 @@
  * under the public API's field names (GET /totp/users/{userID}/factors), so that both read alike.
  */
 import { Type } from 'typebox'
-import { ALGORITHMS } from '../../totp/otp.ts'
-import { FACTOR_EXAMPLE } from '../../totp/factors/schemas.ts'
+import { FACTOR_EXAMPLE, factorView } from '../../totp/factors/schemas.ts'
 import { MAX_USER_CURSOR, MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
 
@@ -40,23 +39,8 @@ const totpUser = Type.Object(
   },
 )
 
-const factor = Type.Object(
-  {
-    factorID: Type.String(),
-    status: Type.String({ enum: ['pending', 'active'] }),
-    label: nullable(Type.String(), 'The name given at creation ("Work phone").'),
-    applicationID: Type.String({ description: 'The issuer shown in the authenticator app.' }),
-    profile: Type.String({ description: 'The compatibility profile it was created under.' }),
-    algorithm: Type.String({ enum: [...ALGORITHMS] }),
-    tokenLength: Type.Integer({ description: 'Digits in a code.' }),
-    tokenValidity: Type.Integer({ description: 'Time step in seconds.' }),
-    driftSteps: Type.Integer({ description: "The device's clock drift in time steps, as the last resync found it." }),
-    createdAt: time(),
-    activatedAt: nullable(time(), 'null: pending.'),
-    expiresAt: nullable(time(), 'When a pending factor is gone; null once active.'),
-  },
-  { examples: [FACTOR_EXAMPLE] },
-)
+/** A factor as the public API lists it (the same fields, the same names). */
+const factor = Type.Object(factorView.properties, { examples: [FACTOR_EXAMPLE] })
 
 const userState = Type.Object(
   {
@@ -132,4 +116,68 @@ export const deleteTotpUserSchema = {
     },
     ...errors(['NOT_FOUND'], { write: true }),
   },
+}
+
+const settingsView = Type.Object(
+  {
+    accountId: Type.String(),
+    rpId: nullable(Type.String(), "The relying party's ID passkeys are registered for: the site's host name (example.com). null: passkeys off."),
+    rpName: nullable(Type.String(), 'The name authenticators show for it (default: rpId).'),
+    origins: Type.Array(Type.String(), { description: 'The origins (https://app.example.com) the browser may answer from: on rpId or a subdomain of it.' }),
+    userLimit: nullable(
+      Type.Integer(),
+      "Attempts (verify, activate, resync, recover, passkey sign-in) per user in the window; null: the server's FACTOR_USER_LIMIT.",
+    ),
+    keyLimit: nullable(
+      Type.Integer(),
+      "Attempts per caller-supplied rate key (the end user's IP, say) in the window, across the account's users; null: the server's FACTOR_KEY_LIMIT.",
+    ),
+    limitWindowSeconds: nullable(Type.Integer(), "The limits' window in seconds; null: the server's FACTOR_LIMIT_WINDOW_SECONDS."),
+    updatedAt: nullable(time(), 'null: never set.'),
+  },
+  {
+    examples: [
+      {
+        accountId: 'acc_01JD3Q5Z8X',
+        rpId: 'acme.example',
+        rpName: 'Acme',
+        origins: ['https://acme.example', 'https://app.acme.example'],
+        userLimit: 10,
+        keyLimit: null,
+        limitWindowSeconds: 60,
+        updatedAt: '2026-11-28T09:00:00.000Z',
+      },
+    ],
+  },
+)
+
+export const getFactorSettingsSchema = {
+  operationId: 'getFactorSettings',
+  summary: "An account's factor settings: its passkeys' relying party and its attempt limits",
+  tags: ['totp-users'],
+  params: Type.Object({ id: params.properties.id }),
+  response: { 200: { ...settingsView, description: 'The settings.' }, ...errors(['NOT_FOUND']) },
+}
+
+const limit = (description: string, max: number) => Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: max }), description))
+
+export const updateFactorSettingsSchema = {
+  operationId: 'updateFactorSettings',
+  summary: "Change an account's factor settings",
+  description:
+    "A field left out stays; null clears it (a limit then takes the server's default). The origins must be https (http only for localhost) on rpId or a subdomain of it: a browser refuses any other. Recorded as `factor-settings.update`.",
+  tags: ['totp-users'],
+  params: Type.Object({ id: params.properties.id }),
+  body: Type.Object(
+    {
+      rpId: Type.Optional(nullable(Type.String({ minLength: 1, maxLength: 253 }), 'The host name passkeys are registered for.')),
+      rpName: Type.Optional(nullable(Type.String({ minLength: 1, maxLength: 64 }), 'The name authenticators show.')),
+      origins: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 16, description: 'The allowed origins, all of them.' })),
+      userLimit: limit('Attempts per user in the window.', 10_000),
+      keyLimit: limit('Attempts per caller-supplied rate key in the window.', 1_000_000),
+      limitWindowSeconds: limit('The window, in seconds.', 86_400),
+    },
+    { ...strict, examples: [{ rpId: 'acme.example', rpName: 'Acme', origins: ['https://acme.example'], userLimit: 10, limitWindowSeconds: 60 }] },
+  ),
+  response: { 200: { ...settingsView, description: 'The settings now.' }, ...errors(['NOT_FOUND'], { write: true, body: true }) },
 }

@@ -9,9 +9,18 @@ import type { Factors, FactorUserSummary } from '../../services/factors.ts'
 import { factorView } from '../../totp/factors/view.ts'
 import { context, ok } from './routes.ts'
 import { DEFAULT_LIMIT } from './schemas.ts'
-import { clearTotpUserLockoutSchema, deleteTotpUserSchema, getTotpUserSchema, listTotpUsersSchema } from './totp-user-schemas.ts'
+import type { FactorSettings, FactorSettingsPatch } from '../../domain/factors.ts'
+import {
+  clearTotpUserLockoutSchema,
+  deleteTotpUserSchema,
+  getFactorSettingsSchema,
+  getTotpUserSchema,
+  listTotpUsersSchema,
+  updateFactorSettingsSchema,
+} from './totp-user-schemas.ts'
 
 const BASE = '/admin/v1/accounts/:id/totp-users'
+const SETTINGS = '/admin/v1/accounts/:id/factor-settings'
 
 type UserParams = { id: string; userID: string }
 
@@ -58,4 +67,16 @@ export default async function totpUserRoutes(app: FastifyInstance, opts: { facto
     ok(await factors.deleteUser(context(request), id, userID))
     return { deleted: true, userID }
   })
+
+  app.get(SETTINGS, { schema: getFactorSettingsSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return settingsView(id, ok(await factors.settings(id)))
+  })
+
+  app.patch(SETTINGS, { schema: updateFactorSettingsSchema }, async (request) => {
+    const { id } = request.params as { id: string }
+    return settingsView(id, ok(await factors.updateSettings(context(request), id, request.body as FactorSettingsPatch)))
+  })
 }
+
+const settingsView = (accountId: string, s: FactorSettings) => ({ accountId, ...s })

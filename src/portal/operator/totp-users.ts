@@ -43,7 +43,11 @@ function factorTable(user: FactorUserState): Html {
       (
         f,
       ) => html`<tr><td><code>${f.id}</code></td><td><span class="badge ${f.status === 'active' ? 'ok' : 'warn'}">${f.status}</span></td><td>${f.label ?? ''}</td>
-<td>${f.applicationId}</td><td>${f.profile}</td><td>${f.algorithm}, ${f.digits} digits, ${f.period} s</td><td>${f.drift}</td><td>${when(f.createdAt)}</td>
+<td>${f.applicationId}</td>${
+        f.type === 'totp'
+          ? html`<td>${f.profile}</td><td>${f.algorithm}, ${f.digits} digits, ${f.period} s</td><td>${f.drift}</td>`
+          : html`<td>passkey</td><td>${f.meta.algorithm}${f.meta.backedUp ? ', synced' : ''}</td><td></td>`
+      }<td>${when(f.createdAt)}</td>
 <td>${f.activatedAt === null ? html`expires ${when(f.expiresAt)}` : when(f.activatedAt)}</td></tr>`,
     )}</tbody>
 </table>`,

@@ -11,10 +11,12 @@
  */
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { FactorStore } from '../ports.ts'
-import { factorValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import { FACTOR_COLUMNS, factorValues, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
 import { auditInsert, type Part, type Query } from './part.ts'
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
+const FACTOR_COUNT = FACTOR_COLUMNS.split(',').length
+const FACTOR_VALUES = Array.from({ length: FACTOR_COUNT }, (_, i) => `$${i + 1}`).join(', ')
 
 /** lockUser locks the user's row for the transaction; false when there is no such user. */
 const lockUser = async (q: Query, accountId: string, userId: string) =>
@@ -24,7 +26,7 @@ const lockUser = async (q: Query, accountId: string, userId: string) =>
 const oneRow = (query: Query) => async (name: string, text: string, values: unknown[]) => (await query(name, text, values)).rows.length > 0
 
 export function factorStore(p: Part): FactorStore {
-  return { ...factorOps(p), ...factorChangeOps(p), ...userOps(p), ...sealOps(p) }
+  return { ...factorOps(p), ...factorChangeOps(p), ...userOps(p), ...sealOps(p), ...passkeyOps(p) }
 }
 
 /** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock. */
@@ -49,10 +51,8 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
         await q(
           'factor-insert',
           `
-          WITH f AS (INSERT INTO totp_factors (id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period,
-            drift, sealed, key_version, created_at, expires_at, activated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id)
-          ${auditInsert(17, 'f')}`,
+          WITH f AS (INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_VALUES}) RETURNING id)
+          ${auditInsert(FACTOR_COUNT + 1, 'f')}`,
           [...factorValues(f), ...audited(audit)],
         )
         return 'created' as const
@@ -71,6 +71,7 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
       return rows.filter((r) => r.id !== null).map(toFactor)
     },
     async prune(nowIso) {
+      await query('challenge-prune', 'DELETE FROM passkey_challenges WHERE expires_at <= $1', [nowIso])
       const r = await query('factor-prune', "DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= $1", [nowIso])
       return r.rowCount ?? 0
     },
@@ -202,6 +203,53 @@ function sealOps({ query }: Part): Pick<FactorStore, 'staleSeals' | 'reseal' | '
     async sealVersions() {
       const { rows } = await query('factor-versions', 'SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version', [])
       return new Map(rows.map((r) => [Number(r.key_version), Number(r.n)]))
+    },
+  }
+}
+
+/** passkeyOps: a passkey's counter moved once per count, its ceremonies' challenges used once, and the account's settings. */
+function passkeyOps({ query, audited }: Part): Pick<FactorStore, 'useCredential' | 'addChallenge' | 'takeChallenge' | 'settings' | 'setSettings'> {
+  return {
+    async useCredential(accountId, userId, factorId, from, to) {
+      const r = await query(
+        'passkey-count',
+        `UPDATE totp_factors SET sign_count = $5 WHERE id = $1 AND account_id = $2 AND user_id = $3 AND type = 'passkey' AND sign_count = $4`,
+        [factorId, accountId, userId, from, to],
+      )
+      return (r.rowCount ?? 0) > 0
+    },
+    async addChallenge(c, maxPerUser, nowIso) {
+      // One statement: the user's expired and oldest challenges go as the new one comes (a flood of ceremonies keeps `maxPerUser`).
+      await query(
+        'challenge-add',
+        `WITH gone AS (DELETE FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
+          AND (expires_at <= $8 OR digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
+            ORDER BY created_at DESC, digest COLLATE "C" OFFSET $9)))
+        INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt, nowIso, maxPerUser - 1],
+      )
+    },
+    async takeChallenge(digest, nowIso) {
+      const { rows } = await query('challenge-take', 'DELETE FROM passkey_challenges WHERE digest = $1 RETURNING *', [digest])
+      if (rows.length === 0) return null
+      const challenge = toChallenge(rows[0]!)
+      return challenge.expiresAt > nowIso ? challenge : null
+    },
+    async settings(accountId) {
+      const { rows } = await query('factor-settings', 'SELECT * FROM factor_settings WHERE account_id = $1', [accountId])
+      return toFactorSettings(rows[0])
+    },
+    async setSettings(accountId, s, nowIso, audit) {
+      await query(
+        'factor-settings-set',
+        `WITH s AS (INSERT INTO factor_settings (account_id, rp_id, rp_name, origins, user_limit, key_limit, limit_window_seconds, updated_at)
+          VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8) ON CONFLICT (account_id) DO UPDATE SET rp_id = excluded.rp_id, rp_name = excluded.rp_name,
+          origins = excluded.origins, user_limit = excluded.user_limit, key_limit = excluded.key_limit,
+          limit_window_seconds = excluded.limit_window_seconds, updated_at = excluded.updated_at RETURNING 1)
+        ${auditInsert(9, 's')}`,
+        [accountId, s.rpId, s.rpName, JSON.stringify(s.origins), s.userLimit, s.keyLimit, s.limitWindowSeconds, nowIso, ...audited(audit)],
+      )
     },
   }
 }

@@ -12,7 +12,7 @@
 import type { DatabaseSync } from 'node:sqlite'
 import type { FactorStore } from '../ports.ts'
 import type { TotpUser } from '../../domain/factors.ts'
-import { factorValues, readUserCursor, toFactor, toTotpUser, userCursor } from '../rows.ts'
+import { FACTOR_COLUMNS, factorValues, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -25,8 +25,11 @@ function factorStatements(db: DatabaseSync) {
     insertUser: db.prepare('INSERT INTO totp_users (account_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
     count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
-    insert: db.prepare(`INSERT INTO totp_factors (id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period,
-      drift, sealed, key_version, created_at, expires_at, activated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insert: db.prepare(
+      `INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_COLUMNS.split(',')
+        .map(() => '?')
+        .join(', ')})`,
+    ),
     factors: db.prepare(`SELECT * FROM totp_factors WHERE account_id = $accountId AND user_id = $userId AND ${live} ORDER BY created_at, id`),
     activate: db.prepare(`UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = ?
       WHERE id = ? AND account_id = ? AND user_id = ? AND status = 'pending' AND expires_at > ?`),
@@ -47,6 +50,20 @@ function factorStatements(db: DatabaseSync) {
     reseal: db.prepare('UPDATE totp_factors SET sealed = ?, key_version = ? WHERE id = ? AND sealed = ?'),
     versions: db.prepare('SELECT key_version, count(*) AS n FROM totp_factors GROUP BY key_version'),
     prune: db.prepare("DELETE FROM totp_factors WHERE status = 'pending' AND expires_at <= ?"),
+    pruneChallenges: db.prepare('DELETE FROM passkey_challenges WHERE expires_at <= ?'),
+    useCredential: db.prepare(`UPDATE totp_factors SET sign_count = $to
+      WHERE id = $id AND account_id = $accountId AND user_id = $userId AND type = 'passkey' AND sign_count = $from`),
+    dropUserChallenges: db.prepare(`DELETE FROM passkey_challenges WHERE account_id = $accountId AND user_id = $userId
+      AND (expires_at <= $now OR digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $accountId AND user_id = $userId
+        ORDER BY created_at DESC, digest LIMIT -1 OFFSET $keep))`),
+    insertChallenge: db.prepare(`INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?)`),
+    takeChallenge: db.prepare('DELETE FROM passkey_challenges WHERE digest = ? RETURNING *'),
+    settings: db.prepare('SELECT * FROM factor_settings WHERE account_id = ?'),
+    setSettings: db.prepare(`INSERT INTO factor_settings (account_id, rp_id, rp_name, origins, user_limit, key_limit, limit_window_seconds, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (account_id) DO UPDATE SET rp_id = excluded.rp_id, rp_name = excluded.rp_name,
+      origins = excluded.origins, user_limit = excluded.user_limit, key_limit = excluded.key_limit,
+      limit_window_seconds = excluded.limit_window_seconds, updated_at = excluded.updated_at`),
   }
 }
 
@@ -58,7 +75,7 @@ const existsIn = ({ q }: Factors, accountId: string, userId: string) => q.user.g
 
 export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): FactorStore {
   const f = part(db, batch, stamps, factorStatements(db))
-  return { ...factorOps(f), ...factorChangeOps(f), ...userOps(f), ...sealOps(f) }
+  return { ...factorOps(f), ...factorChangeOps(f), ...userOps(f), ...sealOps(f), ...passkeyOps(f) }
 }
 
 /** factorOps: a user's factors; one is created within the user's limit, in one step with the count. */
@@ -82,7 +99,10 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'
       return rows.map(toFactor)
     },
     async prune(nowIso) {
-      const r = await batch.run(() => q.prune.run(nowIso))
+      const r = await batch.run(() => {
+        q.pruneChallenges.run(nowIso)
+        return q.prune.run(nowIso)
+      })
       return Number(r.changes)
     },
   }
@@ -173,6 +193,37 @@ function sealOps({ q, batch }: Factors): Pick<FactorStore, 'staleSeals' | 'resea
     },
     async sealVersions() {
       return new Map(q.versions.all().map((r) => [Number(r.key_version), Number(r.n)]))
+    },
+  }
+}
+
+/** passkeyOps: a passkey's counter moved once per count, its ceremonies' challenges used once, and the account's settings. */
+function passkeyOps({ q, batch, audit }: Factors): Pick<FactorStore, 'useCredential' | 'addChallenge' | 'takeChallenge' | 'settings' | 'setSettings'> {
+  return {
+    async useCredential(accountId, userId, factorId, from, to) {
+      const r = await batch.run(() => q.useCredential.run({ to, id: factorId, accountId, userId, from }))
+      return Number(r.changes) > 0
+    },
+    async addChallenge(c, maxPerUser, nowIso) {
+      await batch.atomic(() => {
+        q.dropUserChallenges.run({ accountId: c.accountId, userId: c.userId, now: nowIso, keep: maxPerUser - 1 })
+        q.insertChallenge.run(c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt)
+      })
+    },
+    async takeChallenge(digest, nowIso) {
+      const row = await batch.run(() => q.takeChallenge.get(digest))
+      if (row === undefined) return null
+      const challenge = toChallenge(row)
+      return challenge.expiresAt > nowIso ? challenge : null
+    },
+    async settings(accountId) {
+      return toFactorSettings(q.settings.get(accountId))
+    },
+    async setSettings(accountId, s, nowIso, event) {
+      await batch.atomic(() => {
+        q.setSettings.run(accountId, s.rpId, s.rpName, JSON.stringify(s.origins), s.userLimit, s.keyLimit, s.limitWindowSeconds, nowIso)
+        audit(event)
+      })
     },
   }
 }

@@ -36,6 +36,9 @@ const prune = db.prepare(`DELETE FROM otp_state WHERE key IN (
 // Pending factors never activated: their sealed secrets go once they expire (reads skip them already).
 const pruneFactors = db.prepare(`DELETE FROM totp_factors WHERE id IN (
   SELECT id FROM totp_factors WHERE status = 'pending' AND expires_at <= ? LIMIT ?)`)
+// Passkey ceremonies never answered: their challenges go once they expire (takeChallenge refuses them already).
+const pruneChallenges = db.prepare(`DELETE FROM passkey_challenges WHERE digest IN (
+  SELECT digest FROM passkey_challenges WHERE expires_at <= ? LIMIT ?)`)
 
 function report(what: string, error: unknown): void {
   port.postMessage({ type: 'error', what, message: (error as Error).message } satisfies FromMaintenance)
@@ -61,6 +64,7 @@ function pruneAll(now: number): void {
     try {
       deleted = Number(prune.run(now - options.retentionMs, now, options.pruneChunk).changes)
       deleted = Math.max(deleted, Number(pruneFactors.run(new Date(now).toISOString(), options.pruneChunk).changes))
+      deleted = Math.max(deleted, Number(pruneChallenges.run(new Date(now).toISOString(), options.pruneChunk).changes))
     } catch (error) {
       report('pruning of verification state', error)
       pruning = false

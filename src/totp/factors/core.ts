@@ -4,7 +4,7 @@
  * creation answer.
  */
 import type { Algorithm } from '../../domain/accounts.ts'
-import type { Factor } from '../../domain/factors.ts'
+import type { TotpFactor as Factor } from '../../domain/factors.ts'
 import { SealError, type Keyring } from '../../crypto/keyring.ts'
 import { keyedDigest, type Pepper } from '../../crypto/keyed.ts'
 import { codeAt, matchStep, stepAt, totpParams, type TotpParams } from '../otp.ts'

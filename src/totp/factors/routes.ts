@@ -13,6 +13,7 @@ import type { Algorithm } from '../../domain/accounts.ts'
 import { ApiError, apiError } from '../../errors/errors.ts'
 import { isFailure } from '../../services/outcome.ts'
 import type { Factors, FactorRefusal, KeyCaller } from '../../services/factors.ts'
+import type { Passkeys } from '../../services/passkeys.ts'
 import { factorView as view } from './view.ts'
 import { PROFILE_NAMES, type ProfileName } from '../profiles.ts'
 import {
@@ -31,9 +32,21 @@ import {
   userFields,
   verifySchema,
 } from './schemas.ts'
+import {
+  authenticateFields,
+  authenticateSchema,
+  authenticationOptionsFields,
+  authenticationOptionsSchema,
+  registerFields,
+  registerSchema,
+  registrationOptionsFields,
+  registrationOptionsSchema,
+} from './passkey-schemas.ts'
+import type { Attachment, AuthenticationResponseJSON, RegistrationResponseJSON, ResidentKey, UserVerification } from './passkey.ts'
 
 export interface FactorOptions {
   readonly factors: Factors
+  readonly passkeys: Passkeys
   /** draw gives the PNG of a QR code (the TOTP group's drawer). */
   readonly draw: (text: string) => Promise<Buffer>
 }
@@ -49,6 +62,7 @@ function caller(request: FastifyRequest): KeyCaller {
     keyId: request.caller!.keyId,
     ip: request.ip,
     unreadable: (factorId, reason) => request.log.error({ factorID: factorId, reason }, 'factor secret does not open'),
+    refused: (what, reason) => request.log.info({ reason }, `${what} refused`),
   }
 }
 
@@ -70,6 +84,7 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
   }
   enrolmentRoutes(app, opts, userParam)
   attemptRoutes(app, factors, userParam)
+  passkeyRoutes(app, opts.passkeys, userParam)
 }
 
 type UserHook = (request: FastifyRequest) => Promise<void>
@@ -177,6 +192,65 @@ function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHo
     async (request) => {
       const { recoveryCodesLeft } = answer(request, await factors.recover(caller(request), request.params.userID, request.body.code))
       return { type: 'Success', valid: true, recoveryCodesLeft }
+    },
+  )
+}
+
+type RegistrationOptionsBody = {
+  userName?: string
+  displayName?: string
+  userVerification?: UserVerification
+  residentKey?: ResidentKey
+  authenticatorAttachment?: Attachment
+}
+
+/** passkeyRoutes: a passkey's registration and a sign-in with one, each options then the browser's answer. */
+function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: UserHook): void {
+  app.post<{ Params: UserParams; Body: RegistrationOptionsBody | undefined }>(
+    '/totp/users/:userID/passkeys/registration/options',
+    { schema: registrationOptionsSchema, config: { fields: registrationOptionsFields }, preValidation: userParam },
+    async (request) => {
+      const body = request.body ?? {}
+      const started = answer(
+        request,
+        await passkeys.registrationOptions(caller(request), request.params.userID, {
+          ...(body.userName === undefined ? {} : { userName: body.userName }),
+          ...(body.displayName === undefined ? {} : { displayName: body.displayName }),
+          userVerification: body.userVerification ?? 'preferred',
+          residentKey: body.residentKey ?? 'preferred',
+          ...(body.authenticatorAttachment === undefined ? {} : { attachment: body.authenticatorAttachment }),
+        }),
+      )
+      return { type: 'Success', options: started.options, expiresAt: started.expiresAt }
+    },
+  )
+
+  app.post<{ Params: UserParams; Body: { credential: RegistrationResponseJSON; label?: string } }>(
+    '/totp/users/:userID/passkeys/registration',
+    { schema: registerSchema, config: { fields: registerFields }, preValidation: userParam },
+    async (request, reply) => {
+      const { credential, label } = request.body
+      const factor = answer(request, await passkeys.register(caller(request), request.params.userID, credential, label ?? null))
+      return reply.code(201).send({ type: 'Success', factor: view(factor) })
+    },
+  )
+
+  app.post<{ Params: UserParams; Body: { userVerification?: UserVerification } | undefined }>(
+    '/totp/users/:userID/passkeys/authentication/options',
+    { schema: authenticationOptionsSchema, config: { fields: authenticationOptionsFields }, preValidation: userParam },
+    async (request) => {
+      const uv = request.body?.userVerification ?? 'preferred'
+      const started = answer(request, await passkeys.authenticationOptions(caller(request), request.params.userID, uv))
+      return { type: 'Success', options: started.options, expiresAt: started.expiresAt }
+    },
+  )
+
+  app.post<{ Params: UserParams; Body: { credential: AuthenticationResponseJSON } }>(
+    '/totp/users/:userID/passkeys/authentication',
+    { schema: authenticateSchema, config: { fields: authenticateFields }, preValidation: userParam },
+    async (request) => {
+      const signed = answer(request, await passkeys.authenticate(caller(request), request.params.userID, request.body.credential))
+      return { type: 'Success', valid: true, factorID: signed.factorId, userVerified: signed.userVerified }
     },
   )
 }

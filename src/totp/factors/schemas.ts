@@ -29,6 +29,7 @@ const withUser = (rules: FieldRules): FieldRules => ({ ...userFields, ...rules }
 /** A factor as the lists show it: the example of the public and the admin references. */
 export const FACTOR_EXAMPLE = {
   factorID: 'fct_5b0c9e2a7d41f386',
+  type: 'totp',
   status: 'active',
   label: 'Work phone',
   applicationID: 'Acme',
@@ -42,16 +43,29 @@ export const FACTOR_EXAMPLE = {
   expiresAt: null,
 }
 
-const factorView = Type.Object({
+/** A factor in a list: a TOTP authenticator's parameters, or a passkey's own fields (never its credential ID or public key). */
+export const factorView = Type.Object({
   factorID: Type.String(),
+  type: Type.String({ enum: ['totp', 'passkey'] }),
   status: Type.String({ enum: ['pending', 'active'] }),
   label: Type.Union([Type.String(), Type.Null()]),
-  applicationID: Type.String(),
-  profile: Type.String(),
-  algorithm: Type.String(),
-  tokenLength: Type.Integer(),
-  tokenValidity: Type.Integer(),
-  driftSteps: Type.Integer({ description: "The device's clock drift in time steps, as the last resync found it." }),
+  applicationID: Type.String({ description: "TOTP: the issuer the app shows. A passkey: the relying party's ID it was registered for." }),
+  profile: Type.Optional(Type.String({ description: 'TOTP only.' })),
+  algorithm: Type.String({ description: 'TOTP: the HMAC hash. A passkey: the COSE algorithm of its key (ES256, EdDSA, RS256).' }),
+  tokenLength: Type.Optional(Type.Integer({ description: 'TOTP only.' })),
+  tokenValidity: Type.Optional(Type.Integer({ description: 'TOTP only.' })),
+  driftSteps: Type.Optional(Type.Integer({ description: "TOTP only: the device's clock drift in time steps, as the last resync found it." })),
+  passkey: Type.Optional(
+    Type.Object(
+      {
+        deviceType: Type.String({ description: '`singleDevice`, or `multiDevice` (synced by a password manager or platform account).' }),
+        backedUp: Type.Boolean(),
+        transports: Type.Array(Type.String()),
+        signCount: Type.Integer({ description: "The authenticator's signature counter as last seen (0: it keeps none)." }),
+      },
+      { description: 'Passkeys only.' },
+    ),
+  ),
   createdAt: Type.String({ format: 'date-time' }),
   activatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When a pending factor is gone; null once active.' }),
@@ -239,6 +253,7 @@ export const activateSchema = {
       'TOKEN_REQUIRED',
       'TOKEN_INVALID',
       'FACTOR_NOT_FOUND',
+      'FACTOR_NOT_TOTP',
       'FACTOR_ACTIVE',
       'OTP_INVALID',
       'OTP_REUSED',
@@ -313,6 +328,7 @@ export const resyncSchema = {
       'NEXT_TOKEN_REQUIRED',
       'NEXT_TOKEN_INVALID',
       'FACTOR_NOT_FOUND',
+      'FACTOR_NOT_TOTP',
       'FACTOR_PENDING',
       'RESYNC_FAILED',
       'OTP_REUSED',

@@ -707,6 +707,8 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
       'deleteTotpUser',
       'getTotpUser',
       'listTotpUsers',
+      'getFactorSettings',
+      'updateFactorSettings',
       'cancelJob',
       'listJobs',
     ].sort(),

@@ -88,6 +88,7 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(state.factors, [
       {
         factorID: f.factorID,
+        type: 'totp',
         status: 'active',
         label: null,
         applicationID: 'Acme',

@@ -139,6 +139,7 @@ for (const [name, env, skip] of stores) {
         await app.store.factors.create(
           {
             id,
+            type: 'totp',
             accountId: app.accountId,
             userId,
             applicationId: 'Acme',

@@ -46,6 +46,11 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /totp/users/{userID}/recovery-codes': 'createRecoveryCodes',
   'POST /totp/users/{userID}/recover': 'recoverUser',
   'DELETE /totp/users/{userID}': 'deleteUser',
+  // Passkeys beside them.
+  'POST /totp/users/{userID}/passkeys/registration/options': 'passkeyRegistrationOptions',
+  'POST /totp/users/{userID}/passkeys/registration': 'registerPasskey',
+  'POST /totp/users/{userID}/passkeys/authentication/options': 'passkeyAuthenticationOptions',
+  'POST /totp/users/{userID}/passkeys/authentication': 'authenticatePasskey',
   // Conversion jobs: ours too.
   'POST /converter/jobs': 'submitConversionJob',
   'GET /converter/jobs': 'listConversionJobs',

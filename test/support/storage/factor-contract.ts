@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import type { AuditDraft } from '../../../src/domain/accounts.ts'
-import type { Factor } from '../../../src/domain/factors.ts'
+import type { PasskeyChallenge, PasskeyFactor, TotpFactor } from '../../../src/domain/factors.ts'
 import type { Store } from '../../../src/storage/ports.ts'
 import { CursorError } from '../../../src/domain/errors.ts'
 import { newId } from '../../../src/domain/ids.ts'
@@ -21,9 +21,10 @@ function event(action: string, accountId: string): AuditDraft {
   return { actor: 'cli', action, target: { type: 'totp-user', id: 'u' }, accountId, ip: null, outcome: 'success', detail: { userID: 'u' } }
 }
 
-export function factor(accountId: string, userId: string, extra: Partial<Factor> = {}): Factor {
+export function factor(accountId: string, userId: string, extra: Partial<TotpFactor> = {}): TotpFactor {
   return {
     id: newId('fct'),
+    type: 'totp',
     accountId,
     userId,
     applicationId: 'Acme',
@@ -84,7 +85,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     )
     assert.equal(await store.factors.prune(LATER), 1)
     assert.equal(await store.factors.setDrift(a, 'same', f.id, -3, NOW, event('factor.resynced', a)), true)
-    assert.equal((await store.factors.factors(a, 'same', NOW))![0]!.drift, -3)
+    assert.equal(((await store.factors.factors(a, 'same', NOW))![0] as TotpFactor).drift, -3)
     assert.equal(await store.factors.remove(b, 'same', f.id, event('factor.deleted', b)), false)
     assert.equal(await store.factors.remove(a, 'same', f.id, event('factor.deleted', a)), true)
     assert.equal(await store.factors.remove(a, 'same', f.id, event('factor.deleted', a)), false)
@@ -164,4 +165,80 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.deepEqual(await store.factors.staleSeals(2, '', 10), [])
     assert.deepEqual(await store.factors.sealVersions(), new Map([[2, 2]]))
   })
+
+  withStore('passkeys: a passkey round-trips; its counter moves compare-and-set, once however many move it at once', async (store) => {
+    const acc = await makeAccount(store)
+    const p = passkey(acc, 'u')
+    assert.equal(await store.factors.create(p, 5, NOW, event('factor.created', acc)), 'created')
+    assert.deepEqual(await store.factors.factors(acc, 'u', NOW), [p])
+    const moves = await Promise.all(Array.from({ length: 20 }, (_, i) => store.factors.useCredential(acc, 'u', p.id, 3, 4 + i)))
+    assert.equal(moves.filter(Boolean).length, 1)
+    const [after] = (await store.factors.factors(acc, 'u', NOW)) as PasskeyFactor[]
+    assert.equal(after!.signCount, 4 + moves.indexOf(true))
+    assert.equal(await store.factors.useCredential(acc, 'u', p.id, 3, 99), false, 'a count read before the move')
+    const other = await makeAccount(store)
+    assert.equal(await store.factors.useCredential(other, 'u', p.id, after!.signCount, 99), false, 'not through another account')
+    const totp = factor(acc, 'u')
+    await store.factors.create(totp, 5, NOW, event('factor.created', acc))
+    assert.equal(await store.factors.useCredential(acc, 'u', totp.id, 0, 1), false, 'a TOTP factor has no counter')
+  })
+
+  withStore('passkeys: a challenge is taken once however many answer it at once; expired ones and a flood beyond the cap go', async (store) => {
+    const acc = await makeAccount(store)
+    const c = challenge(acc, 'u', 'd-once', NOW)
+    await store.factors.addChallenge(c, 10, NOW)
+    const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge('d-once', NOW)))
+    assert.deepEqual(
+      taken.filter((x) => x !== null),
+      [c],
+    )
+    await store.factors.addChallenge(challenge(acc, 'u', 'd-late', NOW), 10, NOW)
+    assert.equal(await store.factors.takeChallenge('d-late', LATER), null, 'expired: refused (and gone)')
+    assert.equal(await store.factors.takeChallenge('d-late', NOW), null)
+    // A flood of ceremonies keeps the user's newest `max`.
+    for (let i = 0; i < 12; i++)
+      await store.factors.addChallenge(challenge(acc, 'u', `d-${String(i).padStart(2, '0')}`, `2026-01-01T12:00:${String(i).padStart(2, '0')}.000Z`), 5, NOW)
+    const left = await Promise.all(Array.from({ length: 12 }, (_, i) => store.factors.takeChallenge(`d-${String(i).padStart(2, '0')}`, NOW)))
+    assert.deepEqual(
+      left.map((x) => x !== null),
+      [...Array(7).fill(false), ...Array(5).fill(true)],
+    )
+    await store.factors.addChallenge(challenge(acc, 'u', 'd-old', NOW), 10, NOW)
+    await store.factors.prune(LATER)
+    assert.equal(await store.factors.takeChallenge('d-old', NOW), null, 'pruned once expired')
+  })
+
+  withStore('passkeys: factor settings, absent then set and replaced, with an event each', async (store) => {
+    const acc = await makeAccount(store)
+    assert.equal((await store.factors.settings(acc)).rpId, null)
+    const s = { rpId: 'example.com', rpName: 'Ex', origins: ['https://example.com'], userLimit: 5, keyLimit: null, limitWindowSeconds: 60 }
+    await store.factors.setSettings(acc, s, NOW, event('factor-settings.update', acc))
+    assert.deepEqual(await store.factors.settings(acc), { ...s, updatedAt: NOW })
+    await store.factors.setSettings(acc, { ...s, origins: [], rpId: null }, LATER, event('factor-settings.update', acc))
+    assert.deepEqual(await store.factors.settings(acc), { ...s, origins: [], rpId: null, updatedAt: LATER })
+    assert.equal(await eventsOf(store, acc, 'factor-settings.update'), 2)
+  })
+}
+
+function passkey(accountId: string, userId: string): PasskeyFactor {
+  return {
+    id: newId('fct'),
+    type: 'passkey',
+    accountId,
+    userId,
+    applicationId: 'example.com',
+    label: 'Laptop',
+    status: 'active',
+    sealed: `v1.${newId('x')}`,
+    keyVersion: 1,
+    createdAt: NOW,
+    expiresAt: null,
+    activatedAt: NOW,
+    signCount: 3,
+    meta: { deviceType: 'multiDevice', backedUp: true, transports: ['internal', 'hybrid'], algorithm: 'ES256' },
+  }
+}
+
+function challenge(accountId: string, userId: string, digest: string, createdAt: string): PasskeyChallenge {
+  return { digest, accountId, userId, purpose: 'authentication', userVerification: 'preferred', createdAt, expiresAt: '2026-01-01T12:05:00.000Z' }
 }

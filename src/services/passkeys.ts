@@ -1,0 +1,277 @@
+/**
+ * The passkeys service: WebAuthn credentials as factors of the same users as TOTP (the same
+ * list, limit, labels, deletion, events, lockout and recovery codes), for the public API's
+ * `/totp/users/{userID}/passkeys/…` routes. A ceremony is two calls: options (a challenge
+ * kept, by its digest, until answered once or expired) and the browser's answer, verified
+ * by @simplewebauthn/server against the account's relying party (its factor settings).
+ *
+ * What identifies the user (the credential ID, the public key) is sealed with the factor, as a
+ * TOTP secret is; the signature counter is kept in the clear and moved compare-and-set, so two
+ * answers with one count cannot both pass. A sign-in is an attempt under the user's one
+ * lockout (Factors.attempt): counted before it is tried.
+ */
+import type { Config } from '../config/config.ts'
+import { SealError, type Keyring } from '../crypto/keyring.ts'
+import type { Pepper } from '../crypto/keyed.ts'
+import type { ChallengePurpose, Factor, PasskeyCredential, PasskeyFactor } from '../domain/factors.ts'
+import { newId } from '../domain/ids.ts'
+import type { Store } from '../storage/ports.ts'
+import { sealContext } from '../totp/factors/core.ts'
+import {
+  authenticationOptions,
+  CeremonyError,
+  challengeDigest,
+  challengeOf,
+  newChallenge,
+  registrationOptions,
+  userHandle,
+  verifyAuthentication,
+  verifyRegistration,
+  type Attachment,
+  type AuthenticationResponseJSON,
+  type RegistrationResponseJSON,
+  type RelyingParty,
+  type ResidentKey,
+  type StoredPasskey,
+  type UserVerification,
+} from '../totp/factors/passkey.ts'
+import { keyEvent, refusal, type FactorRefusal, type Factors, type KeyCaller } from './factors.ts'
+import { isFailure } from './outcome.ts'
+
+export type PasskeysConfig = Pick<Config, 'factorMaxPerUser' | 'passkeyChallengeSeconds' | 'passkeyChallengesPerUser'>
+
+export interface PasskeysOptions {
+  readonly store: Store
+  readonly config: PasskeysConfig
+  readonly pepper: Pepper
+  readonly keyring: Keyring
+  /** The TOTP factors' service: its lockout (attempt) is the passkeys' too. */
+  readonly factors: Factors
+  readonly now?: () => number
+}
+
+export interface RegistrationInput {
+  /** The name the authenticator shows in its account list (default: the user ID). */
+  readonly userName?: string
+  readonly displayName?: string
+  readonly userVerification: UserVerification
+  readonly residentKey: ResidentKey
+  readonly attachment?: Attachment
+}
+
+/** Options to hand the browser (navigator.credentials.create / get), and when their challenge expires. */
+export interface CeremonyOptions<T> {
+  readonly options: T
+  readonly expiresAt: string
+}
+
+export interface SignedIn {
+  readonly factorId: string
+  readonly userVerified: boolean
+}
+
+type RegistrationOptions = Awaited<ReturnType<typeof registrationOptions>>
+type AuthenticationOptions = Awaited<ReturnType<typeof authenticationOptions>>
+
+export class Passkeys {
+  readonly #o: PasskeysOptions
+  readonly #now: () => number
+
+  constructor(opts: PasskeysOptions) {
+    this.#o = opts
+    this.#now = opts.now ?? Date.now
+  }
+
+  /** registrationOptions starts a registration: the options for navigator.credentials.create, the user's passkeys excluded. */
+  async registrationOptions(caller: KeyCaller, userId: string, input: RegistrationInput): Promise<CeremonyOptions<RegistrationOptions> | FactorRefusal> {
+    const rp = await this.#relyingParty(caller.accountId)
+    if (isFailure(rp)) return rp
+    const t = this.#now()
+    const factors = (await this.#o.store.factors.factors(caller.accountId, userId, iso(t))) ?? []
+    const max = this.#o.config.factorMaxPerUser
+    // Refused before the ceremony as well as after it: a user at the limit is not asked to touch their authenticator for nothing.
+    if (factors.length >= max) return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    const { challenge, expiresAt } = await this.#challenge(caller.accountId, userId, 'registration', input.userVerification, t)
+    const options = await registrationOptions({
+      rp,
+      handle: userHandle(this.#o.pepper, caller.accountId, userId),
+      userName: input.userName ?? userId,
+      displayName: input.displayName ?? input.userName ?? userId,
+      challenge,
+      exclude: this.#open(caller, passkeysOf(factors)),
+      userVerification: input.userVerification,
+      residentKey: input.residentKey,
+      ...(input.attachment === undefined ? {} : { attachment: input.attachment }),
+      timeoutMs: this.#o.config.passkeyChallengeSeconds * 1000,
+    })
+    return { options, expiresAt }
+  }
+
+  /** register verifies the authenticator's answer and keeps the passkey, active at once (`factor.created`, type passkey). */
+  async register(caller: KeyCaller, userId: string, response: RegistrationResponseJSON, label: string | null): Promise<PasskeyFactor | FactorRefusal> {
+    const rp = await this.#relyingParty(caller.accountId)
+    if (isFailure(rp)) return rp
+    const t = this.#now()
+    const challenge = await this.#take(caller.accountId, userId, 'registration', response, t)
+    if (isFailure(challenge)) return challenge
+    let registered: Awaited<ReturnType<typeof verifyRegistration>>
+    try {
+      registered = await verifyRegistration(response, rp, challenge.value, challenge.userVerification)
+    } catch (error) {
+      if (!(error instanceof CeremonyError)) throw error
+      caller.refused('passkey registration', error.message)
+      return refusal('invalid', 'PASSKEY_INVALID')
+    }
+    const existing = (await this.#o.store.factors.factors(caller.accountId, userId, iso(t))) ?? []
+    if (this.#open(caller, passkeysOf(existing)).some((p) => p.credential.id === registered.credential.id)) {
+      return refusal('conflict', 'PASSKEY_REGISTERED')
+    }
+    const id = newId('fct')
+    const factor: PasskeyFactor = {
+      id,
+      type: 'passkey',
+      accountId: caller.accountId,
+      userId,
+      applicationId: rp.id,
+      label,
+      status: 'active',
+      sealed: this.#o.keyring.seal(Buffer.from(JSON.stringify(registered.credential)), sealContext(caller.accountId, userId, id)),
+      keyVersion: this.#o.keyring.active,
+      createdAt: iso(t),
+      expiresAt: null,
+      activatedAt: iso(t),
+      signCount: registered.signCount,
+      meta: registered.meta,
+    }
+    const max = this.#o.config.factorMaxPerUser
+    const event = keyEvent(
+      caller,
+      'factor.created',
+      userId,
+      {
+        factorID: id,
+        type: 'passkey',
+        status: 'active',
+        applicationID: rp.id,
+        label,
+        algorithm: registered.meta.algorithm,
+        backedUp: registered.meta.backedUp,
+      },
+      id,
+    )
+    const created = await this.#o.store.factors.create(factor, max, iso(t), event)
+    return created === 'limit' ? refusal('conflict', 'FACTOR_LIMIT', { limit: max }) : factor
+  }
+
+  /** authenticationOptions starts a sign-in: the options for navigator.credentials.get, allowing the user's passkeys. */
+  async authenticationOptions(
+    caller: KeyCaller,
+    userId: string,
+    userVerification: UserVerification,
+  ): Promise<CeremonyOptions<AuthenticationOptions> | FactorRefusal> {
+    const rp = await this.#relyingParty(caller.accountId)
+    if (isFailure(rp)) return rp
+    const t = this.#now()
+    const factors = await this.#o.store.factors.factors(caller.accountId, userId, iso(t))
+    if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
+    const allow = this.#open(caller, passkeysOf(factors))
+    if (allow.length === 0) return refusal('conflict', 'NO_PASSKEY')
+    const { challenge, expiresAt } = await this.#challenge(caller.accountId, userId, 'authentication', userVerification, t)
+    const options = await authenticationOptions({ rp, challenge, allow, userVerification, timeoutMs: this.#o.config.passkeyChallengeSeconds * 1000 })
+    return { options, expiresAt }
+  }
+
+  /**
+   * authenticate verifies a sign-in's answer: the passkey it is of. An attempt under the user's
+   * lockout, as a TOTP code: an unknown challenge, a bad signature and a counter gone back are
+   * failures, recorded (`factor.verification_failed`, reason passkey) and counted.
+   */
+  async authenticate(caller: KeyCaller, userId: string, response: AuthenticationResponseJSON): Promise<SignedIn | FactorRefusal> {
+    const rp = await this.#relyingParty(caller.accountId)
+    if (isFailure(rp)) return rp
+    const { accountId } = caller
+    const t = this.#now()
+    const factors = await this.#o.store.factors.factors(accountId, userId, iso(t))
+    if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
+    const passkeys = passkeysOf(factors)
+    const opened = this.#open(caller, passkeys)
+    const index = opened.findIndex((p) => p.credential.id === response.id)
+    const named = index < 0 ? undefined : opened[index]!
+    return this.#o.factors.attempt(caller, userId, { reason: 'passkey', type: 'passkey', factorID: named?.factorId ?? null }, async () => {
+      const challenge = await this.#take(accountId, userId, 'authentication', response, t)
+      if (isFailure(challenge)) return challenge
+      if (named === undefined) {
+        caller.refused('passkey sign-in', 'a credential the user does not have')
+        return refusal('invalid', 'PASSKEY_INVALID')
+      }
+      let signed: Awaited<ReturnType<typeof verifyAuthentication>>
+      try {
+        signed = await verifyAuthentication(response, rp, challenge.value, named, challenge.userVerification)
+      } catch (error) {
+        if (!(error instanceof CeremonyError)) throw error
+        caller.refused('passkey sign-in', error.message)
+        return refusal('invalid', error.cause === 'counter' ? 'PASSKEY_REPLAYED' : 'PASSKEY_INVALID')
+      }
+      // Compare-and-set: of two answers read at one count, the second finds it moved.
+      if (!(await this.#o.store.factors.useCredential(accountId, userId, named.factorId, named.signCount, signed.signCount))) {
+        caller.refused('passkey sign-in', 'the signature counter moved meanwhile')
+        return refusal('invalid', 'PASSKEY_REPLAYED')
+      }
+      return { factorId: named.factorId, userVerified: signed.userVerified }
+    })
+  }
+
+  /** #relyingParty: the account's relying party, or PASSKEYS_NOT_CONFIGURED. */
+  async #relyingParty(accountId: string): Promise<RelyingParty | FactorRefusal> {
+    const s = await this.#o.store.factors.settings(accountId)
+    if (s.rpId === null || s.origins.length === 0) return refusal('conflict', 'PASSKEYS_NOT_CONFIGURED')
+    return { id: s.rpId, name: s.rpName ?? s.rpId, origins: s.origins }
+  }
+
+  async #challenge(accountId: string, userId: string, purpose: ChallengePurpose, userVerification: UserVerification, t: number) {
+    const challenge = newChallenge()
+    const expiresAt = iso(t + this.#o.config.passkeyChallengeSeconds * 1000)
+    await this.#o.store.factors.addChallenge(
+      { digest: challengeDigest(this.#o.pepper, challenge), accountId, userId, purpose, userVerification, createdAt: iso(t), expiresAt },
+      this.#o.config.passkeyChallengesPerUser,
+      iso(t),
+    )
+    return { challenge, expiresAt }
+  }
+
+  /** #take uses the challenge an answer carries, once: when it was issued to this user for this ceremony and has not expired. */
+  async #take(
+    accountId: string,
+    userId: string,
+    purpose: ChallengePurpose,
+    response: { readonly response?: { readonly clientDataJSON?: unknown } },
+    t: number,
+  ): Promise<{ value: string; userVerification: UserVerification } | FactorRefusal> {
+    const value = challengeOf(response.response)
+    if (value === null) return refusal('invalid', 'PASSKEY_CHALLENGE_INVALID')
+    const taken = await this.#o.store.factors.takeChallenge(challengeDigest(this.#o.pepper, value), iso(t))
+    if (taken === null || taken.accountId !== accountId || taken.userId !== userId || taken.purpose !== purpose) {
+      return refusal('invalid', 'PASSKEY_CHALLENGE_INVALID')
+    }
+    return { value, userVerification: taken.userVerification as UserVerification }
+  }
+
+  /** #open opens passkeys' sealed credentials; one that does not open is logged and left out. */
+  #open(caller: KeyCaller, passkeys: readonly PasskeyFactor[]): (StoredPasskey & { readonly factorId: string })[] {
+    const opened: (StoredPasskey & { readonly factorId: string })[] = []
+    for (const f of passkeys) {
+      try {
+        const credential = JSON.parse(this.#o.keyring.open(f.sealed, sealContext(f.accountId, f.userId, f.id)).toString('utf8')) as PasskeyCredential
+        opened.push({ factorId: f.id, credential, signCount: f.signCount, transports: f.meta.transports })
+      } catch (error) {
+        if (!(error instanceof SealError)) throw error
+        caller.unreadable(f.id, error.message)
+      }
+    }
+    return opened
+  }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+const passkeysOf = (factors: readonly Factor[]): PasskeyFactor[] => factors.filter((f): f is PasskeyFactor => f.type === 'passkey' && f.status === 'active')

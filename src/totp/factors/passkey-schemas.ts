@@ -1,0 +1,332 @@
+/**
+ * Route schemas of passkeys (/totp/users/{userID}/passkeys/…): the options a browser passes to
+ * navigator.credentials.create or .get as they are (PublicKeyCredential.parseCreationOptionsFromJSON
+ * and parseRequestOptionsFromJSON take them, as does @simplewebauthn/browser), and the browser's
+ * answer as PublicKeyCredential.toJSON() gives it. Every string of an answer is bounded.
+ */
+import { Type } from 'typebox'
+import type { FieldRules } from '../../errors/plugin.ts'
+import { errorResponses } from '../../openapi/responses.ts'
+import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
+import { ATTACHMENT, RESIDENT_KEY, USER_VERIFICATION } from './passkey.ts'
+import { factorView, userFields } from './schemas.ts'
+
+const userParams = Type.Object({
+  userID: Type.String({ maxLength: 4 * MAX_USER_ID_LENGTH, description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}.` }),
+})
+const JSON_ONLY = ['application/json']
+const OPTIONS_FORMS = ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']
+
+/** base64url text (padding tolerated) of at most `max` characters. */
+const b64 = (max: number, description?: string) =>
+  Type.String({ maxLength: max, pattern: '^[A-Za-z0-9_-]*={0,2}$', ...(description === undefined ? {} : { description }) })
+
+const userVerification = Type.Optional(
+  Type.String({
+    enum: [...USER_VERIFICATION],
+    default: 'preferred',
+    description: '`required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.',
+  }),
+)
+
+const credentialCommon = {
+  id: b64(1400, 'The credential ID, base64url.'),
+  rawId: b64(1400),
+  type: Type.Literal('public-key'),
+  authenticatorAttachment: Type.Optional(Type.String({ maxLength: 32 })),
+  clientExtensionResults: Type.Optional(Type.Object({}, { additionalProperties: true, maxProperties: 16 })),
+}
+
+const registrationCredential = Type.Object(
+  {
+    ...credentialCommon,
+    response: Type.Object(
+      {
+        clientDataJSON: b64(8192),
+        attestationObject: b64(65536),
+        transports: Type.Optional(Type.Array(Type.String({ maxLength: 32 }), { maxItems: 8 })),
+        authenticatorData: Type.Optional(b64(65536)),
+        publicKey: Type.Optional(b64(8192)),
+        publicKeyAlgorithm: Type.Optional(Type.Integer()),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false, description: "The browser's answer to navigator.credentials.create, as PublicKeyCredential.toJSON() gives it." },
+)
+
+const authenticationCredential = Type.Object(
+  {
+    ...credentialCommon,
+    response: Type.Object(
+      {
+        clientDataJSON: b64(8192),
+        authenticatorData: b64(65536),
+        signature: b64(2048),
+        userHandle: Type.Optional(Type.Union([b64(128), Type.Null()])),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false, description: "The browser's answer to navigator.credentials.get, as PublicKeyCredential.toJSON() gives it." },
+)
+
+const expiresAt = Type.String({ format: 'date-time', description: 'Answer before this (PASSKEY_CHALLENGE_SECONDS); the challenge is good for one answer.' })
+const options = Type.Object({}, { additionalProperties: true, description: 'PublicKeyCredentialCreationOptionsJSON / RequestOptionsJSON (WebAuthn Level 3).' })
+
+export const registrationOptionsFields: FieldRules = {
+  ...userFields,
+  userName: { invalid: 'USER_NAME_INVALID' },
+  displayName: { invalid: 'USER_NAME_INVALID' },
+  userVerification: { invalid: 'USER_VERIFICATION_INVALID' },
+  residentKey: { invalid: 'RESIDENT_KEY_INVALID' },
+  authenticatorAttachment: { invalid: 'ATTACHMENT_INVALID' },
+}
+
+const displayText = (description: string) => Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description }))
+
+export const registrationOptionsSchema = {
+  operationId: 'passkeyRegistrationOptions',
+  summary: 'Start registering a passkey for a user',
+  description:
+    "Answers the options to pass to `navigator.credentials.create()` (parse them with `PublicKeyCredential.parseCreationOptionsFromJSON`), for the account's relying party (its factor settings), excluding the user's passkeys. Then send the browser's answer to `registerPasskey`. The challenge is good for one answer within `PASSKEY_CHALLENGE_SECONDS`.",
+  tags: ['passkeys'],
+  consumes: OPTIONS_FORMS,
+  params: userParams,
+  body: Type.Optional(
+    Type.Object(
+      {
+        userName: displayText('The name the authenticator lists the passkey under (an email address, say). Default: the user ID.'),
+        displayName: displayText('A friendlier name. Default: userName.'),
+        userVerification,
+        residentKey: Type.Optional(
+          Type.String({
+            enum: [...RESIDENT_KEY],
+            default: 'preferred',
+            description: '`required`: a discoverable credential (a passkey proper), kept on the authenticator.',
+          }),
+        ),
+        authenticatorAttachment: Type.Optional(
+          Type.String({ enum: [...ATTACHMENT], description: '`platform` (this device) or `cross-platform` (a security key, a phone). Default: either.' }),
+        ),
+      },
+      { examples: [{ userName: 'alice@example.com', userVerification: 'required', residentKey: 'required' }] },
+    ),
+  ),
+  response: {
+    200: Type.Object(
+      { type: Type.Literal('Success'), options, expiresAt },
+      {
+        description: 'The options for navigator.credentials.create().',
+        examples: [
+          {
+            type: 'Success',
+            options: {
+              challenge: 'm8r0Ck2v3qvE6x9b1pW4Qy7Zt0aLJfK2nHs5dG8uR1o',
+              rp: { name: 'Acme', id: 'acme.example' },
+              user: { id: 'Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA', name: 'alice@example.com', displayName: 'alice@example.com' },
+              pubKeyCredParams: [
+                { alg: -7, type: 'public-key' },
+                { alg: -8, type: 'public-key' },
+                { alg: -257, type: 'public-key' },
+              ],
+              timeout: 300000,
+              attestation: 'none',
+              excludeCredentials: [],
+              authenticatorSelection: { residentKey: 'required', userVerification: 'required', requireResidentKey: true },
+              extensions: { credProps: true },
+              hints: [],
+            },
+            expiresAt: '2026-11-28T09:05:00.000Z',
+          },
+        ],
+      },
+    ),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'USER_NAME_INVALID',
+      'USER_VERIFICATION_INVALID',
+      'RESIDENT_KEY_INVALID',
+      'ATTACHMENT_INVALID',
+      'PASSKEYS_NOT_CONFIGURED',
+      'FACTOR_LIMIT',
+    ]),
+  },
+}
+
+export const registerFields: FieldRules = {
+  ...userFields,
+  credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' },
+  label: { invalid: 'LABEL_INVALID' },
+}
+
+export const registerSchema = {
+  operationId: 'registerPasskey',
+  summary: "Register a passkey: verify the browser's answer and keep it",
+  description:
+    "Verifies the answer to `passkeyRegistrationOptions` (its challenge, the account's origins and relying party ID, user verification when it was required) and keeps the passkey as a factor of the user, active at once: listed, labelled and deleted like a TOTP factor, under the same limit. Its credential ID and public key are kept encrypted. Writes `factor.created` (type passkey).",
+  tags: ['passkeys'],
+  consumes: JSON_ONLY,
+  params: userParams,
+  body: Type.Object(
+    {
+      credential: registrationCredential,
+      label: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the passkey in listings ("MacBook").' }),
+      ),
+    },
+    {
+      examples: [
+        {
+          label: 'MacBook',
+          credential: {
+            id: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            rawId: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            type: 'public-key',
+            response: {
+              clientDataJSON:
+                'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoibThyMENrMnYzcXZFNng5YjFwVzRReTdadDBhTEpmSzJuSHM1ZEc4dVIxbyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+              attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF',
+              transports: ['internal', 'hybrid'],
+            },
+            clientExtensionResults: {},
+          },
+        },
+      ],
+    },
+  ),
+  response: {
+    201: Type.Object(
+      { type: Type.Literal('Success'), factor: factorView },
+      {
+        description: 'The passkey, as the factor lists show it.',
+        examples: [
+          {
+            type: 'Success',
+            factor: {
+              factorID: 'fct_3e8d1c0b9a7f6254',
+              type: 'passkey',
+              status: 'active',
+              label: 'MacBook',
+              applicationID: 'acme.example',
+              algorithm: 'ES256',
+              passkey: { deviceType: 'multiDevice', backedUp: true, transports: ['internal', 'hybrid'], signCount: 0 },
+              createdAt: '2026-11-28T09:01:12.000Z',
+              activatedAt: '2026-11-28T09:01:12.000Z',
+              expiresAt: null,
+            },
+          },
+        ],
+      },
+    ),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'CREDENTIAL_REQUIRED',
+      'CREDENTIAL_INVALID',
+      'LABEL_INVALID',
+      'PASSKEYS_NOT_CONFIGURED',
+      'PASSKEY_CHALLENGE_INVALID',
+      'PASSKEY_INVALID',
+      'PASSKEY_REGISTERED',
+      'FACTOR_LIMIT',
+    ]),
+  },
+}
+
+export const authenticationOptionsFields: FieldRules = { ...userFields, userVerification: { invalid: 'USER_VERIFICATION_INVALID' } }
+
+export const authenticationOptionsSchema = {
+  operationId: 'passkeyAuthenticationOptions',
+  summary: 'Start a sign-in with one of the user’s passkeys',
+  description:
+    "Answers the options to pass to `navigator.credentials.get()` (parse them with `PublicKeyCredential.parseRequestOptionsFromJSON`), allowing the user's passkeys. Then send the browser's answer to `authenticatePasskey`.",
+  tags: ['passkeys'],
+  consumes: OPTIONS_FORMS,
+  params: userParams,
+  body: Type.Optional(Type.Object({ userVerification }, { examples: [{ userVerification: 'required' }] })),
+  response: {
+    200: Type.Object(
+      { type: Type.Literal('Success'), options, expiresAt },
+      {
+        description: 'The options for navigator.credentials.get().',
+        examples: [
+          {
+            type: 'Success',
+            options: {
+              rpId: 'acme.example',
+              challenge: 'Zk3v9Qw0pX2mB7tR4yL1cN8aH5sD6fJ0gK3eU2iO9qw',
+              allowCredentials: [{ id: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY', type: 'public-key', transports: ['internal', 'hybrid'] }],
+              timeout: 300000,
+              userVerification: 'required',
+            },
+            expiresAt: '2026-11-28T09:10:00.000Z',
+          },
+        ],
+      },
+    ),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_VERIFICATION_INVALID', 'PASSKEYS_NOT_CONFIGURED', 'USER_NOT_FOUND', 'NO_PASSKEY']),
+  },
+}
+
+export const authenticateFields: FieldRules = { ...userFields, credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' } }
+
+export const authenticateSchema = {
+  operationId: 'authenticatePasskey',
+  summary: "Verify a passkey sign-in: the browser's answer",
+  description:
+    'Verifies the answer to `passkeyAuthenticationOptions`: its challenge (once), the signature with the passkey\'s public key, the origin and relying party ID, user verification when it was required, and a signature counter above the last one seen. An attempt under the user\'s lockout, shared with their TOTP factors and recovery codes: a failure counts, and repeated failures lock the user (429 with Retry-After). Any answer but 200 means "not verified".',
+  tags: ['passkeys'],
+  consumes: JSON_ONLY,
+  params: userParams,
+  body: Type.Object(
+    { credential: authenticationCredential },
+    {
+      examples: [
+        {
+          credential: {
+            id: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            rawId: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            type: 'public-key',
+            response: {
+              clientDataJSON:
+                'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiWmszdjlRdzBwWDJtQjd0UjR5TDFjTjhhSDVzRDZmSjBnSzNlVTJpTzlxdyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+              authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAABQ',
+              signature: 'MEUCIQDkJ3X7Ow9Xq8Jm5v2cVg1wQeS3hP0bLx4tYk6aRzN2AgIgVf8n1Qm7Rk2x',
+              userHandle: 'Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA',
+            },
+            clientExtensionResults: {},
+          },
+        },
+      ],
+    },
+  ),
+  response: {
+    200: Type.Object(
+      {
+        type: Type.Literal('Success'),
+        valid: Type.Literal(true),
+        factorID: Type.String({ description: 'The passkey that signed.' }),
+        userVerified: Type.Boolean({ description: 'Whether the authenticator verified the user (PIN, biometrics).' }),
+      },
+      {
+        description: 'The user signed in with the passkey named.',
+        examples: [{ type: 'Success', valid: true, factorID: 'fct_3e8d1c0b9a7f6254', userVerified: true }],
+      },
+    ),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'CREDENTIAL_REQUIRED',
+      'CREDENTIAL_INVALID',
+      'PASSKEYS_NOT_CONFIGURED',
+      'USER_NOT_FOUND',
+      'PASSKEY_CHALLENGE_INVALID',
+      'PASSKEY_INVALID',
+      'PASSKEY_REPLAYED',
+      'OTP_LOCKED',
+      'FACTOR_UNREADABLE',
+    ]),
+  },
+}

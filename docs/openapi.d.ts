@@ -146,9 +146,29 @@ export interface paths {
         put?: never;
         /**
          * Create a factor (an authenticator) for a user
-         * @description The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.
+         * @description The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor. With an `Idempotency-Key`, a retry within 24 hours (after a timeout, say) answers the same factor and secret (kept sealed until then) instead of making a second one.
          */
         post: operations["createFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/users/{userID}/factors/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a factor: a TOTP secret the user already has in their app
+         * @description For users who enrolled elsewhere (Renda.io's verifyOTP, your own TOTP): give the secret in base32 with its parameters, or its otpauth:// URI (its algorithm, digits, period and issuer are taken from it). The secret is sealed on arrival and never shown again, not in this answer either. Active at once by default; `status: pending` waits for the user's first code (`activate`) within `FACTOR_IMPORT_PENDING_DAYS`. The profile (default `any`: every parameter the service takes) holds the parameters to an app's. The same secret imported again for the user is 409 `FACTOR_EXISTS`. Writes `factor.created` (imported).
+         */
+        post: operations["importFactor"];
         delete?: never;
         options?: never;
         head?: never;
@@ -260,7 +280,7 @@ export interface paths {
         put?: never;
         /**
          * Issue a user's recovery codes (replacing any earlier set)
-         * @description Ten single-use codes, shown in this answer only (the service keeps keyed hashes).
+         * @description Ten single-use codes, shown in this answer only (the service keeps keyed hashes). With an `Idempotency-Key`, a retry within 24 hours gets the same codes (kept sealed until then) instead of replacing them.
          */
         post: operations["createRecoveryCodes"];
         delete?: never;
@@ -1977,7 +1997,10 @@ export interface operations {
     createFactor: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID). The same key and request within 24 hours answer as the first did (`Idempotent-Replayed: true`), once however many arrive at once; the same key with another request is a 422. */
+                "idempotency-key"?: string;
+            };
             path: {
                 /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
@@ -2137,6 +2160,8 @@ export interface operations {
              *
              *     `DATA_TOO_LONG`: Data is too long for a QR code at error correction level {ecc}: the limit is {bytes} bytes of text ({alphanumeric} characters of A-Z 0-9 $%*+-./: and space, {numeric} digits).
              *
+             *     `IDEMPOTENCY_KEY_INVALID`: The Idempotency-Key header must be 1 to 255 printable ASCII characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -2148,7 +2173,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "DATA_TOO_LONG" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -2164,7 +2189,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first. */
+            /**
+             * @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
+             *
+             *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2174,7 +2203,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_LIMIT";
+                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
                         message: string;
                     }[];
                 };
@@ -2205,6 +2234,21 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_REUSED";
                         message: string;
                     }[];
                 };
@@ -2254,6 +2298,354 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "QR_BUSY" | "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    importFactor: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID). The same key and request within 24 hours answer as the first did (`Idempotent-Replayed: true`), once however many arrive at once; the same key with another request is a 422. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
+                userID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The secret in base32 (spaces and padding ignored). Or otpURL. */
+                    secret?: string;
+                    /** @description The otpauth://totp/ URI the user scanned. Or secret. */
+                    otpURL?: string;
+                    /** @description The issuer; default: the URI's issuer. Required with secret. */
+                    applicationID?: string;
+                    /** @description A name for the factor in listings. */
+                    label?: string;
+                    /**
+                     * @description The app whose parameters the secret's must be within.
+                     * @default any
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
+                    /**
+                     * @description With secret: the HMAC hash (default SHA1). With otpURL: must agree with the URI's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description With secret: digits (default 6). */
+                    tokenLength?: number;
+                    /** @description With secret: time step in seconds (default 30). */
+                    tokenValidity?: number;
+                    /**
+                     * @description `active` at once, or `pending` until the first code.
+                     * @default active
+                     * @enum {string}
+                     */
+                    status?: "active" | "pending";
+                };
+                "application/json": {
+                    /** @description The secret in base32 (spaces and padding ignored). Or otpURL. */
+                    secret?: string;
+                    /** @description The otpauth://totp/ URI the user scanned. Or secret. */
+                    otpURL?: string;
+                    /** @description The issuer; default: the URI's issuer. Required with secret. */
+                    applicationID?: string;
+                    /** @description A name for the factor in listings. */
+                    label?: string;
+                    /**
+                     * @description The app whose parameters the secret's must be within.
+                     * @default any
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
+                    /**
+                     * @description With secret: the HMAC hash (default SHA1). With otpURL: must agree with the URI's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description With secret: digits (default 6). */
+                    tokenLength?: number;
+                    /** @description With secret: time step in seconds (default 30). */
+                    tokenValidity?: number;
+                    /**
+                     * @description `active` at once, or `pending` until the first code.
+                     * @default active
+                     * @enum {string}
+                     */
+                    status?: "active" | "pending";
+                };
+                "multipart/form-data": {
+                    /** @description The secret in base32 (spaces and padding ignored). Or otpURL. */
+                    secret?: string;
+                    /** @description The otpauth://totp/ URI the user scanned. Or secret. */
+                    otpURL?: string;
+                    /** @description The issuer; default: the URI's issuer. Required with secret. */
+                    applicationID?: string;
+                    /** @description A name for the factor in listings. */
+                    label?: string;
+                    /**
+                     * @description The app whose parameters the secret's must be within.
+                     * @default any
+                     * @enum {string}
+                     */
+                    profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
+                    /**
+                     * @description With secret: the HMAC hash (default SHA1). With otpURL: must agree with the URI's.
+                     * @enum {string}
+                     */
+                    algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
+                    /** @description With secret: digits (default 6). */
+                    tokenLength?: number;
+                    /** @description With secret: time step in seconds (default 30). */
+                    tokenValidity?: number;
+                    /**
+                     * @description `active` at once, or `pending` until the first code.
+                     * @default active
+                     * @enum {string}
+                     */
+                    status?: "active" | "pending";
+                };
+            };
+        };
+        responses: {
+            /** @description The factor, as the lists show it (never its secret). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "factor": {
+                     *         "factorID": "fct_5b0c9e2a7d41f386",
+                     *         "type": "totp",
+                     *         "status": "active",
+                     *         "label": "Phone",
+                     *         "applicationID": "Acme",
+                     *         "profile": "any",
+                     *         "algorithm": "SHA1",
+                     *         "tokenLength": 6,
+                     *         "tokenValidity": 30,
+                     *         "driftSteps": 0,
+                     *         "createdAt": "2026-11-23T09:20:01.000Z",
+                     *         "activatedAt": "2026-11-23T09:20:40.000Z",
+                     *         "expiresAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        factor: {
+                            factorID: string;
+                            /** @enum {string} */
+                            type: "totp" | "passkey";
+                            /** @enum {string} */
+                            status: "pending" | "active";
+                            label: string | null;
+                            /** @description TOTP: the issuer the app shows. A passkey: the relying party's ID it was registered for. */
+                            applicationID: string;
+                            /** @description TOTP only. */
+                            profile?: string;
+                            /** @description TOTP: the HMAC hash. A passkey: the COSE algorithm of its key (ES256, EdDSA, RS256). */
+                            algorithm: string;
+                            /** @description TOTP only. */
+                            tokenLength?: number;
+                            /** @description TOTP only. */
+                            tokenValidity?: number;
+                            /** @description TOTP only: the device's clock drift in time steps, as the last resync found it. */
+                            driftSteps?: number;
+                            /** @description Passkeys only. */
+                            passkey?: {
+                                /** @description `singleDevice`, or `multiDevice` (synced by a password manager or platform account). */
+                                deviceType: string;
+                                backedUp: boolean;
+                                transports: string[];
+                                /** @description The authenticator's signature counter as last seen (0: it keeps none). */
+                                signCount: number;
+                            };
+                            /** Format: date-time */
+                            createdAt: string;
+                            activatedAt: string | null;
+                            /** @description When a pending factor is gone; null once active. */
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             *
+             *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
+             *
+             *     `IMPORT_SOURCE_REQUIRED`: Give the secret to import: secret (base32) or otpURL (an otpauth://totp/ URI), one of them.
+             *
+             *     `SECRET_INVALID`: Secret must be base32 (RFC 4648: A-Z and 2-7) of at least {bits} bits ({chars} characters) and at most 1024 characters; spaces and padding are ignored.
+             *
+             *     `OTP_URL_INVALID`: otpURL must be an otpauth://totp/ Key URI with a base32 secret: {reason}.
+             *
+             *     `APPLICATION_ID_REQUIRED`: Application ID is mandatory
+             *
+             *     `APPLICATION_ID_INVALID`: Application ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters.
+             *
+             *     `LABEL_INVALID`: label must be text (valid UTF-8) of at most 64 characters, without control characters.
+             *
+             *     `PROFILE_INVALID`: Profile must be one of: {profiles}.
+             *
+             *     `PROFILE_UNSUPPORTED`: {app} does not support {field} {value} (it reads {supported}).
+             *
+             *     `TOKEN_VALIDITY_INVALID`: Token validity must be a whole number of seconds from 15 to 3600.
+             *
+             *     `TOKEN_LENGTH_INVALID`: Token length must be a whole number of digits from 6 to 10.
+             *
+             *     `ALGORITHM_INVALID`: Algorithm must be one of SHA1, SHA256, SHA512.
+             *
+             *     `IMPORT_STATUS_INVALID`: status must be active or pending.
+             *
+             *     `IDEMPOTENCY_KEY_INVALID`: The Idempotency-Key header must be 1 to 255 printable ASCII characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "IMPORT_SOURCE_REQUIRED" | "SECRET_INVALID" | "OTP_URL_INVALID" | "APPLICATION_ID_REQUIRED" | "APPLICATION_ID_INVALID" | "LABEL_INVALID" | "PROFILE_INVALID" | "PROFILE_UNSUPPORTED" | "TOKEN_VALIDITY_INVALID" | "TOKEN_LENGTH_INVALID" | "ALGORITHM_INVALID" | "IMPORT_STATUS_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_EXISTS`: This secret is imported for the user already (factor {factorID}).
+             *
+             *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
+             *
+             *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_REUSED";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
                         message: string;
                     }[];
                 };
@@ -2570,6 +2962,8 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -2579,6 +2973,8 @@ export interface operations {
                 "application/json": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -2588,6 +2984,8 @@ export interface operations {
                 "multipart/form-data": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
             };
         };
@@ -2630,6 +3028,8 @@ export interface operations {
              *
              *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
              *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -2641,7 +3041,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -2724,6 +3124,8 @@ export interface operations {
             /**
              * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
              *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
              *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
@@ -2736,7 +3138,7 @@ export interface operations {
                     "application/json": {
                         message: string;
                         /** @enum {string} */
-                        code?: "OTP_LOCKED";
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
                     };
                 };
             };
@@ -2796,6 +3198,8 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -2805,6 +3209,8 @@ export interface operations {
                 "application/json": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -2814,6 +3220,8 @@ export interface operations {
                 "multipart/form-data": {
                     /** @description The code the authenticator app shows. */
                     token: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
             };
         };
@@ -2855,6 +3263,8 @@ export interface operations {
              *
              *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
              *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -2866,7 +3276,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "OTP_INVALID" | "OTP_REUSED" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -2945,6 +3355,8 @@ export interface operations {
             /**
              * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
              *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
              *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
@@ -2957,7 +3369,7 @@ export interface operations {
                     "application/json": {
                         message: string;
                         /** @enum {string} */
-                        code?: "OTP_LOCKED";
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
                     };
                 };
             };
@@ -3022,6 +3434,8 @@ export interface operations {
                     token: string;
                     /** @description The code the device shows after `token`. */
                     nextToken: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -3034,6 +3448,8 @@ export interface operations {
                     token: string;
                     /** @description The code the device shows after `token`. */
                     nextToken: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -3046,6 +3462,8 @@ export interface operations {
                     token: string;
                     /** @description The code the device shows after `token`. */
                     nextToken: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
             };
         };
@@ -3090,6 +3508,8 @@ export interface operations {
              *
              *     `OTP_REUSED`: OTP has already been used. Wait for the next code.
              *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -3101,7 +3521,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "NEXT_TOKEN_REQUIRED" | "NEXT_TOKEN_INVALID" | "RESYNC_FAILED" | "OTP_REUSED" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "TOKEN_REQUIRED" | "TOKEN_INVALID" | "NEXT_TOKEN_REQUIRED" | "NEXT_TOKEN_INVALID" | "RESYNC_FAILED" | "OTP_REUSED" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -3184,6 +3604,8 @@ export interface operations {
             /**
              * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
              *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
              *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
@@ -3196,7 +3618,7 @@ export interface operations {
                     "application/json": {
                         message: string;
                         /** @enum {string} */
-                        code?: "OTP_LOCKED";
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
                     };
                 };
             };
@@ -3239,7 +3661,10 @@ export interface operations {
     createRecoveryCodes: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID). The same key and request within 24 hours answer as the first did (`Idempotent-Replayed: true`), once however many arrive at once; the same key with another request is a 422. */
+                "idempotency-key"?: string;
+            };
             path: {
                 /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. Users are the calling account's own: another account never sees them. */
                 userID: string;
@@ -3278,6 +3703,8 @@ export interface operations {
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
+             *     `IDEMPOTENCY_KEY_INVALID`: The Idempotency-Key header must be 1 to 255 printable ASCII characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -3289,7 +3716,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -3320,6 +3747,21 @@ export interface operations {
                     }[];
                 };
             };
+            /** @description `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_BUSY";
+                        message: string;
+                    }[];
+                };
+            };
             /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
             413: {
                 headers: {
@@ -3346,6 +3788,21 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_REUSED";
                         message: string;
                     }[];
                 };
@@ -3417,6 +3874,8 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -3426,6 +3885,8 @@ export interface operations {
                 "application/json": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
                 /**
                  * @example {
@@ -3435,6 +3896,8 @@ export interface operations {
                 "multipart/form-data": {
                     /** @description A recovery code; case, spaces and dashes do not matter. */
                     code: string;
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
             };
         };
@@ -3470,6 +3933,8 @@ export interface operations {
              *
              *     `RECOVERY_CODE_INVALID`: Recovery code is invalid or has been used.
              *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -3481,7 +3946,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "RECOVERY_CODE_REQUIRED" | "RECOVERY_CODE_INVALID" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "RECOVERY_CODE_REQUIRED" | "RECOVERY_CODE_INVALID" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -3545,6 +4010,8 @@ export interface operations {
             /**
              * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
              *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
              *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
@@ -3557,7 +4024,7 @@ export interface operations {
                     "application/json": {
                         message: string;
                         /** @enum {string} */
-                        code?: "OTP_LOCKED";
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
                     };
                 };
             };
@@ -3902,7 +4369,10 @@ export interface operations {
     registerPasskey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description draft-ietf-httpapi-idempotency-key-header: a unique key per request (a UUID). The same key and request within 24 hours answer as the first did (`Idempotent-Replayed: true`), once however many arrive at once; the same key with another request is a 422. */
+                "idempotency-key"?: string;
+            };
             path: {
                 /** @description Your own identifier of the user, percent-encoded in the path: 1 to 256 characters (compared in Unicode NFC), not blank, not "." or "..", without ":", control, format (bidi, zero-width) or line-separator characters. */
                 userID: string;
@@ -4043,6 +4513,8 @@ export interface operations {
              *
              *     `PASSKEY_INVALID`: The passkey's answer does not verify.
              *
+             *     `IDEMPOTENCY_KEY_INVALID`: The Idempotency-Key header must be 1 to 255 printable ASCII characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -4054,7 +4526,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "LABEL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "LABEL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "IDEMPOTENCY_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -4076,6 +4548,8 @@ export interface operations {
              *     `PASSKEY_REGISTERED`: This authenticator holds a passkey of the user already.
              *
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
+             *
+             *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
              */
             409: {
                 headers: {
@@ -4086,7 +4560,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT";
+                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
                         message: string;
                     }[];
                 };
@@ -4117,6 +4591,21 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "IDEMPOTENCY_KEY_REUSED";
                         message: string;
                     }[];
                 };
@@ -4457,6 +4946,8 @@ export interface operations {
                             userHandle?: string | null;
                         };
                     };
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
                 };
             };
         };
@@ -4502,6 +4993,8 @@ export interface operations {
              *
              *     `PASSKEY_REPLAYED`: The passkey's signature counter went back: a replayed answer or a cloned authenticator. Refused.
              *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
             400: {
@@ -4513,7 +5006,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "PASSKEY_REPLAYED" | "MALFORMED_BODY";
+                        code: "PATH_INVALID" | "USER_ID_INVALID" | "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "PASSKEY_REPLAYED" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -4592,6 +5085,8 @@ export interface operations {
             /**
              * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
              *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
              *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
@@ -4604,7 +5099,7 @@ export interface operations {
                     "application/json": {
                         message: string;
                         /** @enum {string} */
-                        code?: "OTP_LOCKED";
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
                     };
                 };
             };
@@ -7087,7 +7582,7 @@ export interface operations {
             /**
              * @description `MERGE_DOCUMENT_REFUSED`: Document {part} of the merge {reason}.
              *
-             *     `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request (job {jobID}).
+             *     `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}.
              */
             422: {
                 headers: {

@@ -18,6 +18,7 @@ import { Accounts } from '../src/services/accounts.ts'
 import { Factors } from '../src/services/factors.ts'
 import { Totp } from '../src/services/totp.ts'
 import { Webhooks } from '../src/services/webhooks.ts'
+import { Idempotency } from '../src/services/idempotency.ts'
 import { Jobs } from '../src/services/jobs.ts'
 import { resolveKeyring } from '../src/config/encryption.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
@@ -76,6 +77,7 @@ export async function renderOpenApi(which: 'public' | 'admin' = 'public'): Promi
             accounts: new Accounts({ store, pepper, config }),
             factors: new Factors({ store, config, pepper, keyring: resolveKeyring(config) }),
             totp: new Totp({ store, config, pepper }),
+            idempotency: new Idempotency({ store, config, keyring: resolveKeyring(config) }),
             webhooks: new Webhooks({ store, keyring: resolveKeyring(config), config }),
             jobs: new Jobs({ store, keyring: resolveKeyring(config), config }),
           })

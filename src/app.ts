@@ -105,7 +105,15 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       throttle: runtime.throttle,
     })
   }
-  await app.register(totpRoutes, { config, totp: runtime.totp, factors: runtime.factors, passkeys: runtime.passkeys, now, metrics })
+  await app.register(totpRoutes, {
+    config,
+    totp: runtime.totp,
+    factors: runtime.factors,
+    passkeys: runtime.passkeys,
+    idempotency: runtime.idempotency,
+    now,
+    metrics,
+  })
   const { pool } = runtime
   if (pool !== null) {
     await app.register(converterRoutes, { config, pool, metrics, jobs: runtime.jobs })

@@ -35,6 +35,7 @@ import type { Users } from './services/users.ts'
 import { Team } from './services/team.ts'
 import type { Factors } from './services/factors.ts'
 import type { Passkeys } from './services/passkeys.ts'
+import type { Idempotency } from './services/idempotency.ts'
 import type { Totp } from './services/totp.ts'
 import { LateLog, type Log } from './logging/late.ts'
 
@@ -74,6 +75,8 @@ export class Runtime {
   readonly factors: Factors
   /** Passkeys of the same users. */
   readonly passkeys: Passkeys
+  /** Idempotency-Key records, for the creating calls of both listeners. */
+  readonly idempotency: Idempotency
   /** The Renda-compatible TOTP routes' onboarding records and verifications. */
   readonly totp: Totp
   readonly limits: Limits
@@ -143,6 +146,7 @@ export class Runtime {
     this.team = new Team({ store: this.portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
     this.factors = services.factors
     this.passkeys = services.passkeys
+    this.idempotency = services.idempotency
     this.totp = services.totp
     this.pool = groupServedIn('converter', config.region) ? this.#openPool() : null
     this.jobs = services.jobs

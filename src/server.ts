@@ -70,6 +70,7 @@ const admin =
         jobs: runtime.jobs,
         factors: runtime.factors,
         totp: runtime.totp,
+        idempotency: runtime.idempotency,
       })
 runtime.log.attach(app.log)
 runtime.start()

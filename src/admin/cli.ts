@@ -4,6 +4,7 @@
  * with --json, exits 0 on success and non-zero with a one-line error otherwise.
  */
 import { parseArgs } from 'node:util'
+import { createReadStream } from 'node:fs'
 import { ConfigError, loadConfig } from '../config/config.ts'
 import { newKeyItem } from '../crypto/keyring.ts'
 import type { Accounts } from '../services/accounts.ts'
@@ -12,6 +13,8 @@ import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
 import type { FactorSettingsPatch } from '../domain/factors.ts'
+import { importCsv, type ImportSummary } from '../services/factor-import.ts'
+import { isProfileName, PROFILE_NAMES } from '../totp/profiles.ts'
 import { factorView } from '../totp/factors/view.ts'
 import { isFailure, type Failure } from '../services/outcome.ts'
 import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
@@ -71,6 +74,10 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       a user's factors (never a secret), recovery codes left, lock
   totp-user unlock --account ID --user U
                                       clear a user's lockout: their next right code is taken
+  totp-user import --account ID --file F|- [--application NAME] [--profile P] [--status active|pending] [--from LINE]
+                                      import users' TOTP secrets from a CSV (userID, base32 secret or
+                                      otpauth:// URI, label), sealed on arrival; each line's outcome as
+                                      it goes (--json: one JSON line each); run it again to resume
   totp-user delete --account ID --user U
                                       delete a user's factors and recovery codes (a lost phone
                                       and lost codes: check who asks first); they may enrol again
@@ -130,6 +137,11 @@ type Flags = {
   email?: string
   batch?: string
   user?: string
+  file?: string
+  application?: string
+  profile?: string
+  from?: string
+  json?: boolean
   'rp-id'?: string
   'rp-name'?: string
   origins?: string
@@ -284,10 +296,12 @@ async function runOperators(users: Users, verb: string | undefined, flags: Flags
 
 const lockWords = (lockedUntil: string | null) => (lockedUntil === null ? 'not locked' : `locked until ${lockedUntil}`)
 
-async function runTotpUsers(service: Factors, verb: string | undefined, flags: Flags): Promise<Output> {
-  if (!['list', 'show', 'unlock', 'delete'].includes(verb ?? '')) throw new UsageError(`unknown command "totp-user ${verb ?? ''}"`)
+async function runTotpUsers(config: Config, service: Factors, verb: string | undefined, flags: Flags, json: boolean): Promise<Output> {
+  if (!['list', 'show', 'unlock', 'delete', 'import'].includes(verb ?? '')) throw new UsageError(`unknown command "totp-user ${verb ?? ''}"`)
   const accountId = need(flags.account, 'account')
   switch (verb) {
+    case 'import':
+      return runImport(config, service, accountId, flags, json)
     case 'list': {
       const page = ok(
         await service.listUsers(accountId, {
@@ -345,6 +359,39 @@ async function runTotpUsers(service: Factors, verb: string | undefined, flags: F
       ok(await service.deleteUser(CTX, accountId, userId))
       return { json: { accountId, userID: userId, deleted: true }, human: `Deleted user ${userId}'s factors and recovery codes in account ${accountId}` }
     }
+  }
+}
+
+/**
+ * runImport: `totp-user import`, a CSV of secrets streamed into the account (services/factor-import.ts).
+ * Each line's outcome is written as it is known, so an interrupted run shows where to go on from.
+ */
+async function runImport(config: Config, service: Factors, accountId: string, flags: Flags, json: boolean): Promise<Output> {
+  const file = need(flags.file, 'file')
+  const status = flags.status ?? 'active'
+  if (status !== 'active' && status !== 'pending') throw new UsageError(`--status must be active or pending (got "${status}")`)
+  const profile = flags.profile ?? 'any'
+  if (!isProfileName(profile)) throw new UsageError(`--profile must be one of ${PROFILE_NAMES.join(', ')} (got "${profile}")`)
+  const from = number(flags.from, 'from', 1, 100_000_000, true) ?? 1
+  ok(await service.settings(accountId))
+  const input = file === '-' ? process.stdin : createReadStream(file)
+  let summary: ImportSummary | undefined
+  for await (const item of importCsv(service, CTX, accountId, input, {
+    ...(flags.application === undefined ? {} : { applicationId: flags.application }),
+    profile,
+    status,
+    from,
+    maxBytes: config.importMaxBytes,
+  })) {
+    if ('done' in item) summary = item
+    else if (json) process.stdout.write(`${JSON.stringify(item)}\n`)
+    else if (item.outcome === 'refused') process.stdout.write(`line ${item.line}: refused (${item.code}): ${item.message}\n`)
+    else if (item.outcome === 'imported' && item.line % 1000 === 0) process.stdout.write(`line ${item.line}: imported so far\n`)
+  }
+  const s = summary!
+  return {
+    json: s,
+    human: `${s.lines} line(s): ${s.imported} imported, ${s.exists} there already, ${s.refused} refused, ${s.skipped} skipped${s.stopped === null ? '' : `; stopped: ${s.stopped}`}`,
   }
 }
 
@@ -710,7 +757,7 @@ async function run(config: Config, services: Services, words: readonly string[],
   const [noun, verb] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
   if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
-  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(services.factors, verb, flags)
+  if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(config, services.factors, verb, flags, flags.json === true)
   if (noun === 'factor-settings' && words.length <= 2) return runFactorSettings(services.factors, verb, flags)
   switch (noun) {
     case 'account':
@@ -801,6 +848,10 @@ function parse(argv: readonly string[]) {
       email: { type: 'string' },
       batch: { type: 'string' },
       user: { type: 'string' },
+      file: { type: 'string' },
+      application: { type: 'string' },
+      profile: { type: 'string' },
+      from: { type: 'string' },
       'rp-id': { type: 'string' },
       'rp-name': { type: 'string' },
       origins: { type: 'string' },

@@ -14,6 +14,7 @@ import { isFailure } from '../services/outcome.ts'
 import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
 import { MAX_MERGE_DOCUMENTS, readParts } from './upload.ts'
 import { sendJobResult } from '../http/job-result.ts'
+import { idempotencyKey } from '../http/idempotency.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
 
 export interface JobRouteOptions {
@@ -44,17 +45,6 @@ const FIELDS = [
   'angle',
   'preset',
 ] as const
-
-/** idempotencyKey: the Idempotency-Key header (an sf-string's quotes taken off), null when absent. */
-function idempotencyKey(request: FastifyRequest): string | null {
-  const raw = request.headers['idempotency-key']
-  if (raw === undefined) return null
-  if (Array.isArray(raw)) throw apiError('IDEMPOTENCY_KEY_INVALID')
-  let key = raw.trim()
-  if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) key = key.slice(1, -1)
-  if (!/^[\x20-\x7e]{1,255}$/.test(key)) throw apiError('IDEMPOTENCY_KEY_INVALID')
-  return key
-}
 
 /**
  * UploadPlaces bounds the job documents a node reads at once, and per account: each is held

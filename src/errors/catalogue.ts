@@ -164,6 +164,12 @@ export const catalogue = {
   ),
   TOKEN_REQUIRED: entry(400, 'list', 'Token is mandatory', '`token` is missing or empty.'),
   TOKEN_INVALID: entry(400, 'list', 'Token must be 6 to 10 digits.', '`token` has characters other than digits or a wrong length.'),
+  ATTEMPTS_LIMITED: entry(
+    429,
+    'coded',
+    'Too many attempts for this user or rate limit key. Try again in {seconds} seconds.',
+    "Sent with `Retry-After`: the user's attempts (verify, activate, resync, recover, passkey sign-in) in the window, or the caller-supplied `rateLimitKey`'s, reached the account's limit (`FACTOR_USER_LIMIT`, `FACTOR_KEY_LIMIT` per `FACTOR_LIMIT_WINDOW_SECONDS`, or the account's factor settings). Nothing was tried, and nothing counts against the user's lockout.",
+  ),
   OTP_INVALID: entry(
     400,
     'list',
@@ -198,6 +204,25 @@ export const catalogue = {
     'list',
     'The user has no active TOTP factor.',
     'Verification of a code for a user whose TOTP factors are all pending, or who has passkeys only.',
+  ),
+  FACTOR_EXISTS: entry(
+    409,
+    'list',
+    'This secret is imported for the user already (factor {factorID}).',
+    'An import of a secret the user has as a factor already (an import is known by account, user and secret, so a CSV imported again skips what went in).',
+  ),
+  IMPORT_SOURCE_REQUIRED: entry(
+    400,
+    'list',
+    'Give the secret to import: secret (base32) or otpURL (an otpauth://totp/ URI), one of them.',
+    'Neither `secret` nor `otpURL`, or both.',
+  ),
+  IMPORT_STATUS_INVALID: entry(400, 'list', 'status must be active or pending.', '`status` of an import is another value.'),
+  OTP_URL_INVALID: entry(
+    400,
+    'list',
+    'otpURL must be an otpauth://totp/ Key URI with a base32 secret: {reason}.',
+    "`otpURL` is not an otpauth://totp/ URI, has no secret or one that is not base32 of `MIN_SECRET_BITS`, or parameters outside the service's (SHA1/SHA256/SHA512, 6 to 10 digits, 15 to 3600 s), or ones that disagree with those given beside it.",
   ),
   FACTOR_NOT_TOTP: entry(
     409,
@@ -241,6 +266,12 @@ export const catalogue = {
     'A passkey ceremony for an account whose factor settings have no relying party ID or no origin.',
   ),
   NO_PASSKEY: entry(409, 'list', 'The user has no passkey.', 'Authentication options for a user who has factors, none of them a passkey.'),
+  RATE_LIMIT_KEY_INVALID: entry(
+    400,
+    'list',
+    'rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.',
+    '`rateLimitKey` is empty, too long, or has a control character.',
+  ),
   USER_NAME_INVALID: entry(
     400,
     'list',
@@ -479,8 +510,14 @@ export const catalogue = {
   IDEMPOTENCY_KEY_REUSED: entry(
     422,
     'list',
-    'This Idempotency-Key was used in the last 24 hours with another request (job {jobID}).',
-    'The key came with another document, options or URLs within 24 hours; the same request answers its job again.',
+    'This Idempotency-Key was used in the last 24 hours with another request{what}.',
+    'The key came with another path, body, document, options or URLs within 24 hours; the same request answers as it did the first time.',
+  ),
+  IDEMPOTENCY_KEY_BUSY: entry(
+    409,
+    'list',
+    'A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.',
+    'The first request with the key had not answered within `IDEMPOTENCY_WAIT_MS` (or its node stopped; its hold ends within a minute).',
   ),
   JOBS_PER_ACCOUNT: entry(
     429,
@@ -600,6 +637,7 @@ export const catalogue = {
     '`after` is not a `next` cursor of an earlier page of the same list.',
   ),
   JSON_REQUIRED: entry(415, 'list', 'The admin API takes application/json bodies.', 'A body of another Content-Type.'),
+  CSV_REQUIRED: entry(415, 'list', 'The import takes a CSV body (Content-Type: text/csv).', 'A factor import whose body is not `text/csv`.'),
 } as const satisfies Record<string, Entry>
 
 export type ErrorCode = keyof typeof catalogue

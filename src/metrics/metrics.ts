@@ -211,6 +211,8 @@ export interface Metrics {
   verified(outcome: VerificationOutcome): void
   /** A secret became locked (its failure count reached the threshold). */
   lockoutStarted(): void
+  /** An attempt of a managed factor's user was refused by the attempt limits (per user or rate limit key), untried. */
+  attemptsLimited(): void
   conversion(route: ConversionRoute, outcome: ConversionOutcome, done?: { pages: number; outputBytes: number; engineSeconds: number }): void
   queueWaited(seconds: number): void
   workerReplaced(reason: ReplacementReason): void
@@ -329,7 +331,7 @@ function gatewayMetrics({ registers, register, zero }: Section): Pick<Metrics, '
 }
 
 /** TOTP verifications and lockouts. */
-function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | 'lockoutStarted'> {
+function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | 'lockoutStarted' | 'attemptsLimited'> {
   const verifications = new Counter({
     name: 'tessera_otp_verifications_total',
     help: 'verifyOTP outcomes: accepted, invalid, reused, locked.',
@@ -338,6 +340,11 @@ function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | '
   })
   const verificationChildren = new Map(VERIFICATION_OUTCOMES.map((outcome) => [outcome, zero(verifications.labels({ outcome }))]))
   const lockouts = new Counter({ name: 'tessera_otp_lockouts_total', help: 'Secrets locked after too many failed verifications.', registers })
+  const limited = new Counter({
+    name: 'tessera_factor_attempts_limited_total',
+    help: "Managed factors' attempts refused untried by the attempt limits (per user or rate limit key).",
+    registers,
+  })
 
   return {
     verified(outcome) {
@@ -345,6 +352,9 @@ function totpMetrics({ registers, zero }: Section): Pick<Metrics, 'verified' | '
     },
     lockoutStarted() {
       lockouts.inc()
+    },
+    attemptsLimited() {
+      limited.inc()
     },
   }
 }

@@ -78,6 +78,7 @@ export function instrumentStore(store: Store, metrics: Metrics, options: { reado
     portal: timed(store.portal, relational, 'portal', metrics),
     webhooks: timed(store.webhooks, relational, 'webhooks', metrics),
     jobs: timed(store.jobs, relational, 'jobs', metrics),
+    idempotency: timed(store.idempotency, relational, 'idempotency', metrics),
     sharedLimiter: store.sharedLimiter === null ? null : timed(store.sharedLimiter, shared, 'limiter', metrics),
     health: () => store.health(),
     gauges: () => store.gauges(),

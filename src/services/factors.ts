@@ -12,11 +12,12 @@
  */
 import type { Config } from '../config/config.ts'
 import { SealError, type Keyring } from '../crypto/keyring.ts'
-import type { Pepper } from '../crypto/keyed.ts'
+import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import type { Algorithm, AuditDraft, AuditTarget } from '../domain/accounts.ts'
 import type { EventType } from '../domain/events.ts'
 import {
   settingsProblem,
+  type FactorStatus,
   type Factor,
   type FactorSettings,
   type FactorSettingsPatch,
@@ -31,9 +32,10 @@ import { canonicalUserId, USER_ID_RULE } from '../domain/user-ids.ts'
 import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { Params, Problem } from '../errors/errors.ts'
 import type { Metrics } from '../metrics/metrics.ts'
-import type { Store } from '../storage/ports.ts'
+import type { AttemptLimit, Store } from '../storage/ports.ts'
 import { findDrift, mark, matchFactor, paramsOf, sealContext, userLockKey } from '../totp/factors/core.ts'
 import { codeHash, newRecoveryCodes, normalizeCode } from '../totp/factors/recovery.ts'
+import { readSecret, type ImportSource } from '../totp/factors/import.ts'
 import { rotateSeals, type Rotation } from '../totp/factors/rotate.ts'
 import { matchStep, newSecret, otpauthUrl, toBase32, totpParams, type TotpParams } from '../totp/otp.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../totp/profiles.ts'
@@ -42,7 +44,17 @@ import { draft, refused, fail, isFailure, type Context, type Failure, type Failu
 
 export type FactorsConfig = Pick<
   Config,
-  'otpMaxFailures' | 'otpLockBaseSeconds' | 'otpLockMaxSeconds' | 'factorPendingSeconds' | 'factorMaxPerUser' | 'factorResyncSteps'
+  | 'otpMaxFailures'
+  | 'otpLockBaseSeconds'
+  | 'otpLockMaxSeconds'
+  | 'factorPendingSeconds'
+  | 'factorMaxPerUser'
+  | 'factorResyncSteps'
+  | 'factorUserLimit'
+  | 'factorKeyLimit'
+  | 'factorLimitWindowSeconds'
+  | 'factorImportPendingDays'
+  | 'minSecretBits'
 >
 
 export interface FactorsOptions {
@@ -54,7 +66,7 @@ export interface FactorsOptions {
   /** The clock (epoch ms); tests move it. */
   readonly now?: () => number
   /** Counts verifications by outcome and the lockouts they start (none: not counted). */
-  readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted'>
+  readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted' | 'attemptsLimited'>
 }
 
 /** KeyCaller: a call of the public API, made with an API key in its own account (the actor of the events it causes). */
@@ -64,6 +76,8 @@ export interface KeyCaller {
   readonly ip: string
   /** unreadable is told of each factor whose secret does not open (for the request's log: its id and why, never the sealed value). */
   readonly unreadable: (factorId: string, reason: string) => void
+  /** The caller's `rateLimitKey` (the end user's IP, say): its attempts are limited across the account's users. null: none given. */
+  readonly rateKey: string | null
   /** refused is told why an answer that is not a code was refused (a passkey's: its signature, origin, counter), for the request's log. */
   readonly refused: (what: string, reason: string) => void
 }
@@ -115,6 +129,14 @@ export interface Enrolment {
   readonly otpURL: string
 }
 
+/** An import: where the secret is read from, and how the factor starts. */
+export interface ImportInput {
+  readonly source: ImportSource
+  readonly label: string | null
+  /** `active`: it verifies at once; `pending`: after the user's first code (activate), within FACTOR_IMPORT_PENDING_DAYS. */
+  readonly status: FactorStatus
+}
+
 export interface Resynced {
   readonly driftSteps: number
   readonly driftSeconds: number
@@ -137,7 +159,7 @@ export class Factors {
   readonly #pepper: Pepper
   readonly #keyring: Keyring
   readonly #now: () => number
-  readonly #metrics: Pick<Metrics, 'verified' | 'lockoutStarted'> | undefined
+  readonly #metrics: Pick<Metrics, 'verified' | 'lockoutStarted' | 'attemptsLimited'> | undefined
   readonly #policy: LockPolicy
 
   constructor(opts: FactorsOptions) {
@@ -234,6 +256,72 @@ export class Factors {
     return { factorId: id, secretKey: toBase32(p.secret), expiresAt }
   }
 
+  /**
+   * importFactor keeps a secret the caller already has (its users keep the authenticators they
+   * have), sealed on arrival and never shown again (`factor.created`, imported). Its id is
+   * derived from account, user and secret: the same import again is FACTOR_EXISTS, not a second factor.
+   */
+  async importFactor(caller: KeyCaller, userId: string, input: ImportInput): Promise<FactorState | FactorRefusal> {
+    return this.#import(caller.accountId, userId, input, (id, detail) => keyEvent(caller, 'factor.created', userId, detail, id))
+  }
+
+  /** importAs: an operator's import (the admin API's and the CLI's bulk import), its event the operator's. */
+  importAs(ctx: Context, accountId: string, userId: string, input: ImportInput): Promise<FactorState | FactorRefusal> {
+    return this.#import(accountId, userId, input, (id, detail) =>
+      draft(ctx, 'factor.created', { type: 'factor', id }, accountId, { userID: userId, ...detail, by: 'operator' }),
+    )
+  }
+
+  async #import(
+    accountId: string,
+    userId: string,
+    input: ImportInput,
+    event: (factorId: string, detail: Record<string, unknown>) => AuditDraft,
+  ): Promise<FactorState | FactorRefusal> {
+    const read = readSecret(input.source, this.#config.minSecretBits)
+    if (Array.isArray(read)) return { failure: 'invalid', message: render(read[0]!.code, read[0]!.params), problems: read }
+    const t = this.#now()
+    const p = read.params
+    const id = importedId(this.#pepper, accountId, userId, p)
+    const pending = input.status === 'pending'
+    const factor: TotpFactor = {
+      id,
+      type: 'totp',
+      accountId,
+      userId,
+      applicationId: read.applicationId,
+      label: input.label,
+      profile: input.source.profile,
+      status: input.status,
+      algorithm: p.algorithm,
+      digits: p.digits,
+      period: p.period,
+      drift: 0,
+      sealed: this.#keyring.seal(p.secret, sealContext(accountId, userId, id)),
+      keyVersion: this.#keyring.active,
+      createdAt: iso(t),
+      expiresAt: pending ? iso(t + this.#config.factorImportPendingDays * 86_400_000) : null,
+      activatedAt: pending ? null : iso(t),
+    }
+    const max = this.#config.factorMaxPerUser
+    const detail = {
+      factorID: id,
+      type: 'totp',
+      imported: true,
+      status: input.status,
+      applicationID: read.applicationId,
+      label: input.label,
+      profile: input.source.profile,
+      algorithm: p.algorithm,
+      tokenLength: p.digits,
+      tokenValidity: p.period,
+    }
+    const created = await this.#store.factors.create(factor, max, iso(t), event(id, detail))
+    if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    if (created === 'exists') return refusal('conflict', 'FACTOR_EXISTS', { factorID: id })
+    return factorState(factor)
+  }
+
   /** factors: the user's live factors, oldest first, and their recovery codes left. */
   async factors(caller: KeyCaller, userId: string): Promise<{ factors: FactorState[]; recoveryCodesLeft: number } | FactorRefusal> {
     const factors = await this.#factorsOf(caller.accountId, userId, this.#now())
@@ -271,6 +359,8 @@ export class Factors {
     const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status === 'active') return refusal('conflict', 'FACTOR_ACTIVE')
+    const limited = await this.#admit(caller, userId, t)
+    if (limited !== ACCEPTED) return limited
     let step: number | null = null
     try {
       step = token.length === factor.digits ? matchStep(paramsOf(this.#keyring, factor), token, t) : null
@@ -297,6 +387,8 @@ export class Factors {
     if (isFailure(factors)) return factors
     const active = factors.filter((f): f is TotpFactor => f.type === 'totp' && f.status === 'active')
     if (active.length === 0) return refusal('conflict', 'NO_ACTIVE_FACTOR')
+    const limited = await this.#admit(caller, userId, t)
+    if (limited !== ACCEPTED) return limited
     let broken = 0
     const match = matchFactor(this.#keyring, active, token, t, (f, error) => {
       broken++
@@ -318,6 +410,8 @@ export class Factors {
     const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status !== 'active') return refusal('conflict', 'FACTOR_PENDING')
+    const limited = await this.#admit(caller, userId, t)
+    if (limited !== ACCEPTED) return limited
     let found: { drift: number; step: number } | null = null
     try {
       if (token.length === factor.digits && nextToken.length === factor.digits) {
@@ -395,6 +489,8 @@ export class Factors {
     tried: () => Promise<T | FactorRefusal>,
   ): Promise<T | FactorRefusal> {
     const t = this.#now()
+    const limited = await this.#admit(caller, userId, t)
+    if (limited !== ACCEPTED) return limited
     const key = userLockKey(this.#pepper, caller.accountId, userId)
     const verdict = await this.#store.verification.settle(key, null, t, this.#policy)
     if (verdict.kind === 'locked') return lockedRefusal(Math.max(1, Math.ceil((verdict.lockedUntil - t) / 1000)))
@@ -413,6 +509,28 @@ export class Factors {
     }
     await this.#store.verification.forgive(key, this.#policy)
     return result
+  }
+
+  /**
+   * #admit counts an attempt of the user's against the account's attempt limits (per user, and
+   * per the caller's rate limit key when it gave one), before it is tried and before the lockout
+   * sees it: a refused attempt is not tried, takes nothing from the windows and is no failure
+   * of the user's, so a flood from one source neither gets more guesses than the limit nor
+   * counts towards the user's lock beyond it. One atomic step of the verification store.
+   */
+  async #admit(caller: KeyCaller, userId: string, t: number): Promise<Refused> {
+    const s = await this.#store.factors.settings(caller.accountId)
+    const perUser = s.userLimit ?? this.#config.factorUserLimit
+    const perKey = s.keyLimit ?? this.#config.factorKeyLimit
+    const limits: AttemptLimit[] = []
+    if (perUser > 0) limits.push({ key: keyedDigest(this.#pepper, 'attempts-user', caller.accountId, userId), max: perUser })
+    if (perKey > 0 && caller.rateKey !== null) limits.push({ key: keyedDigest(this.#pepper, 'attempts-key', caller.accountId, caller.rateKey), max: perKey })
+    if (limits.length === 0) return ACCEPTED
+    const windowMs = (s.limitWindowSeconds ?? this.#config.factorLimitWindowSeconds) * 1000
+    const admission = await this.#store.verification.admit(limits, windowMs, t)
+    if (admission.admitted) return ACCEPTED
+    this.#metrics?.attemptsLimited()
+    return refusal('limit', 'ATTEMPTS_LIMITED', { seconds: Math.max(1, Math.ceil((admission.retryAtMs - t) / 1000)) })
   }
 
   /**
@@ -592,6 +710,12 @@ export class Factors {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
+
+/** importedId: an imported factor's id, the same for the same account, user and secret (so an import run again finds what went in). */
+function importedId(pepper: Pepper, accountId: string, userId: string, p: TotpParams): string {
+  const digest = keyedDigest(pepper, 'factor-import', accountId, userId, toBase32(p.secret), p.algorithm, String(p.digits), String(p.period))
+  return `fct_${Buffer.from(digest, 'base64url').subarray(0, 8).toString('hex')}`
+}
 
 /**
  * keyEvent is the audit draft of a change or attempt of a user's, made with an API key in its

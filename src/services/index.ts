@@ -19,6 +19,7 @@ import { Accounts } from './accounts.ts'
 import { Encryption } from './encryption.ts'
 import { Factors } from './factors.ts'
 import { Passkeys } from './passkeys.ts'
+import { Idempotency } from './idempotency.ts'
 import { Totp } from './totp.ts'
 import { Users } from './users.ts'
 import type { Passwords } from './users/passwords.ts'
@@ -44,7 +45,7 @@ export interface ServiceParts {
   readonly passwords?: Passwords
   readonly throttle?: SignInThrottle
   /** Verifications and lockouts of managed factors, counted (default: not counted). */
-  readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted'>
+  readonly metrics?: Pick<Metrics, 'verified' | 'lockoutStarted' | 'attemptsLimited'>
   /** Told when a webhook delivery is due (the runtime's delivery worker). */
   readonly onWebhookDue?: () => void
   /** Told when a conversion job is queued (the runtime's job runner). */
@@ -60,6 +61,8 @@ export interface CoreServices {
   readonly factors: Factors
   /** Passkeys: WebAuthn credentials as factors of the same users, under the same lockout. */
   readonly passkeys: Passkeys
+  /** Idempotency-Key records and their sealed answers, for the doors' creating calls. */
+  readonly idempotency: Idempotency
   /** The Renda-compatible TOTP routes' onboarding records and verifications. */
   readonly totp: Totp
   /** The keyring's versions and the re-sealing of what it seals. */
@@ -81,6 +84,7 @@ class ServiceSet implements CoreServices {
   #webhooks: Webhooks | undefined
   #factors: Factors | undefined
   #passkeys: Passkeys | undefined
+  #idempotency: Idempotency | undefined
   #encryption: Encryption | undefined
   #jobs: Jobs | undefined
 
@@ -122,6 +126,12 @@ class ServiceSet implements CoreServices {
     const { store, config, pepper, now } = this.#parts
     this.#passkeys ??= new Passkeys({ store, config, pepper, keyring: this.#ring(), factors: this.factors, now })
     return this.#passkeys
+  }
+
+  get idempotency(): Idempotency {
+    const { store, config, now } = this.#parts
+    this.#idempotency ??= new Idempotency({ store, config, keyring: this.#ring(), now })
+    return this.#idempotency
   }
 
   get jobs(): Jobs {

@@ -151,7 +151,7 @@ export class Jobs {
     const max = this.#o.config.jobMaxActivePerAccount
     const done = await this.#o.store.jobs.submit(job, document === null ? [] : pieces(document, JOB_CHUNK_BYTES), idempotency, max)
     if ('limit' in done) return refuse('limit', { code: 'JOBS_PER_ACCOUNT', params: { limit: done.limit } })
-    if ('mismatch' in done) return refuse('conflict', { code: 'IDEMPOTENCY_KEY_REUSED', params: { jobID: done.mismatch.id } })
+    if ('mismatch' in done) return refuse('conflict', { code: 'IDEMPOTENCY_KEY_REUSED', params: { what: ` (job ${done.mismatch.id})` } })
     if ('replayed' in done) return { job: done.replayed, replayed: true }
     this.#o.onSubmitted?.()
     return { job: done.created, replayed: false }

@@ -84,6 +84,7 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     webhooks: relational.webhooks,
     // Jobs too: their ends write their events, and so the outbox, in the same transaction.
     jobs: relational.jobs,
+    idempotency: relational.idempotency,
     sharedLimiter: redis.limiter,
     gauges: () => ({ ...relational.gauges(), redisConnected: redis.connected() }),
     async health(): Promise<Health> {

@@ -834,7 +834,7 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 12,
-    name: "passkeys beside TOTP factors, their single-use challenges, and each account's factor settings",
+    name: "passkeys beside TOTP factors, their single-use challenges, attempt windows, Idempotency-Key records, and each account's factor settings",
     // A factor's type; a passkey's signature counter (sign_count) and what it told of itself at registration (passkey_meta, JSON:
     // device type, backed up, transports; nothing that identifies the user). Its credential ID and public key are in sealed.
     // A challenge is kept as a keyed digest only, until used once or expired. factor_settings: an account's relying party
@@ -854,6 +854,27 @@ export const migrations: readonly Migration[] = [
       );
       CREATE INDEX passkey_challenges_user ON passkey_challenges (account_id, user_id, created_at);
       CREATE INDEX passkey_challenges_expiry ON passkey_challenges (expires_at);
+      -- Attempts per user or caller-supplied key in a fixed window (key: a keyed digest, never the user ID or the address given).
+      CREATE TABLE attempt_windows (
+        key TEXT PRIMARY KEY,
+        window_start INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX attempt_windows_expiry ON attempt_windows (expires_ms);
+      -- An Idempotency-Key's request and its answer (sealed: an answer may carry a secret), per owner (an account, or an admin token),
+      -- until expires_ms; a request under way holds it until lease_until_ms (status null).
+      CREATE TABLE idempotency_records (
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status INTEGER,
+        sealed TEXT,
+        lease_until_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (owner, key)
+      );
+      CREATE INDEX idempotency_records_expiry ON idempotency_records (expires_ms);
       CREATE TABLE factor_settings (
         account_id TEXT PRIMARY KEY REFERENCES accounts(id),
         rp_id TEXT,
@@ -880,6 +901,25 @@ export const migrations: readonly Migration[] = [
       );
       CREATE INDEX passkey_challenges_user ON passkey_challenges (account_id, user_id, created_at);
       CREATE INDEX passkey_challenges_expiry ON passkey_challenges (expires_at);
+      -- Attempts per user or caller-supplied key in a fixed window (key: a keyed digest, never the user ID or the address given).
+      CREATE TABLE attempt_windows (
+        key text PRIMARY KEY,
+        window_start bigint NOT NULL,
+        count integer NOT NULL,
+        expires_ms bigint NOT NULL
+      );
+      CREATE INDEX attempt_windows_expiry ON attempt_windows (expires_ms);
+      CREATE TABLE idempotency_records (
+        owner text NOT NULL,
+        key text NOT NULL,
+        fingerprint text NOT NULL,
+        status integer,
+        sealed text,
+        lease_until_ms bigint NOT NULL,
+        expires_ms bigint NOT NULL,
+        PRIMARY KEY (owner, key)
+      );
+      CREATE INDEX idempotency_records_expiry ON idempotency_records (expires_ms);
       CREATE TABLE factor_settings (
         account_id text PRIMARY KEY REFERENCES accounts(id),
         rp_id text,

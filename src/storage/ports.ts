@@ -346,8 +346,12 @@ export interface SealedRow {
  * past `expiresAt` are as good as gone: no read returns them, and they are pruned.
  */
 export interface FactorStore {
-  /** create adds a pending factor (and the user with their first one), unless the user has `max` live factors: 'limit', nothing written. */
-  create(factor: Factor, max: number, nowIso: string, audit: AuditDraft): Promise<'created' | 'limit'>
+  /**
+   * create adds a factor (and the user with their first one), unless there is a live factor of
+   * its id already ('exists': an import made before) or the user has `max` live factors
+   * ('limit'); then nothing is written.
+   */
+  create(factor: Factor, max: number, nowIso: string, audit: AuditDraft): Promise<'created' | 'limit' | 'exists'>
   /** factors: the user's live factors, oldest first; null when there is no such user (in this account). */
   factors(accountId: string, userId: string, nowIso: string): Promise<Factor[] | null>
   /** activate makes a pending, unexpired factor active; false otherwise (nothing written). */
@@ -418,7 +422,26 @@ export interface VerificationStore {
    * when the run had no failure to take back.
    */
   forgive(key: string, policy: LockPolicy): Promise<boolean>
+  /**
+   * admit counts one attempt in each of `limits`' fixed windows of `windowMs` (aligned on
+   * multiples of it), in one atomic step across processes and nodes: in all of them when each
+   * has fewer than its `max`, in none otherwise (a refused attempt takes nothing). However many
+   * arrive at once, no window admits more than its `max`. A refusal says when the first full
+   * window ends (epoch ms).
+   */
+  admit(limits: readonly AttemptLimit[], windowMs: number, nowMs: number): Promise<Admission>
 }
+
+/** AttemptLimit: a counter of attempts (a keyed digest) and the most its window admits. */
+export interface AttemptLimit {
+  readonly key: string
+  readonly max: number
+}
+
+export type Admission = { readonly admitted: true } | { readonly admitted: false; readonly retryAtMs: number }
+
+/** windowStart: the start of the fixed window of `windowMs` that `nowMs` falls in. */
+export const windowStart = (nowMs: number, windowMs: number): number => Math.floor(nowMs / windowMs) * windowMs
 
 /** UsageStore keeps the durable counts of admitted calls, per account, key, region, UTC day and API group. */
 export interface UsageStore {
@@ -612,6 +635,43 @@ export interface JobStore {
   gauges(): Promise<JobGauges>
 }
 
+/** An Idempotency-Key's record: the request's fingerprint and, once answered, the answer (sealed). */
+export interface IdempotencyRecord {
+  readonly fingerprint: string
+  /** null: the first request is under way. */
+  readonly status: number | null
+  readonly sealed: string | null
+  readonly leaseUntilMs: number
+  readonly expiresMs: number
+}
+
+/**
+ * IdempotencyStore keeps what an Idempotency-Key was used for, per owner (an account, an
+ * admin token), atomically across processes and nodes: of parallel requests with one key,
+ * one begins; the others find its record (under way, or answered).
+ */
+export interface IdempotencyStore {
+  /**
+   * begin records a request under way (`started`), unless the key has a record that has not
+   * expired and whose lease, when it is under way, has not run out: that record then.
+   */
+  begin(
+    owner: string,
+    key: string,
+    fingerprint: string,
+    nowMs: number,
+    leaseMs: number,
+    ttlMs: number,
+  ): Promise<{ readonly started: true } | { readonly started: false; readonly record: IdempotencyRecord }>
+  /** finish stores the answer of a request that began (under its lease); false when the record is no longer its own. */
+  finish(owner: string, key: string, fingerprint: string, status: number, sealed: string): Promise<boolean>
+  /** abandon forgets a request under way that has no answer to keep (a fault): the key is free again. */
+  abandon(owner: string, key: string, fingerprint: string): Promise<void>
+  get(owner: string, key: string, nowMs: number): Promise<IdempotencyRecord | null>
+  /** prune deletes records expired at `nowMs`; returns how many. */
+  prune(nowMs: number): Promise<number>
+}
+
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>
 
@@ -633,6 +693,7 @@ export interface Store {
   readonly portal: PortalStore
   readonly webhooks: WebhookStore
   readonly jobs: JobStore
+  readonly idempotency: IdempotencyStore
   /** A limiter shared by every node (Redis), when there is one; otherwise each node limits in process. */
   readonly sharedLimiter: Limiter | null
   /** health asks each dependency; `essential` ones make the node unready when down. */

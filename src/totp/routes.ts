@@ -12,6 +12,7 @@ import type { OnboardingRecord } from '../domain/factors.ts'
 import { ApiError, apiError } from '../errors/errors.ts'
 import type { Factors } from '../services/factors.ts'
 import type { Passkeys } from '../services/passkeys.ts'
+import type { Idempotency } from '../services/idempotency.ts'
 import type { Totp } from '../services/totp.ts'
 import { currentCode, matchStep, otpauthUrl, parseSecret, toBase32, totpParams, type TotpParams } from './otp.ts'
 import { CAPACITY, type Ecc } from './qr/matrix.ts'
@@ -30,6 +31,7 @@ export interface TotpOptions {
   /** The managed factors (/totp/users/…). */
   readonly factors: Factors
   readonly passkeys: Passkeys
+  readonly idempotency: Idempotency
   readonly now: () => number
   readonly metrics: Pick<Metrics, 'verified' | 'lockoutStarted'>
 }
@@ -240,5 +242,5 @@ export default async function totpRoutes(app: FastifyInstance, opts: TotpOptions
   app.post('/totp/getOTP', { schema: getOtpSchema, config: { fields: getOtpFields(secretLimits) } }, handlers.getOtp)
   app.post('/totp/verifyOTP', { schema: verifySchema, config: { fields: verifyFields(secretLimits) } }, handlers.verifyOtp)
 
-  factorRoutes(app, { factors: opts.factors, passkeys: opts.passkeys, draw: (text) => handlers.draw(text, 'M', 'png') })
+  factorRoutes(app, { factors: opts.factors, passkeys: opts.passkeys, idempotency: opts.idempotency, draw: (text) => handlers.draw(text, 'M', 'png') })
 }

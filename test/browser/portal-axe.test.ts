@@ -48,6 +48,7 @@ const SIGNED_IN = [
   '/accounts/:a/team',
   '/accounts/:a/audit',
   '/accounts/:a/webhooks',
+  '/accounts/:a/factor-settings',
   '/accounts/:a/webhooks/:w/deliveries',
   '/accounts/:a/webhooks/:w/delete',
   '/accounts/:a/jobs',

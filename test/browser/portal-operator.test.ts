@@ -15,7 +15,7 @@ import { browserSkip, openBrowser, seriousViolations, signInPage } from '../supp
 const ENV = { SIGNUP_MODE: 'approval', SUBSCRIPTION_APPROVAL: 'operator' }
 
 /** Five wrong codes lock a TOTP user; no rate limit in the way (as in operator-totp-users.test.ts). */
-const TOTP_ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }
+const TOTP_ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', FACTOR_USER_LIMIT: '0' }
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
 test('in a browser: an operator goes from the summary to a pending request and approves it by its label; every operator page passes axe', {

@@ -99,7 +99,14 @@ test('the reference shows what each call answers: the fields and an example answ
 
 test('the admin API reference at /admin/v1/docs, on the admin listener, without a token', { skip }, async (t) => {
   const app = await startApp(t)
-  const admin = await buildAdminApp({ config: app.config, accounts: app.accounts, factors: app.factors, totp: app.totp, logStream: { write: () => undefined } })
+  const admin = await buildAdminApp({
+    config: app.config,
+    accounts: app.accounts,
+    factors: app.factors,
+    totp: app.totp,
+    idempotency: app.idempotency,
+    logStream: { write: () => undefined },
+  })
   await admin.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => admin.close())
   const address = admin.server.address() as { port: number }

@@ -3,6 +3,7 @@
  * (every answer checked against the admin document, a read and a write token), and the
  * admin CLI run as a process on a node's DATA_DIR.
  */
+import { Idempotency } from '../../src/services/idempotency.ts'
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
 import { execFile } from 'node:child_process'
@@ -37,6 +38,7 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
     accounts: pub.accounts,
     factors: pub.factors,
     totp: pub.totp,
+    idempotency: new Idempotency({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config, now: clock.now }),
     webhooks,
     jobs,
     now: clock.now,

@@ -4,6 +4,7 @@
  * Every answer a test fetches from such an app is checked against the OpenAPI document the
  * app serves (conformance.ts): a test fails on an answer the document does not describe.
  */
+import { Idempotency } from '../../src/services/idempotency.ts'
 import type { TestContext } from 'node:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -54,6 +55,8 @@ export interface Running {
   /** The factors and TOTP services over the same store (operators' calls), on the same clock. */
   readonly factors: Factors
   readonly totp: Totp
+  /** Idempotency-Key records over the same store and keyring (an admin API the test builds takes it). */
+  readonly idempotency: Idempotency
   readonly clock: Clock
   readonly dataDir: string
   /** Every log line written so far. */
@@ -105,7 +108,24 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
   const accounts = new Accounts({ store, pepper, config, now: clock.now })
   const { apiKey, accountId, keyId } = await createCaller(accounts)
   const factors = new Factors({ store, config, pepper, keyring: resolveKeyring(config), now: clock.now })
-  return { url, app, store, config, pepper, accounts, factors, totp: new Totp({ store, config, pepper }), clock, dataDir, logs, key: apiKey, accountId, keyId }
+  const idempotency = new Idempotency({ store, config, keyring: resolveKeyring(config), now: clock.now })
+  return {
+    url,
+    app,
+    store,
+    config,
+    pepper,
+    accounts,
+    factors,
+    totp: new Totp({ store, config, pepper }),
+    idempotency,
+    clock,
+    dataDir,
+    logs,
+    key: apiKey,
+    accountId,
+    keyId,
+  }
 }
 
 /** createCaller makes an account with a key and the given active subscriptions (default: every group where it is served). */

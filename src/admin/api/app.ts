@@ -24,11 +24,12 @@ import { CursorError, UnavailableError } from '../../domain/errors.ts'
 import { VERSION } from '../../version.ts'
 import { createBase } from '../../http/base.ts'
 import { adminGuard } from './auth.ts'
-import totpUserRoutes from './totp-users.ts'
+import totpUserRoutes, { factorImportRoutes } from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
-import adminRoutes from './routes.ts'
+import adminRoutes, { adminOnce } from './routes.ts'
 import webhookRoutes from './webhooks.ts'
 import jobRoutes from './jobs.ts'
+import type { Idempotency } from '../../services/idempotency.ts'
 import type { Webhooks } from '../../services/webhooks.ts'
 import type { Jobs } from '../../services/jobs.ts'
 import { TAGS } from './schemas.ts'
@@ -51,9 +52,13 @@ export const ADMIN_CODES: readonly ErrorCode[] = [
   'CONFLICT',
   'LIMIT_REACHED',
   'BAD_CURSOR',
+  'IDEMPOTENCY_KEY_INVALID',
+  'IDEMPOTENCY_KEY_REUSED',
+  'IDEMPOTENCY_KEY_BUSY',
   'MALFORMED_BODY',
   'BODY_TOO_LARGE',
   'JSON_REQUIRED',
+  'CSV_REQUIRED',
   'INTERNAL_ERROR',
   'SERVICE_UNAVAILABLE',
 ]
@@ -78,6 +83,8 @@ export interface AdminAppOptions {
   /** Operators' view of managed-factor users, and the Renda-compatible secrets' lockouts. */
   readonly factors: Factors
   readonly totp: Totp
+  /** Idempotency-Key records: the admin API's creating calls take the header. */
+  readonly idempotency: Idempotency
   /** The webhooks service (none: no webhook routes). */
   readonly webhooks?: Webhooks
   /** The conversion jobs service (none: no job routes). */
@@ -242,8 +249,10 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   await app.register(async (guarded) => {
     guarded.addHook('onRequest', adminGuard(accounts))
     await guarded.register(totpUserRoutes, { factors: opts.factors })
-    await guarded.register(adminRoutes, { accounts, totp: opts.totp, now })
-    if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks })
+    await guarded.register(factorImportRoutes, { factors: opts.factors, config })
+    const once = adminOnce(opts.idempotency)
+    await guarded.register(adminRoutes, { accounts, totp: opts.totp, now, once })
+    if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks, once })
     if (opts.jobs !== undefined) await guarded.register(jobRoutes, { config, accounts, jobs: opts.jobs })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.

@@ -4,6 +4,8 @@
  * expected refusals into answers: not_found → 404, invalid → 400 naming the field,
  * conflict → 409.
  */
+import { idempotent } from '../../http/idempotency.ts'
+import type { Idempotency } from '../../services/idempotency.ts'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Accounts, KeyInput, PlanInput } from '../../services/accounts.ts'
 import type { Totp } from '../../services/totp.ts'
@@ -117,7 +119,16 @@ interface AdminRouteOptions {
   readonly accounts: Accounts
   readonly totp: Totp
   readonly now: () => number
+  /** The hooks of a creating route that takes an Idempotency-Key (adminOnce). */
+  readonly once: ReturnType<typeof idempotent>
 }
+
+/** adminOnce: an Idempotency-Key's hooks for the admin API, its keys the admin token's own. */
+export const adminOnce = (idempotency: Idempotency) =>
+  idempotent(
+    () => idempotency,
+    (request) => `admin:${request.adminToken!.id}`,
+  )
 
 /** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */
 async function requireAccount(accounts: Accounts, id: string): Promise<void> {
@@ -125,8 +136,8 @@ async function requireAccount(accounts: Accounts, id: string): Promise<void> {
 }
 
 /** accountRoutes: create, list, read and change (rename, suspend) accounts. */
-function accountRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
-  app.post(`${V1}/accounts`, { schema: createAccountSchema }, async (request, reply) => {
+function accountRoutes(app: FastifyInstance, { accounts, once }: AdminRouteOptions): void {
+  app.post(`${V1}/accounts`, { schema: createAccountSchema, ...once }, async (request, reply) => {
     const { name } = request.body as { name: string }
     const account = ok(await accounts.createAccount(context(request), { name }))
     return reply.code(201).header('location', `${V1}/accounts/${account.id}`).send(account)
@@ -156,8 +167,8 @@ function accountRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): v
 }
 
 /** keyRoutes: an account's API keys, issued (shown once), listed, read, rolled and revoked. */
-function keyRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void {
-  app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema }, async (request, reply) => {
+function keyRoutes(app: FastifyInstance, { accounts, once }: AdminRouteOptions): void {
+  app.post(`${V1}/accounts/:id/keys`, { schema: createKeySchema, ...once }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { key, apiKey } = ok(await accounts.issueKey(context(request), id, request.body as KeyInput))
     return reply
@@ -179,7 +190,7 @@ function keyRoutes(app: FastifyInstance, { accounts }: AdminRouteOptions): void 
     return key
   })
 
-  app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema }, async (request, reply) => {
+  app.post(`${V1}/keys/:id/roll`, { schema: rollKeySchema, ...once }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { key, apiKey, old } = ok(await accounts.rollKey(context(request), id, request.body as { graceSeconds?: number; name?: string }))
     return reply

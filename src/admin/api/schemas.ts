@@ -4,6 +4,7 @@
  * leaves) and generate the admin OpenAPI document, with an operationId, response schemas and
  * examples on every route.
  */
+import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
 import { Type, type TSchema } from 'typebox'
 import type { ErrorCode } from '../../errors/catalogue.ts'
 import { errorResponses } from '../../openapi/responses.ts'
@@ -219,8 +220,9 @@ export const createAccountSchema = {
   summary: 'Create an account',
   description: 'The account starts `active`, with no key, no subscription and the default plan.',
   tags: ['accounts'],
+  headers: IDEMPOTENCY_HEADERS,
   body: Type.Object({ name: name('account') }, { ...strict, examples: [{ name: 'Acme Ltd' }] }),
-  response: { 201: created(account, 'The account.'), ...errors([], { write: true, body: true }) },
+  response: { 201: created(account, 'The account.'), ...errors([...IDEMPOTENCY_CODES], { write: true, body: true }) },
 }
 
 export const listAccountsSchema = {
@@ -273,6 +275,7 @@ export const createKeySchema = {
   summary: 'Create an API key for an account (shown once)',
   tags: ['keys'],
   params: accountParams,
+  headers: IDEMPOTENCY_HEADERS,
   body: Type.Object(
     {
       name: Type.Optional(Type.String({ maxLength: MAX_NAME_LENGTH, description: 'A label for people; empty by default.' })),
@@ -292,7 +295,10 @@ export const createKeySchema = {
     },
     { ...strict, examples: [{ name: 'production', scope: { groups: ['totp'] } }] },
   ),
-  response: { 201: created(keyCreated, 'The key, with the key itself (once).'), ...errors(['NOT_FOUND', 'LIMIT_REACHED'], { write: true, body: true }) },
+  response: {
+    201: created(keyCreated, 'The key, with the key itself (once).'),
+    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_CODES], { write: true, body: true }),
+  },
 }
 
 export const listKeysSchema = {
@@ -318,6 +324,7 @@ export const rollKeySchema = {
     "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once).",
   tags: ['keys'],
   params: keyParams,
+  headers: IDEMPOTENCY_HEADERS,
   body: Type.Object(
     {
       graceSeconds: Type.Optional(
@@ -351,7 +358,7 @@ export const rollKeySchema = {
       ),
       'The new key with the key itself (once), and the old key.',
     ),
-    ...errors(['NOT_FOUND', 'CONFLICT'], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'CONFLICT', ...IDEMPOTENCY_CODES], { write: true, body: true }),
   },
 }
 

@@ -181,3 +181,42 @@ export const updateFactorSettingsSchema = {
   ),
   response: { 200: { ...settingsView, description: 'The settings now.' }, ...errors(['NOT_FOUND'], { write: true, body: true }) },
 }
+
+export const importFactorsSchema = {
+  operationId: 'importFactors',
+  summary: "Import an account's users' TOTP secrets from a CSV, reporting each line",
+  description:
+    'The body is a CSV (`text/csv`, RFC 4180, UTF-8; a first line `userID,secret,label` is taken as a header): one line per factor, `userID, secret, label` where the secret is base32 or the otpauth:// URI the user scanned (its algorithm, digits, period and issuer are taken from it; a bare secret is SHA1, 6 digits, 30 s under the `applicationID` given here). Each line is imported as `importFactor` does: sealed on arrival, never shown again, one `factor.created` event per factor (imported, by the operator). The answer streams as the file is read: one JSON line per line of the file, in order (`imported`, `exists`: imported before, `refused` with the catalogue code and why, or `skipped` before `from`), then a summary line. Run it again after an interruption: what went in is `exists`, the rest goes in; or pass `from` with the line after the last reported. At most `IMPORT_MAX_BYTES` are read.',
+  tags: ['totp-users'],
+  params: Type.Object({ id: params.properties.id }),
+  querystring: Type.Object(
+    {
+      applicationID: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: "The issuer of bare secrets (a URI's own issuer wins)." })),
+      profile: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 32, default: 'any', description: "The app whose parameters each secret's must be within." }),
+      ),
+      status: Type.Optional(
+        Type.String({ enum: ['active', 'pending'], default: 'active', description: "`active` at once, or `pending` until each user's first code." }),
+      ),
+      from: Type.Optional(
+        Type.Integer({ minimum: 1, maximum: 100_000_000, default: 1, description: 'The first line of the file to import; earlier ones are skipped.' }),
+      ),
+    },
+    strict,
+  ),
+  response: {
+    200: {
+      description: 'One JSON object per line of the file, as each is known, then `{"done":true,…}` with the counts.',
+      content: {
+        'application/x-ndjson': {
+          schema: Type.String({
+            examples: [
+              '{"line":2,"userID":"alice@example.com","outcome":"imported","factorID":"fct_5b0c9e2a7d41f386"}\n{"line":3,"userID":"bob","outcome":"refused","code":"SECRET_INVALID","message":"Secret must be base32…"}\n{"done":true,"lines":2,"imported":1,"exists":0,"refused":1,"skipped":0,"stopped":null}\n',
+            ],
+          }),
+        },
+      },
+    },
+    ...errors(['NOT_FOUND', 'CSV_REQUIRED'], { write: true }),
+  },
+}

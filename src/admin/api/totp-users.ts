@@ -5,6 +5,11 @@
  * the same 404 as one that does not exist.
  */
 import type { FastifyInstance } from 'fastify'
+import { Readable } from 'node:stream'
+import type { Config } from '../../config/config.ts'
+import { apiError } from '../../errors/errors.ts'
+import { importCsv } from '../../services/factor-import.ts'
+import { isProfileName, PROFILE_NAMES, type ProfileName } from '../../totp/profiles.ts'
 import type { Factors, FactorUserSummary } from '../../services/factors.ts'
 import { factorView } from '../../totp/factors/view.ts'
 import { context, ok } from './routes.ts'
@@ -15,6 +20,7 @@ import {
   deleteTotpUserSchema,
   getFactorSettingsSchema,
   getTotpUserSchema,
+  importFactorsSchema,
   listTotpUsersSchema,
   updateFactorSettingsSchema,
 } from './totp-user-schemas.ts'
@@ -80,3 +86,34 @@ export default async function totpUserRoutes(app: FastifyInstance, opts: { facto
 }
 
 const settingsView = (accountId: string, s: FactorSettings) => ({ accountId, ...s })
+
+/**
+ * factorImportRoutes: the bulk import, in a plugin of its own: its body is a CSV, read as it
+ * streams in (no other admin route takes one), and its answer streams out a line per line.
+ */
+export async function factorImportRoutes(app: FastifyInstance, opts: { factors: Factors; config: Config }): Promise<void> {
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser(['text/csv', 'application/csv'], (_request, payload, done) => done(null, payload))
+  app.addContentTypeParser('*', (_request, _payload, done) => done(apiError('CSV_REQUIRED'), undefined))
+
+  app.post(`${BASE.replace('/totp-users', '')}/factors/import`, { schema: importFactorsSchema }, async (request, reply) => {
+    const { id } = request.params as { id: string }
+    const q = request.query as { applicationID?: string; profile?: string; status?: 'active' | 'pending'; from?: number }
+    if (q.profile !== undefined && !isProfileName(q.profile))
+      throw apiError('FIELD_INVALID', { field: 'profile', reason: `must be one of ${PROFILE_NAMES.join(', ')}` })
+    if (request.body === undefined || request.body === null) throw apiError('CSV_REQUIRED')
+    ok(await opts.factors.settings(id))
+    const lines = importCsv(opts.factors, context(request), id, request.body as Readable, {
+      ...(q.applicationID === undefined ? {} : { applicationId: q.applicationID }),
+      profile: (q.profile ?? 'any') as ProfileName,
+      status: q.status ?? 'active',
+      from: q.from ?? 1,
+      maxBytes: opts.config.importMaxBytes,
+    })
+    return reply.type('application/x-ndjson').send(Readable.from(ndjson(lines)))
+  })
+}
+
+async function* ndjson(items: AsyncIterable<unknown>): AsyncGenerator<string> {
+  for await (const item of items) yield `${JSON.stringify(item)}\n`
+}

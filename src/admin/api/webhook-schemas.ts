@@ -1,4 +1,5 @@
 /** Route schemas of the admin API's webhook routes (see schemas.ts for the shared parts). */
+import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
 import { Type } from 'typebox'
 import { EVENT_TYPES } from '../../domain/events.ts'
 import { MAX_URL_LENGTH } from '../../webhooks/address.ts'
@@ -65,6 +66,7 @@ export const createWebhookSchema = {
     'The URL must be `https` and its host public: loopback, private, link-local, unique-local, CGNAT, multicast and reserved addresses are refused here for an address, and at every delivery for whatever the name resolves to (unless `WEBHOOK_ALLOW_PRIVATE=true`). Events are signed with the secret as Standard Webhooks says; it is shown this once.',
   tags: ['webhooks'],
   params: Type.Object({ id: id('account', 'acc_01JD3Q5Z8X') }),
+  headers: IDEMPOTENCY_HEADERS,
   body: Type.Object(
     {
       url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'An https URL with a public host.' }),
@@ -88,7 +90,7 @@ export const createWebhookSchema = {
       ),
       'The endpoint, with its secret (once).',
     ),
-    ...errors(['NOT_FOUND', 'LIMIT_REACHED'], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_CODES], { write: true, body: true }),
   },
 }
 

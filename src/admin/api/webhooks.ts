@@ -2,6 +2,7 @@
  * The admin API's webhook routes: an account's endpoints, their delivery logs and re-sends,
  * through the webhooks service with the operator's token as actor (every change audited).
  */
+import type { adminOnce } from './routes.ts'
 import type { FastifyInstance } from 'fastify'
 import type { Webhooks, WebhookInput } from '../../services/webhooks.ts'
 import { context, ok } from './routes.ts'
@@ -10,10 +11,10 @@ import { createWebhookSchema, deleteWebhookSchema, listWebhooksSchema, resendWeb
 
 const BASE = '/admin/v1/accounts/:id/webhooks'
 
-export default async function webhookRoutes(app: FastifyInstance, opts: { webhooks: Webhooks }): Promise<void> {
+export default async function webhookRoutes(app: FastifyInstance, opts: { webhooks: Webhooks; once: ReturnType<typeof adminOnce> }): Promise<void> {
   const { webhooks } = opts
 
-  app.post(BASE, { schema: createWebhookSchema }, async (request, reply) => {
+  app.post(BASE, { schema: createWebhookSchema, ...opts.once }, async (request, reply) => {
     const { id } = request.params as { id: string }
     const { endpoint, secret } = ok(await webhooks.create(context(request), id, request.body as WebhookInput))
     return reply

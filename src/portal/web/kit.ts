@@ -267,7 +267,7 @@ export interface SendOptions {
   readonly account?: { readonly id: string; readonly name: string; readonly here: AccountPage } | null
 }
 
-export type AccountPage = 'overview' | 'start' | 'keys' | 'subscriptions' | 'usage' | 'jobs' | 'audit' | 'team' | 'webhooks'
+export type AccountPage = 'overview' | 'start' | 'keys' | 'subscriptions' | 'usage' | 'jobs' | 'audit' | 'team' | 'webhooks' | 'factor-settings'
 
 /** servesJobs: whether a node of `region` has conversion jobs (and so the jobs page): where the conversion group is served. */
 export const servesJobs = (region: Region): boolean => groupServedIn('converter', region)
@@ -281,6 +281,7 @@ const ACCOUNT_PAGES: readonly (readonly [AccountPage, string])[] = [
   ['jobs', 'Jobs'],
   ['team', 'Team'],
   ['webhooks', 'Webhooks'],
+  ['factor-settings', 'Factor settings'],
   ['audit', 'Audit'],
 ]
 

@@ -2,7 +2,7 @@
  * The developer portal at /portal: server-rendered pages, usable without JavaScript, in an
  * encapsulated plugin with its own headers, body parser, HTML error pages and assets. The
  * API-key guard never runs here. Each page module (pages/: auth, overview, keys, subscriptions, usage, audit,
- * team, security, start, webhooks, jobs; operator/: the operator pages) is a plugin given the same kit (kit.ts);
+ * team, security, start, webhooks, factor-settings, jobs; operator/: the operator pages) is a plugin given the same kit (kit.ts);
  * this file only wires.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -27,6 +27,7 @@ import securityPages, { css as securityCss } from '../pages/security.ts'
 import operatorPages, { css as operatorCss } from '../operator/operator.ts'
 import webhookPages, { css as webhooksCss } from '../pages/webhooks.ts'
 import jobPages, { css as jobsCss } from '../pages/jobs.ts'
+import factorSettingsPages, { css as factorSettingsCss } from '../pages/factor-settings.ts'
 
 export type PortalOptions = Omit<Kit, 'sessionCookie' | 'sessionTtlMs'>
 
@@ -61,6 +62,7 @@ const STYLESHEET = [
   operatorCss,
   webhooksCss,
   jobsCss,
+  factorSettingsCss,
 ].join('\n')
 
 /** portal: register with `{ prefix: '/portal' }` (its not-found page covers that prefix only). */
@@ -123,6 +125,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
     operatorPages,
     webhookPages,
     jobPages,
+    factorSettingsPages,
   ]) {
     await app.register(pages, kit)
   }

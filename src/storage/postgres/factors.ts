@@ -46,7 +46,13 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
           f.userId,
           nowIso,
         ])
-        const { rows } = await q('factor-count', 'SELECT count(*) AS n FROM totp_factors WHERE account_id = $1 AND user_id = $2', [f.accountId, f.userId])
+        const { rows } = await q('factor-count', 'SELECT count(*) AS n, bool_or(id = $3) AS taken FROM totp_factors WHERE account_id = $1 AND user_id = $2', [
+          f.accountId,
+          f.userId,
+          f.id,
+        ])
+        // An id is the user's (an import's is derived from account, user and secret): under the user's lock, none can come between.
+        if (rows[0]!.taken === true) return 'exists' as const
         if (Number(rows[0]!.n) >= max) return 'limit' as const
         await q(
           'factor-insert',

@@ -11,7 +11,7 @@
  * next query, so service resumes without a restart when PostgreSQL is back.
  */
 import pg from 'pg'
-import type { FactorStore, Health, OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
+import { windowStart, type FactorStore, type Health, type OnboardingStore, type Store, type UsageStore, type VerificationStore } from '../ports.ts'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
 import { REFUSAL_LINES, type RefusalLine, type RefusalReason, type UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
@@ -25,6 +25,7 @@ import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
 import { jobStore } from './jobs.ts'
+import { idempotencyStore } from './idempotency.ts'
 import { Stamps, type Clock } from '../stamps.ts'
 
 export interface PostgresOptions {
@@ -110,7 +111,7 @@ function onboardingStore(query: Query): OnboardingStore {
   }
 }
 
-function verificationStore(query: Query): VerificationStore {
+function verificationStore(query: Query, transaction: Transaction): VerificationStore {
   // The lock delay of lockDelaySeconds after `f` failures, computed in the statement.
   const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
   const later = '$6::bigint > s.last_step'
@@ -161,6 +162,32 @@ function verificationStore(query: Query): VerificationStore {
         [key, policy.maxFailures],
       )
       return (r.rowCount ?? 0) > 0
+    },
+    async admit(limits, windowMs, nowMs) {
+      const start = windowStart(nowMs, windowMs)
+      // Counted first, under each row's lock (ON CONFLICT DO UPDATE: parallel attempts on one window queue), in key order (no
+      // deadlock between two attempts of two keys); when a window went past its max the transaction is rolled back, so a
+      // refused attempt takes nothing, and the next in the queue sees the count as it was.
+      const sorted = [...limits].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      const over = await transaction(async (q) => {
+        const { rows } = await q(
+          'attempt-count',
+          `INSERT INTO attempt_windows AS a (key, window_start, count, expires_ms)
+          SELECT k, $2, 1, $3 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i
+          ON CONFLICT (key) DO UPDATE SET count = CASE WHEN a.window_start = $2 THEN a.count + 1 ELSE 1 END,
+            window_start = $2, expires_ms = $3
+          RETURNING key, count`,
+          [sorted.map((l) => l.key), start, start + windowMs],
+        )
+        const counts = new Map(rows.map((r) => [String(r.key), Number(r.count)]))
+        const full = sorted.some((l) => (counts.get(l.key) ?? 0) > l.max)
+        if (full) throw ROLLBACK
+        return false
+      }).catch((error: unknown) => {
+        if (error === ROLLBACK) return true
+        throw error
+      })
+      return over ? { admitted: false, retryAtMs: start + windowMs } : { admitted: true }
     },
   }
 }
@@ -359,6 +386,9 @@ function pooledTransaction(pool: pg.Pool): Transaction {
   }
 }
 
+/** ROLLBACK: thrown to undo a transaction that found what it counted over a limit. */
+const ROLLBACK = Symbol('rollback')
+
 /** startPruner deletes expired verification state and expired pending factors, by the store's clock, until cleared. */
 function startPruner(
   query: Query,
@@ -373,6 +403,8 @@ function startPruner(
       query(null, 'DELETE FROM otp_state WHERE updated_at < $1 AND locked_until < $2', [now - retention, now]).catch((error: Error) =>
         onBackgroundError?.(error),
       )
+      query(null, 'DELETE FROM attempt_windows WHERE expires_ms <= $1', [now]).catch((error: Error) => onBackgroundError?.(error))
+      query(null, 'DELETE FROM idempotency_records WHERE expires_ms <= $1', [now]).catch((error: Error) => onBackgroundError?.(error))
       factors.prune(new Date(now).toISOString()).catch((error: Error) => onBackgroundError?.(error))
     },
     Math.min(retention, 3600 * 1000),
@@ -413,11 +445,12 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     ...accessParts(p),
     onboarding: onboardingStore(query),
     factors,
-    verification: verificationStore(query),
+    verification: verificationStore(query, transaction),
     usage: usageStore(query),
     portal: portalStore(p),
     webhooks: webhookStore(p),
     jobs: jobStore(p),
+    idempotency: idempotencyStore(query),
     sharedLimiter: null,
     gauges: () => ({
       postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 },

@@ -15,7 +15,7 @@
 import { Redis, type RedisOptions } from 'ioredis'
 import type { LimitDecision } from '../../domain/usage.ts'
 import type { Verdict, LockPolicy } from '../../domain/lockout.ts'
-import type { Limiter, VerificationStore } from '../ports.ts'
+import { windowStart, type Limiter, type VerificationStore } from '../ports.ts'
 import type { Plan } from '../../domain/accounts.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
 import { UnavailableError } from '../../domain/errors.ts'
@@ -172,7 +172,23 @@ redis.call('HSET', KEYS[1], 'fails', fails - 1)
 if fails - 1 < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'lock', 0) end
 return 1`
 
+/**
+ * ADMIT: one attempt in each window of KEYS (one key per counter and window, so a new window
+ * starts from nothing), ARGV[1] the window's length in ms, ARGV[2..] each key's max: 1 when
+ * every window had room and all were counted, 0 when one was full and none was.
+ */
+const ADMIT = `
+for i, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[i + 1]) then return 0 end
+end
+for _, key in ipairs(KEYS) do
+  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, tonumber(ARGV[1]) + 1000) end
+end
+return 1`
+
 interface Scripts {
+  /** Defined without numberOfKeys: the first argument is how many keys follow, then the window and each key's max. */
+  tesseraAdmit(keyCount: number, ...keysThenArgs: string[]): Promise<number>
   tesseraClear(key: string): Promise<number>
   tesseraForgive(key: string, max: string): Promise<number>
   /** Defined without numberOfKeys: the first argument is how many keys follow. */
@@ -236,6 +252,7 @@ function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): 
   redis.defineCommand('tesseraForgive', { numberOfKeys: 1, lua: FORGIVE })
   redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
+  redis.defineCommand('tesseraAdmit', { lua: ADMIT })
   return redis
 }
 
@@ -269,6 +286,13 @@ function redisVerification(scripts: Scripts, retention: string): VerificationSto
     },
     async forgive(key, policy: LockPolicy) {
       return (await call(() => scripts.tesseraForgive(stateKey(key), String(policy.maxFailures)))) === 1
+    },
+    async admit(limits, windowMs, nowMs) {
+      // The window is the caller's clock's (Redis keeps no time of its own here, as for the lockout).
+      const start = windowStart(nowMs, windowMs)
+      const keys = limits.map((l) => `attempts:${l.key}:${start}`)
+      const admitted = await call(() => scripts.tesseraAdmit(keys.length, ...keys, String(windowMs), ...limits.map((l) => String(l.max))))
+      return admitted === 1 ? { admitted: true } : { admitted: false, retryAtMs: start + windowMs }
     },
   }
 }

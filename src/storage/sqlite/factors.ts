@@ -25,6 +25,7 @@ function factorStatements(db: DatabaseSync) {
     insertUser: db.prepare('INSERT INTO totp_users (account_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
     count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
+    byId: db.prepare('SELECT 1 FROM totp_factors WHERE id = ?'),
     insert: db.prepare(
       `INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_COLUMNS.split(',')
         .map(() => '?')
@@ -87,6 +88,7 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'
       return batch.atomic(() => {
         q.insertUser.run(f.accountId, f.userId, nowIso)
         q.dropExpired.run(f.accountId, f.userId, nowIso)
+        if (q.byId.get(f.id) !== undefined) return 'exists' as const
         if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
         q.insert.run(...factorValues(f))
         audit(event)

@@ -36,6 +36,12 @@ const prune = db.prepare(`DELETE FROM otp_state WHERE key IN (
 // Pending factors never activated: their sealed secrets go once they expire (reads skip them already).
 const pruneFactors = db.prepare(`DELETE FROM totp_factors WHERE id IN (
   SELECT id FROM totp_factors WHERE status = 'pending' AND expires_at <= ? LIMIT ?)`)
+// Idempotency-Key records past their 24 hours, sealed answers with them.
+const pruneIdempotency = db.prepare(`DELETE FROM idempotency_records WHERE rowid IN (
+  SELECT rowid FROM idempotency_records WHERE expires_ms <= ? LIMIT ?)`)
+// Attempt windows that have ended.
+const pruneAttempts = db.prepare(`DELETE FROM attempt_windows WHERE key IN (
+  SELECT key FROM attempt_windows WHERE expires_ms <= ? LIMIT ?)`)
 // Passkey ceremonies never answered: their challenges go once they expire (takeChallenge refuses them already).
 const pruneChallenges = db.prepare(`DELETE FROM passkey_challenges WHERE digest IN (
   SELECT digest FROM passkey_challenges WHERE expires_at <= ? LIMIT ?)`)
@@ -64,6 +70,8 @@ function pruneAll(now: number): void {
     try {
       deleted = Number(prune.run(now - options.retentionMs, now, options.pruneChunk).changes)
       deleted = Math.max(deleted, Number(pruneFactors.run(new Date(now).toISOString(), options.pruneChunk).changes))
+      deleted = Math.max(deleted, Number(pruneAttempts.run(now, options.pruneChunk).changes))
+      deleted = Math.max(deleted, Number(pruneIdempotency.run(now, options.pruneChunk).changes))
       deleted = Math.max(deleted, Number(pruneChallenges.run(new Date(now).toISOString(), options.pruneChunk).changes))
     } catch (error) {
       report('pruning of verification state', error)

@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads'
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
-import type { OnboardingStore, Store, UsageStore, VerificationStore } from '../ports.ts'
+import { windowStart, type Admission, type OnboardingStore, type Store, type UsageStore, type VerificationStore } from '../ports.ts'
 import { REFUSAL_LINES, type RefusalLine, type RefusalReason, type UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure, lockDelaySeconds } from '../../domain/lockout.ts'
 import type { Group, Region } from '../../domain/regions.ts'
@@ -21,6 +21,7 @@ import { portalStore } from './portal.ts'
 import { factorStore } from './factors.ts'
 import { webhookStore } from './webhooks.ts'
 import { jobStore } from './jobs.ts'
+import { idempotencyStore } from './idempotency.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 import { Stamps, type Clock } from '../stamps.ts'
 
@@ -104,6 +105,10 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
     lock: db.prepare('SELECT max(locked_until) AS until FROM otp_state WHERE key IN (SELECT value FROM json_each(?))'),
     forgive: db.prepare(`UPDATE otp_state SET failures = failures - 1,
       locked_until = CASE WHEN failures - 1 < $max THEN 0 ELSE locked_until END WHERE key = $key AND failures > 0`),
+    attempts: db.prepare('SELECT window_start, count FROM attempt_windows WHERE key = ?'),
+    attempt: db.prepare(`INSERT INTO attempt_windows (key, window_start, count, expires_ms) VALUES (?, ?, 1, ?)
+      ON CONFLICT (key) DO UPDATE SET count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END,
+        window_start = excluded.window_start, expires_ms = excluded.expires_ms`),
   }
   return {
     // The read and the write run in one synchronous step inside the write transaction
@@ -138,8 +143,22 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
       const r = await batch.run(() => q.forgive.run({ key, max: policy.maxFailures }))
       return Number(r.changes) > 0
     },
+    // Every window read, then every one counted, in one synchronous step of the write transaction.
+    admit(limits, windowMs, nowMs) {
+      const start = windowStart(nowMs, windowMs)
+      return batch.run((): Admission => {
+        for (const { key, max } of limits) {
+          const row = q.attempts.get(key)
+          if (row !== undefined && Number(row.window_start) === start && Number(row.count) >= max) return { admitted: false, retryAtMs: start + windowMs }
+        }
+        for (const { key } of limits) q.attempt.run(key, start, start + windowMs)
+        return ADMITTED
+      })
+    },
   }
 }
+
+const ADMITTED: Admission = Object.freeze({ admitted: true })
 
 function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
   const upsert = (table: string, columns: string) =>
@@ -333,6 +352,7 @@ export function openSqliteStore(options: SqliteOptions): Store {
     portal: portalStore(db, batch, stamps),
     webhooks: webhookStore(db, batch, stamps),
     jobs: jobStore(db, batch, stamps),
+    idempotency: idempotencyStore(db, batch),
     sharedLimiter: null,
     gauges: () => ({}),
     async health() {

@@ -7,9 +7,10 @@
 import { Type } from 'typebox'
 import type { FieldRules } from '../../errors/plugin.ts'
 import { errorResponses } from '../../openapi/responses.ts'
+import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
 import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { ATTACHMENT, RESIDENT_KEY, USER_VERIFICATION } from './passkey.ts'
-import { factorView, userFields } from './schemas.ts'
+import { factorView, rateLimitKey, userFields } from './schemas.ts'
 
 const userParams = Type.Object({
   userID: Type.String({ maxLength: 4 * MAX_USER_ID_LENGTH, description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}.` }),
@@ -169,6 +170,7 @@ export const registerSchema = {
   tags: ['passkeys'],
   consumes: JSON_ONLY,
   params: userParams,
+  headers: IDEMPOTENCY_HEADERS,
   body: Type.Object(
     {
       credential: registrationCredential,
@@ -231,6 +233,7 @@ export const registerSchema = {
       'PASSKEY_INVALID',
       'PASSKEY_REGISTERED',
       'FACTOR_LIMIT',
+      ...IDEMPOTENCY_CODES,
     ]),
   },
 }
@@ -270,7 +273,11 @@ export const authenticationOptionsSchema = {
   },
 }
 
-export const authenticateFields: FieldRules = { ...userFields, credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' } }
+export const authenticateFields: FieldRules = {
+  ...userFields,
+  credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' },
+  rateLimitKey: { invalid: 'RATE_LIMIT_KEY_INVALID' },
+}
 
 export const authenticateSchema = {
   operationId: 'authenticatePasskey',
@@ -281,7 +288,7 @@ export const authenticateSchema = {
   consumes: JSON_ONLY,
   params: userParams,
   body: Type.Object(
-    { credential: authenticationCredential },
+    { credential: authenticationCredential, rateLimitKey },
     {
       examples: [
         {
@@ -325,7 +332,9 @@ export const authenticateSchema = {
       'PASSKEY_CHALLENGE_INVALID',
       'PASSKEY_INVALID',
       'PASSKEY_REPLAYED',
+      'RATE_LIMIT_KEY_INVALID',
       'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
       'FACTOR_UNREADABLE',
     ]),
   },

@@ -14,6 +14,8 @@ import { ApiError, apiError } from '../../errors/errors.ts'
 import { isFailure } from '../../services/outcome.ts'
 import type { Factors, FactorRefusal, KeyCaller } from '../../services/factors.ts'
 import type { Passkeys } from '../../services/passkeys.ts'
+import type { Idempotency } from '../../services/idempotency.ts'
+import { idempotent } from '../../http/idempotency.ts'
 import { factorView as view } from './view.ts'
 import { PROFILE_NAMES, type ProfileName } from '../profiles.ts'
 import {
@@ -22,6 +24,8 @@ import {
   createSchema,
   deleteFactorSchema,
   deleteUserSchema,
+  importFields,
+  importSchema,
   listSchema,
   recoverFields,
   recoverSchema,
@@ -47,6 +51,7 @@ import type { Attachment, AuthenticationResponseJSON, RegistrationResponseJSON, 
 export interface FactorOptions {
   readonly factors: Factors
   readonly passkeys: Passkeys
+  readonly idempotency: Idempotency
   /** draw gives the PNG of a QR code (the TOTP group's drawer). */
   readonly draw: (text: string) => Promise<Buffer>
 }
@@ -54,6 +59,7 @@ export interface FactorOptions {
 type UserParams = { userID: string }
 type CreateBody = { applicationID: string; label?: string; profile?: string; algorithm?: string; tokenLength?: number; tokenValidity?: number }
 type FactorParams = { userID: string; factorID: string }
+type ImportBody = CreateBody & { secret?: string; otpURL?: string; applicationID?: string; status?: 'active' | 'pending' }
 
 /** caller: the request as the factors service knows it (the key, its account, the source address, the log for unreadable factors). */
 function caller(request: FastifyRequest): KeyCaller {
@@ -61,6 +67,7 @@ function caller(request: FastifyRequest): KeyCaller {
     accountId: request.caller!.accountId,
     keyId: request.caller!.keyId,
     ip: request.ip,
+    rateKey: rateKeyOf(request.body),
     unreadable: (factorId, reason) => request.log.error({ factorID: factorId, reason }, 'factor secret does not open'),
     refused: (what, reason) => request.log.info({ reason }, `${what} refused`),
   }
@@ -71,7 +78,14 @@ function answer<T>(request: FastifyRequest, result: T | FactorRefusal): T {
   if (!isFailure(result)) return result
   const first = result.problems[0]!
   if (first.code === 'FACTOR_UNREADABLE') throw apiError('FACTOR_UNREADABLE', { requestId: request.id })
-  throw new ApiError(result.problems, first.code === 'OTP_LOCKED' ? { 'retry-after': String(first.params!.seconds) } : {})
+  const waits = first.code === 'OTP_LOCKED' || first.code === 'ATTEMPTS_LIMITED'
+  throw new ApiError(result.problems, waits ? { 'retry-after': String(first.params!.seconds) } : {})
+}
+
+/** rateKeyOf: the body's rateLimitKey (validated by the route's schema where it is taken), or null. */
+function rateKeyOf(body: unknown): string | null {
+  const value = typeof body === 'object' && body !== null ? (body as { rateLimitKey?: unknown }).rateLimitKey : undefined
+  return typeof value === 'string' ? value : null
 }
 
 /** factorRoutes registers the routes in the order the OpenAPI document lists them: the factors and users, then the attempts. */
@@ -82,19 +96,26 @@ export function factorRoutes(app: FastifyInstance, opts: FactorOptions): void {
     const params = request.params as UserParams
     params.userID = answer(request, await factors.userId(request.caller!.accountId, params.userID))
   }
-  enrolmentRoutes(app, opts, userParam)
-  attemptRoutes(app, factors, userParam)
-  passkeyRoutes(app, opts.passkeys, userParam)
+  // An account's keys: one account's Idempotency-Key never meets another's.
+  const once = idempotent(
+    () => opts.idempotency,
+    (request) => `account:${request.caller!.accountId}`,
+  )
+  enrolmentRoutes(app, opts, userParam, once)
+  attemptRoutes(app, factors, userParam, once)
+  passkeyRoutes(app, opts.passkeys, userParam, once)
 }
 
 type UserHook = (request: FastifyRequest) => Promise<void>
+/** The hooks of a route that takes an Idempotency-Key. */
+type Once = ReturnType<typeof idempotent>
 
 /** enrolmentRoutes: creating, listing and deleting factors, and deleting a user. */
-function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: UserHook): void {
+function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: UserHook, once: Once): void {
   const { factors } = opts
   app.post<{ Params: UserParams; Body: CreateBody }>(
     '/totp/users/:userID/factors',
-    { schema: createSchema(PROFILE_NAMES), config: { fields: createFields }, preValidation: userParam },
+    { schema: createSchema(PROFILE_NAMES), config: { fields: createFields }, preValidation: userParam, ...once },
     async (request, reply) => {
       const body = request.body
       const enrolment = answer(
@@ -128,6 +149,31 @@ function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: U
     },
   )
 
+  app.post<{ Params: UserParams; Body: ImportBody }>(
+    '/totp/users/:userID/factors/import',
+    { schema: importSchema(PROFILE_NAMES), config: { fields: importFields }, preValidation: userParam, ...once },
+    async (request, reply) => {
+      const b = request.body
+      const factor = answer(
+        request,
+        await factors.importFactor(caller(request), request.params.userID, {
+          source: {
+            ...(b.secret === undefined ? {} : { secret: b.secret }),
+            ...(b.otpURL === undefined ? {} : { otpURL: b.otpURL }),
+            ...(b.applicationID === undefined ? {} : { applicationId: b.applicationID }),
+            ...(b.algorithm === undefined ? {} : { algorithm: b.algorithm.toUpperCase() as Algorithm }),
+            ...(b.tokenLength === undefined ? {} : { digits: b.tokenLength }),
+            ...(b.tokenValidity === undefined ? {} : { period: b.tokenValidity }),
+            profile: (b.profile ?? 'any') as ProfileName,
+          },
+          label: b.label ?? null,
+          status: b.status ?? 'active',
+        }),
+      )
+      return reply.code(201).send({ type: 'Success', factor: view(factor) })
+    },
+  )
+
   const userRoute = { config: { fields: userFields }, preValidation: userParam }
 
   app.get<{ Params: UserParams }>('/totp/users/:userID/factors', { schema: listSchema, ...userRoute }, async (request) => {
@@ -148,7 +194,7 @@ function enrolmentRoutes(app: FastifyInstance, opts: FactorOptions, userParam: U
 }
 
 /** attemptRoutes: everything a user's code or recovery code is tried by (under their one lockout), and new recovery codes. */
-function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHook): void {
+function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHook, once: Once): void {
   const userRoute = { config: { fields: userFields }, preValidation: userParam }
 
   app.post<{ Params: FactorParams; Body: { token: string } }>(
@@ -181,7 +227,7 @@ function attemptRoutes(app: FastifyInstance, factors: Factors, userParam: UserHo
     },
   )
 
-  app.post<{ Params: UserParams }>('/totp/users/:userID/recovery-codes', { schema: recoveryCodesSchema, ...userRoute }, async (request, reply) => {
+  app.post<{ Params: UserParams }>('/totp/users/:userID/recovery-codes', { schema: recoveryCodesSchema, ...userRoute, ...once }, async (request, reply) => {
     const { codes } = answer(request, await factors.regenerateRecoveryCodes(caller(request), request.params.userID))
     return reply.code(201).send({ type: 'Success', recoveryCodes: codes })
   })
@@ -205,7 +251,7 @@ type RegistrationOptionsBody = {
 }
 
 /** passkeyRoutes: a passkey's registration and a sign-in with one, each options then the browser's answer. */
-function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: UserHook): void {
+function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: UserHook, once: Once): void {
   app.post<{ Params: UserParams; Body: RegistrationOptionsBody | undefined }>(
     '/totp/users/:userID/passkeys/registration/options',
     { schema: registrationOptionsSchema, config: { fields: registrationOptionsFields }, preValidation: userParam },
@@ -227,7 +273,7 @@ function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: User
 
   app.post<{ Params: UserParams; Body: { credential: RegistrationResponseJSON; label?: string } }>(
     '/totp/users/:userID/passkeys/registration',
-    { schema: registerSchema, config: { fields: registerFields }, preValidation: userParam },
+    { schema: registerSchema, config: { fields: registerFields }, preValidation: userParam, ...once },
     async (request, reply) => {
       const { credential, label } = request.body
       const factor = answer(request, await passkeys.register(caller(request), request.params.userID, credential, label ?? null))

@@ -6,6 +6,7 @@
 import { Type } from 'typebox'
 import type { FieldRules } from '../../errors/plugin.ts'
 import { errorResponses } from '../../openapi/responses.ts'
+import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
 import { ALGORITHMS } from '../otp.ts'
 import { profileRule } from '../schemas.ts'
 import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
@@ -21,6 +22,17 @@ const factorParam = Type.String({ maxLength: 64, description: "The factor's id, 
 const userParams = Type.Object({ userID: userParam })
 const factorParams = Type.Object({ userID: userParam, factorID: factorParam })
 const token = Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the authenticator app shows.' })
+/** An optional key the caller's attempts are limited by across the account's users (the end user's IP, say), besides the user's own limit. */
+export const rateLimitKey = Type.Optional(
+  Type.String({
+    minLength: 1,
+    maxLength: 256,
+    pattern: '^[^\\u0000-\\u001f\\u007f]*$',
+    description:
+      "Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest.",
+  }),
+)
+const rateRule = { rateLimitKey: { invalid: 'RATE_LIMIT_KEY_INVALID' } } as const
 const FORMS = ['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data']
 
 export const userFields: FieldRules = { userID: { invalid: 'USER_ID_INVALID' } }
@@ -85,10 +97,11 @@ export function createSchema(profiles: readonly string[]) {
     operationId: 'createFactor',
     summary: 'Create a factor (an authenticator) for a user',
     description:
-      'The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor.',
+      'The service keeps the secret, encrypted; it is shown in this answer only. The factor is pending until `activate` receives its first code, within `FACTOR_PENDING_SECONDS`. The user comes into being with their first factor. With an `Idempotency-Key`, a retry within 24 hours (after a timeout, say) answers the same factor and secret (kept sealed until then) instead of making a second one.',
     tags: ['factors'],
     consumes: FORMS,
     params: userParams,
+    headers: IDEMPOTENCY_HEADERS,
     body: Type.Object(
       {
         applicationID: Type.String({
@@ -168,6 +181,7 @@ export function createSchema(profiles: readonly string[]) {
         'FACTOR_LIMIT',
         'DATA_TOO_LONG',
         'QR_BUSY',
+        ...IDEMPOTENCY_CODES,
       ]),
     },
   }
@@ -224,7 +238,7 @@ export const deleteUserSchema = {
   },
 }
 
-export const tokenFields: FieldRules = withUser({ token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' } })
+export const tokenFields: FieldRules = withUser({ token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' }, ...rateRule })
 
 export const activateSchema = {
   operationId: 'activateFactor',
@@ -233,7 +247,7 @@ export const activateSchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: factorParams,
-  body: Type.Object({ token }, { examples: [{ token: '681916' }] }),
+  body: Type.Object({ token, rateLimitKey }, { examples: [{ token: '681916' }] }),
   response: {
     200: Type.Object(
       {
@@ -258,6 +272,8 @@ export const activateSchema = {
       'OTP_INVALID',
       'OTP_REUSED',
       'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
+      'RATE_LIMIT_KEY_INVALID',
       'FACTOR_UNREADABLE',
     ]),
   },
@@ -271,7 +287,7 @@ export const verifySchema = {
   tags: ['factors'],
   consumes: FORMS,
   params: userParams,
-  body: Type.Object({ token }, { examples: [{ token: '681916' }] }),
+  body: Type.Object({ token, rateLimitKey }, { examples: [{ token: '681916' }] }),
   response: {
     200: Type.Object(
       { type: Type.Literal('Success'), valid: Type.Literal(true), message: Type.String(), factorID: Type.String() },
@@ -290,6 +306,8 @@ export const verifySchema = {
       'OTP_INVALID',
       'OTP_REUSED',
       'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
+      'RATE_LIMIT_KEY_INVALID',
       'FACTOR_UNREADABLE',
     ]),
   },
@@ -298,6 +316,7 @@ export const verifySchema = {
 export const resyncFields: FieldRules = withUser({
   token: { required: 'TOKEN_REQUIRED', invalid: 'TOKEN_INVALID' },
   nextToken: { required: 'NEXT_TOKEN_REQUIRED', invalid: 'NEXT_TOKEN_INVALID' },
+  ...rateRule,
 })
 
 export const resyncSchema = {
@@ -309,7 +328,7 @@ export const resyncSchema = {
   consumes: FORMS,
   params: factorParams,
   body: Type.Object(
-    { token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }) },
+    { token, nextToken: Type.String({ pattern: '^[0-9]{6,10}$', description: 'The code the device shows after `token`.' }), rateLimitKey },
     { examples: [{ token: '681916', nextToken: '204518' }] },
   ),
   response: {
@@ -333,6 +352,8 @@ export const resyncSchema = {
       'RESYNC_FAILED',
       'OTP_REUSED',
       'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
+      'RATE_LIMIT_KEY_INVALID',
       'FACTOR_UNREADABLE',
     ]),
   },
@@ -341,9 +362,11 @@ export const resyncSchema = {
 export const recoveryCodesSchema = {
   operationId: 'createRecoveryCodes',
   summary: "Issue a user's recovery codes (replacing any earlier set)",
-  description: 'Ten single-use codes, shown in this answer only (the service keeps keyed hashes).',
+  description:
+    'Ten single-use codes, shown in this answer only (the service keeps keyed hashes). With an `Idempotency-Key`, a retry within 24 hours gets the same codes (kept sealed until then) instead of replacing them.',
   tags: ['factors'],
   params: userParams,
+  headers: IDEMPOTENCY_HEADERS,
   response: {
     201: Type.Object(
       { type: Type.Literal('Success'), recoveryCodes: Type.Array(Type.String(), { description: 'Ten codes like `k7qm-2xda-9fpe`.' }) },
@@ -352,11 +375,11 @@ export const recoveryCodesSchema = {
         examples: [{ type: 'Success', recoveryCodes: ['k7qm-2xda-9fpe', 'w3rt-8hbn-c2zq', 'p9fd-4kxe-m7ua', '…'] }],
       },
     ),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND']),
+    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_NOT_FOUND', ...IDEMPOTENCY_CODES]),
   },
 }
 
-export const recoverFields: FieldRules = withUser({ code: { required: 'RECOVERY_CODE_REQUIRED', invalid: 'RECOVERY_CODE_INVALID' } })
+export const recoverFields: FieldRules = withUser({ code: { required: 'RECOVERY_CODE_REQUIRED', invalid: 'RECOVERY_CODE_INVALID' }, ...rateRule })
 
 export const recoverSchema = {
   operationId: 'recoverUser',
@@ -366,7 +389,7 @@ export const recoverSchema = {
   consumes: FORMS,
   params: userParams,
   body: Type.Object(
-    { code: Type.String({ minLength: 1, maxLength: 64, description: 'A recovery code; case, spaces and dashes do not matter.' }) },
+    { code: Type.String({ minLength: 1, maxLength: 64, description: 'A recovery code; case, spaces and dashes do not matter.' }), rateLimitKey },
     { examples: [{ code: 'k7qm-2xda-9fpe' }] },
   ),
   response: {
@@ -377,6 +400,98 @@ export const recoverSchema = {
         examples: [{ type: 'Success', valid: true, recoveryCodesLeft: 9 }],
       },
     ),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'RECOVERY_CODE_REQUIRED', 'RECOVERY_CODE_INVALID', 'USER_NOT_FOUND', 'OTP_LOCKED']),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'RECOVERY_CODE_REQUIRED',
+      'RECOVERY_CODE_INVALID',
+      'RATE_LIMIT_KEY_INVALID',
+      'USER_NOT_FOUND',
+      'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
+    ]),
   },
+}
+
+export const importFields: FieldRules = withUser({
+  secret: { invalid: 'SECRET_INVALID', params: { bits: 80, chars: 16 } },
+  otpURL: { invalid: 'OTP_URL_INVALID', params: { reason: 'it is not text of at most 4096 characters' } },
+  applicationID: { invalid: 'APPLICATION_ID_INVALID' },
+  label: { invalid: 'LABEL_INVALID' },
+  profile: profileRule,
+  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
+  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
+  algorithm: { invalid: 'ALGORITHM_INVALID' },
+  status: { invalid: 'IMPORT_STATUS_INVALID' },
+})
+
+export function importSchema(profiles: readonly string[]) {
+  return {
+    operationId: 'importFactor',
+    summary: 'Import a factor: a TOTP secret the user already has in their app',
+    description:
+      "For users who enrolled elsewhere (Renda.io's verifyOTP, your own TOTP): give the secret in base32 with its parameters, or its otpauth:// URI (its algorithm, digits, period and issuer are taken from it). The secret is sealed on arrival and never shown again, not in this answer either. Active at once by default; `status: pending` waits for the user's first code (`activate`) within `FACTOR_IMPORT_PENDING_DAYS`. The profile (default `any`: every parameter the service takes) holds the parameters to an app's. The same secret imported again for the user is 409 `FACTOR_EXISTS`. Writes `factor.created` (imported).",
+    tags: ['factors'],
+    consumes: FORMS,
+    params: userParams,
+    headers: IDEMPOTENCY_HEADERS,
+    body: Type.Object(
+      {
+        secret: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'The secret in base32 (spaces and padding ignored). Or otpURL.' })),
+        otpURL: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'The otpauth://totp/ URI the user scanned. Or secret.' })),
+        applicationID: Type.Optional(
+          Type.String({ minLength: 1, maxLength: 256, pattern: TEXT_ID, description: "The issuer; default: the URI's issuer. Required with secret." }),
+        ),
+        label: Type.Optional(
+          Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]*$', description: 'A name for the factor in listings.' }),
+        ),
+        profile: Type.Optional(Type.String({ enum: [...profiles], default: 'any', description: "The app whose parameters the secret's must be within." })),
+        algorithm: Type.Optional(
+          Type.String({
+            enum: [...ALGORITHMS, ...ALGORITHMS.map((a) => a.toLowerCase())],
+            description: "With secret: the HMAC hash (default SHA1). With otpURL: must agree with the URI's.",
+          }),
+        ),
+        tokenLength: Type.Optional(Type.Integer({ minimum: 6, maximum: 10, description: 'With secret: digits (default 6).' })),
+        tokenValidity: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'With secret: time step in seconds (default 30).' })),
+        status: Type.Optional(
+          Type.String({ enum: ['active', 'pending'], default: 'active', description: '`active` at once, or `pending` until the first code.' }),
+        ),
+      },
+      {
+        examples: [
+          { otpURL: 'otpauth://totp/Acme:alice%40example.com?secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Acme', label: 'Phone' },
+          { secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', applicationID: 'Acme', tokenLength: 6, tokenValidity: 30 },
+        ],
+      },
+    ),
+    response: {
+      201: Type.Object(
+        { type: Type.Literal('Success'), factor: factorView },
+        {
+          description: 'The factor, as the lists show it (never its secret).',
+          examples: [{ type: 'Success', factor: { ...FACTOR_EXAMPLE, profile: 'any', label: 'Phone' } }],
+        },
+      ),
+      ...errorResponses([
+        'PATH_INVALID',
+        'USER_ID_INVALID',
+        'IMPORT_SOURCE_REQUIRED',
+        'SECRET_INVALID',
+        'OTP_URL_INVALID',
+        'APPLICATION_ID_REQUIRED',
+        'APPLICATION_ID_INVALID',
+        'LABEL_INVALID',
+        'PROFILE_INVALID',
+        'PROFILE_UNSUPPORTED',
+        'TOKEN_VALIDITY_INVALID',
+        'TOKEN_LENGTH_INVALID',
+        'ALGORITHM_INVALID',
+        'IMPORT_STATUS_INVALID',
+        'FACTOR_EXISTS',
+        'FACTOR_LIMIT',
+        ...IDEMPOTENCY_CODES,
+      ]),
+    },
+  }
 }

@@ -708,6 +708,7 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
       'getTotpUser',
       'listTotpUsers',
       'getFactorSettings',
+      'importFactors',
       'updateFactorSettings',
       'cancelJob',
       'listJobs',

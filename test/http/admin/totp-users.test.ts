@@ -15,7 +15,8 @@ import { catalogue } from '../../../src/errors/catalogue.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 
-const startAdmin = (t: TestContext, env: Record<string, string>, clock: Clock) => startAdminNode(t, { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', ...env }, clock)
+const startAdmin = (t: TestContext, env: Record<string, string>, clock: Clock) =>
+  startAdminNode(t, { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', FACTOR_USER_LIMIT: '0', ...env }, clock)
 
 function call(a: Admin, method: string, path: string, token: string): Promise<Response> {
   return fetch(a.url + path, { method, headers: { authorization: `Bearer ${token}` } })

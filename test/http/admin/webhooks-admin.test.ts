@@ -23,6 +23,7 @@ async function start(t: TestContext, env: Record<string, string>) {
     accounts: pub.accounts,
     factors: pub.factors,
     totp: pub.totp,
+    idempotency: pub.idempotency,
     webhooks,
     logStream: { write: () => undefined },
   })

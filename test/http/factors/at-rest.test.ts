@@ -6,15 +6,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { randomBytes } from 'node:crypto'
 import { DatabaseSync } from 'node:sqlite'
-import { Redis } from 'ioredis'
-import { Secret } from 'otpauth'
 import { codes, post, startApp, tempDir, testClock, type Running } from '../../support/helper.ts'
-import { createDatabase, redisEnv, redisUrl, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
+import { everything, spellings } from '../../support/at-rest.ts'
+import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 import { codeOf, enroll, path, type Created } from '../../support/factors.ts'
 import { keyring, parseKeys } from '../../../src/crypto/keyring.ts'
 import { Factors } from '../../../src/services/factors.ts'
@@ -32,42 +30,6 @@ const stores: [string, Env, false | string][] = [
   ['sqlite', async () => ({}), false],
   ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
-
-/** spellings: every way a secret could be written down (raw bytes, hex either case, base32 either case, base64). */
-function spellings(f: Created): Buffer[] {
-  const raw = Buffer.from(Secret.fromBase32(f.secretKey).bytes)
-  return [
-    raw,
-    raw.toString('hex'),
-    raw.toString('hex').toUpperCase(),
-    f.secretKey,
-    f.secretKey.toLowerCase(),
-    raw.toString('base64'),
-    raw.toString('base64url'),
-  ].map((s) => (typeof s === 'string' ? Buffer.from(s) : s))
-}
-
-async function everything(app: Running, env: Record<string, string>): Promise<Buffer> {
-  if (env.DATABASE_URL === undefined) {
-    // The database file and its write-ahead log, as they are on disk.
-    return Buffer.concat(
-      readdirSync(app.dataDir)
-        .filter((n) => n.startsWith('tessera.sqlite'))
-        .map((n) => readFileSync(join(app.dataDir, n))),
-    )
-  }
-  const { stdout } = await run('pg_dump', ['--data-only', env.DATABASE_URL], { encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 })
-  const redis = new Redis(redisUrl())
-  try {
-    const parts: Buffer[] = [stdout as unknown as Buffer]
-    for (const key of await redis.keys(`${env.REDIS_PREFIX}*`)) {
-      parts.push(Buffer.from(key), (await redis.dumpBuffer(key)) ?? Buffer.alloc(0))
-    }
-    return Buffer.concat(parts)
-  } finally {
-    redis.disconnect()
-  }
-}
 
 /** stop closes a node before the next one opens the same store (its own after-hook then finds it closed). */
 async function stop(node: Running): Promise<void> {

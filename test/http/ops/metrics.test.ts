@@ -86,6 +86,7 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
     accounts: app.accounts,
     factors: app.factors,
     totp: app.totp,
+    idempotency: app.idempotency,
     metrics,
     logStream: { write: () => undefined },
   })
@@ -105,6 +106,7 @@ test('the admin listener serves /metrics openly, or behind METRICS_TOKEN when it
     accounts: guarded.accounts,
     factors: guarded.factors,
     totp: guarded.totp,
+    idempotency: guarded.idempotency,
     metrics,
     logStream: { write: () => undefined },
   })

@@ -38,6 +38,7 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /converter/compress': 'compressPdf',
   // Managed factors: ours (Renda.io had none), as stable as Renda.io's.
   'POST /totp/users/{userID}/factors': 'createFactor',
+  'POST /totp/users/{userID}/factors/import': 'importFactor',
   'GET /totp/users/{userID}/factors': 'listFactors',
   'DELETE /totp/users/{userID}/factors/{factorID}': 'deleteFactor',
   'POST /totp/users/{userID}/factors/{factorID}/activate': 'activateFactor',

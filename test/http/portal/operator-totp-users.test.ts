@@ -11,7 +11,7 @@ import { codeOf, createFactor, enroll, path, wrong } from '../../support/factors
 import { signedInClient } from '../../support/portal-helper.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
-const ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0' }
+const ENV = { OTP_MAX_FAILURES: '5', PLAN_RATE: '0', FACTOR_USER_LIMIT: '0' }
 
 test("an operator finds a locked user from the account page, clears the lock (the user verifies at once), and deletes the user's factors after a confirmation", async (t) => {
   const app = await startApp(t, ENV, testClock(T0))

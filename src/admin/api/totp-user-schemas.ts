@@ -159,7 +159,9 @@ export const getFactorSettingsSchema = {
   response: { 200: { ...settingsView, description: 'The settings.' }, ...errors(['NOT_FOUND']) },
 }
 
-const limit = (description: string, max: number) => Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: max }), description))
+/** A limit or null, as one type list: with a union, the validator's type coercion would take 0 for null (a cleared limit). */
+const limit = (description: string, max: number) =>
+  Type.Optional(Type.Unsafe<number | null>({ type: ['integer', 'null'], minimum: 1, maximum: max, description: `${description} null: the server's default.` }))
 
 export const updateFactorSettingsSchema = {
   operationId: 'updateFactorSettings',

@@ -8,10 +8,11 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
- * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors runs one part (admin: the admin API's paging and
+ * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors|passkeys runs one part (admin: the admin API's paging and
  * usage reports on 100 000 accounts, bench/admin.ts; formats: JPEG, WebP and TIFF pages against PNG and the native tools,
  * bench/formats.ts; toolkit: text, merge, split, compress, rotate and flatten against pdftotext, qpdf and gs,
- * bench/toolkit.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts).
+ * bench/toolkit.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts; passkeys: passkey sign-ins against
+ * managed and stateless TOTP verification, bench/passkeys.ts).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -36,6 +37,7 @@ import { adminBench } from './admin.ts'
 import { portalBench } from './portal.ts'
 import { signinBench } from './signin.ts'
 import { factorsBench } from './factors.ts'
+import { passkeysBench } from './passkeys.ts'
 import { jobsBench } from './jobs.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
@@ -226,3 +228,4 @@ if (only === undefined || only === 'admin') await adminBench()
 if (only === undefined || only === 'portal') await portalBench()
 if (only === undefined || only === 'signin') await signinBench()
 if (only === undefined || only === 'factors') await factorsBench()
+if (only === undefined || only === 'passkeys') await passkeysBench()

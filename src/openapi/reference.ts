@@ -404,7 +404,7 @@ a:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 .skip { position: absolute; left: -999px; }
 .skip:focus { left: 1rem; top: 1rem; background: #fff; padding: .5rem; }
 code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .9em; background: var(--code); }
-code { padding: 0 .2em; }
+code { padding: 0 .2em; overflow-wrap: anywhere; }
 pre { padding: .75rem; white-space: pre-wrap; overflow-wrap: anywhere; }
 pre code { padding: 0; }
 nav ul { padding-left: 1.2rem; }

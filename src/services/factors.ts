@@ -480,13 +480,15 @@ export class Factors {
    * passkey's signature), counted before it is tried, as the portal's sign-in: however many
    * try at once, no more than the policy's failures are tried before the lock. `tried` answers
    * its value, or the refusal of a failure (recorded with `detail` and counted); an accepted
-   * attempt takes its count back.
+   * attempt takes its count back, or, with `endsRun` (a passkey's signature, as a right TOTP
+   * code), ends the user's run of failures.
    */
   async attempt<T>(
     caller: KeyCaller,
     userId: string,
     detail: { readonly reason: string } & Record<string, unknown>,
     tried: () => Promise<T | FactorRefusal>,
+    endsRun = false,
   ): Promise<T | FactorRefusal> {
     const t = this.#now()
     const limited = await this.#admit(caller, userId, t)
@@ -507,7 +509,8 @@ export class Factors {
       await this.#failed(caller, userId, reason, verdict.kind !== 'accepted' && verdict.locks === true, rest)
       return result
     }
-    await this.#store.verification.forgive(key, this.#policy)
+    if (endsRun) await this.#store.verification.clear(key)
+    else await this.#store.verification.forgive(key, this.#policy)
     return result
   }
 

@@ -197,28 +197,35 @@ export class Passkeys {
     const opened = this.#open(caller, passkeys)
     const index = opened.findIndex((p) => p.credential.id === response.id)
     const named = index < 0 ? undefined : opened[index]!
-    return this.#o.factors.attempt(caller, userId, { reason: 'passkey', type: 'passkey', factorID: named?.factorId ?? null }, async () => {
-      const challenge = await this.#take(accountId, userId, 'authentication', response, t)
-      if (isFailure(challenge)) return challenge
-      if (named === undefined) {
-        caller.refused('passkey sign-in', 'a credential the user does not have')
-        return refusal('invalid', 'PASSKEY_INVALID')
-      }
-      let signed: Awaited<ReturnType<typeof verifyAuthentication>>
-      try {
-        signed = await verifyAuthentication(response, rp, challenge.value, named, challenge.userVerification)
-      } catch (error) {
-        if (!(error instanceof CeremonyError)) throw error
-        caller.refused('passkey sign-in', error.message)
-        return refusal('invalid', error.cause === 'counter' ? 'PASSKEY_REPLAYED' : 'PASSKEY_INVALID')
-      }
-      // Compare-and-set: of two answers read at one count, the second finds it moved.
-      if (!(await this.#o.store.factors.useCredential(accountId, userId, named.factorId, named.signCount, signed.signCount))) {
-        caller.refused('passkey sign-in', 'the signature counter moved meanwhile')
-        return refusal('invalid', 'PASSKEY_REPLAYED')
-      }
-      return { factorId: named.factorId, userVerified: signed.userVerified }
-    })
+    // A signature that verifies is the user present, as a right TOTP code is: their run of failures ends (endsRun).
+    return this.#o.factors.attempt(
+      caller,
+      userId,
+      { reason: 'passkey', type: 'passkey', factorID: named?.factorId ?? null },
+      async () => {
+        const challenge = await this.#take(accountId, userId, 'authentication', response, t)
+        if (isFailure(challenge)) return challenge
+        if (named === undefined) {
+          caller.refused('passkey sign-in', 'a credential the user does not have')
+          return refusal('invalid', 'PASSKEY_INVALID')
+        }
+        let signed: Awaited<ReturnType<typeof verifyAuthentication>>
+        try {
+          signed = await verifyAuthentication(response, rp, challenge.value, named, challenge.userVerification)
+        } catch (error) {
+          if (!(error instanceof CeremonyError)) throw error
+          caller.refused('passkey sign-in', error.message)
+          return refusal('invalid', error.cause === 'counter' ? 'PASSKEY_REPLAYED' : 'PASSKEY_INVALID')
+        }
+        // Compare-and-set: of two answers read at one count, the second finds it moved.
+        if (!(await this.#o.store.factors.useCredential(accountId, userId, named.factorId, named.signCount, signed.signCount))) {
+          caller.refused('passkey sign-in', 'the signature counter moved meanwhile')
+          return refusal('invalid', 'PASSKEY_REPLAYED')
+        }
+        return { factorId: named.factorId, userVerified: signed.userVerified }
+      },
+      true,
+    )
   }
 
   /** #relyingParty: the account's relying party, or PASSKEYS_NOT_CONFIGURED. */

@@ -44,7 +44,7 @@ export interface SoftCredential {
 export interface RegisterOptions {
   /** Whether the authenticator says it verified the user (UV flag); default true. */
   readonly userVerified?: boolean
-  /** The signature counter the registration starts at; default 0. */
+  /** The signature counter the registration shows; default 0 (a credential registered again: its own). */
   readonly signCount?: number
   /** Register this held credential (its ID) again, as if excludeCredentials had not named it; default: a new credential. */
   readonly reuse?: string
@@ -97,7 +97,8 @@ export class SoftAuthenticator {
       if (this.#credentials.some((c) => excluded.has(c.id))) throw new DOMException('the authenticator holds an excluded credential', 'InvalidStateError')
       credential = this.#create(rpId, options.user.id)
     }
-    credential.counter = opts.signCount ?? 0
+    // A new credential starts at 0; one registered again keeps its count.
+    credential.counter = opts.signCount ?? (opts.reuse === undefined ? 0 : credential.counter)
     const rawId = Buffer.from(credential.id, 'base64url')
     const flags = UP | AT | (opts.userVerified === false ? 0 : UV)
     const authData = Buffer.concat([

@@ -156,11 +156,9 @@ export const registrationOptionsSchema = {
   },
 }
 
-export const registerFields: FieldRules = {
-  ...userFields,
-  credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' },
-  label: { invalid: 'LABEL_INVALID' },
-}
+const credentialRule: FieldRules = { credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' } }
+
+export const registerFields: FieldRules = { ...userFields, ...credentialRule, label: { invalid: 'LABEL_INVALID' } }
 
 export const registerSchema = {
   operationId: 'registerPasskey',
@@ -273,11 +271,7 @@ export const authenticationOptionsSchema = {
   },
 }
 
-export const authenticateFields: FieldRules = {
-  ...userFields,
-  credential: { required: 'CREDENTIAL_REQUIRED', invalid: 'CREDENTIAL_INVALID' },
-  rateLimitKey: { invalid: 'RATE_LIMIT_KEY_INVALID' },
-}
+export const authenticateFields: FieldRules = { ...userFields, ...credentialRule, rateLimitKey: { invalid: 'RATE_LIMIT_KEY_INVALID' } }
 
 export const authenticateSchema = {
   operationId: 'authenticatePasskey',

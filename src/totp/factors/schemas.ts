@@ -83,13 +83,18 @@ export const factorView = Type.Object({
   expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When a pending factor is gone; null once active.' }),
 })
 
-export const createFields: FieldRules = withUser({
-  applicationID: { required: 'APPLICATION_ID_REQUIRED', invalid: 'APPLICATION_ID_INVALID' },
+/** A factor's label and parameters, as creation and import take them. */
+const parameterFields: FieldRules = {
   label: { invalid: 'LABEL_INVALID' },
   profile: profileRule,
   tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
   tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
   algorithm: { invalid: 'ALGORITHM_INVALID' },
+}
+
+export const createFields: FieldRules = withUser({
+  applicationID: { required: 'APPLICATION_ID_REQUIRED', invalid: 'APPLICATION_ID_INVALID' },
+  ...parameterFields,
 })
 
 export function createSchema(profiles: readonly string[]) {
@@ -417,11 +422,7 @@ export const importFields: FieldRules = withUser({
   secret: { invalid: 'SECRET_INVALID', params: { bits: 80, chars: 16 } },
   otpURL: { invalid: 'OTP_URL_INVALID', params: { reason: 'it is not text of at most 4096 characters' } },
   applicationID: { invalid: 'APPLICATION_ID_INVALID' },
-  label: { invalid: 'LABEL_INVALID' },
-  profile: profileRule,
-  tokenValidity: { invalid: 'TOKEN_VALIDITY_INVALID' },
-  tokenLength: { invalid: 'TOKEN_LENGTH_INVALID' },
-  algorithm: { invalid: 'ALGORITHM_INVALID' },
+  ...parameterFields,
   status: { invalid: 'IMPORT_STATUS_INVALID' },
 })
 

@@ -4,6 +4,7 @@
  * (`[{"type":"Error","code","message"}]`, status as the catalogue gives it) or a gateway
  * message (`{"message"}`), or the route's success.
  */
+import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { catalogue, type ErrorCode } from '../../../src/errors/catalogue.ts'
@@ -154,14 +155,35 @@ test('sweep: the managed-factor routes, with hostile bodies and hostile user and
   })
   assert.equal(created.status, 201)
   const { factorID } = (await created.json()) as { factorID: string }
+  // Passkeys set up, so that what gets past validation reaches the ceremonies.
+  await app.factors.updateSettings({ actor: SYSTEM }, app.accountId, { rpId: 'localhost', origins: ['http://localhost:3000'] })
   await sweep(app, [
     '/totp/users/u1/factors',
+    '/totp/users/u1/factors/import',
     `/totp/users/u1/factors/${factorID}/activate`,
     `/totp/users/u1/factors/${factorID}/resync`,
     '/totp/users/u1/verify',
     '/totp/users/u1/recovery-codes',
     '/totp/users/u1/recover',
+    '/totp/users/u1/passkeys/registration/options',
+    '/totp/users/u1/passkeys/registration',
+    '/totp/users/u1/passkeys/authentication/options',
+    '/totp/users/u1/passkeys/authentication',
   ])
+  // Idempotency-Key headers that are not keys: a 400, never a 5xx, nothing made.
+  for (const key of ['', ' ', 'x'.repeat(256), 'caf\u00e9', '"', 'a\tb']) {
+    const res = await fetch(`${app.url}/totp/users/u1/factors`, {
+      method: 'POST',
+      headers: { 'x-api-key': app.key, 'content-type': ct.form, 'idempotency-key': key },
+      body: 'applicationID=Acme',
+    })
+    const text = await res.text()
+    assertShape(res.status, text, `Idempotency-Key ${JSON.stringify(key).slice(0, 20)}`)
+    assert.ok(
+      res.status === 400 || (key === '"' && res.status === 201) || res.status === 409,
+      `${JSON.stringify(key).slice(0, 20)}: ${res.status} ${text.slice(0, 100)}`,
+    )
+  }
   // Ids that are not text, or not ids (a 4xx), and odd ones that are (any answer but a 5xx).
   const bad = new Set(['%ED%A0%80', '%zz', '%', '%FF%FE', 'a%3Ab', '%20', 'x'.repeat(300), '%00', 'a%0Ab', '%7F'])
   const users = [...bad, '..', 'u1%2F..%2Fu2', '%C3%A9l%C3%A8ve', '%F0%9F%94%91']

@@ -311,6 +311,11 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
       `Ratio passkey sign-in / stateless (median of the rounds' ratios): **${median(passkeyRatios).toFixed(2)}×** (rounds: ${ratios(passkeyRatios)})`,
       `Ratio managed factor / stateless (median of the rounds' ratios): **${median(factorRatios).toFixed(2)}×** (rounds: ${ratios(factorRatios)})`,
       `The soft authenticator signs ${signing.toFixed(0)} assertions/s on the load generator's CPU (its share of a passkey sign-in).`,
+      ...(m(s, 'cpu') < 0.85
+        ? []
+        : [
+            `The load generator was busy ${(m(s, 'cpu') * 100).toFixed(0)} % of the baseline's time: the stateless rate is near what the client can send, a floor of the server's; the ratios are ceilings.`,
+          ]),
       ...(refused.length === 0 ? [] : ['', `Answers other than the success path (first seen): ${refused.join(' | ')}`]),
       '',
     ].join('\n')

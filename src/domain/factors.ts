@@ -73,6 +73,8 @@ export interface PasskeyFactor extends FactorBase {
   /** The authenticator's signature counter as last seen (0: it keeps none). */
   readonly signCount: number
   readonly meta: PasskeyMeta
+  /** A keyed digest of the credential ID (never the ID): how an answer finds its passkey, and why one credential is one factor. */
+  readonly credentialDigest: string
 }
 
 /** Factor: a user's TOTP authenticator or passkey. */

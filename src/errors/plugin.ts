@@ -40,7 +40,8 @@ export function validationProblems(errors: readonly AjvError[], rules: FieldRule
   const fields = new Set<string>()
   let malformed = false
   for (const e of errors) {
-    const field = e.keyword === 'required' ? e.params.missingProperty : e.instancePath.split('/')[1]
+    // A property missing inside a field (a credential's rawId) is that field's problem; at the top, the missing field's.
+    const field = e.instancePath !== '' ? e.instancePath.split('/')[1] : e.keyword === 'required' ? e.params.missingProperty : undefined
     if (field !== undefined && field in rules) fields.add(field)
     else malformed = true
   }

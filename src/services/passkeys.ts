@@ -12,7 +12,7 @@
  */
 import type { Config } from '../config/config.ts'
 import { SealError, type Keyring } from '../crypto/keyring.ts'
-import type { Pepper } from '../crypto/keyed.ts'
+import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import type { ChallengePurpose, Factor, PasskeyCredential, PasskeyFactor } from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
 import type { Store } from '../storage/ports.ts'
@@ -122,10 +122,8 @@ export class Passkeys {
       caller.refused('passkey registration', error.message)
       return refusal('invalid', 'PASSKEY_INVALID')
     }
-    const existing = (await this.#o.store.factors.factors(caller.accountId, userId, iso(t))) ?? []
-    if (this.#open(caller, passkeysOf(existing)).some((p) => p.credential.id === registered.credential.id)) {
-      return refusal('conflict', 'PASSKEY_REGISTERED')
-    }
+    // Known by a keyed digest (never the ID in the clear): the store makes one credential one factor of the account, however many race.
+    const credentialDigest = this.#credentialDigest(caller.accountId, registered.credential.id)
     const id = newId('fct')
     const factor: PasskeyFactor = {
       id,
@@ -142,6 +140,7 @@ export class Passkeys {
       activatedAt: iso(t),
       signCount: registered.signCount,
       meta: registered.meta,
+      credentialDigest,
     }
     const max = this.#o.config.factorMaxPerUser
     const event = keyEvent(
@@ -160,7 +159,8 @@ export class Passkeys {
       id,
     )
     const created = await this.#o.store.factors.create(factor, max, iso(t), event)
-    return created === 'limit' ? refusal('conflict', 'FACTOR_LIMIT', { limit: max }) : factor
+    if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    return created === 'exists' ? refusal('conflict', 'PASSKEY_REGISTERED') : factor
   }
 
   /** authenticationOptions starts a sign-in: the options for navigator.credentials.get, allowing the user's passkeys. */
@@ -193,10 +193,12 @@ export class Passkeys {
     const t = this.#now()
     const factors = await this.#o.store.factors.factors(accountId, userId, iso(t))
     if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
-    const passkeys = passkeysOf(factors)
-    const opened = this.#open(caller, passkeys)
-    const index = opened.findIndex((p) => p.credential.id === response.id)
-    const named = index < 0 ? undefined : opened[index]!
+    // The passkey the answer names, found by its digest: only it is opened.
+    const digest = typeof response.id === 'string' ? this.#credentialDigest(accountId, response.id) : null
+    const named = this.#open(
+      caller,
+      passkeysOf(factors).filter((p) => p.credentialDigest === digest),
+    ).find((p) => p.credential.id === response.id)
     // A signature that verifies is the user present, as a right TOTP code is: their run of failures ends (endsRun).
     return this.#o.factors.attempt(
       caller,
@@ -226,6 +228,10 @@ export class Passkeys {
       },
       true,
     )
+  }
+
+  #credentialDigest(accountId: string, credentialId: string): string {
+    return keyedDigest(this.#o.pepper, 'passkey-credential', accountId, credentialId)
   }
 
   /** #relyingParty: the account's relying party, or PASSKEYS_NOT_CONFIGURED. */

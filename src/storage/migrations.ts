@@ -843,6 +843,9 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE totp_factors ADD COLUMN type TEXT NOT NULL DEFAULT 'totp' CHECK (type IN ('totp', 'passkey'));
       ALTER TABLE totp_factors ADD COLUMN sign_count INTEGER;
       ALTER TABLE totp_factors ADD COLUMN passkey_meta TEXT;
+      -- A keyed digest of a passkey's credential ID: one credential is one factor of an account, however many register it at once.
+      ALTER TABLE totp_factors ADD COLUMN credential_digest TEXT;
+      CREATE UNIQUE INDEX totp_factors_credential ON totp_factors (account_id, credential_digest) WHERE credential_digest IS NOT NULL;
       CREATE TABLE passkey_challenges (
         digest TEXT PRIMARY KEY,
         account_id TEXT NOT NULL,
@@ -890,6 +893,8 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE totp_factors ADD COLUMN type text NOT NULL DEFAULT 'totp' CHECK (type IN ('totp', 'passkey'));
       ALTER TABLE totp_factors ADD COLUMN sign_count bigint;
       ALTER TABLE totp_factors ADD COLUMN passkey_meta jsonb;
+      ALTER TABLE totp_factors ADD COLUMN credential_digest text;
+      CREATE UNIQUE INDEX totp_factors_credential ON totp_factors (account_id, credential_digest) WHERE credential_digest IS NOT NULL;
       CREATE TABLE passkey_challenges (
         digest text PRIMARY KEY,
         account_id text NOT NULL,

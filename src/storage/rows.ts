@@ -324,7 +324,13 @@ export function toFactor(r: Row): Factor {
   }
   if (r.type === 'passkey') {
     const meta = (typeof r.passkey_meta === 'string' ? JSON.parse(r.passkey_meta) : r.passkey_meta) as Omit<PasskeyMeta, 'algorithm'>
-    return { ...base, type: 'passkey', signCount: Number(r.sign_count), meta: { ...meta, algorithm: String(r.algorithm) } }
+    return {
+      ...base,
+      type: 'passkey',
+      signCount: Number(r.sign_count),
+      meta: { ...meta, algorithm: String(r.algorithm) },
+      credentialDigest: String(r.credential_digest),
+    }
   }
   return {
     ...base,
@@ -340,7 +346,7 @@ export function toFactor(r: Row): Factor {
 /** The profile column of a passkey (TOTP's columns hold nothing of it: digits, period and drift 0). */
 const PASSKEY_PROFILE = 'passkey'
 
-/** factorValues: a factor's columns in the order both adapters insert them (id … activated_at, type, sign_count, passkey_meta). */
+/** factorValues: a factor's columns in the order both adapters insert them (FACTOR_COLUMNS). */
 export function factorValues(f: Factor): (string | number | null)[] {
   const totp = f.type === 'totp'
   const { deviceType, backedUp, transports } = totp ? { deviceType: '', backedUp: false, transports: [] } : f.meta
@@ -364,12 +370,13 @@ export function factorValues(f: Factor): (string | number | null)[] {
     f.type,
     totp ? null : f.signCount,
     totp ? null : JSON.stringify({ deviceType, backedUp, transports }),
+    totp ? null : f.credentialDigest,
   ]
 }
 
 /** FACTOR_COLUMNS: the columns factorValues fills, in its order. */
 export const FACTOR_COLUMNS =
-  'id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period, drift, sealed, key_version, created_at, expires_at, activated_at, type, sign_count, passkey_meta'
+  'id, account_id, user_id, application_id, label, profile, status, algorithm, digits, period, drift, sealed, key_version, created_at, expires_at, activated_at, type, sign_count, passkey_meta, credential_digest'
 
 export const toFactorSettings = (r: Row | undefined): FactorSettings =>
   r === undefined

@@ -54,14 +54,15 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
         // An id is the user's (an import's is derived from account, user and secret): under the user's lock, none can come between.
         if (rows[0]!.taken === true) return 'exists' as const
         if (Number(rows[0]!.n) >= max) return 'limit' as const
-        await q(
+        // DO NOTHING on any unique conflict: a passkey's credential the account has already (another user's is not under this lock).
+        const inserted = await q(
           'factor-insert',
           `
-          WITH f AS (INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_VALUES}) RETURNING id)
-          ${auditInsert(FACTOR_COUNT + 1, 'f')}`,
+          WITH f AS (INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_VALUES}) ON CONFLICT DO NOTHING RETURNING id)
+          ${auditInsert(FACTOR_COUNT + 1, 'f')} RETURNING 1`,
           [...factorValues(f), ...audited(audit)],
         )
-        return 'created' as const
+        return inserted.rows.length > 0 ? ('created' as const) : ('exists' as const)
       })
     },
     async factors(accountId, userId, nowIso) {

@@ -26,10 +26,11 @@ function factorStatements(db: DatabaseSync) {
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
     count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
     byId: db.prepare('SELECT 1 FROM totp_factors WHERE id = ?'),
+    // DO NOTHING on any unique conflict: an id taken, or a passkey's credential the account has already.
     insert: db.prepare(
       `INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_COLUMNS.split(',')
         .map(() => '?')
-        .join(', ')})`,
+        .join(', ')}) ON CONFLICT DO NOTHING`,
     ),
     factors: db.prepare(`SELECT * FROM totp_factors WHERE account_id = $accountId AND user_id = $userId AND ${live} ORDER BY created_at, id`),
     activate: db.prepare(`UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = ?
@@ -90,7 +91,7 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'
         q.dropExpired.run(f.accountId, f.userId, nowIso)
         if (q.byId.get(f.id) !== undefined) return 'exists' as const
         if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
-        q.insert.run(...factorValues(f))
+        if (Number(q.insert.run(...factorValues(f)).changes) === 0) return 'exists' as const
         audit(event)
         return 'created' as const
       })

@@ -45,7 +45,7 @@ const registrationCredential = Type.Object(
       {
         clientDataJSON: b64(8192),
         attestationObject: b64(65536),
-        transports: Type.Optional(Type.Array(Type.String({ maxLength: 32 }), { maxItems: 8 })),
+        transports: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9-]{1,32}$' }), { maxItems: 8 })),
         authenticatorData: Type.Optional(b64(65536)),
         publicKey: Type.Optional(b64(8192)),
         publicKeyAlgorithm: Type.Optional(Type.Integer()),

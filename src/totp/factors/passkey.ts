@@ -166,7 +166,8 @@ export async function verifyRegistration(
   }
   if (!result.verified) throw new CeremonyError('registration not verified')
   const info = result.registrationInfo
-  const transports = (info.credential.transports ?? response.response.transports ?? []).filter((t) => typeof t === 'string').slice(0, 8)
+  // Kept as the browser named them, when they are names (lower-case words: WebAuthn's, or one it adds later); anything else is dropped.
+  const transports = [...new Set(info.credential.transports ?? response.response.transports ?? [])].filter((t) => /^[a-z0-9-]{1,32}$/.test(t)).slice(0, 8)
   const algorithm = coseAlgorithm(info.credential.publicKey)
   return {
     credential: { id: info.credential.id, publicKey: Buffer.from(info.credential.publicKey).toString('base64url') },

@@ -183,6 +183,25 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.equal(await store.factors.useCredential(acc, 'u', totp.id, 0, 1), false, 'a TOTP factor has no counter')
   })
 
+  withStore('passkeys: one credential is one factor of an account, however many register it at once, for one user or several', async (store) => {
+    const acc = await makeAccount(store)
+    const credentialDigest = 'digest-shared'
+    const same = await Promise.all(
+      Array.from({ length: 10 }, () => store.factors.create({ ...passkey(acc, 'u'), credentialDigest }, 20, NOW, event('factor.created', acc))),
+    )
+    assert.deepEqual(same.filter((r) => r === 'created').length, 1)
+    assert.deepEqual(same.filter((r) => r === 'exists').length, 9)
+    const across = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        store.factors.create({ ...passkey(acc, `v${i}`), credentialDigest: 'digest-across' }, 20, NOW, event('factor.created', acc)),
+      ),
+    )
+    assert.equal(across.filter((r) => r === 'created').length, 1)
+    assert.equal(await eventsOf(store, acc, 'factor.created'), 2, 'an event for each made, none for the refused')
+    const other = await makeAccount(store)
+    assert.equal(await store.factors.create({ ...passkey(other, 'u'), credentialDigest }, 20, NOW, event('factor.created', other)), 'created', 'per account')
+  })
+
   withStore('passkeys: a challenge is taken once however many answer it at once; expired ones and a flood beyond the cap go', async (store) => {
     const acc = await makeAccount(store)
     const c = challenge(acc, 'u', 'd-once', NOW)
@@ -236,6 +255,7 @@ function passkey(accountId: string, userId: string): PasskeyFactor {
     activatedAt: NOW,
     signCount: 3,
     meta: { deviceType: 'multiDevice', backedUp: true, transports: ['internal', 'hybrid'], algorithm: 'ES256' },
+    credentialDigest: `digest-${newId('c')}`,
   }
 }
 

@@ -27,7 +27,7 @@ import {
 } from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
 import type { Page } from '../domain/lists.ts'
-import type { LockPolicy, VerifyOutcome } from '../domain/lockout.ts'
+import type { LockPolicy, Verdict } from '../domain/lockout.ts'
 import { canonicalUserId, USER_ID_RULE } from '../domain/user-ids.ts'
 import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { Params, Problem } from '../errors/errors.ts'
@@ -39,7 +39,6 @@ import { readSecret, type ImportSource } from '../totp/factors/import.ts'
 import { rotateSeals, type Rotation } from '../totp/factors/rotate.ts'
 import { matchStep, newSecret, otpauthUrl, toBase32, totpParams, type TotpParams } from '../totp/otp.ts'
 import { PROFILES, profileProblems, resolveProfile, type ProfileName } from '../totp/profiles.ts'
-import { verifyCode } from '../totp/verify.ts'
 import { draft, refused, fail, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
 
 export type FactorsConfig = Pick<
@@ -359,8 +358,6 @@ export class Factors {
     const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status === 'active') return refusal('conflict', 'FACTOR_ACTIVE')
-    const limited = await this.#admit(caller, userId, t)
-    if (limited !== ACCEPTED) return limited
     let step: number | null = null
     try {
       step = token.length === factor.digits ? matchStep(paramsOf(this.#keyring, factor), token, t) : null
@@ -387,8 +384,6 @@ export class Factors {
     if (isFailure(factors)) return factors
     const active = factors.filter((f): f is TotpFactor => f.type === 'totp' && f.status === 'active')
     if (active.length === 0) return refusal('conflict', 'NO_ACTIVE_FACTOR')
-    const limited = await this.#admit(caller, userId, t)
-    if (limited !== ACCEPTED) return limited
     let broken = 0
     const match = matchFactor(this.#keyring, active, token, t, (f, error) => {
       broken++
@@ -410,8 +405,6 @@ export class Factors {
     const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
     if (isFailure(factor)) return factor
     if (factor.status !== 'active') return refusal('conflict', 'FACTOR_PENDING')
-    const limited = await this.#admit(caller, userId, t)
-    if (limited !== ACCEPTED) return limited
     let found: { drift: number; step: number } | null = null
     try {
       if (token.length === factor.digits && nextToken.length === factor.digits) {
@@ -491,11 +484,10 @@ export class Factors {
     endsRun = false,
   ): Promise<T | FactorRefusal> {
     const t = this.#now()
-    const limited = await this.#admit(caller, userId, t)
-    if (limited !== ACCEPTED) return limited
     const key = userLockKey(this.#pepper, caller.accountId, userId)
-    const verdict = await this.#store.verification.settle(key, null, t, this.#policy)
-    if (verdict.kind === 'locked') return lockedRefusal(Math.max(1, Math.ceil((verdict.lockedUntil - t) / 1000)))
+    const verdict = await this.#decide(caller, key, userId, null, t)
+    if ('failure' in verdict) return verdict
+    if (verdict.kind === 'locked') return lockedRefusal(secondsTo(verdict.lockedUntil, t))
     let result: T | FactorRefusal
     try {
       result = await tried()
@@ -515,25 +507,25 @@ export class Factors {
   }
 
   /**
-   * #admit counts an attempt of the user's against the account's attempt limits (per user, and
-   * per the caller's rate limit key when it gave one), before it is tried and before the lockout
-   * sees it: a refused attempt is not tried, takes nothing from the windows and is no failure
-   * of the user's, so a flood from one source neither gets more guesses than the limit nor
-   * counts towards the user's lock beyond it. One atomic step of the verification store.
+   * #decide settles an attempt of the user's behind the account's attempt limits (per user, and
+   * per the caller's rate limit key when it gave one), in one step of the verification store: a
+   * refused attempt is not tried, takes nothing from the windows and is no failure of the
+   * user's, so a flood from one source neither gets more guesses than the limit nor counts
+   * towards the user's lock beyond it. The verdict, or the limit's refusal.
    */
-  async #admit(caller: KeyCaller, userId: string, t: number): Promise<Refused> {
+  async #decide(caller: KeyCaller, key: string, userId: string, step: number | null, t: number): Promise<Verdict | FactorRefusal> {
     const s = await this.#store.factors.settings(caller.accountId)
     const perUser = s.userLimit ?? this.#config.factorUserLimit
     const perKey = s.keyLimit ?? this.#config.factorKeyLimit
     const limits: AttemptLimit[] = []
     if (perUser > 0) limits.push({ key: keyedDigest(this.#pepper, 'attempts-user', caller.accountId, userId), max: perUser })
     if (perKey > 0 && caller.rateKey !== null) limits.push({ key: keyedDigest(this.#pepper, 'attempts-key', caller.accountId, caller.rateKey), max: perKey })
-    if (limits.length === 0) return ACCEPTED
+    if (limits.length === 0) return this.#store.verification.settle(key, step, t, this.#policy)
     const windowMs = (s.limitWindowSeconds ?? this.#config.factorLimitWindowSeconds) * 1000
-    const admission = await this.#store.verification.admit(limits, windowMs, t)
-    if (admission.admitted) return ACCEPTED
+    const verdict = await this.#store.verification.settleWithin(key, step, t, this.#policy, limits, windowMs)
+    if (verdict.kind !== 'limited') return verdict
     this.#metrics?.attemptsLimited()
-    return refusal('limit', 'ATTEMPTS_LIMITED', { seconds: Math.max(1, Math.ceil((admission.retryAtMs - t) / 1000)) })
+    return refusal('limit', 'ATTEMPTS_LIMITED', { seconds: secondsTo(verdict.retryAtMs, t) })
   }
 
   /**
@@ -541,12 +533,13 @@ export class Factors {
    * a failure (and of a lockout it starts): null when accepted, else the refusal.
    */
   async #settle(caller: KeyCaller, userId: string, matched: number | null, t: number, failedDetail: Record<string, unknown> = {}): Promise<Refused> {
-    const outcome: VerifyOutcome = await verifyCode(this.#store.verification, this.#policy, userLockKey(this.#pepper, caller.accountId, userId), matched, t)
-    this.#metrics?.verified(outcome.kind)
-    if (outcome.kind === 'accepted') return ACCEPTED
-    if (outcome.kind === 'locked') return lockedRefusal(outcome.retryAfterSeconds)
-    await this.#failed(caller, userId, outcome.kind, outcome.locks === true, failedDetail)
-    return outcome.kind === 'invalid' ? refusal('invalid', 'OTP_INVALID') : refusal('conflict', 'OTP_REUSED')
+    const verdict = await this.#decide(caller, userLockKey(this.#pepper, caller.accountId, userId), userId, matched, t)
+    if ('failure' in verdict) return verdict
+    this.#metrics?.verified(verdict.kind)
+    if (verdict.kind === 'accepted') return ACCEPTED
+    if (verdict.kind === 'locked') return lockedRefusal(secondsTo(verdict.lockedUntil, t))
+    await this.#failed(caller, userId, verdict.kind, verdict.locks === true, failedDetail)
+    return verdict.kind === 'invalid' ? refusal('invalid', 'OTP_INVALID') : refusal('conflict', 'OTP_REUSED')
   }
 
   /**
@@ -559,12 +552,13 @@ export class Factors {
    */
   async #settleResync(caller: KeyCaller, userId: string, resyncMark: number, t: number): Promise<Refused> {
     const key = userLockKey(this.#pepper, caller.accountId, userId)
-    const outcome = await verifyCode(this.#store.verification, this.#policy, key, resyncMark, t)
-    if (outcome.kind === 'locked') {
-      this.#metrics?.verified(outcome.kind)
-      return lockedRefusal(outcome.retryAfterSeconds)
+    const verdict = await this.#decide(caller, key, userId, resyncMark, t)
+    if ('failure' in verdict) return verdict
+    if (verdict.kind === 'locked') {
+      this.#metrics?.verified(verdict.kind)
+      return lockedRefusal(secondsTo(verdict.lockedUntil, t))
     }
-    if (outcome.kind === 'reused') await this.#store.verification.forgive(key, this.#policy)
+    if (verdict.kind === 'reused') await this.#store.verification.forgive(key, this.#policy)
     this.#metrics?.verified('accepted')
     return ACCEPTED
   }
@@ -741,6 +735,9 @@ export function refusal(failure: FailureKind, code: ErrorCode, params?: Params):
 }
 
 const lockedRefusal = (seconds: number): FactorRefusal => refusal('conflict', 'OTP_LOCKED', { seconds })
+
+/** secondsTo: whole seconds from `t` to `until` (epoch ms), at least one: a Retry-After. */
+const secondsTo = (until: number, t: number): number => Math.max(1, Math.ceil((until - t) / 1000))
 
 /** unreadable reports a factor whose secret does not open (SealError; anything else is a fault and thrown on). */
 export function unreadable(caller: KeyCaller, factor: Factor, error: unknown): FactorRefusal {

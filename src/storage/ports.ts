@@ -423,13 +423,26 @@ export interface VerificationStore {
    */
   forgive(key: string, policy: LockPolicy): Promise<boolean>
   /**
-   * admit counts one attempt in each of `limits`' fixed windows of `windowMs` (aligned on
-   * multiples of it), in one atomic step across processes and nodes: in all of them when each
-   * has fewer than its `max`, in none otherwise (a refused attempt takes nothing). However many
-   * arrive at once, no window admits more than its `max`. A refusal says when the first full
-   * window ends (epoch ms).
+   * settleWithin is settle behind attempt limits, in one step: it counts the attempt in each of
+   * `limits`' fixed windows of `windowMs` (aligned on multiples of it), in all of them when each
+   * has fewer than its `max`, and then settles it; when one window is full, nothing is counted
+   * or settled (`limited`, with when that window ends, epoch ms). However many arrive at once,
+   * no window admits more than its `max`, across processes and nodes.
    */
-  admit(limits: readonly AttemptLimit[], windowMs: number, nowMs: number): Promise<Admission>
+  settleWithin(
+    key: string,
+    step: number | null,
+    nowMs: number,
+    policy: LockPolicy,
+    limits: readonly AttemptLimit[],
+    windowMs: number,
+  ): Promise<Verdict | Limited>
+}
+
+/** Limited: an attempt refused by its limits, untried. */
+export interface Limited {
+  readonly kind: 'limited'
+  readonly retryAtMs: number
 }
 
 /** AttemptLimit: a counter of attempts (a keyed digest) and the most its window admits. */
@@ -437,8 +450,6 @@ export interface AttemptLimit {
   readonly key: string
   readonly max: number
 }
-
-export type Admission = { readonly admitted: true } | { readonly admitted: false; readonly retryAtMs: number }
 
 /** windowStart: the start of the fixed window of `windowMs` that `nowMs` falls in. */
 export const windowStart = (nowMs: number, windowMs: number): number => Math.floor(nowMs / windowMs) * windowMs

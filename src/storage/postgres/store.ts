@@ -115,7 +115,7 @@ function verificationStore(query: Query, transaction: Transaction): Verification
   // The lock delay of lockDelaySeconds after `f` failures, computed in the statement.
   const lock = (f: string) => `CASE WHEN ${f} >= $3 THEN $2 + LEAST($4 * power(2, LEAST(${f} - $3, 31)), $5)::bigint * 1000 ELSE 0 END`
   const later = '$6::bigint > s.last_step'
-  return {
+  const store: VerificationStore = {
     async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
       // One statement: the row lock of ON CONFLICT DO UPDATE orders parallel verifications,
       // each sees the state the one before it left, and a locked row is left as it is (no row back).
@@ -163,7 +163,7 @@ function verificationStore(query: Query, transaction: Transaction): Verification
       )
       return (r.rowCount ?? 0) > 0
     },
-    async admit(limits, windowMs, nowMs) {
+    async settleWithin(key, step, nowMs, policy, limits, windowMs) {
       const start = windowStart(nowMs, windowMs)
       // Counted first, under each row's lock (ON CONFLICT DO UPDATE: parallel attempts on one window queue), in key order (no
       // deadlock between two attempts of two keys); when a window went past its max the transaction is rolled back, so a
@@ -187,9 +187,12 @@ function verificationStore(query: Query, transaction: Transaction): Verification
         if (error === ROLLBACK) return true
         throw error
       })
-      return over ? { admitted: false, retryAtMs: start + windowMs } : { admitted: true }
+      if (over) return { kind: 'limited', retryAtMs: start + windowMs }
+      // Then settled, in its own atomic statement: an attempt counted whose settle fails (the store away) is one the caller may retry.
+      return store.settle(key, step, nowMs, policy)
     },
   }
+  return store
 }
 
 /** line: the counts of a usage report's row. */

@@ -173,22 +173,23 @@ if fails - 1 < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'lock', 0) end
 return 1`
 
 /**
- * ADMIT: one attempt in each window of KEYS (one key per counter and window, so a new window
- * starts from nothing), ARGV[1] the window's length in ms, ARGV[2..] each key's max: 1 when
- * every window had room and all were counted, 0 when one was full and none was.
+ * SETTLE_WITHIN: SETTLE behind attempt limits, in one script. KEYS[1] the verification state,
+ * KEYS[2..] one counter per limit and window (a new window starts from nothing); ARGV[1..6]
+ * SETTLE's, ARGV[7] the window's length in ms, ARGV[8..] each counter's max. A full window:
+ * {4} and nothing counted or settled; else every counter counted, then SETTLE's answer.
  */
-const ADMIT = `
-for i, key in ipairs(KEYS) do
-  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[i + 1]) then return 0 end
+const SETTLE_WITHIN = `
+for i = 2, #KEYS do
+  if tonumber(redis.call('GET', KEYS[i]) or '0') >= tonumber(ARGV[i + 6]) then return {4} end
 end
-for _, key in ipairs(KEYS) do
-  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, tonumber(ARGV[1]) + 1000) end
+for i = 2, #KEYS do
+  if redis.call('INCR', KEYS[i]) == 1 then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[7]) + 1000) end
 end
-return 1`
+${SETTLE}`
 
 interface Scripts {
-  /** Defined without numberOfKeys: the first argument is how many keys follow, then the window and each key's max. */
-  tesseraAdmit(keyCount: number, ...keysThenArgs: string[]): Promise<number>
+  /** Defined without numberOfKeys: the first argument is how many keys follow (the state's, then the counters'), then SETTLE's arguments, the window and each counter's max. */
+  tesseraSettleWithin(keyCount: number, ...keysThenArgs: string[]): Promise<[number, (string | number)?]>
   tesseraClear(key: string): Promise<number>
   tesseraForgive(key: string, max: string): Promise<number>
   /** Defined without numberOfKeys: the first argument is how many keys follow. */
@@ -252,8 +253,15 @@ function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): 
   redis.defineCommand('tesseraForgive', { numberOfKeys: 1, lua: FORGIVE })
   redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
-  redis.defineCommand('tesseraAdmit', { lua: ADMIT })
+  redis.defineCommand('tesseraSettleWithin', { lua: SETTLE_WITHIN })
   return redis
+}
+
+/** verdictOf reads SETTLE's answer. */
+function verdictOf(verdict: number, value: string | number | undefined, step: number | null, policy: LockPolicy): Verdict {
+  if (verdict === 1) return ACCEPTED
+  if (verdict === 2 || verdict === 3) return failure(verdict === 2 ? null : step, Number(value), policy)
+  return { kind: 'locked', lockedUntil: Number(value) }
 }
 
 /** redisVerification: verification state, each change one Lua script. */
@@ -272,9 +280,7 @@ function redisVerification(scripts: Scripts, retention: string): VerificationSto
           step === null ? '' : String(step),
         ),
       )
-      if (verdict === 1) return ACCEPTED
-      if (verdict === 2 || verdict === 3) return failure(verdict === 2 ? null : step, Number(value), policy)
-      return { kind: 'locked', lockedUntil: Number(value) }
+      return verdictOf(verdict, value, step, policy)
     },
     async clear(key) {
       return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
@@ -287,12 +293,27 @@ function redisVerification(scripts: Scripts, retention: string): VerificationSto
     async forgive(key, policy: LockPolicy) {
       return (await call(() => scripts.tesseraForgive(stateKey(key), String(policy.maxFailures)))) === 1
     },
-    async admit(limits, windowMs, nowMs) {
-      // The window is the caller's clock's (Redis keeps no time of its own here, as for the lockout).
+    async settleWithin(key, step, nowMs, policy: LockPolicy, limits, windowMs) {
+      // The windows are the caller's clock's (Redis keeps no time of its own here, as for the lockout).
       const start = windowStart(nowMs, windowMs)
-      const keys = limits.map((l) => `attempts:${l.key}:${start}`)
-      const admitted = await call(() => scripts.tesseraAdmit(keys.length, ...keys, String(windowMs), ...limits.map((l) => String(l.max))))
-      return admitted === 1 ? { admitted: true } : { admitted: false, retryAtMs: start + windowMs }
+      const counters = limits.map((l) => `attempts:${l.key}:${start}`)
+      const [verdict, value] = await call(() =>
+        scripts.tesseraSettleWithin(
+          1 + counters.length,
+          stateKey(key),
+          ...counters,
+          String(nowMs),
+          String(policy.maxFailures),
+          String(policy.baseSeconds),
+          String(policy.maxSeconds),
+          retention,
+          step === null ? '' : String(step),
+          String(windowMs),
+          ...limits.map((l) => String(l.max)),
+        ),
+      )
+      if (verdict === 4) return { kind: 'limited', retryAtMs: start + windowMs }
+      return verdictOf(verdict, value, step, policy)
     },
   }
 }

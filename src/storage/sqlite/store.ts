@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads'
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { LockPolicy, Verdict } from '../../domain/lockout.ts'
-import { windowStart, type Admission, type OnboardingStore, type Store, type UsageStore, type VerificationStore } from '../ports.ts'
+import { windowStart, type Limited, type OnboardingStore, type Store, type UsageStore, type VerificationStore } from '../ports.ts'
 import { REFUSAL_LINES, type RefusalLine, type RefusalReason, type UsageLine } from '../../domain/usage.ts'
 import { ACCEPTED, failure, lockDelaySeconds } from '../../domain/lockout.ts'
 import type { Group, Region } from '../../domain/regions.ts'
@@ -110,23 +110,37 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
       ON CONFLICT (key) DO UPDATE SET count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END,
         window_start = excluded.window_start, expires_ms = excluded.expires_ms`),
   }
+  /** settleNow: one verification's read and write, synchronous (inside the caller's turn of the write transaction). */
+  const settleNow = (key: string, step: number | null, nowMs: number, policy: LockPolicy): Verdict => {
+    const row = q.state.get(key)
+    const locked = Number(row?.locked_until ?? 0)
+    if (locked > nowMs) return { kind: 'locked', lockedUntil: locked }
+    const last = Number(row?.last_step ?? -1)
+    if (step !== null && step > last) {
+      q.write.run(key, step, 0, 0, nowMs)
+      return ACCEPTED
+    }
+    const failures = Number(row?.failures ?? 0) + 1
+    const delay = lockDelaySeconds(failures, policy)
+    q.write.run(key, last, failures, delay > 0 ? nowMs + delay * 1000 : 0, nowMs)
+    return failure(step, failures, policy)
+  }
   return {
     // The read and the write run in one synchronous step inside the write transaction
     // (BEGIN IMMEDIATE), so no other verification, in this process or another, comes between them.
     settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
-      return batch.run((): Verdict => {
-        const row = q.state.get(key)
-        const locked = Number(row?.locked_until ?? 0)
-        if (locked > nowMs) return { kind: 'locked', lockedUntil: locked }
-        const last = Number(row?.last_step ?? -1)
-        if (step !== null && step > last) {
-          q.write.run(key, step, 0, 0, nowMs)
-          return ACCEPTED
+      return batch.run(() => settleNow(key, step, nowMs, policy))
+    },
+    // The windows read and counted, then the attempt settled, all in the same synchronous step (both, or neither).
+    settleWithin(key, step, nowMs, policy, limits, windowMs) {
+      const start = windowStart(nowMs, windowMs)
+      return batch.atomic((): Verdict | Limited => {
+        for (const { key: counter, max } of limits) {
+          const row = q.attempts.get(counter)
+          if (row !== undefined && Number(row.window_start) === start && Number(row.count) >= max) return { kind: 'limited', retryAtMs: start + windowMs }
         }
-        const failures = Number(row?.failures ?? 0) + 1
-        const delay = lockDelaySeconds(failures, policy)
-        q.write.run(key, last, failures, delay > 0 ? nowMs + delay * 1000 : 0, nowMs)
-        return failure(step, failures, policy)
+        for (const { key: counter } of limits) q.attempt.run(counter, start, start + windowMs)
+        return settleNow(key, step, nowMs, policy)
       })
     },
     async clear(key) {
@@ -143,22 +157,8 @@ function verificationStore(db: DatabaseSync, batch: GroupCommit): VerificationSt
       const r = await batch.run(() => q.forgive.run({ key, max: policy.maxFailures }))
       return Number(r.changes) > 0
     },
-    // Every window read, then every one counted, in one synchronous step of the write transaction.
-    admit(limits, windowMs, nowMs) {
-      const start = windowStart(nowMs, windowMs)
-      return batch.run((): Admission => {
-        for (const { key, max } of limits) {
-          const row = q.attempts.get(key)
-          if (row !== undefined && Number(row.window_start) === start && Number(row.count) >= max) return { admitted: false, retryAtMs: start + windowMs }
-        }
-        for (const { key } of limits) q.attempt.run(key, start, start + windowMs)
-        return ADMITTED
-      })
-    },
   }
 }
-
-const ADMITTED: Admission = Object.freeze({ admitted: true })
 
 function usageStore(db: DatabaseSync, batch: GroupCommit): UsageStore {
   const upsert = (table: string, columns: string) =>

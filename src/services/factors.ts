@@ -355,8 +355,9 @@ export class Factors {
   /** activate makes a pending factor active with its first code (`factor.activated`): an attempt like any other. */
   async activate(caller: KeyCaller, userId: string, factorId: string, token: string): Promise<{ activatedAt: string } | FactorRefusal> {
     const t = this.#now()
-    const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
-    if (isFailure(factor)) return factor
+    const found = await this.#attemptFactor(caller.accountId, userId, factorId, t)
+    if (isFailure(found)) return found
+    const { factor, settings } = found
     if (factor.status === 'active') return refusal('conflict', 'FACTOR_ACTIVE')
     let step: number | null = null
     try {
@@ -364,7 +365,7 @@ export class Factors {
     } catch (error) {
       return unreadable(caller, factor, error)
     }
-    const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, { factorID: factorId, type: 'totp' })
+    const refused = await this.#settle(caller, userId, step === null ? null : mark(factor, step), t, settings, { factorID: factorId, type: 'totp' })
     if (refused !== ACCEPTED) return refused
     const activated = await this.#store.factors.activate(
       caller.accountId,
@@ -380,9 +381,9 @@ export class Factors {
   /** verify checks a code of the user's against each of their active factors: the factor it is of. */
   async verify(caller: KeyCaller, userId: string, token: string): Promise<{ factorId: string } | FactorRefusal> {
     const t = this.#now()
-    const factors = await this.#factorsOf(caller.accountId, userId, t)
-    if (isFailure(factors)) return factors
-    const active = factors.filter((f): f is TotpFactor => f.type === 'totp' && f.status === 'active')
+    const view = await this.#attempting(caller.accountId, userId, t)
+    if (isFailure(view)) return view
+    const active = view.factors.filter((f): f is TotpFactor => f.type === 'totp' && f.status === 'active')
     if (active.length === 0) return refusal('conflict', 'NO_ACTIVE_FACTOR')
     let broken = 0
     const match = matchFactor(this.#keyring, active, token, t, (f, error) => {
@@ -391,7 +392,7 @@ export class Factors {
     })
     // Not one factor that could have matched (its digits) opened: say so rather than count a failure the user did not make.
     if (match === null && broken > 0 && broken === active.filter((f) => f.digits === token.length).length) return refusal('conflict', 'FACTOR_UNREADABLE')
-    const refused = await this.#settle(caller, userId, match?.mark ?? null, t, { type: 'totp' })
+    const refused = await this.#settle(caller, userId, match?.mark ?? null, t, view.settings, { type: 'totp' })
     return refused ?? { factorId: match!.factor.id }
   }
 
@@ -402,8 +403,9 @@ export class Factors {
    */
   async resync(caller: KeyCaller, userId: string, factorId: string, token: string, nextToken: string): Promise<Resynced | FactorRefusal> {
     const t = this.#now()
-    const factor = totpOnly(await this.#factorOf(caller.accountId, userId, factorId, t))
-    if (isFailure(factor)) return factor
+    const named = await this.#attemptFactor(caller.accountId, userId, factorId, t)
+    if (isFailure(named)) return named
+    const { factor, settings } = named
     if (factor.status !== 'active') return refusal('conflict', 'FACTOR_PENDING')
     let found: { drift: number; step: number } | null = null
     try {
@@ -414,12 +416,12 @@ export class Factors {
       return unreadable(caller, factor, error)
     }
     if (found === null) {
-      const refused = (await this.#settle(caller, userId, null, t, { factorID: factorId, type: 'totp', resync: true }))!
+      const refused = (await this.#settle(caller, userId, null, t, settings, { factorID: factorId, type: 'totp', resync: true }))!
       if (refused.problems[0]!.code !== 'OTP_INVALID') return refused
       return refusal('invalid', 'RESYNC_FAILED', { minutes: Math.round((this.#config.factorResyncSteps * factor.period) / 60) })
     }
     const { drift } = found
-    const locked = await this.#settleResync(caller, userId, mark({ period: factor.period, drift }, found.step), t)
+    const locked = await this.#settleResync(caller, userId, mark({ period: factor.period, drift }, found.step), t, settings)
     if (locked !== ACCEPTED) return locked
     const stored = await this.#store.factors.setDrift(
       caller.accountId,
@@ -451,8 +453,9 @@ export class Factors {
     const { accountId } = caller
     const t = this.#now()
     // A user unknown here is 404 before any count: there is nothing to guess at.
-    if ((await this.#store.factors.factors(accountId, userId, iso(t))) === null) return refusal('not_found', 'USER_NOT_FOUND')
-    return this.attempt(caller, userId, { reason: 'recovery code' }, async () => {
+    const view = await this.#attempting(accountId, userId, t)
+    if (isFailure(view)) return view
+    return this.attempt(caller, userId, view.settings, { reason: 'recovery code' }, async () => {
       const code = normalizeCode(given)
       const left =
         code === null
@@ -479,13 +482,14 @@ export class Factors {
   async attempt<T>(
     caller: KeyCaller,
     userId: string,
+    settings: FactorSettings,
     detail: { readonly reason: string } & Record<string, unknown>,
     tried: () => Promise<T | FactorRefusal>,
     endsRun = false,
   ): Promise<T | FactorRefusal> {
     const t = this.#now()
     const key = userLockKey(this.#pepper, caller.accountId, userId)
-    const verdict = await this.#decide(caller, key, userId, null, t)
+    const verdict = await this.#decide(caller, key, userId, null, t, settings)
     if ('failure' in verdict) return verdict
     if (verdict.kind === 'locked') return lockedRefusal(secondsTo(verdict.lockedUntil, t))
     let result: T | FactorRefusal
@@ -513,8 +517,7 @@ export class Factors {
    * user's, so a flood from one source neither gets more guesses than the limit nor counts
    * towards the user's lock beyond it. The verdict, or the limit's refusal.
    */
-  async #decide(caller: KeyCaller, key: string, userId: string, step: number | null, t: number): Promise<Verdict | FactorRefusal> {
-    const s = await this.#store.factors.settings(caller.accountId)
+  async #decide(caller: KeyCaller, key: string, userId: string, step: number | null, t: number, s: FactorSettings): Promise<Verdict | FactorRefusal> {
     const perUser = s.userLimit ?? this.#config.factorUserLimit
     const perKey = s.keyLimit ?? this.#config.factorKeyLimit
     const limits: AttemptLimit[] = []
@@ -532,8 +535,15 @@ export class Factors {
    * #settle decides an attempt of the user's in the one atomic step and records the events of
    * a failure (and of a lockout it starts): null when accepted, else the refusal.
    */
-  async #settle(caller: KeyCaller, userId: string, matched: number | null, t: number, failedDetail: Record<string, unknown> = {}): Promise<Refused> {
-    const verdict = await this.#decide(caller, userLockKey(this.#pepper, caller.accountId, userId), userId, matched, t)
+  async #settle(
+    caller: KeyCaller,
+    userId: string,
+    matched: number | null,
+    t: number,
+    settings: FactorSettings,
+    failedDetail: Record<string, unknown> = {},
+  ): Promise<Refused> {
+    const verdict = await this.#decide(caller, userLockKey(this.#pepper, caller.accountId, userId), userId, matched, t, settings)
     if ('failure' in verdict) return verdict
     this.#metrics?.verified(verdict.kind)
     if (verdict.kind === 'accepted') return ACCEPTED
@@ -550,9 +560,9 @@ export class Factors {
    * earlier in this step) covers them as well, and the failure `#settle` counted for it is
    * taken back (between the two calls a parallel attempt may see one failure more).
    */
-  async #settleResync(caller: KeyCaller, userId: string, resyncMark: number, t: number): Promise<Refused> {
+  async #settleResync(caller: KeyCaller, userId: string, resyncMark: number, t: number, settings: FactorSettings): Promise<Refused> {
     const key = userLockKey(this.#pepper, caller.accountId, userId)
-    const verdict = await this.#decide(caller, key, userId, resyncMark, t)
+    const verdict = await this.#decide(caller, key, userId, resyncMark, t, settings)
     if ('failure' in verdict) return verdict
     if (verdict.kind === 'locked') {
       this.#metrics?.verified(verdict.kind)
@@ -571,6 +581,23 @@ export class Factors {
       // No length: each failure past the threshold starts a longer lock, and the verdict does not say how long.
       await this.#store.audit.append(keyEvent(caller, 'factor.lockout_started', userId, {}))
     }
+  }
+
+  /** #attempting: what an attempt of the user's needs (their factors, the account's settings), in one read; USER_NOT_FOUND when there is no such user. */
+  async #attempting(accountId: string, userId: string, t: number): Promise<{ factors: Factor[]; settings: FactorSettings } | FactorRefusal> {
+    return (await this.#store.factors.attempting(accountId, userId, iso(t))) ?? refusal('not_found', 'USER_NOT_FOUND')
+  }
+
+  /** #attemptFactor: the TOTP factor an attempt names, with the account's settings, in one read. */
+  async #attemptFactor(
+    accountId: string,
+    userId: string,
+    factorId: string,
+    t: number,
+  ): Promise<{ factor: TotpFactor; settings: FactorSettings } | FactorRefusal> {
+    const view = await this.#store.factors.attempting(accountId, userId, iso(t))
+    const factor = totpOnly(view?.factors.find((f) => f.id === factorId) ?? refusal('not_found', 'FACTOR_NOT_FOUND'))
+    return isFailure(factor) ? factor : { factor, settings: view!.settings }
   }
 
   async #factorsOf(accountId: string, userId: string, t: number): Promise<Factor[] | FactorRefusal> {

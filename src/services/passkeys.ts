@@ -13,7 +13,7 @@
 import type { Config } from '../config/config.ts'
 import { SealError, type Keyring } from '../crypto/keyring.ts'
 import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
-import type { ChallengePurpose, Factor, PasskeyCredential, PasskeyFactor } from '../domain/factors.ts'
+import type { ChallengePurpose, Factor, FactorSettings, PasskeyCredential, PasskeyFactor } from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
 import type { Store } from '../storage/ports.ts'
 import { sealContext } from '../totp/factors/core.ts'
@@ -187,12 +187,14 @@ export class Passkeys {
    * failures, recorded (`factor.verification_failed`, reason passkey) and counted.
    */
   async authenticate(caller: KeyCaller, userId: string, response: AuthenticationResponseJSON): Promise<SignedIn | FactorRefusal> {
-    const rp = await this.#relyingParty(caller.accountId)
-    if (isFailure(rp)) return rp
     const { accountId } = caller
     const t = this.#now()
-    const factors = await this.#o.store.factors.factors(accountId, userId, iso(t))
-    if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
+    // The user's factors and the account's settings (its relying party, its attempt limits) in one read.
+    const view = await this.#o.store.factors.attempting(accountId, userId, iso(t))
+    const rp = relyingParty(view?.settings ?? (await this.#o.store.factors.settings(accountId)))
+    if (isFailure(rp)) return rp
+    if (view === null) return refusal('not_found', 'USER_NOT_FOUND')
+    const { factors, settings } = view
     // The passkey the answer names, found by its digest: only it is opened.
     const digest = typeof response.id === 'string' ? this.#credentialDigest(accountId, response.id) : null
     const named = this.#open(
@@ -203,6 +205,7 @@ export class Passkeys {
     return this.#o.factors.attempt(
       caller,
       userId,
+      settings,
       { reason: 'passkey', type: 'passkey', factorID: named?.factorId ?? null },
       async () => {
         const challenge = await this.#take(accountId, userId, 'authentication', response, t)
@@ -236,9 +239,7 @@ export class Passkeys {
 
   /** #relyingParty: the account's relying party, or PASSKEYS_NOT_CONFIGURED. */
   async #relyingParty(accountId: string): Promise<RelyingParty | FactorRefusal> {
-    const s = await this.#o.store.factors.settings(accountId)
-    if (s.rpId === null || s.origins.length === 0) return refusal('conflict', 'PASSKEYS_NOT_CONFIGURED')
-    return { id: s.rpId, name: s.rpName ?? s.rpId, origins: s.origins }
+    return relyingParty(await this.#o.store.factors.settings(accountId))
   }
 
   async #challenge(accountId: string, userId: string, purpose: ChallengePurpose, userVerification: UserVerification, t: number) {
@@ -286,5 +287,11 @@ export class Passkeys {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
+
+/** relyingParty: an account's relying party from its settings, or PASSKEYS_NOT_CONFIGURED. */
+function relyingParty(s: FactorSettings): RelyingParty | FactorRefusal {
+  if (s.rpId === null || s.origins.length === 0) return refusal('conflict', 'PASSKEYS_NOT_CONFIGURED')
+  return { id: s.rpId, name: s.rpName ?? s.rpId, origins: s.origins }
+}
 
 const passkeysOf = (factors: readonly Factor[]): PasskeyFactor[] => factors.filter((f): f is PasskeyFactor => f.type === 'passkey' && f.status === 'active')

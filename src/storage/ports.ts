@@ -354,6 +354,8 @@ export interface FactorStore {
   create(factor: Factor, max: number, nowIso: string, audit: AuditDraft): Promise<'created' | 'limit' | 'exists'>
   /** factors: the user's live factors, oldest first; null when there is no such user (in this account). */
   factors(accountId: string, userId: string, nowIso: string): Promise<Factor[] | null>
+  /** attempting: what an attempt of the user's needs, in one read: their live factors and the account's factor settings; null when there is no such user. */
+  attempting(accountId: string, userId: string, nowIso: string): Promise<{ readonly factors: Factor[]; readonly settings: FactorSettings } | null>
   /** activate makes a pending, unexpired factor active; false otherwise (nothing written). */
   activate(accountId: string, userId: string, factorId: string, nowIso: string, audit: AuditDraft): Promise<boolean>
   /** setDrift records a factor's clock drift; false when there is no such live factor. */

@@ -30,7 +30,7 @@ export function factorStore(p: Part): FactorStore {
 }
 
 /** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock. */
-function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'prune'> {
+function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
   return {
     create(f, max, nowIso, audit: AuditDraft) {
       return transaction(async (q) => {
@@ -76,6 +76,35 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
       )
       if (rows.length === 0) return null
       return rows.filter((r) => r.id !== null).map(toFactor)
+    },
+    async attempting(accountId, userId, nowIso) {
+      // The same round trip as factors, with the account's settings on each row (the attempt limits need them).
+      const { rows } = await query(
+        'factors-attempting',
+        `SELECT u.user_id AS known, f.*, s.rp_id AS s_rp_id, s.rp_name AS s_rp_name, s.origins AS s_origins, s.user_limit AS s_user_limit,
+          s.key_limit AS s_key_limit, s.limit_window_seconds AS s_limit_window_seconds, s.updated_at AS s_updated_at
+        FROM totp_users u
+        LEFT JOIN factor_settings s ON s.account_id = u.account_id
+        LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > $3)
+        WHERE u.account_id = $1 AND u.user_id = $2 ORDER BY f.created_at, f.id`,
+        [accountId, userId, nowIso],
+      )
+      if (rows.length === 0) return null
+      const r = rows[0]!
+      const settings = toFactorSettings(
+        r.s_updated_at === null
+          ? undefined
+          : {
+              rp_id: r.s_rp_id,
+              rp_name: r.s_rp_name,
+              origins: r.s_origins,
+              user_limit: r.s_user_limit,
+              key_limit: r.s_key_limit,
+              limit_window_seconds: r.s_limit_window_seconds,
+              updated_at: r.s_updated_at,
+            },
+      )
+      return { factors: rows.filter((x) => x.id !== null).map(toFactor), settings }
     },
     async prune(nowIso) {
       await query('challenge-prune', 'DELETE FROM passkey_challenges WHERE expires_at <= $1', [nowIso])

@@ -81,7 +81,7 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
 }
 
 /** factorOps: a user's factors; one is created within the user's limit, in one step with the count. */
-function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'> {
+function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
   const { q, batch, audit } = f
   const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
   return {
@@ -100,6 +100,11 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'prune'
       const rows = q.factors.all({ accountId, userId, now: nowIso })
       if (rows.length === 0 && !exists(accountId, userId)) return null
       return rows.map(toFactor)
+    },
+    async attempting(accountId, userId, nowIso) {
+      const rows = q.factors.all({ accountId, userId, now: nowIso })
+      if (rows.length === 0 && !exists(accountId, userId)) return null
+      return { factors: rows.map(toFactor), settings: toFactorSettings(q.settings.get(accountId)) }
     },
     async prune(nowIso) {
       const r = await batch.run(() => {

@@ -68,5 +68,9 @@ export async function run(base: string, load: Load, seconds: number, connections
         ? { body }
         : {}),
   })
+  if (result.non2xx + result.errors > 0) {
+    // What they were, for whoever reads a failed run: each status apart, and the client's own errors (timeouts, resets).
+    process.stderr.write(`${load.path}: not 2xx: ${JSON.stringify(result.statusCodeStats)}; client errors ${result.errors}, timeouts ${result.timeouts}\n`)
+  }
   return { rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }

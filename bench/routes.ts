@@ -21,8 +21,12 @@ export interface Route {
   readonly bodies?: (seconds: number) => () => NonNullable<Load['body']>
 }
 
-/** The most verifications a server could answer in a second here, with room: each needs a secret of its own. */
-const VERIFY_RATE = 25_000
+/**
+ * The most verifications a server could answer in a second here, with room: each needs a secret of its own. A round's requests got only
+ * half the bodies made (37 500 answered 200 of 3 × 25 000, the rest replays: autocannon draws two per request), so at 25 000 a server
+ * past 12 500/s (seen: 14 000) ran out of fresh ones and was answered 400 OTP_REUSED, which the guard took for failures.
+ */
+const VERIFY_RATE = 60_000
 
 export const ROUTES: Readonly<Record<RouteName, Route>> = {
   ping: { method: 'GET', path: '/totp/ping' },

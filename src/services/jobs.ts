@@ -8,6 +8,7 @@
  * only by the runner; the job shows only whether it has a result URL. A job's fingerprint (the
  * Idempotency-Key's "same request") is a hash of its document and every field.
  */
+import { IDEMPOTENCY_MS } from './idempotency.ts'
 import { createHash } from 'node:crypto'
 import type { Config } from '../config/config.ts'
 import type { Keyring } from '../crypto/keyring.ts'
@@ -38,8 +39,6 @@ import { SYSTEM } from '../domain/accounts.ts'
 
 /** The largest `metadata`, as JSON. */
 export const MAX_METADATA_BYTES = 4096
-/** How long an Idempotency-Key is remembered. */
-const IDEMPOTENCY_MS = 86_400_000
 /** How long a submission waits for the name of a sourceUrl or resultUrl to resolve (an answer later is the fetch's business). */
 const LOOKUP_MS = 5000
 

@@ -48,5 +48,12 @@ export async function encodePage(raster: Raster, spec: ImageSpec, density: numbe
     case 'png':
       throw new Error('PNG pages are written by MuPDF')
   }
-  return (await out.toUint8Array()).data
+  // toBuffer, not toUint8Array: sharp 0.35's toUint8Array leaves libvips' own buffer of an uncompressed TIFF allocated for
+  // good (a 128 MiB mapping for each 600-dpi page, measured). The page leaves in a copy of V8's, and libvips' buffer is freed
+  // now, on this thread: a free posted from the main thread would wait while this worker blocks on its consumer, and for
+  // ever once the worker is replaced.
+  const data = await out.toBuffer()
+  const page = new Uint8Array(data)
+  data.buffer.transfer(0)
+  return page
 }

@@ -4,11 +4,12 @@
  * the zip's entries, and their date; a multi-page TIFF. The date is fixed, so the same document
  * and options give the same bytes (a cache, a checksum or a diff of two runs sees nothing change).
  */
-import { PassThrough, type Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import yazl from 'yazl'
 import { IMAGE_TYPES, type ImageFormat } from '../domain/images.ts'
 import type { TextFormat } from '../domain/text.ts'
 import { TiffPages } from './tiff.ts'
+import { Copier, Spool, release } from './spool.ts'
 
 /** The date every zip entry carries (midday, so that no time zone moves it to another day). */
 const ZIP_DATE = new Date('2000-01-01T12:00:00Z')
@@ -29,16 +30,21 @@ export function newZip(): yazl.ZipFile {
 }
 
 /** addPage adds a page's image, stored as it is (every image format is compressed already). */
-export function addPage(zip: yazl.ZipFile, bytes: Uint8Array, name: string): void {
-  zip.addBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), name, { compress: false, mtime: ZIP_DATE })
+export function addPage(zip: yazl.ZipFile, bytes: Buffer, name: string): void {
+  zip.addBuffer(bytes, name, { compress: false, mtime: ZIP_DATE })
 }
 
-/** PagesOutput: the answer of several pages, streamed as they are added (in order): a zip of images, or one TIFF. */
+/**
+ * PagesOutput: the answer of several pages, streamed as they are added (in order): a zip of
+ * images, or one TIFF, or text. It owns each page from `add` on: the page is copied out as the
+ * stream is read and released then (spool.ts), or when the stream is destroyed; `taken` is
+ * called once it is off the main thread's hands, either way.
+ */
 export interface PagesOutput {
   readonly type: string
   readonly name: string
   readonly stream: Readable
-  add(page: number, bytes: Uint8Array): void
+  add(page: number, bytes: Uint8Array, taken: () => void): void
   end(): void
 }
 
@@ -47,32 +53,49 @@ export function pagesOutput(format: ImageFormat, basename: string, pages: number
   const { extension } = IMAGE_TYPES[format]
   if (format === 'tiff') {
     const tiff = new TiffPages(pages)
-    const stream = new PassThrough({ highWaterMark: 64 * 1024 })
+    const spool = new Spool()
     return {
       type: IMAGE_TYPES.tiff.type,
       name: `${basename}.${extension}`,
-      stream,
-      add(_page, bytes) {
+      stream: spool,
+      add(_page, bytes, taken) {
+        let parts: Uint8Array[]
         try {
-          stream.write(tiff.page(bytes))
+          parts = tiff.page(bytes)
         } catch (error) {
-          stream.destroy(error as Error)
+          release(bytes)
+          taken()
+          spool.destroy(error as Error)
+          return
         }
+        spool.put(parts, bytes, taken)
       },
-      end: () => stream.end(),
+      end: () => spool.finish(),
     }
   }
   return zipOutput(basename, pageCount, extension)
 }
 
-/** zipOutput: a zip of files named `<basename>-<n>.<extension>` (n zero-padded to the width of `count`), streamed as they are added. */
+/**
+ * zipOutput: a zip of files named `<basename>-<n>.<extension>` (n zero-padded to the width of
+ * `count`), stored (every format it holds is compressed already), streamed as they are added.
+ * yazl keeps each buffer it is given until the zip's end (its entries hold them), and writes it
+ * down whole: its output is read through a copier, which releases each page once copied out.
+ */
 export function zipOutput(basename: string, count: number, extension: string): PagesOutput {
   const zip = newZip()
+  const copier = new Copier(zip.outputStream as Readable)
   return {
     type: 'application/zip',
     name: `${basename}.zip`,
-    stream: zip.outputStream as Readable,
-    add: (n, bytes) => addPage(zip, bytes, pageName(basename, n, count, extension)),
+    stream: copier,
+    add(n, bytes, taken) {
+      const page = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+      // An empty file is no chunk of yazl's output: nothing to wait for.
+      if (page.byteLength === 0) taken()
+      else copier.own(page, taken)
+      if (!copier.destroyed) addPage(zip, page, pageName(basename, n, count, extension))
+    },
     end: () => zip.end(),
   }
 }
@@ -82,22 +105,30 @@ export function zipOutput(basename: string, count: number, extension: string): P
  * pages' objects, or plain text with a form feed after each page (as pdftotext writes it).
  */
 export function textOutput(format: TextFormat, basename: string): PagesOutput {
-  const stream = new PassThrough({ highWaterMark: 64 * 1024 })
+  const spool = new Spool()
   const plain = format === 'text'
   let written = 0
   return {
     type: plain ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8',
     name: `${basename}.${plain ? 'txt' : 'json'}`,
-    stream,
-    add(_page, bytes) {
-      if (!plain) stream.write(written === 0 ? '[' : ',')
-      stream.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-      if (plain) stream.write('\f')
+    stream: spool,
+    add(_page, bytes, taken) {
+      const parts = plain ? [bytes, FORM_FEED] : [written === 0 ? OPEN : COMMA, bytes]
       written++
+      spool.put(parts, bytes, taken)
     },
-    end: () => stream.end(plain ? undefined : written === 0 ? '[]' : ']'),
+    end() {
+      if (!plain) spool.put([written === 0 ? EMPTY : CLOSE], null, () => undefined)
+      spool.finish()
+    },
   }
 }
+
+const FORM_FEED = Buffer.from('\f')
+const OPEN = Buffer.from('[')
+const COMMA = Buffer.from(',')
+const CLOSE = Buffer.from(']')
+const EMPTY = Buffer.from('[]')
 
 /**
  * compressLimit: where pdfwrite is stopped. A file that grows a little is written to its end

@@ -33,6 +33,7 @@ import { Worker } from 'node:worker_threads'
 // its shared libraries stay loaded while workers come and go (sharp's documentation, "worker threads").
 import 'sharp'
 import {
+  HELD_KIB,
   JOB_COUNTERS,
   NEXT,
   STOP,
@@ -47,6 +48,7 @@ import {
 } from './protocol.ts'
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 import { FairQueue } from './fair.ts'
+import { release } from './spool.ts'
 
 export interface PoolOptions {
   readonly size: number
@@ -166,6 +168,8 @@ interface Entry {
   readonly held: Map<number, { page: number; bytes: Uint8Array }>
   /** The index of the next page to hand over. */
   next: number
+  /** The KiB of each page handed over and not yet taken, in order (see HELD_KIB). */
+  readonly handed: number[]
   outputBytes: number
   timer?: NodeJS.Timeout
   /** Engine time left (ms) when every part paused for the client. */
@@ -325,6 +329,7 @@ export class ConversionPool {
         workers: new Set(),
         held: new Map(),
         next: 0,
+        handed: [],
         outputBytes: 0,
         queuedAt: performance.now(),
         pausedMs: 0,
@@ -518,7 +523,11 @@ export class ConversionPool {
       return
     }
     const part = slot.part
-    if (part === null || part.entry.id !== message.id) return
+    if (part === null || part.entry.id !== message.id) {
+      // A page or piece of a job this worker is no longer on (it was ended, and the worker replaced): nobody takes it.
+      if (message.type === 'page' || message.type === 'chunk') release(message.bytes)
+      return
+    }
     const entry = part.entry
     this.#watch(slot, message.type !== 'paused' && message.type !== 'done' && message.type !== 'failed')
     switch (message.type) {
@@ -531,6 +540,7 @@ export class ConversionPool {
         return
       case 'chunk':
         if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
+        else release(message.bytes)
         return
       case 'progress':
         if (!entry.settled) entry.handlers.onProgress?.()
@@ -589,26 +599,42 @@ export class ConversionPool {
   /** refuse settles a job with a refusal made mid-run: its other parts stop at their next page; the job's timer replaces any that does not. */
   #refuse(entry: Entry, refusal: Refusal): void {
     if (entry.settled) return
-    entry.held.clear()
+    this.#drop(entry)
     entry.settle({ result: refusal })
     for (const slot of entry.parts) if (slot.part !== null && !slot.part.stopping) this.#stopPart(slot)
   }
 
-  /** onPage takes a page from any part and hands over, in order, every page it completes; the output limit counts them in that order. */
+  /**
+   * onPage takes a page from any part and hands over, in order, every page it completes; the
+   * output limit counts them in that order. A page is counted in the job's HELD_KIB from its
+   * arrival until it is taken; one that is not handed over (the job is over, or refused) is released at once.
+   */
   #onPage(entry: Entry, index: number, page: number, bytes: Uint8Array): void {
-    if (entry.settled) return
+    if (entry.settled) {
+      release(bytes)
+      return
+    }
+    Atomics.add(entry.counters, HELD_KIB, kib(bytes))
     entry.held.set(index, { page, bytes })
     for (let next = entry.held.get(entry.next); next !== undefined; next = entry.held.get(entry.next)) {
       entry.held.delete(entry.next)
       entry.outputBytes += next.bytes.byteLength
       // The first page over the limit is refused before it is handed over: a single image never starts.
       if (entry.outputBytes > entry.job.limits.maxOutputBytes) {
+        release(next.bytes)
         this.#refuse(entry, { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } })
         return
       }
       entry.next++
+      entry.handed.push(kib(next.bytes))
       entry.handlers.onPage?.(next.page, next.bytes)
     }
+  }
+
+  /** drop releases the pages a job holds out of order: it is over, and they will never be handed over. */
+  #drop(entry: Entry): void {
+    for (const { bytes } of entry.held.values()) release(bytes)
+    entry.held.clear()
   }
 
   /** end takes a finished part off its worker; the job settles once its last part has ended. */
@@ -658,7 +684,8 @@ export class ConversionPool {
   }
 
   #ack(entry: Entry): void {
-    // A late ack (the job is over) only counts on the job's own counters.
+    // A late ack (the job is over) only counts on the job's own counters. Room in bytes first: a worker waiting on TAKEN then sees both.
+    Atomics.sub(entry.counters, HELD_KIB, entry.handed.shift() ?? 0)
     Atomics.add(entry.counters, TAKEN, 1)
     Atomics.notify(entry.counters, TAKEN)
   }
@@ -676,6 +703,7 @@ export class ConversionPool {
   #fail(entry: Entry, error: PoolError, reason: ReplacementReason, why: string): void {
     clearTimeout(entry.timer)
     entry.settle({ error })
+    this.#drop(entry)
     this.#running.delete(entry)
     for (const slot of entry.parts) {
       slot.part = null
@@ -699,12 +727,24 @@ export class ConversionPool {
     this.#dispatch()
   }
 
+  /**
+   * cancel gives up on a job. Queued, it is dropped. Running page by page (images, text), its
+   * parts stop at their next page, as for a refusal: a worker is not terminated mid-page, as
+   * terminating one that is writing a page with libvips loses the page's native buffers for good
+   * (100 MB at 600 dpi); the job's timers still replace a part that does not stop. Any other job
+   * (PostScript, a page operation: one engine run, no page boundary) has its workers replaced.
+   */
   #cancel(entry: Entry): void {
+    const error = new PoolError('cancelled', 'cancelled')
     if (this.#queue.remove(entry.account, entry)) {
       if (entry.background) this.#backgroundWaiting--
-      entry.settle({ error: new PoolError('cancelled', 'cancelled') })
+      entry.settle({ error })
+    } else if (entry.parts.size > 0 && pageWork(entry.job) !== null) {
+      entry.settle({ error })
+      this.#drop(entry)
+      for (const slot of entry.parts) if (slot.part !== null && !slot.part.stopping) this.#stopPart(slot)
     } else if (entry.parts.size > 0) {
-      this.#fail(entry, new PoolError('cancelled', 'cancelled'), 'cancelled', 'conversion cancelled by the client')
+      this.#fail(entry, error, 'cancelled', 'conversion cancelled by the client')
     }
   }
 
@@ -721,6 +761,9 @@ export class ConversionPool {
     await slot.worker.terminate()
   }
 }
+
+/** kib: a page's size as HELD_KIB counts it (rounded up: a page of a few bytes still counts). */
+const kib = (bytes: Uint8Array) => Math.ceil(bytes.byteLength / 1024)
 
 function statsOf(entry: Entry): JobStats {
   const end = entry.endedAt ?? performance.now()

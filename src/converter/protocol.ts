@@ -94,11 +94,18 @@ export type JobResult =
  * PostScript) the consumer has taken, in order, which the pool counts up as it acknowledges
  * them. A worker never renders a page more than `window` ahead of TAKEN, nor sends a piece
  * of PostScript more than its window ahead: it blocks on TAKEN (Atomics.wait), even in the
- * middle of an engine's synchronous run, until the consumer catches up.
+ * middle of an engine's synchronous run, until the consumer catches up. HELD_KIB: the KiB of
+ * the job's pages the main thread holds (sent, and not yet taken): a worker claims no page while
+ * it is at WINDOW_KIB or more, so that what the main thread holds of a job is counted in bytes,
+ * not only in pages (a 600-dpi TIFF page is 100 MB). The pool adds a page's size when it
+ * arrives and takes it off, before it counts TAKEN up, when the page is taken.
  */
 export const NEXT = 0
 export const TAKEN = 1
-export const JOB_COUNTERS = 2
+export const HELD_KIB = 2
+export const JOB_COUNTERS = 3
+/** The most a job's pages may hold of the main thread before its workers wait (one page goes whatever its size). */
+export const WINDOW_KIB = 32 * 1024
 
 /**
  * A worker's own flag (an Int32Array over a SharedArrayBuffer, one per worker): STOP set to 1

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
-import { PassThrough, type Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { type ApiError, apiError } from '../errors/errors.ts'
 import { type ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
@@ -17,6 +17,7 @@ import { readUpload, requireMultipart, type RouteOptions, type Upload } from './
 import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
+import { Spool, release } from './spool.ts'
 import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
@@ -215,13 +216,16 @@ function settle(running: Running): Promise<Settled> {
   )
 }
 
-/** taken acknowledges a piece once `stream` has room again: the worker makes more only as the client reads. */
-function taken(stream: NodeJS.WritableStream & { writableNeedDrain: boolean }, running: Running): void {
-  if (stream.writableNeedDrain) stream.once('drain', () => running.ack())
-  else running.ack()
-}
-
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/**
+ * sendStream answers with `stream` (a spool or an output over one) and destroys it when the
+ * answer ends short (a client gone, a failure): what it still holds is released then.
+ */
+function sendStream(reply: FastifyReply, stream: Readable): FastifyReply {
+  reply.raw.once('close', () => stream.destroy())
+  return reply.send(stream)
+}
 
 /** How an answer of parts (pages, PDFs) is made: the one part alone, or the several streamed as they come. */
 interface Parts {
@@ -254,29 +258,35 @@ async function answerParts(c: Conversions, request: FastifyRequest, reply: Fasti
   }
   const running = c.submit(request, reply, route, place, job, handlers, () => outputBytes)
   const settled = settle(running)
+  // Pages taken before the answer began are released if it never does.
+  const unsent = () => {
+    for (const { bytes } of received.splice(0)) release(bytes)
+  }
   const first = await Promise.race([start.then((shape) => ({ shape })), settled])
   if (!('shape' in first)) {
+    unsent()
     c.throwIfFailed(request, first)
     throw new Error('a conversion finished without starting')
   }
   const { count, pageCount } = first.shape
   reply.header('x-page-count', String(parts.pageCount(count, pageCount)))
   if (count === 1) {
-    c.throwIfFailed(request, await settled)
-    const { part, bytes } = received[0]!
+    const done = await settled
+    if (!('result' in done && done.result.ok)) unsent()
+    c.throwIfFailed(request, done)
+    const { part, bytes } = received.splice(0)[0]!
     const { type, name } = parts.single(part, pageCount)
-    return reply.type(type).header('content-disposition', `attachment; filename="${name}"`).send(asBuffer(bytes))
+    reply.type(type).header('content-disposition', `attachment; filename="${name}"`).header('content-length', String(bytes.byteLength))
+    return sendStream(reply, Spool.of(bytes))
   }
   const output = parts.several(count, pageCount)
-  const add = (part: number, bytes: Uint8Array) => {
-    output.add(part, bytes)
-    taken(reply.raw, running)
-  }
+  const add = (part: number, bytes: Uint8Array) => output.add(part, bytes, () => running.ack())
   for (const { part, bytes } of received.splice(0)) add(part, bytes)
   sink = add
   c.endWhenSettled(request, settled, () => output.end(), output.stream)
   c.dropStalled(request, reply)
-  return reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`).send(output.stream)
+  reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`)
+  return sendStream(reply, output.stream)
 }
 
 /**
@@ -301,8 +311,8 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
   const route = '/converter/generatePostscript'
   const { place, upload } = await c.accept(request, route)
   let outputBytes = 0
-  // Small buffer: the pieces wait in the worker's window, not here.
-  const out = new PassThrough({ highWaterMark: 64 * 1024 })
+  // The pieces wait in the worker's window, not here: each is taken once copied out.
+  const out = new Spool()
   let pages = 0
   let firstPiece!: () => void
   const flowing = new Promise<void>((resolve) => {
@@ -321,8 +331,7 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
       },
       onChunk: (bytes) => {
         outputBytes += bytes.byteLength
-        out.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-        taken(out, running)
+        out.put([bytes], bytes, () => running.ack())
         firstPiece()
       },
     },
@@ -331,12 +340,15 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
   const settled = settle(running)
   // Nothing is sent before the first piece: until then a refusal is still a clean 4xx.
   const first = await Promise.race([flowing.then(() => null), settled])
-  if (first !== null) c.throwIfFailed(request, first)
-  c.endWhenSettled(request, settled, () => out.end(), out)
+  if (first !== null) {
+    out.destroy()
+    c.throwIfFailed(request, first)
+  }
+  c.endWhenSettled(request, settled, () => out.finish(), out)
   c.dropStalled(request, reply)
   reply.type('application/postscript').header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
   // The worker tells the page count before the first piece.
-  return reply.header('x-page-count', String(pages)).send(out)
+  return sendStream(reply.header('x-page-count', String(pages)), out)
 }
 
 /**
@@ -367,8 +379,7 @@ async function extractText(c: Conversions, request: FastifyRequest, reply: Fasti
       },
       onPage: (page, bytes) => {
         outputBytes += bytes.byteLength
-        output.add(page, bytes)
-        taken(output.stream as PassThrough, running)
+        output.add(page, bytes, () => running.ack())
         firstPage()
       },
     },
@@ -377,10 +388,13 @@ async function extractText(c: Conversions, request: FastifyRequest, reply: Fasti
   const settled = settle(running)
   // Nothing is sent before the first page: until then a refusal is still a clean 4xx.
   const first = await Promise.race([flowing.then(() => null), settled])
-  if (first !== null) c.throwIfFailed(request, first)
+  if (first !== null) {
+    output.stream.destroy()
+    c.throwIfFailed(request, first)
+  }
   c.endWhenSettled(request, settled, () => output.end(), output.stream)
   c.dropStalled(request, reply)
-  return reply.type(output.type).header('x-page-count', String(pages)).send(output.stream)
+  return sendStream(reply.type(output.type).header('x-page-count', String(pages)), output.stream)
 }
 
 /**
@@ -415,9 +429,10 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
         if (!larger && heldBytes + bytes.byteLength <= before) {
           held.push(asBuffer(bytes))
           heldBytes += bytes.byteLength
-        } else if (!larger) {
+        } else {
+          if (!larger) for (const piece of held.splice(0)) release(piece)
           larger = true
-          held.length = 0
+          release(bytes)
         }
         running.ack()
       },
@@ -427,8 +442,12 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
   const done = await settle(running)
   // pdfwrite stopped past its limit: its file would have been far larger than the upload, which is the answer.
   if ('result' in done && !done.result.ok && done.result.code === 'OUTPUT_TOO_LARGE') larger = true
-  else c.throwIfFailed(request, done)
+  else if (!('result' in done && done.result.ok)) {
+    for (const piece of held.splice(0)) release(piece)
+    c.throwIfFailed(request, done)
+  }
   const body = larger ? Buffer.from(upload.pdf.buffer, upload.pdf.byteOffset, before) : Buffer.concat(held, heldBytes)
+  for (const piece of held.splice(0)) release(piece)
   return reply
     .type('application/pdf')
     .header('content-disposition', `attachment; filename="${upload.basename}.pdf"`)

@@ -21,6 +21,8 @@ import {
   NEXT,
   STOP,
   TAKEN,
+  HELD_KIB,
+  WINDOW_KIB,
   type FromWorker,
   type ImageSpec,
   type Job,
@@ -107,6 +109,30 @@ function waitForConsumer(part: Part, taken: number, stoppable: boolean): boolean
   }
 }
 
+/**
+ * waitForRoom blocks until page `index` may be claimed: the consumer has taken all but `window`
+ * of the pages before it, and the main thread holds less than WINDOW_KIB of the job's pages
+ * (each page taken lowers that count before it counts TAKEN up, so a wait on TAKEN sees both).
+ * Every page the main thread holds comes before `index`, and every one of those is claimed:
+ * they reach the consumer whatever this worker does, so the wait ends. False when told to stop.
+ */
+function waitForRoom(part: Part, index: number): boolean {
+  const { counters } = part
+  const room = () => Atomics.load(counters, TAKEN) >= index - part.window + 1 && Atomics.load(counters, HELD_KIB) < WINDOW_KIB
+  if (room()) return true
+  send({ type: 'paused', id: part.id })
+  try {
+    for (;;) {
+      const now = Atomics.load(counters, TAKEN)
+      if (room()) return true
+      if (stopped()) return false
+      Atomics.wait(counters, TAKEN, now)
+    }
+  } finally {
+    send({ type: 'resumed', id: part.id })
+  }
+}
+
 const refuse = (code: Refusal['code'], params?: Refusal['params']): Refusal => ({ ok: false, code, params })
 
 /** pixelsAt is the size of a page's render at `dpi`, in pixels. */
@@ -152,7 +178,7 @@ async function renderShare(part: Part, doc: OpenDocument, pages: readonly number
     if (stopped()) return
     const index = Atomics.load(counters, NEXT)
     if (index >= pages.length) return
-    if (!waitForConsumer(part, index - part.window + 1, true)) return
+    if (!waitForRoom(part, index)) return
     if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
     const page = pages[index]!
     const bytes = work.op === 'image' ? await drawPage(doc, page - 1, work.image, color) : textPage(doc, page, work.text)

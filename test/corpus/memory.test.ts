@@ -8,8 +8,9 @@ import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { tempDir } from '../support/helper.ts'
 import { startServer, treeRssBytes } from '../support/process.ts'
-import { SKIP_CORPUS, real, upload } from '../support/convert.ts'
-import { hugeImage, jbig2Bomb, jpxBomb, randomImagePages } from '../support/hostile.ts'
+import { SKIP_CORPUS, real, runJob, upload } from '../support/convert.ts'
+import { hugeImage, jbig2Bomb, jpxBomb, randomImagePages, textPages } from '../support/hostile.ts'
+import sharp from 'sharp'
 import { ERROR_CODES } from '../../src/errors/catalogue.ts'
 
 const MiB = 1048576
@@ -247,4 +248,69 @@ test('hostile PDFs compressed, split and read for text, two at once each, keep t
   assert.equal(answers[5]!.status, 200, 'the small conversion beside the hostile ones succeeds')
   assert.ok(peak < 1500 * 1e6, `peak RSS ${(peak / MiB).toFixed(0)} MiB`)
   assert.ok(after - before < 400 * 1e6, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB`)
+})
+
+test('600-dpi uncompressed TIFF pages, cut at the output limit, answered whole, cancelled by the client and run as jobs, leave the node where it was', {
+  timeout: 300_000,
+}, async (t) => {
+  // Jobs' results limited as the routes' answers are: a job of three such pages passes it.
+  const { url, key, pid } = await conversionNode(t, { JOB_MAX_OUTPUT_BYTES: String(128 * MiB) })
+  const text = textPages(500)
+  const tiff = { format: 'tiff', compression: 'none', dpi: '600' }
+  // Warm up: both workers loaded, as on a node that has served conversions.
+  for (const status of await Promise.all([1, 2].map(async () => (await upload(url, IMAGE, key, textPages(1), { format: 'tiff' })).status))) assert.equal(status, 200)
+  await sleep(6000) // workers that grew in the warm-up are replaced once idle 5 s
+  const before = treeRssBytes(pid)
+  const drain = async (res: Response) => {
+    let bytes = 0
+    try {
+      for await (const chunk of res.body!) bytes += chunk.byteLength
+      return { status: res.status, bytes, cut: false }
+    } catch {
+      return { status: res.status, bytes, cut: true }
+    }
+  }
+  const run = async () => {
+    const cut = []
+    // 500 pages of 96 MiB each: past the 128 MiB limit at the second page, every time (a 422 before the answer, or an answer cut there).
+    for (let i = 0; i < 8; i++) cut.push(await drain(await upload(url, IMAGE, key, text, tiff)))
+    // Two at once, and a client that goes away after the first megabytes.
+    await Promise.all([1, 2].map(async () => cut.push(await drain(await upload(url, IMAGE, key, text, tiff)))))
+    const gone = await upload(url, IMAGE, key, text, tiff)
+    const reader = gone.body!.getReader()
+    await reader.read()
+    await reader.cancel()
+    // One page whole: 96 MiB answered, within the limit.
+    const one = await upload(url, IMAGE, key, text, { ...tiff, pages: '7' })
+    const whole = Buffer.from(await one.arrayBuffer())
+    // And as jobs: a cut one and a whole one.
+    const jobs = await Promise.all([{ ...tiff, pages: '1-3' }, { ...tiff, pages: '2' }].map(async (fields) => {
+      const form = new FormData()
+      form.append('operation', 'image')
+      for (const [k, v] of Object.entries(fields)) form.append(k, v)
+      form.append('pdfDocument', new Blob([new Uint8Array(text)], { type: 'application/pdf' }), 'text.pdf')
+      return (await runJob({ url, key }, form)).view
+    }))
+    return { cut, one: { status: one.status, whole }, jobs }
+  }
+  const { value, peak } = await peakWhile(pid, run())
+  await sleep(10_000)
+  const after = treeRssBytes(pid)
+  t.diagnostic(`RSS before ${(before / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, 10 s after ${(after / MiB).toFixed(0)} MiB`)
+  for (const c of value.cut) {
+    if (c.status === 200) assert.ok(c.cut, 'a 200 over the limit is cut, never completed')
+    else assert.equal(c.status, 422)
+  }
+  assert.equal(value.one.status, 200)
+  const meta = await sharp(value.one.whole).metadata()
+  assert.deepEqual([meta.format, meta.width, meta.height, meta.channels], ['tiff', 5100, 6600, 3])
+  assert.ok(value.one.whole.byteLength > 5100 * 6600 * 3, 'uncompressed')
+  assert.deepEqual(
+    value.jobs.map((j) => [j.status, j.error?.code ?? null]),
+    [
+      ['failed', 'OUTPUT_TOO_LARGE'],
+      ['succeeded', null],
+    ],
+  )
+  assert.ok(after - before < 300 * MiB, `RSS 10 s after: ${(after / MiB).toFixed(0)} MiB, from ${(before / MiB).toFixed(0)} MiB (it kept every page before)`)
 })

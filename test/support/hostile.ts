@@ -176,3 +176,24 @@ export function formBomb(depth = 30, fanOut = 4, pageCount = 1): Buffer {
     stream('', Buffer.from('/X Do')),
   ])
 }
+
+/**
+ * textPages is about 80 KB for 500 pages: letter pages of Helvetica text sharing one content
+ * stream. Cheap to send, and each page at 600 dpi is 5100 × 6600 pixels (a 96 MiB uncompressed RGB TIFF).
+ */
+export function textPages(pageCount = 500): Buffer {
+  const lines = Array.from({ length: 40 }, (_, i) => `(Line ${i} of a text page: the quick brown fox jumps over the lazy dog.) Tj 0 -14 Td`)
+  const content = stream('', Buffer.from(`BT /F1 12 Tf 72 720 Td ${lines.join(' ')} ET`))
+  const first = 5
+  const kids = Array.from({ length: pageCount }, (_, i) => `${first + i} 0 R`).join(' ')
+  const pages = Array.from({ length: pageCount }, () =>
+    Buffer.from('<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>'),
+  )
+  return pdf([
+    Buffer.from('<< /Type /Catalog /Pages 2 0 R >>'),
+    Buffer.from(`<< /Type /Pages /Kids [${kids}] /Count ${pageCount} >>`),
+    Buffer.from('<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>'),
+    content,
+    ...pages,
+  ])
+}

@@ -36,6 +36,7 @@ import { imageSpec } from '../image-options.ts'
 import { IMAGE_TYPES, type ImageFormat } from '../../domain/images.ts'
 import { parsePages } from '../pages.ts'
 import { PoolError, shared, type ConversionPool, type Running } from '../pool.ts'
+import { Spool, release } from '../spool.ts'
 import type { Job, JobCommon } from '../protocol.ts'
 import { isPdf } from '../upload.ts'
 import { fetchSource, putResult } from './transfer.ts'
@@ -370,6 +371,7 @@ export class JobRunner {
       if (writer.writableNeedDrain) writer.once('drain', () => run.running?.ack())
       else run.running?.ack()
     }
+    const taken = () => run.running?.ack()
     const running = pool.background(
       spec,
       {
@@ -379,8 +381,7 @@ export class JobRunner {
         },
         onPage: (page, bytes) => {
           onPage()
-          out.page(page, bytes)
-          ack()
+          out.page(page, bytes, taken)
         },
         onChunk: (bytes) => {
           if (out.chunk(bytes)) ack()
@@ -403,10 +404,14 @@ export class JobRunner {
     try {
       result = await running.result
     } catch (error) {
+      out.dispose()
       throw writer.errored ?? this.#poolStop(run, error)
     }
     // A compression stopped past its limit keeps the document itself, as the route answers it.
-    if (!result.ok && !(result.code === 'OUTPUT_TOO_LARGE' && out.keepsDocument())) throw new Failed(result.code, result.params)
+    if (!result.ok && !(result.code === 'OUTPUT_TOO_LARGE' && out.keepsDocument())) {
+      out.dispose()
+      throw new Failed(result.code, result.params)
+    }
     const pages = result.ok ? result.pages : (run.pagesTotal ?? 0)
     run.pagesDone = pages
     const info = out.end(pages)
@@ -576,10 +581,14 @@ class Output {
   chunk(bytes: Uint8Array): boolean {
     const spec = this.#spec
     if (spec.op !== 'ps' || spec.compress === undefined) return false
-    if (this.#larger) return true
+    if (this.#larger) {
+      release(bytes)
+      return true
+    }
     if (this.#heldBytes + bytes.byteLength > spec.pdf.byteLength) {
       this.#larger = true
-      this.#held = []
+      for (const piece of this.#held.splice(0)) release(piece)
+      release(bytes)
     } else {
       this.#held.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
       this.#heldBytes += bytes.byteLength
@@ -587,9 +596,25 @@ class Output {
     return true
   }
 
-  page(page: number, bytes: Uint8Array): void {
-    if (this.#several !== null) this.#several.add(page, bytes)
+  /** page takes a page (or a split's PDF), which it owns from here: `taken` once it is off the main thread's hands. */
+  page(page: number, bytes: Uint8Array, taken: () => void): void {
+    if (this.#several !== null) this.#several.add(page, bytes, taken)
     else this.#single = { page, bytes }
+  }
+
+  /** dispose releases what the output holds of a conversion that failed: its one page, or the pages its stream had yet to write. */
+  dispose(): void {
+    if (this.#single !== null) release(this.#single.bytes)
+    this.#single = null
+    this.#several?.stream.destroy()
+    for (const piece of this.#held.splice(0)) release(piece)
+  }
+
+  /** write ends the writer with one page's bytes, copied out as it takes them and released then. */
+  #write(bytes: Uint8Array): void {
+    const spool = Spool.of(bytes)
+    this.#writer.once('close', () => spool.destroy())
+    spool.pipe(this.#writer)
   }
 
   /** end completes the output (the writer finishes once it has written it) and names it. */
@@ -601,19 +626,20 @@ class Output {
     }
     if (this.#spec.op === 'edit') {
       const { bytes } = this.#single!
-      this.#writer.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      this.#write(bytes)
       return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages: this.#pageCount }
     }
     if (this.#format !== null) {
       const { page, bytes } = this.#single!
       const { type, extension } = IMAGE_TYPES[this.#format]
-      this.#writer.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+      this.#write(bytes)
       return { type, name: singleName(this.#basename, page, this.#pageCount, extension), pages: 1 }
     }
     const spec = this.#spec
     if (spec.op === 'ps' && spec.compress !== undefined) {
       // The document is in shared memory (the workers read it): copied out for the store.
       this.#writer.end(this.#larger ? Buffer.from(spec.pdf) : Buffer.concat(this.#held, this.#heldBytes))
+      for (const piece of this.#held.splice(0)) release(piece)
       return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages }
     }
     this.#writer.end()

@@ -7583,6 +7583,8 @@ export interface operations {
              * @description `MERGE_DOCUMENT_REFUSED`: Document {part} of the merge {reason}.
              *
              *     `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used in the last 24 hours with another request{what}.
+             *
+             *     `JOB_STORAGE_FULL`: The account's kept documents and results would pass the limit of {limit} bytes: delete results, or wait for jobs to end or their results to expire.
              */
             422: {
                 headers: {
@@ -7593,7 +7595,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "MERGE_DOCUMENT_REFUSED" | "IDEMPOTENCY_KEY_REUSED";
+                        code: "MERGE_DOCUMENT_REFUSED" | "IDEMPOTENCY_KEY_REUSED" | "JOB_STORAGE_FULL";
                         message: string;
                     }[];
                 };

@@ -627,7 +627,7 @@ export const settings = {
     2048,
     1,
     10485760,
-    'Bytes (MiB) of conversion job results one account may have kept at once; a job that would pass it fails with `JOB_STORAGE_FULL` (delete results, or wait for their expiry).',
+    'Bytes (MiB) one account may keep of conversion jobs at once: the documents of its queued and running jobs and its kept results. A submission whose document would pass it is refused, and a job whose result would, fails, with `JOB_STORAGE_FULL` (delete results, or wait for jobs to end or results to expire).',
   ),
   jobLeaseSeconds: int(
     'JOB_LEASE_SECONDS',

@@ -582,8 +582,8 @@ export const catalogue = {
   JOB_STORAGE_FULL: entry(
     422,
     'list',
-    "The account's kept results would pass the limit of {limit} bytes: delete results, or wait for them to expire.",
-    "The job would make the bytes of the account's kept results pass `JOB_STORAGE_PER_ACCOUNT_MB`.",
+    "The account's kept documents and results would pass the limit of {limit} bytes: delete results, or wait for jobs to end or their results to expire.",
+    "The job's document, or its result, would make the bytes the account keeps (documents of its queued and running jobs, results) pass `JOB_STORAGE_PER_ACCOUNT_MB`: a submission is refused, a running job fails.",
   ),
 
   // Admin API (its own listener, ADMIN_LISTEN): every answer in the list shape

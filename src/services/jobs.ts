@@ -84,7 +84,7 @@ export interface JobsOptions {
   readonly store: { readonly jobs: JobStore }
   /** Seals a job's secrets; a function is called when a job first needs it (a CLI that only lists writes no key file). */
   readonly keyring: Keyring | (() => Keyring)
-  readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount'>
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount' | 'jobStoragePerAccountMb'>
   /** Told when a job is queued, so that this node's runner looks at once. */
   readonly onSubmitted?: () => void
   readonly now?: () => number
@@ -147,9 +147,12 @@ export class Jobs {
       idempotencyKey === null
         ? null
         : { key: idempotencyKey, fingerprint: fingerprint(job, secrets, document), sinceIso: new Date(nowMs - IDEMPOTENCY_MS).toISOString() }
-    const max = this.#o.config.jobMaxActivePerAccount
-    const done = await this.#o.store.jobs.submit(job, document === null ? [] : pieces(document, JOB_CHUNK_BYTES), idempotency, max)
+    const { jobMaxActivePerAccount: max, jobStoragePerAccountMb } = this.#o.config
+    // A document waiting in the queue is kept as a result is: it counts against the account's storage, checked as it is written.
+    const maxBytes = jobStoragePerAccountMb * 1048576
+    const done = await this.#o.store.jobs.submit(job, document === null ? [] : pieces(document, JOB_CHUNK_BYTES), idempotency, max, maxBytes)
     if ('limit' in done) return refuse('limit', { code: 'JOBS_PER_ACCOUNT', params: { limit: done.limit } })
+    if ('full' in done) return refuse('invalid', { code: 'JOB_STORAGE_FULL', params: { limit: done.full } })
     if ('mismatch' in done) return refuse('conflict', { code: 'IDEMPOTENCY_KEY_REUSED', params: { what: ` (job ${done.mismatch.id})` } })
     if ('replayed' in done) return { job: done.replayed, replayed: true }
     this.#o.onSubmitted?.()

@@ -553,6 +553,8 @@ export type JobSubmission =
   | { readonly replayed: ConversionJob }
   | { readonly mismatch: ConversionJob }
   | { readonly limit: number }
+  /** The document would take the account's kept bytes (documents waiting, results) past `full`. */
+  | { readonly full: number }
 
 /** A job a node claimed: the job, its sealed part and the claim's lease. */
 export interface ClaimedJob {
@@ -600,9 +602,10 @@ export interface JobStore {
   /**
    * submit stores a queued job and its document's pieces, unless: the account used
    * `idempotency.key` since `sinceIso` (its job comes back, `replayed` when the fingerprints
-   * match, else `mismatch`), or it has `maxActive` jobs queued and running (`limit`).
+   * match, else `mismatch`), or it has `maxActive` jobs queued and running (`limit`), or the
+   * document would take its kept bytes (keptBytes) past `maxBytes` (`full`): decided in the step that writes it.
    */
-  submit(job: NewJob, document: readonly Uint8Array[], idempotency: Idempotency | null, maxActive: number): Promise<JobSubmission>
+  submit(job: NewJob, document: readonly Uint8Array[], idempotency: Idempotency | null, maxActive: number, maxBytes?: number): Promise<JobSubmission>
   get(accountId: string, jobId: string): Promise<ConversionJob | null>
   /** list: an account's jobs, newest first. A malformed cursor throws CursorError. */
   list(accountId: string, query: JobQuery): Promise<{ readonly items: ConversionJob[]; readonly next: string | null }>
@@ -641,7 +644,7 @@ export interface JobStore {
    * jobs: their conversions kill the nodes or workers that run them), each with `audit(job)`; returns them.
    */
   failSpent(nowMs: number, maxAttempts: number, nowIso: string, error: JobError, audit: (job: ConversionJob) => AuditDraft): Promise<ConversionJob[]>
-  /** keptBytes: the bytes of an account's kept results and of the results its running jobs are writing. */
+  /** keptBytes: the bytes of an account's kept results, of the results its running jobs are writing, and of the documents its queued and running jobs hold. */
   keptBytes(accountId: string): Promise<number>
   /** prune deletes results expired at `nowIso` and jobs finished before `beforeIso`; returns how many of each. */
   prune(nowIso: string, beforeIso: string): Promise<{ readonly results: number; readonly jobs: number }>

@@ -22,6 +22,16 @@ const CLAIM_LOCK = 7_4657_3736
 
 const CLAIMABLE = "(status = 'queued' OR (status = 'running' AND lease_until_ms <= $1 AND attempts < $2))"
 
+/**
+ * An account's kept bytes: its kept results, what its running jobs have written, and the documents its queued and running
+ * jobs hold (a submission's own pieces, written before its job, are not among them: its check adds them).
+ */
+const KEPT = `SELECT coalesce(sum(CASE WHEN status <> 'running' AND NOT result_gone THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
+    + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0)
+    + coalesce((SELECT sum(octet_length(p.data)) FROM conversion_job_pieces p JOIN conversion_jobs d ON d.id = p.job_id
+        WHERE d.account_id = $1 AND d.status IN ('queued', 'running') AND p.kind = 'document'), 0) AS n
+  FROM conversion_jobs WHERE account_id = $1`
+
 export function jobStore(p: Part): JobStore {
   return { ...submitOps(p), ...claimOps(p), ...endOps(p), ...upkeepOps(p) }
 }
@@ -29,7 +39,7 @@ export function jobStore(p: Part): JobStore {
 /** submitOps: a job submitted (an Idempotency-Key's earlier job, the account's limit, in one transaction), read and listed. */
 function submitOps({ query, transaction }: Part): Pick<JobStore, 'submit' | 'get' | 'list'> {
   return {
-    submit(job, document, idempotency, maxActive) {
+    submit(job, document, idempotency, maxActive, maxBytes = Number.POSITIVE_INFINITY) {
       return transaction(async (tx) => {
         for (const [seq, bytes] of document.entries()) {
           await tx('job-piece', "INSERT INTO conversion_job_pieces (job_id, kind, seq, data) VALUES ($1, 'document', $2, $3)", [job.id, seq, bytes])
@@ -58,6 +68,12 @@ function submitOps({ query, transaction }: Part): Pick<JobStore, 'submit' | 'get
         if (Number(active.rows[0]?.n) >= maxActive) {
           await tx('job-drop-pieces', 'DELETE FROM conversion_job_pieces WHERE job_id = $1', [job.id])
           return { limit: maxActive }
+        }
+        // The account's row is locked: no other submission of its counts the kept bytes meanwhile (this one's pieces are in them).
+        const size = document.reduce((n, piece) => n + piece.byteLength, 0)
+        if (size > 0 && Number((await tx('job-kept', KEPT, [job.accountId])).rows[0]?.n) + size > maxBytes) {
+          await tx('job-drop-pieces', 'DELETE FROM conversion_job_pieces WHERE job_id = $1', [job.id])
+          return { full: maxBytes }
         }
         const { rows } = await tx(
           'job-insert',
@@ -245,13 +261,7 @@ function endOps({ query, audited }: Part): Pick<JobStore, 'finish' | 'cancel' | 
 function upkeepOps({ query }: Part): Pick<JobStore, 'keptBytes' | 'prune' | 'gauges'> {
   return {
     async keptBytes(accountId) {
-      const { rows } = await query(
-        'job-kept',
-        `SELECT coalesce(sum(CASE WHEN status <> 'running' AND NOT result_gone THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
-          + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0) AS n
-        FROM conversion_jobs WHERE account_id = $1`,
-        [accountId],
-      )
+      const { rows } = await query('job-kept', KEPT, [accountId])
       return Number(rows[0]?.n)
     },
     async prune(nowIso, beforeIso) {

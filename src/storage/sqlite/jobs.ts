@@ -66,8 +66,10 @@ function jobStatements(db: DatabaseSync) {
         lease = NULL, lease_until_ms = NULL, sealed = NULL
       WHERE id = ? AND status = 'running' AND lease_until_ms <= ? AND attempts >= ? RETURNING *`),
     kept: db.prepare(`SELECT coalesce(sum(CASE WHEN status <> 'running' AND result_gone = 0 THEN coalesce(result_bytes, 0) ELSE 0 END), 0)
-        + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0) AS n
-      FROM conversion_jobs WHERE account_id = ?`),
+        + coalesce(sum(CASE WHEN status = 'running' THEN written_bytes ELSE 0 END), 0)
+        + coalesce((SELECT sum(length(p.data)) FROM conversion_job_pieces p JOIN conversion_jobs d ON d.id = p.job_id
+            WHERE d.account_id = $account AND d.status IN ('queued', 'running') AND p.kind = 'document'), 0) AS n
+      FROM conversion_jobs WHERE account_id = $account`),
     expired: db.prepare(`UPDATE conversion_jobs SET result_gone = 1 WHERE id IN (SELECT id FROM conversion_jobs
         WHERE result_type IS NOT NULL AND result_gone = 0 AND expires_at <= ? LIMIT 100) RETURNING id`),
     old: db.prepare('DELETE FROM conversion_jobs WHERE id IN (SELECT id FROM conversion_jobs WHERE finished_at < ? LIMIT 100) RETURNING id'),
@@ -89,7 +91,7 @@ export function jobStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): 
 /** submitOps: a job submitted (an Idempotency-Key's earlier job, the account's limit, in the same step), read and listed. */
 function submitOps({ db, q, batch }: Jobs): Pick<JobStore, 'submit' | 'get' | 'list'> {
   return {
-    submit(job, document, idempotency, maxActive) {
+    submit(job, document, idempotency, maxActive, maxBytes = Number.POSITIVE_INFINITY) {
       return batch.atomic(() => {
         if (idempotency !== null) {
           q.forget.run(job.accountId, idempotency.key, idempotency.sinceIso)
@@ -100,6 +102,8 @@ function submitOps({ db, q, batch }: Jobs): Pick<JobStore, 'submit' | 'get' | 'l
           }
         }
         if (Number(q.active.get(job.accountId)?.n) >= maxActive) return { limit: maxActive }
+        const size = document.reduce((n, piece) => n + piece.byteLength, 0)
+        if (size > 0 && Number(q.kept.get({ account: job.accountId })?.n) + size > maxBytes) return { full: maxBytes }
         q.insert.run(...(jobInsertValues(job, idempotency, (flag) => (flag ? 1 : 0)) as SQLInputValue[]))
         for (const [seq, bytes] of document.entries()) q.piece.run(job.id, 'document', seq, bytes)
         return { created: toJob(q.byId.get(job.id) as Row) }
@@ -242,7 +246,7 @@ function endOps({ q, batch, audit }: Jobs): Pick<JobStore, 'finish' | 'cancel' |
 function upkeepOps({ q, batch }: Jobs): Pick<JobStore, 'keptBytes' | 'prune' | 'gauges'> {
   return {
     async keptBytes(accountId) {
-      return Number(q.kept.get(accountId)?.n)
+      return Number(q.kept.get({ account: accountId })?.n)
     },
     async prune(nowIso, beforeIso) {
       // In steps of 100 jobs, each its own commit: a large backlog never holds the write lock long.

@@ -8,6 +8,8 @@
  *   takes the write lock, so commits go on meanwhile).
  * - Pruning of old verification state, a bounded chunk per statement, so that the server's
  *   own writes never wait long behind it.
+ * - Incremental vacuum: pages that deletes freed (documents, results) go back to the disk, a
+ *   chunk before each checkpoint, so that the file does not keep its largest size.
  *
  * Failures are reported to the store, which logs them; the thread itself carries on.
  */
@@ -50,7 +52,17 @@ function report(what: string, error: unknown): void {
   port.postMessage({ type: 'error', what, message: (error as Error).message } satisfies FromMaintenance)
 }
 
+/** Free pages past this many go back to the disk, VACUUM_CHUNK at a time (each a short write: the server's writes wait at most that long). */
+const FREE_PAGES_KEPT = 256
+const VACUUM_CHUNK = 2048
+const freePages = db.prepare('PRAGMA freelist_count')
+
 function runCheckpoint(): void {
+  try {
+    if (Number(freePages.get()?.freelist_count) > FREE_PAGES_KEPT) db.exec(`PRAGMA incremental_vacuum(${VACUUM_CHUNK})`)
+  } catch (error) {
+    report('incremental vacuum', error)
+  }
   try {
     checkpoint.get()
   } catch (error) {

@@ -311,12 +311,30 @@ function ownerOnly(path: string): void {
   }
 }
 
+/**
+ * incrementalVacuum makes the file give back the pages that deletes free (a cancelled job's
+ * document, an expired result: megabytes each), which the maintenance thread then returns to the
+ * disk a chunk at a time; without it the file keeps its largest size for good. A new file takes
+ * the mode at once; a file made before it is rewritten once (VACUUM), here, at start-up. Another
+ * process busy with the file leaves that to the next start.
+ */
+function incrementalVacuum(db: DatabaseSync): void {
+  if (Number(db.prepare('PRAGMA auto_vacuum').get()?.auto_vacuum) === 2) return
+  db.exec('PRAGMA auto_vacuum = INCREMENTAL')
+  try {
+    db.exec('VACUUM')
+  } catch (error) {
+    if (!/busy|locked/i.test((error as Error).message)) throw error
+  }
+}
+
 /** openSqliteStore opens (creating if need be) and migrates the database. */
 export function openSqliteStore(options: SqliteOptions): Store {
   const file = options.path !== ':memory:'
   if (file) ownerOnly(options.path)
   const db = new DatabaseSync(options.path)
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
+  if (file) incrementalVacuum(db)
   const stamps = new Stamps(options.clock)
   migrate(db, stamps)
   const timers = new Set<NodeJS.Timeout>()

@@ -149,8 +149,8 @@ test("the account's storage cap and the output cap fail a job with their errors;
 }, async (t) => {
   const app = await startApp(t, { ...ENV, JOB_STORAGE_PER_ACCOUNT_MB: '2', JOB_MAX_OUTPUT_BYTES: '2000000', METRICS_TOKEN: TOKEN })
   const doc = real('pdflatex-4-pages.pdf')
-  // The output cap (2 MB) first, with the account's whole room (2 MiB) free.
-  const tooLarge = await ended(app, await submitFile(app, real('GeoTopo-komprimiert.pdf'), { operation: 'image', dpi: '150' }))
+  // The output cap (2 MB) first, with the account's whole room (2 MiB) free but for the document (which counts while it is held).
+  const tooLarge = await ended(app, await submitFile(app, doc, { operation: 'image', dpi: '300' }))
   assert.deepEqual([tooLarge.status, tooLarge.error?.code], ['failed', 'OUTPUT_TOO_LARGE'])
   // Kept results: 346 kB, then 1.34 MB, fit; a second 1.34 MB does not.
   const small = await ended(app, await submitFile(app, doc, { operation: 'image', dpi: '72' }))

@@ -13,6 +13,8 @@
  *
  * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
  */
+import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.ts'
+
 export type Shape = 'list' | 'message' | 'coded'
 
 interface Entry {
@@ -82,8 +84,8 @@ export const catalogue = {
   PATH_INVALID: entry(
     400,
     'list',
-    'The path is not valid: its percent-escapes must encode UTF-8 text.',
-    'A path segment (such as a user ID) does not decode: bad percent-escapes, or escapes of bytes that are not UTF-8.',
+    'The path is not valid: {reason}.',
+    `A path segment (such as a user ID) does not decode (bad percent-escapes, or escapes of bytes that are not UTF-8), or is longer than ${MAX_USER_ID_PATH_LENGTH} characters as sent (a user ID of ${MAX_USER_ID_LENGTH} characters, decomposed and percent-escaped, is within it; one past the rule's ${MAX_USER_ID_LENGTH} is \`USER_ID_INVALID\`).`,
   ),
   INTERNAL_ERROR: entry(
     500,

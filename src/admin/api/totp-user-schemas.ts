@@ -6,13 +6,13 @@
  */
 import { Type } from 'typebox'
 import { FACTOR_EXAMPLE, factorView } from '../../totp/factors/schemas.ts'
-import { MAX_USER_CURSOR, MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
+import { MAX_USER_CURSOR, MAX_USER_ID_INPUT, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
 
 const params = Type.Object({
   id: id('account', 'acc_01JD3Q5Z8X'),
   userID: Type.String({
-    maxLength: 4 * MAX_USER_ID_LENGTH,
+    maxLength: MAX_USER_ID_INPUT,
     examples: ['user-42'],
     description: `The account's own identifier of its user, as the factor routes take it (${USER_ID_RULE}), percent-encoded.`,
   }),

@@ -1871,7 +1871,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -2138,7 +2138,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -2482,7 +2482,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -2674,7 +2674,7 @@ export interface operations {
                 content?: never;
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -2817,7 +2817,7 @@ export interface operations {
                 content?: never;
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -3016,7 +3016,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -3251,7 +3251,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -3492,7 +3492,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -3699,7 +3699,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -3925,7 +3925,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -4231,7 +4231,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -4499,7 +4499,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -4755,7 +4755,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *
@@ -4979,7 +4979,7 @@ export interface operations {
                 };
             };
             /**
-             * @description `PATH_INVALID`: The path is not valid: its percent-escapes must encode UTF-8 text.
+             * @description `PATH_INVALID`: The path is not valid: {reason}.
              *
              *     `USER_ID_INVALID`: User ID must be text (valid UTF-8) of at most 256 characters and must not contain ':' or control characters; a managed-factor user ID must also not be "." or ".." nor contain format characters (bidi, zero-width).
              *

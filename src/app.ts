@@ -70,7 +70,7 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,
     // A path that does not decode (a user ID with bad percent-escapes) gets the catalogue's 400, not Fastify's own body.
-    badPath: (reply) => sendProblems(reply, [{ code: 'PATH_INVALID' }], 400),
+    badPath: (reply, reason) => sendProblems(reply, [{ code: 'PATH_INVALID', params: { reason } }], 400),
     onCapReached: (stats) => {
       if (Date.now() - lastCapWarning < 60_000) return
       lastCapWarning = Date.now()

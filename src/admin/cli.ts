@@ -1,10 +1,11 @@
 /**
  * The admin CLI: `npm run admin -- <command>`. It uses the server's configuration (same
  * environment variables, same store, same pepper), prints for people by default and JSON
- * with --json, exits 0 on success and non-zero with a one-line error otherwise.
+ * with --json, exits 0 on success and non-zero with a one-line error otherwise (and 3 for an
+ * import that refused a line, which its report names).
  */
 import { parseArgs } from 'node:util'
-import { createReadStream } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { ConfigError, loadConfig } from '../config/config.ts'
 import { newKeyItem } from '../crypto/keyring.ts'
 import type { Accounts } from '../services/accounts.ts'
@@ -77,7 +78,9 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   totp-user import --account ID --file F|- [--application NAME] [--profile P] [--status active|pending] [--from LINE]
                                       import users' TOTP secrets from a CSV (userID, base32 secret or
                                       otpauth:// URI, label), sealed on arrival; each line's outcome as
-                                      it goes (--json: one JSON line each); run it again to resume
+                                      it goes (--json: one JSON line each); run it again to resume.
+                                      Exits 3 when a line was refused or the file not read to its end
+                                      (0: every line went in, was there already or was skipped)
   totp-user delete --account ID --user U
                                       delete a user's factors and recovery codes (a lost phone
                                       and lost codes: check who asks first); they may enrol again
@@ -109,7 +112,12 @@ class CommandError extends Error {}
 interface Output {
   json: unknown
   human: string
+  /** The exit code when not 0 (the command ran, and says what went wrong in its output). */
+  exitCode?: number
 }
+
+/** IMPORT_INCOMPLETE: the exit code of an import that ran but refused a line or did not read the whole file. */
+export const IMPORT_INCOMPLETE = 3
 
 type Flags = {
   name?: string
@@ -374,7 +382,8 @@ async function runImport(config: Config, service: Factors, accountId: string, fl
   if (!isProfileName(profile)) throw new UsageError(`--profile must be one of ${PROFILE_NAMES.join(', ')} (got "${profile}")`)
   const from = number(flags.from, 'from', 1, 100_000_000, true) ?? 1
   ok(await service.settings(accountId))
-  const input = file === '-' ? process.stdin : createReadStream(file)
+  // Opened before the import starts: a file that is not there is an error, not an import that stopped at once.
+  const input = file === '-' ? process.stdin : (await open(file)).createReadStream()
   let summary: ImportSummary | undefined
   for await (const item of importCsv(service, CTX, accountId, input, {
     ...(flags.application === undefined ? {} : { applicationId: flags.application }),
@@ -392,6 +401,7 @@ async function runImport(config: Config, service: Factors, accountId: string, fl
   return {
     json: s,
     human: `${s.lines} line(s): ${s.imported} imported, ${s.exists} there already, ${s.refused} refused, ${s.skipped} skipped${s.stopped === null ? '' : `; stopped: ${s.stopped}`}`,
+    ...(s.refused > 0 || s.stopped !== null ? { exitCode: IMPORT_INCOMPLETE } : {}),
   }
 }
 
@@ -889,7 +899,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     services = await openServices(config)
     const out = await run(config, services, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
-    return 0
+    return out.exitCode ?? 0
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error)
     process.stderr.write(`error: ${message.split('\n')[0]}\n`)

@@ -12,6 +12,21 @@
 
 export const MAX_USER_ID_LENGTH = 256
 
+/**
+ * MAX_USER_ID_INPUT bounds an ID as given, in code points, before its NFC form is counted: a
+ * character may come decomposed (four code points at most: a base and its marks, a Hangul
+ * syllable as its jamo), so an ID the rule accepts is at most four times MAX_USER_ID_LENGTH.
+ */
+export const MAX_USER_ID_INPUT = 4 * MAX_USER_ID_LENGTH
+
+/**
+ * MAX_USER_ID_PATH_LENGTH bounds a user ID as a path segment, percent-escapes and all: each code
+ * point of MAX_USER_ID_INPUT at most 4 bytes of UTF-8, each byte 3 characters escaped. The
+ * router is given it (http/base.ts: Fastify's own bound, 100, refused IDs the rule accepts);
+ * the rule itself is canonicalUserId's, applied after the path decodes.
+ */
+export const MAX_USER_ID_PATH_LENGTH = MAX_USER_ID_INPUT * 4 * 3
+
 /** The longest cursor of a list of users: a user ID of MAX_USER_ID_LENGTH characters, 4 bytes each in UTF-8, in base64url. */
 export const MAX_USER_CURSOR = Math.ceil((MAX_USER_ID_LENGTH * 4 * 4) / 3)
 

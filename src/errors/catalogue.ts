@@ -13,6 +13,8 @@
  *
  * `{name}` in a message is filled in when the error is raised (limits, URLs, seconds).
  */
+import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.ts'
+
 export type Shape = 'list' | 'message' | 'coded'
 
 interface Entry {
@@ -82,8 +84,8 @@ export const catalogue = {
   PATH_INVALID: entry(
     400,
     'list',
-    'The path is not valid: its percent-escapes must encode UTF-8 text.',
-    'A path segment (such as a user ID) does not decode: bad percent-escapes, or escapes of bytes that are not UTF-8.',
+    'The path is not valid: {reason}.',
+    `A path segment (such as a user ID) does not decode (bad percent-escapes, or escapes of bytes that are not UTF-8), or is longer than ${MAX_USER_ID_PATH_LENGTH} characters as sent (a user ID of ${MAX_USER_ID_LENGTH} characters, decomposed and percent-escaped, is within it; one past the rule's ${MAX_USER_ID_LENGTH} is \`USER_ID_INVALID\`).`,
   ),
   INTERNAL_ERROR: entry(
     500,
@@ -638,6 +640,18 @@ export const catalogue = {
   ),
   JSON_REQUIRED: entry(415, 'list', 'The admin API takes application/json bodies.', 'A body of another Content-Type.'),
   CSV_REQUIRED: entry(415, 'list', 'The import takes a CSV body (Content-Type: text/csv).', 'A factor import whose body is not `text/csv`.'),
+  CSV_LINE_INVALID: entry(
+    400,
+    'list',
+    'The line is not a CSV record of userID, secret and an optional label: {reason}.',
+    "A line of a bulk factor import (its report's `refused`, in an answer of 200, never an HTTP answer) that is not UTF-8, holds a NUL byte, a byte order mark past the file's start or a CR that does not end it, is not RFC 4180 CSV (an unclosed quote, a quote inside an unquoted field, text after a closing quote), or has other than 2 or 3 fields. The other lines are imported.",
+  ),
+  CSV_LINE_TOO_LONG: entry(
+    400,
+    'list',
+    'The line is longer than {limit} bytes: it was not read.',
+    "A line of a bulk factor import (its report's `refused`, in an answer of 200, never an HTTP answer) past the bound on a line (8 KiB, its line break not counted). The other lines are imported.",
+  ),
 } as const satisfies Record<string, Entry>
 
 export type ErrorCode = keyof typeof catalogue

@@ -14,9 +14,11 @@ import { answerError } from '../errors/errors.ts'
 import { lazyChildLoggerFactory } from '../logging/lazy-child.ts'
 import { OneLineLogController } from '../logging/controller.ts'
 import { logDestination, type LogStream } from '../logging/format.ts'
+import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.ts'
 import { capConnections, httpServerOptions, type CapStats } from '../ops/connections.ts'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
+const PATH_TOO_LONG = `a segment is longer than ${MAX_USER_ID_PATH_LENGTH} characters, percent-escapes included (a user ID is at most ${MAX_USER_ID_LENGTH} characters)`
 
 export interface BaseOptions {
   readonly config: Config
@@ -32,8 +34,8 @@ export interface BaseOptions {
   readonly trustProxy: Config['trustProxy'] | false
   /** Ajv's removeAdditional (the admin API refuses unknown fields instead of dropping them). */
   readonly removeAdditional?: false
-  /** The answer to a request whose path does not decode (the catalogue's 400 of each API). */
-  readonly badPath: (reply: FastifyReply) => void
+  /** The answer to a request whose path does not decode, or has a segment past the router's bound (the catalogue's 400 of each API), with why. */
+  readonly badPath: (reply: FastifyReply, reason: string) => void
   /** Told when the connection cap closes idle connections to make room. */
   readonly onCapReached?: (stats: CapStats) => void
 }
@@ -71,8 +73,10 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { allErrors: true, coerceTypes: true, ...(opts.removeAdditional === false ? { removeAdditional: false } : {}) } },
     // The error handlers read the ajv errors themselves; the message is for the log only.
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
-    frameworkErrors: (_error, _request, reply) => {
-      opts.badPath(reply)
+    // A parameter is at most a user ID's longest spelling in a path (Fastify's default, 100, refused the IDs of 101 to 256 characters the rule takes).
+    routerOptions: { maxParamLength: MAX_USER_ID_PATH_LENGTH },
+    frameworkErrors: (error, _request, reply) => {
+      opts.badPath(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? PATH_TOO_LONG : 'its percent-escapes must encode UTF-8 text')
     },
   })
   capConnections(app.server, config.maxConnections, opts.onCapReached)

@@ -1,6 +1,7 @@
 /**
  * Bulk import of the secrets an account's users already have: a CSV of `userID, secret or
- * otpauth URI, label` (RFC 4180, read by csv-parse as it streams in), each line imported as the
+ * otpauth URI, label` (RFC 4180), split into lines as it streams in (csv-lines.ts) and each line
+ * read by csv-parse on its own, so that a malformed line is refused alone; each imported as the
  * single import does (Factors.importAs: sealed on arrival, one `factor.created` event a factor,
  * never the secret), each line's outcome reported as it is known, in line order.
  *
@@ -9,12 +10,13 @@
  * skips the lines before a given one (where an interrupted run's report stopped).
  * Bounded: a line's size, the file's bytes, and the lines in flight at once.
  */
-import { parse } from 'csv-parse'
-import type { Readable } from 'node:stream'
+import { parse } from 'csv-parse/sync'
+import { render } from '../errors/catalogue.ts'
 import type { FactorStatus } from '../domain/factors.ts'
 import type { ProfileName } from '../totp/profiles.ts'
 import type { Factors } from './factors.ts'
 import { isFailure, type Context } from './outcome.ts'
+import { fileLines, type FileLine } from './csv-lines.ts'
 
 export interface BulkImportOptions {
   /** The issuer of lines whose secret is bare base32 (a URI's own issuer wins). */
@@ -23,7 +25,7 @@ export interface BulkImportOptions {
   readonly status: FactorStatus
   /** The first line to import (1-based, as reported); earlier lines are read and skipped. */
   readonly from: number
-  /** The most bytes read; beyond them the import stops with a refusal of its own. */
+  /** The most bytes read; beyond them the import stops, and the summary's `stopped` says so. */
   readonly maxBytes: number
 }
 
@@ -46,90 +48,107 @@ export interface ImportSummary {
 
 /** Lines imported at once: enough to keep a PostgreSQL pool busy, few enough that a report stays in step. */
 const IN_FLIGHT = 8
-/** The longest line taken: a user ID (1 KiB in UTF-8 at most), a URI (4 KiB) and a label, quoted. */
-const MAX_LINE = 8192
+/** MAX_LINE is the longest line taken, in bytes: a user ID (1 KiB in UTF-8 at most), a URI (4 KiB) and a label, quoted. */
+export const MAX_LINE = 8192
 const HEADER = new Set(['userid', 'user_id', 'user'])
+
+/** The codes only an import's report gives (a line's `refused`, in an answer of 200), never an HTTP answer. */
+export const IMPORT_LINE_CODES = ['CSV_LINE_INVALID', 'CSV_LINE_TOO_LONG'] as const
+
+// ignoreBOM keeps a byte order mark in the text (the decoder would drop one that starts a line), so that the line is refused for it.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/** What no line may hold (its fields' rules would not all see them): NUL (a UTF-16 file?), a byte order mark past the file's start, a CR not ending the line. */
+const STRAY = /[\u0000\ufeff\r]/
 
 /**
  * importCsv imports the CSV `input` into the account, yielding each line's outcome in order,
- * then the summary. The account must exist (the caller checks: a door answers 404 before it
- * starts streaming).
+ * then the summary. Every line of the file but blank ones and the header is reported once, so
+ * that `lines` is `imported + exists + refused + skipped`. The account must exist (the caller
+ * checks: a door answers 404 before it starts streaming).
  */
 export async function* importCsv(
   factors: Factors,
   ctx: Context,
   accountId: string,
-  input: Readable | AsyncIterable<Buffer | string>,
+  input: AsyncIterable<Buffer | string>,
   options: BulkImportOptions,
 ): AsyncGenerator<LineOutcome | ImportSummary> {
   const counts = { lines: 0, imported: 0, exists: 0, refused: 0, skipped: 0 }
   let stopped: string | null = null
-  let bytes = 0
-  const parser = parse({
-    bom: true,
-    trim: true,
-    skip_empty_lines: true,
-    relax_column_count: true,
-    max_record_size: MAX_LINE,
-    skip_records_with_error: true,
-    info: true,
-  })
-  const unreadable: LineOutcome[] = []
-  parser.on('skip', (error: Error & { lines?: number; code?: string }) => {
-    // The parser's own message may quote the line (a secret in it): only its code is told.
-    const why = error.code === 'CSV_MAX_RECORD_SIZE' ? `longer than ${MAX_LINE} bytes` : `not CSV (${error.code ?? 'unreadable'})`
-    unreadable.push({ line: error.lines ?? 0, userID: null, outcome: 'refused', code: 'CSV_LINE_INVALID', message: `the line is ${why}` })
-  })
-  // Fed by hand, so that a file past its bytes stops being read (and the parser ends cleanly).
-  const feed = (async () => {
-    try {
-      for await (const chunk of input) {
-        bytes += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length
-        if (bytes > options.maxBytes) {
-          stopped = `the file is larger than ${options.maxBytes} bytes: lines after the last reported were not read`
-          break
-        }
-        if (!parser.write(chunk)) await new Promise((resolve) => parser.once('drain', resolve))
-      }
-    } catch (error) {
-      stopped = `the upload broke off: ${(error as Error).message}`
-    }
-    parser.end()
-  })()
-
+  let seen = false
   const pending: Promise<LineOutcome>[] = []
-  const take = (record: { record: string[]; info: { lines: number } }): Promise<LineOutcome> | LineOutcome | null => {
-    const line = record.info.lines
-    const [user = '', secret = '', label = ''] = record.record
-    if (counts.lines === 0 && line === 1 && HEADER.has(user.toLowerCase())) return null
-    counts.lines++
-    if (line < options.from) return { line, outcome: 'skipped' }
-    return importLine(factors, ctx, accountId, line, user, secret, label, options)
-  }
   const tally = (o: LineOutcome) => {
+    counts.lines++
     counts[o.outcome]++
     return o
   }
 
-  for await (const record of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-    while (unreadable.length > 0) {
-      // A record the parser could not read comes before the next one it could: report it in its place.
-      while (pending.length > 0) yield tally(await pending.shift()!)
-      counts.lines++
-      yield tally(unreadable.shift()!)
+  for await (const item of fileLines(input, MAX_LINE, options.maxBytes)) {
+    if (item.kind === 'stopped') {
+      stopped = item.why
+      break
     }
-    const taken = take(record)
-    if (taken === null) continue
+    const outcome = readLine(item)
+    if (outcome === null) continue
+    const first = !seen
+    seen = true
+    if (first && outcome.fields !== undefined && HEADER.has(outcome.fields[0]!.toLowerCase())) continue
+    const { line } = item
+    const taken: LineOutcome | Promise<LineOutcome> =
+      line < options.from
+        ? { line, outcome: 'skipped' }
+        : outcome.fields === undefined
+          ? outcome.refused
+          : importLine(factors, ctx, accountId, line, outcome.fields, options)
     pending.push(Promise.resolve(taken))
     if (pending.length >= IN_FLIGHT) yield tally(await pending.shift()!)
   }
-  await feed
   while (pending.length > 0) yield tally(await pending.shift()!)
-  for (const u of unreadable.splice(0)) {
-    counts.lines++
-    yield tally(u)
-  }
   yield { done: true, ...counts, stopped }
+}
+
+/** readLine gives a line's fields (userID, secret, and a label or ''), its refusal, or null for a blank line. */
+function readLine(item: Exclude<FileLine, { kind: 'stopped' }>): { fields: string[]; refused?: never } | { fields?: never; refused: LineOutcome } | null {
+  const { line } = item
+  const refuse = (code: (typeof IMPORT_LINE_CODES)[number], params: Record<string, string | number>) => ({
+    refused: { line, userID: null, outcome: 'refused', code, message: render(code, params) } as const,
+  })
+  if (item.kind === 'too-long') return refuse('CSV_LINE_TOO_LONG', { limit: MAX_LINE })
+  let text: string
+  try {
+    text = utf8.decode(item.bytes)
+  } catch {
+    return refuse('CSV_LINE_INVALID', { reason: 'it is not UTF-8 text' })
+  }
+  // Blank: spaces and tabs only (String.trim would take a lone byte order mark for blank too).
+  if (/^[ \t]*$/.test(text)) return null
+  const stray = STRAY.exec(text)?.[0]
+  if (stray !== undefined) {
+    const reason = {
+      '\u0000': 'it holds a NUL byte (a UTF-16 file? save it as UTF-8)',
+      '\ufeff': 'it holds a byte order mark (U+FEFF), which may only begin the file',
+      '\r': 'it holds a carriage return that does not end it (lines end in LF or CRLF)',
+    }[stray]!
+    return refuse('CSV_LINE_INVALID', { reason })
+  }
+  let records: string[][]
+  try {
+    records = parse(text, { trim: true, relax_column_count: true, record_delimiter: '\n', bom: false })
+  } catch (error) {
+    // The parser's own message quotes the line (a secret in it): only what is wrong is told.
+    return refuse('CSV_LINE_INVALID', { reason: PARSE_ERRORS[(error as { code?: string }).code ?? ''] ?? 'it is not RFC 4180 CSV' })
+  }
+  const fields = records[0] ?? []
+  if (records.length !== 1 || fields.length < 2 || fields.length > 3)
+    return refuse('CSV_LINE_INVALID', { reason: `it has ${fields.length} field(s): userID, secret and an optional label are 2 or 3` })
+  return { fields }
+}
+
+const PARSE_ERRORS: Record<string, string> = {
+  CSV_QUOTE_NOT_CLOSED: 'a quoted field is not closed on the line',
+  INVALID_OPENING_QUOTE: 'a quote inside a field that does not start with one',
+  CSV_INVALID_CLOSING_QUOTE: 'text after the closing quote of a field',
 }
 
 async function importLine(
@@ -137,9 +156,7 @@ async function importLine(
   ctx: Context,
   accountId: string,
   line: number,
-  rawUser: string,
-  secret: string,
-  label: string,
+  [rawUser = '', secret = '', label = '']: string[],
   options: BulkImportOptions,
 ): Promise<LineOutcome> {
   const userId = await factors.userId(accountId, rawUser)

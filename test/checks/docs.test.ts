@@ -1,4 +1,5 @@
 import { JOB_END_CODES } from '../../src/openapi/job-view.ts'
+import { IMPORT_LINE_CODES } from '../../src/services/factor-import.ts'
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
@@ -49,9 +50,12 @@ test('the catalogue, docs/errors.md and the OpenAPI documents, public and admin 
   const inAdmin = codesOf(admin, statusOf)
   // The 404s of no route belong to no documented operation (an unknown route; the conversion group outside eu): the descriptions' tables have them.
   // And the codes only a conversion job ends with (its `error`, in an answer of 200), which the job's schema names.
-  const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND', ...JOB_END_CODES]
+  // And the codes only a bulk import's report gives (a line refused, in an answer of 200), which the import's description names.
+  const outsideOperations = ['ROUTE_NOT_FOUND', 'GROUP_NOT_IN_REGION', 'ADMIN_ROUTE_NOT_FOUND', ...JOB_END_CODES, ...IMPORT_LINE_CODES]
   const jobSchema = JSON.stringify((doc as { paths: Record<string, unknown> }).paths['/converter/jobs/{jobID}'])
   for (const code of JOB_END_CODES) assert.ok(jobSchema.includes(code), `the job's schema names ${code}`)
+  const importSchema = JSON.stringify((admin as { paths: Record<string, unknown> }).paths['/admin/v1/accounts/{id}/factors/import'])
+  for (const code of IMPORT_LINE_CODES) assert.ok(importSchema.includes(code), `the import's description names ${code}`)
   assert.deepEqual(
     [...new Set([...inPublic, ...inAdmin])].sort(),
     ERROR_CODES.filter((c) => !outsideOperations.includes(c)).sort(),

@@ -238,7 +238,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     // must not answer 200 having changed nothing).
     removeAdditional: false,
     // A path that is not a URL (bad percent-encoding) gets the catalogue's 400, not Fastify's own body.
-    badPath: (reply) => sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: 'is not a valid URL path' } }], 400),
+    badPath: (reply, reason) => sendProblems(reply, [{ code: 'FIELD_INVALID', params: { field: 'path', reason: `is not a valid URL path: ${reason}` } }], 400),
   })
   // The public listener's cap and timeouts hold here too (createBase): a flood of idle connections must not lock operators out.
 

@@ -6,13 +6,14 @@
  */
 import { Type } from 'typebox'
 import { FACTOR_EXAMPLE, factorView } from '../../totp/factors/schemas.ts'
-import { MAX_USER_CURSOR, MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
+import { MAX_USER_CURSOR, MAX_USER_ID_INPUT, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { errors, id, nullable, page, paging, strict, time } from './schemas.ts'
+import { MAX_LINE } from '../../services/factor-import.ts'
 
 const params = Type.Object({
   id: id('account', 'acc_01JD3Q5Z8X'),
   userID: Type.String({
-    maxLength: 4 * MAX_USER_ID_LENGTH,
+    maxLength: MAX_USER_ID_INPUT,
     examples: ['user-42'],
     description: `The account's own identifier of its user, as the factor routes take it (${USER_ID_RULE}), percent-encoded.`,
   }),
@@ -187,8 +188,7 @@ export const updateFactorSettingsSchema = {
 export const importFactorsSchema = {
   operationId: 'importFactors',
   summary: "Import an account's users' TOTP secrets from a CSV, reporting each line",
-  description:
-    'The body is a CSV (`text/csv`, RFC 4180, UTF-8; a first line `userID,secret,label` is taken as a header): one line per factor, `userID, secret, label` where the secret is base32 or the otpauth:// URI the user scanned (its algorithm, digits, period and issuer are taken from it; a bare secret is SHA1, 6 digits, 30 s under the `applicationID` given here). Each line is imported as `importFactor` does: sealed on arrival, never shown again, one `factor.created` event per factor (imported, by the operator). The answer streams as the file is read: one JSON line per line of the file, in order (`imported`, `exists`: imported before, `refused` with the catalogue code and why, or `skipped` before `from`), then a summary line. Run it again after an interruption: what went in is `exists`, the rest goes in; or pass `from` with the line after the last reported. At most `IMPORT_MAX_BYTES` are read.',
+  description: `The body is a CSV (\`text/csv\`, RFC 4180, UTF-8; a first line \`userID,secret,label\` is taken as a header): one line per factor, \`userID, secret, label\` where the secret is base32 or the otpauth:// URI the user scanned (its algorithm, digits, period and issuer are taken from it; a bare secret is SHA1, 6 digits, 30 s under the \`applicationID\` given here). Each line is imported as \`importFactor\` does: sealed on arrival, never shown again, one \`factor.created\` event per factor (imported, by the operator). The answer streams as the file is read: one JSON line per line of the file, in order, each line once (\`imported\`, \`exists\`: imported before, \`refused\` with the catalogue code and why, or \`skipped\` before \`from\`; blank lines and the header are not reported), then a summary line whose \`lines\` is \`imported + exists + refused + skipped\`. A line that cannot be read is refused alone and the others go in: \`CSV_LINE_TOO_LONG\` past ${MAX_LINE} bytes, \`CSV_LINE_INVALID\` when it is not UTF-8, holds a NUL, a byte order mark past the file's start or a CR that does not end it, is not RFC 4180 CSV, or has other than 2 or 3 fields. Run it again after an interruption: what went in is \`exists\`, the rest goes in; or pass \`from\` with the line after the last reported. At most \`IMPORT_MAX_BYTES\` are read.`,
   tags: ['totp-users'],
   params: Type.Object({ id: params.properties.id }),
   querystring: Type.Object(

@@ -8,12 +8,12 @@ import { Type } from 'typebox'
 import type { FieldRules } from '../../errors/plugin.ts'
 import { errorResponses } from '../../openapi/responses.ts'
 import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
-import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
+import { MAX_USER_ID_INPUT, USER_ID_RULE } from '../../domain/user-ids.ts'
 import { ATTACHMENT, RESIDENT_KEY, USER_VERIFICATION } from './passkey.ts'
 import { factorView, rateLimitKey, userFields } from './schemas.ts'
 
 const userParams = Type.Object({
-  userID: Type.String({ maxLength: 4 * MAX_USER_ID_LENGTH, description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}.` }),
+  userID: Type.String({ maxLength: MAX_USER_ID_INPUT, description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}.` }),
 })
 const JSON_ONLY = ['application/json']
 const OPTIONS_FORMS = ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']

@@ -9,13 +9,13 @@ import { errorResponses } from '../../openapi/responses.ts'
 import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
 import { ALGORITHMS } from '../otp.ts'
 import { profileRule } from '../schemas.ts'
-import { MAX_USER_ID_LENGTH, USER_ID_RULE } from '../../domain/user-ids.ts'
+import { MAX_USER_ID_INPUT, USER_ID_RULE } from '../../domain/user-ids.ts'
 
 /** Text of at most 256 characters, not blank, without ':' (the otpauth label's separator) or control characters (PostgreSQL refuses NUL). */
 export const TEXT_ID = '^[^:\\u0000-\\u001f\\u007f]*[^:\\s\\u0000-\\u001f\\u007f][^:\\u0000-\\u001f\\u007f]*$'
 // The rule is the domain's (canonicalUserId, applied before validation): here only a bound on the work.
 const userParam = Type.String({
-  maxLength: 4 * MAX_USER_ID_LENGTH,
+  maxLength: MAX_USER_ID_INPUT,
   description: `Your own identifier of the user, percent-encoded in the path: ${USER_ID_RULE}. Users are the calling account's own: another account never sees them.`,
 })
 const factorParam = Type.String({ maxLength: 64, description: "The factor's id, `fct_…`." })

@@ -142,7 +142,7 @@ test('the time limit ends a split job at once: both workers replaced, the next j
   assert.equal((await next.result).ok, true)
 })
 
-test('a client that stops taking pages from a split job is given up on; cancelling one replaces both its workers', {
+test('a client that stops taking pages from a split job is given up on; cancelling one stops both its workers at their next page, none replaced', {
   skip: SKIP_CORPUS,
   timeout: 60_000,
 }, async (t) => {
@@ -163,9 +163,10 @@ test('a client that stops taking pages from a split job is given up on; cancelli
   await until(() => cancelled.running.stats().workers === 2 && cancelled.pages.length >= 3)
   cancelled.running.cancel()
   await assert.rejects(cancelled.result, (e: unknown) => e instanceof PoolError && e.reason === 'cancelled')
-  assert.deepEqual(recycled, ['cancelled', 'cancelled'])
   const next = take(two, png('pdflatex-4-pages.pdf', 72))
   assert.equal((await next.result).ok, true)
+  // Terminating a worker mid-page would lose what libvips holds of it for good: they stop at their next page, and stay.
+  assert.deepEqual(recycled, [])
 })
 
 test("the output limit counts every part's pages in order: the first page over it is never handed over", { skip: SKIP_CORPUS, timeout: 60_000 }, async (t) => {

@@ -258,7 +258,8 @@ test('600-dpi uncompressed TIFF pages, cut at the output limit, answered whole, 
   const text = textPages(500)
   const tiff = { format: 'tiff', compression: 'none', dpi: '600' }
   // Warm up: both workers loaded, as on a node that has served conversions.
-  for (const status of await Promise.all([1, 2].map(async () => (await upload(url, IMAGE, key, textPages(1), { format: 'tiff' })).status))) assert.equal(status, 200)
+  for (const status of await Promise.all([1, 2].map(async () => (await upload(url, IMAGE, key, textPages(1), { format: 'tiff' })).status)))
+    assert.equal(status, 200)
   await sleep(6000) // workers that grew in the warm-up are replaced once idle 5 s
   const before = treeRssBytes(pid)
   const drain = async (res: Response) => {
@@ -284,13 +285,18 @@ test('600-dpi uncompressed TIFF pages, cut at the output limit, answered whole, 
     const one = await upload(url, IMAGE, key, text, { ...tiff, pages: '7' })
     const whole = Buffer.from(await one.arrayBuffer())
     // And as jobs: a cut one and a whole one.
-    const jobs = await Promise.all([{ ...tiff, pages: '1-3' }, { ...tiff, pages: '2' }].map(async (fields) => {
-      const form = new FormData()
-      form.append('operation', 'image')
-      for (const [k, v] of Object.entries(fields)) form.append(k, v)
-      form.append('pdfDocument', new Blob([new Uint8Array(text)], { type: 'application/pdf' }), 'text.pdf')
-      return (await runJob({ url, key }, form)).view
-    }))
+    const jobs = await Promise.all(
+      [
+        { ...tiff, pages: '1-3' },
+        { ...tiff, pages: '2' },
+      ].map(async (fields) => {
+        const form = new FormData()
+        form.append('operation', 'image')
+        for (const [k, v] of Object.entries(fields)) form.append(k, v)
+        form.append('pdfDocument', new Blob([new Uint8Array(text)], { type: 'application/pdf' }), 'text.pdf')
+        return (await runJob({ url, key }, form)).view
+      }),
+    )
     return { cut, one: { status: one.status, whole }, jobs }
   }
   const { value, peak } = await peakWhile(pid, run())

@@ -20,10 +20,21 @@ const stores: [string, Env, false | string][] = [
 const MiB = 1048576
 
 for (const [name, env, skip] of stores) {
-  test(`${name}: parallel submissions of queued documents stop at the account's job storage, and cancelling gives the room back`, { skip, timeout: 120_000 }, async (t: TestContext) => {
+  test(`${name}: parallel submissions of queued documents stop at the account's job storage, and cancelling gives the room back`, {
+    skip,
+    timeout: 120_000,
+  }, async (t: TestContext) => {
     const dataDir = tempDir(t)
     // No job runs on this node: every accepted document stays queued. 4 MiB of storage, documents of about 1.2 MB, all uploaded at once.
-    const app = await startApp(t, { DATA_DIR: dataDir, JOB_WORKERS: '0', JOB_STORAGE_PER_ACCOUNT_MB: '4', JOB_MAX_ACTIVE_PER_ACCOUNT: '100', JOB_UPLOADS_AT_ONCE: '16', JOB_UPLOADS_PER_ACCOUNT: '16', ...(await env(t)) })
+    const app = await startApp(t, {
+      DATA_DIR: dataDir,
+      JOB_WORKERS: '0',
+      JOB_STORAGE_PER_ACCOUNT_MB: '4',
+      JOB_MAX_ACTIVE_PER_ACCOUNT: '100',
+      JOB_UPLOADS_AT_ONCE: '16',
+      JOB_UPLOADS_PER_ACCOUNT: '16',
+      ...(await env(t)),
+    })
     const doc = randomImagePages(2)
     const submit = () => {
       const form = new FormData()
@@ -58,7 +69,9 @@ for (const [name, env, skip] of stores) {
       // The file grew by the documents held; cancelled, their pages go back to the disk rather than staying in the file.
       const grown = size()
       t.diagnostic(`SQLite file ${(sizeBefore / MiB).toFixed(1)} MiB before, ${(grown / MiB).toFixed(1)} MiB with ${fit} documents queued`)
-      const list = (await (await fetch(`${app.url}/converter/jobs?status=queued`, { headers: { 'x-api-key': app.key } })).json()) as { jobs: { jobID: string }[] }
+      const list = (await (await fetch(`${app.url}/converter/jobs?status=queued`, { headers: { 'x-api-key': app.key } })).json()) as {
+        jobs: { jobID: string }[]
+      }
       assert.equal(list.jobs.length, fit)
       for (const j of list.jobs) await fetch(`${app.url}/converter/jobs/${j.jobID}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })
       let after = size()
@@ -68,7 +81,10 @@ for (const [name, env, skip] of stores) {
       }
       t.diagnostic(`${(after / MiB).toFixed(1)} MiB once they were cancelled`)
       assert.ok(grown > sizeBefore + 2 * MiB, 'the documents were in the file')
-      assert.ok(after < sizeBefore + MiB, `the file gives the cancelled documents' pages back: ${(after / MiB).toFixed(1)} MiB, from ${(sizeBefore / MiB).toFixed(1)} MiB`)
+      assert.ok(
+        after < sizeBefore + MiB,
+        `the file gives the cancelled documents' pages back: ${(after / MiB).toFixed(1)} MiB, from ${(sizeBefore / MiB).toFixed(1)} MiB`,
+      )
     }
   })
 }

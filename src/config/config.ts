@@ -562,7 +562,7 @@ export const settings = {
     Math.max(1, Math.min(availableParallelism(), 8) - 1),
     0,
     64,
-    'Conversion jobs (`/converter/jobs`) this node runs at once: at most one fewer than `CONVERTER_WORKERS` (at least 1), whatever is set, so that synchronous conversions keep a worker, and take back a worker that helps a job at its next page; 0: this node runs none, it only takes submissions.',
+    "Conversion jobs (`/converter/jobs`) this node runs at once: at most one fewer than `CONVERTER_WORKERS` (at least 1), whatever is set, so that synchronous conversions keep a worker, and take back a worker that helps a job at its next page. Past it, up to as many again, the node runs the first job of an account that has none running anywhere, and the jobs share the workers page by page (a job gives way at its next page, after a 1 s slice, to another account's conversion): one account's long jobs never hold another's first one behind them. 0: this node runs none, it only takes submissions.",
   ),
   jobMaxPages: int('JOB_MAX_PAGES', 5000, 1, 1000000, 'Most pages the document of a conversion job may have (the synchronous limit is `MAX_PAGES`).'),
   jobTimeoutMs: int(

@@ -43,6 +43,12 @@ export class FairQueue<T> {
     return item
   }
 
+  /** waitsBesides: whether an account other than `account` has an item waiting. */
+  waitsBesides(account: string): boolean {
+    for (const name of this.#lines.keys()) if (name !== account) return true
+    return false
+  }
+
   /** remove takes `item` out of its account's line; false when it is not waiting. */
   remove(account: string, item: T): boolean {
     const line = this.#lines.get(account)

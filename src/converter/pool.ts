@@ -139,6 +139,12 @@ const PAGES_AHEAD_PER_WORKER = 2
  */
 const IDLE_SLACK_BYTES = 64 * 1048576
 const IDLE_RETIRE_MS = 5000
+/**
+ * How long a conversion job's run keeps its workers before it gives way, at its next page, to
+ * another account's conversion waiting for one: fairness at the grain the work is done in (pages),
+ * not only at the claim. Giving way costs the next worker an opening of the document.
+ */
+const SLICE_MS = 1000
 
 type Outcome = { readonly result: JobResult } | { readonly error: PoolError }
 
@@ -170,6 +176,12 @@ interface Entry {
   next: number
   /** The KiB of each page handed over and not yet taken, in order (see HELD_KIB). */
   readonly handed: number[]
+  /** A conversion job's run asked to give way at its next page (another account waits): it waits its turn again with its pages left. */
+  yielding: boolean
+  /** It gave way, and waits in the queue: its next worker goes on from the pages left. */
+  yielded: boolean
+  /** When it last took a worker (its time slice starts there). */
+  sliceStart: number
   outputBytes: number
   timer?: NodeJS.Timeout
   /** Engine time left (ms) when every part paused for the client. */
@@ -234,6 +246,8 @@ export class ConversionPool {
   /** Conversion jobs' runs waiting in the queue: they take no place of it. */
   #backgroundWaiting = 0
   #closed = false
+  /** Runs out when a conversion job's slice ends while another account waits (yieldJobs). */
+  #sliceTimer: NodeJS.Timeout | undefined
 
   constructor(options: PoolOptions) {
     this.#options = options
@@ -330,6 +344,9 @@ export class ConversionPool {
         held: new Map(),
         next: 0,
         handed: [],
+        yielding: false,
+        yielded: false,
+        sliceStart: 0,
         outputBytes: 0,
         queuedAt: performance.now(),
         pausedMs: 0,
@@ -372,6 +389,7 @@ export class ConversionPool {
 
   async close(): Promise<void> {
     this.#closed = true
+    clearTimeout(this.#sliceTimer)
     this.#backgroundWaiting = 0
     for (const entry of this.#queue.drain()) entry.settle({ error: new PoolError('closed', 'the conversion pool is closed') })
     for (const entry of this.#running) {
@@ -414,7 +432,8 @@ export class ConversionPool {
       }
       if (slot.part !== null) continue
       const entry = this.#queue.shift((account) => this.#runningFor(account))
-      if (entry !== undefined) this.#lead(slot, entry)
+      if (entry?.yielded) this.#resume(slot, entry)
+      else if (entry !== undefined) this.#lead(slot, entry)
       else {
         const job = this.#needsHelp()
         if (job !== undefined) this.#help(slot, job)
@@ -430,12 +449,77 @@ export class ConversionPool {
       this.#stopPart(slot)
       wanted--
     }
+    if (wanted > 0) this.#yieldJobs(wanted)
+  }
+
+  /**
+   * yieldJobs asks conversion jobs' runs to give way at their next page, up to `wanted` of them,
+   * to another account's conversions waiting for a worker, each once it has had its slice; a
+   * run whose slice is still going is asked when it ends. A synchronous conversion never gives
+   * way (its client waits, and its time is bounded); a job's run waits its turn again.
+   */
+  #yieldJobs(wanted: number): void {
+    const now = performance.now()
+    let soonest = Number.POSITIVE_INFINITY
+    for (const entry of this.#running) {
+      if (wanted <= 0) break
+      if (!entry.background || entry.settled || entry.yielding || entry.pages === undefined || pageWork(entry.job) === null) continue
+      if (!this.#queue.waitsBesides(entry.account)) continue
+      const left = entry.sliceStart + SLICE_MS - now
+      if (left > 0) {
+        soonest = Math.min(soonest, left)
+        continue
+      }
+      entry.yielding = true
+      for (const slot of entry.parts) if (slot.part !== null && !slot.part.stopping) this.#stopPart(slot)
+      wanted--
+    }
+    if (wanted > 0 && soonest !== Number.POSITIVE_INFINITY && this.#sliceTimer === undefined) {
+      this.#sliceTimer = setTimeout(() => {
+        this.#sliceTimer = undefined
+        this.#dispatch()
+      }, Math.ceil(soonest))
+      this.#sliceTimer.unref()
+    }
+  }
+
+  /** resume gives a run that gave way a worker again: it goes on from the pages left, as a helper would, and may give way again. */
+  #resume(slot: Slot, entry: Entry): void {
+    if (entry.background) this.#backgroundWaiting--
+    entry.yielded = false
+    entry.yielding = false
+    this.#begin(slot, entry, true)
+    entry.sliceStart = performance.now()
+    this.#running.add(entry)
+    this.#arm(entry, entry.remaining ?? entry.timeoutMs)
+    const { job } = entry
+    slot.worker.postMessage({
+      type: 'help',
+      id: entry.id,
+      counters: entry.counters.buffer as SharedArrayBuffer,
+      window: this.#window,
+      share: { pdf: job.pdf, password: job.password, work: pageWork(job)!, color: job.color, pages: entry.pages! },
+    } satisfies ToWorker)
+  }
+
+  /** requeue puts a run that gave way back in its account's line, its engine time kept for when it resumes. */
+  #requeue(entry: Entry): void {
+    const now = performance.now()
+    if (entry.pausedAt !== undefined) {
+      entry.pausedMs += now - entry.pausedAt
+      entry.pausedAt = undefined
+    } else entry.remaining = Math.max(0, entry.deadline! - Date.now())
+    entry.yielding = false
+    entry.yielded = true
+    this.#queue.push(entry.account, entry)
+    if (entry.background) this.#backgroundWaiting++
   }
 
   #lead(slot: Slot, entry: Entry): void {
     if (entry.background) this.#backgroundWaiting--
     this.#begin(slot, entry, true)
     entry.startedAt = performance.now()
+    entry.sliceStart = entry.startedAt
     entry.worker = slot.worker.threadId
     this.#running.add(entry)
     this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
@@ -651,6 +735,11 @@ export class ConversionPool {
     this.#running.delete(entry)
     if (entry.settled) return
     const result = entry.result
+    // It gave way with pages left to claim: it waits its turn again.
+    if (entry.yielding && result?.ok === true && entry.pages !== undefined && Atomics.load(entry.counters, NEXT) < entry.pages.length) {
+      this.#requeue(entry)
+      return
+    }
     if (result === undefined) entry.settle({ error: new PoolError('failed', 'the job ended without a result') })
     else if (result.ok && result.op !== 'ps' && entry.next !== result.pages) {
       entry.settle({ error: new PoolError('failed', `the job ended with ${entry.next} of its ${result.pages} pages`) })

@@ -173,11 +173,19 @@ export class JobRunner {
         const pruned = await store.prune(new Date(now).toISOString(), new Date(now - config.jobRetentionDays * 86_400_000).toISOString())
         if (pruned.results + pruned.jobs > 0) log.info(pruned, 'conversion job results and records pruned')
       }
-      while (!this.#poller.closed && this.#runs.size < config.jobWorkers) {
-        const claimed = await store.claim(this.#o.node, this.#now(), this.#leaseMs, config.jobMaxRunningPerAccount, config.jobMaxAttempts)
-        if (claimed === null) break
-        if (claimed.reclaimed) this.#o.metrics?.jobLeaseExpired()
-        this.#launch(claimed)
+      // Past its places (as many again at most), a node takes the first job of an account that has none running anywhere: the
+      // pool shares its workers page by page (a job's run gives way at its next page to another account's), so one account's long
+      // jobs never hold another account's first one behind them for their whole time.
+      for (const [places, perAccount] of [
+        [config.jobWorkers, config.jobMaxRunningPerAccount],
+        [2 * config.jobWorkers, 1],
+      ] as const) {
+        while (!this.#poller.closed && this.#runs.size < places) {
+          const claimed = await store.claim(this.#o.node, this.#now(), this.#leaseMs, perAccount, config.jobMaxAttempts)
+          if (claimed === null) break
+          if (claimed.reclaimed) this.#o.metrics?.jobLeaseExpired()
+          this.#launch(claimed)
+        }
       }
     } catch (error) {
       log.warn({ err: error, dependency: 'conversion jobs' }, 'conversion jobs not claimed')

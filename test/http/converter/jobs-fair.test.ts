@@ -7,7 +7,9 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { SKIP_CORPUS, real, upload } from '../../support/convert.ts'
+import { availableParallelism } from 'node:os'
+import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
+import { textPages } from '../../support/hostile.ts'
 import { createCaller, startApp, type Running } from '../../support/helper.ts'
 import { waitFor } from '../../support/receiver.ts'
 
@@ -113,4 +115,70 @@ test('a synchronous conversion beside a queue of 117-page jobs answers within a 
   const stopped = await job(app, app.key, jobs[0]!)
   assert.equal(stopped.status, 'cancelled')
   for (const id of jobs.slice(1)) await fetch(`${app.url}/converter/jobs/${id}`, { method: 'DELETE', headers: { 'x-api-key': app.key } })
+})
+
+test("on a 2-CPU node's defaults, one account's two long jobs do not hold another account's one-page job: it runs at the next page, and the long ones end whole", {
+  timeout: 240_000,
+}, async (t) => {
+  // The defaults on this machine's 2 CPUs: 2 conversion workers, 1 job place (a synchronous conversion keeps a worker).
+  const app = await startApp(t, { JOB_POLL_MS: '50', PLAN_RATE: '0' })
+  t.diagnostic(`CPUs ${availableParallelism()}`)
+  const b = await createCaller(app.accounts)
+  const long = textPages(300)
+  const a1 = await submit(app, app.key, long, { operation: 'image', dpi: '150' })
+  const a2 = await submit(app, app.key, long, { operation: 'image', dpi: '150' })
+  await waitFor(async () => (await job(app, app.key, a1)).pagesDone >= 20, 60_000, "A's first job under way")
+  const submittedAt = Date.now()
+  const one = await submit(app, b.apiKey, textPages(1), { operation: 'image', dpi: '150' })
+  let mine: JobBody | null = null
+  await waitFor(
+    async () => {
+      mine = await job(app, b.apiKey, one)
+      return mine.status === 'succeeded'
+    },
+    60_000,
+    "B's job",
+  )
+  const waited = Date.parse(mine!.finishedAt!) - submittedAt
+  const aThen = await job(app, app.key, a1)
+  // B's own long job then runs beside A's (a place past the node's one, for an account with none running): both workers are
+  // jobs' now, and a synchronous conversion of a third account takes one at a job's next page, once its slice is over.
+  const b1 = await submit(app, b.apiKey, long, { operation: 'image', dpi: '150' })
+  await waitFor(async () => (await job(app, b.apiKey, b1)).pagesDone >= 5, 60_000, "B's long job under way")
+  const c = await createCaller(app.accounts)
+  const syncStarted = performance.now()
+  const sync = await upload(app.url, '/converter/generateImage', c.apiKey, textPages(1), { dpi: '150' })
+  assert.equal(sync.status, 200)
+  await sync.arrayBuffer()
+  const syncMs = performance.now() - syncStarted
+  t.diagnostic(
+    `B's one-page job ended ${waited} ms after its submission, A's first job then at page ${aThen.pagesDone} of 300; a synchronous conversion beside two long jobs ${syncMs.toFixed(0)} ms`,
+  )
+  assert.equal(aThen.status, 'running', "A's first job was still running: B's did not wait for it")
+  assert.ok(waited < 5000, `B's job took ${waited} ms`)
+  assert.ok(syncMs < 5000, `the synchronous conversion took ${syncMs.toFixed(0)} ms`)
+
+  // A's jobs gave way page by page, and still end whole: every page, in order.
+  for (const [id, key] of [
+    [a1, app.key],
+    [a2, app.key],
+    [b1, b.apiKey],
+  ] as const) {
+    let done: JobBody | null = null
+    await waitFor(
+      async () => {
+        done = await job(app, key, id)
+        return done.status !== 'queued' && done.status !== 'running'
+      },
+      180_000,
+      `A's job ${id}`,
+    )
+    assert.equal(done!.status, 'succeeded')
+    const result = await fetch(`${app.url}/converter/jobs/${id}/result`, { headers: { 'x-api-key': key } })
+    const entries = unzip(Buffer.from(await result.arrayBuffer()))
+    assert.deepEqual(
+      entries.map((e) => e.name),
+      Array.from({ length: 300 }, (_, i) => `doc-${String(i + 1).padStart(3, '0')}.png`),
+    )
+  }
 })

@@ -257,3 +257,59 @@ test('the memory limit ends a split job: no page of it is handed over, every wor
   assert.equal((await next.result).ok, true)
   assert.equal(next.pages.length, 4)
 })
+
+test("conversion jobs' runs give way at their next page, once their slice is over, to another account's conversion; they go on after it, every page once, in order", {
+  skip: SKIP_CORPUS,
+  timeout: 120_000,
+}, async (t) => {
+  const { pool: two, recycled } = pool(t)
+  const background = (account: string) => {
+    const pages: number[] = []
+    const running: Running = two.background(
+      png(BIG, 72),
+      {
+        onPage: (page) => {
+          pages.push(page)
+          running.ack()
+        },
+      },
+      account,
+      60_000,
+    )
+    return { running, pages, result: running.result }
+  }
+  // Two accounts' jobs hold both workers as leads.
+  const a = background('a')
+  const b = background('b')
+  await until(() => a.pages.length >= 5 && b.pages.length >= 5)
+  await new Promise((resolve) => setTimeout(resolve, 1100)) // past their slices
+  const started = performance.now()
+  const sync: Made = (() => {
+    const pages: Made['pages'] = []
+    const running: Running = two.run(
+      png('pdflatex-4-pages.pdf', 72),
+      {
+        onPage: (page, bytes) => {
+          pages.push({ page, png: bytes, at: performance.now() })
+          running.ack()
+        },
+      },
+      'c',
+    )
+    return { running, pages, result: running.result }
+  })()
+  assert.equal((await sync.result).ok, true)
+  const syncMs = performance.now() - started
+  const aAt = a.pages.length
+  for (const job of [a, b]) {
+    assert.deepEqual(await job.result, { ok: true, op: 'image', pageCount: 117, pages: 117 })
+    assert.deepEqual(
+      job.pages,
+      Array.from({ length: 117 }, (_, i) => i + 1),
+    )
+  }
+  t.diagnostic(`the synchronous conversion beside two jobs' runs: ${syncMs.toFixed(0)} ms (A then at page ${aAt} of 117)`)
+  assert.ok(aAt < 117, 'the jobs were still running')
+  assert.ok(syncMs < 3000, `${syncMs.toFixed(0)} ms`)
+  assert.deepEqual(recycled, [], 'giving way replaces no worker')
+})

@@ -2254,7 +2254,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -2265,6 +2267,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -2606,7 +2610,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -2617,6 +2623,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -3808,7 +3816,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -3819,6 +3829,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -4320,7 +4332,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `PASSKEY_CHALLENGES_PER_ACCOUNT`: This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4331,6 +4345,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "PASSKEY_CHALLENGES_PER_ACCOUNT";
                     };
                 };
             };
@@ -4611,7 +4627,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4622,6 +4640,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -4853,7 +4873,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `PASSKEY_CHALLENGES_PER_ACCOUNT`: This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4864,6 +4886,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "PASSKEY_CHALLENGES_PER_ACCOUNT";
                     };
                 };
             };

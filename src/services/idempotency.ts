@@ -8,6 +8,11 @@
  * Of parallel requests with one key one begins (the store's atomic step); the others wait for
  * its answer, up to IDEMPOTENCY_WAIT_MS, then hear that it is still under way (409). A request
  * that ends in a fault keeps nothing: its key is free again.
+ *
+ * A key is a record its owner makes by calling, kept a day: an owner keeps at most
+ * IDEMPOTENCY_KEYS_PER_ACCOUNT records and IDEMPOTENCY_BYTES_PER_ACCOUNT bytes of them (decided
+ * by the store in the step that makes the record); past either, a new key is refused until the
+ * owner's first record expires.
  */
 import { createHash } from 'node:crypto'
 import type { Config } from '../config/config.ts'
@@ -33,11 +38,13 @@ export type Begun =
   | { readonly kind: 'replay'; readonly answer: KeptAnswer }
   | { readonly kind: 'mismatch' }
   | { readonly kind: 'busy' }
+  /** The owner keeps as many records as it may: a new key is refused for `seconds`. */
+  | { readonly kind: 'full'; readonly seconds: number }
 
 export interface IdempotencyOptions {
   readonly store: Store
   readonly keyring: Keyring
-  readonly config: Pick<Config, 'idempotencyWaitMs'>
+  readonly config: Pick<Config, 'idempotencyWaitMs' | 'idempotencyKeysPerAccount' | 'idempotencyBytesPerAccount'>
   readonly now?: () => number
   /** How long a wait sleeps between looks (tests shorten it). */
   readonly pollMs?: number
@@ -76,9 +83,12 @@ export class Idempotency {
     const { store } = this.#o
     const waitUntil = Date.now() + this.#o.config.idempotencyWaitMs
     let pause = this.#o.pollMs ?? 20
+    const { idempotencyKeysPerAccount: rows, idempotencyBytesPerAccount: bytes } = this.#o.config
     for (;;) {
-      const begun = await store.idempotency.begin(owner, key, print, this.#now(), LEASE_MS, IDEMPOTENCY_MS)
+      const now = this.#now()
+      const begun = await store.idempotency.begin(owner, key, print, now, LEASE_MS, IDEMPOTENCY_MS, { rows, bytes })
       if (begun.started) return { kind: 'started' }
+      if ('full' in begun) return { kind: 'full', seconds: Math.max(1, Math.ceil((begun.full.freesAtMs - now) / 1000)) }
       const { record } = begun
       if (record.fingerprint !== print) return { kind: 'mismatch' }
       if (record.status !== null && record.sealed !== null) {

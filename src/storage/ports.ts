@@ -330,6 +330,9 @@ export interface OnboardingStore {
   findBySecret(accountId: string, fingerprints: readonly string[]): Promise<OnboardingRecord | null>
 }
 
+/** What keeping a passkey challenge came to: kept, or refused for the account's cap until `freesAt` (its first open one expires). */
+export type ChallengeAdded = { readonly added: true } | { readonly added: false; readonly freesAt: string }
+
 /** A factor a rotation must re-seal: where its sealed value belongs, and the value. */
 export interface SealedRow {
   readonly id: string
@@ -384,8 +387,13 @@ export interface FactorStore {
    * of two uses that read the same count, one wins. False when the count is no longer `from`.
    */
   useCredential(accountId: string, userId: string, factorId: string, from: number, to: number): Promise<boolean>
-  /** addChallenge keeps a ceremony's challenge (by its digest); the user's expired ones go, and their oldest beyond `maxPerUser`. */
-  addChallenge(challenge: PasskeyChallenge, maxPerUser: number, nowIso: string): Promise<void>
+  /**
+   * addChallenge keeps a ceremony's challenge (by its digest), in one atomic step: the account's
+   * expired ones go, and the user's oldest beyond `maxPerUser`; then, when the account would
+   * keep more than `maxPerAccount` open, nothing is written and the answer is when its first
+   * open one expires.
+   */
+  addChallenge(challenge: PasskeyChallenge, maxPerUser: number, maxPerAccount: number, nowIso: string): Promise<ChallengeAdded>
   /** takeChallenge uses a challenge once, however many answer it at once: it (deleted) when it was there and unexpired at `nowIso`, else null. */
   takeChallenge(digest: string, nowIso: string): Promise<PasskeyChallenge | null>
   /** settings: an account's factor settings (NO_FACTOR_SETTINGS when it set none). */
@@ -666,16 +674,12 @@ export interface IdempotencyRecord {
 export interface IdempotencyStore {
   /**
    * begin records a request under way (`started`), unless the key has a record that has not
-   * expired and whose lease, when it is under way, has not run out: that record then.
+   * expired and whose lease, when it is under way, has not run out: that record then. A new
+   * record is one more of the owner's, in the same atomic step: the owner's expired records go
+   * first, and when it would then keep more than `caps.rows` records, or more than `caps.bytes`
+   * bytes, nothing is written (`full`, with when its first record expires).
    */
-  begin(
-    owner: string,
-    key: string,
-    fingerprint: string,
-    nowMs: number,
-    leaseMs: number,
-    ttlMs: number,
-  ): Promise<{ readonly started: true } | { readonly started: false; readonly record: IdempotencyRecord }>
+  begin(owner: string, key: string, fingerprint: string, nowMs: number, leaseMs: number, ttlMs: number, caps: IdempotencyCaps): Promise<IdempotencyBegun>
   /** finish stores the answer of a request that began (under its lease); false when the record is no longer its own. */
   finish(owner: string, key: string, fingerprint: string, status: number, sealed: string): Promise<boolean>
   /** abandon forgets a request under way that has no answer to keep (a fault): the key is free again. */
@@ -684,6 +688,18 @@ export interface IdempotencyStore {
   /** prune deletes records expired at `nowMs`; returns how many. */
   prune(nowMs: number): Promise<number>
 }
+
+/** The most an Idempotency-Key owner keeps: records, and their bytes (key, fingerprint and sealed answer). */
+export interface IdempotencyCaps {
+  readonly rows: number
+  readonly bytes: number
+}
+
+/** What beginning a request under a key came to (IdempotencyStore.begin). */
+export type IdempotencyBegun =
+  | { readonly started: true }
+  | { readonly started: false; readonly record: IdempotencyRecord }
+  | { readonly started: false; readonly full: { readonly freesAtMs: number } }
 
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>

@@ -2193,6 +2193,8 @@ export interface operations {
              * @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -2203,7 +2205,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -2549,6 +2551,8 @@ export interface operations {
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -2559,7 +2563,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -3755,7 +3759,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer. */
+            /**
+             * @description `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3765,7 +3773,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "IDEMPOTENCY_KEY_BUSY";
+                        code: "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -4566,6 +4574,8 @@ export interface operations {
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -4576,7 +4586,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };

@@ -531,6 +531,12 @@ export const catalogue = {
     'This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.',
     'A request with a new `Idempotency-Key` while its account (or admin token) keeps `IDEMPOTENCY_KEYS_PER_ACCOUNT` records or `IDEMPOTENCY_BYTES_PER_ACCOUNT` bytes of them (each is kept 24 hours); sent with `Retry-After` (seconds until its first one expires). Nothing was done; a key already used still answers, and other accounts are not affected.',
   ),
+  IDEMPOTENCY_ANSWER_UNREADABLE: entry(
+    409,
+    'list',
+    'The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.',
+    'A replay whose kept answer does not open: its key version was removed from `ENCRYPTION_KEYS` before `encryption rotate` re-sealed it (or the record was altered). Logged with the reason; nothing is made twice.',
+  ),
   JOBS_PER_ACCOUNT: entry(
     429,
     'coded',

@@ -58,6 +58,10 @@ export function idempotent(
           throw apiError('IDEMPOTENCY_KEY_BUSY')
         case 'full':
           throw full(begun.seconds)
+        case 'unreadable':
+          // One line, the reason only (it names no secret): neither the sealed answer nor the key.
+          request.log.error({ owner, reason: begun.reason }, 'kept Idempotency-Key answer does not open')
+          throw apiError('IDEMPOTENCY_ANSWER_UNREADABLE')
       }
     },
     async onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown) {
@@ -97,7 +101,12 @@ export const IDEMPOTENCY_HEADERS = Type.Object({
 })
 
 /** The refusals a route that takes the header may answer, on either listener (each answers a full owner its own way). */
-export const IDEMPOTENCY_REPLAY_CODES = ['IDEMPOTENCY_KEY_INVALID', 'IDEMPOTENCY_KEY_REUSED', 'IDEMPOTENCY_KEY_BUSY'] as const satisfies readonly ErrorCode[]
+export const IDEMPOTENCY_REPLAY_CODES = [
+  'IDEMPOTENCY_KEY_INVALID',
+  'IDEMPOTENCY_KEY_REUSED',
+  'IDEMPOTENCY_KEY_BUSY',
+  'IDEMPOTENCY_ANSWER_UNREADABLE',
+] as const satisfies readonly ErrorCode[]
 
 /** The refusals a public route that takes the header may answer. */
 export const IDEMPOTENCY_CODES = [...IDEMPOTENCY_REPLAY_CODES, 'IDEMPOTENCY_KEYS_PER_ACCOUNT'] as const satisfies readonly ErrorCode[]

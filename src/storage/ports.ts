@@ -333,6 +333,15 @@ export interface OnboardingStore {
 /** What keeping a passkey challenge came to: kept, or refused for the account's cap until `freesAt` (its first open one expires). */
 export type ChallengeAdded = { readonly added: true } | { readonly added: false; readonly freesAt: string }
 
+/** A value a rotation must re-seal (idempotency answers, job secrets): the row it belongs to and the value. */
+export interface SealedValue<Row> {
+  readonly row: Row
+  readonly sealed: string
+}
+
+/** How many values of one kind each key version seals (by their `vN.` prefix; a key version's count only). */
+export type SealCounts = Map<number, number>
+
 /** A factor a rotation must re-seal: where its sealed value belongs, and the value. */
 export interface SealedRow {
   readonly id: string
@@ -654,6 +663,12 @@ export interface JobStore {
   /** prune deletes results expired at `nowIso` and jobs finished before `beforeIso`; returns how many of each. */
   prune(nowIso: string, beforeIso: string): Promise<{ readonly results: number; readonly jobs: number }>
   gauges(): Promise<JobGauges>
+  /** sealedSecrets gives up to `limit` jobs' sealed secrets (queued and running jobs keep them), by id after `afterId` (a key rotation). */
+  sealedSecrets(afterId: string, limit: number): Promise<SealedValue<{ readonly id: string; readonly accountId: string }>[]>
+  /** resealSecret replaces a job's sealed secrets if they are still `from` (compare-and-set: a job that ended meanwhile keeps none); false otherwise. */
+  resealSecret(id: string, from: string, to: string): Promise<boolean>
+  /** sealVersions counts jobs' sealed secrets per key version. */
+  sealVersions(): Promise<SealCounts>
 }
 
 /** An Idempotency-Key's record: the request's fingerprint and, once answered, the answer (sealed). */
@@ -687,6 +702,18 @@ export interface IdempotencyStore {
   get(owner: string, key: string, nowMs: number): Promise<IdempotencyRecord | null>
   /** prune deletes records expired at `nowMs`; returns how many. */
   prune(nowMs: number): Promise<number>
+  /** sealedAnswers gives up to `limit` kept answers, by owner and key after `after` (a key rotation). */
+  sealedAnswers(after: IdempotencyRef | null, limit: number): Promise<SealedValue<IdempotencyRef & { readonly fingerprint: string }>[]>
+  /** resealAnswer replaces a kept answer if it is still `from` (compare-and-set); false otherwise. */
+  resealAnswer(ref: IdempotencyRef, from: string, to: string): Promise<boolean>
+  /** sealVersions counts kept answers per key version. */
+  sealVersions(): Promise<SealCounts>
+}
+
+/** An Idempotency-Key record's place: its owner and key. */
+export interface IdempotencyRef {
+  readonly owner: string
+  readonly key: string
 }
 
 /** The most an Idempotency-Key owner keeps: records, and their bytes (key, fingerprint and sealed answer). */

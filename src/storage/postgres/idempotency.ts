@@ -11,6 +11,7 @@
 import type { IdempotencyBegun, IdempotencyRecord, IdempotencyStore } from '../ports.ts'
 import type { Row } from '../rows.ts'
 import type { Query, Transaction } from './part.ts'
+import { SEALED_VERSION_POSTGRES } from './seal-sql.ts'
 
 const toRecord = (r: Row): IdempotencyRecord => ({
   fingerprint: String(r.fingerprint),
@@ -99,6 +100,32 @@ export function idempotencyStore(query: Query, transaction: Transaction): Idempo
     async prune(nowMs) {
       const r = await query('idempotency-prune', 'DELETE FROM idempotency_records WHERE expires_ms <= $1', [nowMs])
       return r.rowCount ?? 0
+    },
+    async sealedAnswers(after, limit) {
+      const { rows } = await query(
+        'idempotency-sealed',
+        `SELECT owner, key, fingerprint, sealed FROM idempotency_records
+        WHERE sealed IS NOT NULL AND (owner COLLATE "C" > $1 OR (owner = $1 AND key COLLATE "C" > $2))
+        ORDER BY owner COLLATE "C", key COLLATE "C" LIMIT $3`,
+        [after?.owner ?? '', after?.key ?? '', limit],
+      )
+      return rows.map((r) => ({ row: { owner: String(r.owner), key: String(r.key), fingerprint: String(r.fingerprint) }, sealed: String(r.sealed) }))
+    },
+    async resealAnswer(ref, from, to) {
+      const r = await query('idempotency-reseal', 'UPDATE idempotency_records SET sealed = $4 WHERE owner = $1 AND key = $2 AND sealed = $3', [
+        ref.owner,
+        ref.key,
+        from,
+        to,
+      ])
+      return (r.rowCount ?? 0) > 0
+    },
+    async sealVersions() {
+      const { rows } = await query(
+        'idempotency-seal-versions',
+        `SELECT ${SEALED_VERSION_POSTGRES('sealed')} AS v, count(*) AS n FROM idempotency_records WHERE sealed IS NOT NULL GROUP BY v`,
+      )
+      return new Map(rows.map((r) => [Number(r.v), Number(r.n)]))
     },
   }
 }

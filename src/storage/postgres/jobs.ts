@@ -16,6 +16,7 @@ import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
 import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
 import { auditInsert, type Part } from './part.ts'
+import { jobSealOps } from './job-seals.ts'
 
 /** The advisory lock key of claims ('tessera jobs'). */
 const CLAIM_LOCK = 7_4657_3736
@@ -23,7 +24,7 @@ const CLAIM_LOCK = 7_4657_3736
 const CLAIMABLE = "(status = 'queued' OR (status = 'running' AND lease_until_ms <= $1 AND attempts < $2))"
 
 export function jobStore(p: Part): JobStore {
-  return { ...submitOps(p), ...claimOps(p), ...endOps(p), ...upkeepOps(p) }
+  return { ...submitOps(p), ...claimOps(p), ...endOps(p), ...upkeepOps(p), ...jobSealOps(p.query) }
 }
 
 /** submitOps: a job submitted (an Idempotency-Key's earlier job, the account's limit, in one transaction), read and listed. */

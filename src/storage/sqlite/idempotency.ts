@@ -8,6 +8,7 @@ import type { DatabaseSync } from 'node:sqlite'
 import type { IdempotencyRecord, IdempotencyStore } from '../ports.ts'
 import type { Row } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
+import { SEALED_VERSION_SQLITE } from './seal-sql.ts'
 
 const toRecord = (r: Row): IdempotencyRecord => ({
   fingerprint: String(r.fingerprint),
@@ -38,6 +39,10 @@ export function idempotencyStore(db: DatabaseSync, batch: GroupCommit): Idempote
     finish: db.prepare('UPDATE idempotency_records SET status = ?, sealed = ? WHERE owner = ? AND key = ? AND fingerprint = ? AND status IS NULL'),
     abandon: db.prepare('DELETE FROM idempotency_records WHERE owner = ? AND key = ? AND fingerprint = ? AND status IS NULL'),
     prune: db.prepare('DELETE FROM idempotency_records WHERE expires_ms <= ?'),
+    sealed: db.prepare(`SELECT owner, key, fingerprint, sealed FROM idempotency_records
+      WHERE sealed IS NOT NULL AND (owner > $owner OR (owner = $owner AND key > $key)) ORDER BY owner, key LIMIT $limit`),
+    reseal: db.prepare('UPDATE idempotency_records SET sealed = ? WHERE owner = ? AND key = ? AND sealed = ?'),
+    versions: db.prepare(`SELECT ${SEALED_VERSION_SQLITE('sealed')} AS v, count(*) AS n FROM idempotency_records WHERE sealed IS NOT NULL GROUP BY v`),
   }
   return {
     async begin(owner, key, fingerprint, nowMs, leaseMs, ttlMs, caps) {
@@ -79,6 +84,19 @@ export function idempotencyStore(db: DatabaseSync, batch: GroupCommit): Idempote
     async prune(nowMs) {
       const r = await batch.run(() => q.prune.run(nowMs))
       return Number(r.changes)
+    },
+    async sealedAnswers(after, limit) {
+      return q.sealed.all({ owner: after?.owner ?? '', key: after?.key ?? '', limit }).map((r) => ({
+        row: { owner: String(r.owner), key: String(r.key), fingerprint: String(r.fingerprint) },
+        sealed: String(r.sealed),
+      }))
+    },
+    async resealAnswer(ref, from, to) {
+      const r = await batch.run(() => q.reseal.run(to, ref.owner, ref.key, from))
+      return Number(r.changes) > 0
+    },
+    async sealVersions() {
+      return new Map(q.versions.all().map((r) => [Number(r.v), Number(r.n)]))
     },
   }
 }

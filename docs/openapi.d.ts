@@ -2193,6 +2193,8 @@ export interface operations {
              * @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -2203,7 +2205,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -2254,7 +2256,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -2265,6 +2269,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -2545,6 +2551,8 @@ export interface operations {
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -2555,7 +2563,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -2606,7 +2614,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -2617,6 +2627,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -3747,7 +3759,11 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer. */
+            /**
+             * @description `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3757,7 +3773,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "IDEMPOTENCY_KEY_BUSY";
+                        code: "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -3808,7 +3824,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -3819,6 +3837,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -4320,7 +4340,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `PASSKEY_CHALLENGES_PER_ACCOUNT`: This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4331,6 +4353,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "PASSKEY_CHALLENGES_PER_ACCOUNT";
                     };
                 };
             };
@@ -4550,6 +4574,8 @@ export interface operations {
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
+             *
+             *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
              */
             409: {
                 headers: {
@@ -4560,7 +4586,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY";
+                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -4611,7 +4637,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `IDEMPOTENCY_KEYS_PER_ACCOUNT`: This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4622,6 +4650,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "IDEMPOTENCY_KEYS_PER_ACCOUNT";
                     };
                 };
             };
@@ -4853,7 +4883,9 @@ export interface operations {
                 };
             };
             /**
-             * @description `THROTTLED`: Too Many Requests
+             * @description `PASSKEY_CHALLENGES_PER_ACCOUNT`: This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
              *
              *     `QUOTA_EXCEEDED`: Limit Exceeded
              */
@@ -4864,6 +4896,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                        /** @enum {string} */
+                        code?: "PASSKEY_CHALLENGES_PER_ACCOUNT";
                     };
                 };
             };

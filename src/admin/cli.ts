@@ -9,7 +9,7 @@ import { open } from 'node:fs/promises'
 import { ConfigError, loadConfig } from '../config/config.ts'
 import { newKeyItem } from '../crypto/keyring.ts'
 import type { Accounts } from '../services/accounts.ts'
-import type { Encryption } from '../services/encryption.ts'
+import { SEALED_KINDS, type Encryption, type SealedKind } from '../services/encryption.ts'
 import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
 import type { Factors } from '../services/factors.ts'
@@ -98,12 +98,14 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       a token for the admin API (shown once)
   admin token list
   admin token revoke ID
-  encryption status                   key versions configured, the one that seals, and the
-                                      factors sealed under each
+  encryption status                   key versions configured, the one that seals, and what
+                                      each seals: factors, portal users' two-factor secrets,
+                                      webhook secrets, kept Idempotency-Key answers, job secrets
   encryption generate                 print a new key item (the next version) for ENCRYPTION_KEYS
-  encryption rotate [--batch N]       re-seal every factor under the active key version, in
-                                      batches of N (500), while the service runs; then the old
-                                      version can be removed from ENCRYPTION_KEYS
+  encryption rotate [--batch N]       re-seal all of those under the active key version, in
+                                      batches of N (500), while the service runs; once status
+                                      shows 0 under the old version, it can be removed from
+                                      ENCRYPTION_KEYS
   migrate                             apply pending schema migrations`
 
 class UsageError extends Error {}
@@ -442,14 +444,22 @@ async function runEncryption(encryption: Encryption, verb: string, flags: Flags)
   switch (verb) {
     case 'status': {
       const counts = await encryption.sealVersions()
-      const versions = [...new Set([...ring.versions, ...counts.keys()])].sort((a, b) => a - b)
-      const rows = versions.map((version) => ({
-        version,
-        configured: ring.versions.includes(version),
-        active: version === ring.active,
-        factors: counts.get(version) ?? 0,
-      }))
-      return { json: { active: ring.active, versions: rows }, human: table(rows as never[], ['version', 'configured', 'active', 'factors']) }
+      const seen = SEALED_KINDS.flatMap((kind) => [...counts[kind].keys()])
+      const versions = [...new Set([...ring.versions, ...seen])].sort((a, b) => a - b)
+      const rows = versions.map((version) => {
+        const of = Object.fromEntries(SEALED_KINDS.map((kind) => [kind, counts[kind].get(version) ?? 0])) as Record<SealedKind, number>
+        return {
+          version,
+          configured: ring.versions.includes(version),
+          active: version === ring.active,
+          ...of,
+          total: SEALED_KINDS.reduce((n, kind) => n + of[kind], 0),
+        }
+      })
+      return {
+        json: { active: ring.active, versions: rows },
+        human: table(rows as never[], ['version', 'configured', 'active', ...SEALED_KINDS, 'total']),
+      }
     }
     case 'generate': {
       const item = newKeyItem(Math.max(...ring.versions) + 1)
@@ -461,16 +471,25 @@ async function runEncryption(encryption: Encryption, verb: string, flags: Flags)
     default: {
       const batch = flags.batch === undefined ? 500 : Number(flags.batch)
       if (!Number.isInteger(batch) || batch < 1 || batch > 10000) throw new UsageError('--batch must be a whole number from 1 to 10000')
-      const { factors: done, portalUsers: portal, webhookEndpoints: hooks, leftUnderOtherVersions: left } = await encryption.reseal(batch)
+      const all = await encryption.reseal(batch)
+      const { factors: done, portalUsers: portal, webhookEndpoints: hooks, idempotencyAnswers: answers, jobSecrets: jobs, leftUnderOtherVersions: left } = all
+      const unreadable = [...done.unreadable, ...portal.unreadable, ...hooks.unreadable, ...answers.unreadable, ...jobs.unreadable]
       const human = [
-        `Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} left under other versions.`,
-        `Re-sealed ${portal.resealed} portal users' two-factor secrets and ${hooks.resealed} webhook endpoints' signing secrets.`,
-        ...[...done.unreadable, ...portal.unreadable, ...hooks.unreadable].map((u) => `  ${u.id} does not open: ${u.reason}`),
+        `Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} values of every kind left under other versions.`,
+        `Re-sealed ${portal.resealed} portal users' two-factor secrets, ${hooks.resealed} webhook endpoints' signing secrets, ${answers.resealed} kept Idempotency-Key answers and ${jobs.resealed} conversion jobs' secrets.`,
+        ...unreadable.map((u) => `  ${u.id} does not open: ${u.reason}`),
       ]
-      if (done.unreadable.length + portal.unreadable.length + hooks.unreadable.length > 0)
-        human.push('What does not open keeps its old version: do not remove it until those are deleted.')
+      if (unreadable.length > 0) human.push('What does not open keeps its old version: do not remove it until those are deleted (or have expired).')
       return {
-        json: { ...done, activeVersion: ring.active, leftUnderOtherVersions: left, portalUsers: portal, webhookEndpoints: hooks },
+        json: {
+          ...done,
+          activeVersion: ring.active,
+          leftUnderOtherVersions: left,
+          portalUsers: portal,
+          webhookEndpoints: hooks,
+          idempotencyAnswers: answers,
+          jobSecrets: jobs,
+        },
         human: human.join('\n'),
       }
     }

@@ -309,6 +309,12 @@ export const catalogue = {
     "The authenticator's counter is not above the one last seen (an authenticator that keeps none sends 0 each time, and is taken); counts as a failed attempt.",
   ),
   PASSKEY_REGISTERED: entry(409, 'list', 'This authenticator holds a passkey of the user already.', 'A registration whose credential ID the user has already.'),
+  PASSKEY_CHALLENGES_PER_ACCOUNT: entry(
+    429,
+    'coded',
+    'This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.',
+    'Registration or sign-in options while the account has `PASSKEY_CHALLENGES_PER_ACCOUNT` challenges open (issued, not answered, not expired); sent with `Retry-After` (seconds until its first open one expires). Nothing was kept; other accounts are not affected.',
+  ),
 
   // Converter (generateImage, generatePostscript)
   PDF_REQUIRED: entry(
@@ -521,6 +527,18 @@ export const catalogue = {
     'A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.',
     'The first request with the key had not answered within `IDEMPOTENCY_WAIT_MS` (or its node stopped; its hold ends within a minute).',
   ),
+  IDEMPOTENCY_KEYS_PER_ACCOUNT: entry(
+    429,
+    'coded',
+    'This account keeps as many Idempotency-Key answers as it may. Retry in {seconds} seconds, or send the request without the header.',
+    'A request with a new `Idempotency-Key` while its account (or admin token) keeps `IDEMPOTENCY_KEYS_PER_ACCOUNT` records or `IDEMPOTENCY_BYTES_PER_ACCOUNT` bytes of them (each is kept 24 hours); sent with `Retry-After` (seconds until its first one expires). Nothing was done; a key already used still answers, and other accounts are not affected.',
+  ),
+  IDEMPOTENCY_ANSWER_UNREADABLE: entry(
+    409,
+    'list',
+    'The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.',
+    'A replay whose kept answer does not open: its key version was removed from `ENCRYPTION_KEYS` before `encryption rotate` re-sealed it (or the record was altered). Logged with the reason; nothing is made twice.',
+  ),
   JOBS_PER_ACCOUNT: entry(
     429,
     'coded',
@@ -630,7 +648,7 @@ export const catalogue = {
     409,
     'list',
     'Limit reached: {reason}.',
-    'The account has the most active keys (`KEY_MAX_PER_ACCOUNT`) or webhook endpoints (`WEBHOOK_MAX_ENDPOINTS`) it may have: revoke or delete one first. Decided atomically: parallel creations never pass the cap.',
+    'The account has the most active keys (`KEY_MAX_PER_ACCOUNT`) or webhook endpoints (`WEBHOOK_MAX_ENDPOINTS`) it may have: revoke or delete one first. Or the admin token keeps the most Idempotency-Key records it may (`IDEMPOTENCY_KEYS_PER_ACCOUNT`, `IDEMPOTENCY_BYTES_PER_ACCOUNT`), sent with `Retry-After`. Decided atomically: parallel creations never pass the cap.',
   ),
   BAD_CURSOR: entry(
     400,

@@ -32,6 +32,7 @@ const underWay = new WeakMap<FastifyRequest, { readonly owner: string; readonly 
 export function idempotent(
   service: () => Idempotency,
   ownerOf: (request: FastifyRequest) => string,
+  full: (seconds: number) => Error = publicFull,
 ): { preHandler: preHandlerAsyncHookHandler; onSend: onSendHookHandler } {
   return {
     async preHandler(request: FastifyRequest, reply: FastifyReply) {
@@ -55,6 +56,12 @@ export function idempotent(
           throw apiError('IDEMPOTENCY_KEY_REUSED', { what: '' })
         case 'busy':
           throw apiError('IDEMPOTENCY_KEY_BUSY')
+        case 'full':
+          throw full(begun.seconds)
+        case 'unreadable':
+          // One line, the reason only (it names no secret): neither the sealed answer nor the key.
+          request.log.error({ owner, reason: begun.reason }, 'kept Idempotency-Key answer does not open')
+          throw apiError('IDEMPOTENCY_ANSWER_UNREADABLE')
       }
     },
     async onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown) {
@@ -79,6 +86,9 @@ export function idempotent(
   }
 }
 
+/** publicFull: the public API's refusal of a new key when the account keeps as many records as it may. */
+const publicFull = (seconds: number): Error => apiError('IDEMPOTENCY_KEYS_PER_ACCOUNT', { seconds }, { 'retry-after': String(seconds) })
+
 /** The header as the route schemas document it (the OpenAPI document of each listener). */
 export const IDEMPOTENCY_HEADERS = Type.Object({
   'idempotency-key': Type.Optional(
@@ -90,5 +100,13 @@ export const IDEMPOTENCY_HEADERS = Type.Object({
   ),
 })
 
-/** The refusals a route that takes the header may answer. */
-export const IDEMPOTENCY_CODES = ['IDEMPOTENCY_KEY_INVALID', 'IDEMPOTENCY_KEY_REUSED', 'IDEMPOTENCY_KEY_BUSY'] as const satisfies readonly ErrorCode[]
+/** The refusals a route that takes the header may answer, on either listener (each answers a full owner its own way). */
+export const IDEMPOTENCY_REPLAY_CODES = [
+  'IDEMPOTENCY_KEY_INVALID',
+  'IDEMPOTENCY_KEY_REUSED',
+  'IDEMPOTENCY_KEY_BUSY',
+  'IDEMPOTENCY_ANSWER_UNREADABLE',
+] as const satisfies readonly ErrorCode[]
+
+/** The refusals a public route that takes the header may answer. */
+export const IDEMPOTENCY_CODES = [...IDEMPOTENCY_REPLAY_CODES, 'IDEMPOTENCY_KEYS_PER_ACCOUNT'] as const satisfies readonly ErrorCode[]

@@ -8,10 +8,16 @@
  * Of parallel requests with one key one begins (the store's atomic step); the others wait for
  * its answer, up to IDEMPOTENCY_WAIT_MS, then hear that it is still under way (409). A request
  * that ends in a fault keeps nothing: its key is free again.
+ *
+ * A key is a record its owner makes by calling, kept a day: an owner keeps at most
+ * IDEMPOTENCY_KEYS_PER_ACCOUNT records and IDEMPOTENCY_BYTES_PER_ACCOUNT bytes of them (decided
+ * by the store in the step that makes the record); past either, a new key is refused until the
+ * owner's first record expires. A kept answer that no longer opens (its key version removed
+ * before `encryption rotate` re-sealed it) is refused as such, never replayed nor run again.
  */
 import { createHash } from 'node:crypto'
 import type { Config } from '../config/config.ts'
-import type { Keyring } from '../crypto/keyring.ts'
+import { SealError, type Keyring } from '../crypto/keyring.ts'
 import type { Store } from '../storage/ports.ts'
 
 /** How long a key and its answer are kept. */
@@ -33,11 +39,15 @@ export type Begun =
   | { readonly kind: 'replay'; readonly answer: KeptAnswer }
   | { readonly kind: 'mismatch' }
   | { readonly kind: 'busy' }
+  /** The owner keeps as many records as it may: a new key is refused for `seconds`. */
+  | { readonly kind: 'full'; readonly seconds: number }
+  /** The kept answer does not open (`reason` names no secret). */
+  | { readonly kind: 'unreadable'; readonly reason: string }
 
 export interface IdempotencyOptions {
   readonly store: Store
   readonly keyring: Keyring
-  readonly config: Pick<Config, 'idempotencyWaitMs'>
+  readonly config: Pick<Config, 'idempotencyWaitMs' | 'idempotencyKeysPerAccount' | 'idempotencyBytesPerAccount'>
   readonly now?: () => number
   /** How long a wait sleeps between looks (tests shorten it). */
   readonly pollMs?: number
@@ -76,19 +86,31 @@ export class Idempotency {
     const { store } = this.#o
     const waitUntil = Date.now() + this.#o.config.idempotencyWaitMs
     let pause = this.#o.pollMs ?? 20
+    const { idempotencyKeysPerAccount: rows, idempotencyBytesPerAccount: bytes } = this.#o.config
     for (;;) {
-      const begun = await store.idempotency.begin(owner, key, print, this.#now(), LEASE_MS, IDEMPOTENCY_MS)
+      const now = this.#now()
+      const begun = await store.idempotency.begin(owner, key, print, now, LEASE_MS, IDEMPOTENCY_MS, { rows, bytes })
       if (begun.started) return { kind: 'started' }
+      if ('full' in begun) return { kind: 'full', seconds: Math.max(1, Math.ceil((begun.full.freesAtMs - now) / 1000)) }
       const { record } = begun
       if (record.fingerprint !== print) return { kind: 'mismatch' }
-      if (record.status !== null && record.sealed !== null) {
-        return { kind: 'replay', answer: JSON.parse(this.#o.keyring.open(record.sealed, sealContext(owner, key, print)).toString('utf8')) as KeptAnswer }
-      }
+      if (record.status !== null && record.sealed !== null) return this.#replay(owner, key, print, record.sealed)
       // The first is under way: its answer, when it comes, is this one's too. Wall time: a wait is real time whatever the service's clock says.
       if (Date.now() >= waitUntil) return { kind: 'busy' }
       await new Promise((resolve) => setTimeout(resolve, pause))
       pause = Math.min(pause * 2, 250)
     }
+  }
+
+  #replay(owner: string, key: string, print: string, sealed: string): Begun {
+    let plain: Buffer
+    try {
+      plain = this.#o.keyring.open(sealed, sealContext(owner, key, print))
+    } catch (error) {
+      if (!(error instanceof SealError)) throw error
+      return { kind: 'unreadable', reason: error.message }
+    }
+    return { kind: 'replay', answer: JSON.parse(plain.toString('utf8')) as KeptAnswer }
   }
 
   /** finish keeps a started request's answer, sealed, for the rest of its 24 hours. */
@@ -103,4 +125,5 @@ export class Idempotency {
   }
 }
 
-const sealContext = (owner: string, key: string, print: string) => ['idempotency', owner, key, print]
+/** sealContext: what a kept answer is bound to (its owner, key and request): a copy in another record does not open. */
+export const sealContext = (owner: string, key: string, print: string): string[] => ['idempotency', owner, key, print]

@@ -38,7 +38,7 @@ import {
 import { keyEvent, refusal, type FactorRefusal, type Factors, type KeyCaller } from './factors.ts'
 import { isFailure } from './outcome.ts'
 
-export type PasskeysConfig = Pick<Config, 'factorMaxPerUser' | 'passkeyChallengeSeconds' | 'passkeyChallengesPerUser'>
+export type PasskeysConfig = Pick<Config, 'factorMaxPerUser' | 'passkeyChallengeSeconds' | 'passkeyChallengesPerUser' | 'passkeyChallengesPerAccount'>
 
 export interface PasskeysOptions {
   readonly store: Store
@@ -91,7 +91,9 @@ export class Passkeys {
     const max = this.#o.config.factorMaxPerUser
     // Refused before the ceremony as well as after it: a user at the limit is not asked to touch their authenticator for nothing.
     if (factors.length >= max) return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
-    const { challenge, expiresAt } = await this.#challenge(caller.accountId, userId, 'registration', input.userVerification, t)
+    const issued = await this.#challenge(caller.accountId, userId, 'registration', input.userVerification, t)
+    if (isFailure(issued)) return issued
+    const { challenge, expiresAt } = issued
     const options = await registrationOptions({
       rp,
       handle: userHandle(this.#o.pepper, caller.accountId, userId),
@@ -176,7 +178,9 @@ export class Passkeys {
     if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
     const allow = this.#open(caller, passkeysOf(factors))
     if (allow.length === 0) return refusal('conflict', 'NO_PASSKEY')
-    const { challenge, expiresAt } = await this.#challenge(caller.accountId, userId, 'authentication', userVerification, t)
+    const issued = await this.#challenge(caller.accountId, userId, 'authentication', userVerification, t)
+    if (isFailure(issued)) return issued
+    const { challenge, expiresAt } = issued
     const options = await authenticationOptions({ rp, challenge, allow, userVerification, timeoutMs: this.#o.config.passkeyChallengeSeconds * 1000 })
     return { options, expiresAt }
   }
@@ -242,14 +246,30 @@ export class Passkeys {
     return relyingParty(await this.#o.store.factors.settings(accountId))
   }
 
-  async #challenge(accountId: string, userId: string, purpose: ChallengePurpose, userVerification: UserVerification, t: number) {
+  /**
+   * #challenge issues a ceremony's challenge, kept by its digest: PASSKEY_CHALLENGES_PER_ACCOUNT when the account has as
+   * many open as it may (the store decides in the same step as it keeps it), with the seconds until its first one expires.
+   */
+  async #challenge(
+    accountId: string,
+    userId: string,
+    purpose: ChallengePurpose,
+    userVerification: UserVerification,
+    t: number,
+  ): Promise<{ challenge: string; expiresAt: string } | FactorRefusal> {
     const challenge = newChallenge()
-    const expiresAt = iso(t + this.#o.config.passkeyChallengeSeconds * 1000)
-    await this.#o.store.factors.addChallenge(
+    const { passkeyChallengeSeconds, passkeyChallengesPerUser, passkeyChallengesPerAccount } = this.#o.config
+    const expiresAt = iso(t + passkeyChallengeSeconds * 1000)
+    const added = await this.#o.store.factors.addChallenge(
       { digest: challengeDigest(this.#o.pepper, challenge), accountId, userId, purpose, userVerification, createdAt: iso(t), expiresAt },
-      this.#o.config.passkeyChallengesPerUser,
+      passkeyChallengesPerUser,
+      passkeyChallengesPerAccount,
       iso(t),
     )
+    if (!added.added) {
+      const seconds = Math.max(1, Math.ceil((Date.parse(added.freesAt) - t) / 1000))
+      return refusal('limit', 'PASSKEY_CHALLENGES_PER_ACCOUNT', { limit: passkeyChallengesPerAccount, seconds })
+    }
     return { challenge, expiresAt }
   }
 

@@ -937,4 +937,115 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 13,
+    name: "per-owner tallies of passkey challenges and Idempotency-Key records (their caps), and indexes to reclaim an owner's expired ones",
+    // record_tallies: the rows (and bytes) each owner keeps of a kind of record a tenant makes by calling: an account's passkey
+    // challenges (owner: the account id), an Idempotency-Key owner's records (owner: `account:…` or `admin:…`; bytes: key,
+    // fingerprint and sealed answer). Kept by triggers, whichever path writes or deletes (a request, the pruner, the maintenance
+    // thread), so that a cap is one read in the write's own step, never a count of the rows. PostgreSQL's triggers are per
+    // statement (a prune of many rows moves each owner's tally once, owners in order, so two prunes cannot deadlock on them).
+    sqlite: `
+      CREATE TABLE record_tallies (
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('passkey_challenges', 'idempotency_records')),
+        row_count INTEGER NOT NULL,
+        byte_count INTEGER NOT NULL,
+        PRIMARY KEY (owner, kind)
+      ) WITHOUT ROWID;
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT account_id, 'passkey_challenges', count(*), 0 FROM passkey_challenges GROUP BY account_id;
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT owner, 'idempotency_records', count(*), sum(length(key) + length(fingerprint) + coalesce(length(sealed), 0))
+        FROM idempotency_records GROUP BY owner;
+      CREATE TRIGGER passkey_challenges_tally_insert AFTER INSERT ON passkey_challenges BEGIN
+        INSERT INTO record_tallies (owner, kind, row_count, byte_count) VALUES (NEW.account_id, 'passkey_challenges', 1, 0)
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = row_count + 1;
+      END;
+      CREATE TRIGGER passkey_challenges_tally_delete AFTER DELETE ON passkey_challenges BEGIN
+        UPDATE record_tallies SET row_count = row_count - 1 WHERE owner = OLD.account_id AND kind = 'passkey_challenges';
+      END;
+      CREATE TRIGGER idempotency_records_tally_insert AFTER INSERT ON idempotency_records BEGIN
+        INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+          VALUES (NEW.owner, 'idempotency_records', 1, length(NEW.key) + length(NEW.fingerprint) + coalesce(length(NEW.sealed), 0))
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = row_count + 1, byte_count = byte_count + excluded.byte_count;
+      END;
+      CREATE TRIGGER idempotency_records_tally_update AFTER UPDATE ON idempotency_records BEGIN
+        UPDATE record_tallies SET byte_count = byte_count - (length(OLD.key) + length(OLD.fingerprint) + coalesce(length(OLD.sealed), 0))
+          WHERE owner = OLD.owner AND kind = 'idempotency_records';
+        UPDATE record_tallies SET byte_count = byte_count + (length(NEW.key) + length(NEW.fingerprint) + coalesce(length(NEW.sealed), 0))
+          WHERE owner = NEW.owner AND kind = 'idempotency_records';
+      END;
+      CREATE TRIGGER idempotency_records_tally_delete AFTER DELETE ON idempotency_records BEGIN
+        UPDATE record_tallies SET row_count = row_count - 1,
+          byte_count = byte_count - (length(OLD.key) + length(OLD.fingerprint) + coalesce(length(OLD.sealed), 0))
+          WHERE owner = OLD.owner AND kind = 'idempotency_records';
+      END;
+      CREATE INDEX passkey_challenges_account ON passkey_challenges (account_id, expires_at);
+      CREATE INDEX idempotency_records_owner ON idempotency_records (owner, expires_ms);
+    `,
+    postgres: `
+      CREATE TABLE record_tallies (
+        owner text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('passkey_challenges', 'idempotency_records')),
+        row_count bigint NOT NULL,
+        byte_count bigint NOT NULL,
+        PRIMARY KEY (owner, kind)
+      );
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT account_id, 'passkey_challenges', count(*), 0 FROM passkey_challenges GROUP BY account_id;
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT owner, 'idempotency_records', count(*), sum(octet_length(key) + octet_length(fingerprint) + coalesce(octet_length(sealed), 0))
+        FROM idempotency_records GROUP BY owner;
+      -- Each owner's change of rows and bytes in a statement's transition tables, applied in owner order.
+      CREATE FUNCTION passkey_challenges_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'INSERT' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT account_id, 'passkey_challenges', count(*), 0 FROM added GROUP BY account_id ORDER BY account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        ELSE
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT account_id, 'passkey_challenges', -count(*), 0 FROM gone GROUP BY account_id ORDER BY account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER passkey_challenges_tally_insert AFTER INSERT ON passkey_challenges
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION passkey_challenges_tally();
+      CREATE TRIGGER passkey_challenges_tally_delete AFTER DELETE ON passkey_challenges
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION passkey_challenges_tally();
+      CREATE FUNCTION idempotency_records_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'INSERT' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT owner, 'idempotency_records', count(*), sum(octet_length(key) + octet_length(fingerprint) + coalesce(octet_length(sealed), 0))
+            FROM added GROUP BY owner ORDER BY owner
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count, byte_count = t.byte_count + excluded.byte_count;
+        ELSIF TG_OP = 'DELETE' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT owner, 'idempotency_records', -count(*), -sum(octet_length(key) + octet_length(fingerprint) + coalesce(octet_length(sealed), 0))
+            FROM gone GROUP BY owner ORDER BY owner
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count, byte_count = t.byte_count + excluded.byte_count;
+        ELSE
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT owner, 'idempotency_records', sum(n), sum(bytes) FROM (
+              SELECT owner, 1 AS n, octet_length(key) + octet_length(fingerprint) + coalesce(octet_length(sealed), 0) AS bytes FROM added
+              UNION ALL
+              SELECT owner, -1, -(octet_length(key) + octet_length(fingerprint) + coalesce(octet_length(sealed), 0)) FROM gone
+            ) d GROUP BY owner ORDER BY owner
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count, byte_count = t.byte_count + excluded.byte_count;
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER idempotency_records_tally_insert AFTER INSERT ON idempotency_records
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION idempotency_records_tally();
+      CREATE TRIGGER idempotency_records_tally_update AFTER UPDATE ON idempotency_records
+        REFERENCING OLD TABLE AS gone NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION idempotency_records_tally();
+      CREATE TRIGGER idempotency_records_tally_delete AFTER DELETE ON idempotency_records
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION idempotency_records_tally();
+      CREATE INDEX passkey_challenges_account ON passkey_challenges (account_id, expires_at);
+      CREATE INDEX idempotency_records_owner ON idempotency_records (owner, expires_ms);
+    `,
+  },
 ]

@@ -330,6 +330,18 @@ export interface OnboardingStore {
   findBySecret(accountId: string, fingerprints: readonly string[]): Promise<OnboardingRecord | null>
 }
 
+/** What keeping a passkey challenge came to: kept, or refused for the account's cap until `freesAt` (its first open one expires). */
+export type ChallengeAdded = { readonly added: true } | { readonly added: false; readonly freesAt: string }
+
+/** A value a rotation must re-seal (idempotency answers, job secrets): the row it belongs to and the value. */
+export interface SealedValue<Row> {
+  readonly row: Row
+  readonly sealed: string
+}
+
+/** How many values of one kind each key version seals (by their `vN.` prefix; a key version's count only). */
+export type SealCounts = Map<number, number>
+
 /** A factor a rotation must re-seal: where its sealed value belongs, and the value. */
 export interface SealedRow {
   readonly id: string
@@ -384,8 +396,13 @@ export interface FactorStore {
    * of two uses that read the same count, one wins. False when the count is no longer `from`.
    */
   useCredential(accountId: string, userId: string, factorId: string, from: number, to: number): Promise<boolean>
-  /** addChallenge keeps a ceremony's challenge (by its digest); the user's expired ones go, and their oldest beyond `maxPerUser`. */
-  addChallenge(challenge: PasskeyChallenge, maxPerUser: number, nowIso: string): Promise<void>
+  /**
+   * addChallenge keeps a ceremony's challenge (by its digest), in one atomic step: the account's
+   * expired ones go, and the user's oldest beyond `maxPerUser`; then, when the account would
+   * keep more than `maxPerAccount` open, nothing is written and the answer is when its first
+   * open one expires.
+   */
+  addChallenge(challenge: PasskeyChallenge, maxPerUser: number, maxPerAccount: number, nowIso: string): Promise<ChallengeAdded>
   /** takeChallenge uses a challenge once, however many answer it at once: it (deleted) when it was there and unexpired at `nowIso`, else null. */
   takeChallenge(digest: string, nowIso: string): Promise<PasskeyChallenge | null>
   /** settings: an account's factor settings (NO_FACTOR_SETTINGS when it set none). */
@@ -649,6 +666,12 @@ export interface JobStore {
   /** prune deletes results expired at `nowIso` and jobs finished before `beforeIso`; returns how many of each. */
   prune(nowIso: string, beforeIso: string): Promise<{ readonly results: number; readonly jobs: number }>
   gauges(): Promise<JobGauges>
+  /** sealedSecrets gives up to `limit` jobs' sealed secrets (queued and running jobs keep them), by id after `afterId` (a key rotation). */
+  sealedSecrets(afterId: string, limit: number): Promise<SealedValue<{ readonly id: string; readonly accountId: string }>[]>
+  /** resealSecret replaces a job's sealed secrets if they are still `from` (compare-and-set: a job that ended meanwhile keeps none); false otherwise. */
+  resealSecret(id: string, from: string, to: string): Promise<boolean>
+  /** sealVersions counts jobs' sealed secrets per key version. */
+  sealVersions(): Promise<SealCounts>
 }
 
 /** An Idempotency-Key's record: the request's fingerprint and, once answered, the answer (sealed). */
@@ -669,16 +692,12 @@ export interface IdempotencyRecord {
 export interface IdempotencyStore {
   /**
    * begin records a request under way (`started`), unless the key has a record that has not
-   * expired and whose lease, when it is under way, has not run out: that record then.
+   * expired and whose lease, when it is under way, has not run out: that record then. A new
+   * record is one more of the owner's, in the same atomic step: the owner's expired records go
+   * first, and when it would then keep more than `caps.rows` records, or more than `caps.bytes`
+   * bytes, nothing is written (`full`, with when its first record expires).
    */
-  begin(
-    owner: string,
-    key: string,
-    fingerprint: string,
-    nowMs: number,
-    leaseMs: number,
-    ttlMs: number,
-  ): Promise<{ readonly started: true } | { readonly started: false; readonly record: IdempotencyRecord }>
+  begin(owner: string, key: string, fingerprint: string, nowMs: number, leaseMs: number, ttlMs: number, caps: IdempotencyCaps): Promise<IdempotencyBegun>
   /** finish stores the answer of a request that began (under its lease); false when the record is no longer its own. */
   finish(owner: string, key: string, fingerprint: string, status: number, sealed: string): Promise<boolean>
   /** abandon forgets a request under way that has no answer to keep (a fault): the key is free again. */
@@ -686,7 +705,31 @@ export interface IdempotencyStore {
   get(owner: string, key: string, nowMs: number): Promise<IdempotencyRecord | null>
   /** prune deletes records expired at `nowMs`; returns how many. */
   prune(nowMs: number): Promise<number>
+  /** sealedAnswers gives up to `limit` kept answers, by owner and key after `after` (a key rotation). */
+  sealedAnswers(after: IdempotencyRef | null, limit: number): Promise<SealedValue<IdempotencyRef & { readonly fingerprint: string }>[]>
+  /** resealAnswer replaces a kept answer if it is still `from` (compare-and-set); false otherwise. */
+  resealAnswer(ref: IdempotencyRef, from: string, to: string): Promise<boolean>
+  /** sealVersions counts kept answers per key version. */
+  sealVersions(): Promise<SealCounts>
 }
+
+/** An Idempotency-Key record's place: its owner and key. */
+export interface IdempotencyRef {
+  readonly owner: string
+  readonly key: string
+}
+
+/** The most an Idempotency-Key owner keeps: records, and their bytes (key, fingerprint and sealed answer). */
+export interface IdempotencyCaps {
+  readonly rows: number
+  readonly bytes: number
+}
+
+/** What beginning a request under a key came to (IdempotencyStore.begin). */
+export type IdempotencyBegun =
+  | { readonly started: true }
+  | { readonly started: false; readonly record: IdempotencyRecord }
+  | { readonly started: false; readonly full: { readonly freesAtMs: number } }
 
 /** Health of each dependency a store is made of, by name: 'ok' or why not. */
 export type Health = Record<string, { readonly ok: boolean; readonly detail: string; readonly essential: boolean }>

@@ -128,6 +128,15 @@ export const adminOnce = (idempotency: Idempotency) =>
   idempotent(
     () => idempotency,
     (request) => `admin:${request.adminToken!.id}`,
+    // The admin API answers in lists: a token that keeps as many records as it may hears LIMIT_REACHED.
+    (seconds) =>
+      apiError(
+        'LIMIT_REACHED',
+        {
+          reason: `this admin token keeps the most Idempotency-Key records it may (IDEMPOTENCY_KEYS_PER_ACCOUNT, IDEMPOTENCY_BYTES_PER_ACCOUNT); retry in ${seconds} seconds`,
+        },
+        { 'retry-after': String(seconds) },
+      ),
   )
 
 /** requireAccount answers 404 for an account that does not exist, before a read of what belongs to it. */

@@ -4,7 +4,7 @@
  * leaves) and generate the admin OpenAPI document, with an operationId, response schemas and
  * examples on every route.
  */
-import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
+import { IDEMPOTENCY_HEADERS, IDEMPOTENCY_REPLAY_CODES } from '../../http/idempotency.ts'
 import { Type, type TSchema } from 'typebox'
 import type { ErrorCode } from '../../errors/catalogue.ts'
 import { errorResponses } from '../../openapi/responses.ts'
@@ -222,7 +222,7 @@ export const createAccountSchema = {
   tags: ['accounts'],
   headers: IDEMPOTENCY_HEADERS,
   body: Type.Object({ name: name('account') }, { ...strict, examples: [{ name: 'Acme Ltd' }] }),
-  response: { 201: created(account, 'The account.'), ...errors([...IDEMPOTENCY_CODES], { write: true, body: true }) },
+  response: { 201: created(account, 'The account.'), ...errors(['LIMIT_REACHED', ...IDEMPOTENCY_REPLAY_CODES], { write: true, body: true }) },
 }
 
 export const listAccountsSchema = {
@@ -297,7 +297,7 @@ export const createKeySchema = {
   ),
   response: {
     201: created(keyCreated, 'The key, with the key itself (once).'),
-    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_CODES], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_REPLAY_CODES], { write: true, body: true }),
   },
 }
 
@@ -358,7 +358,7 @@ export const rollKeySchema = {
       ),
       'The new key with the key itself (once), and the old key.',
     ),
-    ...errors(['NOT_FOUND', 'CONFLICT', ...IDEMPOTENCY_CODES], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'CONFLICT', 'LIMIT_REACHED', ...IDEMPOTENCY_REPLAY_CODES], { write: true, body: true }),
   },
 }
 

@@ -1,5 +1,5 @@
 /** Route schemas of the admin API's webhook routes (see schemas.ts for the shared parts). */
-import { IDEMPOTENCY_CODES, IDEMPOTENCY_HEADERS } from '../../http/idempotency.ts'
+import { IDEMPOTENCY_HEADERS, IDEMPOTENCY_REPLAY_CODES } from '../../http/idempotency.ts'
 import { Type } from 'typebox'
 import { EVENT_TYPES } from '../../domain/events.ts'
 import { MAX_URL_LENGTH } from '../../webhooks/address.ts'
@@ -90,7 +90,7 @@ export const createWebhookSchema = {
       ),
       'The endpoint, with its secret (once).',
     ),
-    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_CODES], { write: true, body: true }),
+    ...errors(['NOT_FOUND', 'LIMIT_REACHED', ...IDEMPOTENCY_REPLAY_CODES], { write: true, body: true }),
   },
 }
 

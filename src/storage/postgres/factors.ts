@@ -244,7 +244,7 @@ function sealOps({ query }: Part): Pick<FactorStore, 'staleSeals' | 'reseal' | '
 }
 
 /** passkeyOps: a passkey's counter moved once per count, its ceremonies' challenges used once, and the account's settings. */
-function passkeyOps({ query, audited }: Part): Pick<FactorStore, 'useCredential' | 'addChallenge' | 'takeChallenge' | 'settings' | 'setSettings'> {
+function passkeyOps({ query, transaction, audited }: Part): Pick<FactorStore, 'useCredential' | 'addChallenge' | 'takeChallenge' | 'settings' | 'setSettings'> {
   return {
     async useCredential(accountId, userId, factorId, from, to) {
       const r = await query(
@@ -254,17 +254,35 @@ function passkeyOps({ query, audited }: Part): Pick<FactorStore, 'useCredential'
       )
       return (r.rowCount ?? 0) > 0
     },
-    async addChallenge(c, maxPerUser, nowIso) {
-      // One statement: the user's expired and oldest challenges go as the new one comes (a flood of ceremonies keeps `maxPerUser`).
-      await query(
-        'challenge-add',
-        `WITH gone AS (DELETE FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
-          AND (expires_at <= $8 OR digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
-            ORDER BY created_at DESC, digest COLLATE "C" OFFSET $9)))
-        INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt, nowIso, maxPerUser - 1],
-      )
+    async addChallenge(c, maxPerUser, maxPerAccount, nowIso) {
+      // One transaction. First one statement: the account's expired challenges and the user's oldest go (those another
+      // transaction holds are skipped, never waited for) as the new one comes; its triggers move the account's tally
+      // (record_tallies) and hold its row, so parallel additions of one account queue there. Then the tally is read: over
+      // the cap, the transaction is rolled back.
+      const full = await transaction(async (q) => {
+        await q(
+          'challenge-add',
+          `WITH gone AS (DELETE FROM passkey_challenges WHERE digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2
+            AND (expires_at <= $8 OR (user_id = $3 AND digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
+              ORDER BY created_at DESC, digest COLLATE "C" OFFSET $9)))
+            FOR UPDATE SKIP LOCKED))
+          INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
+          VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+          [c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt, nowIso, maxPerUser - 1],
+        )
+        const { rows } = await q(
+          'challenge-open',
+          `SELECT (SELECT row_count FROM record_tallies WHERE owner = $1 AND kind = 'passkey_challenges') AS n,
+            (SELECT min(expires_at) FROM passkey_challenges WHERE account_id = $1 AND expires_at > $2) AS first`,
+          [c.accountId, nowIso],
+        )
+        if (Number(rows[0]!.n) > maxPerAccount) throw new Full(new Date(rows[0]!.first as Date).toISOString())
+        return null
+      }).catch((error: unknown) => {
+        if (error instanceof Full) return error.freesAt
+        throw error
+      })
+      return full === null ? { added: true } : { added: false, freesAt: full }
     },
     async takeChallenge(digest, nowIso) {
       const { rows } = await query('challenge-take', 'DELETE FROM passkey_challenges WHERE digest = $1 RETURNING *', [digest])
@@ -287,5 +305,14 @@ function passkeyOps({ query, audited }: Part): Pick<FactorStore, 'useCredential'
         [accountId, s.rpId, s.rpName, JSON.stringify(s.origins), s.userLimit, s.keyLimit, s.limitWindowSeconds, nowIso, ...audited(audit)],
       )
     },
+  }
+}
+
+/** Full: thrown inside a transaction to roll back a challenge the account has no room for. */
+class Full extends Error {
+  readonly freesAt: string
+  constructor(freesAt: string) {
+    super('the account keeps as many passkey challenges as it may')
+    this.freesAt = freesAt
   }
 }

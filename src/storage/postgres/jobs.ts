@@ -16,6 +16,7 @@ import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
 import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
 import { auditInsert, type Part } from './part.ts'
+import { jobSealOps } from './job-seals.ts'
 
 /** The advisory lock key of claims ('tessera jobs'). */
 const CLAIM_LOCK = 7_4657_3736
@@ -33,7 +34,7 @@ const KEPT = `SELECT coalesce(sum(CASE WHEN status <> 'running' AND NOT result_g
   FROM conversion_jobs WHERE account_id = $1`
 
 export function jobStore(p: Part): JobStore {
-  return { ...submitOps(p), ...claimOps(p), ...endOps(p), ...upkeepOps(p) }
+  return { ...submitOps(p), ...claimOps(p), ...endOps(p), ...upkeepOps(p), ...jobSealOps(p.query) }
 }
 
 /** submitOps: a job submitted (an Idempotency-Key's earlier job, the account's limit, in one transaction), read and listed. */

@@ -453,7 +453,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     portal: portalStore(p),
     webhooks: webhookStore(p),
     jobs: jobStore(p),
-    idempotency: idempotencyStore(query),
+    idempotency: idempotencyStore(query, transaction),
     sharedLimiter: null,
     gauges: () => ({
       postgresPool: { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize ?? 10 },

@@ -58,6 +58,9 @@ function factorStatements(db: DatabaseSync) {
     dropUserChallenges: db.prepare(`DELETE FROM passkey_challenges WHERE account_id = $accountId AND user_id = $userId
       AND (expires_at <= $now OR digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $accountId AND user_id = $userId
         ORDER BY created_at DESC, digest LIMIT -1 OFFSET $keep))`),
+    dropAccountChallenges: db.prepare('DELETE FROM passkey_challenges WHERE account_id = ? AND expires_at <= ?'),
+    openChallenges: db.prepare(`SELECT (SELECT row_count FROM record_tallies WHERE owner = $accountId AND kind = 'passkey_challenges') AS n,
+      (SELECT min(expires_at) FROM passkey_challenges WHERE account_id = $accountId AND expires_at > $now) AS first`),
     insertChallenge: db.prepare(`INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?, ?)`),
     takeChallenge: db.prepare('DELETE FROM passkey_challenges WHERE digest = ? RETURNING *'),
@@ -212,11 +215,22 @@ function passkeyOps({ q, batch, audit }: Factors): Pick<FactorStore, 'useCredent
       const r = await batch.run(() => q.useCredential.run({ to, id: factorId, accountId, userId, from }))
       return Number(r.changes) > 0
     },
-    async addChallenge(c, maxPerUser, nowIso) {
-      await batch.atomic(() => {
-        q.dropUserChallenges.run({ accountId: c.accountId, userId: c.userId, now: nowIso, keep: maxPerUser - 1 })
-        q.insertChallenge.run(c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt)
-      })
+    async addChallenge(c, maxPerUser, maxPerAccount, nowIso) {
+      // One synchronous step: the account's expired challenges and the user's oldest go, the new one comes, and the account's
+      // tally (record_tallies, kept by triggers) is read; over the cap, the savepoint undoes it all.
+      try {
+        return await batch.atomic(() => {
+          q.dropUserChallenges.run({ accountId: c.accountId, userId: c.userId, now: nowIso, keep: maxPerUser - 1 })
+          q.dropAccountChallenges.run(c.accountId, nowIso)
+          q.insertChallenge.run(c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt)
+          const open = q.openChallenges.get({ accountId: c.accountId, now: nowIso })!
+          if (Number(open.n) > maxPerAccount) throw new Full(String(open.first))
+          return { added: true as const }
+        })
+      } catch (error) {
+        if (error instanceof Full) return { added: false as const, freesAt: error.freesAt }
+        throw error
+      }
     },
     async takeChallenge(digest, nowIso) {
       const row = await batch.run(() => q.takeChallenge.get(digest))
@@ -233,5 +247,14 @@ function passkeyOps({ q, batch, audit }: Factors): Pick<FactorStore, 'useCredent
         audit(event)
       })
     },
+  }
+}
+
+/** Full: thrown inside an atomic step to undo a challenge the account has no room for. */
+class Full extends Error {
+  readonly freesAt: string
+  constructor(freesAt: string) {
+    super('the account keeps as many passkey challenges as it may')
+    this.freesAt = freesAt
   }
 }

@@ -14,6 +14,7 @@ import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
 import type { Row } from '../rows.ts'
+import { jobSealOps } from './job-seals.ts'
 
 /** The jobs a claim may take: queued, or running with a lease run out and attempts left. */
 const CLAIMABLE = "(status = 'queued' OR (status = 'running' AND lease_until_ms <= $now AND attempts < $max))"
@@ -85,7 +86,7 @@ type Jobs = Part<ReturnType<typeof jobStatements>>
 
 export function jobStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): JobStore {
   const j = part(db, batch, stamps, jobStatements(db))
-  return { ...submitOps(j), ...claimOps(j), ...endOps(j), ...upkeepOps(j) }
+  return { ...submitOps(j), ...claimOps(j), ...endOps(j), ...upkeepOps(j), ...jobSealOps(db, batch) }
 }
 
 /** submitOps: a job submitted (an Idempotency-Key's earlier job, the account's limit, in the same step), read and listed. */

@@ -152,6 +152,7 @@ export const registrationOptionsSchema = {
       'ATTACHMENT_INVALID',
       'PASSKEYS_NOT_CONFIGURED',
       'FACTOR_LIMIT',
+      'PASSKEY_CHALLENGES_PER_ACCOUNT',
     ]),
   },
 }
@@ -267,7 +268,15 @@ export const authenticationOptionsSchema = {
         ],
       },
     ),
-    ...errorResponses(['PATH_INVALID', 'USER_ID_INVALID', 'USER_VERIFICATION_INVALID', 'PASSKEYS_NOT_CONFIGURED', 'USER_NOT_FOUND', 'NO_PASSKEY']),
+    ...errorResponses([
+      'PATH_INVALID',
+      'USER_ID_INVALID',
+      'USER_VERIFICATION_INVALID',
+      'PASSKEYS_NOT_CONFIGURED',
+      'USER_NOT_FOUND',
+      'NO_PASSKEY',
+      'PASSKEY_CHALLENGES_PER_ACCOUNT',
+    ]),
   },
 }
 

@@ -78,7 +78,7 @@ function answer<T>(request: FastifyRequest, result: T | FactorRefusal): T {
   if (!isFailure(result)) return result
   const first = result.problems[0]!
   if (first.code === 'FACTOR_UNREADABLE') throw apiError('FACTOR_UNREADABLE', { requestId: request.id })
-  const waits = first.code === 'OTP_LOCKED' || first.code === 'ATTEMPTS_LIMITED'
+  const waits = first.code === 'OTP_LOCKED' || first.code === 'ATTEMPTS_LIMITED' || first.code === 'PASSKEY_CHALLENGES_PER_ACCOUNT'
   throw new ApiError(result.problems, waits ? { 'retry-after': String(first.params!.seconds) } : {})
 }
 

@@ -20,6 +20,7 @@ import { Webhooks } from '../../../src/services/webhooks.ts'
 import { openSecret } from '../../../src/webhooks/secret.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
+import { secretsContext } from '../../../src/domain/jobs.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const run = promisify(execFile)
@@ -167,11 +168,12 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
   }
   const { item } = (await cli(v1, 'generate')) as { item: string }
   assert.match(item, /^2:[A-Za-z0-9+/]{43}=$/)
+  const none = { portalUsers: 0, idempotencyAnswers: 0, jobSecrets: 0 }
   assert.deepEqual(await cli(`${v1},${item}`, 'status'), {
     active: 2,
     versions: [
-      { version: 1, configured: true, active: false, factors: 2 },
-      { version: 2, configured: true, active: true, factors: 0 },
+      { version: 1, configured: true, active: false, factors: 2, webhookEndpoints: 1, ...none, total: 3 },
+      { version: 2, configured: true, active: true, factors: 0, webhookEndpoints: 0, ...none, total: 0 },
     ],
   })
   const rotated = await cli(`${v1},${item}`, 'rotate', '--batch', '1')
@@ -181,5 +183,107 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
   // The endpoint's secret opens under version 2 alone.
   const [sealed] = await app.store.webhooks.sealedSecrets('', 10)
   assert.equal(await openSecret(keyring(parseKeys(item)), sealed!.sealed, { accountId: app.accountId, endpointId: hook.endpoint.id }), hook.secret)
-  assert.deepEqual((await cli(item, 'status')).versions, [{ version: 2, configured: true, active: true, factors: 2 }])
+  assert.deepEqual((await cli(item, 'status')).versions, [{ version: 2, configured: true, active: true, factors: 2, webhookEndpoints: 1, ...none, total: 3 }])
 })
+
+/** The stores the rotation of every sealed kind is tested on through the CLI (a process of its own, on the same store). */
+const sqlStores: [string, Env, false | string][] = [
+  ['sqlite', async () => ({}), false],
+  ['postgres', async (t) => ({ DATABASE_URL: await createDatabase(t) }), skipUnless('TEST_DATABASE_URL')],
+]
+
+/** adminCli runs `npm run admin -- <args> --json` on the test's store with `keys` as ENCRYPTION_KEYS. */
+async function adminCli(env: Record<string, string>, dataDir: string, keys: string, ...args: string[]): Promise<Record<string, unknown>> {
+  const { stdout } = await run(process.execPath, [CLI, ...args, '--json'], {
+    env: { ...process.env, ...env, DATA_DIR: dataDir, NODE_ENV: 'test', ENCRYPTION_KEYS: keys },
+  })
+  return JSON.parse(stdout) as Record<string, unknown>
+}
+
+const createKeyed = (app: Running, user: string, idem: string) =>
+  post(app.url, path(user, '/factors'), app.key, { applicationID: 'Acme' }, { 'idempotency-key': idem })
+
+for (const [name, storeEnv, skip] of sqlStores) {
+  test(`${name}: encryption rotate re-seals kept Idempotency-Key answers and job secrets too; with version 1 removed a replay answers the same`, {
+    skip,
+  }, async (t) => {
+    const env = await storeEnv(t)
+    const dataDir = tempDir(t)
+    const v1 = keyItem(1)
+    const nodeEnv = { ...env, DATA_DIR: dataDir, PLAN_RATE: '0', JOB_WORKERS: '0', WEBHOOK_ALLOW_PRIVATE: 'true' }
+    const old = await startApp(t, { ...nodeEnv, ENCRYPTION_KEYS: v1 }, testClock(T0))
+    const first = await createKeyed(old, 'alice', 'rotate-1')
+    assert.equal(first.status, 201)
+    const answer = await first.text()
+    // A webhook endpoint, and a queued job with secrets (its password and source URL; no node runs jobs here).
+    const hook = await new Webhooks({ store: old.store, keyring: keyring(parseKeys(v1)), config: old.config }).create({ actor: SYSTEM }, old.accountId, {
+      url: 'https://hooks.example.com/in',
+    })
+    assert.ok(!isFailure(hook))
+    const submitted = await fetch(`${old.url}/converter/jobs`, {
+      method: 'POST',
+      headers: { 'x-api-key': old.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ operation: 'image', sourceUrl: 'http://127.0.0.1:9/doc.pdf', password: 'pdf-pass-secret' }),
+    })
+    assert.equal(submitted.status, 202, await submitted.clone().text())
+    const jobId = ((await submitted.json()) as { jobID: string }).jobID
+    await stop(old)
+
+    const { item: v2 } = (await adminCli(env, dataDir, v1, 'encryption', 'generate')) as { item: string }
+    const both = `${v1},${v2}`
+    const kinds = { factors: 1, portalUsers: 0, webhookEndpoints: 1, idempotencyAnswers: 1, jobSecrets: 1, total: 4 }
+    const none = { factors: 0, portalUsers: 0, webhookEndpoints: 0, idempotencyAnswers: 0, jobSecrets: 0, total: 0 }
+    assert.deepEqual(await adminCli(env, dataDir, both, 'encryption', 'status'), {
+      active: 2,
+      versions: [
+        { version: 1, configured: true, active: false, ...kinds },
+        { version: 2, configured: true, active: true, ...none },
+      ],
+    })
+    const rotated = await adminCli(env, dataDir, both, 'encryption', 'rotate', '--batch', '1')
+    assert.equal(rotated.resealed, 1)
+    assert.deepEqual(rotated.idempotencyAnswers, { resealed: 1, unreadable: [] })
+    assert.deepEqual(rotated.jobSecrets, { resealed: 1, unreadable: [] })
+    assert.deepEqual(rotated.webhookEndpoints, { resealed: 1, unreadable: [] })
+    assert.equal(rotated.leftUnderOtherVersions, 0)
+    // Version 1 removed (status said 0 under it): status counts every kind under version 2.
+    assert.deepEqual(await adminCli(env, dataDir, v2, 'encryption', 'status'), {
+      active: 2,
+      versions: [{ version: 2, configured: true, active: true, ...kinds }],
+    })
+
+    const after = await startApp(t, { ...nodeEnv, ENCRYPTION_KEYS: v2 }, testClock(T0 + 60_000))
+    Object.assign(after, { key: old.key })
+    const replay = await createKeyed(after, 'alice', 'rotate-1')
+    assert.equal(replay.status, 201)
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true')
+    assert.equal(await replay.text(), answer, 'the same answer, its secret included')
+    // The job's secrets open under version 2 alone, for their own job.
+    const [sealed] = await after.store.jobs.sealedSecrets('', 10)
+    assert.equal(sealed!.row.id, jobId)
+    const secrets = JSON.parse(keyring(parseKeys(v2)).open(sealed!.sealed, secretsContext(old.accountId, jobId)).toString('utf8')) as { password: string }
+    assert.equal(secrets.password, 'pdf-pass-secret')
+  })
+
+  test(`${name}: a kept answer whose key version was removed without a rotation is a 409 IDEMPOTENCY_ANSWER_UNREADABLE, never a 500, nor made again`, {
+    skip,
+  }, async (t) => {
+    const env = await storeEnv(t)
+    const dataDir = tempDir(t)
+    const v1 = keyItem(1)
+    const old = await startApp(t, { ...env, DATA_DIR: dataDir, PLAN_RATE: '0', ENCRYPTION_KEYS: v1 }, testClock(T0))
+    const made = (await (await createKeyed(old, 'bob', 'lost-1')).json()) as Created
+    await stop(old)
+    const after = await startApp(t, { ...env, DATA_DIR: dataDir, PLAN_RATE: '0', ENCRYPTION_KEYS: keyItem(2) }, testClock(T0 + 60_000))
+    Object.assign(after, { key: old.key })
+    const replay = await createKeyed(after, 'bob', 'lost-1')
+    assert.equal(replay.status, 409)
+    assert.deepEqual(await codes(replay), ['IDEMPOTENCY_ANSWER_UNREADABLE'])
+    const lines = after.logs.filter((l) => l.includes('kept Idempotency-Key answer does not open'))
+    assert.equal(lines.length, 1, 'one line for the one replay')
+    assert.match(lines[0]!, /key version 1, which is not configured/)
+    assert.ok(!after.logs.some((l) => l.includes(made.secretKey)), 'the log never holds the secret')
+    const listed = (await (await fetch(after.url + path('bob', '/factors'), { headers: { 'x-api-key': after.key } })).json()) as { factors: unknown[] }
+    assert.equal(listed.factors.length, 1, 'the request was not made again')
+  })
+}

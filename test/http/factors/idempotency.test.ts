@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { codes, post, startApp, testClock } from '../../support/helper.ts'
+import { codes, createCaller, post, startApp, testClock } from '../../support/helper.ts'
 import { startAdmin } from '../../support/admin-helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 import { path, type Created } from '../../support/factors.ts'
@@ -48,6 +48,68 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(again.recoveryCodes, first.recoveryCodes)
     const other = (await (await regen('codes-2')).json()) as { recoveryCodes: string[] }
     assert.notDeepEqual(other.recoveryCodes, first.recoveryCodes)
+  })
+}
+
+const everyStore: [string, Env, false | string][] = [...stores.slice(0, 2), ['sqlite+redis', redisEnv, skipUnless('TEST_REDIS_URL')], stores[2]!]
+
+for (const [name, env, skip] of everyStore) {
+  test(`${name}: 60 creations at once with 60 new keys keep IDEMPOTENCY_KEYS_PER_ACCOUNT (12) records, the rest 429 and not made; another account is not affected`, {
+    skip,
+  }, async (t) => {
+    const clock = testClock(T0)
+    const app = await startApp(t, { ...(await env(t)), PLAN_RATE: '0', IDEMPOTENCY_KEYS_PER_ACCOUNT: '12' }, clock)
+    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => create(app.url, app.key, `flood-${i}`, `key-${i}`)))
+    const got = await Promise.all(answers.map(async (r) => ({ status: r.status, retryAfter: r.headers.get('retry-after'), codes: r.ok ? [] : await codes(r) })))
+    const made = got.flatMap((g, i) => (g.status === 201 ? [i] : []))
+    assert.equal(made.length, 12)
+    const refused = got.filter((g) => g.status === 429)
+    assert.equal(refused.length, 48)
+    assert.deepEqual(new Set(refused.map((g) => `${g.codes.join()} ${g.retryAfter}`)), new Set(['IDEMPOTENCY_KEYS_PER_ACCOUNT 86400']))
+    // Refused means not made: no factor for those users, and no record of their keys.
+    const owner = `account:${app.accountId}`
+    const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => app.store.idempotency.get(owner, `key-${i}`, clock.now())))
+    assert.deepEqual(
+      kept.flatMap((k, i) => (k === null ? [] : [i])),
+      made,
+    )
+    const refusedUser = got.findIndex((g) => g.status === 429)
+    const theirs = await fetch(app.url + path(`flood-${refusedUser}`, '/factors'), { headers: { 'x-api-key': app.key } })
+    assert.equal(theirs.status, 404, 'the refused request made nothing')
+    await theirs.arrayBuffer()
+
+    // A key kept still answers; a request without the header is not affected; another account has its own room.
+    const again = await create(app.url, app.key, `flood-${made[0]}`, `key-${made[0]}`)
+    assert.equal(again.status, 201)
+    assert.equal(again.headers.get('idempotent-replayed'), 'true')
+    await again.arrayBuffer()
+    const plain = await post(app.url, path('no-key', '/factors'), app.key, { applicationID: 'Acme' })
+    assert.equal(plain.status, 201)
+    await plain.arrayBuffer()
+    const other = await createCaller(app.accounts)
+    const elsewhere = await create(app.url, other.apiKey, 'someone', 'key-0')
+    assert.equal(elsewhere.status, 201)
+    await elsewhere.arrayBuffer()
+
+    // After their 24 hours the records count no more (and go as new ones come).
+    clock.advance(DAY + 1000)
+    const later = await Promise.all(Array.from({ length: 20 }, (_, i) => create(app.url, app.key, `later-${i}`, `later-${i}`)))
+    assert.deepEqual(later.map((r) => r.status).sort(), [...Array(12).fill(201), ...Array(8).fill(429)])
+    await Promise.all(later.map((r) => r.arrayBuffer()))
+    for (let i = 0; i < 60; i++) assert.equal(await app.store.idempotency.get(owner, `key-${i}`, T0), null, 'expired records were reclaimed')
+  })
+
+  test(`${name}: IDEMPOTENCY_BYTES_PER_ACCOUNT caps the bytes an account keeps of its answers`, { skip }, async (t) => {
+    const app = await startApp(t, { ...(await env(t)), PLAN_RATE: '0', IDEMPOTENCY_BYTES_PER_ACCOUNT: '4096' }, testClock(T0))
+    // A factor's answer (its QR code included) is kept sealed in about 1.7 KB. A new key is taken while the account keeps
+    // at most 4 KB: the third is the last (its answer, under way when the cap is reached, is kept), then new keys are refused.
+    const statuses: number[] = []
+    for (let i = 0; i < 5; i++) {
+      const r = await create(app.url, app.key, `bytes-${i}`, `bytes-${i}`)
+      statuses.push(r.status)
+      await r.arrayBuffer()
+    }
+    assert.deepEqual(statuses, [201, 201, 201, 429, 429])
   })
 }
 
@@ -136,4 +198,19 @@ test("the admin API's creations take the key: 20 parallel account creations make
     ((await mismatch.json()) as { code: string }[]).map((e) => e.code),
     ['IDEMPOTENCY_KEY_REUSED'],
   )
+})
+
+test('an admin token keeps at most IDEMPOTENCY_KEYS_PER_ACCOUNT records too: past it a new key is 409 LIMIT_REACHED (the admin API answers in lists), with Retry-After', async (t) => {
+  const a = await startAdmin(t, { IDEMPOTENCY_KEYS_PER_ACCOUNT: '2' }, testClock(T0))
+  const make = (idem: string) =>
+    fetch(`${a.url}/admin/v1/accounts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.write.secret}`, 'content-type': 'application/json', 'idempotency-key': idem },
+      body: JSON.stringify({ name: `Capped ${idem}` }),
+    })
+  const answers = await Promise.all(['a', 'b', 'c', 'd', 'e'].map(make))
+  const got = await Promise.all(answers.map(async (r) => `${r.status} ${r.headers.get('retry-after') ?? ''} ${r.ok ? '' : (await codes(r)).join()}`.trim()))
+  assert.deepEqual(got.sort(), ['201', '201', '409 86400 LIMIT_REACHED', '409 86400 LIMIT_REACHED', '409 86400 LIMIT_REACHED'])
+  const listed = await a.pub.accounts.listAccounts({ limit: 100, name: 'Capped' })
+  assert.equal(listed.items.filter((x) => x.name.startsWith('Capped')).length, 2, 'the refused ones made nothing')
 })

@@ -15,13 +15,17 @@ import type {
   PublicKeyCredentialRequestOptionsJSON,
   RegistrationResponseJSON,
 } from '@simplewebauthn/server'
-import { codes, get, post, startApp, testClock, type Running } from '../../support/helper.ts'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import pg from 'pg'
+import { codes, createCaller, get, post, startApp, testClock, type Running } from '../../support/helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 import { path } from '../../support/factors.ts'
 import { SoftAuthenticator, type AuthenticateOptions, type RegisterOptions } from '../../support/soft-authenticator.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { catalogue } from '../../../src/errors/catalogue.ts'
+import { SQLITE_FILE } from '../../../src/storage/factory.ts'
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 15)
 const ORIGIN = 'http://localhost:1234'
@@ -411,6 +415,56 @@ test('a flood of options calls: beyond PASSKEY_CHALLENGES_PER_USER (10) open cha
     Array.from({ length: 10 }, () => 200),
   )
 })
+
+for (const [name, env, skip] of stores) {
+  test(`${name}: 120 options calls at once for 120 new users keep PASSKEY_CHALLENGES_PER_ACCOUNT (25) open, the rest 429; another account is not affected`, {
+    skip,
+  }, async (t) => {
+    const storeEnv = await env(t)
+    const app = await startApp(t, { ...storeEnv, ...UNLIMITED, PASSKEY_CHALLENGES_PER_ACCOUNT: '25' }, testClock(T0))
+    await configure(app)
+    const flood = (n: number, prefix: string, route: 'registration' | 'authentication' = 'registration') =>
+      Promise.all(Array.from({ length: n }, (_, i) => send(app, path(`${prefix}-${i}`, `/passkeys/${route}/options`), {})))
+    const answers = await flood(120, 'new')
+    const outcomes = await Promise.all(answers.map(async (r) => ({ ...(await outcome(r)), retryAfter: r.headers.get('retry-after') })))
+    assert.deepEqual(tally(outcomes), { 200: 25, '429 PASSKEY_CHALLENGES_PER_ACCOUNT': 95 })
+    // Retry-After: until the first open challenge expires (PASSKEY_CHALLENGE_SECONDS, 300, on a clock that stood still).
+    assert.deepEqual(new Set(outcomes.filter((o) => o.status === 429).map((o) => o.retryAfter)), new Set(['300']))
+    assert.equal(await openChallenges(app, storeEnv), 25, 'the store keeps the cap, no more')
+
+    // Another account of the same store has a cap of its own.
+    const other = await createCaller(app.accounts)
+    const set = await app.factors.updateSettings({ actor: SYSTEM }, other.accountId, { rpId: RP_ID, rpName: 'Other', origins: [ORIGIN] })
+    assert.ok(!isFailure(set))
+    const theirs = await send({ ...app, key: other.apiKey }, path('someone', '/passkeys/registration/options'), {})
+    assert.equal(theirs.status, 200, await theirs.text())
+
+    // Expired challenges count no more, and go as new ones come.
+    app.clock.advance(300_000)
+    assert.deepEqual(tally(await Promise.all((await flood(30, 'later')).map(outcome))), { 200: 25, '429 PASSKEY_CHALLENGES_PER_ACCOUNT': 5 })
+    assert.equal(await openChallenges(app, storeEnv), 25)
+  })
+}
+
+/** openChallenges counts the passkey challenges the store keeps for the app's account (open or not). */
+async function openChallenges(app: Running, env: Record<string, string>): Promise<number> {
+  const sql = 'SELECT count(*) AS n FROM passkey_challenges WHERE account_id = $1'
+  if (env.DATABASE_URL === undefined) {
+    const db = new DatabaseSync(join(app.dataDir, SQLITE_FILE), { readOnly: true })
+    try {
+      return Number(db.prepare(sql.replace('$1', '?')).get(app.accountId)!.n)
+    } finally {
+      db.close()
+    }
+  }
+  const client = new pg.Client({ connectionString: env.DATABASE_URL })
+  await client.connect()
+  try {
+    return Number((await client.query(sql, [app.accountId])).rows[0].n)
+  } finally {
+    await client.end()
+  }
+}
 
 test("a credential of the wrong shape is CREDENTIAL_INVALID (credential's field), not MALFORMED_BODY", async (t) => {
   const app = await startApp(t, UNLIMITED, testClock(T0))

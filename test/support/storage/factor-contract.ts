@@ -16,6 +16,7 @@ type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 
 const NOW = '2026-01-01T12:00:00.000Z'
 const LATER = '2026-01-01T13:00:00.000Z'
+const LATER_STILL = '2026-01-01T14:00:00.000Z'
 
 function event(action: string, accountId: string): AuditDraft {
   return { actor: 'cli', action, target: { type: 'totp-user', id: 'u' }, accountId, ip: null, outcome: 'success', detail: { userID: 'u' } }
@@ -205,26 +206,58 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
   withStore('passkeys: a challenge is taken once however many answer it at once; expired ones and a flood beyond the cap go', async (store) => {
     const acc = await makeAccount(store)
     const c = challenge(acc, 'u', 'd-once', NOW)
-    await store.factors.addChallenge(c, 10, NOW)
+    await store.factors.addChallenge(c, 10, 1000, NOW)
     const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge('d-once', NOW)))
     assert.deepEqual(
       taken.filter((x) => x !== null),
       [c],
     )
-    await store.factors.addChallenge(challenge(acc, 'u', 'd-late', NOW), 10, NOW)
+    await store.factors.addChallenge(challenge(acc, 'u', 'd-late', NOW), 10, 1000, NOW)
     assert.equal(await store.factors.takeChallenge('d-late', LATER), null, 'expired: refused (and gone)')
     assert.equal(await store.factors.takeChallenge('d-late', NOW), null)
     // A flood of ceremonies keeps the user's newest `max`.
     for (let i = 0; i < 12; i++)
-      await store.factors.addChallenge(challenge(acc, 'u', `d-${String(i).padStart(2, '0')}`, `2026-01-01T12:00:${String(i).padStart(2, '0')}.000Z`), 5, NOW)
+      await store.factors.addChallenge(
+        challenge(acc, 'u', `d-${String(i).padStart(2, '0')}`, `2026-01-01T12:00:${String(i).padStart(2, '0')}.000Z`),
+        5,
+        1000,
+        NOW,
+      )
     const left = await Promise.all(Array.from({ length: 12 }, (_, i) => store.factors.takeChallenge(`d-${String(i).padStart(2, '0')}`, NOW)))
     assert.deepEqual(
       left.map((x) => x !== null),
       [...Array(7).fill(false), ...Array(5).fill(true)],
     )
-    await store.factors.addChallenge(challenge(acc, 'u', 'd-old', NOW), 10, NOW)
+    await store.factors.addChallenge(challenge(acc, 'u', 'd-old', NOW), 10, 1000, NOW)
     await store.factors.prune(LATER)
     assert.equal(await store.factors.takeChallenge('d-old', NOW), null, 'pruned once expired')
+  })
+
+  withStore('passkeys: an account keeps at most its cap of open challenges, however many are added at once; expired ones do not count', async (store) => {
+    const acc = await makeAccount(store)
+    const other = await makeAccount(store)
+    // 60 users at once, a cap of 25: 25 kept, the rest refused with when the first open one expires.
+    const added = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.addChallenge(challenge(acc, `u${i}`, `cap-${i}`, NOW), 10, 25, NOW)))
+    assert.equal(added.filter((a) => a.added).length, 25)
+    const refused = added.filter((a) => !a.added)
+    assert.equal(refused.length, 35)
+    for (const r of refused) assert.equal(r.freesAt, challenge(acc, 'x', 'x', NOW).expiresAt)
+    const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(`cap-${i}`, NOW)))
+    assert.equal(kept.filter((c) => c !== null).length, 25, 'the refused ones were not kept')
+    // Taken, they are open no more: 25 fit again; a user at their own cap replaces their oldest even when the account is full.
+    for (let i = 0; i < 25; i++) assert.ok((await store.factors.addChallenge(challenge(acc, `w${i}`, `again-${i}`, NOW), 1, 25, NOW)).added)
+    assert.equal((await store.factors.addChallenge(challenge(acc, 'w-new', 'again-x', NOW), 1, 25, NOW)).added, false)
+    assert.ok((await store.factors.addChallenge(challenge(acc, 'w0', 'again-w0', NOW), 1, 25, NOW)).added, "the user's oldest made room")
+    assert.ok((await store.factors.addChallenge(challenge(other, 'u', 'other-1', NOW), 10, 25, NOW)).added, 'another account is not affected')
+    // Once they expire they count no more (and go as a new one comes).
+    assert.ok((await store.factors.addChallenge(challenge(acc, 'late', 'late-1', LATER, '2026-01-01T13:05:00.000Z'), 10, 1, LATER)).added)
+    assert.equal(await store.factors.takeChallenge('again-1', NOW), null, 'the expired ones went with it')
+    assert.equal((await store.factors.addChallenge(challenge(acc, 'late2', 'late-2', LATER, '2026-01-01T13:05:00.000Z'), 10, 1, LATER)).added, false)
+    await store.factors.prune(LATER_STILL)
+    assert.ok(
+      (await store.factors.addChallenge(challenge(acc, 'late3', 'late-3', LATER_STILL, '2026-01-01T14:05:00.000Z'), 10, 1, LATER_STILL)).added,
+      'pruned ones count no more',
+    )
   })
 
   withStore('passkeys: factor settings, absent then set and replaced, with an event each', async (store) => {
@@ -259,6 +292,6 @@ function passkey(accountId: string, userId: string): PasskeyFactor {
   }
 }
 
-function challenge(accountId: string, userId: string, digest: string, createdAt: string): PasskeyChallenge {
-  return { digest, accountId, userId, purpose: 'authentication', userVerification: 'preferred', createdAt, expiresAt: '2026-01-01T12:05:00.000Z' }
+function challenge(accountId: string, userId: string, digest: string, createdAt: string, expiresAt = '2026-01-01T12:05:00.000Z'): PasskeyChallenge {
+  return { digest, accountId, userId, purpose: 'authentication', userVerification: 'preferred', createdAt, expiresAt }
 }

@@ -5343,6 +5343,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -5372,7 +5374,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI" | "BOX_TOO_LARGE";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "PAGE_TOO_LARGE" | "PAGE_TOO_LARGE_AT_ANY_DPI" | "BOX_TOO_LARGE";
                         message: string;
                     }[];
                 };
@@ -5560,6 +5562,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -5583,7 +5587,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
@@ -5774,6 +5778,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -5799,7 +5805,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "MERGE_DOCUMENT_REFUSED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED" | "MERGE_DOCUMENT_REFUSED";
                         message: string;
                     }[];
                 };
@@ -5987,6 +5993,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -6010,7 +6018,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
@@ -6199,6 +6207,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -6222,7 +6232,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
@@ -6405,6 +6415,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -6428,7 +6440,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
@@ -6627,6 +6639,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -6650,7 +6664,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };
@@ -6870,6 +6884,8 @@ export interface operations {
             /**
              * @description `PDF_UNREADABLE`: The PDF cannot be read: it is damaged beyond repair or not a PDF document.
              *
+             *     `PAGE_UNREADABLE`: Page {page} of the PDF cannot be read: the document is damaged there.
+             *
              *     `PDF_PASSWORD_REQUIRED`: The PDF is encrypted: send its password in the field 'password' (the one given was wrong, or none was given).
              *
              *     `TOO_MANY_PAGES`: The PDF has {count} pages; the limit is {limit}.
@@ -6893,7 +6909,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
+                        code: "PDF_UNREADABLE" | "PAGE_UNREADABLE" | "PDF_PASSWORD_REQUIRED" | "TOO_MANY_PAGES" | "CONVERSION_TIMEOUT" | "CONVERSION_PAGE_TIMEOUT" | "CONVERSION_FAILED" | "OUTPUT_TOO_LARGE" | "CONVERSION_MEMORY_EXCEEDED";
                         message: string;
                     }[];
                 };

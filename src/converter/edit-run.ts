@@ -32,6 +32,7 @@ function refusalOf(refusal: EditRefusal, part?: number): Refusal {
   }
   if (refusal.reason === 'password') return refuse('PDF_PASSWORD_REQUIRED')
   if (refusal.reason === 'pages') return refuse('PAGES_OUT_OF_RANGE', { count: refusal.pageCount ?? 0 })
+  if (refusal.page !== undefined) return refuse('PAGE_UNREADABLE', { page: refusal.page })
   return refuse('PDF_UNREADABLE')
 }
 

@@ -219,13 +219,24 @@ function textPage(doc: OpenDocument, page: number, text: TextSpec): Uint8Array {
   return encoder.encode(JSON.stringify({ ...size, hasText: blocks.some((b) => b.lines.some((l) => l.words.length > 0)), blocks }))
 }
 
+/** pageSizeOf: a page's size (1-based), null when MuPDF cannot load it (a damaged page tree or page); a fault of this code is thrown on. */
+function pageSizeOf(doc: OpenDocument, page: number): PageSize | null {
+  try {
+    return doc.pageSize(page - 1)
+  } catch (error) {
+    if (error instanceof Error && error.constructor === Error) return null
+    throw error
+  }
+}
+
 /** renderPages makes every page of a page-by-page job (images, text), shared out with the workers that join. */
 async function renderPages(part: Part, doc: OpenDocument, pages: readonly number[], job: Job & PageWork): Promise<JobResult> {
-  if (job.op === 'image') {
-    for (const page of pages) {
-      const size = doc.pageSize(page - 1)
-      if (pixelsOf(size, job.image) > job.limits.maxPixels) return tooLarge(page, size, job)
-    }
+  // Every page asked for is loaded (and, for images, sized) before the answer begins: a page the document cannot give is a
+  // refusal then, not a 200 cut short at that page.
+  for (const page of pages) {
+    const size = pageSizeOf(doc, page)
+    if (size === null) return refuse('PAGE_UNREADABLE', { page })
+    if (job.op === 'image' && pixelsOf(size, job.image) > job.limits.maxPixels) return tooLarge(page, size, job)
   }
   // The output limit is the pool's to keep: it counts the pages of every part, in order.
   send({ type: 'start', id: part.id, pages, pageCount: doc.pageCount })
@@ -317,6 +328,7 @@ async function run(part: Part, job: Job): Promise<JobResult> {
     const pages = resolvePages(job.pages, doc.pageCount)
     if (pages === null) return refuse('PAGES_OUT_OF_RANGE', { count: doc.pageCount })
     if (job.op === 'image' || job.op === 'text') return await renderPages(part, doc, pages, job)
+    for (const page of pages) if (pageSizeOf(doc, page) === null) return refuse('PAGE_UNREADABLE', { page })
     // A document MuPDF had to repair, or whose form fields it draws anew, goes to Ghostscript as MuPDF
     // draws it, so that the PostScript shows the same pages and fields as the PNG.
     const source = doc.forPostScript() ?? job.pdf

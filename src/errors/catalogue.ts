@@ -420,6 +420,12 @@ export const catalogue = {
     'The PDF cannot be read: it is damaged beyond repair or not a PDF document.',
     'The engines cannot open or repair the document.',
   ),
+  PAGE_UNREADABLE: entry(
+    422,
+    'list',
+    'Page {page} of the PDF cannot be read: the document is damaged there.',
+    'A page asked for cannot be loaded (its page tree entry or the page itself is damaged): found before the answer begins, so that it is never a 200 cut short.',
+  ),
   PDF_PASSWORD_REQUIRED: entry(
     422,
     'list',

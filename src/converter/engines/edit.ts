@@ -24,7 +24,7 @@ import * as mupdf from 'mupdf'
 import { hasAppearance, rebuildPageTree } from './mupdf.ts'
 
 /** EditRefusal is an input the operation cannot use: `part` names the merge source, `pageCount` its pages. */
-export type EditRefusal = { ok: false; reason: 'unreadable' | 'password' | 'pages'; part?: number; pageCount?: number }
+export type EditRefusal = { ok: false; reason: 'unreadable' | 'password' | 'pages'; part?: number; pageCount?: number; page?: number }
 
 /** Source is one input: `pages` lists 1-based pages in order (a page may come twice), null is every page. */
 export interface Source {
@@ -97,6 +97,7 @@ function unlessDamaged<T>(edit: () => T, refusal: EditRefusal): T | EditRefusal 
   try {
     return edit()
   } catch (error) {
+    if (error instanceof PageDamage) return { ...refusal, page: error.page }
     if (isDamage(error)) return refusal
     throw error
   }
@@ -424,9 +425,26 @@ function finishForm(out: mupdf.PDFDocument, form: Form): void {
   out.getTrailer().get('Root').put('AcroForm', out.addObject(acroForm))
 }
 
-/** pageObjects lists a document's page objects, in page order. */
+/** A page the page tree lists but that is not a page dictionary (1-based): the edit is refused before it makes anything. */
+class PageDamage extends Error {
+  readonly page: number
+
+  constructor(page: number) {
+    super(`page ${page} is not a page dictionary`)
+    this.page = page
+  }
+}
+
+/**
+ * pageObjects lists a document's page objects, in page order, each checked to be a dictionary: a
+ * split sends its parts as it makes them, so a page it could not copy must be found before the first.
+ */
 function pageObjects(opened: Opened): mupdf.PDFObject[] {
-  return Array.from({ length: opened.pageCount }, (_, i) => opened.pdf.findPage(i))
+  return Array.from({ length: opened.pageCount }, (_, i) => {
+    const page = opened.pdf.findPage(i)
+    if (!page.isDictionary()) throw new PageDamage(i + 1)
+    return page
+  })
 }
 
 /** copyPages appends a source's chosen pages (0-based, in order) to `out`, with annotations and fields. */

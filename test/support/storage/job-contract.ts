@@ -188,7 +188,8 @@ export function jobContract(withStore: WithStore): void {
     const { id } = created(await store.jobs.submit(job(a), doc, null, 100))
     const c1 = (await store.jobs.claim('n1', NOW(), LEASE, 10, 3))!
     assert.equal(await store.jobs.writePiece(id, c1.lease, 0, Buffer.from('partial')), true)
-    assert.equal(await store.jobs.keptBytes(a), 7, 'what a running job has written counts')
+    const docBytes = doc.reduce((n, b) => n + b.length, 0)
+    assert.equal(await store.jobs.keptBytes(a), docBytes + 7, 'a running job’s document and what it has written count')
     assert.equal(await store.jobs.release(id, c1.lease, false), true)
     assert.equal((await store.jobs.get(a, id))?.status, 'queued')
     assert.equal((await store.jobs.get(a, id))?.attempts, 0, 'a node closing takes back its attempt')
@@ -207,7 +208,7 @@ export function jobContract(withStore: WithStore): void {
     assert.deepEqual([done.status, done.result, done.expiresAt, done.pagesDone, done.pagesTotal], ['succeeded', result, expiresAt, 2, 2])
     assert.equal(Buffer.from((await store.jobs.resultPiece(id, 0))!).toString() + Buffer.from((await store.jobs.resultPiece(id, 1))!).toString(), 'hello world')
     assert.equal(await store.jobs.resultPiece(id, 2), null)
-    assert.equal(await store.jobs.keptBytes(a), 11)
+    assert.equal(await store.jobs.keptBytes(a), 11, 'the document went with the job’s end; its result stays')
     const deliveries = await store.webhooks.claim(10, Date.now() + 1000, 60_000)
     assert.deepEqual(
       deliveries.map((d) => [d.eventType, d.data.jobID]),

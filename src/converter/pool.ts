@@ -174,8 +174,11 @@ interface Entry {
   readonly held: Map<number, { page: number; bytes: Uint8Array }>
   /** The index of the next page to hand over. */
   next: number
-  /** The KiB of each page handed over and not yet taken, in order (see HELD_KIB). */
-  readonly handed: number[]
+  /**
+   * What was handed over and not yet taken, in order: the KiB of each page (counted in the job's HELD_KIB) or piece of
+   * PostScript (which waits in the worker's window of pieces, not HELD_KIB).
+   */
+  readonly handed: { readonly kib: number; readonly page: boolean }[]
   /** A conversion job's run asked to give way at its next page (another account waits): it waits its turn again with its pages left. */
   yielding: boolean
   /** It gave way, and waits in the queue: its next worker goes on from the pages left. */
@@ -245,6 +248,8 @@ export class ConversionPool {
   #reserved = 0
   /** Conversion jobs' runs waiting in the queue: they take no place of it. */
   #backgroundWaiting = 0
+  /** KiB of pages and pieces on the main thread: arrived from a worker and not yet taken (copied out, or released). */
+  #heldKib = 0
   #closed = false
   /** Runs out when a conversion job's slice ends while another account waits (yieldJobs). */
   #sliceTimer: NodeJS.Timeout | undefined
@@ -384,6 +389,7 @@ export class ConversionPool {
       alive: this.#slots.size,
       busy,
       size: this.#options.size,
+      heldBytes: this.#heldKib * 1024,
     }
   }
 
@@ -623,8 +629,13 @@ export class ConversionPool {
         this.#onPage(entry, message.index, message.page, message.bytes)
         return
       case 'chunk':
-        if (!entry.settled) entry.handlers.onChunk?.(message.bytes)
-        else release(message.bytes)
+        if (entry.settled) release(message.bytes)
+        else {
+          const k = kib(message.bytes)
+          this.#heldKib += k
+          entry.handed.push({ kib: k, page: false })
+          entry.handlers.onChunk?.(message.bytes)
+        }
         return
       case 'progress':
         if (!entry.settled) entry.handlers.onProgress?.()
@@ -699,25 +710,30 @@ export class ConversionPool {
       return
     }
     Atomics.add(entry.counters, HELD_KIB, kib(bytes))
+    this.#heldKib += kib(bytes)
     entry.held.set(index, { page, bytes })
     for (let next = entry.held.get(entry.next); next !== undefined; next = entry.held.get(entry.next)) {
       entry.held.delete(entry.next)
       entry.outputBytes += next.bytes.byteLength
       // The first page over the limit is refused before it is handed over: a single image never starts.
       if (entry.outputBytes > entry.job.limits.maxOutputBytes) {
+        this.#heldKib -= kib(next.bytes)
         release(next.bytes)
         this.#refuse(entry, { ok: false, code: 'OUTPUT_TOO_LARGE', params: { limit: entry.job.limits.maxOutputBytes } })
         return
       }
       entry.next++
-      entry.handed.push(kib(next.bytes))
+      entry.handed.push({ kib: kib(next.bytes), page: true })
       entry.handlers.onPage?.(next.page, next.bytes)
     }
   }
 
   /** drop releases the pages a job holds out of order: it is over, and they will never be handed over. */
   #drop(entry: Entry): void {
-    for (const { bytes } of entry.held.values()) release(bytes)
+    for (const { bytes } of entry.held.values()) {
+      this.#heldKib -= kib(bytes)
+      release(bytes)
+    }
     entry.held.clear()
   }
 
@@ -774,7 +790,11 @@ export class ConversionPool {
 
   #ack(entry: Entry): void {
     // A late ack (the job is over) only counts on the job's own counters. Room in bytes first: a worker waiting on TAKEN then sees both.
-    Atomics.sub(entry.counters, HELD_KIB, entry.handed.shift() ?? 0)
+    const handed = entry.handed.shift()
+    if (handed !== undefined) {
+      this.#heldKib -= handed.kib
+      if (handed.page) Atomics.sub(entry.counters, HELD_KIB, handed.kib)
+    }
     Atomics.add(entry.counters, TAKEN, 1)
     Atomics.notify(entry.counters, TAKEN)
   }

@@ -260,7 +260,10 @@ async function answerParts(c: Conversions, request: FastifyRequest, reply: Fasti
   const settled = settle(running)
   // Pages taken before the answer began are released if it never does.
   const unsent = () => {
-    for (const { bytes } of received.splice(0)) release(bytes)
+    for (const { bytes } of received.splice(0)) {
+      release(bytes)
+      running.ack()
+    }
   }
   const first = await Promise.race([start.then((shape) => ({ shape })), settled])
   if (!('shape' in first)) {
@@ -277,7 +280,10 @@ async function answerParts(c: Conversions, request: FastifyRequest, reply: Fasti
     const { part, bytes } = received.splice(0)[0]!
     const { type, name } = parts.single(part, pageCount)
     reply.type(type).header('content-disposition', `attachment; filename="${name}"`).header('content-length', String(bytes.byteLength))
-    return sendStream(reply, Spool.of(bytes))
+    return sendStream(
+      reply,
+      Spool.of(bytes, () => running.ack()),
+    )
   }
   const output = parts.several(count, pageCount)
   const add = (part: number, bytes: Uint8Array) => output.add(part, bytes, () => running.ack())

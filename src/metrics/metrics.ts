@@ -98,6 +98,8 @@ export interface PoolGauges {
   readonly alive: number
   readonly busy: number
   readonly size: number
+  /** Bytes of pages and PostScript the main thread holds: arrived from the workers and not yet copied out or released. */
+  readonly heldBytes: number
 }
 
 type Sample = { metricName: string; labels: Record<string, string | number>; value: number }
@@ -380,6 +382,11 @@ function poolGauges(registers: Section['registers']): Metrics['watchPool'] {
   poolGauge('tessera_conversion_workers_alive', 'Conversion workers running (started and not retiring).', (g) => g.alive)
   poolGauge('tessera_conversion_workers_busy', 'Conversion workers running a job.', (g) => g.busy)
   poolGauge('tessera_conversion_workers_configured', 'Conversion workers the pool keeps (CONVERTER_WORKERS).', (g) => g.size)
+  poolGauge(
+    'tessera_conversion_held_bytes',
+    'Bytes of rendered pages and PostScript the main thread holds, arrived from the workers and not yet copied out to an answer or a job’s store (KiB-rounded). Back to 0 when no conversion is under way.',
+    (g) => g.heldBytes,
+  )
   return (read) => {
     pool = read
   }

@@ -553,7 +553,7 @@ class Output {
   readonly #format: ImageFormat | null
   readonly #spec: Job
   #pageCount = 0
-  #single: { page: number; bytes: Uint8Array } | null = null
+  #single: { page: number; bytes: Uint8Array; taken: () => void } | null = null
   #several: PagesOutput | null = null
   /** A compression's output, held up to the document's size (past it, the document itself is the result), as the route does. */
   #held: Buffer[] = []
@@ -607,20 +607,23 @@ class Output {
   /** page takes a page (or a split's PDF), which it owns from here: `taken` once it is off the main thread's hands. */
   page(page: number, bytes: Uint8Array, taken: () => void): void {
     if (this.#several !== null) this.#several.add(page, bytes, taken)
-    else this.#single = { page, bytes }
+    else this.#single = { page, bytes, taken }
   }
 
   /** dispose releases what the output holds of a conversion that failed: its one page, or the pages its stream had yet to write. */
   dispose(): void {
-    if (this.#single !== null) release(this.#single.bytes)
+    if (this.#single !== null) {
+      release(this.#single.bytes)
+      this.#single.taken()
+    }
     this.#single = null
     this.#several?.stream.destroy()
     for (const piece of this.#held.splice(0)) release(piece)
   }
 
   /** write ends the writer with one page's bytes, copied out as it takes them and released then. */
-  #write(bytes: Uint8Array): void {
-    const spool = Spool.of(bytes)
+  #write(bytes: Uint8Array, taken: () => void): void {
+    const spool = Spool.of(bytes, taken)
     this.#writer.once('close', () => spool.destroy())
     spool.pipe(this.#writer)
   }
@@ -633,14 +636,16 @@ class Output {
       return { type: this.#several.type, name: this.#several.name, pages: this.#spec.op === 'edit' ? this.#pageCount : pages }
     }
     if (this.#spec.op === 'edit') {
-      const { bytes } = this.#single!
-      this.#write(bytes)
+      const { bytes, taken } = this.#single!
+      this.#single = null
+      this.#write(bytes, taken)
       return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages: this.#pageCount }
     }
     if (this.#format !== null) {
-      const { page, bytes } = this.#single!
+      const { page, bytes, taken } = this.#single!
+      this.#single = null
       const { type, extension } = IMAGE_TYPES[this.#format]
-      this.#write(bytes)
+      this.#write(bytes, taken)
       return { type, name: singleName(this.#basename, page, this.#pageCount, extension), pages: 1 }
     }
     const spec = this.#spec

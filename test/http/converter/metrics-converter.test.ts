@@ -8,7 +8,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp, type Running } from '../../support/helper.ts'
-import { SKIP_CORPUS, real, unzip, upload } from '../../support/convert.ts'
+import { request as httpRequest } from 'node:http'
+import { SKIP_CORPUS, real, runJob, unzip, upload } from '../../support/convert.ts'
+import { textPages } from '../../support/hostile.ts'
 
 const TOKEN = 'a-metrics-token-of-at-least-32-characters'
 const IMAGE = '/converter/generateImage'
@@ -114,4 +116,75 @@ test('a full queue, a timeout: counted by outcome, the worker replaced for its r
   assert.equal(sample(text, 'tessera_conversion_worker_replacements_total', { reason: 'timeout' }), 1)
   assert.ok(Number.isNaN(sample(text, 'tessera_conversion_engine_seconds_count', { route: PS })), 'no engine time for a conversion that did not complete')
   assert.equal(finished(slow)[0]!.outcome, 'timeout')
+})
+
+test('tessera_conversion_held_bytes: what the main thread holds of pages rises while a client reads slowly and is back to 0 after every kind of end', async (t) => {
+  const app = await startApp(t, { METRICS_TOKEN: TOKEN, CONVERTER_WORKERS: '1', MAX_OUTPUT_BYTES: String(64 * 1024 * 1024), CLIENT_STALL_TIMEOUT_MS: '60000' })
+  const held = async () => sample(await scrape(app), 'tessera_conversion_held_bytes', {})
+  const settles = async (what: string) => {
+    let value = NaN
+    for (let i = 0; i < 300; i++) {
+      value = await held()
+      if (value === 0) return
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    assert.fail(`${what}: ${value} bytes still held`)
+  }
+  assert.equal(await held(), 0, 'nothing at the start')
+  const pdf = textPages(30)
+
+  // One page, answered whole; a zip of pages; PostScript; a job's one page and a job's zip.
+  assert.equal((await (await upload(app.url, IMAGE, app.key, pdf, { pages: '3', dpi: '72' })).arrayBuffer()).byteLength > 0, true)
+  await settles('a one-page answer')
+  assert.equal(unzip(Buffer.from(await (await upload(app.url, IMAGE, app.key, pdf, { pages: '1-6', dpi: '72' })).arrayBuffer())).length, 6)
+  await settles('a zip of pages')
+  assert.equal((await upload(app.url, PS, app.key, pdf, { pages: '1-4' })).status, 200)
+  await settles('PostScript')
+  for (const pages of ['2', '1-3']) {
+    const form = new FormData()
+    form.append('pdfDocument', new Blob([new Uint8Array(pdf)], { type: 'application/pdf' }), 'held.pdf')
+    form.append('operation', 'image')
+    form.append('pages', pages)
+    const { view, result } = await runJob(app, form)
+    assert.equal(view.status, 'succeeded', JSON.stringify(view))
+    await result!.arrayBuffer()
+    await settles(`a job of pages ${pages}`)
+  }
+
+  // Cut at the output limit: 30 pages of 300-dpi uncompressed TIFF (25 MB each) pass 64 MiB after the answer began.
+  const cut = await upload(app.url, IMAGE, app.key, pdf, { dpi: '300', format: 'tiff', compression: 'none' })
+  await cut.arrayBuffer().catch(() => undefined)
+  await settles('an answer cut at the output limit')
+
+  // A client that reads the headers and then nothing: the pages wait for it on the main thread, counted; it goes, they are freed.
+  const gone = await new Promise<() => void>((resolve, reject) => {
+    const body = new FormData()
+    body.append('pdfDocument', new Blob([new Uint8Array(pdf)], { type: 'application/pdf' }), 'slow.pdf')
+    body.append('dpi', '72')
+    body.append('pages', '1-20')
+    body.append('format', 'tiff')
+    body.append('compression', 'none')
+    const encoded = new Response(body)
+    void encoded.arrayBuffer().then((bytes) => {
+      const req = httpRequest(new URL(app.url + IMAGE), {
+        method: 'POST',
+        headers: { 'x-api-key': app.key, 'content-type': encoded.headers.get('content-type')! },
+      })
+      req.on('response', (res) => {
+        assert.equal(res.statusCode, 200)
+        res.pause()
+        resolve(() => req.destroy())
+      })
+      req.on('error', reject)
+      req.end(Buffer.from(bytes))
+    })
+  })
+  let peak = 0
+  for (let i = 0; i < 200 && peak === 0; i++) {
+    peak = await held()
+    if (peak === 0) await new Promise((r) => setTimeout(r, 20))
+  }
+  assert.ok(peak > 0, 'pages waiting for a slow client are counted')
+  gone()
+  await settles('a client gone mid-answer')
 })

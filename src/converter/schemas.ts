@@ -176,7 +176,7 @@ export const textSchema = {
   operationId: 'extractText',
   summary: "PDF to text: each page's text in reading order, plain or with its layout (blocks, lines, words with boxes and fonts)",
   description:
-    "MuPDF's text extraction, page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).",
+    "MuPDF's text extraction of what is drawn on each page: its contents, and its annotations and form fields (a filled field's value is its page's text, as `pdftotext` and `mutool draw -F txt` read it); page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
   body: body({ format: Type.Optional(Type.String({ enum: ['json', 'text', 'structured'], default: 'json' })) as never }, [{}, { format: 'structured' }]),

@@ -540,7 +540,7 @@ export interface paths {
         put?: never;
         /**
          * PDF to text: each page's text in reading order, plain or with its layout (blocks, lines, words with boxes and fonts)
-         * @description MuPDF's text extraction, page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).
+         * @description MuPDF's text extraction of what is drawn on each page: its contents, and its annotations and form fields (a filled field's value is its page's text, as `pdftotext` and `mutool draw -F txt` read it); page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).
          */
         post: operations["extractText"];
         delete?: never;
@@ -5251,15 +5251,17 @@ export interface operations {
              *
              *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
              *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `IMAGE_FORMAT_INVALID`: format must be one of {formats}.
              *
@@ -5288,7 +5290,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "DPI_INVALID" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "IMAGE_FORMAT_INVALID" | "BOX_SIZE_INVALID" | "SIZE_CONFLICT" | "QUALITY_INVALID" | "COMPRESSION_INVALID" | "BIT_DEPTH_INVALID" | "COMPRESSION_BIT_DEPTH_CONFLICT" | "OPTION_NOT_APPLICABLE" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -5464,6 +5466,11 @@ export interface operations {
                     colorMode?: "rgb" | "gray";
                     /** @description Password of an encrypted PDF. */
                     password?: string;
+                    /**
+                     * @description Taken and checked as Renda.io's route took it (its clients send it), but PostScript is vector: it changes nothing.
+                     * @default 150
+                     */
+                    dpi?: number;
                 };
             };
         };
@@ -5486,15 +5493,17 @@ export interface operations {
              *
              *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
              *
+             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -5507,7 +5516,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "DPI_INVALID" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -5700,13 +5709,11 @@ export interface operations {
              *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
-             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `MERGE_DOCUMENTS_REQUIRED`: A merge takes 2 to {max} documents, each in a 'pdfDocument' part, in order; {count} came.
              *
@@ -5723,7 +5730,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "MERGE_DOCUMENTS_REQUIRED" | "MERGE_FIELDS_MISMATCH" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "MERGE_DOCUMENTS_REQUIRED" | "MERGE_FIELDS_MISMATCH" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -5913,13 +5920,11 @@ export interface operations {
              *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
-             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `SPLIT_PARTS_REQUIRED`: Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.
              *
@@ -5938,7 +5943,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "SPLIT_PARTS_REQUIRED" | "SPLIT_EVERY_INVALID" | "SPLIT_RANGES_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -6131,13 +6136,11 @@ export interface operations {
              *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
-             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `ANGLE_INVALID`: angle must be 90, 180 or 270 (clockwise; -90, -180 or -270 turn the other way).
              *
@@ -6152,7 +6155,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "ANGLE_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "ANGLE_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -6337,15 +6340,7 @@ export interface operations {
              *
              *     `NOT_A_PDF`: The file in 'pdfDocument' is not a PDF (it has no %PDF- header).
              *
-             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
-             *
-             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
-             *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
-             *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
              *
              *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
@@ -6360,7 +6355,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "DPI_INVALID" | "OPTION_NOT_TAKEN" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -6565,13 +6560,9 @@ export interface operations {
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PRESET_INVALID`: preset must be one of {presets}.
-             *
              *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
-             *
-             *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
+             *     `PRESET_INVALID`: preset must be one of {presets}.
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -6584,7 +6575,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PRESET_INVALID" | "OPTION_NOT_TAKEN" | "DPI_INVALID" | "PAGES_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "PRESET_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };
@@ -6741,11 +6732,6 @@ export interface operations {
                     pdfDocument: string;
                     /** @description Pages to convert, e.g. '1-3,5,9-' (default: all). */
                     pages?: string;
-                    /**
-                     * @default rgb
-                     * @enum {string}
-                     */
-                    colorMode?: "rgb" | "gray";
                     /** @description Password of an encrypted PDF. */
                     password?: string;
                     /**
@@ -6808,15 +6794,13 @@ export interface operations {
              *
              *     `PAGES_INVALID`: pages must be a page selection such as '1-3,5,9-'.
              *
-             *     `COLOR_MODE_INVALID`: colorMode must be rgb or gray.
+             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
              *
              *     `PASSWORD_INVALID`: password must be at most 256 characters of well-formed text.
              *
-             *     `PAGES_OUT_OF_RANGE`: The page selection is outside the document, which has {count} pages.
+             *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
              *     `TEXT_FORMAT_INVALID`: format must be one of {formats}.
-             *
-             *     `DPI_INVALID`: dpi must be a whole number from 36 to 600.
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -6829,7 +6813,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "COLOR_MODE_INVALID" | "PASSWORD_INVALID" | "PAGES_OUT_OF_RANGE" | "TEXT_FORMAT_INVALID" | "DPI_INVALID" | "MALFORMED_BODY";
+                        code: "PDF_REQUIRED" | "NOT_A_PDF" | "PAGES_INVALID" | "PAGES_OUT_OF_RANGE" | "PASSWORD_INVALID" | "OPTION_NOT_TAKEN" | "TEXT_FORMAT_INVALID" | "MALFORMED_BODY";
                         message: string;
                     }[];
                 };

@@ -40,8 +40,7 @@ export function readEditOptions(kind: EditKind, given: Given, maxDocuments: numb
       return { edit: { kind: 'rotate', angle: angle ?? 90 } }
     }
     case 'flatten':
-      // Every page is flattened: a form is one across its pages.
-      if ((given.fields.pages?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'pages', route: 'flatten' } })
+      // Every page is flattened (a form is one across its pages): `pages` is not taken (route-fields.ts).
       return { edit: { kind: 'flatten' } }
   }
 }

@@ -36,12 +36,13 @@ export async function encodePage(raster: Raster, spec: ImageSpec, density: numbe
     case 'tiff': {
       const resolution = { xres: density / 25.4, yres: density / 25.4, resolutionUnit: 'inch' as const }
       // A 1-bit page (fax, archives of scans) is the page's gray levels cut at the middle, 0 as white as fax readers expect.
+      // No predictor: libtiff has none for 1-bit samples and fails an LZW or Deflate page with sharp's default (horizontal).
       out =
         spec.bitDepth === 1
           ? image
               .threshold(128)
               .toColourspace('b-w')
-              .tiff({ compression: spec.compression, bitdepth: 1, miniswhite: true, ...resolution })
+              .tiff({ compression: spec.compression, bitdepth: 1, miniswhite: true, predictor: 'none', ...resolution })
           : image.tiff({ compression: spec.compression, quality: TIFF_JPEG_QUALITY, predictor: 'horizontal', ...resolution })
       break
     }

@@ -13,6 +13,7 @@ import { isJobStatus, type ConversionJob } from '../domain/jobs.ts'
 import { isFailure } from '../services/outcome.ts'
 import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
 import { MAX_MERGE_DOCUMENTS, readParts } from './upload.ts'
+import { OPTION_FIELDS } from './route-fields.ts'
 import { sendJobResult } from '../http/job-result.ts'
 import { idempotencyKey } from '../http/idempotency.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
@@ -25,26 +26,8 @@ export interface JobRouteOptions {
 /** Bodies and queries are checked by the service and here; the schemas are for the OpenAPI document. */
 const documentOnly = () => () => true
 
-/** The fields a job takes from a form or a JSON body (metadata apart: an object in JSON, JSON text in a form). */
-const FIELDS = [
-  'operation',
-  'dpi',
-  'pages',
-  'colorMode',
-  'password',
-  'sourceUrl',
-  'resultUrl',
-  'format',
-  'width',
-  'height',
-  'quality',
-  'compression',
-  'bitDepth',
-  'ranges',
-  'every',
-  'angle',
-  'preset',
-] as const
+/** The fields a job takes from a form or a JSON body (metadata apart: an object in JSON, JSON text in a form): its own, and every option (route-fields.ts). */
+const FIELDS = ['operation', 'sourceUrl', 'resultUrl', ...OPTION_FIELDS] as const
 
 /**
  * UploadPlaces bounds the job documents a node reads at once, and per account: each is held

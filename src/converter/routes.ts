@@ -13,7 +13,7 @@ import { type ApiError, apiError } from '../errors/errors.ts'
 import { type ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
 import type { ConversionOutcome, ConversionRoute, Metrics } from '../metrics/metrics.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
-import { readUpload, requireMultipart, type RouteOptions, type Upload } from './upload.ts'
+import { readUpload, requireMultipart, type Upload } from './upload.ts'
 import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
@@ -21,6 +21,7 @@ import { Spool, release } from './spool.ts'
 import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
+import type { JobOperation } from '../domain/jobs.ts'
 import { jobReadRoutes, jobSubmitRoute } from './job-routes.ts'
 import type { Jobs } from '../services/jobs.ts'
 
@@ -109,7 +110,7 @@ class Conversions {
   }
 
   /** accept takes a place in the pool, then reads the upload; the place is given back if the upload is refused. */
-  async accept(request: FastifyRequest, route: ConversionRoute, own: RouteOptions = null): Promise<{ place: Reservation; upload: Upload }> {
+  async accept(request: FastifyRequest, route: ConversionRoute, operation: JobOperation): Promise<{ place: Reservation; upload: Upload }> {
     requireMultipart(request)
     let place: Reservation
     try {
@@ -120,7 +121,7 @@ class Conversions {
       throw this.failure(request, error)
     }
     try {
-      return { place, upload: await readUpload(request, this.config, own) }
+      return { place, upload: await readUpload(request, this.config, operation) }
     } catch (error) {
       place.release()
       throw error
@@ -315,7 +316,7 @@ async function generateImage(c: Conversions, request: FastifyRequest, reply: Fas
 /** POST /converter/generatePostscript: PostScript streamed in pieces as Ghostscript writes it. */
 async function generatePostscript(c: Conversions, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const route = '/converter/generatePostscript'
-  const { place, upload } = await c.accept(request, route)
+  const { place, upload } = await c.accept(request, route, 'postscript')
   let outputBytes = 0
   // The pieces wait in the worker's window, not here: each is taken once copied out.
   const out = new Spool()

@@ -3,14 +3,21 @@ import { Type } from 'typebox'
 import { errorResponses } from '../openapi/responses.ts'
 import type { ErrorCode } from '../errors/catalogue.ts'
 import { DEFAULT_QUALITY, IMAGE_FORMATS, MAX_BOX_SIDE, TIFF_BIT_DEPTHS, TIFF_COMPRESSIONS, WEBP_EFFORT } from '../domain/images.ts'
+import type { JobOperation } from '../domain/jobs.ts'
+import { FIELDS_TAKEN, type OptionField } from './route-fields.ts'
 
-const body = (extra: Record<string, ReturnType<typeof Type.String>>, examples: Record<string, unknown>[] = [{}]) =>
+/** The fields the converting routes share, each documented where its route takes it (route-fields.ts). */
+const SHARED_FIELDS = {
+  pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
+  colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
+  password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF.' })),
+}
+
+const body = (operation: JobOperation, extra: Record<string, ReturnType<typeof Type.String>>, examples: Record<string, unknown>[] = [{}]) =>
   Type.Object(
     {
       pdfDocument: Type.String({ format: 'binary', description: 'The PDF.' }),
-      pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
-      colorMode: Type.Optional(Type.String({ enum: ['rgb', 'gray'], default: 'rgb' })),
-      password: Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF.' })),
+      ...Object.fromEntries(Object.entries(SHARED_FIELDS).filter(([field]) => FIELDS_TAKEN[operation].includes(field as OptionField))),
       ...extra,
     },
     { examples: examples.map((example) => ({ pdfDocument: '(the PDF file)', pages: '1-3', ...example })) },
@@ -79,13 +86,17 @@ export const imageContent = {
   'application/zip': { schema: Type.String({ format: 'binary' }) },
 }
 
+/** The errors of the shared fields, answered by the routes that take them. */
+const FIELD_CODES: Partial<Record<OptionField, ErrorCode[]>> = {
+  dpi: ['DPI_INVALID'],
+  pages: ['PAGES_INVALID', 'PAGES_OUT_OF_RANGE'],
+  colorMode: ['COLOR_MODE_INVALID'],
+  password: ['PASSWORD_INVALID'],
+}
+
 const CODES: ErrorCode[] = [
   'PDF_REQUIRED',
   'NOT_A_PDF',
-  'PAGES_INVALID',
-  'COLOR_MODE_INVALID',
-  'PASSWORD_INVALID',
-  'PAGES_OUT_OF_RANGE',
   'FILE_TOO_LARGE',
   'TOO_MANY_PARTS',
   'PDF_UNREADABLE',
@@ -100,6 +111,11 @@ const CODES: ErrorCode[] = [
   'OUTPUT_TOO_LARGE',
   'CONVERSION_MEMORY_EXCEEDED',
 ]
+/** codesOf: a route's errors: every conversion's, its fields', OPTION_NOT_TAKEN for another route's field, and its own (`own`). */
+const codesOf = (operation: JobOperation, own: ErrorCode[]): ErrorCode[] => [
+  ...new Set([...CODES, ...FIELDS_TAKEN[operation].flatMap((field) => FIELD_CODES[field] ?? []), 'OPTION_NOT_TAKEN' as const, ...own]),
+]
+
 // Each header as a bare JSON schema: @fastify/swagger wraps it in the header object's `schema` itself.
 const headers = {
   'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
@@ -113,14 +129,14 @@ export const imageSchema = {
     "PNG by default, as always. The zip holds `<basename>-<page>.<png|jpg|webp>` (page numbers zero-padded to the width of the page count), in page order, stored without recompression; it and a multi-page TIFF are streamed as pages are rendered. `width` and/or `height` make thumbnails: each page fitted within the box, its aspect kept, the limiting side exactly the box's.",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
-  body: body(imageFields as never, [{ dpi: 150 }, { format: 'jpeg', quality: 85 }, { format: 'webp', width: 320 }, { format: 'tiff', bitDepth: 1 }]),
+  body: body('image', imageFields as never, [{ dpi: 150 }, { format: 'jpeg', quality: 85 }, { format: 'webp', width: 320 }, { format: 'tiff', bitDepth: 1 }]),
   response: {
     200: {
       description: 'The page, or a zip of the pages, or one multi-page TIFF.',
       headers,
       content: imageContent,
     },
-    ...errorResponses([...CODES, ...IMAGE_CODES, 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI', 'BOX_TOO_LARGE']),
+    ...errorResponses(codesOf('image', [...IMAGE_CODES, 'PAGE_TOO_LARGE', 'PAGE_TOO_LARGE_AT_ANY_DPI', 'BOX_TOO_LARGE'])),
   },
 }
 
@@ -131,11 +147,19 @@ export const postscriptSchema = {
     "Ghostscript's ps2write: text and vector art stay vector; DSC-conformant Level 2 PostScript of the selected pages, streamed as it is written (at most `MAX_OUTPUT_BYTES`).",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
-  body: body({}),
+  body: body('postscript', {
+    dpi: Type.Optional(
+      Type.Integer({
+        minimum: 36,
+        maximum: 600,
+        default: 150,
+        description: "Taken and checked as Renda.io's route took it (its clients send it), but PostScript is vector: it changes nothing.",
+      }),
+    ) as never,
+  }),
   response: {
     200: { description: 'The PostScript.', headers, content: { 'application/postscript': { schema: Type.String({ format: 'binary' }) } } },
-    // readUpload checks `dpi` on both routes, so a bad one is refused here too, though PostScript has no use for it.
-    ...errorResponses([...CODES, 'DPI_INVALID']),
+    ...errorResponses(codesOf('postscript', [])),
   },
 }
 
@@ -176,10 +200,13 @@ export const textSchema = {
   operationId: 'extractText',
   summary: "PDF to text: each page's text in reading order, plain or with its layout (blocks, lines, words with boxes and fonts)",
   description:
-    "MuPDF's text extraction, page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).",
+    "MuPDF's text extraction of what is drawn on each page: its contents, and its annotations and form fields (a filled field's value is its page's text, as `pdftotext` and `mutool draw -F txt` read it); page-parallel, streamed in page order. `format`: `json` (default) answers a JSON array of pages with their text; `structured` the same with blocks, lines and words (boxes in points, fonts, sizes) instead of the text; `text` plain UTF-8 text with a form feed after each page, as `pdftotext` writes it (also chosen by `Accept: text/plain` when `format` is not sent). A page with no text layer has `hasText: false` (no OCR).",
   tags: ['converter'],
   consumes: ['multipart/form-data'],
-  body: body({ format: Type.Optional(Type.String({ enum: ['json', 'text', 'structured'], default: 'json' })) as never }, [{}, { format: 'structured' }]),
+  body: body('text', { format: Type.Optional(Type.String({ enum: ['json', 'text', 'structured'], default: 'json' })) as never }, [
+    {},
+    { format: 'structured' },
+  ]),
   response: {
     200: {
       description: "The pages' text.",
@@ -193,7 +220,7 @@ export const textSchema = {
         'text/plain': { schema: Type.String() },
       },
     },
-    ...errorResponses([...CODES, 'TEXT_FORMAT_INVALID', 'DPI_INVALID']),
+    ...errorResponses(codesOf('text', ['TEXT_FORMAT_INVALID'])),
   },
 }
 
@@ -224,13 +251,7 @@ export const compressSchema = {
       },
       content: { 'application/pdf': { schema: Type.String({ format: 'binary' }) } },
     },
-    ...errorResponses([
-      ...CODES.filter((code) => code !== 'PAGES_INVALID' && code !== 'PAGES_OUT_OF_RANGE'),
-      'PRESET_INVALID',
-      'OPTION_NOT_TAKEN',
-      'DPI_INVALID',
-      'PAGES_INVALID',
-    ]),
+    ...errorResponses(codesOf('compress', ['PRESET_INVALID'])),
   },
 }
 
@@ -243,7 +264,6 @@ const pdfAnswer = (description: string) => ({
   content: { 'application/pdf': { schema: Type.String({ format: 'binary' }) }, 'application/zip': { schema: Type.String({ format: 'binary' }) } },
 })
 
-const EDIT_CODES: ErrorCode[] = [...CODES, 'DPI_INVALID']
 const password = Type.Optional(Type.String({ maxLength: 256, description: 'Password of an encrypted PDF (the answer is not encrypted).' }))
 const pdfDocument = Type.String({ format: 'binary', description: 'The PDF.' })
 const pages = Type.Optional(Type.String({ description: "Pages, e.g. '1-3,5,9-' (default: all)." }))
@@ -267,7 +287,7 @@ export const editSchemas = {
     ),
     response: {
       200: pdfAnswer('The merged PDF.'),
-      ...errorResponses([...EDIT_CODES, 'MERGE_DOCUMENTS_REQUIRED', 'MERGE_FIELDS_MISMATCH', 'MERGE_DOCUMENT_REFUSED']),
+      ...errorResponses(codesOf('merge', ['MERGE_DOCUMENTS_REQUIRED', 'MERGE_FIELDS_MISMATCH', 'MERGE_DOCUMENT_REFUSED'])),
     },
   },
   split: {
@@ -294,7 +314,7 @@ export const editSchemas = {
     ),
     response: {
       200: pdfAnswer('The PDFs in a zip, or the one PDF.'),
-      ...errorResponses([...EDIT_CODES, 'SPLIT_PARTS_REQUIRED', 'SPLIT_EVERY_INVALID', 'SPLIT_RANGES_INVALID']),
+      ...errorResponses(codesOf('split', ['SPLIT_PARTS_REQUIRED', 'SPLIT_EVERY_INVALID', 'SPLIT_RANGES_INVALID'])),
     },
   },
   rotate: {
@@ -313,7 +333,7 @@ export const editSchemas = {
       },
       { examples: [{ pdfDocument: '(the PDF file)', angle: 90, pages: '2' }] },
     ),
-    response: { 200: pdfAnswer('The PDF with its pages turned.'), ...errorResponses([...EDIT_CODES, 'ANGLE_INVALID']) },
+    response: { 200: pdfAnswer('The PDF with its pages turned.'), ...errorResponses(codesOf('rotate', ['ANGLE_INVALID'])) },
   },
   flatten: {
     operationId: 'flattenPdf',
@@ -323,6 +343,6 @@ export const editSchemas = {
     tags: ['converter'],
     consumes: ['multipart/form-data'],
     body: Type.Object({ pdfDocument, password }, { examples: [{ pdfDocument: '(the filled-in form)' }] }),
-    response: { 200: pdfAnswer('The flat PDF.'), ...errorResponses([...EDIT_CODES, 'OPTION_NOT_TAKEN']) },
+    response: { 200: pdfAnswer('The flat PDF.'), ...errorResponses(codesOf('flatten', [])) },
   },
 }

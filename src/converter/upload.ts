@@ -16,6 +16,8 @@ import { readImageOptions } from './image-options.ts'
 import type { EditSpec, TextSpec } from './protocol.ts'
 import { EDIT_KINDS, readEditOptions, type EditKind } from './edit-options.ts'
 import { TEXT_FORMATS, type TextFormat } from '../domain/text.ts'
+import type { JobOperation } from '../domain/jobs.ts'
+import { OPERATION_ROUTES, takenFields } from './route-fields.ts'
 
 /** A conversion's options, checked. */
 export interface ConversionOptions {
@@ -38,12 +40,8 @@ export interface Upload extends ConversionOptions {
   readonly edit?: EditSpec
 }
 
-/** Which route's own options an upload carries besides the common ones. */
-export type RouteOptions = 'image' | 'text' | 'compress' | EditKind | null
-
-/** readCompress: the compress route's `preset` (`ebook` by default); it rewrites the whole document, so `pages` is refused. */
+/** readCompress: the compress route's `preset` (`ebook` by default). */
 export function readCompress(fields: Readonly<Record<string, string | undefined>>, problems: Problem[]): CompressPreset {
-  if ((fields.pages?.trim() ?? '') !== '') problems.push({ code: 'OPTION_NOT_TAKEN', params: { field: 'pages', route: 'compress' } })
   const given = fields.preset?.trim().toLowerCase().replace(/^\//, '') ?? ''
   if (given === '') return 'ebook'
   if ((COMPRESS_PRESETS as readonly string[]).includes(given)) return given as CompressPreset
@@ -131,12 +129,17 @@ export function requireMultipart(request: FastifyRequest): void {
 /** isPdf: whether bytes start like a PDF (its header within the first KiB, as readers allow). */
 export const isPdf = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.byteLength, 1024)).includes(HEADER)
 
-/** readUpload reads a conversion's upload and options (and the route's own: `route`), every problem reported at once. */
-export async function readUpload(request: FastifyRequest, config: Config, route: RouteOptions = null): Promise<Upload> {
+/**
+ * readUpload reads a conversion's upload and options (those of its `operation`: another's are
+ * refused, route-fields.ts), every problem reported at once.
+ */
+export async function readUpload(request: FastifyRequest, config: Config, operation: JobOperation): Promise<Upload> {
   requireMultipart(request)
-  const merging = route === 'merge'
-  const { fields, repeated, otherFiles, file, files } = await readParts(request, config.maxUploadBytes, merging ? MAX_MERGE_DOCUMENTS : 1)
+  const merging = operation === 'merge'
+  const parts = await readParts(request, config.maxUploadBytes, merging ? MAX_MERGE_DOCUMENTS : 1)
+  const { repeated, otherFiles, file, files } = parts
   const problems: Problem[] = []
+  const fields = takenFields(operation, OPERATION_ROUTES[operation], parts.fields, problems)
   if (file === undefined || file.data.byteLength === 0) {
     const detail = otherFiles.length > 0 ? ` A file was sent in '${otherFiles[0]!.slice(0, 40)}' instead.` : ''
     problems.push({ code: 'PDF_REQUIRED', params: { detail } })
@@ -151,8 +154,8 @@ export async function readUpload(request: FastifyRequest, config: Config, route:
   }
   // A merge's `pages` and `password` come once per document: the first document's are read with its others.
   const options = readOptions(merging ? { ...fields, pages: undefined, password: undefined } : fields, problems)
-  if ((EDIT_KINDS as readonly (string | null)[]).includes(route)) {
-    const editing = readEditOptions(route as EditKind, { fields, repeated, files }, MAX_MERGE_DOCUMENTS, problems)
+  if ((EDIT_KINDS as readonly string[]).includes(operation)) {
+    const editing = readEditOptions(operation as EditKind, { fields, repeated, files }, MAX_MERGE_DOCUMENTS, problems)
     if (problems.length > 0) throw new ApiError(problems)
     const { pages, password } = editing
     return {
@@ -166,11 +169,11 @@ export async function readUpload(request: FastifyRequest, config: Config, route:
     }
   }
   const own =
-    route === 'image'
+    operation === 'image'
       ? { image: readImageOptions(fields, problems) }
-      : route === 'text'
+      : operation === 'text'
         ? { text: readTextFormat(fields, request.headers.accept, problems) }
-        : route === 'compress'
+        : operation === 'compress'
           ? { compress: readCompress(fields, problems) }
           : {}
   if (problems.length > 0) throw new ApiError(problems)

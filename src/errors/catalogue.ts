@@ -366,7 +366,7 @@ export const catalogue = {
     400,
     'list',
     '{field} is not an option of {route}.',
-    'An option was sent that the route does not take (`pages` on `compress`, which rewrites the whole document): refused rather than ignored.',
+    "An option was sent that the route, or the job's `operation`, does not take: another route's, such as `dpi` on `extractText`, `angle` on `flatten` or `colorMode` on a page operation, or `pages` on `compress` and `flatten`, which take the whole document. Refused rather than ignored, in a form and in a JSON job alike; `docs/guide.md` lists what each route takes.",
   ),
   MERGE_DOCUMENT_REFUSED: entry(
     422,

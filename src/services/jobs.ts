@@ -33,6 +33,7 @@ import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup }
 import { isPdf, MAX_MERGE_DOCUMENTS, readCompress, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
 import { isJobEdit, jobEditOptions, mergeFields } from '../converter/edit-options.ts'
+import { takenFields } from '../converter/route-fields.ts'
 import { bundle } from '../domain/bundle.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
@@ -161,10 +162,11 @@ export class Jobs {
 
   /** check reads a submission's fields, reporting every problem at once. */
   async #check(input: JobInput) {
-    const { fields } = input
     const problems: Problem[] = []
-    const operation = fields.operation?.trim().toLowerCase() ?? ''
+    const operation = input.fields.operation?.trim().toLowerCase() ?? ''
     if (!isJobOperation(operation)) problems.push({ code: 'OPERATION_INVALID', params: { operations: JOB_OPERATIONS.join(', ') } })
+    // The options of another operation are refused, as its route refuses them (route-fields.ts).
+    const fields = isJobOperation(operation) ? takenFields(operation, operation, input.fields, problems) : input.fields
     const merging = operation === 'merge'
     // A merge's `pages` and `password` come once per document (checkMerge).
     const options = readOptions(merging ? { ...fields, pages: undefined, password: undefined } : fields, problems)

@@ -4,6 +4,10 @@
  * and words, each with its box in points from the page's top left, words with their font and
  * size) for callers that lay text out again. No OCR: a page whose text is only pixels has none.
  *
+ * A page's annotations and form fields are read with its contents, as they are drawn: a filled
+ * field's value is text on the page to a reader, and to `mutool draw -F txt` and `pdftotext`
+ * (MuPDF's own structured text of a page runs its contents only).
+ *
  * The words come from walking the characters. The package's walk gives each character as
  * `String.fromCharCode(rune)`, which cuts a character beyond U+FFFF (mathematical letters,
  * emoji) to 16 bits, so each line's text is taken from MuPDF's own JSON of the page, which
@@ -21,9 +25,29 @@ const STEXT_OPTIONS = ''
 const round = (n: number) => Math.round(n * 100) / 100
 const boxOf = ([x0, y0, x1, y1]: readonly number[]): Box => [round(x0!), round(y0!), round(x1!), round(y1!)]
 
+/** hasAnnotations: whether a PDF page has annotations (form fields' widgets among them). */
+function hasAnnotations(page: mupdf.Page): boolean {
+  const annots = 'getObject' in page ? (page as mupdf.PDFPage).getObject().get('Annots') : null
+  return annots?.isArray() === true && annots.length > 0
+}
+
+/**
+ * stextOf: the page's structured text, of everything drawn on it: its contents, then its annotations and
+ * form fields (through a display list of the whole page; a page without any is read directly, 10% sooner).
+ */
+function stextOf(page: mupdf.Page): mupdf.StructuredText {
+  if (!hasAnnotations(page)) return page.toStructuredText(STEXT_OPTIONS)
+  const list = page.toDisplayList(true)
+  try {
+    return list.toStructuredText(STEXT_OPTIONS)
+  } finally {
+    list.destroy()
+  }
+}
+
 /** plainText: the page's text as MuPDF writes it (lines ended by newlines, blocks by an empty line). */
 export function plainText(page: mupdf.Page): string {
-  const stext = page.toStructuredText(STEXT_OPTIONS)
+  const stext = stextOf(page)
   try {
     return stext.asText()
   } finally {
@@ -73,7 +97,7 @@ function wordsOf(chars: readonly Char[]): TextWord[] {
 
 /** structuredText: the page's text blocks, lines and words, with boxes, fonts and sizes. */
 export function structuredText(page: mupdf.Page): TextBlock[] {
-  const stext = page.toStructuredText(STEXT_OPTIONS)
+  const stext = stextOf(page)
   try {
     const texts = lineTexts(stext)
     const blocks: TextBlock[] = []

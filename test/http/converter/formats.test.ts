@@ -5,7 +5,12 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { codes, startApp } from '../../support/helper.ts'
+import { spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { codes, startApp, tempDir } from '../../support/helper.ts'
+import { toolSkip } from '../../support/services.ts'
+import { TIFF_COMPRESSIONS } from '../../../src/domain/images.ts'
 import { SKIP_CORPUS, real, runJob, unzip, upload } from '../../support/convert.ts'
 import { decode, metadata, psnr } from '../../support/images.ts'
 import { TiffPages } from '../../../src/converter/tiff.ts'
@@ -110,6 +115,50 @@ test('several pages in TIFF are one multi-page TIFF, streamed, each page numbere
   const grayPage = await decode(png[1]!.data, 1)
   const agree = bilevel.data.filter((v, i) => (v === 255) === grayPage.data[i]! >= 128).length
   assert.ok(agree / bilevel.data.length > 0.99, `the 1-bit page is the gray page cut at the middle (${agree} of ${bilevel.data.length} pixels agree)`)
+})
+
+/** How tiffinfo (libtiff) names each compression the API takes. */
+const TIFFINFO_SCHEME: Readonly<Record<string, string>> = {
+  lzw: 'LZW',
+  deflate: 'AdobeDeflate',
+  packbits: 'PackBits',
+  ccittfax4: 'CCITT Group 4',
+  none: 'None',
+}
+
+test('a 1-bit TIFF is written in every compression the docs allow it, as libtiff reads it back', {
+  skip: SKIP_CORPUS || toolSkip('tiffinfo', 'libtiff-tools', ['-h']),
+}, async (t) => {
+  const app = await startApp(t)
+  const dir = tempDir(t)
+  const grayPages = unzip((await convert(app, FOUR, { dpi: '72', pages: '1-2' })).body)
+  // Every compression but JPEG, which is for 8-bit pages only (COMPRESSION_BIT_DEPTH_CONFLICT); LZW is the default of a TIFF.
+  const allowed = TIFF_COMPRESSIONS.filter((compression) => compression !== 'jpeg')
+  for (const compression of allowed) {
+    const { body } = await convert(app, FOUR, { dpi: '72', format: 'tiff', bitDepth: '1', compression, pages: '1-2' })
+    const file = join(dir, `${compression}.tif`)
+    writeFileSync(file, body)
+    // tiffinfo -D decodes every strip with libtiff, which says so on stderr when one does not decode.
+    const info = spawnSync('tiffinfo', ['-D', file], { encoding: 'utf8' })
+    assert.equal(info.status, 0, `${compression}: ${info.stderr}`)
+    assert.equal(info.stderr.trim(), '', `${compression}: libtiff reads every strip`)
+    assert.deepEqual(
+      [...info.stdout.matchAll(/Bits\/Sample: (\d+)/g)].map((m) => m[1]),
+      ['1', '1'],
+      `${compression}: two pages of 1 bit a sample`,
+    )
+    assert.deepEqual(
+      [...info.stdout.matchAll(/Compression Scheme: (.+)/g)].map((m) => m[1]!.trim()),
+      [TIFFINFO_SCHEME[compression], TIFFINFO_SCHEME[compression]],
+      `${compression}: as asked`,
+    )
+    for (const page of [0, 1]) {
+      const bilevel = await decode(body, 1, page)
+      const gray = await decode(grayPages[page]!.data, 1)
+      const agree = bilevel.data.filter((v, i) => (v === 0 || v === 255) && (v === 255) === gray.data[i]! >= 128).length
+      assert.ok(agree / bilevel.data.length > 0.99, `${compression}: page ${page + 1} is the gray page cut at the middle (${agree} of ${bilevel.data.length})`)
+    }
+  }
 })
 
 /** tiffTags reads each directory's NewSubfileType, PageNumber and Compression (little-endian classic TIFF). */

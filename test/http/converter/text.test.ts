@@ -5,8 +5,13 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { codes, startApp } from '../../support/helper.ts'
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { codes, startApp, tempDir } from '../../support/helper.ts'
 import { SKIP_CORPUS, real, runJob, upload } from '../../support/convert.ts'
+import { filledForm } from '../../support/pdf-writer.ts'
+import { toolSkip } from '../../support/services.ts'
 
 const TEXT = '/converter/extractText'
 const FOUR = 'pdflatex-4-pages.pdf'
@@ -99,6 +104,87 @@ function form(file: string, fields: Record<string, string> = {}, name = 'documen
   for (const [k, v] of Object.entries(fields)) body.append(k, v)
   return body
 }
+
+/** wordF1: the F1 score of two texts' words as multisets (NFKC, cut at white space): order and line breaks do not count. */
+function wordF1(a: string, b: string): number {
+  const x = words(a.normalize('NFKC'))
+  const y = words(b.normalize('NFKC'))
+  if (x.length === 0 && y.length === 0) return 1
+  const left = new Map<string, number>()
+  for (const w of x) left.set(w, (left.get(w) ?? 0) + 1)
+  let common = 0
+  for (const w of y) {
+    const n = left.get(w) ?? 0
+    if (n === 0) continue
+    common++
+    left.set(w, n - 1)
+  }
+  return (2 * common) / (x.length + y.length)
+}
+
+/** A two-page form, filled in: most of its words are the fields' values. */
+const FORM = filledForm([
+  {
+    lines: [
+      { text: 'Application for a reader ticket', x: 72, y: 720 },
+      { text: 'Full name:', x: 72, y: 680 },
+      { text: 'Address:', x: 72, y: 650 },
+      { text: 'Institution:', x: 72, y: 620 },
+    ],
+    fields: [
+      { name: 'name', value: 'Margaret Heafield Hamilton', x: 180, y: 676 },
+      { name: 'address', value: '1 Apollo Way, Cambridge MA 02139', x: 180, y: 646 },
+      { name: 'institution', value: 'Instrumentation Laboratory of the Massachusetts Institute', x: 180, y: 616, width: 360 },
+    ],
+  },
+  {
+    lines: [
+      { text: 'Purpose of the visit:', x: 72, y: 720 },
+      { text: 'Signed:', x: 72, y: 690 },
+    ],
+    fields: [
+      { name: 'purpose', value: 'Reading the flight software listings of Colossus and Luminary', x: 200, y: 716, width: 380 },
+      { name: 'signed', value: 'M. H. Hamilton, 20 July 1969', x: 200, y: 686 },
+    ],
+  },
+])
+
+test("filled form fields' values are their page's text, as pdftotext and mutool read them, in every form of the answer", {
+  skip: toolSkip('pdftotext', 'poppler-utils', ['-v']) || toolSkip('mutool', 'mupdf-tools', ['-v']),
+}, async (t) => {
+  const app = await startApp(t)
+  const file = join(tempDir(t), 'form.pdf')
+  writeFileSync(file, FORM)
+  const native = {
+    pdftotext: [1, 2].map((page) => execFileSync('pdftotext', ['-f', String(page), '-l', String(page), file, '-'], { encoding: 'utf8' })),
+    mutool: [1, 2].map((page) => execFileSync('mutool', ['draw', '-q', '-F', 'txt', '-o', '-', file, String(page)], { encoding: 'utf8', stdio: 'pipe' })),
+  }
+  for (const tool of ['pdftotext', 'mutool'] as const) assert.match(native[tool][0]!, /Margaret Heafield Hamilton/, `${tool} reads the values`)
+  const answer = async (fields: Record<string, string>) => {
+    const res = await upload(app.url, TEXT, app.key, FORM, fields)
+    const body = await res.text()
+    assert.equal(res.status, 200, body.slice(0, 300))
+    return body
+  }
+  const json = (JSON.parse(await answer({})) as Page[]).map((page) => page.text!)
+  const plain = (await answer({ format: 'text' })).split('\f').slice(0, -1)
+  const structured = (JSON.parse(await answer({ format: 'structured' })) as Page[]).map((page) =>
+    page.blocks!.flatMap((b) => b.lines.flatMap((l) => l.words.map((w) => w.text))).join(' '),
+  )
+  for (const [form, pages] of Object.entries({ json, plain, structured })) {
+    assert.equal(pages.length, 2, form)
+    for (const [i, text] of pages.entries()) {
+      for (const tool of ['pdftotext', 'mutool'] as const) {
+        const score = wordF1(text, native[tool][i]!)
+        assert.ok(score >= 0.95, `${form}, page ${i + 1}: word F1 ${score.toFixed(3)} against ${tool}\n${text}`)
+      }
+    }
+    // In page order: each page has its own fields' values, and only those.
+    assert.match(pages[0]!, /Instrumentation Laboratory/, form)
+    assert.doesNotMatch(pages[0]!, /Colossus/, form)
+    assert.match(pages[1]!, /Colossus and Luminary/, form)
+  }
+})
 
 test('a page with no text layer says so; an encrypted document needs its password; bad options are refused', { skip: SKIP_CORPUS }, async (t) => {
   const app = await startApp(t)

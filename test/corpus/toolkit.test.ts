@@ -183,6 +183,17 @@ const GS_UNREADABLE: Record<string, string> = {
   'cmyk-image.pdf': 'Ghostscript 10.00 fails on its image ("Couldn\'t initialise file"), 10.06 converts it',
 }
 
+/**
+ * Files whose pdfwrite output differs in size between our Ghostscript (the WebAssembly build, 10.06) and the installed native one
+ * (Debian's 10.00), and why: there ours is held to the ratio given instead of 1.1.
+ */
+const COMPRESS_DIFFERENCES: Record<string, { readonly ratio: number; readonly why: string }> = {
+  'imagemagick-images.pdf': {
+    ratio: 1.4,
+    why: "10.06 writes page 4's 3-component ICC profile on a gray space once per image that uses it (three copies of 2 KB), 10.00 once (at printer and prepress, which keep the profiles: 12 676 against 10 249 bytes, 1.24×; 10 088 against 7 566, 1.33×)",
+  },
+}
+
 /** renderFirstPage draws a PDF's first page at 72 dpi with MuPDF (ours), as RGB pixels; null when it cannot. */
 async function renderFirstPage(pdf: Uint8Array, password?: string) {
   const mupdf = await import('mupdf')
@@ -244,7 +255,7 @@ test('compress: never larger than the upload, within 10% of native gs at each pr
           }),
         )
         line.push(`${preset} ${ratio.toFixed(2)}× ${oursDb!.toFixed(1)}/${nativeDb!.toFixed(1)} dB`)
-        if (ratio > 1.1) offenders.push(`${file} ${preset}: ${ours.length} bytes, native gs ${kept} (${ratio.toFixed(2)}×)`)
+        if (ratio > (COMPRESS_DIFFERENCES[file]?.ratio ?? 1.1)) offenders.push(`${file} ${preset}: ${ours.length} bytes, native gs ${kept} (${ratio.toFixed(2)}×)`)
         if (!(oursDb! >= nativeDb! - 3) && !Number.isNaN(nativeDb!))
           offenders.push(`${file} ${preset}: renders at ${oursDb!.toFixed(1)} dB, native gs ${nativeDb!.toFixed(1)}`)
       } finally {

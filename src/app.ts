@@ -77,6 +77,12 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       app.log.warn({ maxConnections: config.maxConnections, ...stats }, 'connection cap reached: idle connections are closed to make room')
     },
   })
+  // Kept for compatibility, but a client that reaches this port past the proxy names any address it likes.
+  if (config.trustProxy === true && config.nodeEnv === 'production')
+    app.log.warn(
+      { setting: 'TRUST_PROXY' },
+      "TRUST_PROXY=true believes any peer's X-Forwarded-For: a client that reaches this port without the proxy escapes the per-source limits; list the proxy's addresses instead (docs/configuration.md)",
+    )
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
 

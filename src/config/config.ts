@@ -830,7 +830,7 @@ export const settings = {
   webhookAllowPrivate: bool(
     'WEBHOOK_ALLOW_PRIVATE',
     false,
-    "Let webhook endpoints, and conversion jobs' `sourceUrl` and `resultUrl`, be plain `http` and reach loopback, private, link-local and other internal addresses (tests, development). Off, such a URL must be `https` and every address its name resolves to, checked at each connection, must be public.",
+    "Let webhook endpoints, and conversion jobs' `sourceUrl` and `resultUrl`, be plain `http` and reach loopback, private, link-local and other internal addresses (tests, development). Off, such a URL must be `https`, its host no local name (`localhost`, `.local`, `.internal`, `home.arpa`, a single label), and every address its name resolves to, checked at each connection, must be public; a refusal never says which address a name resolved to (docs/operating.md).",
   ),
   webhookTimeoutMs: int(
     'WEBHOOK_TIMEOUT_MS',

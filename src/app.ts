@@ -22,6 +22,7 @@ import metricsRoute from './metrics/route.ts'
 import type { Keyring } from './crypto/keyring.ts'
 import { createRuntime, type Runtime } from './runtime.ts'
 import type { LogStream } from './logging/format.ts'
+import type { Lookup } from './webhooks/address.ts'
 
 /** AppOptions: a runtime made for this app alone (tests, docs); it starts with the app and closes with it. */
 export interface AppOptions {
@@ -36,6 +37,8 @@ export interface AppOptions {
   readonly logStream?: LogStream
   /** The process's metrics (default: the app's own). */
   readonly metrics?: Metrics
+  /** How outbound URLs' names are resolved (default: the system's; tests make names resolve where they need). */
+  readonly lookup?: Lookup
 }
 
 /** buildApp: the public app with a runtime of its own, started now and closed when the app closes (the caller closes the store). */
@@ -77,6 +80,12 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
       app.log.warn({ maxConnections: config.maxConnections, ...stats }, 'connection cap reached: idle connections are closed to make room')
     },
   })
+  // Kept for compatibility, but a client that reaches this port past the proxy names any address it likes.
+  if (config.trustProxy === true && config.nodeEnv === 'production')
+    app.log.warn(
+      { setting: 'TRUST_PROXY' },
+      "TRUST_PROXY=true believes any peer's X-Forwarded-For: a client that reaches this port without the proxy escapes the per-source limits; list the proxy's addresses instead (docs/configuration.md)",
+    )
 
   if (config.metricsToken !== '') await app.register(metricsRoute, { metrics, token: config.metricsToken })
 

@@ -38,6 +38,7 @@ import type { Passkeys } from './services/passkeys.ts'
 import type { Idempotency } from './services/idempotency.ts'
 import type { Totp } from './services/totp.ts'
 import { LateLog, type Log } from './logging/late.ts'
+import type { Lookup } from './webhooks/address.ts'
 
 export interface RuntimeOptions {
   readonly config: Config
@@ -50,6 +51,8 @@ export interface RuntimeOptions {
   readonly now?: () => number
   /** The process's metrics (default: the runtime's own). */
   readonly metrics?: Metrics
+  /** How outbound URLs' names are resolved, for webhooks and jobs' transfers (default: the system's; tests give their own). */
+  readonly lookup?: Lookup
 }
 
 /** Runtime: built by createRuntime; `start` begins the background jobs, `close` ends everything it built. */
@@ -92,6 +95,7 @@ export class Runtime {
   /** Runs conversion jobs on this node's pool (null: no pool here). */
   readonly runner: JobRunner | null
   readonly #stops: (() => unknown)[] = []
+  readonly #lookup: Lookup | undefined
   #started = false
 
   constructor(opts: RuntimeOptions) {
@@ -100,6 +104,8 @@ export class Runtime {
     this.now = opts.now ?? Date.now
     this.pepper = opts.pepper
     this.keyring = opts.keyring ?? resolveKeyring(config)
+    this.#lookup = opts.lookup
+    const lookup = opts.lookup === undefined ? {} : { lookup: opts.lookup }
     this.metrics = opts.metrics ?? createMetrics({ region: config.region, perAccount: config.metricsPerAccount })
     const { metrics, now, log } = this
     this.store = instrumentStore(opts.store, metrics, { healthTimeoutMs: config.storeTimeoutMs })
@@ -121,6 +127,7 @@ export class Runtime {
       config,
       onError: (error, what) => log.warn({ err: error, what }, 'webhook delivery failed to run'),
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
+      send: lookup,
     })
     metrics.watchWebhooks(() => this.store.webhooks.pending())
     this.mailer = config.portalEnabled ? countedMailer(openMailer(config, log), metrics) : null
@@ -139,6 +146,7 @@ export class Runtime {
       metrics,
       onWebhookDue: () => this.worker.nudge(),
       onJobSubmitted: () => this.runner?.nudge(),
+      ...lookup,
     })
     this.accounts = services.accounts
     this.webhooks = services.webhooks
@@ -166,6 +174,7 @@ export class Runtime {
       log,
       metrics,
       onEvent: () => this.worker.nudge(),
+      ...(this.#lookup === undefined ? {} : { transfer: { lookup: this.#lookup } }),
       // Jobs run and their leases are renewed on the wall clock: leases are compared across nodes.
     })
   }

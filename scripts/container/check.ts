@@ -266,9 +266,24 @@ try {
 }
 
 /**
+ * checkNodeRun: the `podman run` line podman-compose planned for a service, checked to keep the node's
+ * port from clients that would pass the proxy: published on loopback only, or not at all, and a
+ * TRUST_PROXY that names addresses rather than `true` (issue 40, finding 6).
+ */
+function checkNodeRun(out: string, project: string, service: string, file: string, want: { port: 'loopback' | 'none'; trust: string }): void {
+  const line = out.split('\n').find((l) => l.includes(`--name=${project}_${service}_1 `))
+  if (line === undefined) fail(`podman-compose planned no ${service} from ${file}`)
+  const published = [...line.matchAll(/ -p (\S+)/g)].map((m) => m[1]!)
+  const ok = want.port === 'none' ? published.length === 0 : published.length > 0 && published.every((p) => p.startsWith('127.0.0.1:'))
+  if (!ok) fail(`${file}: ${service} publishes ${published.join(', ') || 'no port'}; it must publish ${want.port === 'none' ? 'none' : 'on 127.0.0.1 only'}`)
+  if (!line.includes(` -e TRUST_PROXY=${want.trust} `)) fail(`${file}: ${service} must set TRUST_PROXY=${want.trust}:\n${line}`)
+}
+
+/**
  * The compose files, as far as this machine allows (no bridge network, no registry): podman-compose
- * reads each with the example settings and must plan every service; its dry run still makes
- * the project's volumes and network, which are removed after.
+ * reads each with the example settings and must plan every service, the nodes with their port and
+ * proxy trust as checkNodeRun says; its dry run still makes the project's volumes and network,
+ * which are removed after.
  */
 await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
   const dir = join(work, 'compose')
@@ -291,6 +306,8 @@ await step('compose.yaml and compose.cluster.yaml planned by podman-compose', ()
       for (const service of services) {
         if (!out.includes(`--name=${project}_${service}_1`)) fail(`podman-compose planned no ${service} from ${file}:\n${out.slice(-3000)}`)
       }
+      if (file === 'compose.yaml') checkNodeRun(out, project, 'tessera', file, { port: 'loopback', trust: 'loopback,uniquelocal' })
+      else for (const node of ['tessera-1', 'tessera-2']) checkNodeRun(out, project, node, file, { port: 'none', trust: 'uniquelocal' })
     }
   } finally {
     const volumes = podman(['volume', 'ls', '-q', '--filter', `label=io.podman.compose.project=${project}`], { allowFailure: true }).out

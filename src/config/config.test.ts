@@ -27,12 +27,39 @@ test('values are read, trimmed and normalised', () => {
   assert.equal(config.trustProxy, true)
 })
 
+test('TRUST_PROXY: false by default, true and false as before, or a list of addresses, CIDRs and range names', () => {
+  assert.equal(loadConfig({}).trustProxy, false)
+  for (const on of ['true', 'TRUE', '1', 'yes']) assert.equal(loadConfig({ TRUST_PROXY: on }).trustProxy, true, on)
+  for (const off of ['false', '0', 'no', '']) assert.equal(loadConfig({ TRUST_PROXY: off }).trustProxy, false, off)
+  const list = loadConfig({ TRUST_PROXY: ' Loopback, uniquelocal,linklocal , 10.9.9.9, 10.0.0.0/8, 2001:db8::/32, ::1, 192.0.2.1/32,' }).trustProxy
+  assert.deepEqual(list, ['loopback', 'uniquelocal', 'linklocal', '10.9.9.9', '10.0.0.0/8', '2001:db8::/32', '::1', '192.0.2.1/32'])
+  assert.ok(Object.isFrozen(list))
+  const bad: [string, string][] = [
+    ['loopback,10.0.0.300', '"10.0.0.300" is not an address'],
+    ['loopback, proxy.example.com', '"proxy.example.com" is not an address'],
+    ['10.0.0.0/33', '"10.0.0.0/33" has a prefix that is not a whole number from 1 to 32'],
+    ['10.0.0.0/0', '"10.0.0.0/0" has a prefix that is not a whole number from 1 to 32'],
+    ['2001:db8::/129', '"2001:db8::/129" has a prefix that is not a whole number from 1 to 128'],
+    ['10.0.0.0/255.0.0.0', '"10.0.0.0/255.0.0.0" has a prefix'],
+    ['fe80::1%eth0', '"fe80::1%eth0" a zone index'],
+    ['2', '"2" is not an address'],
+    ['localhost', '"localhost" is not an address'],
+    [' , ', 'must be true, false, or a comma-separated list'],
+  ]
+  for (const [value, message] of bad)
+    assert.throws(
+      () => loadConfig({ TRUST_PROXY: value }),
+      (e: unknown) => e instanceof ConfigError && e.message.startsWith('Invalid configuration: TRUST_PROXY must be') && e.message.includes(message),
+      value,
+    )
+})
+
 test('a bad value is refused with a message naming the variable', () => {
   const bad: [Record<string, string>, RegExp][] = [
     [{ PORT: '70000' }, /^Invalid configuration: PORT must be from 0 to 65535/],
     [{ BODY_LIMIT_BYTES: '1e4' }, /BODY_LIMIT_BYTES must be a whole number/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of/],
-    [{ TRUST_PROXY: 'maybe' }, /TRUST_PROXY must be true or false/],
+    [{ TRUST_PROXY: 'maybe' }, /TRUST_PROXY must be true, false, or a comma-separated list .*: "maybe" is not an address/],
     [{ DOCS_URL: 'not a url' }, /DOCS_URL must be an absolute http\(s\) URL/],
     [{ PEPPER: 'x'.repeat(31) }, /PEPPER must be at least 32 characters/],
     [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be at least 32 characters, without spaces$/],

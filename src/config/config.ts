@@ -4,6 +4,7 @@
  * message that names the variable. docs/configuration.md is generated from `settings`
  * below (npm run docs), so the two cannot drift.
  */
+import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import { isRegion, REGIONS, type Region } from '../domain/regions.ts'
 import { parseKeys } from '../crypto/keyring.ts'
@@ -114,6 +115,52 @@ function bool(env: string, def: boolean, doc: string): Setting<boolean> {
     if (['1', 'true', 'yes'].includes(value)) return true
     if (['0', 'false', 'no'].includes(value)) return false
     fail(env, `must be true or false (got "${raw}")`)
+  })
+}
+
+/** The names of ranges Fastify's trustProxy (proxy-addr) knows: 127.0.0.0/8 and ::1; 169.254.0.0/16 and fe80::/10; 10/8, 172.16/12, 192.168/16 and fc00::/7. */
+export const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'] as const
+
+/** proxyEntryProblem: why one entry of a TRUST_PROXY list is not taken, or null when it is. */
+function proxyEntryProblem(entry: string): string | null {
+  if ((PROXY_RANGE_NAMES as readonly string[]).includes(entry.toLowerCase())) return null
+  // A zone index (fe80::1%eth0) is an address of this host's interfaces only, not of a peer proxy-addr compares.
+  if (entry.includes('%')) return 'a zone index (%…) is not taken'
+  const slash = entry.indexOf('/')
+  const address = slash === -1 ? entry : entry.slice(0, slash)
+  const family = isIP(address)
+  if (family === 0) return 'is not an address, a CIDR (address/prefix) or one of loopback, linklocal, uniquelocal'
+  if (slash === -1) return null
+  const prefix = entry.slice(slash + 1)
+  const max = family === 4 ? 32 : 128
+  // /0 would trust every address: that is TRUST_PROXY=true, said plainly.
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) < 1 || Number(prefix) > max) return `has a prefix that is not a whole number from 1 to ${max}`
+  return null
+}
+
+/**
+ * trustProxy reads TRUST_PROXY: false, true (every peer's X-Forwarded-For is believed), or a
+ * comma-separated list of the proxies' addresses, CIDRs and range names, each checked here
+ * (Fastify would only throw at start, naming no variable). Names are lower-cased, as proxy-addr
+ * knows them.
+ */
+function trustProxy(env: string, doc: string): Setting<boolean | readonly string[]> {
+  return setting<boolean | readonly string[]>(env, false, doc, (raw) => {
+    const value = raw.trim().toLowerCase()
+    if (['1', 'true', 'yes'].includes(value)) return true
+    if (['0', 'false', 'no'].includes(value)) return false
+    const entries = raw
+      .split(',')
+      .map((entry) => entry.trim())
+      .filter((entry) => entry !== '')
+    if (entries.length === 0) fail(env, `must be true, false, or a comma-separated list of addresses, CIDRs, loopback, linklocal, uniquelocal (got "${raw}")`)
+    for (const entry of entries) {
+      const problem = proxyEntryProblem(entry)
+      if (problem !== null)
+        fail(env, `must be true, false, or a comma-separated list of addresses, CIDRs, loopback, linklocal, uniquelocal: "${entry}" ${problem}`)
+    }
+    const names = PROXY_RANGE_NAMES as readonly string[]
+    return Object.freeze(entries.map((entry) => (names.includes(entry.toLowerCase()) ? entry.toLowerCase() : entry)))
   })
 }
 
@@ -342,7 +389,10 @@ export const settings = {
     36500,
     'Audit events older than this many days are deleted (daily); no door can change or delete them before.',
   ),
-  trustProxy: bool('TRUST_PROXY', false, 'Trust `X-Forwarded-*` headers (set when behind a reverse proxy).'),
+  trustProxy: trustProxy(
+    'TRUST_PROXY',
+    "Whose `X-Forwarded-For` (and `X-Forwarded-Proto`, `-Host`) is believed, and so which address the per-source limits (`SIGNIN_IP_MAX_FAILURES`, `SIGNUP_IP_MAX`, `PORTAL_MAIL_IP_MAX`) and the audit trail count as the client's. `false`: nobody's, the connection's address is the client's. A comma-separated list: the reverse proxy's own addresses, as IPv4 or IPv6 addresses, CIDRs (`10.0.0.0/8`) and the names `loopback` (127.0.0.0/8, ::1), `linklocal` (169.254.0.0/16, fe80::/10) and `uniquelocal` (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7); the header is read from the right, past the listed addresses, and the first address not listed is the client's. `true`: every peer's header is believed (kept for compatibility; a production node warns at start): never set it while clients can reach the node's port without the proxy, since such a client names any address it likes and escapes the per-source limits. compose.yaml sets `loopback,uniquelocal` and publishes the port on loopback only, compose.cluster.yaml `uniquelocal` with no node port published (docs/deploy.md).",
+  ),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', 16384, 1024, 1048576, 'Largest request body the TOTP group accepts; larger ones get 413.'),
   requestTimeoutMs: int(
     'REQUEST_TIMEOUT_MS',
@@ -726,7 +776,7 @@ export const settings = {
     50,
     0,
     1000000,
-    'Failed portal sign-ins from one source address (IPv6: its /64) within a clock hour, whatever the emails, before each further attempt from it waits. A success is not counted but does not end the run. 0 turns this limit off (do so, or set `TRUST_PROXY`, when every client reaches the service through one proxy address).',
+    'Failed portal sign-ins from one source address (IPv6: its /64) within a clock hour, whatever the emails, before each further attempt from it waits. A success is not counted but does not end the run. 0 turns this limit off. Behind a reverse proxy, list its addresses in `TRUST_PROXY`: otherwise every client counts as the proxy.',
   ),
   signinLockBaseSeconds: int(
     'SIGNIN_LOCK_BASE_SECONDS',
@@ -754,7 +804,7 @@ export const settings = {
     10,
     0,
     1000000,
-    'Portal sign-ups from one source address (IPv6: its /64) per clock hour; past it a sign-up gets 429 with `Retry-After` before any work (no password hash, no row, no email). 0 turns this limit off (do so, or set `TRUST_PROXY`, when every client reaches the service through one proxy address).',
+    'Portal sign-ups from one source address (IPv6: its /64) per clock hour; past it a sign-up gets 429 with `Retry-After` before any work (no password hash, no row, no email). 0 turns this limit off. Behind a reverse proxy, list its addresses in `TRUST_PROXY`: otherwise every client counts as the proxy.',
   ),
   signupMax: int(
     'SIGNUP_MAX',
@@ -780,7 +830,7 @@ export const settings = {
   webhookAllowPrivate: bool(
     'WEBHOOK_ALLOW_PRIVATE',
     false,
-    "Let webhook endpoints, and conversion jobs' `sourceUrl` and `resultUrl`, be plain `http` and reach loopback, private, link-local and other internal addresses (tests, development). Off, such a URL must be `https` and every address its name resolves to, checked at each connection, must be public.",
+    "Let webhook endpoints, and conversion jobs' `sourceUrl` and `resultUrl`, be plain `http` and reach loopback, private, link-local and other internal addresses (tests, development). Off, such a URL must be `https`, its host no local name (`localhost`, `.local`, `.internal`, `home.arpa`, a single label), and every address its name resolves to, checked at each connection, must be public; a refusal never says which address a name resolved to (docs/operating.md).",
   ),
   webhookTimeoutMs: int(
     'WEBHOOK_TIMEOUT_MS',

@@ -501,7 +501,7 @@ export const catalogue = {
     400,
     'list',
     'sourceUrl {reason}.',
-    '`sourceUrl` is not an `https` URL of a public host (a name that resolves to a private, loopback or link-local address included), or is over 8192 characters.',
+    '`sourceUrl` is not an `https` URL of a public host (a local name such as `localhost.` or `*.internal`, and a name that resolves to an address that is not public, included: the answer does not say which address), or is over 8192 characters.',
   ),
   RESULT_URL_INVALID: entry(
     400,

@@ -64,7 +64,8 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
     http: httpServerOptions(config),
-    trustProxy: opts.trustProxy,
+    // A list goes to proxy-addr as it is (config.ts checked every entry); Fastify takes a mutable array.
+    trustProxy: typeof opts.trustProxy === 'boolean' ? opts.trustProxy : [...opts.trustProxy],
     genReqId: (req) => {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()

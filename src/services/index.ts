@@ -26,6 +26,7 @@ import type { Passwords } from './users/passwords.ts'
 import type { SignInThrottle } from './users/throttle.ts'
 import { Webhooks } from './webhooks.ts'
 import { Jobs } from './jobs.ts'
+import type { Lookup } from '../webhooks/address.ts'
 
 /** ServiceParts: what the services are made of, and what only the runtime adds. */
 export interface ServiceParts {
@@ -50,6 +51,8 @@ export interface ServiceParts {
   readonly onWebhookDue?: () => void
   /** Told when a conversion job is queued (the runtime's job runner). */
   readonly onJobSubmitted?: () => void
+  /** How jobs' sourceUrl and resultUrl names are resolved when submitted (default: the system's; tests give their own). */
+  readonly lookup?: Lookup
 }
 
 /** CoreServices: the services every door shares; those that seal are made when first used. */
@@ -135,7 +138,7 @@ class ServiceSet implements CoreServices {
   }
 
   get jobs(): Jobs {
-    const { store, config, onJobSubmitted } = this.#parts
+    const { store, config, onJobSubmitted, lookup } = this.#parts
     // The wall clock, as the runner's: a job's times and its leases are compared across nodes (a test's moved clock is not the runners').
     this.#jobs ??= new Jobs({
       store,
@@ -143,6 +146,7 @@ class ServiceSet implements CoreServices {
       config,
       now: Date.now,
       ...(onJobSubmitted === undefined ? {} : { onSubmitted: onJobSubmitted }),
+      ...(lookup === undefined ? {} : { lookup }),
     })
     return this.#jobs
   }

@@ -209,9 +209,7 @@ export class Jobs {
     try {
       const target = await Promise.race([resolveTarget(new URL(checked.url).hostname, false, this.#o.lookup), late])
       // A name that does not resolve now may by the time the job runs: the fetch decides then, under the same rules.
-      return target !== null && 'reason' in target && !target.reason.includes('resolves to no address')
-        ? { reason: `must reach a public address: ${target.reason}` }
-        : checked
+      return target !== null && 'reason' in target && target.unresolved !== true ? { reason: `must reach a public address: ${target.reason}` } : checked
     } catch {
       return checked
     } finally {

@@ -1,9 +1,13 @@
 /**
  * Where a webhook may go (SSRF): an `https` URL whose host is, and resolves only to, public
  * addresses. The URL is checked when an endpoint is created (scheme, credentials, an address
- * or `localhost` as the host); the addresses its name resolves to are checked at every
+ * or a local name as the host); the addresses its name resolves to are checked at every
  * delivery, and the connection goes to the address checked (see send.ts), never to a second
  * lookup's answer. WEBHOOK_ALLOW_PRIVATE lifts both rules (tests, development).
+ *
+ * A refusal of a name never says what it resolved to, nor what kind of address that is: the
+ * caller would otherwise map internal names through this server's resolver. Only an address
+ * the caller wrote itself is named, with its kind.
  */
 import { BlockList, isIP } from 'node:net'
 import { lookup as dnsLookup } from 'node:dns/promises'
@@ -28,29 +32,41 @@ const RANGES: readonly (readonly [string, number, 'ipv4' | 'ipv6', string])[] = 
   ['::', 128, 'ipv6', 'unspecified'],
   ['::1', 128, 'ipv6', 'loopback'],
   ['::', 96, 'ipv6', 'IPv4-compatible'],
+  // An IPv4 address written as IPv6 whose IPv4 is public: no public host is named so, and the socket would reach the IPv4 one.
+  ['::ffff:0:0', 96, 'ipv6', 'IPv4-mapped'],
+  ['::ffff:0:0:0', 96, 'ipv6', 'IPv4-translated'],
   ['64:ff9b:1::', 48, 'ipv6', 'local NAT64'],
   ['100::', 64, 'ipv6', 'discard'],
+  // Tunnels whose far end is an IPv4 address inside the IPv6 one (obfuscated in Teredo's case): no receiver needs them.
+  ['2001::', 32, 'ipv6', 'Teredo'],
+  ['2001:2::', 48, 'ipv6', 'benchmarking'],
   ['2001:db8::', 32, 'ipv6', 'documentation'],
+  ['2002::', 16, 'ipv6', '6to4'],
   ['fc00::', 7, 'ipv6', 'unique-local'],
   ['fe80::', 10, 'ipv6', 'link-local'],
   ['fec0::', 10, 'ipv6', 'site-local'],
   ['ff00::', 8, 'ipv6', 'multicast'],
 ]
 
-// One list per range, so that a refusal can name the kind; Node checks IPv4-mapped IPv6 (::ffff:a.b.c.d) against the IPv4 ranges.
+// One list per range, so that a refusal can name the kind. Node checks IPv4-mapped IPv6 (::ffff:a.b.c.d) against the IPv4
+// ranges, and an IPv4 address against the IPv6 ones as if mapped: so an address is held to its own family's lists, and an
+// IPv6 one to the IPv4 lists first (::ffff:127.0.0.1 is a loopback address before it is an IPv4-mapped one).
 const LISTS = RANGES.map(([network, prefix, family, kind]) => {
   const list = new BlockList()
   list.addSubnet(network, prefix, family)
-  return { list, kind }
+  return { list, family, kind }
 })
 
-/** ipv4Within: the IPv4 address a NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address carries, if any. */
+/**
+ * ipv4Within: the IPv4 address a NAT64 address of the well-known prefix (64:ff9b::/96) carries, if
+ * any. Such an address is taken when that IPv4 address is public: DNS64 answers it on IPv6-only
+ * networks, and the NAT64 gateway goes to the IPv4 address. (6to4 is refused outright, above.)
+ */
 function ipv4Within(address: string): string | null {
   const parts = expand(address)
   if (parts === null) return null
   const quad = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.')
   if (parts[0] === 0x64 && parts[1] === 0xff9b && parts.slice(2, 6).every((p) => p === 0)) return quad(parts[6]!, parts[7]!)
-  if (parts[0] === 0x2002) return quad(parts[1]!, parts[2]!)
   return null
 }
 
@@ -75,7 +91,7 @@ export function blockedKind(address: string): string | null {
   const family = isIP(address)
   if (family === 0) return 'not an address'
   const type = family === 4 ? 'ipv4' : 'ipv6'
-  for (const { list, kind } of LISTS) if (list.check(address, type)) return kind
+  for (const { list, family: of, kind } of LISTS) if ((type === 'ipv6' || of === 'ipv4') && list.check(address, type)) return kind
   if (family === 6) {
     const inner = ipv4Within(address)
     if (inner !== null) {
@@ -85,6 +101,9 @@ export function blockedKind(address: string): string | null {
   }
   return null
 }
+
+/** a: a kind with its article ("an IPv4-mapped", "a loopback"). */
+const a = (kind: string) => `${/^(IPv4|unspecified)/.test(kind) ? 'an' : 'a'} ${kind}`
 
 /** The longest endpoint URL taken. */
 export const MAX_URL_LENGTH = 2000
@@ -96,6 +115,21 @@ export const MAX_URL_LENGTH = 2000
 export const MAX_TRANSFER_URL_LENGTH = 8192
 
 const bare = (hostname: string) => hostname.replace(/^\[(.*)\]$/, '$1')
+
+/**
+ * The names that are local by definition, refused before any lookup: `localhost` (RFC 6761),
+ * `.local` (mDNS, RFC 6762), `.internal` (reserved for private use by ICANN in 2024) and
+ * `home.arpa` (RFC 8375), with their subdomains.
+ */
+const LOCAL_SUFFIXES = ['localhost', 'local', 'internal', 'home.arpa'] as const
+
+/** localName: whether `name` (an address is not one) is local: one of those, or a single label that a search domain would complete. */
+export function localName(name: string): boolean {
+  // `localhost.` is `localhost`: a trailing dot only says the name is complete.
+  const host = name.toLowerCase().replace(/\.+$/, '')
+  if (!host.includes('.')) return true
+  return LOCAL_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))
+}
 
 /** checkEndpointUrl: the URL as it will be called, or why it is refused (a phrase that follows the field's name). */
 export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength = MAX_URL_LENGTH): { url: string } | { reason: string } {
@@ -115,8 +149,8 @@ export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength =
   const host = bare(url.hostname)
   if (isIP(host) !== 0) {
     const kind = blockedKind(host)
-    if (kind !== null) return { reason: `must reach a public address, not a ${kind} one` }
-  } else if (host === 'localhost' || host.endsWith('.localhost') || !host.includes('.')) {
+    if (kind !== null) return { reason: `must reach a public address, not ${a(kind)} one` }
+  } else if (localName(host)) {
     return { reason: 'must name a public host' }
   }
   return { url: url.href }
@@ -131,20 +165,30 @@ export type Lookup = (hostname: string) => Promise<readonly { address: string; f
 
 const systemLookup: Lookup = (hostname) => dnsLookup(hostname, { all: true, verbatim: true })
 
+/** Refused: why (a phrase for people, naming the host as given), and whether because the name resolved to no address at all. */
+export interface Unreachable {
+  readonly reason: string
+  readonly unresolved?: true
+}
+
 /**
  * resolveTarget: the address to connect to for `hostname` (the first its lookup gives), or
  * why none may be: every address the name resolves to must be public, so that a name that
- * answers a public and a private address cannot be steered to the private one.
+ * answers a public and a private address cannot be steered to the private one. A local name
+ * is refused unlooked-up (endpoints made before that rule may still hold one).
  */
-export async function resolveTarget(hostname: string, allowPrivate: boolean, lookup: Lookup = systemLookup): Promise<Target | { reason: string }> {
+export async function resolveTarget(hostname: string, allowPrivate: boolean, lookup: Lookup = systemLookup): Promise<Target | Unreachable> {
   const host = bare(hostname)
   const literal = isIP(host)
+  if (literal === 0 && !allowPrivate && localName(host)) return { reason: `${host} is not a public host name` }
   const found = literal !== 0 ? [{ address: host, family: literal }] : await lookup(host)
-  if (found.length === 0) return { reason: `${host} resolves to no address` }
+  if (found.length === 0) return { reason: `${host} resolves to no address`, unresolved: true }
   if (!allowPrivate) {
-    for (const a of found) {
-      const kind = blockedKind(a.address)
-      if (kind !== null) return { reason: literal !== 0 ? `${host} is a ${kind} address` : `${host} resolves to ${a.address}, a ${kind} address` }
+    for (const answer of found) {
+      const kind = blockedKind(answer.address)
+      if (kind === null) continue
+      // The caller's own address is named; what a name resolved to never is (see the top of this file).
+      return { reason: literal !== 0 ? `${host} is ${a(kind)} address` : `${host} resolves to an address that is not public` }
     }
   }
   const first = found[0]!

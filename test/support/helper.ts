@@ -24,6 +24,7 @@ import { resolveKeyring } from '../../src/config/encryption.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { SYSTEM } from '../../src/domain/accounts.ts'
 import { checkAnswersFrom, type OpenApiDocument } from './conformance.ts'
+import type { Lookup } from '../../src/webhooks/address.ts'
 
 export interface Clock {
   now: () => number
@@ -73,7 +74,13 @@ export function tempDir(t: TestContext, prefix = 'tessera-test-'): string {
   return dir
 }
 
-export async function startApp(t: TestContext, env: Record<string, string> = {}, clock = testClock()): Promise<Running> {
+/** AppExtras: what a test gives the app beside its settings. */
+export interface AppExtras {
+  /** How outbound URLs' names resolve (webhooks, jobs' sourceUrl and resultUrl): a test makes `internal.example.com` resolve where it needs, without DNS. */
+  readonly lookup?: Lookup
+}
+
+export async function startApp(t: TestContext, env: Record<string, string> = {}, clock = testClock(), extras: AppExtras = {}): Promise<Running> {
   const dataDir = env.DATA_DIR ?? tempDir(t)
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info', ...env, DATA_DIR: dataDir })
   const pepper = resolvePepper(config)
@@ -85,6 +92,7 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
     store,
     pepper,
     now: clock.now,
+    ...(extras.lookup === undefined ? {} : { lookup: extras.lookup }),
     logStream: {
       write: (line) => {
         logs.push(line)

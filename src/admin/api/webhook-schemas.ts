@@ -28,7 +28,10 @@ const attempt = Type.Object({
   at: time('When the attempt ended.'),
   statusCode: nullable(Type.Integer(), 'The HTTP status answered; null: no answer (refused, unreachable, timed out).'),
   durationMs: Type.Integer({ description: 'How long the attempt took.' }),
-  error: nullable(Type.String(), 'Why it failed (`HTTP 500`, `timed out after 10000 ms`, `refused: … a private address`); null: delivered.'),
+  error: nullable(
+    Type.String(),
+    'Why it failed (`HTTP 500`, `timed out after 10000 ms`, `refused: hooks.example.com resolves to an address that is not public`); null: delivered.',
+  ),
 })
 
 export const webhookDelivery = Type.Object(
@@ -63,7 +66,7 @@ export const createWebhookSchema = {
   operationId: 'createWebhook',
   summary: 'Add a webhook endpoint to an account (its secret shown once)',
   description:
-    'The URL must be `https` and its host public: loopback, private, link-local, unique-local, CGNAT, multicast and reserved addresses are refused here for an address, and at every delivery for whatever the name resolves to (unless `WEBHOOK_ALLOW_PRIVATE=true`). Events are signed with the secret as Standard Webhooks says; it is shown this once.',
+    'The URL must be `https` and its host public: loopback, private, link-local, unique-local, CGNAT, multicast and reserved addresses, the IPv6 forms of IPv4 ones, and local names (`localhost`, `.local`, `.internal`, `home.arpa`, single labels; a trailing dot changes nothing) are refused here, and at every delivery whatever the name resolves to (unless `WEBHOOK_ALLOW_PRIVATE=true`). Events are signed with the secret as Standard Webhooks says; it is shown this once.',
   tags: ['webhooks'],
   params: Type.Object({ id: id('account', 'acc_01JD3Q5Z8X') }),
   headers: IDEMPOTENCY_HEADERS,

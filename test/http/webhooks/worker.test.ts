@@ -185,6 +185,7 @@ test('worker: what the SSRF rule refuses is not connected to, whatever the endpo
   // Rows as if their names had resolved elsewhere at creation: the check at delivery is what holds.
   const urls = [
     `http://localhost:${r.port}/`,
+    `https://example.internal.:${r.port}/`,
     `https://127.0.0.1:${r.port}/`,
     `https://[::ffff:127.0.0.1]:${r.port}/`,
     'https://10.0.0.1/',
@@ -211,7 +212,8 @@ test('worker: what the SSRF rule refuses is not connected to, whatever the endpo
   await waitFor(async () => (await Promise.all(ids.map((id) => s.log(id)))).every((l) => (l[0]?.attempts.length ?? 0) > 0), 5000, 'an attempt each')
   const errors = await Promise.all(ids.map(async (id) => (await s.log(id))[0]!.attempts[0]!.error))
   assert.deepEqual(errors, [
-    'refused: localhost resolves to 127.0.0.1, a loopback address',
+    'refused: localhost is not a public host name',
+    'refused: example.internal. is not a public host name',
     'refused: 127.0.0.1 is a loopback address',
     'refused: ::ffff:7f00:1 is a loopback address',
     'refused: 10.0.0.1 is a private address',
@@ -230,7 +232,7 @@ test('send: a name that resolves to a public and a private address is refused; t
       { address: '10.1.2.3', family: 4 },
     ],
   })
-  assert.equal(mixed.error, 'refused: hooks.example.com resolves to 10.1.2.3, a private address')
+  assert.equal(mixed.error, 'refused: hooks.example.com resolves to an address that is not public')
   let lookups = 0
   // allowPrivate: the lookup's one answer is pinned: the name itself resolves nowhere, yet the receiver gets it with its Host.
   const pinned = await send(`http://receiver.invalid:${r.port}/`, {}, '{}', {

@@ -255,7 +255,8 @@ test('compress: never larger than the upload, within 10% of native gs at each pr
           }),
         )
         line.push(`${preset} ${ratio.toFixed(2)}× ${oursDb!.toFixed(1)}/${nativeDb!.toFixed(1)} dB`)
-        if (ratio > (COMPRESS_DIFFERENCES[file]?.ratio ?? 1.1)) offenders.push(`${file} ${preset}: ${ours.length} bytes, native gs ${kept} (${ratio.toFixed(2)}×)`)
+        if (ratio > (COMPRESS_DIFFERENCES[file]?.ratio ?? 1.1))
+          offenders.push(`${file} ${preset}: ${ours.length} bytes, native gs ${kept} (${ratio.toFixed(2)}×)`)
         if (!(oursDb! >= nativeDb! - 3) && !Number.isNaN(nativeDb!))
           offenders.push(`${file} ${preset}: renders at ${oursDb!.toFixed(1)} dB, native gs ${nativeDb!.toFixed(1)}`)
       } finally {

@@ -83,6 +83,7 @@ async function setup(env: Record<string, string>): Promise<Setup> {
               activatedAt: now,
             },
             10,
+            1_000_000,
             now,
             { actor: 'bench', action: 'factor.created', accountId: account.id, ip: null, outcome: 'success', target: { type: 'factor', id }, detail: {} },
           )

@@ -2192,6 +2192,8 @@ export interface operations {
             /**
              * @description `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
+             *     `FACTORS_PER_ACCOUNT`: The account keeps {limit} managed factors, the most it may; delete some first.
+             *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
              *
              *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
@@ -2205,7 +2207,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
+                        code: "FACTOR_LIMIT" | "FACTORS_PER_ACCOUNT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -2550,6 +2552,8 @@ export interface operations {
              *
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
+             *     `FACTORS_PER_ACCOUNT`: The account keeps {limit} managed factors, the most it may; delete some first.
+             *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
              *
              *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
@@ -2563,7 +2567,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
+                        code: "FACTOR_EXISTS" | "FACTOR_LIMIT" | "FACTORS_PER_ACCOUNT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };
@@ -4573,6 +4577,8 @@ export interface operations {
              *
              *     `FACTOR_LIMIT`: The user has {limit} factors, the most allowed; delete one first.
              *
+             *     `FACTORS_PER_ACCOUNT`: The account keeps {limit} managed factors, the most it may; delete some first.
+             *
              *     `IDEMPOTENCY_KEY_BUSY`: A request with this Idempotency-Key is still under way: try again in a few seconds for its answer.
              *
              *     `IDEMPOTENCY_ANSWER_UNREADABLE`: The answer kept for this Idempotency-Key can no longer be read (the encryption key it was sealed under was removed); the request was not made again. Send it with a new key to make it again.
@@ -4586,7 +4592,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "Error";
                         /** @enum {string} */
-                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
+                        code: "PASSKEYS_NOT_CONFIGURED" | "PASSKEY_REGISTERED" | "FACTOR_LIMIT" | "FACTORS_PER_ACCOUNT" | "IDEMPOTENCY_KEY_BUSY" | "IDEMPOTENCY_ANSWER_UNREADABLE";
                         message: string;
                     }[];
                 };

@@ -469,6 +469,13 @@ export const settings = {
   otpLockMaxSeconds: int('OTP_LOCK_MAX_SECONDS', 3600, 1, 604800, 'Longest delay between `verifyOTP` attempts for a secret.'),
   factorPendingSeconds: int('FACTOR_PENDING_SECONDS', 600, 30, 604800, 'How long a managed factor waits for activation (its first code) before it is gone.'),
   factorMaxPerUser: int('FACTOR_MAX_PER_USER', 10, 1, 100, 'Most managed factors (pending and active) one user may have; one more gets 409.'),
+  factorsPerAccount: int(
+    'FACTORS_PER_ACCOUNT',
+    1_000_000,
+    1,
+    1_000_000_000,
+    "Most managed factors (TOTP and passkeys, pending and active) one account may keep across its users: past it, creating, importing (one by one or a line of a bulk import) and registering a passkey answer 409 `FACTORS_PER_ACCOUNT`, until some are deleted (expired pending ones are dropped when it is reached). About 0.5 KB each in the store with its user's row and the indexes (measured on SQLite, a TOTP factor; a passkey keeps its credential besides), so the default is about 0.5 GB an account.",
+  ),
   factorResyncSteps: int(
     'FACTOR_RESYNC_STEPS',
     20,

@@ -199,6 +199,12 @@ export const catalogue = {
     'The user has {limit} factors, the most allowed; delete one first.',
     'The user has `FACTOR_MAX_PER_USER` factors (pending ones count until they expire).',
   ),
+  FACTORS_PER_ACCOUNT: entry(
+    409,
+    'list',
+    'The account keeps {limit} managed factors, the most it may; delete some first.',
+    "A factor created, imported (or a line of a bulk import, in its report's `refused`) or a passkey registered while the account keeps `FACTORS_PER_ACCOUNT` factors across its users (pending ones count until they expire). Decided in the same step as the write: parallel creations never pass it. Nothing was kept; other accounts are not affected.",
+  ),
   FACTOR_ACTIVE: entry(409, 'list', 'The factor is active already.', 'Activation of a factor that is active.'),
   FACTOR_PENDING: entry(409, 'list', 'The factor is not active yet: activate it with its first code.', 'Resync of a factor not yet activated.'),
   NO_ACTIVE_FACTOR: entry(

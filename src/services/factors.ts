@@ -48,6 +48,7 @@ export type FactorsConfig = Pick<
   | 'otpLockMaxSeconds'
   | 'factorPendingSeconds'
   | 'factorMaxPerUser'
+  | 'factorsPerAccount'
   | 'factorResyncSteps'
   | 'factorUserLimit'
   | 'factorKeyLimit'
@@ -204,7 +205,7 @@ export class Factors {
     return { userId, applicationId: input.applicationId, label: input.label ?? null, profile, params, otpURL: otpauthUrl(input.applicationId, userId, params) }
   }
 
-  /** create stores an enrolment as a pending factor (`factor.created`), unless the user has FACTOR_MAX_PER_USER factors. */
+  /** create stores an enrolment as a pending factor (`factor.created`), unless the user has FACTOR_MAX_PER_USER factors or the account FACTORS_PER_ACCOUNT. */
   async create(caller: KeyCaller, e: Enrolment): Promise<CreatedFactor | FactorRefusal> {
     const t = this.#now()
     const id = newId('fct')
@@ -233,6 +234,7 @@ export class Factors {
         activatedAt: null,
       },
       max,
+      this.#config.factorsPerAccount,
       iso(t),
       keyEvent(
         caller,
@@ -252,6 +254,7 @@ export class Factors {
       ),
     )
     if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    if (created === 'account_limit') return refusal('conflict', 'FACTORS_PER_ACCOUNT', { limit: this.#config.factorsPerAccount })
     return { factorId: id, secretKey: toBase32(p.secret), expiresAt }
   }
 
@@ -315,8 +318,9 @@ export class Factors {
       tokenLength: p.digits,
       tokenValidity: p.period,
     }
-    const created = await this.#store.factors.create(factor, max, iso(t), event(id, detail))
+    const created = await this.#store.factors.create(factor, max, this.#config.factorsPerAccount, iso(t), event(id, detail))
     if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    if (created === 'account_limit') return refusal('conflict', 'FACTORS_PER_ACCOUNT', { limit: this.#config.factorsPerAccount })
     if (created === 'exists') return refusal('conflict', 'FACTOR_EXISTS', { factorID: id })
     return factorState(factor)
   }

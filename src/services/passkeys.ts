@@ -38,7 +38,10 @@ import {
 import { keyEvent, refusal, type FactorRefusal, type Factors, type KeyCaller } from './factors.ts'
 import { isFailure } from './outcome.ts'
 
-export type PasskeysConfig = Pick<Config, 'factorMaxPerUser' | 'passkeyChallengeSeconds' | 'passkeyChallengesPerUser' | 'passkeyChallengesPerAccount'>
+export type PasskeysConfig = Pick<
+  Config,
+  'factorMaxPerUser' | 'factorsPerAccount' | 'passkeyChallengeSeconds' | 'passkeyChallengesPerUser' | 'passkeyChallengesPerAccount'
+>
 
 export interface PasskeysOptions {
   readonly store: Store
@@ -160,8 +163,10 @@ export class Passkeys {
       },
       id,
     )
-    const created = await this.#o.store.factors.create(factor, max, iso(t), event)
+    const perAccount = this.#o.config.factorsPerAccount
+    const created = await this.#o.store.factors.create(factor, max, perAccount, iso(t), event)
     if (created === 'limit') return refusal('conflict', 'FACTOR_LIMIT', { limit: max })
+    if (created === 'account_limit') return refusal('conflict', 'FACTORS_PER_ACCOUNT', { limit: perAccount })
     return created === 'exists' ? refusal('conflict', 'PASSKEY_REGISTERED') : factor
   }
 

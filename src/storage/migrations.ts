@@ -1048,4 +1048,58 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX idempotency_records_owner ON idempotency_records (owner, expires_ms);
     `,
   },
+  {
+    version: 14,
+    name: 'per-account tally of managed factors (their cap, FACTORS_PER_ACCOUNT)',
+    // A third kind of record_tallies: an account's managed factors (TOTP and passkeys, pending and active), kept by triggers
+    // like the others, so that a deletion (of a factor, of its user by cascade, or a prune of expired pending ones) gives
+    // its row back. SQLite cannot change a CHECK, so its table is copied; legacy_alter_table keeps the rename from
+    // checking the other tables' triggers, which name record_tallies while it is away.
+    sqlite: `
+      CREATE TABLE record_tallies_new (
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('passkey_challenges', 'idempotency_records', 'factors')),
+        row_count INTEGER NOT NULL,
+        byte_count INTEGER NOT NULL,
+        PRIMARY KEY (owner, kind)
+      ) WITHOUT ROWID;
+      INSERT INTO record_tallies_new (owner, kind, row_count, byte_count) SELECT owner, kind, row_count, byte_count FROM record_tallies;
+      DROP TABLE record_tallies;
+      PRAGMA legacy_alter_table = ON;
+      ALTER TABLE record_tallies_new RENAME TO record_tallies;
+      PRAGMA legacy_alter_table = OFF;
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT account_id, 'factors', count(*), 0 FROM totp_factors GROUP BY account_id;
+      CREATE TRIGGER totp_factors_tally_insert AFTER INSERT ON totp_factors BEGIN
+        INSERT INTO record_tallies (owner, kind, row_count, byte_count) VALUES (NEW.account_id, 'factors', 1, 0)
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = row_count + 1;
+      END;
+      CREATE TRIGGER totp_factors_tally_delete AFTER DELETE ON totp_factors BEGIN
+        UPDATE record_tallies SET row_count = row_count - 1 WHERE owner = OLD.account_id AND kind = 'factors';
+      END;
+    `,
+    postgres: `
+      ALTER TABLE record_tallies DROP CONSTRAINT record_tallies_kind_check;
+      ALTER TABLE record_tallies ADD CONSTRAINT record_tallies_kind_check CHECK (kind IN ('passkey_challenges', 'idempotency_records', 'factors'));
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT account_id, 'factors', count(*), 0 FROM totp_factors GROUP BY account_id;
+      CREATE FUNCTION totp_factors_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'INSERT' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT account_id, 'factors', count(*), 0 FROM added GROUP BY account_id ORDER BY account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        ELSE
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT account_id, 'factors', -count(*), 0 FROM gone GROUP BY account_id ORDER BY account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER totp_factors_tally_insert AFTER INSERT ON totp_factors
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION totp_factors_tally();
+      CREATE TRIGGER totp_factors_tally_delete AFTER DELETE ON totp_factors
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION totp_factors_tally();
+    `,
+  },
 ]

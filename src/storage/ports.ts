@@ -360,10 +360,18 @@ export interface SealedRow {
 export interface FactorStore {
   /**
    * create adds a factor (and the user with their first one), unless there is a live factor of
-   * its id already ('exists': an import made before) or the user has `max` live factors
-   * ('limit'); then nothing is written.
+   * its id already ('exists': an import made before), the user has `maxPerUser` live factors
+   * ('limit') or the account `maxPerAccount` factors of all its users ('account_limit': counted
+   * in the same step as the write, so parallel creations never pass it; expired pending ones
+   * are dropped when it is reached); then nothing is written.
    */
-  create(factor: Factor, max: number, nowIso: string, audit: AuditDraft): Promise<'created' | 'limit' | 'exists'>
+  create(
+    factor: Factor,
+    maxPerUser: number,
+    maxPerAccount: number,
+    nowIso: string,
+    audit: AuditDraft,
+  ): Promise<'created' | 'limit' | 'account_limit' | 'exists'>
   /** factors: the user's live factors, oldest first; null when there is no such user (in this account). */
   factors(accountId: string, userId: string, nowIso: string): Promise<Factor[] | null>
   /** attempting: what an attempt of the user's needs, in one read: their live factors and the account's factor settings; null when there is no such user. */

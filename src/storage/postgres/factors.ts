@@ -25,14 +25,39 @@ const lockUser = async (q: Query, accountId: string, userId: string) =>
 /** oneRow: a statement that answers whether it returned a row (a change made, with its event). */
 const oneRow = (query: Query) => async (name: string, text: string, values: unknown[]) => (await query(name, text, values)).rows.length > 0
 
+/** accountFactors: the account's managed factors, from its tally. */
+const accountFactors = async (q: Query, accountId: string) =>
+  Number((await q('factor-tally', "SELECT row_count AS n FROM record_tallies WHERE owner = $1 AND kind = 'factors'", [accountId])).rows[0]!.n)
+
+/** overAccount: whether the account keeps more than `max` factors, its expired pending ones dropped first when it seems to. */
+async function overAccount(q: Query, accountId: string, max: number, nowIso: string): Promise<boolean> {
+  if ((await accountFactors(q, accountId)) <= max) return false
+  // Rows another transaction holds (its user's own expired ones, being dropped) are skipped, never waited for: that one may be
+  // waiting for this one's tally row.
+  await q(
+    'factor-drop-account-expired',
+    `DELETE FROM totp_factors WHERE id IN (SELECT id FROM totp_factors WHERE account_id = $1 AND status = 'pending' AND expires_at <= $2
+      FOR UPDATE SKIP LOCKED)`,
+    [accountId, nowIso],
+  )
+  return (await accountFactors(q, accountId)) > max
+}
+
+/** AccountFull: thrown inside the creating transaction to roll back a factor the account has no room for. */
+class AccountFull extends Error {
+  constructor() {
+    super('the account keeps as many managed factors as it may')
+  }
+}
+
 export function factorStore(p: Part): FactorStore {
   return { ...factorOps(p), ...factorChangeOps(p), ...userOps(p), ...sealOps(p), ...passkeyOps(p) }
 }
 
-/** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock. */
+/** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock, and the account's, under its tally's. */
 function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
   return {
-    create(f, max, nowIso, audit: AuditDraft) {
+    create(f, maxPerUser, maxPerAccount, nowIso, audit: AuditDraft) {
       return transaction(async (q) => {
         // The no-op update takes the row lock even when the user exists already.
         await q(
@@ -53,7 +78,7 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
         ])
         // An id is the user's (an import's is derived from account, user and secret): under the user's lock, none can come between.
         if (rows[0]!.taken === true) return 'exists' as const
-        if (Number(rows[0]!.n) >= max) return 'limit' as const
+        if (Number(rows[0]!.n) >= maxPerUser) return 'limit' as const
         // DO NOTHING on any unique conflict: a passkey's credential the account has already (another user's is not under this lock).
         const inserted = await q(
           'factor-insert',
@@ -62,7 +87,14 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
           ${auditInsert(FACTOR_COUNT + 1, 'f')} RETURNING 1`,
           [...factorValues(f), ...audited(audit)],
         )
-        return inserted.rows.length > 0 ? ('created' as const) : ('exists' as const)
+        if (inserted.rows.length === 0) return 'exists' as const
+        // The insert's trigger moved the account's tally (record_tallies) and holds its row until this transaction ends, so
+        // parallel creations of one account queue there and each reads the one before's count: over the cap, roll back.
+        if (await overAccount(q, f.accountId, maxPerAccount, nowIso)) throw new AccountFull()
+        return 'created' as const
+      }).catch((error: unknown) => {
+        if (error instanceof AccountFull) return 'account_limit' as const
+        throw error
       })
     },
     async factors(accountId, userId, nowIso) {

@@ -25,6 +25,8 @@ function factorStatements(db: DatabaseSync) {
     insertUser: db.prepare('INSERT INTO totp_users (account_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     dropExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND user_id = ? AND status = 'pending' AND expires_at <= ?"),
     count: db.prepare('SELECT count(*) AS n FROM totp_factors WHERE account_id = ? AND user_id = ?'),
+    accountFactors: db.prepare("SELECT row_count AS n FROM record_tallies WHERE owner = ? AND kind = 'factors'"),
+    dropAccountExpired: db.prepare("DELETE FROM totp_factors WHERE account_id = ? AND status = 'pending' AND expires_at <= ?"),
     byId: db.prepare('SELECT 1 FROM totp_factors WHERE id = ?'),
     // DO NOTHING on any unique conflict: an id taken, or a passkey's credential the account has already.
     insert: db.prepare(
@@ -83,21 +85,35 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
   return { ...factorOps(f), ...factorChangeOps(f), ...userOps(f), ...sealOps(f), ...passkeyOps(f) }
 }
 
-/** factorOps: a user's factors; one is created within the user's limit, in one step with the count. */
+/** factorOps: a user's factors; one is created within the user's and the account's limits, in one step with the counts. */
 function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
   const { q, batch, audit } = f
   const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
+  /** overAccount: whether the account keeps more than `max` factors, its expired pending ones dropped first when it seems to. */
+  const overAccount = (accountId: string, max: number, nowIso: string) => {
+    if (Number(q.accountFactors.get(accountId)!.n) <= max) return false
+    q.dropAccountExpired.run(accountId, nowIso)
+    return Number(q.accountFactors.get(accountId)!.n) > max
+  }
   return {
-    create(f, max, nowIso, event) {
-      return batch.atomic(() => {
-        q.insertUser.run(f.accountId, f.userId, nowIso)
-        q.dropExpired.run(f.accountId, f.userId, nowIso)
-        if (q.byId.get(f.id) !== undefined) return 'exists' as const
-        if (Number(q.count.get(f.accountId, f.userId)!.n) >= max) return 'limit' as const
-        if (Number(q.insert.run(...factorValues(f)).changes) === 0) return 'exists' as const
-        audit(event)
-        return 'created' as const
-      })
+    async create(f, maxPerUser, maxPerAccount, nowIso, event) {
+      // One synchronous step: the factor comes, and the account's tally (record_tallies, kept by triggers) is read; over the
+      // cap, the savepoint undoes it all (the user's row included).
+      try {
+        return await batch.atomic(() => {
+          q.insertUser.run(f.accountId, f.userId, nowIso)
+          q.dropExpired.run(f.accountId, f.userId, nowIso)
+          if (q.byId.get(f.id) !== undefined) return 'exists' as const
+          if (Number(q.count.get(f.accountId, f.userId)!.n) >= maxPerUser) return 'limit' as const
+          if (Number(q.insert.run(...factorValues(f)).changes) === 0) return 'exists' as const
+          if (overAccount(f.accountId, maxPerAccount, nowIso)) throw new AccountFull()
+          audit(event)
+          return 'created' as const
+        })
+      } catch (error) {
+        if (error instanceof AccountFull) return 'account_limit' as const
+        throw error
+      }
     },
     async factors(accountId, userId, nowIso) {
       const rows = q.factors.all({ accountId, userId, now: nowIso })
@@ -256,5 +272,12 @@ class Full extends Error {
   constructor(freesAt: string) {
     super('the account keeps as many passkey challenges as it may')
     this.freesAt = freesAt
+  }
+}
+
+/** AccountFull: thrown inside an atomic step to undo a factor the account has no room for. */
+class AccountFull extends Error {
+  constructor() {
+    super('the account keeps as many managed factors as it may')
   }
 }

@@ -232,6 +232,7 @@ export const registerSchema = {
       'PASSKEY_INVALID',
       'PASSKEY_REGISTERED',
       'FACTOR_LIMIT',
+      'FACTORS_PER_ACCOUNT',
       ...IDEMPOTENCY_CODES,
     ]),
   },

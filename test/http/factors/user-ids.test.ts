@@ -157,6 +157,7 @@ for (const [name, env, skip] of stores) {
             activatedAt: null,
           },
           10,
+          1_000_000,
           iso,
           { actor: 'system', action: 'factor.created', accountId: app.accountId, ip: null, outcome: 'success', target: { type: 'factor', id }, detail: {} },
         ),

@@ -52,20 +52,52 @@ async function eventsOf(store: Store, accountId: string, action: string): Promis
 export function factorContract(withStore: WithStore, makeAccount: (store: Store) => Promise<string>): void {
   withStore('factors: 40 parallel creations for one user stop at the limit', async (store) => {
     const acc = await makeAccount(store)
-    const results = await Promise.all(Array.from({ length: 40 }, () => store.factors.create(factor(acc, 'u'), 5, NOW, event('factor.created', acc))))
+    const results = await Promise.all(Array.from({ length: 40 }, () => store.factors.create(factor(acc, 'u'), 5, 1000, NOW, event('factor.created', acc))))
     assert.equal(results.filter((r) => r === 'created').length, 5)
     assert.equal((await store.factors.factors(acc, 'u', NOW))!.length, 5)
     assert.equal(await eventsOf(store, acc, 'factor.created'), 5, 'an event per factor made, none for the refused')
     // Expired pending factors do not count: the next creation drops them.
-    assert.equal(await store.factors.create(factor(acc, 'u', { expiresAt: '2026-01-01T13:10:00.000Z' }), 5, LATER, event('factor.created', acc)), 'created')
+    assert.equal(
+      await store.factors.create(factor(acc, 'u', { expiresAt: '2026-01-01T13:10:00.000Z' }), 5, 1000, LATER, event('factor.created', acc)),
+      'created',
+    )
     assert.equal((await store.factors.factors(acc, 'u', LATER))!.length, 1)
+  })
+
+  withStore('factors: 80 parallel creations for 80 users of one account stop at its cap; deletions and expiry give room back', async (store) => {
+    const acc = await makeAccount(store)
+    const other = await makeAccount(store)
+    const create = (accountId: string, userId: string, nowIso = NOW, extra: Partial<TotpFactor> = {}) =>
+      store.factors.create(factor(accountId, userId, extra), 5, 25, nowIso, event('factor.created', accountId))
+    const results = await Promise.all(Array.from({ length: 80 }, (_, i) => create(acc, `u${i}`)))
+    assert.equal(results.filter((r) => r === 'created').length, 25)
+    assert.equal(results.filter((r) => r === 'account_limit').length, 55)
+    assert.equal(await eventsOf(store, acc, 'factor.created'), 25, 'an event per factor made, none for the refused')
+    const users = await store.factors.listUsers(acc, { limit: 100, nowIso: NOW })
+    assert.equal(users.items.length, 25, 'a refused user was not kept either')
+    assert.equal(await create(other, 'u'), 'created', 'another account is not affected')
+    // A user at the account's cap is refused even below their own; deleting a factor, or a user with theirs, gives room back.
+    const kept = users.items[0]!.userId
+    assert.equal(await create(acc, kept), 'account_limit')
+    const [f] = (await store.factors.factors(acc, kept, NOW))!
+    assert.equal(await store.factors.remove(acc, kept, f!.id, event('factor.deleted', acc)), true)
+    assert.equal(await create(acc, kept), 'created')
+    assert.equal(await create(acc, 'new'), 'account_limit')
+    assert.equal(await store.factors.removeUser(acc, users.items[1]!.userId, event('factor.deleted', acc)), true)
+    assert.equal(await create(acc, 'new'), 'created')
+    // Expired pending factors count until they go: reaching the cap drops the account's (not another's), as a prune would.
+    const late = { expiresAt: '2026-01-01T13:10:00.000Z' }
+    assert.equal(await create(acc, 'late', LATER, late), 'created', "the account's expired pending ones were dropped for it")
+    for (let i = 0; i < 24; i++) assert.equal(await create(acc, `late${i}`, LATER, late), 'created')
+    assert.equal(await create(acc, 'late-full', LATER, late), 'account_limit')
+    assert.equal(await store.factors.prune(LATER), 1, "only the other account's expired one was left to prune")
   })
 
   withStore('factors: users are per account; reads skip expired pending factors; activation once', async (store) => {
     const a = await makeAccount(store)
     const b = await makeAccount(store)
     const f = factor(a, 'same')
-    await store.factors.create(f, 5, NOW, event('factor.created', a))
+    await store.factors.create(f, 5, 1000, NOW, event('factor.created', a))
     assert.equal(await store.factors.factors(b, 'same', NOW), null)
     assert.equal(await store.factors.factors(a, 'nobody', NOW), null)
     assert.deepEqual(await store.factors.factors(a, 'same', NOW), [f])
@@ -78,7 +110,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.equal(active!.expiresAt, null)
     assert.equal(active!.activatedAt, NOW)
     const late = factor(a, 'same')
-    await store.factors.create(late, 5, NOW, event('factor.created', a))
+    await store.factors.create(late, 5, 1000, NOW, event('factor.created', a))
     assert.equal(await store.factors.activate(a, 'same', late.id, LATER, event('factor.activated', a)), false, 'expired')
     assert.deepEqual(
       (await store.factors.factors(a, 'same', LATER))!.map((x) => x.id),
@@ -99,7 +131,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
   withStore('recovery codes: 50 parallel uses of one code, one wins; a new set replaces the old', async (store) => {
     const acc = await makeAccount(store)
     assert.equal(await store.factors.setRecoveryCodes(acc, 'u', ['h1'], NOW, event('recovery_codes.regenerated', acc)), false, 'no such user')
-    await store.factors.create(factor(acc, 'u'), 5, NOW, event('factor.created', acc))
+    await store.factors.create(factor(acc, 'u'), 5, 1000, NOW, event('factor.created', acc))
     const hashes = Array.from({ length: 10 }, (_, i) => `hash-${i}`)
     assert.equal(await store.factors.setRecoveryCodes(acc, 'u', hashes, NOW, event('recovery_codes.regenerated', acc)), true)
     assert.equal(await store.factors.recoveryCodesLeft(acc, 'u'), 10)
@@ -122,7 +154,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
 
   withStore('factors: users listed in pages by id, with their counts; a bad cursor throws CursorError', async (store) => {
     const acc = await makeAccount(store)
-    for (const u of ['c', 'a', 'b']) await store.factors.create(factor(acc, u), 5, NOW, event('factor.created', acc))
+    for (const u of ['c', 'a', 'b']) await store.factors.create(factor(acc, u), 5, 1000, NOW, event('factor.created', acc))
     await store.factors.setRecoveryCodes(acc, 'b', ['x', 'y'], NOW, event('recovery_codes.regenerated', acc))
     const first = await store.factors.listUsers(acc, { limit: 2, nowIso: NOW })
     assert.deepEqual(
@@ -151,8 +183,8 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const acc = await makeAccount(store)
     const old = factor(acc, 'u', { sealed: 'v1.old', keyVersion: 1 })
     const current = factor(acc, 'u', { sealed: 'v2.cur', keyVersion: 2 })
-    await store.factors.create(old, 5, NOW, event('factor.created', acc))
-    await store.factors.create(current, 5, NOW, event('factor.created', acc))
+    await store.factors.create(old, 5, 1000, NOW, event('factor.created', acc))
+    await store.factors.create(current, 5, 1000, NOW, event('factor.created', acc))
     assert.deepEqual(await store.factors.staleSeals(2, '', 10), [{ id: old.id, accountId: acc, userId: 'u', sealed: 'v1.old' }])
     assert.deepEqual(
       await store.factors.sealVersions(),
@@ -170,7 +202,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
   withStore('passkeys: a passkey round-trips; its counter moves compare-and-set, once however many move it at once', async (store) => {
     const acc = await makeAccount(store)
     const p = passkey(acc, 'u')
-    assert.equal(await store.factors.create(p, 5, NOW, event('factor.created', acc)), 'created')
+    assert.equal(await store.factors.create(p, 5, 1000, NOW, event('factor.created', acc)), 'created')
     assert.deepEqual(await store.factors.factors(acc, 'u', NOW), [p])
     const moves = await Promise.all(Array.from({ length: 20 }, (_, i) => store.factors.useCredential(acc, 'u', p.id, 3, 4 + i)))
     assert.equal(moves.filter(Boolean).length, 1)
@@ -180,7 +212,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const other = await makeAccount(store)
     assert.equal(await store.factors.useCredential(other, 'u', p.id, after!.signCount, 99), false, 'not through another account')
     const totp = factor(acc, 'u')
-    await store.factors.create(totp, 5, NOW, event('factor.created', acc))
+    await store.factors.create(totp, 5, 1000, NOW, event('factor.created', acc))
     assert.equal(await store.factors.useCredential(acc, 'u', totp.id, 0, 1), false, 'a TOTP factor has no counter')
   })
 
@@ -188,19 +220,23 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const acc = await makeAccount(store)
     const credentialDigest = 'digest-shared'
     const same = await Promise.all(
-      Array.from({ length: 10 }, () => store.factors.create({ ...passkey(acc, 'u'), credentialDigest }, 20, NOW, event('factor.created', acc))),
+      Array.from({ length: 10 }, () => store.factors.create({ ...passkey(acc, 'u'), credentialDigest }, 20, 1000, NOW, event('factor.created', acc))),
     )
     assert.deepEqual(same.filter((r) => r === 'created').length, 1)
     assert.deepEqual(same.filter((r) => r === 'exists').length, 9)
     const across = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        store.factors.create({ ...passkey(acc, `v${i}`), credentialDigest: 'digest-across' }, 20, NOW, event('factor.created', acc)),
+        store.factors.create({ ...passkey(acc, `v${i}`), credentialDigest: 'digest-across' }, 20, 1000, NOW, event('factor.created', acc)),
       ),
     )
     assert.equal(across.filter((r) => r === 'created').length, 1)
     assert.equal(await eventsOf(store, acc, 'factor.created'), 2, 'an event for each made, none for the refused')
     const other = await makeAccount(store)
-    assert.equal(await store.factors.create({ ...passkey(other, 'u'), credentialDigest }, 20, NOW, event('factor.created', other)), 'created', 'per account')
+    assert.equal(
+      await store.factors.create({ ...passkey(other, 'u'), credentialDigest }, 20, 1000, NOW, event('factor.created', other)),
+      'created',
+      'per account',
+    )
   })
 
   withStore('passkeys: a challenge is taken once however many answer it at once; expired ones and a flood beyond the cap go', async (store) => {

@@ -46,7 +46,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const runtime = createRuntime(opts)
   const app = await buildPublicApp(runtime, { logStream: opts.logStream })
   runtime.log.attach(app.log)
-  runtime.start()
+  await runtime.start()
   app.addHook('onClose', () => runtime.close())
   return app
 }

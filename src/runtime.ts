@@ -127,6 +127,13 @@ export class Runtime {
       config,
       onError: (error, what) => log.warn({ err: error, what }, 'webhook delivery failed to run'),
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
+      onDropped: (accountId, deliveries, note) => {
+        metrics.webhookDropped(deliveries)
+        if (note !== null) {
+          const limit = config.webhookPendingPerAccount
+          log.warn({ accountId, dropped: note, limit }, 'webhook deliveries dropped: the account has WEBHOOK_PENDING_PER_ACCOUNT pending')
+        }
+      },
       send: lookup,
     })
     metrics.watchWebhooks(() => this.store.webhooks.pending())
@@ -201,11 +208,15 @@ export class Runtime {
     return pool
   }
 
-  /** start begins the background jobs: webhook delivery, audit retention and (with the portal) its pruning. */
-  start(): void {
+  /**
+   * start begins the background jobs: webhook delivery, audit retention and (with the portal) its pruning; first it gives
+   * the store this node's WEBHOOK_PENDING_PER_ACCOUNT (the outbox trigger reads it there).
+   */
+  async start(): Promise<void> {
     if (this.#started) return
     this.#started = true
     const { config, log } = this
+    await this.store.webhooks.setPendingCap(config.webhookPendingPerAccount)
     this.worker.start()
     this.#stops.push(() => this.worker.close())
     if (this.runner !== null) {

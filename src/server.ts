@@ -73,7 +73,7 @@ const admin =
         idempotency: runtime.idempotency,
       })
 runtime.log.attach(app.log)
-runtime.start()
+await runtime.start()
 log = (error, what) => app.log.warn({ err: error, dependency: what }, 'dependency error')
 
 /** adminAddress: where the admin API listens, as host:port (the port chosen when ADMIN_LISTEN asked for 0). */

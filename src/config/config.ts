@@ -869,6 +869,13 @@ export const settings = {
     'How often each node looks for webhook deliveries that are due (a read; it claims only when there is work).',
   ),
   webhookConcurrency: int('WEBHOOK_CONCURRENCY', 8, 1, 256, 'Webhook deliveries each node sends at once.'),
+  webhookPendingPerAccount: int(
+    'WEBHOOK_PENDING_PER_ACCOUNT',
+    100_000,
+    1,
+    100_000_000,
+    "Most webhook deliveries one account may have pending (waiting to be sent or retried), across its endpoints: past it, an event's deliveries are not written (the event stays in the audit trail), counted in `tessera_webhook_deliveries_dropped_total` and logged at warn once an hour per account. Decided in the event's own insert. About 0.5 KB each in the store with its message and indexes, and 0.23 KB for each attempt kept (a receiver down for a day: some 30 attempts), measured on SQLite: the default is 50 MB an account, up to 0.7 GB while its receiver is down.",
+  ),
   webhookMaxEndpoints: int(
     'WEBHOOK_MAX_ENDPOINTS',
     10,

@@ -236,6 +236,8 @@ export interface Metrics {
   webhookAttempt(outcome: WebhookOutcome): void
   /** Webhook deliveries not yet delivered nor given up (every node's), counted at each scrape. */
   watchWebhooks(read: () => Promise<number>): void
+  /** Webhook deliveries not written because their account had WEBHOOK_PENDING_PER_ACCOUNT pending (counted by the node that took them). */
+  webhookDropped(deliveries: number): void
   /** A conversion job ended on this node: how, and how long it ran (from its start to its end). */
   jobEnded(status: JobEndStatus, seconds: number): void
   /** This node claimed a job whose node's lease had run out (the node died or stalled). */
@@ -622,8 +624,8 @@ function portalMetrics({ registers, zero }: Section): Pick<Metrics, 'signIn' | '
   }
 }
 
-/** Webhook attempts and the deliveries pending. */
-function webhookMetrics({ registers, zero }: Section): Pick<Metrics, 'webhookAttempt' | 'watchWebhooks'> {
+/** Webhook attempts, the deliveries pending and those dropped past an account's cap. */
+function webhookMetrics({ registers, zero }: Section): Pick<Metrics, 'webhookAttempt' | 'watchWebhooks' | 'webhookDropped'> {
   const webhookAttempts = new Counter({
     name: 'tessera_webhook_attempts_total',
     help: 'Webhook delivery attempts by outcome (delivered, retry, failed: given up after WEBHOOK_RETRY_SECONDS).',
@@ -647,9 +649,18 @@ function webhookMetrics({ registers, zero }: Section): Pick<Metrics, 'webhookAtt
     },
   })
 
+  const webhookDropped = new Counter({
+    name: 'tessera_webhook_deliveries_dropped_total',
+    help: 'Webhook deliveries not written because their account had WEBHOOK_PENDING_PER_ACCOUNT pending (the events are kept); each counted by one node.',
+    registers,
+  })
+
   return {
     webhookAttempt(outcome) {
       webhookChildren.get(outcome)!.inc()
+    },
+    webhookDropped(deliveries) {
+      webhookDropped.inc(deliveries)
     },
     watchWebhooks(read) {
       webhooksPending = read

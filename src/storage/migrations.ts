@@ -1102,4 +1102,147 @@ export const migrations: readonly Migration[] = [
         REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION totp_factors_tally();
     `,
   },
+  {
+    version: 15,
+    name: 'per-account tally of pending webhook deliveries and its cap (WEBHOOK_PENDING_PER_ACCOUNT): past it, deliveries are dropped and counted',
+    // Two more kinds of record_tallies: an account's pending webhook deliveries (kept by triggers on webhook_deliveries, as a
+    // delivery comes, leaves pending or goes) and the deliveries dropped for it and not yet taken by a node's worker (which
+    // counts them in tessera_webhook_deliveries_dropped_total and logs them). The outbox trigger on audit_events decides in the
+    // event's own insert: it writes as many of the event's deliveries as the account has room for (endpoints in id order), the
+    // message only with one, and counts the rest as dropped; the event itself is kept. The cap is in store_settings, set by each
+    // server as it starts (its WEBHOOK_PENDING_PER_ACCOUNT), since a trigger cannot read the configuration. A partial index
+    // finds the dropped counts not yet taken, so that a worker's poll for them is a read of nothing when there are none.
+    sqlite: `
+      CREATE TABLE store_settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+      INSERT INTO store_settings (name, value) VALUES ('webhook_pending_per_account', 100000);
+      CREATE TABLE record_tallies_new (
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('passkey_challenges', 'idempotency_records', 'factors', 'webhook_pending', 'webhook_dropped')),
+        row_count INTEGER NOT NULL,
+        byte_count INTEGER NOT NULL,
+        PRIMARY KEY (owner, kind)
+      ) WITHOUT ROWID;
+      INSERT INTO record_tallies_new (owner, kind, row_count, byte_count) SELECT owner, kind, row_count, byte_count FROM record_tallies;
+      DROP TABLE record_tallies;
+      PRAGMA legacy_alter_table = ON;
+      ALTER TABLE record_tallies_new RENAME TO record_tallies;
+      PRAGMA legacy_alter_table = OFF;
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT e.account_id, 'webhook_pending', count(*), 0 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+        WHERE d.status = 'pending' GROUP BY e.account_id;
+      CREATE TRIGGER webhook_deliveries_tally_insert AFTER INSERT ON webhook_deliveries WHEN NEW.status = 'pending' BEGIN
+        INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+          SELECT account_id, 'webhook_pending', 1, 0 FROM webhook_endpoints WHERE id = NEW.endpoint_id
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = row_count + 1;
+      END;
+      CREATE TRIGGER webhook_deliveries_tally_update AFTER UPDATE OF status ON webhook_deliveries
+        WHEN (OLD.status = 'pending') <> (NEW.status = 'pending') BEGIN
+        UPDATE record_tallies SET row_count = row_count + CASE WHEN NEW.status = 'pending' THEN 1 ELSE -1 END
+          WHERE owner = (SELECT account_id FROM webhook_endpoints WHERE id = NEW.endpoint_id) AND kind = 'webhook_pending';
+      END;
+      CREATE TRIGGER webhook_deliveries_tally_delete AFTER DELETE ON webhook_deliveries WHEN OLD.status = 'pending' BEGIN
+        UPDATE record_tallies SET row_count = row_count - 1
+          WHERE owner = (SELECT account_id FROM webhook_endpoints WHERE id = OLD.endpoint_id) AND kind = 'webhook_pending';
+      END;
+      CREATE INDEX record_tallies_dropped ON record_tallies (owner) WHERE kind = 'webhook_dropped' AND row_count > 0;
+      DROP TRIGGER audit_events_webhooks;
+      CREATE TRIGGER audit_events_webhooks AFTER INSERT ON audit_events
+        WHEN NEW.account_id IS NOT NULL AND NEW.action IN (SELECT type FROM webhook_event_types)
+          AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR instr(',' || e.event_types || ',', ',' || NEW.action || ',') > 0))
+      BEGIN
+        INSERT INTO webhook_messages (id, account_id, event_type, at, data) SELECT NEW.id, NEW.account_id, NEW.action, NEW.at, NEW.detail
+          WHERE (coalesce((SELECT value FROM store_settings WHERE name = 'webhook_pending_per_account'), 9223372036854775807) - coalesce((SELECT row_count FROM record_tallies WHERE owner = NEW.account_id AND kind = 'webhook_pending'), 0)) > 0;
+        INSERT INTO webhook_deliveries (endpoint_id, message_id, status, tries, since_ms, next_at_ms, lease, updated_ms)
+          SELECT e.id, NEW.id, 'pending', 0, t.ms, t.ms, NULL, t.ms
+          FROM webhook_endpoints e, (SELECT CAST(round((julianday(NEW.at) - 2440587.5) * 86400000) AS INTEGER) AS ms) t
+          WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR instr(',' || e.event_types || ',', ',' || NEW.action || ',') > 0)
+          ORDER BY e.id LIMIT max((coalesce((SELECT value FROM store_settings WHERE name = 'webhook_pending_per_account'), 9223372036854775807) - coalesce((SELECT row_count FROM record_tallies WHERE owner = NEW.account_id AND kind = 'webhook_pending'), 0)), 0);
+        INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+          SELECT NEW.account_id, 'webhook_dropped', n, 0 FROM (SELECT
+            (SELECT count(*) FROM webhook_endpoints e WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+            AND (e.event_types IS NULL OR instr(',' || e.event_types || ',', ',' || NEW.action || ',') > 0))
+            - (SELECT count(*) FROM webhook_deliveries WHERE message_id = NEW.id) AS n)
+          WHERE n > 0
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = row_count + excluded.row_count;
+      END;
+    `,
+    postgres: `
+      CREATE TABLE store_settings (name text PRIMARY KEY, value bigint NOT NULL);
+      INSERT INTO store_settings (name, value) VALUES ('webhook_pending_per_account', 100000);
+      ALTER TABLE record_tallies DROP CONSTRAINT record_tallies_kind_check;
+      ALTER TABLE record_tallies ADD CONSTRAINT record_tallies_kind_check
+        CHECK (kind IN ('passkey_challenges', 'idempotency_records', 'factors', 'webhook_pending', 'webhook_dropped'));
+      INSERT INTO record_tallies (owner, kind, row_count, byte_count)
+        SELECT e.account_id, 'webhook_pending', count(*), 0 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+        WHERE d.status = 'pending' GROUP BY e.account_id;
+      CREATE INDEX record_tallies_dropped ON record_tallies (owner) WHERE kind = 'webhook_dropped' AND row_count > 0;
+      -- Each account's change of pending deliveries in a statement's transition tables, applied in account order; a statement
+      -- that changes no delivery's pending-ness (a claim, a prune of finished ones) touches no tally.
+      CREATE FUNCTION webhook_deliveries_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'INSERT' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT e.account_id, 'webhook_pending', count(*), 0 FROM added d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+            WHERE d.status = 'pending' GROUP BY e.account_id ORDER BY e.account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        ELSIF TG_OP = 'DELETE' THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT e.account_id, 'webhook_pending', -count(*), 0 FROM gone d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+            WHERE d.status = 'pending' GROUP BY e.account_id ORDER BY e.account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        ELSE
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count)
+            SELECT account_id, 'webhook_pending', sum(n), 0 FROM (
+              SELECT e.account_id, 1 AS n FROM added d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.status = 'pending'
+              UNION ALL
+              SELECT e.account_id, -1 FROM gone d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.status = 'pending'
+            ) c GROUP BY account_id HAVING sum(n) <> 0 ORDER BY account_id
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER webhook_deliveries_tally_insert AFTER INSERT ON webhook_deliveries
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION webhook_deliveries_tally();
+      CREATE TRIGGER webhook_deliveries_tally_update AFTER UPDATE ON webhook_deliveries
+        REFERENCING OLD TABLE AS gone NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION webhook_deliveries_tally();
+      CREATE TRIGGER webhook_deliveries_tally_delete AFTER DELETE ON webhook_deliveries
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION webhook_deliveries_tally();
+      -- The account's pending tally row is taken first (locked until the event's transaction ends, so parallel events of one
+      -- account queue there and each sees the one before's deliveries); then as many deliveries as there is room for.
+      CREATE OR REPLACE FUNCTION audit_events_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        wanted bigint;
+        pending bigint;
+        room bigint;
+      BEGIN
+        IF NOT EXISTS (SELECT 1 FROM webhook_event_types WHERE type = NEW.action) THEN
+          RETURN NULL;
+        END IF;
+        SELECT count(*) INTO wanted FROM webhook_endpoints e WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+          AND (e.event_types IS NULL OR NEW.action = ANY (string_to_array(e.event_types, ',')));
+        IF wanted = 0 THEN
+          RETURN NULL;
+        END IF;
+        INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count) VALUES (NEW.account_id, 'webhook_pending', 0, 0)
+          ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count RETURNING t.row_count INTO pending;
+        room := least(wanted, greatest(coalesce((SELECT value FROM store_settings WHERE name = 'webhook_pending_per_account'), wanted + pending) - pending, 0));
+        IF room > 0 THEN
+          INSERT INTO webhook_messages (id, account_id, event_type, at, data) VALUES (NEW.id, NEW.account_id, NEW.action, NEW.at, NEW.detail);
+          INSERT INTO webhook_deliveries (endpoint_id, message_id, status, tries, since_ms, next_at_ms, lease, updated_ms)
+            SELECT e.id, NEW.id, 'pending', 0, t.ms, t.ms, NULL, t.ms
+            FROM webhook_endpoints e, (SELECT (extract(epoch FROM NEW.at) * 1000)::bigint AS ms) t
+            WHERE e.account_id = NEW.account_id AND e.disabled_at IS NULL
+              AND (e.event_types IS NULL OR NEW.action = ANY (string_to_array(e.event_types, ',')))
+            ORDER BY e.id LIMIT room;
+        END IF;
+        IF wanted > room THEN
+          INSERT INTO record_tallies AS t (owner, kind, row_count, byte_count) VALUES (NEW.account_id, 'webhook_dropped', wanted - room, 0)
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = t.row_count + excluded.row_count;
+        END IF;
+        RETURN NULL;
+      END $$;
+    `,
+  },
 ]

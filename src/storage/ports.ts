@@ -567,6 +567,13 @@ export interface WebhookStore {
   pending(): Promise<number>
   /** prune deletes finished deliveries last changed before `beforeMs`, their attempts, and messages left without deliveries; returns how many deliveries. */
   prune(beforeMs: number): Promise<number>
+  /**
+   * setPendingCap sets the deliveries an account may have pending (WEBHOOK_PENDING_PER_ACCOUNT) for the outbox trigger,
+   * which writes no more of an event's deliveries than there is room for and counts the rest as dropped (the event is kept).
+   */
+  setPendingCap(max: number): Promise<void>
+  /** takeDropped: the deliveries dropped for each account since they were last taken, each taken once across nodes. */
+  takeDropped(): Promise<{ readonly accountId: string; readonly deliveries: number }[]>
 }
 
 /** What a cancel did, as its event's action: the job stopped, or its kept result deleted (the store decides, in the same step). */

@@ -1,6 +1,7 @@
 /**
- * WebhookWorker sends the outbox: every WEBHOOK_POLL_MS (or at once when nudged) it asks
- * the store whether a delivery is due, claims up to WEBHOOK_CONCURRENCY under a lease, sends
+ * WebhookWorker sends the outbox: every WEBHOOK_POLL_MS (or at once when nudged) it takes the
+ * deliveries dropped past an account's cap (a read of an index of nothing, when none were),
+ * asks the store whether a delivery is due, claims up to WEBHOOK_CONCURRENCY under a lease, sends
  * them at once, and records each attempt. Every node runs one; the store's claims keep them
  * from sending the same delivery, and a node that dies mid-send leaves its claims to come due
  * again when their lease runs out. A failed attempt is retried with exponential backoff and
@@ -35,6 +36,12 @@ export interface WorkerOptions {
   /** Faults of no request (the store away): logged, and the worker tries again at the next poll. */
   readonly onError: (error: Error, what: string) => void
   readonly onOutcome?: (outcome: DeliveryOutcome) => void
+  /**
+   * onDropped: deliveries of an account's events not written past WEBHOOK_PENDING_PER_ACCOUNT, as this node took them
+   * (each taken by one node); `note` is what was dropped since the account's last note, at most once an hour per
+   * account on this node, else null.
+   */
+  readonly onDropped?: (accountId: string, deliveries: number, note: number | null) => void
   /** The clock (epoch ms): audit events are dated by the real one, so this is it but in tests of the schedule. */
   readonly now?: () => number
   readonly random?: () => number
@@ -43,6 +50,8 @@ export interface WorkerOptions {
 
 /** How often finished deliveries past WEBHOOK_LOG_DAYS are pruned. */
 const PRUNE_MS = 3_600_000
+/** How often an account's dropped deliveries are noted (logged) at most. */
+const NOTE_MS = 3_600_000
 
 /** backoffMs: the delay after the `tries`-th failure, between half and all of base·2^(tries−1), capped. */
 export function backoffMs(tries: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
@@ -55,6 +64,8 @@ export class WebhookWorker {
   readonly #now: () => number
   readonly #poller: Poller
   #lastPrune = 0
+  /** Per account with drops: when they were last noted, and how many were dropped since. */
+  readonly #notes = new Map<string, { at: number; since: number }>()
 
   constructor(options: WorkerOptions) {
     this.#o = options
@@ -84,6 +95,7 @@ export class WebhookWorker {
         this.#lastPrune = now
         await store.prune(now - config.webhookLogDays * 86_400_000)
       }
+      if (this.#o.onDropped !== undefined) await this.#takeDrops(now, this.#o.onDropped)
       if (!(await store.due(now))) return
       // Past the deadline of every attempt it holds, with room for the finish to be written.
       const claimed = await store.claim(config.webhookConcurrency, now, config.webhookTimeoutMs * 2 + 5000)
@@ -92,6 +104,21 @@ export class WebhookWorker {
       if (claimed.length === config.webhookConcurrency) this.#poller.nudge()
     } catch (error) {
       this.#o.onError(error as Error, 'webhooks')
+    }
+  }
+
+  /** #takeDrops hands on the deliveries dropped since the last take, noting an account's at most once per NOTE_MS. */
+  async #takeDrops(now: number, onDropped: NonNullable<WorkerOptions['onDropped']>): Promise<void> {
+    const taken = new Map((await this.#o.store.takeDropped()).map((d) => [d.accountId, d.deliveries]))
+    // Accounts noted within the hour, with what they dropped since: noted once their hour is over, even with no more drops.
+    for (const accountId of new Set([...taken.keys(), ...this.#notes.keys()])) {
+      const deliveries = taken.get(accountId) ?? 0
+      const n = this.#notes.get(accountId) ?? { at: -Infinity, since: 0 }
+      n.since += deliveries
+      const due = now - n.at >= NOTE_MS
+      if (deliveries > 0 || (due && n.since > 0)) onDropped(accountId, deliveries, due ? n.since : null)
+      if (due && n.since === 0) this.#notes.delete(accountId)
+      else this.#notes.set(accountId, due ? { at: now, since: 0 } : n)
     }
   }
 

@@ -130,7 +130,7 @@ function deliveryOps({ query, audited }: Part): Pick<WebhookStore, 'listDeliveri
 }
 
 /** outboxOps: the delivery worker's side; due deliveries claimed under a lease, attempts recorded, old ones pruned. */
-function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune'> {
+function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune' | 'setPendingCap' | 'takeDropped'> {
   return {
     async due(nowMs) {
       const { rows } = await query('webhook-due', "SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_at_ms <= $1 LIMIT 1", [nowMs])
@@ -172,6 +172,20 @@ function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finis
           r.lease,
         ],
       )
+    },
+    async setPendingCap(max) {
+      await query('webhook-pending-cap', "UPDATE store_settings SET value = $1 WHERE name = 'webhook_pending_per_account'", [max])
+    },
+    async takeDropped() {
+      // The counts are read under their rows' locks (in account order) and set back to 0 in the same statement: taken once.
+      const { rows } = await query(
+        'webhook-take-dropped',
+        `UPDATE record_tallies t SET row_count = 0
+        FROM (SELECT owner, row_count FROM record_tallies WHERE kind = 'webhook_dropped' AND row_count > 0 ORDER BY owner FOR UPDATE) o
+        WHERE t.owner = o.owner AND t.kind = 'webhook_dropped' RETURNING o.owner, o.row_count`,
+        [],
+      )
+      return rows.map((r) => ({ accountId: String(r.owner), deliveries: Number(r.row_count) }))
     },
     async pending() {
       const { rows } = await query('webhook-pending', "SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'pending'")

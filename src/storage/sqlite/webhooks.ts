@@ -50,6 +50,9 @@ function webhookStatements(db: DatabaseSync) {
       WHERE status <> 'pending' AND updated_ms < ? ORDER BY updated_ms LIMIT 1000) RETURNING endpoint_id, message_id`),
     pruneAttempts: db.prepare('DELETE FROM webhook_attempts WHERE endpoint_id = ? AND message_id = ?'),
     pruneMessage: db.prepare('DELETE FROM webhook_messages WHERE id = ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE message_id = ?)'),
+    setCap: db.prepare("UPDATE store_settings SET value = ? WHERE name = 'webhook_pending_per_account'"),
+    dropped: db.prepare("SELECT owner, row_count FROM record_tallies WHERE kind = 'webhook_dropped' AND row_count > 0 ORDER BY owner"),
+    takeDropped: db.prepare("UPDATE record_tallies SET row_count = 0 WHERE kind = 'webhook_dropped' AND row_count > 0 RETURNING owner"),
   }
 }
 
@@ -127,7 +130,7 @@ function deliveryOps({ db, q, batch, audit }: Webhooks): Pick<WebhookStore, 'lis
 }
 
 /** outboxOps: the delivery worker's side; due deliveries claimed under a lease, attempts recorded, old ones pruned. */
-function outboxOps({ q, batch }: Webhooks): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune'> {
+function outboxOps({ q, batch }: Webhooks): Pick<WebhookStore, 'due' | 'claim' | 'finish' | 'pending' | 'prune' | 'setPendingCap' | 'takeDropped'> {
   return {
     async due(nowMs) {
       return q.due.get(nowMs) !== undefined
@@ -171,6 +174,18 @@ function outboxOps({ q, batch }: Webhooks): Pick<WebhookStore, 'due' | 'claim' |
         total += n
         if (n < 1000) return total
       }
+    },
+    async setPendingCap(max) {
+      await batch.run(() => q.setCap.run(max))
+    },
+    async takeDropped() {
+      // A read first, so that a worker with nothing to take writes nothing; the counts and their reset are one step.
+      if (q.dropped.get() === undefined) return []
+      return batch.run(() => {
+        const rows = q.dropped.all().map((r) => ({ accountId: String(r.owner), deliveries: Number(r.row_count) }))
+        q.takeDropped.run()
+        return rows
+      })
     },
   }
 }

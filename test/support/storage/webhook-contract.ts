@@ -241,4 +241,47 @@ export function webhookContract(withStore: WithStore): void {
     assert.equal(await w.deleteEndpoint(a, e.id, change(a, 'webhook.delete')), true)
     assert.equal(await w.resend(e.id, events[0]!.id, now, change(a, 'webhook.resend')), false, 'not for a deleted endpoint')
   })
+
+  withStore(
+    'webhooks: an account keeps at most its cap of pending deliveries however many events come at once; the rest are dropped, counted once',
+    async (store) => {
+      const w = store.webhooks
+      await w.setPendingCap(25)
+      const a = await account(store)
+      const other = await account(store)
+      const [e1, e2] = [endpoint(a), endpoint(a)].sort((x, y) => (x.id < y.id ? -1 : 1))
+      for (const e of [e1!, e2!, endpoint(other)]) assert.equal(await w.createEndpoint(e, 10, change(e.accountId, 'webhook.create', e.id)), true)
+      // 40 events at once, two deliveries each: 25 written, 55 dropped; every event is kept in the audit trail.
+      await Promise.all(Array.from({ length: 40 }, () => store.audit.append(event(a, 'factor.created'))))
+      assert.equal(await w.pending(), 25)
+      assert.equal((await store.audit.list({ accountId: a, action: 'factor.created', limit: 100 })).items.length, 40)
+      const pendingOf = async (id: string) => (await w.listDeliveries(id, { limit: 100 })).items.filter((d) => d.status === 'pending').length
+      assert.equal((await pendingOf(e1!.id)) + (await pendingOf(e2!.id)), 25)
+      assert.deepEqual(await w.takeDropped(), [{ accountId: a, deliveries: 55 }])
+      assert.deepEqual(await w.takeDropped(), [], 'taken once')
+      // Another account has room of its own.
+      await store.audit.append(event(other, 'factor.created'))
+      assert.equal(await w.pending(), 26)
+      // A delivery that leaves pending (delivered, or cancelled with its endpoint) gives its room back.
+      const claimed = (await w.claim(100, LATER(), 60_000)).filter((c) => c.accountId === a && c.endpointId === e1!.id)
+      for (const c of claimed.slice(0, 4)) {
+        const at = LATER()
+        await w.finish({
+          endpointId: c.endpointId,
+          messageId: c.messageId,
+          lease: c.lease,
+          attempt: { atMs: at, statusCode: 200, durationMs: 1, error: null },
+          outcome: 'delivered',
+          nextAtMs: at,
+        })
+      }
+      await Promise.all(Array.from({ length: 3 }, () => store.audit.append(event(a, 'factor.created'))))
+      assert.deepEqual(await w.takeDropped(), [{ accountId: a, deliveries: 2 }], 'room for 4 of the 6')
+      const e2Pending = await pendingOf(e2!.id)
+      assert.equal(await w.deleteEndpoint(a, e2!.id, change(a, 'webhook.delete', e2!.id)), true)
+      await store.audit.append(event(a, 'factor.created'))
+      assert.deepEqual(await w.takeDropped(), [], `the ${e2Pending} cancelled gave room back`)
+      assert.equal(await w.pending(), 26 - e2Pending + 1)
+    },
+  )
 }

@@ -6,6 +6,13 @@
  * parallel changes of one user queue behind each other and each sees what the one before
  * committed (READ COMMITTED takes a fresh snapshot per statement).
  *
+ * A factor added or removed (a user removed with theirs) is a transaction of two statements,
+ * the change then its event: the change's trigger takes the account's factors tally, the
+ * event's outbox trigger its pending webhook deliveries' tally, always in that order, so that
+ * two such changes of one account never deadlock. (In one statement with a CTE, PostgreSQL fires
+ * the event's row trigger first, while a creation's drop of expired factors, a statement before,
+ * takes the factors tally first: the two orders met.)
+ *
  * FactorStore is assembled from builders by concern (factors, changes of one factor, users and
  * their codes, key rotation) over one Part (part.ts says why not a class).
  */
@@ -82,15 +89,16 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
         // DO NOTHING on any unique conflict: a passkey's credential the account has already (another user's is not under this lock).
         const inserted = await q(
           'factor-insert',
-          `
-          WITH f AS (INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_VALUES}) ON CONFLICT DO NOTHING RETURNING id)
-          ${auditInsert(FACTOR_COUNT + 1, 'f')} RETURNING 1`,
-          [...factorValues(f), ...audited(audit)],
+          `INSERT INTO totp_factors (${FACTOR_COLUMNS}) VALUES (${FACTOR_VALUES}) ON CONFLICT DO NOTHING RETURNING id`,
+          factorValues(f),
         )
         if (inserted.rows.length === 0) return 'exists' as const
         // The insert's trigger moved the account's tally (record_tallies) and holds its row until this transaction ends, so
         // parallel creations of one account queue there and each reads the one before's count: over the cap, roll back.
         if (await overAccount(q, f.accountId, maxPerAccount, nowIso)) throw new AccountFull()
+        // The event after the factor, in a statement of its own: its outbox trigger takes the account's pending-deliveries
+        // tally, always after the factors tally (as a user's removal does), so that the two never deadlock.
+        await q('factor-created-event', auditInsert(1, null), audited(audit))
         return 'created' as const
       }).catch((error: unknown) => {
         if (error instanceof AccountFull) return 'account_limit' as const
@@ -147,7 +155,7 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
 }
 
 /** factorChangeOps: changes of one factor, each one statement with its event. */
-function factorChangeOps({ query, audited }: Part): Pick<FactorStore, 'activate' | 'setDrift' | 'remove'> {
+function factorChangeOps({ query, transaction, audited }: Part): Pick<FactorStore, 'activate' | 'setDrift' | 'remove'> {
   const one = oneRow(query)
   return {
     activate(accountId, userId, factorId, nowIso, audit) {
@@ -170,13 +178,17 @@ function factorChangeOps({ query, audited }: Part): Pick<FactorStore, 'activate'
       )
     },
     remove(accountId, userId, factorId, audit) {
-      return one(
-        'factor-remove',
-        `
-        WITH f AS (DELETE FROM totp_factors WHERE id = $1 AND account_id = $2 AND user_id = $3 RETURNING id)
-        ${auditInsert(4, 'f')} RETURNING 1`,
-        [factorId, accountId, userId, ...audited(audit)],
-      )
+      // Two statements, the event after the factor: the factors tally before the pending deliveries' (as in create).
+      return transaction(async (q) => {
+        const gone = await q('factor-remove', 'DELETE FROM totp_factors WHERE id = $1 AND account_id = $2 AND user_id = $3 RETURNING id', [
+          factorId,
+          accountId,
+          userId,
+        ])
+        if (gone.rows.length === 0) return false
+        await q('factor-removed-event', auditInsert(1, null), audited(audit))
+        return true
+      })
     },
   }
 }
@@ -187,17 +199,15 @@ function userOps({
   transaction,
   audited,
 }: Part): Pick<FactorStore, 'removeUser' | 'setRecoveryCodes' | 'useRecoveryCode' | 'recoveryCodesLeft' | 'listUsers'> {
-  const one = oneRow(query)
   return {
     removeUser(accountId, userId, audit) {
-      // Factors and codes go with the user (ON DELETE CASCADE).
-      return one(
-        'totp-user-remove',
-        `
-        WITH u AS (DELETE FROM totp_users WHERE account_id = $1 AND user_id = $2 RETURNING user_id)
-        ${auditInsert(3, 'u')} RETURNING 1`,
-        [accountId, userId, ...audited(audit)],
-      )
+      // Factors and codes go with the user (ON DELETE CASCADE); the event after them, as in create.
+      return transaction(async (q) => {
+        const gone = await q('totp-user-remove', 'DELETE FROM totp_users WHERE account_id = $1 AND user_id = $2 RETURNING user_id', [accountId, userId])
+        if (gone.rows.length === 0) return false
+        await q('totp-user-removed-event', auditInsert(1, null), audited(audit))
+        return true
+      })
     },
     setRecoveryCodes(accountId, userId, hashes, nowIso, audit) {
       return transaction(async (q) => {

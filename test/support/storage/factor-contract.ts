@@ -93,6 +93,30 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.equal(await store.factors.prune(LATER), 1, "only the other account's expired one was left to prune")
   })
 
+  withStore('factors: creations and removals at once, in an account with a webhook endpoint, never deadlock; each event has its delivery', async (store) => {
+    const acc = await makeAccount(store)
+    const hook = { id: newId('whe'), accountId: acc, url: 'https://hooks.example.com/in', eventTypes: null, createdAt: NOW, sealedSecret: 'sealed' }
+    assert.equal(await store.webhooks.createEndpoint(hook, 10, event('webhook.create', acc)), true)
+    const create = (userId: string) => store.factors.create(factor(acc, userId), 5, 1000, NOW, event('factor.created', acc))
+    const old = await Promise.all(Array.from({ length: 40 }, async (_, i) => ({ userId: `old${i}`, made: await create(`old${i}`) })))
+    const oldFactors = await Promise.all(old.map(async (o) => (await store.factors.factors(acc, o.userId, NOW))![0]!))
+    // Each takes the account's factors tally and its pending deliveries' tally: in one order everywhere, or two would wait on each other.
+    const results = await Promise.all([
+      ...Array.from({ length: 40 }, (_, i) => create(`new${i}`)),
+      ...old.slice(0, 20).map((o) => store.factors.removeUser(acc, o.userId, event('factor.deleted', acc))),
+      ...oldFactors.slice(20).map((f) => store.factors.remove(acc, f.userId, f.id, event('factor.deleted', acc))),
+    ])
+    assert.deepEqual(
+      results.slice(0, 40),
+      Array.from({ length: 40 }, () => 'created'),
+    )
+    assert.deepEqual(
+      results.slice(40),
+      Array.from({ length: 40 }, () => true),
+    )
+    assert.equal(await store.webhooks.pending(), 40 + 40 + 40, 'a delivery for every event')
+  })
+
   withStore('factors: users are per account; reads skip expired pending factors; activation once', async (store) => {
     const a = await makeAccount(store)
     const b = await makeAccount(store)

@@ -297,11 +297,20 @@ function passkeyOps({ query, transaction, audited }: Part): Pick<FactorStore, 'u
       return (r.rowCount ?? 0) > 0
     },
     async addChallenge(c, maxPerUser, maxPerAccount, nowIso) {
-      // One transaction. First one statement: the account's expired challenges and the user's oldest go (those another
+      // One transaction, after the tally's row is taken (below). Then one statement: the account's expired challenges and the user's oldest go (those another
       // transaction holds are skipped, never waited for) as the new one comes; its triggers move the account's tally
       // (record_tallies) and hold its row, so parallel additions of one account queue there. Then the tally is read: over
       // the cap, the transaction is rolled back.
       const full = await transaction(async (q) => {
+        // The tally's row is taken first, so that the expired challenges are dropped by one addition at a time: when each
+        // deleted only those no other held (SKIP LOCKED), an addition queued behind another's tally update could read a tally
+        // that still counted what that other was deleting, and was refused under the cap (30 additions after expiry: 11 of 25).
+        await q(
+          'challenge-tally-lock',
+          `INSERT INTO record_tallies (owner, kind, row_count, byte_count) VALUES ($1, 'passkey_challenges', 0, 0)
+            ON CONFLICT (owner, kind) DO UPDATE SET row_count = record_tallies.row_count`,
+          [c.accountId],
+        )
         await q(
           'challenge-add',
           `WITH gone AS (DELETE FROM passkey_challenges WHERE digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2

@@ -20,8 +20,11 @@ async function admin<T>(base: string, token: string, method: string, path: strin
   return JSON.parse(text) as T
 }
 
-/** makeAccount creates one account with its subscriptions, plan, relying party and a key. */
-export async function makeAccount(adminUrl: string, token: string, name: string, index: number, limited: boolean): Promise<Account> {
+/**
+ * makeAccount creates one account with its subscriptions, plan, relying party, a key, and a
+ * webhook endpoint at `hook` when given (its events then go there from the start).
+ */
+export async function makeAccount(adminUrl: string, token: string, name: string, index: number, limited: boolean, hook?: string): Promise<Account> {
   const { id } = await admin<{ id: string }>(adminUrl, token, 'POST', '/admin/v1/accounts', { name })
   for (const group of ['totp', 'converter']) {
     await admin(adminUrl, token, 'PUT', `/admin/v1/accounts/${id}/subscriptions/eu/${group}`, { status: 'active' })
@@ -29,5 +32,6 @@ export async function makeAccount(adminUrl: string, token: string, name: string,
   if (!limited) await admin(adminUrl, token, 'PUT', `/admin/v1/accounts/${id}/plan`, { rate: 0, burst: 1, quota: 0, period: 'month' })
   await admin(adminUrl, token, 'PATCH', `/admin/v1/accounts/${id}/factor-settings`, { rpId: RP_ID, rpName: 'Soak', origins: [ORIGIN] })
   const { apiKey } = await admin<{ apiKey: string }>(adminUrl, token, 'POST', `/admin/v1/accounts/${id}/keys`, { name: `${name} key` })
-  return { id, key: apiKey, index }
+  const webhook = hook === undefined ? undefined : (await admin<{ id: string }>(adminUrl, token, 'POST', `/admin/v1/accounts/${id}/webhooks`, { url: hook })).id
+  return { id, key: apiKey, index, ...(webhook === undefined ? {} : { webhook }) }
 }

@@ -34,6 +34,16 @@ export function incomplete(type: string, body: Buffer): string | null {
       } catch {
         return 'JSON that does not parse'
       }
+    case 'application/x-ndjson': {
+      const text = body.toString('utf8')
+      if (text !== '' && !text.endsWith('\n')) return 'NDJSON whose last line does not end'
+      try {
+        for (const line of text.split('\n')) if (line !== '') JSON.parse(line)
+        return null
+      } catch {
+        return 'NDJSON with a line that does not parse'
+      }
+    }
     default:
       return null
   }

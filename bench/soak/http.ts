@@ -8,7 +8,10 @@ import { Agent, request as httpRequest, type IncomingMessage } from 'node:http'
 import type { Answer, Mode } from './types.ts'
 
 export interface Exchange {
-  readonly url: string
+  /** The server, `http://host:port`. */
+  readonly origin: string
+  /** The path and query as they go on the wire: never parsed as a URL, which would resolve dot segments (`..`, `%2e`) away. */
+  readonly path: string
   readonly method: string
   readonly headers: Record<string, string>
   readonly body?: Buffer | string
@@ -47,7 +50,11 @@ function once(x: Exchange): Promise<Attempt> {
       clearTimeout(timer)
       resolve({ status, headers, ...a, ms: performance.now() - started })
     }
-    const req = httpRequest(x.url, {
+    const { hostname, port } = new URL(x.origin)
+    const req = httpRequest({
+      host: hostname,
+      port,
+      path: x.path,
       method: x.method,
       agent: x.agent,
       headers: { ...x.headers, ...(body === undefined ? {} : { 'content-length': String(body.length) }) },
@@ -68,7 +75,7 @@ function once(x: Exchange): Promise<Attempt> {
     req.on('response', (res) => {
       status = res.statusCode ?? 0
       headers = res.headers
-      read(res, x, hangUp, finish)
+      read(res, x, hangUp, () => hungUp, finish)
     })
     void send(req, body, x.mode, hangUp)
   })
@@ -90,7 +97,13 @@ async function send(req: ReturnType<typeof httpRequest>, body: Buffer | undefine
   req.end()
 }
 
-function read(res: IncomingMessage, x: Exchange, hangUp: () => void, finish: (a: Omit<Answer, 'ms' | 'status' | 'headers'>) => void): void {
+function read(
+  res: IncomingMessage,
+  x: Exchange,
+  hangUp: () => void,
+  hungUp: () => boolean,
+  finish: (a: Omit<Answer, 'ms' | 'status' | 'headers'>) => void,
+): void {
   const chunks: Buffer[] = []
   if (x.mode === 'stall') {
     res.pause()
@@ -101,7 +114,8 @@ function read(res: IncomingMessage, x: Exchange, hangUp: () => void, finish: (a:
       hangUp()
       finish({ body: null, cut: false, error: 'client-abort' })
     }, x.stallMs)
-    res.on('close', () => {
+    // The socket's close, not the paused answer's: a paused stream may not tell.
+    res.socket.once('close', () => {
       clearTimeout(hold)
       finish({ body: null, cut: false, error: held ? 'client-abort' : 'stalled reader dropped' })
     })
@@ -117,7 +131,8 @@ function read(res: IncomingMessage, x: Exchange, hangUp: () => void, finish: (a:
   })
   res.on('error', () => undefined)
   res.on('close', () => {
-    if (x.mode === 'abort-download' && !res.complete) return finish({ body: null, cut: false, error: 'client-abort' })
+    // The client's own hang-up (mid-download, or mid-upload while the answer had begun) cuts nothing of the server's.
+    if (hungUp() && !res.complete) return finish({ body: null, cut: false, error: 'client-abort' })
     const body = Buffer.concat(chunks)
     finish({ body: res.complete ? body : null, cut: !res.complete })
   })

@@ -31,7 +31,7 @@ export interface Probe {
 
 type Query = (sql: string, args: readonly string[]) => Promise<Record<string, unknown>[]>
 
-/** One figure a query gives per account: `$1` is the account's ID. */
+/** One figure a query gives per account: `$1` is the account's ID (an Idempotency-Key owner is `account:` and it). */
 const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number | null }[] = [
   { name: 'factors', sql: 'SELECT count(*) AS n FROM totp_factors WHERE account_id = $1', cap: () => null },
   {
@@ -54,12 +54,12 @@ const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number |
   { name: 'jobs kept', sql: 'SELECT count(*) AS n FROM conversion_jobs WHERE account_id = $1', cap: () => null },
   {
     name: 'Idempotency-Key records',
-    sql: "SELECT coalesce(max(row_count), 0) AS n FROM record_tallies WHERE owner = $1 AND kind = 'idempotency_records'",
+    sql: "SELECT coalesce(max(row_count), 0) AS n FROM record_tallies WHERE owner = 'account:' || $1 AND kind = 'idempotency_records'",
     cap: (c) => c.idempotencyKeysPerAccount,
   },
   {
     name: 'Idempotency-Key bytes',
-    sql: "SELECT coalesce(max(byte_count), 0) AS n FROM record_tallies WHERE owner = $1 AND kind = 'idempotency_records'",
+    sql: "SELECT coalesce(max(byte_count), 0) AS n FROM record_tallies WHERE owner = 'account:' || $1 AND kind = 'idempotency_records'",
     cap: (c) => c.idempotencyBytesPerAccount,
   },
   {
@@ -70,7 +70,12 @@ const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number |
 ]
 
 /** probe reads every account's figures and the store's size. */
-export async function probe(store: Store, settings: Record<string, string>, accounts: readonly { id: string; name: string }[]): Promise<Probe> {
+export async function probe(
+  store: Store,
+  settings: Record<string, string>,
+  accounts: readonly { id: string; name: string }[],
+  adminTokenId: string,
+): Promise<Probe> {
   const config = loadConfig({ ...store.env, ...settings, NODE_ENV: 'test', LOG_LEVEL: 'silent' })
   const { query, size, close } = await connect(store)
   const jobs = await openStore(config, { maintenance: false })
@@ -84,6 +89,18 @@ export async function probe(store: Store, settings: Record<string, string>, acco
       for (const [name, [value, cap]] of figures) if (cap !== null && value > cap) over.push(`${a.name} (${a.id}): ${name} ${value}, over its cap ${cap}`)
       out.push({ id: a.id, name: a.name, figures })
     }
+    // The admin token keeps Idempotency-Key records of its own, under the same caps.
+    const token = new Map<string, readonly [number, number | null]>()
+    for (const [name, column, cap] of [
+      ['Idempotency-Key records', 'row_count', config.idempotencyKeysPerAccount],
+      ['Idempotency-Key bytes', 'byte_count', config.idempotencyBytesPerAccount],
+    ] as const) {
+      const sql = `SELECT coalesce(max(${column}), 0) AS n FROM record_tallies WHERE owner = 'admin:' || $1 AND kind = 'idempotency_records'`
+      const value = Number((await query(sql, [adminTokenId]))[0]?.n ?? 0)
+      token.set(name, [value, cap])
+      if (value > cap) over.push(`the admin token: ${name} ${value}, over its cap ${cap}`)
+    }
+    out.push({ id: adminTokenId, name: 'admin token', figures: token })
     return { accounts: out, over, size: await size() }
   } finally {
     await jobs.close()

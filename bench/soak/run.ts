@@ -14,6 +14,8 @@ export interface Account {
   readonly id: string
   readonly key: string
   readonly index: number
+  /** A webhook endpoint made with the account, never deleted (the cases' own come and go). */
+  readonly webhook?: string
 }
 
 export interface Target {
@@ -84,7 +86,8 @@ export class Runner {
     for (const [k, v] of Object.entries(headers)) if (v === '') delete headers[k]
     const mode = request.mode ?? 'read'
     const answer = await exchange({
-      url: `${this.#t.urls[op.api]}${path}${request.query === undefined ? '' : `?${request.query}`}`,
+      origin: this.#t.urls[op.api],
+      path: `${path}${request.query === undefined ? '' : `?${request.query}`}`,
       method: op.method,
       headers,
       body: request.body,
@@ -96,7 +99,7 @@ export class Runner {
     const verdict = await judge(this.#t.docs[op.api], op, c, mode, path, answer)
     const what = `${op.method} ${path.length > 120 ? `${path.slice(0, 120)}…` : path}${request.note === undefined ? '' : `, ${request.note}`}, ${mode}`
     this.#t.tally.add(opId, c.name, answer, verdict, what)
-    c.after?.(ctx, answer)
+    c.after?.(ctx, answer, request)
     return answer
   }
 

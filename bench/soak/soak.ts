@@ -9,6 +9,7 @@
  * when an account keeps more than its caps; when the canary's p99 passes its bounds; or when the
  * server does not stop cleanly. docs/performance.md, "The soak", has the options and figures.
  */
+import { writeFileSync } from 'node:fs'
 import { treeRssBytes } from '../../test/support/process.ts'
 import type { OpenApiDocument } from '../../test/support/conformance.ts'
 import { makeAccount } from './accounts.ts'
@@ -27,6 +28,8 @@ const STORE = (process.env.SOAK_STORE ?? 'sqlite') as StoreKind
 const ACCOUNTS = Number(process.env.SOAK_ACCOUNTS ?? 3)
 const LANES = Number(process.env.SOAK_LANES ?? 3)
 const RSS_MARGIN_MB = Number(process.env.SOAK_RSS_MARGIN_MB ?? 400)
+/** The order the cases go in (a short run reaches only the first heavy ones): by default the UTC day's number, so that CI's runs take turns. */
+const SEED = Number(process.env.SOAK_SEED ?? Math.floor(Date.now() / 86_400_000))
 /** The canary's p99 bounds (ms), by kind: chosen from the runs recorded in docs/performance.md. */
 const CANARY_P99_MS: Record<CanaryKind, number> = {
   ping: Number(process.env.SOAK_CANARY_TOTP_P99_MS ?? 1000),
@@ -38,6 +41,8 @@ const SETTINGS: Record<string, string> = { WEBHOOK_ALLOW_PRIVATE: 'true', CLIENT
 const STALL_HOLD_MS = 15_000
 const REQUEST_TIMEOUT_MS = 180_000
 const SETTLE_MS = 10_000
+/** A file to write the figures to, as JSON (for docs/performance.md). */
+const REPORT = process.env.SOAK_REPORT
 
 if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error('SOAK_STORE is sqlite or postgres')
 const say = (line: string) => process.stdout.write(`${line}\n`)
@@ -45,9 +50,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const mib = (bytes: number) => Math.round(bytes / 1024 / 1024)
 
 async function soak(): Promise<number> {
-  const token = adminToken(store)
+  const { id: tokenId, token } = adminToken(store)
   const server = await startServer(store, SETTINGS)
-  say(`# soak: ${SECONDS} s on ${STORE === 'sqlite' ? 'SQLite' : 'PostgreSQL + Redis'}, ${ACCOUNTS} accounts × ${LANES} lanes, a heavy lane and a canary`)
+  say(
+    `# soak: ${SECONDS} s on ${STORE === 'sqlite' ? 'SQLite' : 'PostgreSQL + Redis'}, ${ACCOUNTS} accounts × ${LANES} lanes, a heavy lane and a canary; SOAK_SEED=${SEED}`,
+  )
   const docs = {
     public: (await (await fetch(`${server.url}/openapi.json`)).json()) as OpenApiDocument,
     admin: (await (await fetch(`${server.adminUrl}/admin/v1/openapi.json`)).json()) as OpenApiDocument,
@@ -64,7 +71,7 @@ async function soak(): Promise<number> {
 
   const make = (name: string, i: number, limited = false) => makeAccount(server.adminUrl, token, name, i, limited)
   const load: Account[] = []
-  for (let i = 0; i < ACCOUNTS; i++) load.push(await make(`soak load ${i}`, i, i === 0))
+  for (let i = 0; i < ACCOUNTS; i++) load.push(await makeAccount(server.adminUrl, token, `soak load ${i}`, i, i === 0, `${receiver.url}/hook/ok`))
   const canaryAccount = await make('soak canary', ACCOUNTS)
   const scratch = await make('soak scratch', ACCOUNTS + 1)
   const tally = new Tally()
@@ -82,8 +89,9 @@ async function soak(): Promise<number> {
   const contexts = load.map((a) => runner.context(a, scratch))
 
   // Warm-up: each operation's first valid case once, so that the workers and engines the load uses are up before the start is measured.
-  const warm = contexts[Math.min(1, contexts.length - 1)]!
-  for (const op of ops) await runner.run(warm, op.id, table_[op.id]!.find((c) => c.kind === 'valid')!)
+  // Two at once, so that every conversion worker loads the engines it will use.
+  const pair = [contexts[0]!, contexts[Math.min(1, contexts.length - 1)]!]
+  for (const op of ops) await Promise.all(pair.map((ctx) => runner.run(ctx, op.id, table_[op.id]!.find((c) => c.kind === 'valid')!)))
   await sleep(5000)
   const rss = { start: treeRssBytes(server.pid), peak: 0, after: 0 }
   say(`# warmed up (${tally.failures} failures so far); the server's process tree: ${mib(rss.start)} MiB`)
@@ -93,7 +101,7 @@ async function soak(): Promise<number> {
     rss.peak = Math.max(rss.peak, treeRssBytes(server.pid))
   }, 1000)
   const ticker = setInterval(() => say(`# ${Math.round((end - Date.now()) / 1000)} s left; ${sumRequests(tally)} answers, ${tally.failures} failures`), 30_000)
-  const { light, heavy } = schedule(ops, table_)
+  const { light, heavy } = schedule(ops, table_, SEED)
   const lanes = Array.from({ length: ACCOUNTS * LANES }, (_, i) => lane(runner, contexts[i % contexts.length]!, light, () => Date.now() >= end))
   lanes.push(lane(runner, contexts[0]!, heavy, () => Date.now() >= end))
   const canary = runCanary(server.url, canaryAccount, () => Date.now() >= end)
@@ -110,6 +118,7 @@ async function soak(): Promise<number> {
     store,
     SETTINGS,
     [...load, canaryAccount, scratch].map((a, i) => ({ id: a.id, name: i < ACCOUNTS ? `load ${i}` : i === ACCOUNTS ? 'canary' : 'scratch' })),
+    tokenId,
   )
 
   // The verdict.
@@ -124,9 +133,24 @@ async function soak(): Promise<number> {
   say('')
   for (const line of tally.lines) say(`FAIL ${line}`)
   if (tally.failures > 0) failed.push(`${tally.failures} answers failed (the first ${tally.lines.length} above)`)
-  const never = ops.flatMap((o) => table_[o.id]!.filter((c) => (tally.cases.get(`${o.id}: ${c.name}`) ?? 0) === 0).map((c) => `${o.id}: ${c.name}`))
-  for (const n of never) say(`NOT RUN ${n}${runner.skipped.has(n) ? ` (its request could not be made ${runner.skipped.get(n)} times)` : ''}`)
-  if (never.length > 0) failed.push(`${never.length} cases never answered in ${SECONDS} s`)
+  const slow = [...tally.slowest].sort(([, a], [, b]) => b - a).slice(0, 15)
+  say(`slowest cases: ${slow.map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join('; ')}`)
+  // A list the lanes went all through must have had an answer for each of its cases; a heavy list a short run only began is reported.
+  for (const [what, pairs] of [
+    ['light', light],
+    ['heavy', heavy],
+  ] as const) {
+    const through = (cursors.get(pairs) ?? 0) >= pairs.length
+    const never = pairs.map(([id, c]) => `${id}: ${c.name}`).filter((k) => (tally.cases.get(k) ?? 0) === 0)
+    for (const n of never)
+      say(`${through ? 'NOT ANSWERED' : 'NOT REACHED'} ${n}${runner.skipped.has(n) ? ` (its request could not be made ${runner.skipped.get(n)} times)` : ''}`)
+    say(
+      `${what} cases: ${pairs.length - never.length} of ${pairs.length} answered${through ? '' : `; the ${what} lanes did not go all through them in ${SECONDS} s (SOAK_SEED orders them)`}`,
+    )
+    if (through && never.length > 0) failed.push(`${never.length} ${what} cases never answered`)
+  }
+  const stalls = [...tally.ops.values()].reduce((n, o) => n + o.stallDropped, 0)
+  say(`readers that stopped reading and were dropped by the server (CLIENT_STALL_TIMEOUT_MS): ${stalls}`)
   const grew = rss.after - rss.start
   say(
     `RSS of the server's process tree: start ${mib(rss.start)} MiB, peak ${mib(rss.peak)} MiB, ${SETTLE_MS / 1000} s after the load ${mib(rss.after)} MiB (${grew >= 0 ? '+' : ''}${mib(grew)} MiB; limit +${RSS_MARGIN_MB} MiB)`,
@@ -136,7 +160,7 @@ async function soak(): Promise<number> {
     const ms = canaryFigures.ms[kind]
     const p99 = quantile(ms, 0.99)
     say(
-      `canary ${kind}: ${ms.length} requests, p50 ${quantile(ms, 0.5).toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (bound ${CANARY_P99_MS[kind]} ms), max ${Math.max(0, ...ms).toFixed(0)} ms`,
+      `canary ${kind}: ${ms.length} requests (${canaryFigures.refused[kind]} tries refused with 503 and Retry-After, tried again), p50 ${quantile(ms, 0.5).toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (bound ${CANARY_P99_MS[kind]} ms), max ${Math.max(0, ...ms).toFixed(0)} ms`,
     )
     if (p99 > CANARY_P99_MS[kind]) failed.push(`canary ${kind} p99 ${p99.toFixed(0)} ms over ${CANARY_P99_MS[kind]} ms`)
   }
@@ -153,6 +177,30 @@ async function soak(): Promise<number> {
   for (const line of server.logs.errors.slice(0, 20)) say(`LOG ${line}`)
   if (errors > 0) failed.push(`${errors} error lines in the server's log`)
   if (stopped.code !== 0) failed.push(`the server exited ${stopped.code} on SIGTERM`)
+  if (REPORT !== undefined) {
+    const cases = Object.fromEntries([...tally.cases].map(([k, n]) => [k, { answers: n, slowestMs: Math.round(tally.slowest.get(k) ?? 0) }]))
+    const perOp = Object.fromEntries(
+      [...tally.ops].map(([id, o]) => [
+        id,
+        {
+          requests: o.requests,
+          statuses: Object.fromEntries(o.statuses),
+          p50: quantile(o.ms, 0.5),
+          p99: quantile(o.ms, 0.99),
+          documentedCuts: o.documentedCuts,
+          failures: o.failures,
+        },
+      ]),
+    )
+    const canary = Object.fromEntries(
+      Object.entries(canaryFigures.ms).map(([k, ms]) => [k, { requests: ms.length, p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(0, ...ms) }]),
+    )
+    const store_ = figures.accounts.map((a) => ({ name: a.name, ...Object.fromEntries([...a.figures].map(([n, [v]]) => [n, v])) }))
+    writeFileSync(
+      REPORT,
+      `${JSON.stringify({ seconds: SECONDS, store: STORE, rss, canary, perOp, cases, storeFigures: store_, storeSize: figures.size, failed }, null, 1)}\n`,
+    )
+  }
   say('')
   if (failed.length === 0) say(`PASS: ${sumRequests(tally)} answers over ${SECONDS} s`)
   else for (const f of failed) say(`FAIL: ${f}`)
@@ -161,10 +209,10 @@ async function soak(): Promise<number> {
 
 type Pair = readonly [string, Case]
 
-/** schedule orders every case of every operation, the heavy ones apart, in a fixed shuffle (the same each run). */
-function schedule(ops: readonly Operation[], t: typeof PUBLIC): { light: Pair[]; heavy: Pair[] } {
+/** schedule orders every case of every operation, the heavy ones apart, in a shuffle of `from` (the same for the same seed). */
+function schedule(ops: readonly Operation[], t: typeof PUBLIC, from: number): { light: Pair[]; heavy: Pair[] } {
   const all: Pair[] = ops.flatMap((o) => t[o.id]!.map((c) => [o.id, c] as const))
-  let seed = 40
+  let seed = from & 0x7fffffff
   const random = () => {
     seed = (seed * 1103515245 + 12345) & 0x7fffffff
     return seed / 0x7fffffff
@@ -196,6 +244,8 @@ function sumRequests(t: Tally): number {
 
 const store = await freshStore(STORE)
 const receiver = await startReceiver()
+// Ctrl-C or a SIGTERM still drops the scratch store (the server is killed as this process exits).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void store.drop().finally(() => process.exit(130)))
 let exitCode = 1
 try {
   exitCode = await soak()

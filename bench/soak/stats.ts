@@ -18,6 +18,8 @@ export class Tally {
   readonly ops = new Map<string, OpStats>()
   /** How many times each case ran, by `operationId: case`. */
   readonly cases = new Map<string, number>()
+  /** The longest each case took (ms). */
+  readonly slowest = new Map<string, number>()
   /** The first failure lines, with what was sent. */
   readonly lines: string[] = []
   failures = 0
@@ -34,6 +36,7 @@ export class Tally {
     if (v.stallDropped) s.stallDropped++
     const key = `${opId}: ${caseName}`
     this.cases.set(key, (this.cases.get(key) ?? 0) + 1)
+    this.slowest.set(key, Math.max(this.slowest.get(key) ?? 0, a.ms))
     if (v.failures.length > 0) {
       s.failures++
       this.failures++

@@ -54,7 +54,7 @@ export interface Answer {
 
 /** What a case may need from the run: its account, the admin token, and calls of other operations. */
 export interface Ctx {
-  readonly account: { readonly id: string; readonly key: string; readonly index: number }
+  readonly account: { readonly id: string; readonly key: string; readonly index: number; readonly webhook?: string }
   /** Accounts the admin cases may change at will (suspend, re-plan, revoke keys of): never one that carries load. */
   readonly scratch: { readonly id: string; readonly key: string }
   readonly adminToken: string
@@ -91,8 +91,8 @@ export interface Case {
    */
   readonly heavy?: boolean
   make(ctx: Ctx): Promise<Request> | Request
-  /** after sees the answer (read in full, or not): to keep what later cases use. */
-  after?(ctx: Ctx, answer: Answer): void
+  /** after sees the answer (read in full, or not) to the request made: to keep what later cases use. */
+  after?(ctx: Ctx, answer: Answer, request: Request): void
 }
 
 /** The input table: every operation of both documents, by operationId, with its cases. */

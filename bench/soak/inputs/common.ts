@@ -7,10 +7,23 @@ import { randomBytes } from 'node:crypto'
 import { HOTP, Secret } from 'otpauth'
 import type { Request } from '../types.ts'
 
-/** form is an application/x-www-form-urlencoded body; values given as `raw(…)` go unencoded (a lone surrogate's bytes, say). */
+/**
+ * percent percent-encodes text as a form or a path writes it, except that a lone surrogate goes
+ * as the three bytes WTF-8 gives it (%ED%A0%80 for U+D800), which encodeURIComponent refuses to write.
+ */
+export function percent(text: string): string {
+  return text.replace(/[\ud800-\udbff][\udc00-\udfff]|[\s\S]/g, (ch) => {
+    const unit = ch.charCodeAt(0)
+    if (ch.length === 1 && unit >= 0xd800 && unit <= 0xdfff)
+      return `%ED%${(0x80 | ((unit >> 6) & 0x3f)).toString(16).toUpperCase()}%${(0x80 | (unit & 0x3f)).toString(16).toUpperCase()}`
+    return encodeURIComponent(ch)
+  })
+}
+
+/** form is an application/x-www-form-urlencoded body; values given as `raw(…)` go unencoded. */
 export function form(fields: Record<string, string | { raw: string }>, headers: Record<string, string> = {}): Request {
   const body = Object.entries(fields)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${typeof v === 'string' ? encodeURIComponent(v) : v.raw}`)
+    .map(([k, v]) => `${percent(k)}=${typeof v === 'string' ? percent(v) : v.raw}`)
     .join('&')
   return { body, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } }
 }

@@ -381,9 +381,8 @@ export class Accounts {
 
   /** reportRange: what is wrong with a report's account or days, or null. */
   async #reportRange(accountId: string, from: string, to: string): Promise<Failure | null> {
-    const day = /^\d{4}-\d\d-\d\d$/
-    if (!day.test(from) || Number.isNaN(Date.parse(from))) return fail('invalid', 'from must be a date, YYYY-MM-DD', 'from')
-    if (!day.test(to) || Number.isNaN(Date.parse(to))) return fail('invalid', 'to must be a date, YYYY-MM-DD', 'to')
+    if (!calendarDay(from)) return fail('invalid', 'from must be a date, YYYY-MM-DD', 'from')
+    if (!calendarDay(to)) return fail('invalid', 'to must be a date, YYYY-MM-DD', 'to')
     if (to < from) return fail('invalid', 'to must not be before from', 'to')
     if ((Date.parse(to) - Date.parse(from)) / 86_400_000 >= MAX_USAGE_DAYS) return fail('invalid', `a report covers at most ${MAX_USAGE_DAYS} days`, 'to')
     if ((await this.#store.access.getAccount(accountId)) === null) return fail('not_found', `no account ${accountId}`)
@@ -491,4 +490,11 @@ export function mergePlan(current: Plan, input: PlanInput): Plan | Failure {
     if (!wholeIn(weights[group], 0, 1e6)) return fail('invalid', `weights.${group} must be a whole number of units from 0 to 1000000`, `weights.${group}`)
   }
   return { rate, burst, quota, period: period as QuotaPeriod, weights }
+}
+
+/** calendarDay: `YYYY-MM-DD` of a day the calendar has (Date.parse takes 2026-02-30 as 2 March, so the day must read back the same). */
+function calendarDay(text: string): boolean {
+  if (!/^\d{4}-\d\d-\d\d$/.test(text)) return false
+  const ms = Date.parse(text)
+  return !Number.isNaN(ms) && new Date(ms).toISOString().slice(0, 10) === text
 }

@@ -29,6 +29,16 @@ const header = (a: Answer, name: string) => {
   return Array.isArray(v) ? v.join(', ') : (v ?? '')
 }
 
+/** errorCode: a catalogue error's code and message, as ` (CODE: message)`, when the body is one; '' otherwise. */
+function errorCode(a: Answer): string {
+  try {
+    const body = JSON.parse(a.body?.toString('utf8') ?? '') as { code?: unknown; message?: unknown }
+    return typeof body.code === 'string' ? ` (${body.code}: ${String(body.message ?? '').slice(0, 200)})` : ''
+  } catch {
+    return ''
+  }
+}
+
 export async function judge(doc: OpenApiDocument, op: Operation, c: Case, mode: Mode, urlPath: string, a: Answer): Promise<Verdict> {
   const failures: string[] = []
   const verdict = { failures, documentedCut: false, clientAbort: a.error === 'client-abort', stallDropped: a.error === 'stalled reader dropped' }
@@ -46,7 +56,8 @@ export async function judge(doc: OpenApiDocument, op: Operation, c: Case, mode: 
   }
   const limited = status === 429 || (status === 503 && retryAfter !== '')
   const documented = op.statuses.includes(String(status))
-  if (c.expect !== undefined && !c.expect.includes(status) && !limited) failures.push(`status ${status}, the case takes ${c.expect.join(' or ')}`)
+  if (c.expect !== undefined && !c.expect.includes(status) && !limited)
+    failures.push(`status ${status}${errorCode(a)}, the case takes ${c.expect.join(' or ')}`)
   else if (c.expect === undefined && !documented && !PROTOCOL.has(status)) failures.push(`status ${status} is not documented for ${op.id}`)
   if (verdict.clientAbort || verdict.stallDropped) return verdict
   if (a.cut) {

@@ -35,8 +35,8 @@ let counter = 0
 export class Runner {
   readonly #t: Target
   readonly #adminAgent = agent()
-  /** Cases whose request could not be made (a prerequisite was refused), by `operationId: case`. */
-  readonly skipped = new Map<string, number>()
+  /** Cases whose request could not be made (a prerequisite was refused), by `operationId: case`: how often, and the last reason. */
+  readonly skipped = new Map<string, { times: number; why: string }>()
 
   constructor(target: Target) {
     this.#t = target
@@ -63,9 +63,9 @@ export class Runner {
     let request: Request
     try {
       request = await c.make(ctx)
-    } catch {
+    } catch (error) {
       const key = `${opId}: ${c.name}`
-      this.skipped.set(key, (this.skipped.get(key) ?? 0) + 1)
+      this.skipped.set(key, { times: (this.skipped.get(key)?.times ?? 0) + 1, why: (error as Error).message })
       return null
     }
     return this.#send(ctx, agents.get(ctx)!, opId, c, request)

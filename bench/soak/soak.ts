@@ -142,8 +142,12 @@ async function soak(): Promise<number> {
   ] as const) {
     const through = (cursors.get(pairs) ?? 0) >= pairs.length
     const never = pairs.map(([id, c]) => `${id}: ${c.name}`).filter((k) => (tally.cases.get(k) ?? 0) === 0)
-    for (const n of never)
-      say(`${through ? 'NOT ANSWERED' : 'NOT REACHED'} ${n}${runner.skipped.has(n) ? ` (its request could not be made ${runner.skipped.get(n)} times)` : ''}`)
+    for (const n of never) {
+      const skip = runner.skipped.get(n)
+      say(
+        `${through ? 'NOT ANSWERED' : 'NOT REACHED'} ${n}${skip === undefined ? '' : ` (its request could not be made ${skip.times} times, the last: ${skip.why})`}`,
+      )
+    }
     say(
       `${what} cases: ${pairs.length - never.length} of ${pairs.length} answered${through ? '' : `; the ${what} lanes did not go all through them in ${SECONDS} s (SOAK_SEED orders them)`}`,
     )

@@ -25,20 +25,32 @@ function kept(ctx: Ctx, a: Answer): void {
 
 const submit = (name: string, kind: Case['kind'], make: Case['make'], extra: Partial<Case> = {}): Case => ({ name, kind, make, after: kept, ...extra })
 
+/**
+ * submitted submits a job a case needs and gives its ID. A throttle (429) or a documented 503 is waited out as its Retry-After asks,
+ * three times at most: the first load account is on the default plan, so that its throttle answers under load, and a case that needs a
+ * job must still be made.
+ */
 async function submitted(ctx: Ctx, request: Request): Promise<string> {
-  const a = await ctx.call('submitConversionJob', request)
-  const jobID = bodyJson<{ jobID?: string }>(a.body)?.jobID
-  if (a.status !== 202 || jobID === undefined) throw new Error(`submitConversionJob ${a.status}`)
-  return jobID
+  for (let tries = 0; ; tries++) {
+    const a = await ctx.call('submitConversionJob', request)
+    const jobID = bodyJson<{ jobID?: string }>(a.body)?.jobID
+    if (a.status === 202 && jobID !== undefined) return jobID
+    const wait = Number(a.headers['retry-after'])
+    if (tries < 3 && (a.status === 429 || a.status === 503) && Number.isFinite(wait)) {
+      await new Promise((r) => setTimeout(r, Math.min(wait, 30) * 1000))
+      continue
+    }
+    throw new Error(`submitConversionJob answered ${a.status} ${bodyJson<{ code?: string }>(a.body)?.code ?? ''}`.trim())
+  }
 }
 
-/** ended polls a job (through getConversionJob) until it ends, at most 90 s: its status. */
+/** ended polls a job (through getConversionJob) until it ends, at most 180 s (a loaded node's queue): its status. */
 async function ended(ctx: Ctx, jobID: string): Promise<string> {
-  for (const until = Date.now() + 90_000; Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
+  for (const until = Date.now() + 180_000; Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
     const status = bodyJson<{ status?: string }>((await ctx.call('getConversionJob', { params: { jobID } })).body)?.status
     if (status !== undefined && status !== 'queued' && status !== 'running') return status
   }
-  throw new Error(`job ${jobID} did not end in 90 s`)
+  throw new Error(`job ${jobID} did not end in 180 s`)
 }
 
 /** done gives a job that succeeded: one kept, or one submitted now and waited for. */
@@ -46,7 +58,8 @@ async function done(ctx: Ctx, doc: Buffer = DOCS.three, f: Record<string, string
   const kept = take<string>(ctx.kept, 'succeeded')
   if (kept !== undefined) return kept
   const jobID = await submitted(ctx, upload(doc, f))
-  if ((await ended(ctx, jobID)) !== 'succeeded') throw new Error(`job ${jobID} did not succeed`)
+  const status = await ended(ctx, jobID)
+  if (status !== 'succeeded') throw new Error(`job ${jobID} ended ${status}`)
   return jobID
 }
 

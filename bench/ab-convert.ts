@@ -58,7 +58,13 @@ async function convert(server: Server, route: 'generateImage' | 'generatePostscr
   form.append('pdfDocument', new Blob([Uint8Array.from(file.bytes)], { type: 'application/pdf' }), file.name)
   if (route === 'generateImage') form.append('dpi', '150')
   const res = await fetch(`${server.url}/converter/${route}`, { method: 'POST', headers: { 'x-api-key': server.key }, body: form })
-  await res.arrayBuffer()
+  try {
+    await res.arrayBuffer()
+  } catch (error) {
+    // A 200 the server cut after it began (a limit reached mid-stream, see the guide's "When an answer can end short") is named, not fatal.
+    refused.add(`${server.name} ${route} ${file.name}: ${res.status} cut short (${(error as Error).message})`)
+    return
+  }
   if (res.status !== 200) refused.add(`${server.name} ${route} ${file.name}: ${res.status}`)
 }
 

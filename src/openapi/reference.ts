@@ -60,12 +60,23 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 }
 
-/** prose: escaped text with `code spans` and paragraphs (blank lines). */
+/**
+ * A Markdown link whose target is on this server (relative: `docs#errors`, `#errors`) or https;
+ * anything else (a `javascript:` URL, say) stays text.
+ */
+const LINK = /\[([^\]]+)\]\((https:\/\/[^\s()"<>]+|#[\w-]+|[a-z][\w-]*(?:\/[\w-]+)*(?:#[\w-]+)?)\)/gi
+
+/** prose: escaped text with `code spans`, [links](docs#errors) and paragraphs (blank lines). */
 function prose(text: string | undefined): string {
   if (text === undefined || text.trim() === '') return ''
   return text
     .split(/\n{2,}/)
-    .map((p) => `<p>${escapeHtml(p).replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`)
+    .map(
+      (p) =>
+        `<p>${escapeHtml(p)
+          .replace(LINK, '<a href="$2">$1</a>')
+          .replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`,
+    )
     .join('\n')
 }
 

@@ -97,6 +97,18 @@ test('the reference shows what each call answers: the fields and an example answ
   }
 })
 
+test("a job's error links to the error reference the server serves beside it", { skip }, async (t) => {
+  const app = await startApp(t)
+  const browser = await openBrowser(t)
+  const page = await (await browser.newContext()).newPage()
+  await page.goto(`${app.url}/docs`)
+  const job = page.getByRole('region', { name: 'GET /converter/jobs/{jobID}' }).getByRole('table', { name: 'Fields' })
+  await job.getByRole('link', { name: 'error reference' }).click()
+  assert.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/docs#errors')
+  assert.equal(await page.getByRole('heading', { name: 'Errors', level: 2 }).isVisible(), true)
+  assert.equal(await page.getByRole('table', { name: 'Error codes' }).getByRole('rowheader', { name: 'SOURCE_FETCH_FAILED' }).count(), 1)
+})
+
 test('the admin API reference at /admin/v1/docs, on the admin listener, without a token', { skip }, async (t) => {
   const app = await startApp(t)
   const admin = await buildAdminApp({

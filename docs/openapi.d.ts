@@ -1107,7 +1107,7 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                     /**
-                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults (SHA1, 6 digits, 30 s for each). `universal` (every app): SHA1 only; 6 digits only; 30 s only. `google` (Google Authenticator): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `microsoft` (Microsoft Authenticator): SHA1 only; 6 digits only; 30 s only. `authy` (Twilio Authy): SHA1 only; 6 or 8 digits; 30 s only. `duo` (Duo Mobile): SHA1 only; 6 digits only; 30 s only. `2fas` (2FAS Auth): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `freeotp` (FreeOTP): SHA1, SHA256 or SHA512; 6 or 8 digits; 15 to 3600 s. `aegis` (Aegis Authenticator): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `bitwarden` (Bitwarden): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `keepassxc` (KeePassXC): SHA1, SHA256 or SHA512; 6 to 9 digits; 15 to 60 s. `any` (no app promised): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s.
                      * @enum {string}
                      */
                     profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
@@ -1140,7 +1140,7 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                     /**
-                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults (SHA1, 6 digits, 30 s for each). `universal` (every app): SHA1 only; 6 digits only; 30 s only. `google` (Google Authenticator): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `microsoft` (Microsoft Authenticator): SHA1 only; 6 digits only; 30 s only. `authy` (Twilio Authy): SHA1 only; 6 or 8 digits; 30 s only. `duo` (Duo Mobile): SHA1 only; 6 digits only; 30 s only. `2fas` (2FAS Auth): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `freeotp` (FreeOTP): SHA1, SHA256 or SHA512; 6 or 8 digits; 15 to 3600 s. `aegis` (Aegis Authenticator): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `bitwarden` (Bitwarden): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `keepassxc` (KeePassXC): SHA1, SHA256 or SHA512; 6 to 9 digits; 15 to 60 s. `any` (no app promised): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s.
                      * @enum {string}
                      */
                     profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
@@ -1173,7 +1173,7 @@ export interface operations {
                      */
                     algorithm?: "SHA1" | "SHA256" | "SHA512" | "sha1" | "sha256" | "sha512";
                     /**
-                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".
+                     * @description Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults (SHA1, 6 digits, 30 s for each). `universal` (every app): SHA1 only; 6 digits only; 30 s only. `google` (Google Authenticator): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `microsoft` (Microsoft Authenticator): SHA1 only; 6 digits only; 30 s only. `authy` (Twilio Authy): SHA1 only; 6 or 8 digits; 30 s only. `duo` (Duo Mobile): SHA1 only; 6 digits only; 30 s only. `2fas` (2FAS Auth): SHA1, SHA256 or SHA512; 6 or 8 digits; 30 s only. `freeotp` (FreeOTP): SHA1, SHA256 or SHA512; 6 or 8 digits; 15 to 3600 s. `aegis` (Aegis Authenticator): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `bitwarden` (Bitwarden): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s. `keepassxc` (KeePassXC): SHA1, SHA256 or SHA512; 6 to 9 digits; 15 to 60 s. `any` (no app promised): SHA1, SHA256 or SHA512; 6 to 10 digits; 15 to 3600 s.
                      * @enum {string}
                      */
                     profile?: "universal" | "google" | "microsoft" | "authy" | "duo" | "2fas" | "freeotp" | "aegis" | "bitwarden" | "keepassxc" | "any";
@@ -2021,7 +2021,7 @@ export interface operations {
                     /** @description A name for the factor in listings ("Work phone"). */
                     label?: string;
                     /**
-                     * @description The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.
+                     * @description The authenticator app the parameters must suit (as onboardUser's `profile`, which lists what each allows); a parameter outside it is refused.
                      * @default universal
                      * @enum {string}
                      */
@@ -2048,7 +2048,7 @@ export interface operations {
                     /** @description A name for the factor in listings ("Work phone"). */
                     label?: string;
                     /**
-                     * @description The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.
+                     * @description The authenticator app the parameters must suit (as onboardUser's `profile`, which lists what each allows); a parameter outside it is refused.
                      * @default universal
                      * @enum {string}
                      */
@@ -2075,7 +2075,7 @@ export interface operations {
                     /** @description A name for the factor in listings ("Work phone"). */
                     label?: string;
                     /**
-                     * @description The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.
+                     * @description The authenticator app the parameters must suit (as onboardUser's `profile`, which lists what each allows); a parameter outside it is refused.
                      * @default universal
                      * @enum {string}
                      */
@@ -6973,7 +6973,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description A page of jobs, newest first, and the cursor of the next. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7111,7 +7111,7 @@ export interface operations {
                             } | null;
                             /** @description A result was made and has expired or been deleted. */
                             resultGone: boolean;
-                            /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                            /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (the [error reference](docs#errors) says what each means). */
                             error: {
                                 code: string;
                                 message: string;
@@ -7712,7 +7712,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description The job as it stands: its status, its progress, then its result or its error. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -7844,7 +7844,7 @@ export interface operations {
                         } | null;
                         /** @description A result was made and has expired or been deleted. */
                         resultGone: boolean;
-                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (the [error reference](docs#errors) says what each means). */
                         error: {
                             code: string;
                             message: string;
@@ -7940,7 +7940,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description The job as it now stands: `cancelled` (a running one stops at its next page), or succeeded without its kept result (its download then answers 410). */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -8072,7 +8072,7 @@ export interface operations {
                         } | null;
                         /** @description A result was made and has expired or been deleted. */
                         resultGone: boolean;
-                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (docs/errors.md says what each means). */
+                        /** @description The catalogue error that ended a failed job: one of the conversion routes' (`PDF_UNREADABLE`, `CONVERSION_TIMEOUT`, …), or of a job alone: `SOURCE_FETCH_FAILED`, `RESULT_UPLOAD_FAILED`, `JOB_STORAGE_FULL` (the [error reference](docs#errors) says what each means). */
                         error: {
                             code: string;
                             message: string;

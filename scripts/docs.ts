@@ -185,7 +185,8 @@ export function renderApi(doc: Record<string, unknown>, intro: readonly string[]
       }
     }
   }
-  return out.join('\n')
+  // The served document links to the reference page beside it (docs#errors); in the repository that page is errors.md.
+  return out.join('\n').replaceAll('](docs#errors)', '](errors.md)')
 }
 
 /** typeOf names a union's types (`string or null`), for fields without one `type`. */

@@ -130,7 +130,10 @@ export const getJobSchema = {
   summary: 'A conversion job: its status, progress, result or error',
   tags: ['converter'],
   params,
-  response: { 200: jobView, ...errorResponses(['JOB_NOT_FOUND'], { body: false }) },
+  response: {
+    200: { ...jobView, description: 'The job as it stands: its status, its progress, then its result or its error.' },
+    ...errorResponses(['JOB_NOT_FOUND'], { body: false }),
+  },
 }
 
 export const jobResultSchema = {
@@ -167,7 +170,14 @@ export const cancelJobSchema = {
   summary: 'Cancel a queued or running job (a running one stops at its next page), or delete a kept result',
   tags: ['converter'],
   params,
-  response: { 200: jobView, ...errorResponses(['JOB_NOT_FOUND', 'JOB_NOTHING_TO_DELETE'], { body: false }) },
+  response: {
+    200: {
+      ...jobView,
+      description:
+        'The job as it now stands: `cancelled` (a running one stops at its next page), or succeeded without its kept result (its download then answers 410).',
+    },
+    ...errorResponses(['JOB_NOT_FOUND', 'JOB_NOTHING_TO_DELETE'], { body: false }),
+  },
 }
 
 export const listJobsSchema = {
@@ -182,7 +192,10 @@ export const listJobsSchema = {
   response: {
     200: Type.Object(
       { jobs: Type.Array(jobView), next: Type.Union([Type.String(), Type.Null()], { description: 'The `after` of the next page; null on the last.' }) },
-      { examples: [{ jobs: (jobView as { examples?: unknown[] }).examples, next: null }] },
+      {
+        description: 'A page of jobs, newest first, and the cursor of the next.',
+        examples: [{ jobs: (jobView as { examples?: unknown[] }).examples, next: null }],
+      },
     ),
     ...errorResponses(['JOB_QUERY_INVALID'], { body: false }),
   },

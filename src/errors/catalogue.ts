@@ -149,7 +149,7 @@ export const catalogue = {
     400,
     'list',
     'Profile must be one of: {profiles}.',
-    '`profile` is not a compatibility profile (docs/guide.md, "Compatibility profiles").',
+    '`profile` is not a compatibility profile (the `profile` field of onboardUser lists them, with what each allows).',
   ),
   PROFILE_UNSUPPORTED: entry(
     400,
@@ -372,7 +372,7 @@ export const catalogue = {
     400,
     'list',
     '{field} is not an option of {route}.',
-    "An option was sent that the route, or the job's `operation`, does not take: another route's, such as `dpi` on `extractText`, `angle` on `flatten` or `colorMode` on a page operation, or `pages` on `compress` and `flatten`, which take the whole document. Refused rather than ignored, in a form and in a JSON job alike; `docs/guide.md` lists what each route takes.",
+    "An option was sent that the route, or the job's `operation`, does not take: another route's, such as `dpi` on `extractText`, `angle` on `flatten` or `colorMode` on a page operation, or `pages` on `compress` and `flatten`, which take the whole document. Refused rather than ignored, in a form and in a JSON job alike; the body fields of each operation in the API reference are what it takes.",
   ),
   MERGE_DOCUMENT_REFUSED: entry(
     422,

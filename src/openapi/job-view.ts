@@ -13,6 +13,20 @@ export const JOB_END_CODES = ['SOURCE_FETCH_FAILED', 'RESULT_UPLOAD_FAILED', 'JO
 const time = (description?: string) => Type.String(description === undefined ? { format: 'date-time' } : { format: 'date-time', description })
 const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description })
 
+/**
+ * ERROR_REFERENCE is where a reader of the public document finds what each code means: the
+ * reference page served beside it (`docs` from `/openapi.json` is `/docs`), not a file of the
+ * repository, which a server's users do not have.
+ */
+export const ERROR_REFERENCE = '[error reference](docs#errors)'
+
+/** jobError: a failed job's error, and where the document's readers find what its code means. */
+const jobError = (explained: string) =>
+  nullable(
+    Type.Object({ code: Type.String(), message: Type.String() }),
+    `The catalogue error that ended a failed job: one of the conversion routes' (\`PDF_UNREADABLE\`, \`CONVERSION_TIMEOUT\`, …), or of a job alone: ${JOB_END_CODES.map((c) => `\`${c}\``).join(', ')} (${explained}).`,
+  )
+
 export const JOB_ID_EXAMPLE = 'job_19a5f3c2b7e4d1a2b3c4d'
 export const jobStatus = Type.String({
   enum: [...JOB_STATUSES],
@@ -82,10 +96,7 @@ export const jobViewSchema = Type.Object(
       'The kept result; null before, after its expiry or deletion, or when there is none.',
     ),
     resultGone: Type.Boolean({ description: 'A result was made and has expired or been deleted.' }),
-    error: nullable(
-      Type.Object({ code: Type.String(), message: Type.String() }),
-      `The catalogue error that ended a failed job: one of the conversion routes' (\`PDF_UNREADABLE\`, \`CONVERSION_TIMEOUT\`, …), or of a job alone: ${JOB_END_CODES.map((c) => `\`${c}\``).join(', ')} (docs/errors.md says what each means).`,
-    ),
+    error: jobError(`the ${ERROR_REFERENCE} says what each means`),
   },
   {
     examples: [
@@ -116,4 +127,13 @@ export const jobViewSchema = Type.Object(
       },
     ],
   },
+)
+
+/**
+ * adminJobViewSchema: the same job in the admin document, whose reference lists the admin API's
+ * codes only: a job's codes are the public API's, explained in its reference.
+ */
+export const adminJobViewSchema = Type.Object(
+  { ...jobViewSchema.properties, error: jobError("the public API's reference, `/docs#errors` on the public listener, says what each means") },
+  { examples: (jobViewSchema as { examples?: unknown[] }).examples },
 )

@@ -60,12 +60,23 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 }
 
-/** prose: escaped text with `code spans` and paragraphs (blank lines). */
+/**
+ * A Markdown link whose target is on this server (relative: `docs#errors`, `#errors`) or https;
+ * anything else (a `javascript:` URL, say) stays text.
+ */
+const LINK = /\[([^\]]+)\]\((https:\/\/[^\s()"<>]+|#[\w-]+|[a-z][\w-]*(?:\/[\w-]+)*(?:#[\w-]+)?)\)/gi
+
+/** prose: escaped text with `code spans`, [links](docs#errors) and paragraphs (blank lines). */
 function prose(text: string | undefined): string {
   if (text === undefined || text.trim() === '') return ''
   return text
     .split(/\n{2,}/)
-    .map((p) => `<p>${escapeHtml(p).replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`)
+    .map(
+      (p) =>
+        `<p>${escapeHtml(p)
+          .replace(LINK, '<a href="$2">$1</a>')
+          .replace(/`([^`]+)`/g, '<code>$1</code>')}</p>`,
+    )
     .join('\n')
 }
 
@@ -140,7 +151,9 @@ function curlLine(base: string, method: string, path: string, op: Operation): st
     | Record<string, unknown>
     | undefined
   const fields: [string, string][] =
-    example !== undefined ? Object.entries(example).map(([k, v]) => [k, String(v)]) : (body?.required ?? []).map((name) => [name, '…'])
+    example !== undefined
+      ? Object.entries(example).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)])
+      : (body?.required ?? []).map((name) => [name, '…'])
   const parts = ['curl']
   if (method !== 'get' && body === undefined) parts.push(`-X ${method.toUpperCase()}`)
   if (secured) parts.push("-H 'x-api-key: YOUR_KEY'")
@@ -154,6 +167,19 @@ function curlLine(base: string, method: string, path: string, op: Operation): st
   parts.push(shellWord(`${base}${path}`))
   return parts.join(' \\\n  ')
 }
+
+/**
+ * curlHtml: the command, each line continuation (` \\`) held to the word before it: a narrow
+ * screen wraps a long word, never the `\\` alone onto a line of its own. The text is the
+ * command as it is, so that a copy of it runs.
+ */
+const curlHtml = (command: string) => command.split(' \\\n').map(escapeHtml).join('<span class="cont"> \\</span>\n')
+
+/**
+ * pathHtml: a path in the side navigation, which may break before a `/` (never after the method,
+ * which the non-breaking space before it keeps on the path's first line).
+ */
+const pathHtml = (path: string) => escapeHtml(path).replace(/(.)\//g, '$1<wbr>/')
 
 /** The fields of an answer: an object's properties, or those of an array's items. */
 function answerFields(schema: Schema | undefined): {
@@ -254,7 +280,7 @@ ${fieldTable('Parameters', params)}
 ${bodies.length === 0 ? '' : `<p>Body: ${bodies.map(([type]) => `<code>${escapeHtml(type)}</code>`).join(' or ')}.</p>`}
 ${fieldTable('Body fields', bodyRows)}
 <p class="example-label">Example request:</p>
-<pre class="example"><code>${escapeHtml(curlLine(base, method, path, op))}</code></pre>
+<pre class="example curl"><code>${curlHtml(curlLine(base, method, path, op))}</code></pre>
 ${requestExample === undefined || op.requestBody?.content?.['application/json'] === undefined ? '' : `<p class="example-label">The same body as JSON (<code>content-type: application/json</code>):</p>\n<pre class="example"><code>${escapeHtml(pretty(requestExample))}</code></pre>`}
 <h4 class="answers">Answers</h4>
 ${answers(op)}
@@ -310,7 +336,7 @@ export function renderReference(doc: Json, opts: ReferenceOptions): string {
 <ul>${g.ops
         .map(([method, path, op]) => {
           const words = `${method} ${path} ${op.operationId ?? ''} ${op.summary ?? ''}`.toLowerCase()
-          return `<li data-filter="${escapeHtml(words)}"><a href="#${op.operationId ?? slug(`${method} ${path}`)}"><span class="verb">${method.toUpperCase()}</span> ${escapeHtml(path)}</a></li>`
+          return `<li data-filter="${escapeHtml(words)}"><a href="#${op.operationId ?? slug(`${method} ${path}`)}"><span class="verb">${method.toUpperCase()}</span>&nbsp;<span class="path">${pathHtml(path)}</span></a></li>`
         })
         .join('')}</ul></li>`,
     )
@@ -424,15 +450,19 @@ summary h2 { display: inline; font-size: 1.1rem; }
 nav ul { list-style: none; padding-left: .75rem; margin: .25rem 0; }
 nav > details > ul { padding-left: 0; }
 nav li { margin: .15rem 0; overflow-wrap: anywhere; }
-nav .verb { display: inline-block; min-width: 3.6rem; font-size: .8rem; font-weight: 700; color: var(--muted); }
+nav li[data-filter] a { display: block; padding-left: 4.2rem; text-indent: -4.2rem; text-decoration: none; }
+nav li[data-filter] a .path { text-decoration: underline; }
+nav .verb { display: inline-block; width: 3.9rem; text-indent: 0; white-space: nowrap; font-size: .8rem; font-weight: 700; color: var(--muted); }
 .filter input { width: 100%; font: inherit; padding: .35rem .5rem; border: 1px solid var(--muted); border-radius: 4px; }
 .answer { border-left: 3px solid var(--line); padding-left: .75rem; margin: .5rem 0 1rem; }
 .example-label { margin: .75rem 0 .25rem; font-weight: 600; }
 pre.example { margin-top: 0; }
+pre.curl { word-break: break-all; }
+pre.curl .cont { white-space: nowrap; }
 .types code { font-weight: 400; }
 .layout { display: grid; gap: 2rem; grid-template-columns: minmax(0, 1fr); }
 @media (min-width: 64rem) {
-  .layout { grid-template-columns: 17rem minmax(0, 1fr); }
+  .layout { grid-template-columns: 19rem minmax(0, 1fr); }
   nav { position: sticky; top: 0; align-self: start; max-height: 100vh; overflow-y: auto; padding: .5rem 0; }
 }
 @media (max-width: 40rem) {

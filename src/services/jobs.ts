@@ -29,7 +29,7 @@ import type { Problem } from '../errors/errors.ts'
 import { render, type ErrorCode } from '../errors/catalogue.ts'
 import type { JobChange, JobStore } from '../storage/ports.ts'
 import { pieces } from '../storage/job-rows.ts'
-import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, resolveTarget, type Lookup } from '../webhooks/address.ts'
+import { checkEndpointUrl, MAX_TRANSFER_URL_LENGTH, refusalText, resolveTarget, type Lookup, type Refusal } from '../webhooks/address.ts'
 import { isPdf, MAX_MERGE_DOCUMENTS, readCompress, readOptions, readTextFormat, safeBasename } from '../converter/upload.ts'
 import { readImageOptions } from '../converter/image-options.ts'
 import { isJobEdit, jobEditOptions, mergeFields } from '../converter/edit-options.ts'
@@ -85,7 +85,7 @@ export interface JobsOptions {
   readonly store: { readonly jobs: JobStore }
   /** Seals a job's secrets; a function is called when a job first needs it (a CLI that only lists writes no key file). */
   readonly keyring: Keyring | (() => Keyring)
-  readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount' | 'jobStoragePerAccountMb'>
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'jobMaxActivePerAccount' | 'jobStoragePerAccountMb' | 'nodeEnv'>
   /** Told when a job is queued, so that this node's runner looks at once. */
   readonly onSubmitted?: () => void
   readonly now?: () => number
@@ -188,7 +188,7 @@ export class Jobs {
       const text = fields[field]?.trim() ?? ''
       if (text === '') continue
       const url = await this.#publicUrl(text)
-      if ('reason' in url) problems.push({ code, params: { reason: url.reason } })
+      if ('reason' in url) problems.push({ code, params: { reason: refusalText(url, this.#o.config.nodeEnv) } })
       else secrets[field] = url.url
     }
     const metadata = readMetadata(input.metadata ?? fields.metadata)
@@ -198,7 +198,7 @@ export class Jobs {
   }
 
   /** publicUrl: the URL checked as a webhook's is (https, a public host), and its name's addresses when it resolves in time. */
-  async #publicUrl(text: string): Promise<{ url: string } | { reason: string }> {
+  async #publicUrl(text: string): Promise<{ url: string } | Refusal> {
     const allowPrivate = this.#o.config.webhookAllowPrivate
     const checked = checkEndpointUrl(text, allowPrivate, MAX_TRANSFER_URL_LENGTH)
     if ('reason' in checked || allowPrivate) return checked
@@ -209,7 +209,9 @@ export class Jobs {
     try {
       const target = await Promise.race([resolveTarget(new URL(checked.url).hostname, false, this.#o.lookup), late])
       // A name that does not resolve now may by the time the job runs: the fetch decides then, under the same rules.
-      return target !== null && 'reason' in target && target.unresolved !== true ? { reason: `must reach a public address: ${target.reason}` } : checked
+      return target !== null && 'reason' in target && target.unresolved !== true
+        ? { reason: `must reach a public address: ${target.reason}`, private: true }
+        : checked
     } catch {
       return checked
     } finally {

@@ -13,7 +13,7 @@ import type { Page } from '../domain/lists.ts'
 import type { Store } from '../storage/ports.ts'
 import type { WebhookDelivery, WebhookEndpoint } from '../domain/webhooks.ts'
 import { newId } from '../domain/ids.ts'
-import { checkEndpointUrl } from '../webhooks/address.ts'
+import { checkEndpointUrl, refusalText } from '../webhooks/address.ts'
 import { newWebhookSecret, sealSecret } from '../webhooks/secret.ts'
 
 export interface WebhookInput {
@@ -26,7 +26,7 @@ export interface WebhooksOptions {
   readonly store: Store
   /** Seals endpoints' signing secrets. */
   readonly keyring: Keyring
-  readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints'>
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints' | 'nodeEnv'>
   /** Called after a change that makes a delivery due (a re-send), so that this node's worker looks at once. */
   readonly onDue?: () => void
   /** The clock (epoch ms); tests move it. */
@@ -58,7 +58,7 @@ export class Webhooks {
     if (missing) return missing
     if (typeof input.url !== 'string' || input.url.trim() === '') return fail('invalid', 'url is required', 'url')
     const checked = checkEndpointUrl(input.url.trim(), this.#o.config.webhookAllowPrivate)
-    if ('reason' in checked) return fail('invalid', `url ${checked.reason}`, 'url')
+    if ('reason' in checked) return fail('invalid', `url ${refusalText(checked, this.#o.config.nodeEnv)}`, 'url')
     const types = readEventTypes(input.eventTypes)
     if (isFailure(types)) return types
     const endpoint: WebhookEndpoint = {

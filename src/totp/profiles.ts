@@ -206,6 +206,19 @@ function describe(allowed: Allowed | readonly string[], unit: string): string {
 }
 
 /**
+ * profileSummary: what each profile allows, in one line, for the API's own reference: its
+ * readers have the server, not the guide's table (which adds the notes and sources).
+ */
+export function profileSummary(): string {
+  return Object.entries(PROFILES)
+    .map(([name, p]) => {
+      const who = name === 'universal' ? 'every app' : name === 'any' ? 'no app promised' : p.app
+      return `\`${name}\` (${who}): ${describe(p.algorithms, '')}; ${describe(p.digits, 'digits')}; ${describe(p.periods, 's')}`
+    })
+    .join('. ')
+}
+
+/**
  * resolveProfile gives the parameters to issue under a profile: each requested one when
  * the app reads it, the profile's default where the request leaves it out. A parameter
  * outside the profile is an expected outcome (data), one entry per parameter.

@@ -7,7 +7,7 @@ import { Type } from 'typebox'
 import type { FieldRules } from '../errors/plugin.ts'
 import { errorResponses } from '../openapi/responses.ts'
 import { ALGORITHMS } from './otp.ts'
-import { PROFILE_NAMES } from './profiles.ts'
+import { PROFILE_NAMES, profileSummary } from './profiles.ts'
 
 const algorithm = Type.Optional(
   Type.String({
@@ -25,8 +25,7 @@ const tokenLength = Type.Optional(Type.Integer({ minimum: 6, maximum: 10, defaul
 export const profile = Type.Optional(
   Type.String({
     enum: PROFILE_NAMES,
-    description:
-      'Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile\'s defaults. `universal` is SHA1, 6 digits, 30 s (every app); `any` is everything this service accepts. Table and sources: docs/guide.md, "Compatibility profiles".',
+    description: `Compatibility profile: the authenticator app the secret must work in. Parameters outside it are refused (PROFILE_UNSUPPORTED) rather than issued to an app that would show wrong codes; parameters left out take the profile's defaults (SHA1, 6 digits, 30 s for each). ${profileSummary()}.`,
   }),
 )
 /** profileRule maps the field's schema errors to PROFILE_INVALID, naming the known profiles. */

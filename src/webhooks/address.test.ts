@@ -57,10 +57,10 @@ test('checkEndpointUrl refuses local names however spelt, and the IPv6 forms of 
     'https://router.home.arpa/hook',
     'https://intranet./hook',
   ])
-    assert.deepEqual(checkEndpointUrl(url, false), { reason: 'must name a public host' }, url)
-  assert.deepEqual(checkEndpointUrl('https://[::ffff:8.8.8.8]/', false), { reason: 'must reach a public address, not an IPv4-mapped one' })
-  assert.deepEqual(checkEndpointUrl('https://[2001::1]/', false), { reason: 'must reach a public address, not a Teredo one' })
-  assert.deepEqual(checkEndpointUrl('https://127.0.0.1./', false), { reason: 'must reach a public address, not a loopback one' })
+    assert.deepEqual(checkEndpointUrl(url, false), { reason: 'must name a public host', private: true }, url)
+  assert.deepEqual(checkEndpointUrl('https://[::ffff:8.8.8.8]/', false), { reason: 'must reach a public address, not an IPv4-mapped one', private: true })
+  assert.deepEqual(checkEndpointUrl('https://[2001::1]/', false), { reason: 'must reach a public address, not a Teredo one', private: true })
+  assert.deepEqual(checkEndpointUrl('https://127.0.0.1./', false), { reason: 'must reach a public address, not a loopback one', private: true })
   assert.deepEqual(checkEndpointUrl('https://hooks.example.com./', false), { url: 'https://hooks.example.com./' })
   assert.deepEqual(checkEndpointUrl('http://localhost./', true), { url: 'http://localhost./' }, 'WEBHOOK_ALLOW_PRIVATE lifts the rule')
 })

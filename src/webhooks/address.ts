@@ -131,8 +131,25 @@ export function localName(name: string): boolean {
   return LOCAL_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))
 }
 
-/** checkEndpointUrl: the URL as it will be called, or why it is refused (a phrase that follows the field's name). */
-export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength = MAX_URL_LENGTH): { url: string } | { reason: string } {
+/** A refusal: why (a phrase that follows the field's name), and whether WEBHOOK_ALLOW_PRIVATE would have let the URL through. */
+export interface Refusal {
+  readonly reason: string
+  readonly private?: true
+}
+
+/**
+ * refusalText: the reason of a refusal as its caller reads it. Outside production, one that
+ * WEBHOOK_ALLOW_PRIVATE lifts names the setting, so that a developer trying a receiver on their
+ * own machine finds it; a production node never tells its callers how its SSRF rule is turned off.
+ */
+export function refusalText(refusal: Refusal, nodeEnv: string): string {
+  return refusal.private === true && nodeEnv !== 'production'
+    ? `${refusal.reason} (for development, WEBHOOK_ALLOW_PRIVATE=true on the server allows it)`
+    : refusal.reason
+}
+
+/** checkEndpointUrl: the URL as it will be called, or why it is refused. */
+export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength = MAX_URL_LENGTH): { url: string } | Refusal {
   if (raw.length > maxLength) return { reason: `must be at most ${maxLength} characters` }
   let url: URL
   try {
@@ -141,7 +158,9 @@ export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength =
     return { reason: 'must be an absolute URL' }
   }
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) {
-    return { reason: allowPrivate ? 'must be an http or https URL' : 'must be an https URL' }
+    return allowPrivate || url.protocol !== 'http:'
+      ? { reason: allowPrivate ? 'must be an http or https URL' : 'must be an https URL' }
+      : { reason: 'must be an https URL', private: true }
   }
   if (url.username !== '' || url.password !== '') return { reason: 'must not carry a user name or password' }
   if (url.hash !== '') return { reason: 'must not have a fragment (#…)' }
@@ -149,9 +168,9 @@ export function checkEndpointUrl(raw: string, allowPrivate: boolean, maxLength =
   const host = bare(url.hostname)
   if (isIP(host) !== 0) {
     const kind = blockedKind(host)
-    if (kind !== null) return { reason: `must reach a public address, not ${a(kind)} one` }
+    if (kind !== null) return { reason: `must reach a public address, not ${a(kind)} one`, private: true }
   } else if (localName(host)) {
-    return { reason: 'must name a public host' }
+    return { reason: 'must name a public host', private: true }
   }
   return { url: url.href }
 }

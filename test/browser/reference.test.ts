@@ -6,6 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp } from '../support/helper.ts'
+import type { Page } from 'playwright-core'
 import { browserSkip, openBrowser, seriousViolations } from '../support/browser.ts'
 import { buildAdminApp } from '../../src/admin/api/app.ts'
 
@@ -95,6 +96,92 @@ test('the reference shows what each call answers: the fields and an example answ
     assert.equal(await nav.getByRole('status').innerText(), 'No operation matches.')
     await page.screenshot({ path: `${app.dataDir}/docs-${width}.png` })
   }
+})
+
+/**
+ * methodsApart: the side navigation's links whose method label is not on the first line of its
+ * path (the path wrapped below it), or is more than one line itself.
+ */
+function methodsApart(page: Page): Promise<string[]> {
+  return page.locator('nav li[data-filter] a').evaluateAll((links) =>
+    links.flatMap((a) => {
+      const verb = a.querySelector('.verb')!
+      const label = verb.getBoundingClientRect()
+      const rest = document.createRange()
+      rest.setStartAfter(verb)
+      rest.setEnd(a, a.childNodes.length)
+      const first = [...rest.getClientRects()].find((r) => r.width > 0)
+      const oneLine = label.height < 1.5 * Number.parseFloat(getComputedStyle(verb).lineHeight)
+      return first !== undefined && first.top < label.bottom && oneLine
+        ? []
+        : [`${a.textContent}: method at ${label.top}-${label.bottom}, path at ${first?.top}`]
+    }),
+  )
+}
+
+/** blankCodeLines: the lines, as rendered, of the page's examples that hold only a line continuation (`\\`) or nothing but spaces. */
+function blankCodeLines(page: Page): Promise<string[]> {
+  return page.locator('pre.example code').evaluateAll((codes) =>
+    codes.flatMap((code) => {
+      const lines = new Map<number, string>()
+      const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT)
+      for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+        const text = node.textContent ?? ''
+        for (let i = 0; i < text.length; i++) {
+          if (text[i] === '\n') continue
+          const char = document.createRange()
+          char.setStart(node, i)
+          char.setEnd(node, i + 1)
+          const box = char.getClientRects()[0]
+          if (box === undefined) continue
+          const top = Math.round(box.top)
+          lines.set(top, (lines.get(top) ?? '') + text[i])
+        }
+      }
+      return [...lines.values()].filter((l) => l.trim() === '' || l.trim() === '\\').map((l) => `${JSON.stringify(l)} in ${code.textContent?.slice(0, 80)}`)
+    }),
+  )
+}
+
+test('the reference laid out: at 1280 px no method label of the side navigation leaves its path, at 390 px no example line is a lone \\', {
+  skip,
+}, async (t) => {
+  const app = await startApp(t)
+  const browser = await openBrowser(t)
+  for (const width of [1280, 390]) {
+    const page = await (await browser.newContext({ viewport: { width, height: 900 } })).newPage()
+    await page.goto(`${app.url}/docs`)
+    const nav = page.getByRole('navigation', { name: 'Operations' })
+    if (width === 390) await nav.locator('summary').click()
+    assert.ok((await nav.locator('li[data-filter] a').count()) > 30)
+    assert.deepEqual(await methodsApart(page), [], `methods beside their paths at ${width} px`)
+    assert.ok((await page.locator('pre.example code').count()) > 100)
+    assert.deepEqual(await blankCodeLines(page), [], `no line of an example is a lone \\ or blank at ${width} px`)
+    // What a copy of the example gives is the command as it is: one that runs.
+    const submit = page.getByRole('region', { name: 'POST /converter/jobs' })
+    const command = await submit.locator('pre.example').first().innerText()
+    assert.match(command, /^curl \\\n {2}-H 'x-api-key: YOUR_KEY' \\\n/)
+    assert.match(command, / \\\n {2}--data-urlencode 'metadata=\{"batch":"2026-11","invoice":"INV-7"\}' \\\n/, 'an object field as JSON text')
+    // The window, and the example measured above (a whole page of this length takes a loaded machine past the screenshot's timeout).
+    const shots = process.env.SCREENSHOT_DIR ?? app.dataDir
+    await page.screenshot({ path: `${shots}/docs-layout-${width}.png` })
+    await submit
+      .locator('pre.example')
+      .first()
+      .screenshot({ path: `${shots}/docs-layout-${width}-curl.png` })
+  }
+})
+
+test("a job's error links to the error reference the server serves beside it", { skip }, async (t) => {
+  const app = await startApp(t)
+  const browser = await openBrowser(t)
+  const page = await (await browser.newContext()).newPage()
+  await page.goto(`${app.url}/docs`)
+  const job = page.getByRole('region', { name: 'GET /converter/jobs/{jobID}' }).getByRole('table', { name: 'Fields' })
+  await job.getByRole('link', { name: 'error reference' }).click()
+  assert.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/docs#errors')
+  assert.equal(await page.getByRole('heading', { name: 'Errors', level: 2 }).isVisible(), true)
+  assert.equal(await page.getByRole('table', { name: 'Error codes' }).getByRole('rowheader', { name: 'SOURCE_FETCH_FAILED' }).count(), 1)
 })
 
 test('the admin API reference at /admin/v1/docs, on the admin listener, without a token', { skip }, async (t) => {

@@ -1,7 +1,7 @@
 /** Route schemas of the admin API's conversion job routes (see schemas.ts for the shared parts). */
 import { Type } from 'typebox'
 import { errors, id, page, strict } from './schemas.ts'
-import { JOB_ID_EXAMPLE, jobStatus, jobViewSchema as job } from '../../openapi/job-view.ts'
+import { adminJobViewSchema as job, JOB_ID_EXAMPLE, jobStatus } from '../../openapi/job-view.ts'
 
 /** A page of jobs, as the public API's list has it: 1 to 100, 20 by default. */
 export const MAX_JOB_LIMIT = 100

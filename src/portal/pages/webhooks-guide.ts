@@ -5,6 +5,7 @@
  * page's: test/http/portal/webhooks-guide.test.ts runs both against a real delivery.
  */
 import { html, wide, type Html } from '../web/html.ts'
+import { EVENT_TYPES, type EventType } from '../../domain/events.ts'
 
 /** NODE_VERIFY: verification in Node, with node:crypto only. */
 export const NODE_VERIFY = `import { createHmac, timingSafeEqual } from 'node:crypto'
@@ -63,16 +64,19 @@ webhook-signature: v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
 
 {"type":"factor.activated","timestamp":"2026-11-23T09:21:40.118Z","data":{"userID":"42","factorID":"fct_0193581c2a5f0000d4e5f6"}}`
 
-/** The events, what each says, and the fields of its `data` besides userID. */
-const EVENTS: readonly (readonly [string, string])[] = [
-  ['factor.created', 'A factor was created for a user (not yet confirmed by a first code).'],
-  ['factor.activated', 'A factor was confirmed by its first code: it now guards sign-ins.'],
-  ['factor.deleted', "A factor was deleted (by the API, or an operator's page)."],
-  ['factor.verification_failed', 'A code given for a factor was wrong.'],
-  ['factor.lockout_started', 'Too many wrong codes: the factor refuses every code until the lockout ends or is cleared.'],
-  ['recovery_code.used', 'A recovery code was used in place of a code (it works once).'],
-  ['recovery_codes.regenerated', "A user's recovery codes were made again: the old ones stop working."],
-]
+/** What each event says: one entry per type of the one list (domain/events.ts), so a new type cannot be left out of the page. */
+const EVENTS = {
+  'factor.created': 'A factor was created for a user (not yet confirmed by a first code).',
+  'factor.activated': 'A factor was confirmed by its first code: it now guards sign-ins.',
+  'factor.deleted': "A factor was deleted (by the API, or an operator's page).",
+  'factor.verification_failed': 'A code given for a factor was wrong.',
+  'factor.lockout_started': 'Too many wrong codes: the factor refuses every code until the lockout ends or is cleared.',
+  'recovery_code.used': 'A recovery code was used in place of a code (it works once).',
+  'recovery_codes.regenerated': "A user's recovery codes were made again: the old ones stop working.",
+  'conversion.succeeded':
+    'A conversion job ended with its result: data has jobID, operation, your metadata and result (its download url, size, type, name, pages, expiresAt).',
+  'conversion.failed': 'A conversion job failed: data has jobID, operation, your metadata and error (its code and message).',
+} as const satisfies Record<EventType, string>
 
 /** webhooksGuide: the section of the webhooks page that tells a receiver what arrives and how to trust it. */
 export function webhooksGuide(limits: { readonly timeoutMs: number; readonly retrySeconds: number }): Html {
@@ -84,7 +88,7 @@ export function webhooksGuide(limits: { readonly timeoutMs: number; readonly ret
 <dt><code>webhook-id</code></dt><dd>The event's id: the same in every retry and re-send. Delivery is at least once, so keep the ids you have handled and drop a repeat.</dd>
 <dt><code>webhook-timestamp</code></dt><dd>When this attempt was sent, in seconds since 1970 (the body's <code>timestamp</code> is when the event happened).</dd>
 <dt><code>webhook-signature</code></dt><dd><code>v1,</code> then the base64 HMAC-SHA256 of <code>{webhook-id}.{webhook-timestamp}.{body}</code>, keyed with the base64-decoded part of the secret after <code>whsec_</code>. Several signatures may come, separated by spaces: one that matches is enough.</dd>
-<dt>Body</dt><dd><code>type</code> (below), <code>timestamp</code> and <code>data</code>: the API's own field names (<code>userID</code>, <code>factorID</code>, …), never a secret or a code.</dd>
+<dt>Body</dt><dd><code>type</code> (below), <code>timestamp</code> and <code>data</code>: the API's own field names (<code>userID</code>, <code>factorID</code>, <code>jobID</code>, …), never a secret, a code or a URL you gave.</dd>
 </dl>
 ${wideEvents()}
 <h3 id="verify">Verify each delivery</h3>
@@ -103,7 +107,7 @@ function wideEvents(): Html {
     html`<table>
 <caption>Event types</caption>
 <thead><tr><th scope="col">Type</th><th scope="col">When</th></tr></thead>
-<tbody>${EVENTS.map(([type, words]) => html`<tr><th scope="row"><code class="id">${type}</code></th><td>${words}</td></tr>`)}</tbody>
+<tbody>${EVENT_TYPES.map((type) => [type, EVENTS[type]] as const).map(([type, words]) => html`<tr><th scope="row"><code class="id">${type}</code></th><td>${words}</td></tr>`)}</tbody>
 </table>`,
   )
 }

@@ -93,7 +93,7 @@ async function listPage(
     current: who,
     status: opts.status ?? 200,
     account: here(who),
-    body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again) are sent to these endpoints, signed. <a href="#receiving">Receiving events</a>, below, shows what arrives and how to verify it.</p>
+    body: html`${opts.notice ?? ''}<p>The account's events (factors created, activated, deleted; failed verifications; lockouts; recovery codes used or made again; conversion jobs that succeeded or failed) are sent to these endpoints, signed. <a href="#receiving">Receiving events</a>, below, shows what arrives and how to verify it.</p>
 ${
   isFailure(endpoints)
     ? ''

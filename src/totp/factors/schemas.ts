@@ -127,7 +127,8 @@ export function createSchema(profiles: readonly string[]) {
           Type.String({
             enum: [...profiles],
             default: 'universal',
-            description: 'The authenticator app the parameters must suit (docs/guide.md, "Compatibility profiles"); a parameter outside it is refused.',
+            description:
+              "The authenticator app the parameters must suit (as onboardUser's `profile`, which lists what each allows); a parameter outside it is refused.",
           }),
         ),
         algorithm: Type.Optional(

@@ -40,7 +40,10 @@ test('a sourceUrl or resultUrl whose name resolves to a private address is refus
     const [problem] = JSON.parse(text) as { code: string; message: string }[]
     assert.deepEqual(
       [problem!.code, problem!.message],
-      ['SOURCE_URL_INVALID', `sourceUrl must reach a public address: ${host} resolves to an address that is not public.`],
+      [
+        'SOURCE_URL_INVALID',
+        `sourceUrl must reach a public address: ${host} resolves to an address that is not public (for development, WEBHOOK_ALLOW_PRIVATE=true on the server allows it).`,
+      ],
     )
     const result = await json(app, { operation: 'image', sourceUrl: 'https://files.example.com/doc.pdf', resultUrl: `https://${host}/out` })
     const resultText = await result.text()

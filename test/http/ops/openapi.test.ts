@@ -7,12 +7,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import createClient from 'openapi-fetch'
 import type { paths } from '../../../docs/openapi.d.ts'
 import { startApp, tempDir } from '../../support/helper.ts'
+import { startAdmin } from '../../support/admin-helper.ts'
 import { checkAnswer, Mismatch, type OpenApiDocument } from '../../support/conformance.ts'
 
 const ROOT = new URL('../../..', import.meta.url).pathname
@@ -200,5 +201,77 @@ test('a client generated from the document (openapi-fetch + docs/openapi.d.ts) o
   assert.deepEqual(
     refused.error.map((e) => e.code),
     ['SECRET_INVALID'],
+  )
+})
+
+/** A path of this repository in a text: what a server's readers do not have (`docs/errors.md`, `src/…`, `README.md`). */
+const REPOSITORY_PATH = /(?<![\w/.-])(?:docs|src|scripts|test|bench|deploy)\/[\w.-]|\.md\b/
+
+/**
+ * readerProblems: what a reader of the document would trip on: an answer without a description
+ * of its own ("Default Response", @fastify/swagger's stand-in), or a description that sends them
+ * to a file of the repository. It also returns the Markdown links of the descriptions.
+ */
+function readerProblems(doc: Doc): { problems: string[]; links: string[] } {
+  const problems: string[] = []
+  const links = new Set<string>()
+  for (const [name, op] of operations(doc)) {
+    for (const [status, answer] of Object.entries(op.responses)) {
+      const description = (answer as { description?: unknown }).description
+      if (typeof description !== 'string' || description.trim() === '' || description === 'Default Response')
+        problems.push(`${name} ${status}: no description of its own (${JSON.stringify(description)})`)
+    }
+  }
+  const walk = (node: unknown, where: string): void => {
+    if (Array.isArray(node)) {
+      for (const [i, n] of node.entries()) walk(n, `${where}/${i}`)
+    } else if (node !== null && typeof node === 'object')
+      for (const [k, v] of Object.entries(node)) {
+        if ((k === 'description' || k === 'summary') && typeof v === 'string') {
+          const path = v.match(REPOSITORY_PATH)
+          if (path !== null) problems.push(`${where}/${k}: names a repository path (…${v.slice(Math.max(0, path.index! - 30), path.index! + 30)}…)`)
+          for (const m of v.matchAll(/\]\(([^)\s]+)\)/g)) links.add(m[1]!)
+        }
+        walk(v, `${where}/${k}`)
+      }
+  }
+  walk(doc, '#')
+  return { problems, links: [...links] }
+}
+
+test('every answer of every operation, in both served documents and the committed ones, has a description, and no description sends readers to the repository: its links work on the server', async (t) => {
+  const pub = await startApp(t)
+  const admin = await startAdmin(t)
+  const served = {
+    '/openapi.json': `${pub.url}/openapi.json`,
+    '/admin/v1/openapi.json': `${admin.url}/admin/v1/openapi.json`,
+  }
+  const linked: string[] = []
+  for (const [name, url] of Object.entries(served)) {
+    const res = await fetch(url)
+    assert.equal(res.status, 200)
+    const { problems, links } = readerProblems((await res.json()) as Doc)
+    assert.deepEqual(problems, [], name)
+    // A relative link resolves against the document's address, as it does on the reference page beside it.
+    for (const link of links.filter((l) => !/^[a-z]+:/.test(l))) {
+      const target = new URL(link, url)
+      const page = await fetch(target)
+      assert.equal(page.status, 200, `${name}: ${link} answers`)
+      if (target.hash !== '') assert.match(await page.text(), new RegExp(`id="${target.hash.slice(1)}"`), `${name}: ${link} has its anchor`)
+      linked.push(`${name} ${link}`)
+    }
+  }
+  assert.ok(linked.includes('/openapi.json docs#errors'), "a job's error links to the served error reference")
+  for (const file of ['docs/openapi.json', 'docs/admin-openapi.json']) {
+    assert.deepEqual(readerProblems(JSON.parse(readFileSync(join(ROOT, file), 'utf8')) as Doc).problems, [], file)
+  }
+
+  // The check finds what it looks for: an answer left to the stand-in, a description naming a file.
+  const broken = (await (await fetch(served['/openapi.json'])).json()) as Doc
+  ;(broken.paths['/totp/ping']!.get!.responses['200'] as { description: string }).description = 'Default Response'
+  ;(broken.paths['/totp/ping']!.get! as { description?: string }).description = 'See docs/errors.md.'
+  assert.deepEqual(
+    readerProblems(broken).problems.map((p) => p.split(':')[0]),
+    ['GET /totp/ping 200', '#/paths//totp/ping/get/description'],
   )
 })

@@ -15,6 +15,7 @@ import { pathToFileURL } from 'node:url'
 import { startApp } from '../../support/helper.ts'
 import { signedInClient } from '../../support/portal-helper.ts'
 import { factorEvent, Receiver, waitFor } from '../../support/receiver.ts'
+import { EVENT_TYPES } from '../../../src/domain/events.ts'
 
 const unescapeHtml = (s: string) =>
   s
@@ -93,4 +94,22 @@ for case in json.load(sys.stdin):
     cases.map(([, , , , expected]) => String(expected)),
     `Python: ${cases.map(([what]) => what).join(', ')}`,
   )
+})
+
+test('the webhooks page offers and explains every event type of the one list, the conversion jobs’ included', async (t) => {
+  const app = await startApp(t)
+  const { client } = await signedInClient(app, { role: 'admin' })
+  const page = (await client.get(`/portal/accounts/${app.accountId}/webhooks`)).text
+  const table = /<caption>Event types<\/caption>([\s\S]*?)<\/table>/.exec(page)?.[1] ?? ''
+  const offered = [...page.matchAll(/<input type="checkbox" id="type-\d+" name="eventTypes" value="([^"]+)"/g)].map((m) => m[1])
+  const explained = [...table.matchAll(/<th scope="row"><code class="id">([^<]+)<\/code><\/th><td>([^<]+)<\/td>/g)].map((m) => [m[1], m[2]])
+  assert.deepEqual(offered, [...EVENT_TYPES], 'a box for each type')
+  assert.deepEqual(
+    explained.map(([type]) => type),
+    [...EVENT_TYPES],
+    'a row for each type',
+  )
+  for (const [type, words] of explained) assert.ok((words ?? '').length > 20, `${type} says when it is sent`)
+  assert.match(page, /conversion\.succeeded<\/code><\/th><td>A conversion job ended with its result/)
+  assert.match(page, /conversion jobs that succeeded or failed/, 'the introduction names them too')
 })

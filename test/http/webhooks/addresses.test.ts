@@ -18,9 +18,11 @@ import { isFailure } from '../../../src/services/outcome.ts'
 import type { Lookup } from '../../../src/webhooks/address.ts'
 
 const INTERNAL = '10.1.2.3'
+/** What a refusal that WEBHOOK_ALLOW_PRIVATE lifts adds outside production (these nodes run under NODE_ENV=test). */
+const HINT = ' (for development, WEBHOOK_ALLOW_PRIVATE=true on the server allows it)'
 
-async function start(t: TestContext, lookup: Lookup) {
-  const pub = await startApp(t, { WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '200' }, testClock(), { lookup })
+async function start(t: TestContext, lookup: Lookup, env: Record<string, string> = {}) {
+  const pub = await startApp(t, { WEBHOOK_POLL_MS: '50', WEBHOOK_BACKOFF_MS: '100', WEBHOOK_BACKOFF_MAX_MS: '200', ...env }, testClock(), { lookup })
   const app = await buildAdminApp({
     config: pub.config,
     accounts: pub.accounts,
@@ -71,7 +73,7 @@ test('webhook endpoints: local names with or without their trailing dot, and IPv
   ]) {
     const res = await a.call('POST', a.base, { url })
     assert.equal(res.status, 400, url)
-    assert.deepEqual([res.body[0].code, res.body[0].message], ['FIELD_INVALID', 'Invalid url: must name a public host.'], url)
+    assert.deepEqual([res.body[0].code, res.body[0].message], ['FIELD_INVALID', `Invalid url: must name a public host${HINT}.`], url)
   }
   for (const [url, kind] of [
     ['https://[::ffff:8.8.8.8]/hook', 'an IPv4-mapped'],
@@ -82,7 +84,7 @@ test('webhook endpoints: local names with or without their trailing dot, and IPv
   ]) {
     const res = await a.call('POST', a.base, { url })
     assert.equal(res.status, 400, url)
-    assert.equal(res.body[0].message, `Invalid url: must reach a public address, not ${kind} one.`, url)
+    assert.equal(res.body[0].message, `Invalid url: must reach a public address, not ${kind} one${HINT}.`, url)
   }
   assert.equal((await a.call('POST', a.base, { url: 'https://[64:ff9b::808:808]/hook' })).status, 201, 'NAT64 of a public address')
   assert.equal((await a.call('POST', a.base, { url: 'https://hooks.example.com./hook' })).status, 201, 'a public name with its trailing dot')
@@ -114,4 +116,44 @@ test('a name that resolves to a private address is refused at delivery, and neit
   assert.ok(!log.text.includes(INTERNAL) && !log.text.includes('private'), log.text)
   const logs = a.pub.logs.join('\n')
   assert.ok(!logs.includes(INTERNAL), 'the node log does not name it either')
+})
+
+test('a refusal that WEBHOOK_ALLOW_PRIVATE would lift names the setting on a development node, never on a production one', async (t) => {
+  const lookup: Lookup = async () => [{ address: '93.184.215.14', family: 4 }]
+  const production = {
+    NODE_ENV: 'production',
+    PEPPER: 'p'.repeat(40),
+    SIGNUP_MODE: 'closed',
+    ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 1).toString('base64')}`,
+  }
+  for (const [env, named] of [
+    [{ NODE_ENV: 'development' }, true],
+    [production, false],
+  ] as const) {
+    const a = await start(t, lookup, env)
+    const refused = async (url: string) => {
+      const res = await a.call('POST', a.base, { url })
+      assert.equal(res.status, 400, res.text)
+      return res.body[0].message as string
+    }
+    const hint = named ? HINT : ''
+    assert.equal(await refused('http://localhost:8080/hook'), `Invalid url: must be an https URL${hint}.`, env.NODE_ENV)
+    assert.equal(await refused('https://localhost:8080/hook'), `Invalid url: must name a public host${hint}.`, env.NODE_ENV)
+    assert.equal(await refused('https://192.168.1.20/hook'), `Invalid url: must reach a public address, not a private one${hint}.`, env.NODE_ENV)
+    // A refusal the setting does not lift never names it.
+    assert.equal(await refused('ftp://hooks.example.com/hook'), 'Invalid url: must be an https URL.', env.NODE_ENV)
+    assert.equal(await refused('https://user:pw@hooks.example.com/hook'), 'Invalid url: must not carry a user name or password.', env.NODE_ENV)
+    // A job's sourceUrl on the public API, under the same rule.
+    const job = await fetch(`${a.pub.url}/converter/jobs`, {
+      method: 'POST',
+      headers: { 'x-api-key': a.pub.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ operation: 'image', sourceUrl: 'http://localhost:8080/doc.pdf' }),
+    })
+    assert.equal(job.status, 400)
+    assert.deepEqual(
+      ((await job.json()) as { code: string; message: string }[]).map((p) => [p.code, p.message]),
+      [['SOURCE_URL_INVALID', `sourceUrl must be an https URL${hint}.`]],
+      env.NODE_ENV,
+    )
+  }
 })

@@ -428,7 +428,7 @@ export const settings = {
     100,
     1,
     100000,
-    'Most active keys an account may have (a key rolled in its grace, revoked or expired does not count); one more is refused at every door (portal, admin API, CLI), decided atomically.',
+    'Most active keys an account may have (a key rolled in its grace, revoked or expired does not count); one more is refused at every door (portal, admin API, CLI), decided atomically. A key in its grace stops when the key it was rolled to is rolled or revoked, so at most twice this many keys work.',
   ),
   keyCacheTtlSeconds: int(
     'KEY_CACHE_TTL_SECONDS',

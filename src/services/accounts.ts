@@ -250,6 +250,9 @@ export class Accounts {
   /**
    * rollKey replaces a live key by a new one with the same name, scope and expiry, shown once;
    * the old key keeps working for `graceSeconds` (default DEFAULT_ROLL_GRACE_SECONDS; 0: it stops at once).
+   * A key rolled to the old one and still in its grace stops now (the store's step says so): a
+   * chain of rolls keeps at most two working keys, so an account's working keys stay within
+   * twice KEY_MAX_PER_ACCOUNT however often its keys are rolled.
    */
   async rollKey(
     ctx: Context,
@@ -279,6 +282,7 @@ export class Accounts {
     return { key: keyInfo(key), apiKey, old: (await this.#store.access.getKey(keyId)) ?? old }
   }
 
+  /** revokeKey stops a key at once, and a key rolled to it that is still in its grace with it. */
   async revokeKey(ctx: Context, keyId: string): Promise<ApiKeyInfo | Failure> {
     const target: AuditTarget = { type: 'key', id: keyId }
     const key = await this.#store.access.getKey(keyId)

@@ -97,10 +97,16 @@ export interface AccessStore {
   /**
    * rollKey replaces a live key (not revoked, not expired at `nowIso`) by `next`: the old one
    * then works until `graceEndsAt` (or its own earlier expiry), or stops at once when
-   * `graceEndsAt` is null. False (nothing written) when the old key is not live.
+   * `graceEndsAt` is null. A key rolled to the old one and still in its grace ends it, its
+   * expiry set to `nowIso`, in the same step: a chain of rolls has at most two working keys.
+   * False (nothing written) when the old key is not live.
    */
   rollKey(oldId: string, next: NewKey, nowIso: string, graceEndsAt: string | null, audit: AuditDraft): Promise<boolean>
-  /** revokeKey returns false when there is no such key or it was revoked already. */
+  /**
+   * revokeKey revokes a key and, in the same step, ends the grace of a key rolled to it (its
+   * expiry set to now), which has no live key to lead to any more. False when there is no
+   * such key or it was revoked already.
+   */
   revokeKey(keyId: string, audit: AuditDraft): Promise<boolean>
   listKeys(accountId?: string): Promise<ApiKeyInfo[]>
   /**

@@ -321,7 +321,7 @@ export const rollKeySchema = {
   operationId: 'rollKey',
   summary: 'Replace a key by a new one (shown once)',
   description:
-    "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once).",
+    "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once). A key rolled to the old one and still in its grace stops now: a chain of rolls keeps at most two working keys.",
   tags: ['keys'],
   params: keyParams,
   headers: IDEMPOTENCY_HEADERS,
@@ -365,7 +365,8 @@ export const rollKeySchema = {
 export const revokeKeySchema = {
   operationId: 'revokeKey',
   summary: 'Revoke a key',
-  description: 'The key is refused at once, on every node (the same 403 as an unknown key).',
+  description:
+    'The key is refused at once, on every node (the same 403 as an unknown key); so is a key rolled to it that is still in its grace, which has no key left to lead to.',
   tags: ['keys'],
   params: keyParams,
   response: { 200: { ...apiKey, description: 'The key as revoked.' }, ...errors(['NOT_FOUND', 'CONFLICT'], { write: true }) },

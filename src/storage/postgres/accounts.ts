@@ -200,7 +200,11 @@ function keyOps({ query, transaction, audited, committed }: Access): Pick<Access
   }
 }
 
-/** keyEndOps: a key's end, rolled to a new key or revoked; of parallel ones, one changes the key and writes its event. */
+/**
+ * keyEndOps: a key's end, rolled to a new key or revoked; of parallel ones, one changes the key and writes its event.
+ * Either ends the grace of the key rolled to this one, if it is still in it (its expiry set to now), in the same
+ * statement: a chain of rolls has at most two working keys, so an account's working keys stay within twice its active ones.
+ */
 function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
   return {
     async rollKey(oldId, next, nowIso, graceEndsAt, audit) {
@@ -217,6 +221,9 @@ function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessSt
             expires_at = CASE WHEN $3::timestamptz IS NULL THEN expires_at ELSE LEAST(expires_at, $3::timestamptz) END
           WHERE id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz)
           RETURNING account_id),
+        ended AS (
+          UPDATE api_keys SET expires_at = $2::timestamptz
+          WHERE rolled_to = $1 AND revoked_at IS NULL AND expires_at > $2::timestamptz AND EXISTS (SELECT 1 FROM old)),
         k AS (
           INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
           SELECT $4::text, account_id, $5::text, $6::text, $7::text, $8::timestamptz, $9::timestamptz, $10::text, $11::text FROM old
@@ -232,7 +239,10 @@ function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessSt
       const r = await query(
         'key-revoke',
         `
-        WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id),
+        ended AS (
+          UPDATE api_keys SET expires_at = $12::timestamptz
+          WHERE rolled_to IN (SELECT id FROM k) AND revoked_at IS NULL AND expires_at > $12::timestamptz)
         ${auditInsert(2, 'k')}`,
         [keyId, ...audited(audit), stamps.iso()],
       )

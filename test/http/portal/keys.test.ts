@@ -196,6 +196,32 @@ test('twenty rolls of one key at once: one gets a new key, the others 409; twent
   assert.equal((await events(app, app.accountId, 'key.revoke')).filter((e) => e.outcome === 'success').length, 1)
 })
 
+test('rolling or revoking a key ends the grace of the key rolled to it: the confirmation says so, and that key is refused at once', async (t) => {
+  const app = await startApp(t)
+  const { client } = await signedInClient(app, { role: 'developer' })
+  const first = secretIn((await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })).text)
+  const firstId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy')!.id
+  const ask = await client.get(`${keysOf(app.accountId)}/${firstId}/roll`)
+  assert.ok(!ask.text.includes('rolled to this one'), 'a key rolled from none warns of nothing')
+  const second = secretIn((await client.post(`${keysOf(app.accountId)}/${firstId}/roll`, { grace: '86400', confirm: '1' })).text)
+  const secondId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
+  const label = `ci-deploy \\(ending in ${first.slice(-4)}\\)`
+  assert.match(
+    (await client.get(`${keysOf(app.accountId)}/${secondId}/roll`)).text,
+    new RegExp(`<p>Key ${label}, rolled to this one, is still in its grace: it stops now too\\.</p>`),
+  )
+  assert.match(
+    (await client.get(`${keysOf(app.accountId)}/${secondId}/revoke`)).text,
+    new RegExp(`<p>Key ${label}, rolled to this one, is still in its grace: it stops now too\\.</p>`),
+  )
+  const third = secretIn((await client.post(`${keysOf(app.accountId)}/${secondId}/roll`, { grace: '86400', confirm: '1' })).text)
+  assert.deepEqual([await ping(app, first), await ping(app, second), await ping(app, third)], [403, 200, 200])
+  assert.match((await client.get(`${keysOf(app.accountId)}/${firstId}`)).text, /<span class="badge off">expired<\/span>/)
+  const thirdId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
+  assert.equal((await client.post(`${keysOf(app.accountId)}/${thirdId}/revoke`, { confirm: '1' })).status, 303)
+  assert.deepEqual([await ping(app, second), await ping(app, third)], [403, 403], 'the key in its grace stops with the one it was rolled to')
+})
+
 test('revoke: a confirmation first, then 403 at once for calls with the key; a post without confirm=1 only asks', async (t) => {
   const app = await startApp(t)
   const { client, user } = await signedInClient(app, { role: 'developer' })

@@ -211,7 +211,11 @@ export class Accounts {
     }
   }
 
-  /** issueKey creates a key and returns its one and only plaintext copy. */
+  /**
+   * issueKey creates a key and returns its one and only plaintext copy. It and rollKey delete the
+   * account's ended keys past KEY_ENDED_KEPT_PER_ACCOUNT in the same step (their events stay), so
+   * an account's key rows stay within twice KEY_MAX_PER_ACCOUNT plus that.
+   */
   async issueKey(ctx: Context, accountId: string, input: KeyInput = {}): Promise<{ key: ApiKeyInfo; apiKey: string } | Failure> {
     const bad = checkName(input.name, 'name', true)
     if (bad) return bad
@@ -228,6 +232,7 @@ export class Accounts {
     const made = await this.#store.access.createKey(key, draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }), {
       max,
       nowIso: this.#iso(),
+      endedKept: this.#config.keyEndedKeptPerAccount,
     })
     if (!made)
       return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
@@ -277,6 +282,7 @@ export class Accounts {
       new Date(now).toISOString(),
       graceEndsAt,
       draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }),
+      this.#config.keyEndedKeptPerAccount,
     )
     if (!rolled) return this.#refuse(ctx, 'key.roll', target, old.accountId, fail('conflict', `key ${keyId} is revoked, expired or rolled already`))
     return { key: keyInfo(key), apiKey, old: (await this.#store.access.getKey(keyId)) ?? old }

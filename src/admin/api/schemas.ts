@@ -90,7 +90,7 @@ export const apiKey = Type.Object(
     revokedAt: nullable(time(), 'When the key was revoked; null: it was not.'),
     expiresAt: nullable(time(), "When the key stops working (set at creation, or by a roll's grace); null: never."),
     scope,
-    rolledTo: nullable(Type.String(), 'The key that replaced this one in a roll.'),
+    rolledTo: nullable(Type.String(), 'The key that replaced this one in a roll (it may have been deleted since, once ended: `KEY_ENDED_KEPT_PER_ACCOUNT`).'),
     lastUsedAt: nullable(time(), 'Its last admitted call (recorded at most once a minute).'),
     lastUsedRegion: nullable(Type.String({ enum: [...REGIONS] }), 'The region of that call.'),
   },
@@ -304,6 +304,8 @@ export const createKeySchema = {
 export const listKeysSchema = {
   operationId: 'listKeys',
   summary: "List an account's keys (revoked and expired ones included)",
+  description:
+    'Ended keys (revoked, expired, or rolled with their grace over) are listed until a creation or roll deletes them: an account keeps the `KEY_ENDED_KEPT_PER_ACCOUNT` (1000) that ended last; their audit events stay. A `rolledTo` may name a key deleted so.',
   tags: ['keys'],
   params: accountParams,
   response: { 200: whole(apiKey, "The account's keys, oldest first."), ...errors(['NOT_FOUND']) },

@@ -304,7 +304,13 @@ export function keyDetails(
 <dt>Last used</dt><dd>${used}</dd>
 <dt>${state === 'revoked' ? 'Revoked' : state === 'expiring' ? 'Grace ends' : 'Expires'}</dt><dd>${state === 'revoked' ? when(key.revokedAt) : when(key.expiresAt)}</dd>
 <dt>Scope</dt><dd>${scopeText(key)}</dd>
-${related.to === null ? '' : html`<dt>Rolled to</dt><dd>${link(related.to)}</dd>`}
+${
+  related.to !== null
+    ? html`<dt>Rolled to</dt><dd>${link(related.to)}</dd>`
+    : key.rolledTo === null
+      ? ''
+      : html`<dt>Rolled to</dt><dd><code class="id">${key.rolledTo}</code> <span class="hint">(ended, and no longer kept: an account keeps its most recently ended keys)</span></dd>`
+}
 ${related.from === null ? '' : html`<dt>Rolled from</dt><dd>${link(related.from)}</dd>`}
 </dl>
 ${

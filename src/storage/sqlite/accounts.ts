@@ -65,6 +65,10 @@ function accessStatements(db: DatabaseSync) {
       WHERE account_id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`),
     // A key in its grace ends it (its expiry set to now) when the key it was rolled to is rolled or revoked in turn.
     endGrace: db.prepare('UPDATE api_keys SET expires_at = ? WHERE rolled_to = ? AND revoked_at IS NULL AND expires_at > ?'),
+    // The account's ended keys (revoked, or expired at ?) past the newest ? by the time they ended, the earlier of the two times.
+    pruneEnded: db.prepare(`DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys
+      WHERE account_id = ? AND (revoked_at IS NOT NULL OR expires_at <= ?)
+      ORDER BY min(coalesce(revoked_at, expires_at), coalesce(expires_at, revoked_at)) DESC, created_at DESC, id DESC LIMIT -1 OFFSET ?)`),
     touch: db.prepare(`UPDATE api_keys SET last_used_at = ?, last_used_region = ?
       WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
   }
@@ -173,7 +177,7 @@ function accountOps({
   }
 }
 
-/** keyOps: API keys; a creation within the account's limit is one step (count, key, event). */
+/** keyOps: API keys; a creation within the account's limit is one step (count, key, event, the ended keys past those kept). */
 function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
   const { db, q, audit, write } = a
   return {
@@ -183,6 +187,7 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys
           if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
           insertKey(a, key)
           audit(event)
+          if (limit?.endedKept !== undefined) q.pruneEnded.run(key.accountId, limit.nowIso, limit.endedKept)
           return true
         },
         (made) => made,
@@ -210,7 +215,7 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys
 function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
   const { db, q, stamps, audit, write } = a
   return {
-    async rollKey(oldId, next, nowIso, graceEndsAt, event) {
+    async rollKey(oldId, next, nowIso, graceEndsAt, event, endedKept) {
       return write(
         () => {
           // One synchronous step in the write transaction: no other roll comes between the check and the change.
@@ -228,6 +233,7 @@ function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
           q.endGrace.run(nowIso, oldId, nowIso)
           insertKey(a, next)
           audit(event)
+          if (endedKept !== undefined) q.pruneEnded.run(next.accountId, nowIso, endedKept)
           return true
         },
         (rolled) => rolled,

@@ -3,7 +3,8 @@
  * PostgreSQL: a roll ends the grace of the key rolled to the one it rolls (and a revocation
  * does the same), so a chain of rolls has at most two working keys and an account at most
  * twice KEY_MAX_PER_ACCOUNT, whatever runs in parallel. What works is asked of the gateway
- * itself: every key the test was given is tried on /totp/ping.
+ * itself: every key the test was given is tried on /totp/ping. A creation or a roll deletes
+ * the account's ended keys past KEY_ENDED_KEPT_PER_ACCOUNT in its own step.
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
@@ -45,7 +46,8 @@ async function account(a: Admin): Promise<string> {
   return id
 }
 
-const create = async (a: Admin, accountId: string) => json<Key>(await call(a, 'POST', `/admin/v1/accounts/${accountId}/keys`, {}), 201)
+const create = async (a: Admin, accountId: string, body: Record<string, unknown> = {}) =>
+  json<Key>(await call(a, 'POST', `/admin/v1/accounts/${accountId}/keys`, body), 201)
 const roll = async (a: Admin, id: string, graceSeconds = 3600) => json<Key>(await call(a, 'POST', `/admin/v1/keys/${id}/roll`, { graceSeconds }), 201)
 
 /** pings: the status /totp/ping answers each key. */
@@ -110,13 +112,15 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(await workingIds(a, accountId), [k1.id, won.id].sort())
   })
 
-  test(`${name}: creations, rolls and revocations in parallel at the cap never leave more than twice KEY_MAX_PER_ACCOUNT keys working`, {
+  test(`${name}: creations, rolls and revocations in parallel at the cap never leave more than twice KEY_MAX_PER_ACCOUNT keys working, nor more rows than that and KEY_ENDED_KEPT_PER_ACCOUNT`, {
     skip,
     timeout: 120_000,
   }, async (t) => {
     const cap = 3
-    const a = await start(t, { KEY_MAX_PER_ACCOUNT: String(cap) })
+    const endedKept = 4
+    const a = await start(t, { KEY_MAX_PER_ACCOUNT: String(cap), KEY_ENDED_KEPT_PER_ACCOUNT: String(endedKept) })
     const accountId = await account(a)
+    const rows = async () => (await json<{ items: Key[] }>(await call(a, 'GET', `/admin/v1/accounts/${accountId}/keys`), 200)).items.length
     const seen: string[] = []
     const keep = (k: Key) => {
       seen.push(k.apiKey)
@@ -155,11 +159,60 @@ for (const [name, env, skip] of stores) {
       const inStore = await working(a, accountId)
       assert.equal(inStore.length, works, `round ${round}: the store's working keys are the ones that work`)
       assert.ok(inStore.filter((k) => k.rolledTo === null).length <= cap, `round ${round}: at most ${cap} active keys`)
+      const kept = await rows()
+      assert.ok(kept <= 2 * cap + endedKept, `round ${round}: ${kept} keys kept, more than ${2 * cap + endedKept}`)
     }
     // Three cycles with no room left: a revocation frees a place, the cycle fills it, and what works stays within the bound.
     for (const k of (await working(a, accountId)).filter((x) => x.rolledTo === null)) await json(await call(a, 'DELETE', `/admin/v1/keys/${k.id}`), 200)
     for (let i = 0; i < 10; i++) await cycle()
     const works = (await pings(a, seen)).filter((s) => s === 200).length
     assert.ok(works <= 2 * cap, `${works} keys work after create, roll and revoke cycles, more than ${2 * cap}`)
+    assert.ok((await rows()) <= 2 * cap + endedKept, 'nor are more keys kept')
+  })
+
+  test(`${name}: a creation or a roll deletes the account's ended keys past KEY_ENDED_KEPT_PER_ACCOUNT, those that ended longest ago first; their events stay`, {
+    skip,
+  }, async (t) => {
+    const a = await start(t, { KEY_ENDED_KEPT_PER_ACCOUNT: '3' })
+    const accountId = await account(a)
+    const tick = () => a.clock.advance(1000)
+    const ids = async () => (await json<{ items: Key[] }>(await call(a, 'GET', `/admin/v1/accounts/${accountId}/keys`), 200)).items.map((k) => k.id).sort()
+    const revoked: Key[] = []
+    for (let i = 0; i < 5; i++) revoked.push(await create(a, accountId))
+    for (const key of revoked) {
+      tick()
+      await json(await call(a, 'DELETE', `/admin/v1/keys/${key.id}`), 200)
+    }
+    assert.equal((await ids()).length, 5, 'a revocation deletes nothing')
+
+    const live = await create(a, accountId)
+    assert.deepEqual(await ids(), [...revoked.slice(2).map((k) => k.id), live.id].sort(), 'the three revoked last are kept')
+    assert.deepEqual(await json<unknown>(await call(a, 'GET', `/admin/v1/keys/${revoked[0]!.id}`), 404), [
+      { type: 'Error', code: 'NOT_FOUND', message: `Not found: no key ${revoked[0]!.id}.` },
+    ])
+    // A roll without grace ends the old key in its own step: it is kept, and the oldest kept goes.
+    tick()
+    const next = await roll(a, live.id, 0)
+    assert.deepEqual(await ids(), [revoked[3]!.id, revoked[4]!.id, live.id, next.id].sort())
+    // An expired key has ended at its expiry.
+    tick()
+    const expiring = await create(a, accountId, { expiresAt: new Date(a.clock.now() + 10_000).toISOString() })
+    a.clock.advance(20_000)
+    const last = await create(a, accountId)
+    assert.deepEqual(await ids(), [revoked[4]!.id, live.id, expiring.id, next.id, last.id].sort())
+    assert.deepEqual(
+      await pings(
+        a,
+        [...revoked, live, expiring].map((k) => k.apiKey),
+      ),
+      Array(7).fill(403),
+      'deleted or kept, an ended key stays refused',
+    )
+    assert.deepEqual(await pings(a, [next.apiKey, last.apiKey]), [200, 200])
+    const events = await json<{ items: { target: { id: string } }[] }>(
+      await call(a, 'GET', `/admin/v1/audit-events?account=${accountId}&action=key.revoke`),
+      200,
+    )
+    assert.deepEqual(events.items.map((e) => e.target.id).sort(), revoked.map((k) => k.id).sort(), 'the events of deleted keys stay')
   })
 }

@@ -9,7 +9,7 @@
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { get } from '../../support/helper.ts'
-import { startAdmin, type Admin } from '../../support/admin-helper.ts'
+import { admin as cli, startAdmin, type Admin } from '../../support/admin-helper.ts'
 import { createDatabase, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 
 const stores: [string, Env, false | string][] = [
@@ -216,3 +216,29 @@ for (const [name, env, skip] of stores) {
     assert.deepEqual(events.items.map((e) => e.target.id).sort(), revoked.map((k) => k.id).sort(), 'the events of deleted keys stay')
   })
 }
+
+test('sqlite: a grace ended by the CLI, another process, stops its key as soon as a revocation by the CLI stops one: at the next change poll, not after the cache TTL', async (t) => {
+  // The real clock: the CLI stamps the grace's end by it, and the node must read the same time.
+  const a = await startAdmin(t, { REGION: 'eu', KEY_CACHE_POLL_MS: '100', KEY_CACHE_TTL_SECONDS: '3600' }, { now: Date.now, set() {}, advance() {} })
+  const accountId = await account(a)
+  const k0 = await create(a, accountId)
+  const k1 = await roll(a, k0.id)
+  const other = await create(a, accountId)
+  assert.deepEqual(await pings(a, [k0.apiKey, k1.apiKey, other.apiKey]), [200, 200, 200], 'all three cached as working')
+  const stopped = async (key: string) => {
+    const from = Date.now()
+    while ((await pings(a, [key]))[0] !== 403) {
+      assert.ok(Date.now() - from < 3000, 'refused within 3 s')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return Date.now() - from
+  }
+  const rolled = await cli(a.pub.config.dataDir, ['key', 'roll', k1.id, '--grace', '3600'])
+  assert.equal(rolled.code, 0, rolled.stderr)
+  const graceEnded = await stopped(k0.apiKey)
+  const revoked = await cli(a.pub.config.dataDir, ['key', 'revoke', other.id])
+  assert.equal(revoked.code, 0, revoked.stderr)
+  const revocation = await stopped(other.apiKey)
+  t.diagnostic(`refused ${graceEnded} ms after the CLI's roll, ${revocation} ms after its revocation (KEY_CACHE_POLL_MS 100)`)
+  assert.deepEqual(await pings(a, [k1.apiKey]), [200], 'the key rolled by the CLI works in its grace')
+})

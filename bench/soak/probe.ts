@@ -2,8 +2,9 @@
  * What each account keeps in the store after the soak, held to the caps that bound it: the
  * bytes of its conversion jobs (the store's own keptBytes, which JOB_STORAGE_PER_ACCOUNT_MB
  * bounds), its Idempotency-Key records and passkey challenges (their tallies), its factors per
- * user, active keys, webhook endpoints and jobs queued or running; with the rows it holds where
- * no cap applies (onboarding records, factors) and the size of the store itself.
+ * user, keys (active, working and kept), webhook endpoints and jobs queued or running; with the
+ * rows it holds where no cap applies (onboarding records, factors, jobs and webhook endpoints
+ * kept) and the size of the store itself. Each figure counts what its cap counts.
  */
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -31,7 +32,10 @@ export interface Probe {
 
 type Query = (sql: string, args: readonly string[]) => Promise<Record<string, unknown>[]>
 
-/** One figure a query gives per account: `$1` is the account's ID (an Idempotency-Key owner is `account:` and it). */
+/**
+ * One figure a query gives per account: `$1` is the account's ID (an Idempotency-Key owner is `account:` and it), `$2`
+ * the probe's time (ISO 8601), where what counts depends on it (a key's expiry).
+ */
 const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number | null }[] = [
   { name: 'factors', sql: 'SELECT count(*) AS n FROM totp_factors WHERE account_id = $1', cap: () => null },
   {
@@ -40,12 +44,27 @@ const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number |
     cap: (c) => c.factorMaxPerUser,
   },
   { name: 'onboarding records', sql: 'SELECT count(*) AS n FROM onboarding WHERE account_id = $1', cap: () => null },
-  { name: 'active keys', sql: 'SELECT count(*) AS n FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', cap: (c) => c.keyMaxPerAccount },
+  // What KEY_MAX_PER_ACCOUNT counts: not revoked, not rolled (a key in its grace is on its way out), not expired.
+  {
+    name: 'active keys',
+    sql: 'SELECT count(*) AS n FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2)',
+    cap: (c) => c.keyMaxPerAccount,
+  },
+  // Keys that authenticate: the active ones and those in their grace, at most one for each active key.
+  {
+    name: 'working keys',
+    sql: 'SELECT count(*) AS n FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
+    cap: (c) => 2 * c.keyMaxPerAccount,
+  },
+  // Every key row: the working ones and the ended ones a creation or roll keeps (KEY_ENDED_KEPT_PER_ACCOUNT).
+  { name: 'keys kept', sql: 'SELECT count(*) AS n FROM api_keys WHERE account_id = $1', cap: (c) => 2 * c.keyMaxPerAccount + c.keyEndedKeptPerAccount },
   {
     name: 'webhook endpoints',
     sql: 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL',
     cap: (c) => c.webhookMaxEndpoints,
   },
+  // Deleted endpoints stay as rows (disabled_at set): no cap bounds them yet.
+  { name: 'webhook endpoints kept', sql: 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1', cap: () => null },
   {
     name: 'jobs queued or running',
     sql: "SELECT count(*) AS n FROM conversion_jobs WHERE account_id = $1 AND status IN ('queued', 'running')",
@@ -85,7 +104,11 @@ export async function probe(
     for (const a of accounts) {
       const figures = new Map<string, readonly [number, number | null]>()
       figures.set('job bytes kept', [await jobs.jobs.keptBytes(a.id), config.jobStoragePerAccountMb * 1024 * 1024])
-      for (const c of COUNTS) figures.set(c.name, [Number((await query(c.sql, [a.id]))[0]?.n ?? 0), c.cap(config)])
+      const now = new Date().toISOString()
+      for (const c of COUNTS) {
+        const args = c.sql.includes('$2') ? [a.id, now] : [a.id]
+        figures.set(c.name, [Number((await query(c.sql, args))[0]?.n ?? 0), c.cap(config)])
+      }
       for (const [name, [value, cap]] of figures) if (cap !== null && value > cap) over.push(`${a.name} (${a.id}): ${name} ${value}, over its cap ${cap}`)
       out.push({ id: a.id, name: a.name, figures })
     }
@@ -120,7 +143,8 @@ async function connect(store: Store): Promise<{ query: Query; size: () => Promis
       }
     }
     return {
-      query: async (sql, args) => db.prepare(sql.replace(/\$1/g, '?')).all(...args) as Record<string, unknown>[],
+      // $1, $2 as SQLite's numbered parameters ?1, ?2.
+      query: async (sql, args) => db.prepare(sql.replace(/\$(\d)/g, '?$1')).all(...args) as Record<string, unknown>[],
       size: async () => `SQLite ${mib(bytes(path))} MiB, its WAL ${mib(bytes(`${path}-wal`))} MiB`,
       close: async () => db.close(),
     }

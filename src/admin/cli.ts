@@ -40,8 +40,9 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       and scoped to fewer groups or regions than the account
   key roll KEYID [--grace SECONDS]    replace a key by a new one (shown once); the old one
                                       works for the grace period (0 to 604800; default 86400,
-                                      24 hours, as in the portal and the admin API)
-  key revoke KEYID
+                                      24 hours, as in the portal and the admin API); a key
+                                      rolled to this one and still in its grace stops now
+  key revoke KEYID                    stop a key at once (and a key rolled to it, in its grace)
   key list [--account ID]
   subscription grant  --account ID --region eu|us|apac|all --group totp|converter|all
   subscription revoke --account ID --region eu|us|apac|all --group totp|converter|all

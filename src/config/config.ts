@@ -428,7 +428,14 @@ export const settings = {
     100,
     1,
     100000,
-    'Most active keys an account may have (a key rolled in its grace, revoked or expired does not count); one more is refused at every door (portal, admin API, CLI), decided atomically.',
+    'Most active keys an account may have (a key rolled in its grace, revoked or expired does not count); one more is refused at every door (portal, admin API, CLI), decided atomically. A key in its grace stops when the key it was rolled to is rolled or revoked, so at most twice this many keys work.',
+  ),
+  keyEndedKeptPerAccount: int(
+    'KEY_ENDED_KEPT_PER_ACCOUNT',
+    1000,
+    1,
+    1000000,
+    "Most ended keys (revoked, expired, or rolled with their grace over) an account keeps for its key list and pages; a key's creation or roll deletes, in the same store step, those that ended longest ago beyond it. Their audit events stay. An account keeps at most twice `KEY_MAX_PER_ACCOUNT` plus this many keys.",
   ),
   keyCacheTtlSeconds: int(
     'KEY_CACHE_TTL_SECONDS',

@@ -211,7 +211,11 @@ export class Accounts {
     }
   }
 
-  /** issueKey creates a key and returns its one and only plaintext copy. */
+  /**
+   * issueKey creates a key and returns its one and only plaintext copy. It and rollKey delete the
+   * account's ended keys past KEY_ENDED_KEPT_PER_ACCOUNT in the same step (their events stay), so
+   * an account's key rows stay within twice KEY_MAX_PER_ACCOUNT plus that.
+   */
   async issueKey(ctx: Context, accountId: string, input: KeyInput = {}): Promise<{ key: ApiKeyInfo; apiKey: string } | Failure> {
     const bad = checkName(input.name, 'name', true)
     if (bad) return bad
@@ -228,6 +232,7 @@ export class Accounts {
     const made = await this.#store.access.createKey(key, draft(ctx, 'key.create', target, accountId, { name: key.name, expiresAt, scope, hint: key.hint }), {
       max,
       nowIso: this.#iso(),
+      endedKept: this.#config.keyEndedKeptPerAccount,
     })
     if (!made)
       return this.#refuse(ctx, 'key.create', target, accountId, fail('limit', `the account has ${max} active keys, the most it may have: revoke one first`))
@@ -250,6 +255,9 @@ export class Accounts {
   /**
    * rollKey replaces a live key by a new one with the same name, scope and expiry, shown once;
    * the old key keeps working for `graceSeconds` (default DEFAULT_ROLL_GRACE_SECONDS; 0: it stops at once).
+   * A key rolled to the old one and still in its grace stops now (the store's step says so): a
+   * chain of rolls keeps at most two working keys, so an account's working keys stay within
+   * twice KEY_MAX_PER_ACCOUNT however often its keys are rolled.
    */
   async rollKey(
     ctx: Context,
@@ -274,11 +282,13 @@ export class Accounts {
       new Date(now).toISOString(),
       graceEndsAt,
       draft(ctx, 'key.roll', target, old.accountId, { newKeyId: key.id, graceSeconds: grace, hint: key.hint }),
+      this.#config.keyEndedKeptPerAccount,
     )
     if (!rolled) return this.#refuse(ctx, 'key.roll', target, old.accountId, fail('conflict', `key ${keyId} is revoked, expired or rolled already`))
     return { key: keyInfo(key), apiKey, old: (await this.#store.access.getKey(keyId)) ?? old }
   }
 
+  /** revokeKey stops a key at once, and a key rolled to it that is still in its grace with it. */
   async revokeKey(ctx: Context, keyId: string): Promise<ApiKeyInfo | Failure> {
     const target: AuditTarget = { type: 'key', id: keyId }
     const key = await this.#store.access.getKey(keyId)

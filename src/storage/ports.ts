@@ -62,10 +62,14 @@ export interface AccountOwner {
   readonly audit: AuditDraft
 }
 
-/** KeyLimit: the most active keys an account may have, counted at `nowIso`. */
+/**
+ * KeyLimit: the most active keys an account may have, counted at `nowIso`, and the most ended
+ * keys it keeps (`endedKept`; absent: all of them).
+ */
 export interface KeyLimit {
   readonly max: number
   readonly nowIso: string
+  readonly endedKept?: number
 }
 
 /**
@@ -90,17 +94,26 @@ export interface AccessStore {
   /**
    * createKey stores a key by its hash; the key itself never reaches the store. With `limit`,
    * unless the account has `limit.max` active keys (not revoked, rolled or expired at
-   * `limit.nowIso`): false, nothing written. Parallel creations never pass the cap.
+   * `limit.nowIso`): false, nothing written. Parallel creations never pass the cap. With
+   * `limit.endedKept`, the account's ended keys (revoked, or expired at `limit.nowIso`) past
+   * that many, those that ended longest ago first, are deleted in the same step.
    */
   createKey(key: NewKey, audit: AuditDraft, limit?: KeyLimit): Promise<boolean>
   getKey(id: string): Promise<ApiKeyInfo | null>
   /**
    * rollKey replaces a live key (not revoked, not expired at `nowIso`) by `next`: the old one
    * then works until `graceEndsAt` (or its own earlier expiry), or stops at once when
-   * `graceEndsAt` is null. False (nothing written) when the old key is not live.
+   * `graceEndsAt` is null. A key rolled to the old one and still in its grace ends it, its
+   * expiry set to `nowIso`, in the same step: a chain of rolls has at most two working keys.
+   * With `endedKept`, the account's ended keys past that many are deleted in the same step, as
+   * createKey's are. False (nothing written) when the old key is not live.
    */
-  rollKey(oldId: string, next: NewKey, nowIso: string, graceEndsAt: string | null, audit: AuditDraft): Promise<boolean>
-  /** revokeKey returns false when there is no such key or it was revoked already. */
+  rollKey(oldId: string, next: NewKey, nowIso: string, graceEndsAt: string | null, audit: AuditDraft, endedKept?: number): Promise<boolean>
+  /**
+   * revokeKey revokes a key and, in the same step, ends the grace of a key rolled to it (its
+   * expiry set to now), which has no live key to lead to any more. False when there is no
+   * such key or it was revoked already.
+   */
   revokeKey(keyId: string, audit: AuditDraft): Promise<boolean>
   listKeys(accountId?: string): Promise<ApiKeyInfo[]>
   /**

@@ -90,7 +90,7 @@ export const apiKey = Type.Object(
     revokedAt: nullable(time(), 'When the key was revoked; null: it was not.'),
     expiresAt: nullable(time(), "When the key stops working (set at creation, or by a roll's grace); null: never."),
     scope,
-    rolledTo: nullable(Type.String(), 'The key that replaced this one in a roll.'),
+    rolledTo: nullable(Type.String(), 'The key that replaced this one in a roll (it may have been deleted since, once ended: `KEY_ENDED_KEPT_PER_ACCOUNT`).'),
     lastUsedAt: nullable(time(), 'Its last admitted call (recorded at most once a minute).'),
     lastUsedRegion: nullable(Type.String({ enum: [...REGIONS] }), 'The region of that call.'),
   },
@@ -304,6 +304,8 @@ export const createKeySchema = {
 export const listKeysSchema = {
   operationId: 'listKeys',
   summary: "List an account's keys (revoked and expired ones included)",
+  description:
+    'Ended keys (revoked, expired, or rolled with their grace over) are listed until a creation or roll deletes them: an account keeps the `KEY_ENDED_KEPT_PER_ACCOUNT` (1000) that ended last; their audit events stay. A `rolledTo` may name a key deleted so.',
   tags: ['keys'],
   params: accountParams,
   response: { 200: whole(apiKey, "The account's keys, oldest first."), ...errors(['NOT_FOUND']) },
@@ -321,7 +323,7 @@ export const rollKeySchema = {
   operationId: 'rollKey',
   summary: 'Replace a key by a new one (shown once)',
   description:
-    "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once).",
+    "The new key has the old one's name, scope and expiry. The old key keeps working for `graceSeconds` (default 86400, 24 hours, as in the portal and the CLI; 0: it stops at once). A key rolled to the old one and still in its grace stops now: a chain of rolls keeps at most two working keys.",
   tags: ['keys'],
   params: keyParams,
   headers: IDEMPOTENCY_HEADERS,
@@ -365,7 +367,8 @@ export const rollKeySchema = {
 export const revokeKeySchema = {
   operationId: 'revokeKey',
   summary: 'Revoke a key',
-  description: 'The key is refused at once, on every node (the same 403 as an unknown key).',
+  description:
+    'The key is refused at once, on every node (the same 403 as an unknown key); so is a key rolled to it that is still in its grace, which has no key left to lead to.',
   tags: ['keys'],
   params: keyParams,
   response: { 200: { ...apiKey, description: 'The key as revoked.' }, ...errors(['NOT_FOUND', 'CONFLICT'], { write: true }) },

@@ -64,6 +64,19 @@ export function liveKeys(keys: readonly ApiKeyInfo[], nowMs: number): ApiKeyInfo
   })
 }
 
+/**
+ * inGraceTo: the key rolled to `key` and still in its grace, or null. Rolling or revoking
+ * `key` ends that grace at once (a chain of rolls keeps at most two working keys).
+ */
+export function inGraceTo(keys: readonly ApiKeyInfo[], key: ApiKeyInfo, nowMs: number): ApiKeyInfo | null {
+  return keys.find((k) => k.rolledTo === key.id && keyState(k, nowMs) === 'expiring') ?? null
+}
+
+/** graceEnds: the warning that the key rolled to this one, in its grace, stops too (`label`), or nothing. */
+function graceEnds(label: string | null): Html | string {
+  return label === null ? '' : html`<p>Key ${label}, rolled to this one, is still in its grace: it stops now too.</p>`
+}
+
 /** sharedNames: the names more than one of `keys` has. */
 export function sharedNames(keys: readonly ApiKeyInfo[]): Set<string> {
   const seen = new Set<string>()
@@ -291,7 +304,13 @@ export function keyDetails(
 <dt>Last used</dt><dd>${used}</dd>
 <dt>${state === 'revoked' ? 'Revoked' : state === 'expiring' ? 'Grace ends' : 'Expires'}</dt><dd>${state === 'revoked' ? when(key.revokedAt) : when(key.expiresAt)}</dd>
 <dt>Scope</dt><dd>${scopeText(key)}</dd>
-${related.to === null ? '' : html`<dt>Rolled to</dt><dd>${link(related.to)}</dd>`}
+${
+  related.to !== null
+    ? html`<dt>Rolled to</dt><dd>${link(related.to)}</dd>`
+    : key.rolledTo === null
+      ? ''
+      : html`<dt>Rolled to</dt><dd><code class="id">${key.rolledTo}</code> <span class="hint">(ended, and no longer kept: an account keeps its most recently ended keys)</span></dd>`
+}
 ${related.from === null ? '' : html`<dt>Rolled from</dt><dd>${link(related.from)}</dd>`}
 </dl>
 ${
@@ -305,9 +324,20 @@ ${state === 'active' ? html`<li><a href="${path}/roll">Roll key ${fullLabel(key)
 <p><a href="${keysPath}">Back to the keys</a></p>`
 }
 
-/** confirmRoll: the question asked before a key is rolled, with the grace its old key keeps (`grace`: the one chosen). */
-export function confirmRoll(path: string, csrf: Html, label: string, keysPath: string, grace: number = DEFAULT_ROLL_GRACE_SECONDS): Html {
+/**
+ * confirmRoll: the question asked before a key is rolled, with the grace its old key keeps (`grace`: the one chosen;
+ * `ending`: the key in its grace that stops now).
+ */
+export function confirmRoll(
+  path: string,
+  csrf: Html,
+  label: string,
+  keysPath: string,
+  grace: number = DEFAULT_ROLL_GRACE_SECONDS,
+  ending: string | null = null,
+): Html {
   return html`<p>Roll key ${label}? A new key is made and shown once; the old key keeps working for the grace you choose, then stops, so that your clients can move to the new one.</p>
+${graceEnds(ending)}
 <form method="post" action="${path}">
 ${csrf}
 <input type="hidden" name="confirm" value="1">
@@ -317,9 +347,10 @@ ${csrf}
 </form>`
 }
 
-/** confirmRevoke: the question asked before a key is revoked. */
-export function confirmRevoke(path: string, csrf: Html, label: string, keysPath: string): Html {
+/** confirmRevoke: the question asked before a key is revoked (`ending`: the key in its grace that stops with it). */
+export function confirmRevoke(path: string, csrf: Html, label: string, keysPath: string, ending: string | null = null): Html {
   return html`<p>Revoke key ${label}? Calls with it will get 403 at once. This cannot be undone.</p>
+${graceEnds(ending)}
 <form method="post" action="${path}" class="row">
 ${csrf}
 <input type="hidden" name="confirm" value="1">

@@ -21,6 +21,7 @@ import {
   EXPIRIES,
   fullLabel,
   GRACES,
+  inGraceTo,
   keyLabel,
   keyDetails,
   keyList,
@@ -135,12 +136,14 @@ async function askToRevoke(kit: Kit, reply: FastifyReply, who: InAccount, key: A
   const keysPath = accountPath(who.account.id, 'keys')
   const path = `${keysPath}/${encodeURIComponent(key.id)}/revoke`
   if (key.revokedAt !== null) return refused(kit, reply, who, 'Revoke a key', { failure: 'conflict', message: `key ${fullLabel(key)} is revoked already` })
-  const shared = sharedNames(liveKeys(await kit.accounts.listKeys(who.account.id), kit.now()))
+  const keys = await kit.accounts.listKeys(who.account.id)
+  const shared = sharedNames(liveKeys(keys, kit.now()))
+  const ending = inGraceTo(keys, key, kit.now())
   return sendPage(kit, reply, {
     title: 'Revoke a key',
     current: who,
     account: keysNav(who),
-    body: confirmRevoke(path, csrfField(kit, who), keyLabel(key, shared), keysPath),
+    body: confirmRevoke(path, csrfField(kit, who), keyLabel(key, shared), keysPath, ending === null ? null : keyLabel(ending, shared)),
   })
 }
 
@@ -209,12 +212,21 @@ async function askToRoll(kit: Kit, reply: FastifyReply, who: InAccount, key: Api
   const keysPath = accountPath(who.account.id, 'keys')
   if (keyState(key, kit.now()) !== 'active')
     return refused(kit, reply, who, 'Roll a key', { failure: 'conflict', message: `key ${fullLabel(key)} is revoked, expired or rolled already` })
-  const shared = sharedNames(liveKeys(await kit.accounts.listKeys(who.account.id), kit.now()))
+  const keys = await kit.accounts.listKeys(who.account.id)
+  const shared = sharedNames(liveKeys(keys, kit.now()))
+  const ending = inGraceTo(keys, key, kit.now())
   return sendPage(kit, reply, {
     title: 'Roll a key',
     current: who,
     account: keysNav(who),
-    body: confirmRoll(`${keysPath}/${encodeURIComponent(key.id)}/roll`, csrfField(kit, who), keyLabel(key, shared), keysPath, grace),
+    body: confirmRoll(
+      `${keysPath}/${encodeURIComponent(key.id)}/roll`,
+      csrfField(kit, who),
+      keyLabel(key, shared),
+      keysPath,
+      grace,
+      ending === null ? null : keyLabel(ending, shared),
+    ),
   })
 }
 

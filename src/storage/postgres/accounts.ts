@@ -37,6 +37,15 @@ export interface AccessParts {
   readonly adminTokens: AdminTokenStore
 }
 
+/**
+ * PRUNE_ENDED deletes the account's ($1) ended keys (revoked, or expired at $2) past the newest
+ * $3 by the time they ended (the earlier of the two times; LEAST skips a null). Run after the
+ * account's row lock, so that it counts what every creation and roll before it ended.
+ */
+const PRUNE_ENDED = `DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys
+  WHERE account_id = $1 AND (revoked_at IS NOT NULL OR expires_at <= $2::timestamptz)
+  ORDER BY LEAST(revoked_at, expires_at) DESC, created_at DESC, id DESC OFFSET $3)`
+
 /** Access: what the AccessStore's builders share. */
 interface Access extends Part {
   /** committed tells the listeners of a change, once PostgreSQL has committed it. */
@@ -150,7 +159,7 @@ function accountOps({
   }
 }
 
-/** keyOps: API keys; one created within a limit is counted under the account's row lock. */
+/** keyOps: API keys; one created within a limit is counted, and the ended keys past those kept deleted, under the account's row lock. */
 function keyOps({ query, transaction, audited, committed }: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
   return {
     async createKey(key, audit, limit) {
@@ -181,6 +190,7 @@ function keyOps({ query, transaction, audited, committed }: Access): Pick<Access
         )
         if (Number(active.rows[0]?.n) >= limit.max) return false
         await insert(tx)
+        if (limit.endedKept !== undefined) await tx('key-prune', PRUNE_ENDED, [key.accountId, limit.nowIso, limit.endedKept])
         return true
       })
       if (made) committed()
@@ -200,31 +210,64 @@ function keyOps({ query, transaction, audited, committed }: Access): Pick<Access
   }
 }
 
-/** keyEndOps: a key's end, rolled to a new key or revoked; of parallel ones, one changes the key and writes its event. */
-function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
+/**
+ * keyEndOps: a key's end, rolled to a new key or revoked; of parallel ones, one changes the key and writes its event.
+ * Either ends the grace of the key rolled to this one, if it is still in it (its expiry set to now), in the same
+ * statement: a chain of rolls has at most two working keys, so an account's working keys stay within twice its active ones.
+ */
+function keyEndOps({ query, transaction, stamps, audited, committed }: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
   return {
-    async rollKey(oldId, next, nowIso, graceEndsAt, audit) {
+    async rollKey(oldId, next, nowIso, graceEndsAt, audit, endedKept) {
       // The UPDATE's conditions are checked again on the committed row when another roll got
       // there first (READ COMMITTED re-evaluates them after the row lock): of parallel rolls,
       // exactly one finds the key live and unrolled; the others change, insert and log nothing.
       // The new key belongs to the old key's account, whatever `next` says.
-      const r = await query(
-        'key-roll',
-        `
+      const roll = (tx: Query) =>
+        tx(
+          'key-roll',
+          `
         WITH old AS (
           UPDATE api_keys SET rolled_to = $4::text,
             revoked_at = CASE WHEN $3::timestamptz IS NULL THEN $2::timestamptz ELSE revoked_at END,
             expires_at = CASE WHEN $3::timestamptz IS NULL THEN expires_at ELSE LEAST(expires_at, $3::timestamptz) END
           WHERE id = $1 AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz)
           RETURNING account_id),
+        ended AS (
+          UPDATE api_keys SET expires_at = $2::timestamptz
+          WHERE rolled_to = $1 AND revoked_at IS NULL AND expires_at > $2::timestamptz AND EXISTS (SELECT 1 FROM old)),
         k AS (
           INSERT INTO api_keys (id, account_id, name, key_hash, hint, created_at, expires_at, scope_groups, scope_regions)
           SELECT $4::text, account_id, $5::text, $6::text, $7::text, $8::timestamptz, $9::timestamptz, $10::text, $11::text FROM old
           RETURNING id)
         ${auditInsert(12, 'k')}`,
-        [oldId, nowIso, graceEndsAt, next.id, next.name, next.hash, next.hint, next.createdAt, next.expiresAt, ...scopeColumns(next.scope), ...audited(audit)],
-      )
-      if ((r.rowCount ?? 0) === 0) return false
+          [
+            oldId,
+            nowIso,
+            graceEndsAt,
+            next.id,
+            next.name,
+            next.hash,
+            next.hint,
+            next.createdAt,
+            next.expiresAt,
+            ...scopeColumns(next.scope),
+            ...audited(audit),
+          ],
+        )
+      const rolled =
+        endedKept === undefined
+          ? ((await roll(query)).rowCount ?? 0) > 0
+          : await transaction(async (tx) => {
+              // The account's row lock orders its rolls and creations, so that the prune counts what each one before it ended.
+              const account = await tx('key-roll-lock', 'SELECT a.id FROM accounts a JOIN api_keys k ON k.account_id = a.id WHERE k.id = $1 FOR UPDATE OF a', [
+                oldId,
+              ])
+              const accountId = account.rows[0]?.id
+              if (accountId === undefined || ((await roll(tx)).rowCount ?? 0) === 0) return false
+              await tx('key-prune', PRUNE_ENDED, [accountId, nowIso, endedKept])
+              return true
+            })
+      if (!rolled) return false
       committed()
       return true
     },
@@ -232,7 +275,10 @@ function keyEndOps({ query, stamps, audited, committed }: Access): Pick<AccessSt
       const r = await query(
         'key-revoke',
         `
-        WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+        WITH k AS (UPDATE api_keys SET revoked_at = $12::timestamptz WHERE id = $1 AND revoked_at IS NULL RETURNING id),
+        ended AS (
+          UPDATE api_keys SET expires_at = $12::timestamptz
+          WHERE rolled_to IN (SELECT id FROM k) AND revoked_at IS NULL AND expires_at > $12::timestamptz)
         ${auditInsert(2, 'k')}`,
         [keyId, ...audited(audit), stamps.iso()],
       )
@@ -282,13 +328,18 @@ function grantOps({ query }: Access): Pick<AccessStore, 'findGrant' | 'touchKeys
     async touchKeys(uses) {
       if (uses.length === 0) return
       // One statement for the batch; a key's latest use in it, and only when later than the stored one.
+      // Rows another transaction holds are skipped, never waited for: a roll or a revocation locks a key and
+      // then the key rolled to it, and a creation or roll deletes ended keys, so a batch that waited could
+      // hold one of those rows while wanting another (a deadlock). A key skipped so shows its use of a minute
+      // earlier until its next use is written (last use is a convenience, written at most once a minute anyway).
       await query(
         'key-touch',
         `
         UPDATE api_keys k SET last_used_at = u.at, last_used_region = u.region
         FROM (SELECT DISTINCT ON (id) id, at, region FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS t(id, at, region)
           ORDER BY id, at DESC) u
-        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`,
+        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)
+          AND k.id IN (SELECT id FROM api_keys WHERE id = ANY ($1::text[]) FOR UPDATE SKIP LOCKED)`,
         [uses.map((u) => u.keyId), uses.map((u) => new Date(u.atMs).toISOString()), uses.map((u) => u.region)],
       )
     },

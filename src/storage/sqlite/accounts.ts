@@ -63,6 +63,12 @@ function accessStatements(db: DatabaseSync) {
     owned: db.prepare("SELECT count(*) AS n FROM members WHERE user_id = ? AND role = 'owner'"),
     activeKeys: db.prepare(`SELECT count(*) AS n FROM api_keys
       WHERE account_id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`),
+    // A key in its grace ends it (its expiry set to now) when the key it was rolled to is rolled or revoked in turn.
+    endGrace: db.prepare('UPDATE api_keys SET expires_at = ? WHERE rolled_to = ? AND revoked_at IS NULL AND expires_at > ?'),
+    // The account's ended keys (revoked, or expired at ?) past the newest ? by the time they ended, the earlier of the two times.
+    pruneEnded: db.prepare(`DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys
+      WHERE account_id = ? AND (revoked_at IS NOT NULL OR expires_at <= ?)
+      ORDER BY min(coalesce(revoked_at, expires_at), coalesce(expires_at, revoked_at)) DESC, created_at DESC, id DESC LIMIT -1 OFFSET ?)`),
     touch: db.prepare(`UPDATE api_keys SET last_used_at = ?, last_used_region = ?
       WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
   }
@@ -171,7 +177,7 @@ function accountOps({
   }
 }
 
-/** keyOps: API keys; a creation within the account's limit is one step (count, key, event). */
+/** keyOps: API keys; a creation within the account's limit is one step (count, key, event, the ended keys past those kept). */
 function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys'> {
   const { db, q, audit, write } = a
   return {
@@ -181,6 +187,7 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys
           if (limit !== undefined && Number(q.activeKeys.get(key.accountId, limit.nowIso)?.n) >= limit.max) return false
           insertKey(a, key)
           audit(event)
+          if (limit?.endedKept !== undefined) q.pruneEnded.run(key.accountId, limit.nowIso, limit.endedKept)
           return true
         },
         (made) => made,
@@ -200,11 +207,15 @@ function keyOps(a: Access): Pick<AccessStore, 'createKey' | 'getKey' | 'listKeys
   }
 }
 
-/** keyEndOps: a key's end, rolled to a new key or revoked; the check and the change are one step, so of parallel ones one wins. */
+/**
+ * keyEndOps: a key's end, rolled to a new key or revoked; the check and the change are one step, so of parallel ones one wins.
+ * Either ends the grace of the key rolled to this one, if it is still in it: a chain of rolls has at most two working keys,
+ * the live one and the one rolled to it, so an account's working keys stay within twice its active ones.
+ */
 function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
-  const { db, stamps, audit, write } = a
+  const { db, q, stamps, audit, write } = a
   return {
-    async rollKey(oldId, next, nowIso, graceEndsAt, event) {
+    async rollKey(oldId, next, nowIso, graceEndsAt, event, endedKept) {
       return write(
         () => {
           // One synchronous step in the write transaction: no other roll comes between the check and the change.
@@ -219,8 +230,10 @@ function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
               WHERE id = ? AND revoked_at IS NULL AND rolled_to IS NULL AND (expires_at IS NULL OR expires_at > ?)`)
                   .run(graceEndsAt, graceEndsAt, next.id, oldId, nowIso)
           if (Number(changed.changes) === 0) return false
+          q.endGrace.run(nowIso, oldId, nowIso)
           insertKey(a, next)
           audit(event)
+          if (endedKept !== undefined) q.pruneEnded.run(next.accountId, nowIso, endedKept)
           return true
         },
         (rolled) => rolled,
@@ -229,8 +242,10 @@ function keyEndOps(a: Access): Pick<AccessStore, 'rollKey' | 'revokeKey'> {
     async revokeKey(keyId, event) {
       return write(
         () => {
-          const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(stamps.iso(), keyId)
+          const at = stamps.iso()
+          const r = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, keyId)
           if (Number(r.changes) === 0) return false
+          q.endGrace.run(at, keyId, at)
           audit(event)
           return true
         },

@@ -6,6 +6,8 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { startApp, type Running } from '../../support/helper.ts'
 import { PortalClient, portalUser, signedInClient } from '../../support/portal-helper.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
@@ -194,6 +196,49 @@ test('twenty rolls of one key at once: one gets a new key, the others 409; twent
   const revokes = await Promise.all(Array.from({ length: 20 }, () => client.post(`${keysOf(app.accountId)}/${app.keyId}/revoke`, { confirm: '1' }, {})))
   assert.deepEqual(revokes.map((r) => r.status).sort(), [303, ...Array(19).fill(409)])
   assert.equal((await events(app, app.accountId, 'key.revoke')).filter((e) => e.outcome === 'success').length, 1)
+})
+
+test('rolling or revoking a key ends the grace of the key rolled to it: the confirmation says so, and that key is refused at once', async (t) => {
+  const app = await startApp(t)
+  const { client } = await signedInClient(app, { role: 'developer' })
+  const first = secretIn((await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })).text)
+  const firstId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy')!.id
+  const ask = await client.get(`${keysOf(app.accountId)}/${firstId}/roll`)
+  assert.ok(!ask.text.includes('rolled to this one'), 'a key rolled from none warns of nothing')
+  const second = secretIn((await client.post(`${keysOf(app.accountId)}/${firstId}/roll`, { grace: '86400', confirm: '1' })).text)
+  const secondId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
+  const label = `ci-deploy \\(ending in ${first.slice(-4)}\\)`
+  assert.match(
+    (await client.get(`${keysOf(app.accountId)}/${secondId}/roll`)).text,
+    new RegExp(`<p>Key ${label}, rolled to this one, is still in its grace: it stops now too\\.</p>`),
+  )
+  assert.match(
+    (await client.get(`${keysOf(app.accountId)}/${secondId}/revoke`)).text,
+    new RegExp(`<p>Key ${label}, rolled to this one, is still in its grace: it stops now too\\.</p>`),
+  )
+  const third = secretIn((await client.post(`${keysOf(app.accountId)}/${secondId}/roll`, { grace: '86400', confirm: '1' })).text)
+  assert.deepEqual([await ping(app, first), await ping(app, second), await ping(app, third)], [403, 200, 200])
+  assert.match((await client.get(`${keysOf(app.accountId)}/${firstId}`)).text, /<span class="badge off">expired<\/span>/)
+  const thirdId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
+  assert.equal((await client.post(`${keysOf(app.accountId)}/${thirdId}/revoke`, { confirm: '1' })).status, 303)
+  assert.deepEqual([await ping(app, second), await ping(app, third)], [403, 403], 'the key in its grace stops with the one it was rolled to')
+})
+
+test('a key whose successor is no longer kept names it as such on its page', async (t) => {
+  const app = await startApp(t)
+  const { client } = await signedInClient(app, { role: 'developer' })
+  secretIn((await createKey(client, app.accountId, { name: 'ci-deploy', expires: 'never' })).text)
+  const oldId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy')!.id
+  secretIn((await client.post(`${keysOf(app.accountId)}/${oldId}/roll`, { grace: '0', confirm: '1' })).text)
+  const nextId = (await app.accounts.listKeys(app.accountId)).find((k) => k.name === 'ci-deploy' && k.rolledTo === null)!.id
+  // A key ends no later than the key it was rolled to, so the pruning of ended keys takes a key's predecessor first; rows from
+  // before it (a key left in its grace when its successor was revoked) may still point to a key deleted since.
+  const db = new DatabaseSync(join(app.config.dataDir, 'tessera.sqlite'))
+  db.prepare('DELETE FROM api_keys WHERE id = ?').run(nextId)
+  db.close()
+  const page = await client.get(`${keysOf(app.accountId)}/${oldId}`)
+  assert.equal(page.status, 200)
+  assert.match(page.text, new RegExp(`<dt>Rolled to</dt><dd><code class="id">${nextId}</code> <span class="hint">\\(ended, and no longer kept: `))
 })
 
 test('revoke: a confirmation first, then 403 at once for calls with the key; a post without confirm=1 only asks', async (t) => {

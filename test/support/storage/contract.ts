@@ -148,6 +148,45 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
     assert.equal(rolls.length, 3, 'one event per roll that happened')
   })
 
+  withStore('roll and revoke end the grace of the key rolled to the one they end: a chain keeps at most two working keys', async ({ access }) => {
+    const account = await makeAccount(access, 'x')
+    const far = '2099-01-01T00:00:00.000Z'
+    const first = await makeKey(access, account.id, 'hash-chain-0')
+    const second = newKey(account.id, 'hash-chain-1')
+    const now = new Date().toISOString()
+    assert.equal(await access.rollKey(first.id, second, now, far, draft('key.roll', first.id)), true)
+    assert.equal((await access.findGrant('hash-chain-0'))?.expiresAt, Date.parse(far), 'in its grace')
+    assert.equal(await access.rollKey(second.id, newKey(account.id, 'hash-chain-2'), now, far, draft('key.roll', second.id)), true)
+    assert.equal((await access.findGrant('hash-chain-0'))?.expiresAt, Date.parse(now), "rolling its successor ends the first key's grace now")
+    assert.equal((await access.findGrant('hash-chain-1'))?.expiresAt, Date.parse(far), 'the second is in its grace')
+    const third = (await access.listKeys(account.id)).find((k) => k.rolledTo === null)!
+    assert.equal(await access.revokeKey(third.id, draft('key.revoke', third.id)), true)
+    const second2 = await access.findGrant('hash-chain-1')
+    assert.ok(second2 !== null && second2.expiresAt <= Date.now() && !second2.revoked, "revoking its successor ends the second key's grace, unrevoked")
+  })
+
+  withStore('createKey and rollKey with endedKept delete the ended keys past it, those that ended longest ago first', async ({ access }) => {
+    const account = await makeAccount(access, 'x')
+    const base = Date.now() - 60_000
+    const at = (s: number) => new Date(base + s * 1000).toISOString()
+    // Ended at 1 s, 2 s (expired then, revoked now: it ended at the earlier), 3 s and 4 s, and one live key.
+    await makeKey(access, account.id, 'ended-1', { expiresAt: at(1) })
+    const second = await makeKey(access, account.id, 'ended-2', { expiresAt: at(2) })
+    assert.equal(await access.revokeKey(second.id, draft('key.revoke', second.id)), true)
+    await makeKey(access, account.id, 'ended-3', { expiresAt: at(3) })
+    await makeKey(access, account.id, 'ended-4', { expiresAt: at(4) })
+    const live = await makeKey(access, account.id, 'live')
+    const hashes = async () => (await access.listKeys(account.id)).map((k) => k.hint).sort()
+    const nowIso = new Date().toISOString()
+    assert.equal(
+      await access.createKey(newKey(account.id, 'made-5'), { ...draft('key.create'), accountId: account.id }, { max: 10, nowIso, endedKept: 2 }),
+      true,
+    )
+    assert.deepEqual(await hashes(), ['ed-3', 'ed-4', 'de-5', 'live'].sort(), 'the two that ended last are kept')
+    assert.equal(await access.rollKey(live.id, newKey(account.id, 'rolled-6'), nowIso, null, draft('key.roll', live.id), 2), true)
+    assert.deepEqual(await hashes(), ['ed-4', 'de-5', 'live', 'ed-6'].sort(), 'the key the roll ended is kept, the oldest goes')
+  })
+
   withStore('roll: of 10 parallel rolls of one key, exactly one succeeds', async ({ access, audit }) => {
     const account = await makeAccount(access, 'x')
     const old = await makeKey(access, account.id, 'hash-race')

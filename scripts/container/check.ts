@@ -21,7 +21,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -287,16 +287,16 @@ function checkNodeRun(out: string, project: string, service: string, file: strin
  */
 await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
   const dir = join(work, 'compose')
-  mkdirSync(join(dir, 'deploy'), { recursive: true })
+  mkdirSync(dir)
   for (const f of ['compose.yaml', 'compose.cluster.yaml', 'Dockerfile']) copyFileSync(join(ROOT, f), join(dir, f))
-  for (const f of readdirSync(join(ROOT, 'deploy'))) copyFileSync(join(ROOT, 'deploy', f), join(dir, 'deploy', f))
+  cpSync(join(ROOT, 'deploy'), join(dir, 'deploy'), { recursive: true })
   const example = readFileSync(join(ROOT, 'deploy/env.example'), 'utf8')
   writeFileSync(join(dir, '.env'), example.replace(/^(PEPPER|ENCRYPTION_KEYS|POSTGRES_PASSWORD)=$/gm, '$1=set-in-ci'))
   podman(['tag', IMAGE, 'localhost/tessera:latest'])
   const project = 'tessera-compose-check'
   const expected: Record<string, readonly string[]> = {
     'compose.yaml': ['tessera'],
-    'compose.cluster.yaml': ['tessera-1', 'tessera-2', 'postgres', 'redis', 'caddy', 'prometheus'],
+    'compose.cluster.yaml': ['tessera-1', 'tessera-2', 'postgres', 'redis', 'caddy', 'prometheus', 'alertmanager'],
   }
   try {
     for (const [file, services] of Object.entries(expected)) {

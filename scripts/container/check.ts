@@ -190,6 +190,14 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
     if (typeof made.apiKey !== 'string') fail(`key create gave no apiKey: ${JSON.stringify(made)}`)
     return made.apiKey
   })
+  await step(`${store}: the admin API from the host, with a token the CLI made in the container`, async () => {
+    const made = cli(name, ['admin', 'token', 'create', '--name', 'ops', '--scope', 'read'])
+    if (typeof made.token !== 'string') fail(`admin token create gave no token: ${JSON.stringify(made)}`)
+    const headers = { authorization: `Bearer ${made.token}` }
+    const r = await expectStatus(fetch(`http://127.0.0.1:${adminPort}/admin/v1/accounts`, { headers }), 200, `${store}: admin API`)
+    const { items } = (await r.json()) as { items: { name: string }[] }
+    if (!items.some((a) => a.name === 'container check')) fail(`${store}: the admin API lists ${JSON.stringify(items)}, not the account the CLI made`)
+  })
   await step(`${store}: GET /totp/ping`, () => ping(url, key, `${store}: ping`))
   const bytes = await step(`${store}: a PDF converted to PNG`, () => convert(url, key))
   process.stdout.write(`  (${bytes} bytes of PNG)\n`)
@@ -265,24 +273,38 @@ try {
   await admin.end()
 }
 
+/** LOGGING: the rotation every service of the compose files has (docs/deploy.md, "Logs"), as podman-compose passes it on. */
+const LOGGING = ' --log-driver=json-file --log-opt=max-size=10m --log-opt=max-file=5 '
+
 /**
- * checkNodeRun: the `podman run` line podman-compose planned for a service, checked to keep the node's
- * port from clients that would pass the proxy: published on loopback only, or not at all, and a
- * TRUST_PROXY that names addresses rather than `true` (issue 40, finding 6).
+ * checkRuns: the `podman run` lines podman-compose planned for a compose file. Every service rotates its
+ * output (LOGGING) and publishes on the host's loopback only, but Caddy's 80 and 443. The nodes publish
+ * exactly `want.ports` of the container (3000, the API; 3001, the admin API, which listens on every address
+ * of the container for that), so neither is reachable from beyond the host, and trust `want.trust`
+ * rather than `true` for X-Forwarded-For (issue 40, finding 6; issue 41).
  */
-function checkNodeRun(out: string, project: string, service: string, file: string, want: { port: 'loopback' | 'none'; trust: string }): void {
-  const line = out.split('\n').find((l) => l.includes(`--name=${project}_${service}_1 `))
-  if (line === undefined) fail(`podman-compose planned no ${service} from ${file}`)
-  const published = [...line.matchAll(/ -p (\S+)/g)].map((m) => m[1]!)
-  const ok = want.port === 'none' ? published.length === 0 : published.length > 0 && published.every((p) => p.startsWith('127.0.0.1:'))
-  if (!ok) fail(`${file}: ${service} publishes ${published.join(', ') || 'no port'}; it must publish ${want.port === 'none' ? 'none' : 'on 127.0.0.1 only'}`)
-  if (!line.includes(` -e TRUST_PROXY=${want.trust} `)) fail(`${file}: ${service} must set TRUST_PROXY=${want.trust}:\n${line}`)
+function checkRuns(out: string, project: string, file: string, nodes: readonly string[], want: { ports: readonly string[]; trust: string }): void {
+  const runs = out.split('\n').filter((l) => l.includes(`--name=${project}_`))
+  for (const line of runs) {
+    const service = /--name=\S+?_(.+)_1 /.exec(line)?.[1] ?? line
+    const published = [...line.matchAll(/ -p (\S+)/g)].map((m) => m[1]!)
+    if (!line.includes(LOGGING)) fail(`${file}: ${service} does not rotate its logs as the others do (${LOGGING.trim()}):\n${line}`)
+    if (service !== 'caddy' && !published.every((p) => p.startsWith('127.0.0.1:')))
+      fail(`${file}: ${service} publishes ${published.join(', ')}; only on 127.0.0.1`)
+    if (!nodes.includes(service)) continue
+    const ports = published.map((p) => p.split(':').at(-1)).sort()
+    if (ports.join() !== [...want.ports].sort().join())
+      fail(`${file}: ${service} publishes ${published.join(', ') || 'no port'}; it must publish ${want.ports.join(' and ')} on 127.0.0.1`)
+    if (!line.includes(' -e ADMIN_LISTEN=0.0.0.0:3001 ')) fail(`${file}: ${service} must set ADMIN_LISTEN=0.0.0.0:3001 (its published admin port):\n${line}`)
+    if (!line.includes(` -e TRUST_PROXY=${want.trust} `)) fail(`${file}: ${service} must set TRUST_PROXY=${want.trust}:\n${line}`)
+  }
+  for (const node of nodes) if (!runs.some((l) => l.includes(`--name=${project}_${node}_1 `))) fail(`podman-compose planned no ${node} from ${file}`)
 }
 
 /**
  * The compose files, as far as this machine allows (no bridge network, no registry): podman-compose
- * reads each with the example settings and must plan every service, the nodes with their port and
- * proxy trust as checkNodeRun says; its dry run still makes the project's volumes and network,
+ * reads each with the example settings and must plan every service, with the ports, log rotation and
+ * proxy trust that checkRuns says; its dry run still makes the project's volumes and network,
  * which are removed after.
  */
 await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
@@ -306,8 +328,8 @@ await step('compose.yaml and compose.cluster.yaml planned by podman-compose', ()
       for (const service of services) {
         if (!out.includes(`--name=${project}_${service}_1`)) fail(`podman-compose planned no ${service} from ${file}:\n${out.slice(-3000)}`)
       }
-      if (file === 'compose.yaml') checkNodeRun(out, project, 'tessera', file, { port: 'loopback', trust: 'loopback,uniquelocal' })
-      else for (const node of ['tessera-1', 'tessera-2']) checkNodeRun(out, project, node, file, { port: 'none', trust: 'uniquelocal' })
+      if (file === 'compose.yaml') checkRuns(out, project, file, ['tessera'], { ports: ['3000', '3001'], trust: 'loopback,uniquelocal' })
+      else checkRuns(out, project, file, ['tessera-1', 'tessera-2'], { ports: ['3001'], trust: 'uniquelocal' })
     }
   } finally {
     const volumes = podman(['volume', 'ls', '-q', '--filter', `label=io.podman.compose.project=${project}`], { allowFailure: true }).out

@@ -6,7 +6,9 @@
  * calls GET /totp/ping and converts a PDF, stops the container with SIGTERM (it must exit 0
  * within 10 s, saying so in its log), starts it again and calls ping with the same key, then
  * replaces it by a new container on the same volume or database (an upgrade) and calls ping
- * again: the data was kept. It prints the image's size and how long each step took.
+ * again: the data was kept. It has podman-compose plan both compose files and holds their ports and
+ * log rotation to the docs, then runs the rolling update of docs/deploy.md on the two nodes of
+ * compose.cluster.yaml while clients call (roll.ts). It prints the image's size and how long each step took.
  *
  * No container registry is reachable here, so the base image is made from Debian packages
  * (mmdebstrap) and Node 24 from the npm registry (base.Containerfile; ../shared/guide/CONTAINERS.md),
@@ -27,6 +29,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
+import { rollingUpdate } from './roll.ts'
 
 const ROOT = new URL('../../', import.meta.url).pathname
 const BASE = 'localhost/node:24-bookworm-slim'
@@ -40,7 +43,7 @@ const work = mkdtempSync(join(tmpdir(), 'tessera-container-'))
 writeFileSync(join(work, 'containers.conf'), '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n')
 const env = { ...process.env, CONTAINERS_CONF: join(work, 'containers.conf') }
 const started = Date.now()
-const CONTAINERS = ['tessera-ci-sqlite', 'tessera-ci-postgres']
+const CONTAINERS = ['tessera-ci-sqlite', 'tessera-ci-postgres', 'tessera-ci-roll-tessera-1', 'tessera-ci-roll-tessera-2']
 // Whatever ends the check (a failure exits at once) leaves no container or scratch files behind.
 let scratchDatabase: { url: string; name: string } | null = null
 process.on('exit', () => {
@@ -211,7 +214,8 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
   await step(`${store}: SIGTERM again`, () => stopCleanly(name))
   // A restart keeps the container's own files; a new container (an upgrade) has only the volume or the database.
   await step(`${store}: a new container on the same data, the same key answers`, async () => {
-    podman(['rm', '-f', name])
+    // -v: the image's anonymous /data volume too (the SQLite run's data is a bind mount, which stays).
+    podman(['rm', '-f', '-v', name])
     podman(run)
     await waitReady(url, name)
     await ping(url, key, `${store}: ping from a new container`)
@@ -241,37 +245,6 @@ mkdirSync(data)
 // The image runs as uid 1000 (node); the volume must be writable by it.
 chmodSync(data, 0o777)
 await journey(CONTAINERS[0]!, 'SQLite', 'sqlite', ['-v', `${data}:/data`])
-
-const databaseUrl = process.env.CONTAINER_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const redisUrl = process.env.CONTAINER_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
-const scratch = `tessera_container_${process.pid}`
-const admin = new pg.Client({ connectionString: databaseUrl })
-await admin.connect()
-await admin.query(`DROP DATABASE IF EXISTS ${scratch}`)
-await admin.query(`CREATE DATABASE ${scratch}`)
-scratchDatabase = { url: databaseUrl, name: scratch }
-const redisPrefix = `tessera-container-${process.pid}:`
-const redis = new Redis(redisUrl, { lazyConnect: true })
-await redis.connect()
-try {
-  const scratchUrl = new URL(databaseUrl)
-  scratchUrl.pathname = `/${scratch}`
-  await journey(CONTAINERS[1]!, 'PostgreSQL + Redis', 'postgres+redis', [
-    '-e',
-    `DATABASE_URL=${scratchUrl}`,
-    '-e',
-    `REDIS_URL=${redisUrl}`,
-    '-e',
-    `REDIS_PREFIX=${redisPrefix}`,
-  ])
-} finally {
-  const keys = await redis.keys(`${redisPrefix}*`)
-  if (keys.length > 0) await redis.del(...keys)
-  redis.disconnect()
-  await admin.query(`DROP DATABASE IF EXISTS ${scratch} WITH (FORCE)`)
-  scratchDatabase = null
-  await admin.end()
-}
 
 /** LOGGING: the rotation every service of the compose files has (docs/deploy.md, "Logs"), as podman-compose passes it on. */
 const LOGGING = ' --log-driver=json-file --log-opt=max-size=10m --log-opt=max-file=5 '
@@ -307,15 +280,27 @@ function checkRuns(out: string, project: string, file: string, nodes: readonly s
  * proxy trust that checkRuns says; its dry run still makes the project's volumes and network,
  * which are removed after.
  */
-await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
+const COMPOSE_PROJECT = 'tessera-compose-check'
+const clusterPlan = await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
   const dir = join(work, 'compose')
   mkdirSync(dir)
   for (const f of ['compose.yaml', 'compose.cluster.yaml', 'Dockerfile']) copyFileSync(join(ROOT, f), join(dir, f))
   cpSync(join(ROOT, 'deploy'), join(dir, 'deploy'), { recursive: true })
+  // The .env of the walk-through's step 1, which the rolling update's nodes start with.
+  const secrets: Record<string, string> = {
+    PEPPER: randomBytes(48).toString('base64'),
+    ENCRYPTION_KEYS: `1:${randomBytes(32).toString('base64')}`,
+    POSTGRES_PASSWORD: randomBytes(24).toString('hex'),
+  }
   const example = readFileSync(join(ROOT, 'deploy/env.example'), 'utf8')
-  writeFileSync(join(dir, '.env'), example.replace(/^(PEPPER|ENCRYPTION_KEYS|POSTGRES_PASSWORD)=$/gm, '$1=set-in-ci'))
+  writeFileSync(
+    join(dir, '.env'),
+    example.replace(/^(PEPPER|ENCRYPTION_KEYS|POSTGRES_PASSWORD)=$/gm, (_, name: string) => `${name}=${secrets[name]}`),
+  )
+  // The compose files' image, tessera:latest, is the one just built (removed at the end).
   podman(['tag', IMAGE, 'localhost/tessera:latest'])
-  const project = 'tessera-compose-check'
+  const project = COMPOSE_PROJECT
+  let cluster = ''
   const expected: Record<string, readonly string[]> = {
     'compose.yaml': ['tessera'],
     'compose.cluster.yaml': ['tessera-1', 'tessera-2', 'postgres', 'redis', 'caddy', 'prometheus', 'alertmanager'],
@@ -329,15 +314,52 @@ await step('compose.yaml and compose.cluster.yaml planned by podman-compose', ()
         if (!out.includes(`--name=${project}_${service}_1`)) fail(`podman-compose planned no ${service} from ${file}:\n${out.slice(-3000)}`)
       }
       if (file === 'compose.yaml') checkRuns(out, project, file, ['tessera'], { ports: ['3000', '3001'], trust: 'loopback,uniquelocal' })
-      else checkRuns(out, project, file, ['tessera-1', 'tessera-2'], { ports: ['3001'], trust: 'uniquelocal' })
+      else {
+        checkRuns(out, project, file, ['tessera-1', 'tessera-2'], { ports: ['3001'], trust: 'uniquelocal' })
+        cluster = out
+      }
     }
   } finally {
     const volumes = podman(['volume', 'ls', '-q', '--filter', `label=io.podman.compose.project=${project}`], { allowFailure: true }).out
     if (volumes !== '') podman(['volume', 'rm', ...volumes.split('\n')], { allowFailure: true })
     podman(['network', 'rm', `${project}_default`], { allowFailure: true })
-    podman(['rmi', 'localhost/tessera:latest'], { allowFailure: true })
   }
+  return cluster
 })
+
+const databaseUrl = process.env.CONTAINER_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const redisUrl = process.env.CONTAINER_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const scratch = `tessera_container_${process.pid}`
+const admin = new pg.Client({ connectionString: databaseUrl })
+await admin.connect()
+await admin.query(`DROP DATABASE IF EXISTS ${scratch}`)
+await admin.query(`CREATE DATABASE ${scratch}`)
+scratchDatabase = { url: databaseUrl, name: scratch }
+const redisPrefix = `tessera-container-${process.pid}:`
+const redis = new Redis(redisUrl, { lazyConnect: true })
+await redis.connect()
+try {
+  const scratchUrl = new URL(databaseUrl)
+  scratchUrl.pathname = `/${scratch}`
+  await journey(CONTAINERS[1]!, 'PostgreSQL + Redis', 'postgres+redis', [
+    '-e',
+    `DATABASE_URL=${scratchUrl}`,
+    '-e',
+    `REDIS_URL=${redisUrl}`,
+    '-e',
+    `REDIS_PREFIX=${redisPrefix}`,
+  ])
+  const kit = { env, root: ROOT, work, fail, step, freePort, waitReady, cli }
+  await rollingUpdate(kit, clusterPlan, COMPOSE_PROJECT, { DATABASE_URL: String(scratchUrl), REDIS_URL: redisUrl, REDIS_PREFIX: redisPrefix })
+} finally {
+  const keys = await redis.keys(`${redisPrefix}*`)
+  if (keys.length > 0) await redis.del(...keys)
+  redis.disconnect()
+  await admin.query(`DROP DATABASE IF EXISTS ${scratch} WITH (FORCE)`)
+  scratchDatabase = null
+  await admin.end()
+}
+podman(['rmi', 'localhost/tessera:latest'], { allowFailure: true })
 
 const image = sizeOf(IMAGE)
 const base = sizeOf(BASE)

@@ -107,6 +107,7 @@ const tools: [string, boolean, string][] = [
   ['Chromium (browser tier)', existsSync(chromium), `no browser at ${chromium}: apt-get install chromium, or set CHROMIUM_PATH`],
   ['oathtool', hasTool('oathtool'), 'apt-get install oathtool'],
   ['promtool, prometheus', hasTool('promtool'), 'apt-get install prometheus'],
+  ['amtool, Alertmanager', hasTool('amtool'), 'apt-get install prometheus-alertmanager'],
   ['openssl', hasTool('openssl', ['version']), 'apt-get install openssl'],
   ['the PDF corpus', existsSync(new URL('../../shared/corpus/real', import.meta.url).pathname), 'no ../shared/corpus beside the checkout'],
 ]

@@ -94,7 +94,7 @@ export async function buildPublicApp(runtime: Runtime, opts: { readonly logStrea
   await app.register(openapi, { config, version: VERSION })
 
   const { mailer } = runtime
-  await app.register(opsRoutes, { store, mailer, now, timeoutMs: config.storeTimeoutMs })
+  await app.register(opsRoutes, { store, mailer, now, timeoutMs: config.storeTimeoutMs, draining: () => runtime.draining })
   // Its own scope: its headers, HTML error pages and assets stay there; the API-key guard never runs on it.
   if (mailer !== null) {
     await app.register(portal, {

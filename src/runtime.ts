@@ -94,6 +94,8 @@ export class Runtime {
   readonly jobs: Jobs
   /** Runs conversion jobs on this node's pool (null: no pool here). */
   readonly runner: JobRunner | null
+  /** Set on SIGTERM while the node drains (SHUTDOWN_DRAIN_MS): /readyz answers 503 so that the load balancer takes it out. */
+  draining = false
   readonly #stops: (() => unknown)[] = []
   readonly #lookup: Lookup | undefined
   #started = false

@@ -1,8 +1,8 @@
 /**
  * The process, and nothing else: configuration, the store, the runtime (runtime.ts builds
  * everything else), the app and the admin API (on ADMIN_LISTEN unless `off`), listening, and
- * a graceful close on SIGTERM/SIGINT (stop accepting, finish in-flight requests of both up to
- * SHUTDOWN_TIMEOUT_MS, close the runtime, then the store, exit 0).
+ * a graceful close on SIGTERM/SIGINT (drain for SHUTDOWN_DRAIN_MS, stop accepting, finish in-flight
+ * requests of both up to SHUTDOWN_TIMEOUT_MS, close the runtime, then the store, exit 0).
  */
 import { ConfigError, loadConfig, type Config } from './config/config.ts'
 import { resolvePepper } from './config/pepper.ts'
@@ -86,7 +86,17 @@ let closing = false
 async function shutdown(signal: string): Promise<void> {
   if (closing) return
   closing = true
-  app.log.info({ signal }, 'shutting down')
+  app.log.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down')
+  // From now on every answer closes its connection (Connection: close), so that no connection sits idle to be cut
+  // under a proxy's next request; and while the node drains, /readyz answers 503 and the load balancer takes it out
+  // before the listener closes, so that a rolling update fails no request (docs/deploy.md).
+  for (const server of [app.server, admin?.server]) {
+    server?.prependListener('request', (_request, response) => {
+      response.shouldKeepAlive = false
+    })
+  }
+  runtime.draining = true
+  if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs))
   const force = setTimeout(() => {
     app.log.warn('in-flight requests did not finish in time; exiting')
     process.exit(1)

@@ -6,7 +6,9 @@
  * calls GET /totp/ping and converts a PDF, stops the container with SIGTERM (it must exit 0
  * within 10 s, saying so in its log), starts it again and calls ping with the same key, then
  * replaces it by a new container on the same volume or database (an upgrade) and calls ping
- * again: the data was kept. It prints the image's size and how long each step took.
+ * again: the data was kept. It has podman-compose plan both compose files and holds their ports and
+ * log rotation to the docs, then runs the rolling update of docs/deploy.md on the two nodes of
+ * compose.cluster.yaml while clients call (roll.ts). It prints the image's size and how long each step took.
  *
  * No container registry is reachable here, so the base image is made from Debian packages
  * (mmdebstrap) and Node 24 from the npm registry (base.Containerfile; ../shared/guide/CONTAINERS.md),
@@ -21,12 +23,13 @@
  */
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
+import { rollingUpdate } from './roll.ts'
 
 const ROOT = new URL('../../', import.meta.url).pathname
 const BASE = 'localhost/node:24-bookworm-slim'
@@ -40,7 +43,7 @@ const work = mkdtempSync(join(tmpdir(), 'tessera-container-'))
 writeFileSync(join(work, 'containers.conf'), '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n')
 const env = { ...process.env, CONTAINERS_CONF: join(work, 'containers.conf') }
 const started = Date.now()
-const CONTAINERS = ['tessera-ci-sqlite', 'tessera-ci-postgres']
+const CONTAINERS = ['tessera-ci-sqlite', 'tessera-ci-postgres', 'tessera-ci-roll-tessera-1', 'tessera-ci-roll-tessera-2']
 // Whatever ends the check (a failure exits at once) leaves no container or scratch files behind.
 let scratchDatabase: { url: string; name: string } | null = null
 process.on('exit', () => {
@@ -190,6 +193,14 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
     if (typeof made.apiKey !== 'string') fail(`key create gave no apiKey: ${JSON.stringify(made)}`)
     return made.apiKey
   })
+  await step(`${store}: the admin API from the host, with a token the CLI made in the container`, async () => {
+    const made = cli(name, ['admin', 'token', 'create', '--name', 'ops', '--scope', 'read'])
+    if (typeof made.token !== 'string') fail(`admin token create gave no token: ${JSON.stringify(made)}`)
+    const headers = { authorization: `Bearer ${made.token}` }
+    const r = await expectStatus(fetch(`http://127.0.0.1:${adminPort}/admin/v1/accounts`, { headers }), 200, `${store}: admin API`)
+    const { items } = (await r.json()) as { items: { name: string }[] }
+    if (!items.some((a) => a.name === 'container check')) fail(`${store}: the admin API lists ${JSON.stringify(items)}, not the account the CLI made`)
+  })
   await step(`${store}: GET /totp/ping`, () => ping(url, key, `${store}: ping`))
   const bytes = await step(`${store}: a PDF converted to PNG`, () => convert(url, key))
   process.stdout.write(`  (${bytes} bytes of PNG)\n`)
@@ -203,7 +214,8 @@ async function journey(name: string, store: string, storeKind: 'sqlite' | 'postg
   await step(`${store}: SIGTERM again`, () => stopCleanly(name))
   // A restart keeps the container's own files; a new container (an upgrade) has only the volume or the database.
   await step(`${store}: a new container on the same data, the same key answers`, async () => {
-    podman(['rm', '-f', name])
+    // -v: the image's anonymous /data volume too (the SQLite run's data is a bind mount, which stays).
+    podman(['rm', '-f', '-v', name])
     podman(run)
     await waitReady(url, name)
     await ping(url, key, `${store}: ping from a new container`)
@@ -234,6 +246,87 @@ mkdirSync(data)
 chmodSync(data, 0o777)
 await journey(CONTAINERS[0]!, 'SQLite', 'sqlite', ['-v', `${data}:/data`])
 
+/** LOGGING: the rotation every service of the compose files has (docs/deploy.md, "Logs"), as podman-compose passes it on. */
+const LOGGING = ' --log-driver=json-file --log-opt=max-size=10m --log-opt=max-file=5 '
+
+/**
+ * checkRuns: the `podman run` lines podman-compose planned for a compose file. Every service rotates its
+ * output (LOGGING) and publishes on the host's loopback only, but Caddy's 80 and 443. The nodes publish
+ * exactly `want.ports` of the container (3000, the API; 3001, the admin API, which listens on every address
+ * of the container for that), so neither is reachable from beyond the host, and trust `want.trust`
+ * rather than `true` for X-Forwarded-For (issue 40, finding 6; issue 41).
+ */
+function checkRuns(out: string, project: string, file: string, nodes: readonly string[], want: { ports: readonly string[]; trust: string }): void {
+  const runs = out.split('\n').filter((l) => l.includes(`--name=${project}_`))
+  for (const line of runs) {
+    const service = /--name=\S+?_(.+)_1 /.exec(line)?.[1] ?? line
+    const published = [...line.matchAll(/ -p (\S+)/g)].map((m) => m[1]!)
+    if (!line.includes(LOGGING)) fail(`${file}: ${service} does not rotate its logs as the others do (${LOGGING.trim()}):\n${line}`)
+    if (service !== 'caddy' && !published.every((p) => p.startsWith('127.0.0.1:')))
+      fail(`${file}: ${service} publishes ${published.join(', ')}; only on 127.0.0.1`)
+    if (!nodes.includes(service)) continue
+    const ports = published.map((p) => p.split(':').at(-1)).sort()
+    if (ports.join() !== [...want.ports].sort().join())
+      fail(`${file}: ${service} publishes ${published.join(', ') || 'no port'}; it must publish ${want.ports.join(' and ')} on 127.0.0.1`)
+    if (!line.includes(' -e ADMIN_LISTEN=0.0.0.0:3001 ')) fail(`${file}: ${service} must set ADMIN_LISTEN=0.0.0.0:3001 (its published admin port):\n${line}`)
+    if (!line.includes(` -e TRUST_PROXY=${want.trust} `)) fail(`${file}: ${service} must set TRUST_PROXY=${want.trust}:\n${line}`)
+  }
+  for (const node of nodes) if (!runs.some((l) => l.includes(`--name=${project}_${node}_1 `))) fail(`podman-compose planned no ${node} from ${file}`)
+}
+
+/**
+ * The compose files, as far as this machine allows (no bridge network, no registry): podman-compose
+ * reads each with the example settings and must plan every service, with the ports, log rotation and
+ * proxy trust that checkRuns says; its dry run still makes the project's volumes and network,
+ * which are removed after.
+ */
+const COMPOSE_PROJECT = 'tessera-compose-check'
+const clusterPlan = await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
+  const dir = join(work, 'compose')
+  mkdirSync(dir)
+  for (const f of ['compose.yaml', 'compose.cluster.yaml', 'Dockerfile']) copyFileSync(join(ROOT, f), join(dir, f))
+  cpSync(join(ROOT, 'deploy'), join(dir, 'deploy'), { recursive: true })
+  // The .env of the walk-through's step 1, which the rolling update's nodes start with.
+  const secrets: Record<string, string> = {
+    PEPPER: randomBytes(48).toString('base64'),
+    ENCRYPTION_KEYS: `1:${randomBytes(32).toString('base64')}`,
+    POSTGRES_PASSWORD: randomBytes(24).toString('hex'),
+  }
+  const example = readFileSync(join(ROOT, 'deploy/env.example'), 'utf8')
+  writeFileSync(
+    join(dir, '.env'),
+    example.replace(/^(PEPPER|ENCRYPTION_KEYS|POSTGRES_PASSWORD)=$/gm, (_, name: string) => `${name}=${secrets[name]}`),
+  )
+  // The compose files' image, tessera:latest, is the one just built (removed at the end).
+  podman(['tag', IMAGE, 'localhost/tessera:latest'])
+  const project = COMPOSE_PROJECT
+  let cluster = ''
+  const expected: Record<string, readonly string[]> = {
+    'compose.yaml': ['tessera'],
+    'compose.cluster.yaml': ['tessera-1', 'tessera-2', 'postgres', 'redis', 'caddy', 'prometheus', 'alertmanager'],
+  }
+  try {
+    for (const [file, services] of Object.entries(expected)) {
+      const r = spawnSync('podman-compose', ['--dry-run', '-p', project, '-f', file, 'up', '-d'], { cwd: dir, env, encoding: 'utf8' })
+      const out = `${r.stdout}${r.stderr}`
+      if (r.status !== 0) fail(`podman-compose could not read ${file}:\n${out.slice(-3000)}`)
+      for (const service of services) {
+        if (!out.includes(`--name=${project}_${service}_1`)) fail(`podman-compose planned no ${service} from ${file}:\n${out.slice(-3000)}`)
+      }
+      if (file === 'compose.yaml') checkRuns(out, project, file, ['tessera'], { ports: ['3000', '3001'], trust: 'loopback,uniquelocal' })
+      else {
+        checkRuns(out, project, file, ['tessera-1', 'tessera-2'], { ports: ['3001'], trust: 'uniquelocal' })
+        cluster = out
+      }
+    }
+  } finally {
+    const volumes = podman(['volume', 'ls', '-q', '--filter', `label=io.podman.compose.project=${project}`], { allowFailure: true }).out
+    if (volumes !== '') podman(['volume', 'rm', ...volumes.split('\n')], { allowFailure: true })
+    podman(['network', 'rm', `${project}_default`], { allowFailure: true })
+  }
+  return cluster
+})
+
 const databaseUrl = process.env.CONTAINER_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const redisUrl = process.env.CONTAINER_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const scratch = `tessera_container_${process.pid}`
@@ -256,6 +349,8 @@ try {
     '-e',
     `REDIS_PREFIX=${redisPrefix}`,
   ])
+  const kit = { env, root: ROOT, work, fail, step, freePort, waitReady, cli }
+  await rollingUpdate(kit, clusterPlan, COMPOSE_PROJECT, { DATABASE_URL: String(scratchUrl), REDIS_URL: redisUrl, REDIS_PREFIX: redisPrefix })
 } finally {
   const keys = await redis.keys(`${redisPrefix}*`)
   if (keys.length > 0) await redis.del(...keys)
@@ -264,58 +359,7 @@ try {
   scratchDatabase = null
   await admin.end()
 }
-
-/**
- * checkNodeRun: the `podman run` line podman-compose planned for a service, checked to keep the node's
- * port from clients that would pass the proxy: published on loopback only, or not at all, and a
- * TRUST_PROXY that names addresses rather than `true` (issue 40, finding 6).
- */
-function checkNodeRun(out: string, project: string, service: string, file: string, want: { port: 'loopback' | 'none'; trust: string }): void {
-  const line = out.split('\n').find((l) => l.includes(`--name=${project}_${service}_1 `))
-  if (line === undefined) fail(`podman-compose planned no ${service} from ${file}`)
-  const published = [...line.matchAll(/ -p (\S+)/g)].map((m) => m[1]!)
-  const ok = want.port === 'none' ? published.length === 0 : published.length > 0 && published.every((p) => p.startsWith('127.0.0.1:'))
-  if (!ok) fail(`${file}: ${service} publishes ${published.join(', ') || 'no port'}; it must publish ${want.port === 'none' ? 'none' : 'on 127.0.0.1 only'}`)
-  if (!line.includes(` -e TRUST_PROXY=${want.trust} `)) fail(`${file}: ${service} must set TRUST_PROXY=${want.trust}:\n${line}`)
-}
-
-/**
- * The compose files, as far as this machine allows (no bridge network, no registry): podman-compose
- * reads each with the example settings and must plan every service, the nodes with their port and
- * proxy trust as checkNodeRun says; its dry run still makes the project's volumes and network,
- * which are removed after.
- */
-await step('compose.yaml and compose.cluster.yaml planned by podman-compose', () => {
-  const dir = join(work, 'compose')
-  mkdirSync(join(dir, 'deploy'), { recursive: true })
-  for (const f of ['compose.yaml', 'compose.cluster.yaml', 'Dockerfile']) copyFileSync(join(ROOT, f), join(dir, f))
-  for (const f of readdirSync(join(ROOT, 'deploy'))) copyFileSync(join(ROOT, 'deploy', f), join(dir, 'deploy', f))
-  const example = readFileSync(join(ROOT, 'deploy/env.example'), 'utf8')
-  writeFileSync(join(dir, '.env'), example.replace(/^(PEPPER|ENCRYPTION_KEYS|POSTGRES_PASSWORD)=$/gm, '$1=set-in-ci'))
-  podman(['tag', IMAGE, 'localhost/tessera:latest'])
-  const project = 'tessera-compose-check'
-  const expected: Record<string, readonly string[]> = {
-    'compose.yaml': ['tessera'],
-    'compose.cluster.yaml': ['tessera-1', 'tessera-2', 'postgres', 'redis', 'caddy', 'prometheus'],
-  }
-  try {
-    for (const [file, services] of Object.entries(expected)) {
-      const r = spawnSync('podman-compose', ['--dry-run', '-p', project, '-f', file, 'up', '-d'], { cwd: dir, env, encoding: 'utf8' })
-      const out = `${r.stdout}${r.stderr}`
-      if (r.status !== 0) fail(`podman-compose could not read ${file}:\n${out.slice(-3000)}`)
-      for (const service of services) {
-        if (!out.includes(`--name=${project}_${service}_1`)) fail(`podman-compose planned no ${service} from ${file}:\n${out.slice(-3000)}`)
-      }
-      if (file === 'compose.yaml') checkNodeRun(out, project, 'tessera', file, { port: 'loopback', trust: 'loopback,uniquelocal' })
-      else for (const node of ['tessera-1', 'tessera-2']) checkNodeRun(out, project, node, file, { port: 'none', trust: 'uniquelocal' })
-    }
-  } finally {
-    const volumes = podman(['volume', 'ls', '-q', '--filter', `label=io.podman.compose.project=${project}`], { allowFailure: true }).out
-    if (volumes !== '') podman(['volume', 'rm', ...volumes.split('\n')], { allowFailure: true })
-    podman(['network', 'rm', `${project}_default`], { allowFailure: true })
-    podman(['rmi', 'localhost/tessera:latest'], { allowFailure: true })
-  }
-})
+podman(['rmi', 'localhost/tessera:latest'], { allowFailure: true })
 
 const image = sizeOf(IMAGE)
 const base = sizeOf(BASE)

@@ -423,6 +423,13 @@ export const settings = {
     'Most connections open at once (keep it under the file-descriptor limit, `ulimit -n`, less a hundred). At the cap, a new connection closes the oldest one that has no request in progress; it is refused only when all have one.',
   ),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 10000, 0, 600000, 'On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway.'),
+  shutdownDrainMs: int(
+    'SHUTDOWN_DRAIN_MS',
+    0,
+    0,
+    600000,
+    "On SIGTERM/SIGINT, how long the node goes on serving, every answer closing its connection and `/readyz` answering 503, before it stops accepting connections (then `SHUTDOWN_TIMEOUT_MS` runs): longer than the load balancer takes to see `/readyz` fail (`compose.cluster.yaml` sets 6000 for Caddy's check every 5 s), so that no request goes to a node that no longer listens during a rolling update. 0: stop at once.",
+  ),
   keyMaxPerAccount: int(
     'KEY_MAX_PER_ACCOUNT',
     100,

@@ -63,6 +63,9 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     bodyLimit: opts.bodyLimit,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
+    // A request that arrives on a kept-alive connection while the server closes is served (the store is open until the
+    // close ends), its answer closing the connection (server.ts), rather than refused with a 503 that a proxy cannot retry.
+    return503OnClosing: false,
     http: httpServerOptions(config),
     // A list goes to proxy-addr as it is (config.ts checked every entry); Fastify takes a mutable array.
     trustProxy: typeof opts.trustProxy === 'boolean' ? opts.trustProxy : [...opts.trustProxy],

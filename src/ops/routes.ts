@@ -39,6 +39,8 @@ export interface OpsOptions {
   readonly timeoutMs: number
   /** The clock (epoch ms) of the SMTP check's cache; tests move it. */
   readonly now?: () => number
+  /** True while the node drains before it closes (SHUTDOWN_DRAIN_MS): readyz answers 503 whatever the dependencies say. */
+  readonly draining?: () => boolean
 }
 
 export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions): Promise<void> {
@@ -69,6 +71,8 @@ export default async function opsRoutes(app: FastifyInstance, opts: OpsOptions):
       },
     },
     async (request, reply) => {
+      // Shutting down: out of the load balancer first, while the node still serves what it is sent.
+      if (opts.draining?.() === true) return reply.code(503).send({ status: 'unavailable', version: VERSION, checks: { node: 'shutting down' } })
       const [health, mail] = await Promise.all([storeHealth(store, timeoutMs), smtp?.(timeoutMs)])
       const all: Record<string, Dependency> = mail === undefined ? health : { ...health, smtp: { ...mail, essential: false } }
       const checks: Record<string, string> = {}

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { once } from 'node:events'
 import { spawn } from 'node:child_process'
+import http from 'node:http'
 import { tempDir } from '../../support/helper.ts'
 import { startServer } from '../../support/process.ts'
 import { PortalClient } from '../../support/portal-helper.ts'
@@ -126,6 +127,47 @@ test('the admin API listens on ADMIN_LISTEN, named in the "serving" line, and cl
   assert.match(off.output(), /"admin":"off"/)
   off.child.kill('SIGTERM')
   await once(off.child, 'exit')
+})
+
+test('SIGTERM with SHUTDOWN_DRAIN_MS: the node goes on serving, /readyz answers 503 and every answer closes its connection; then it stops listening and exits 0', async (t) => {
+  const server = start({ DATA_DIR: tempDir(t), SHUTDOWN_DRAIN_MS: '1500' })
+  t.after(() => server.child.kill('SIGKILL'))
+  const { port } = await server.ready
+  // One kept-alive connection, as a proxy keeps to its upstreams.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.after(() => agent.destroy())
+  const get = (path: string) =>
+    new Promise<{ status: number; connection: string | undefined; body: string; localPort: number | undefined }>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port, path, agent }, (res) => {
+          const { localPort } = res.socket
+          let body = ''
+          res.on('data', (d) => {
+            body += d
+          })
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, body, localPort }))
+        })
+        .on('error', reject)
+    })
+  const before = await get('/readyz')
+  assert.equal(before.status, 200)
+  assert.equal(before.connection, 'keep-alive')
+
+  const sent = Date.now()
+  server.child.kill('SIGTERM')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  // The same connection: its request is served (not a 503 for a closing server), and the answer closes it.
+  const during = await get('/healthz')
+  assert.equal(during.localPort, before.localPort, 'the kept-alive connection')
+  assert.deepEqual([during.status, during.connection], [200, 'close'])
+  const ready = await get('/readyz')
+  assert.deepEqual([ready.status, ready.connection], [503, 'close'])
+  assert.deepEqual(JSON.parse(ready.body).checks, { node: 'shutting down' })
+
+  assert.deepEqual(await once(server.child, 'exit'), [0, null])
+  assert.ok(Date.now() - sent >= 1500, `exited ${Date.now() - sent} ms after SIGTERM, before the drain ended`)
+  await assert.rejects(get('/healthz'), /ECONNREFUSED/)
+  assert.match(server.output(), /"drainMs":1500,"msg":"shutting down"/)
 })
 
 test('SIGTERM to `npm start` reaches the server: it exits and its port closes (no orphan keeps answering)', { timeout: 30_000 }, async (t) => {

@@ -21,6 +21,7 @@ import { isFailure, type Failure } from '../services/outcome.ts'
 import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
 import { isJobStatus, JOB_STATUSES, type ConversionJob } from '../domain/jobs.ts'
 import { refusalReason } from './job-refusal.ts'
+import { inviteOperator, operatorMessage } from './operator-invite.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
@@ -60,6 +61,11 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       group, last N days (31)
   audit [--account ID] [--actor A] [--action A] [--limit N] [--after CURSOR]
                                       the audit trail, newest first
+  operator invite --email E [--print-link]
+                                      invite someone to be a portal operator (the first one
+                                      under SIGNUP_MODE=closed): a single-use link for 7 days,
+                                      emailed, or printed with --print-link (a secret: give it
+                                      to them yourself); the flag is granted when they accept
   operator grant --email E             let a portal user see and act in every account
   operator revoke --email E
   operator list                       the portal's operators
@@ -152,6 +158,7 @@ type Flags = {
   profile?: string
   from?: string
   json?: boolean
+  'print-link'?: boolean
   'rp-id'?: string
   'rp-name'?: string
   origins?: string
@@ -234,10 +241,12 @@ const userRow = (u: User) => ({
 })
 const userJson = (u: User) => ({ id: u.id, email: u.email, status: u.status, emailVerifiedAt: u.emailVerifiedAt, operator: u.operator, createdAt: u.createdAt })
 
+/** stderrLine: the mailer's log lines, on standard error (JSON, as the server's). */
+const stderrLine = (level: string) => (fields: object, message: string) => process.stderr.write(`${JSON.stringify({ level, ...fields, msg: message })}\n`)
+
 /** mailApproval tells an approved user they can sign in; a failure is a warning (the approval stands). */
 async function mailApproval(config: Config, user: User): Promise<void> {
-  const line = (level: string) => (fields: object, message: string) => process.stderr.write(`${JSON.stringify({ level, ...fields, msg: message })}\n`)
-  const mailer = openMailer(config, { info: line('info'), warn: line('warn') })
+  const mailer = openMailer(config, { info: stderrLine('info'), warn: stderrLine('warn') })
   try {
     await mailer.send({ to: user.email, ...signupApproved({ signInUrl: `${config.publicBaseUrl}/portal/sign-in` }) })
   } catch (error) {
@@ -286,8 +295,35 @@ async function runUsers(config: Config, users: Users, verb: string | undefined, 
   }
 }
 
-async function runOperators(users: Users, verb: string | undefined, flags: Flags): Promise<Output> {
+/** runOperatorInvite: `operator invite`, an operator invitation emailed, or its link printed (admin/operator-invite.ts). */
+async function runOperatorInvite(config: Config, services: Services, flags: Flags): Promise<Output> {
+  const invitation = ok(await inviteOperator(services.team, config, CTX, need(flags.email, 'email')))
+  const until = `works once, until ${invitation.expiresAt}`
+  if (flags['print-link'] === true) {
+    return {
+      json: { email: invitation.email, expiresAt: invitation.expiresAt, link: invitation.link },
+      human: `Operator invitation for ${invitation.email} (${until}).\nLink (a secret: give it to ${invitation.email} yourself, over a channel you trust): ${invitation.link}`,
+    }
+  }
+  const mailer = openMailer(config, { info: stderrLine('info'), warn: stderrLine('warn') })
+  try {
+    await mailer.send(operatorMessage(config, invitation))
+  } catch (error) {
+    throw new CommandError(`${(error as Error).message}; the invitation stands unsent: run the command again (a new one replaces it), or with --print-link`)
+  } finally {
+    mailer.close()
+  }
+  return {
+    json: { email: invitation.email, expiresAt: invitation.expiresAt, sent: true },
+    human: `Operator invitation emailed to ${invitation.email} (${until})`,
+  }
+}
+
+async function runOperators(config: Config, services: Services, verb: string | undefined, flags: Flags): Promise<Output> {
+  const users = services.users
   switch (verb) {
+    case 'invite':
+      return runOperatorInvite(config, services, flags)
     case 'grant':
     case 'revoke': {
       const operator = verb === 'grant'
@@ -785,7 +821,7 @@ async function run(config: Config, services: Services, words: readonly string[],
   const { accounts, users } = services
   const [noun, verb] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
-  if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
+  if (noun === 'operator' && words.length <= 2) return runOperators(config, services, verb, flags)
   if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(config, services.factors, verb, flags, flags.json === true)
   if (noun === 'factor-settings' && words.length <= 2) return runFactorSettings(services.factors, verb, flags)
   switch (noun) {
@@ -850,6 +886,7 @@ function parse(argv: readonly string[]) {
     allowPositionals: true,
     options: {
       json: { type: 'boolean', default: false },
+      'print-link': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
       name: { type: 'string' },

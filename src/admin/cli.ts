@@ -22,6 +22,7 @@ import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
 import { isJobStatus, JOB_STATUSES, type ConversionJob } from '../domain/jobs.ts'
 import { refusalReason } from './job-refusal.ts'
 import { inviteOperator, operatorMessage } from './operator-invite.ts'
+import { backupStore } from '../services/backup.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
@@ -112,7 +113,10 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       batches of N (500), while the service runs; once status
                                       shows 0 under the old version, it can be removed from
                                       ENCRYPTION_KEYS
-  migrate                             apply pending schema migrations`
+  migrate                             apply pending schema migrations
+  backup FILE [--force]               copy the SQLite store to FILE while the node serves (one
+                                      consistent snapshot, written under a temporary name, checked
+                                      and renamed; --force replaces FILE); on PostgreSQL, use pg_dump`
 
 class UsageError extends Error {}
 class CommandError extends Error {}
@@ -159,6 +163,7 @@ type Flags = {
   from?: string
   json?: boolean
   'print-link'?: boolean
+  force?: boolean
   'rp-id'?: string
   'rp-name'?: string
   origins?: string
@@ -816,6 +821,16 @@ async function runAdminTokens(accounts: Accounts, words: readonly string[], flag
   }
 }
 
+/** runBackup: `backup FILE [--force]`, the SQLite store copied while the node serves (services/backup.ts). */
+async function runBackup(config: Config, words: readonly string[], flags: Flags): Promise<Output> {
+  if (words.length > 2) throw unknown(words)
+  const made = ok(await backupStore(config, need(words[1], 'backup file'), { overwrite: flags.force === true }))
+  return {
+    json: made,
+    human: `Backed up the SQLite store to ${made.file}: ${made.bytes} bytes, integrity ${made.integrity}, schema version ${made.schemaVersion}`,
+  }
+}
+
 /** run hands a command line to its noun's runner; `usage`, `audit` and `migrate` take no verb. */
 async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
   const { accounts, users } = services
@@ -887,6 +902,7 @@ function parse(argv: readonly string[]) {
     options: {
       json: { type: 'boolean', default: false },
       'print-link': { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
       name: { type: 'string' },
@@ -952,8 +968,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   let services: Services | undefined
   try {
     const config = loadConfig()
-    services = await openServices(config)
-    const out = await run(config, services, positionals, values)
+    // A backup opens no store (no migration, no write lock): the copy reads the file on its own.
+    if (positionals[0] !== 'backup') services = await openServices(config)
+    const out = services === undefined ? await runBackup(config, positionals, values) : await run(config, services, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return out.exitCode ?? 0
   } catch (error) {

@@ -12,7 +12,8 @@ import { startApp, tempDir, testClock, type Running } from '../../support/helper
 import { admin, startAdmin } from '../../support/admin-helper.ts'
 import { createDatabase, skipUnless, type StoreEnv } from '../../support/services.ts'
 import { messageTo, portalLinkOf, smtp, type Received } from '../../support/smtp.ts'
-import { PortalClient, portalUser } from '../../support/portal-helper.ts'
+import { codeOf, PortalClient, portalUser } from '../../support/portal-helper.ts'
+import { newTotpSecret } from '../../../src/services/users/codes.ts'
 
 const stores: [string, StoreEnv, false | string][] = [
   ['sqlite', async () => ({}), false],
@@ -199,6 +200,27 @@ for (const [name, storeEnv, skip] of stores) {
     assert.match((await cli(['operator', 'invite', '--email', carolEmail])).stderr, /carol@example\.com is disabled/)
   })
 }
+
+test('an invited user with two-factor sign-in accepts only once past the second factor: the password alone grants nothing', async (t) => {
+  const { app, mail, cli } = await node(t, async () => ({}))
+  const dee = await portalUser(app, { email: 'dee@example.com' })
+  const secret = newTotpSecret()
+  await app.store.portal.updateUser(dee.user.id, { totpSecret: secret, totpEnabledAt: new Date(app.clock.now()).toISOString() }, null)
+  assert.equal((await cli(['operator', 'invite', '--email', dee.email])).code, 0)
+  const path = await pathOf(mail.received, dee.email)
+  const client = new PortalClient(app.url)
+  const signIn = await client.post('/portal/sign-in', { email: dee.email, password: dee.password, next: path }, { from: '/portal/sign-in' })
+  assert.match(signIn.location ?? '', /^\/portal\/two-factor/, 'the password alone leads to the second step')
+  const shown = await client.get(path)
+  assert.match(shown.text, /Sign in to accept/, 'half signed in is not signed in')
+  assert.equal((await client.post('/portal/invitations/accept', { token: tokenOf(path), password: PASSWORD }, { from: '/portal/sign-in' })).status, 409)
+  assert.equal((await app.store.portal.findUserByEmail(dee.email))?.operator, false)
+  const done = await client.post('/portal/two-factor', { code: codeOf(app, secret) }, { from: '/portal/two-factor' })
+  assert.equal(done.status, 303, done.text.slice(0, 300))
+  assert.match((await client.get(path)).text, /Accept and become an operator/)
+  assert.equal((await client.post('/portal/invitations/accept', { token: tokenOf(path) })).status, 303)
+  assert.equal((await app.store.portal.findUserByEmail(dee.email))?.operator, true)
+})
 
 test('operator invite --print-link: the link on standard output and no email; it works as the emailed one', async (t) => {
   const { app, mail, cli } = await node(t, async () => ({}))

@@ -260,6 +260,9 @@ test('the admin API invites an operator (write token), emailed by SMTP; refuses 
   assert.equal(bad.status, 400)
   assert.match(JSON.stringify(await bad.json()), /FIELD_INVALID.*email/)
   assert.equal((await call(a.write.secret, { email: 'x@example.com', operator: true })).status, 400, 'unknown fields are refused')
+  for (const email of ['a\u0000@example.com', 'a@exa\u0007mple.com', 'a\u007f@example.com']) {
+    assert.equal((await call(a.write.secret, { email })).status, 400, `control characters are refused: ${JSON.stringify(email)}`)
+  }
 
   const accepted = await accept(new PortalClient(a.pub.url), path)
   assert.equal(accepted.status, 303)

@@ -168,11 +168,6 @@ export class Team {
     return emails
   }
 
-  /** hasSignIn: a user with this address exists (in any case). */
-  async hasSignIn(email: string): Promise<boolean> {
-    return (await this.#store.portal.findUserByEmail(email)) !== null
-  }
-
   // Members
 
   /**

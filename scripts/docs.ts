@@ -20,6 +20,7 @@ import { Totp } from '../src/services/totp.ts'
 import { Webhooks } from '../src/services/webhooks.ts'
 import { Idempotency } from '../src/services/idempotency.ts'
 import { Jobs } from '../src/services/jobs.ts'
+import { Team } from '../src/services/team.ts'
 import { resolveKeyring } from '../src/config/encryption.ts'
 import { pepperKey } from '../src/crypto/keyed.ts'
 import { renderTypes } from './typegen/openapi-types.ts'
@@ -80,6 +81,7 @@ export async function renderOpenApi(which: 'public' | 'admin' = 'public'): Promi
             idempotency: new Idempotency({ store, config, keyring: resolveKeyring(config) }),
             webhooks: new Webhooks({ store, keyring: resolveKeyring(config), config }),
             jobs: new Jobs({ store, keyring: resolveKeyring(config), config }),
+            operators: { team: new Team({ store, now: Date.now, sessionTtlMs: 3_600_000 }), mailer: null },
           })
     await app.ready()
     const doc = app.swagger() as unknown as Record<string, unknown>

@@ -32,7 +32,7 @@ import { Passwords } from './services/users/passwords.ts'
 import { SignInThrottle } from './services/users/throttle.ts'
 import { keepPortalTidy } from './services/users/maintenance.ts'
 import type { Users } from './services/users.ts'
-import { Team } from './services/team.ts'
+import type { Team } from './services/team.ts'
 import type { Factors } from './services/factors.ts'
 import type { Passkeys } from './services/passkeys.ts'
 import type { Idempotency } from './services/idempotency.ts'
@@ -160,7 +160,7 @@ export class Runtime {
     this.accounts = services.accounts
     this.webhooks = services.webhooks
     this.users = services.users
-    this.team = new Team({ store: this.portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
+    this.team = services.team
     this.factors = services.factors
     this.passkeys = services.passkeys
     this.idempotency = services.idempotency

@@ -68,6 +68,7 @@ const admin =
         metrics: runtime.metrics,
         webhooks: runtime.webhooks,
         jobs: runtime.jobs,
+        operators: { team: runtime.team, mailer: runtime.mailer },
         factors: runtime.factors,
         totp: runtime.totp,
         idempotency: runtime.idempotency,

@@ -21,6 +21,8 @@ import { isFailure, type Failure } from '../services/outcome.ts'
 import { isRefusal, jobView, type Jobs } from '../services/jobs.ts'
 import { isJobStatus, JOB_STATUSES, type ConversionJob } from '../domain/jobs.ts'
 import { refusalReason } from './job-refusal.ts'
+import { inviteOperator, operatorMessage } from './operator-invite.ts'
+import { backupStore } from '../services/backup.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
@@ -61,6 +63,11 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       group, last N days (31)
   audit [--account ID] [--actor A] [--action A] [--limit N] [--after CURSOR]
                                       the audit trail, newest first
+  operator invite --email E [--print-link]
+                                      invite someone to be a portal operator (the first one
+                                      under SIGNUP_MODE=closed): a single-use link for 7 days,
+                                      emailed, or printed with --print-link (a secret: give it
+                                      to them yourself); the flag is granted when they accept
   operator grant --email E             let a portal user see and act in every account
   operator revoke --email E
   operator list                       the portal's operators
@@ -107,7 +114,10 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       batches of N (500), while the service runs; once status
                                       shows 0 under the old version, it can be removed from
                                       ENCRYPTION_KEYS
-  migrate                             apply pending schema migrations`
+  migrate                             apply pending schema migrations
+  backup FILE [--force]               copy the SQLite store to FILE while the node serves (one
+                                      consistent snapshot, written under a temporary name, checked
+                                      and renamed; --force replaces FILE); on PostgreSQL, use pg_dump`
 
 class UsageError extends Error {}
 class CommandError extends Error {}
@@ -153,6 +163,8 @@ type Flags = {
   profile?: string
   from?: string
   json?: boolean
+  'print-link'?: boolean
+  force?: boolean
   'rp-id'?: string
   'rp-name'?: string
   origins?: string
@@ -235,10 +247,12 @@ const userRow = (u: User) => ({
 })
 const userJson = (u: User) => ({ id: u.id, email: u.email, status: u.status, emailVerifiedAt: u.emailVerifiedAt, operator: u.operator, createdAt: u.createdAt })
 
+/** stderrLine: the mailer's log lines, on standard error (JSON, as the server's). */
+const stderrLine = (level: string) => (fields: object, message: string) => process.stderr.write(`${JSON.stringify({ level, ...fields, msg: message })}\n`)
+
 /** mailApproval tells an approved user they can sign in; a failure is a warning (the approval stands). */
 async function mailApproval(config: Config, user: User): Promise<void> {
-  const line = (level: string) => (fields: object, message: string) => process.stderr.write(`${JSON.stringify({ level, ...fields, msg: message })}\n`)
-  const mailer = openMailer(config, { info: line('info'), warn: line('warn') })
+  const mailer = openMailer(config, { info: stderrLine('info'), warn: stderrLine('warn') })
   try {
     await mailer.send({ to: user.email, ...signupApproved({ signInUrl: `${config.publicBaseUrl}/portal/sign-in` }) })
   } catch (error) {
@@ -287,8 +301,35 @@ async function runUsers(config: Config, users: Users, verb: string | undefined, 
   }
 }
 
-async function runOperators(users: Users, verb: string | undefined, flags: Flags): Promise<Output> {
+/** runOperatorInvite: `operator invite`, an operator invitation emailed, or its link printed (admin/operator-invite.ts). */
+async function runOperatorInvite(config: Config, services: Services, flags: Flags): Promise<Output> {
+  const invitation = ok(await inviteOperator(services.team, config, CTX, need(flags.email, 'email')))
+  const until = `works once, until ${invitation.expiresAt}`
+  if (flags['print-link'] === true) {
+    return {
+      json: { email: invitation.email, expiresAt: invitation.expiresAt, link: invitation.link },
+      human: `Operator invitation for ${invitation.email} (${until}).\nLink (a secret: give it to ${invitation.email} yourself, over a channel you trust): ${invitation.link}`,
+    }
+  }
+  const mailer = openMailer(config, { info: stderrLine('info'), warn: stderrLine('warn') })
+  try {
+    await mailer.send(operatorMessage(config, invitation))
+  } catch (error) {
+    throw new CommandError(`${(error as Error).message}; the invitation stands unsent: run the command again (a new one replaces it), or with --print-link`)
+  } finally {
+    mailer.close()
+  }
+  return {
+    json: { email: invitation.email, expiresAt: invitation.expiresAt, sent: true },
+    human: `Operator invitation emailed to ${invitation.email} (${until})`,
+  }
+}
+
+async function runOperators(config: Config, services: Services, verb: string | undefined, flags: Flags): Promise<Output> {
+  const users = services.users
   switch (verb) {
+    case 'invite':
+      return runOperatorInvite(config, services, flags)
     case 'grant':
     case 'revoke': {
       const operator = verb === 'grant'
@@ -781,12 +822,22 @@ async function runAdminTokens(accounts: Accounts, words: readonly string[], flag
   }
 }
 
+/** runBackup: `backup FILE [--force]`, the SQLite store copied while the node serves (services/backup.ts). */
+async function runBackup(config: Config, words: readonly string[], flags: Flags): Promise<Output> {
+  if (words.length > 2) throw unknown(words)
+  const made = ok(await backupStore(config, need(words[1], 'backup file'), { overwrite: flags.force === true }))
+  return {
+    json: made,
+    human: `Backed up the SQLite store to ${made.file}: ${made.bytes} bytes, integrity ${made.integrity}, schema version ${made.schemaVersion}`,
+  }
+}
+
 /** run hands a command line to its noun's runner; `usage`, `audit` and `migrate` take no verb. */
 async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
   const { accounts, users } = services
   const [noun, verb] = words
   if (noun === 'user' && words.length <= 2) return runUsers(config, users, verb, flags)
-  if (noun === 'operator' && words.length <= 2) return runOperators(users, verb, flags)
+  if (noun === 'operator' && words.length <= 2) return runOperators(config, services, verb, flags)
   if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(config, services.factors, verb, flags, flags.json === true)
   if (noun === 'factor-settings' && words.length <= 2) return runFactorSettings(services.factors, verb, flags)
   switch (noun) {
@@ -851,6 +902,8 @@ function parse(argv: readonly string[]) {
     allowPositionals: true,
     options: {
       json: { type: 'boolean', default: false },
+      'print-link': { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
       name: { type: 'string' },
@@ -916,8 +969,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   let services: Services | undefined
   try {
     const config = loadConfig()
-    services = await openServices(config)
-    const out = await run(config, services, positionals, values)
+    // A backup opens no store (no migration, no write lock): the copy reads the file on its own.
+    if (positionals[0] !== 'backup') services = await openServices(config)
+    const out = services === undefined ? await runBackup(config, positionals, values) : await run(config, services, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return out.exitCode ?? 0
   } catch (error) {

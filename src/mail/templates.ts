@@ -94,6 +94,17 @@ export function invitation(input: {
   ])
 }
 
+/** operatorInvitation: an operator of the node (the CLI, an admin token) invites someone to be an operator. */
+export function operatorInvitation(input: { readonly portalUrl: string; readonly link: string; readonly validForMs: number }): Email {
+  return compose(`You are invited to operate ${PRODUCT}`, [
+    `You are invited to be an operator of ${PRODUCT} at ${oneLine(input.portalUrl)}: an operator sees and acts in every account from the portal.`,
+    'To accept, open this link (you can create your sign-in there if you have none):',
+    { link: input.link },
+    `The invitation works once and expires in ${duration(input.validForMs)}. Keep it to yourself: whoever holds the link can accept it for this address.`,
+    'If you do not expect this, ignore this email: nothing changes.',
+  ])
+}
+
 /** signupAwaitingApproval: to the new user, when an operator approves sign-ups (SIGNUP_MODE=approval). */
 export function signupAwaitingApproval(input: { readonly portalUrl: string }): Email {
   return compose(`Your ${PRODUCT} sign-up is awaiting approval`, [

@@ -26,6 +26,7 @@ import type { Passwords } from './users/passwords.ts'
 import type { SignInThrottle } from './users/throttle.ts'
 import { Webhooks } from './webhooks.ts'
 import { Jobs } from './jobs.ts'
+import { Team } from './team.ts'
 import type { Lookup } from '../webhooks/address.ts'
 
 /** ServiceParts: what the services are made of, and what only the runtime adds. */
@@ -59,6 +60,8 @@ export interface ServiceParts {
 export interface CoreServices {
   readonly accounts: Accounts
   readonly users: Users
+  /** Account members and invitations, and operator invitations. */
+  readonly team: Team
   readonly webhooks: Webhooks
   /** Managed TOTP factors: their users, recovery codes, lockouts and events. */
   readonly factors: Factors
@@ -81,6 +84,7 @@ export interface CoreServices {
 class ServiceSet implements CoreServices {
   readonly accounts: Accounts
   readonly users: Users
+  readonly team: Team
   readonly totp: Totp
   readonly #parts: ServiceParts
   #keyring: Keyring | undefined
@@ -105,6 +109,7 @@ class ServiceSet implements CoreServices {
       ...(parts.throttle === undefined ? {} : { throttle: parts.throttle }),
       now,
     })
+    this.team = new Team({ store: portalStore, now, sessionTtlMs: this.users.sessions.ttlMs })
     this.totp = new Totp({ store, config, pepper })
   }
 

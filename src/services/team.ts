@@ -8,9 +8,13 @@
  *   address replaces the earlier (in the store's createToken), reading one uses nothing up, and
  *   using it is one atomic step (consumeToken) that one request wins however many try at once;
  * - a member is not invited again; an invitation is accepted by its address only.
- * Each change writes its audit event (`member.*`, and `user.sign-up` for the sign-in an
- * invitation may create) with the actor of the context. Refusals are `TeamFailure`s, which
- * name the rule refused (the page words its own answer); they leave no event, as before.
+ * An operator invitation (the CLI's `operator invite`, the admin API's inviteOperator) is the
+ * same link without an account or a role: accepting it grants the operator flag, and nothing is
+ * granted before (operators.ts holds its rules).
+ * Each change writes its audit event (`member.*`, `operator.invite`, `user.operator-grant`, and
+ * `user.sign-up` for the sign-in an invitation may create) with the actor of the context.
+ * Refusals are `TeamFailure`s, which name the rule refused (the page words its own answer);
+ * they leave no event, as before.
  */
 import type { Account } from '../domain/accounts.ts'
 import type { AuditDraft, AuditTarget } from '../domain/accounts.ts'
@@ -19,6 +23,7 @@ import { emailKey, ROLES, type EmailToken, type Member, type Membership, type Ro
 import type { Store } from '../storage/ports.ts'
 import { isToken, newSessionToken, sessionIdHash } from './users/tokens.ts'
 import { draft, isFailure, type Context, type Failure, type FailureKind } from './outcome.ts'
+import { claimDraft, grantDraft, operatorInvitable, operatorSignUp, unclaimed } from './operators.ts'
 
 /** How long an invitation works. */
 export const INVITE_TTL_MS = 7 * 24 * 3_600_000
@@ -46,9 +51,21 @@ export function mayManage(actor: Role, target: Role): boolean {
  * an owner; `member-already` the address is a member; `not-member` no such member (any more);
  * `last-owner` the account would have no owner; `no-invitation` the link was used, has expired,
  * was replaced or cancelled; `wrong-address` the invitation is someone else's; `has-sign-in`
- * the invited address has a sign-in already (made since the page was shown).
+ * the invited address has a sign-in already (made since the page was shown);
+ * `operator-already` the address's user is an operator; `not-invitable` its user is disabled
+ * or waits for approval (operators.ts).
  */
-export type TeamRefusal = 'bad-role' | 'owner-only' | 'member-already' | 'not-member' | 'last-owner' | 'no-invitation' | 'wrong-address' | 'has-sign-in'
+export type TeamRefusal =
+  | 'bad-role'
+  | 'owner-only'
+  | 'member-already'
+  | 'not-member'
+  | 'last-owner'
+  | 'no-invitation'
+  | 'wrong-address'
+  | 'has-sign-in'
+  | 'operator-already'
+  | 'not-invitable'
 
 export interface TeamFailure extends Failure {
   readonly refusal: TeamRefusal
@@ -59,10 +76,10 @@ export interface TeamFailure extends Failure {
 const refused = (refusal: TeamRefusal, failure: FailureKind, message: string, member?: Member): TeamFailure =>
   member === undefined ? { failure, message, refusal } : { failure, message, refusal, member }
 
-/** A pending invitation found by its link, with its account. */
+/** A pending invitation found by its link, with its account (null: an operator invitation). */
 export interface FoundInvitation {
   readonly invitation: EmailToken
-  readonly account: Account
+  readonly account: Account | null
 }
 
 /** An invitation made: its token goes into the link emailed, and nowhere else (never a log). */
@@ -81,6 +98,14 @@ export interface NewSignIn {
   readonly sessionIdHash: string
   readonly ip: string | null
   readonly userAgent: string | null
+}
+
+/** An operator invitation made: its token goes into the link, and nowhere else (never a log). */
+export interface OperatorInvited {
+  /** The invitee's address, as kept (emailKey). */
+  readonly email: string
+  readonly token: string
+  readonly expiresAt: string
 }
 
 export interface TeamOptions {
@@ -141,11 +166,6 @@ export class Team {
       if (user) emails.set(id, user.email)
     })
     return emails
-  }
-
-  /** hasSignIn: a user with this address exists (in any case). */
-  async hasSignIn(email: string): Promise<boolean> {
-    return (await this.#store.portal.findUserByEmail(email)) !== null
   }
 
   // Members
@@ -231,8 +251,13 @@ export class Team {
 
   /** findInvitation: the pending invitation of a link's token and account, or null (malformed, unknown, used, expired or replaced). Uses nothing up. */
   async findInvitation(token: string, accountId: string): Promise<FoundInvitation | null> {
-    if (!isToken(token) || accountId === '' || accountId.length > MAX_ACCOUNT_ID) return null
+    if (!isToken(token) || accountId.length > MAX_ACCOUNT_ID) return null
     const hash = sessionIdHash(token)
+    // A link without an account is an operator invitation's: an account's invitation is found through its account only.
+    if (accountId === '') {
+      const invitation = await this.#store.portal.findToken(hash, 'invite', this.#iso())
+      return invitation === null || invitation.accountId !== null ? null : { invitation, account: null }
+    }
     const invitation = (await this.pendingInvitations(accountId)).find((t) => t.tokenHash === hash)
     const account = invitation === undefined ? null : await this.#store.access.getAccount(accountId)
     return invitation === undefined || account === null ? null : { invitation, account }
@@ -243,8 +268,8 @@ export class Team {
     return (await this.#store.portal.consumeToken(found.invitation.tokenHash, 'invite', this.#iso())) !== null
   }
 
-  #joinDraft(ip: string | null, found: FoundInvitation, user: Pick<User, 'id' | 'email'>): AuditDraft {
-    return this.#draft({ actor: { type: 'portal-user', id: user.id }, ip }, 'member.join', { type: 'member', id: user.id }, found.account.id, {
+  #joinDraft(ip: string | null, account: Account, found: FoundInvitation, user: Pick<User, 'id' | 'email'>): AuditDraft {
+    return this.#draft({ actor: { type: 'portal-user', id: user.id }, ip }, 'member.join', { type: 'member', id: user.id }, account.id, {
       email: user.email,
       role: found.invitation.role,
     })
@@ -257,8 +282,18 @@ export class Team {
   async join(ctx: Context, user: Pick<User, 'id' | 'email'>, found: FoundInvitation): Promise<{ joined: true } | TeamFailure> {
     if (emailKey(user.email) !== emailKey(found.invitation.email)) return refused('wrong-address', 'invalid', 'this invitation was sent to another address')
     if (!(await this.#consume(found))) return refused('no-invitation', 'conflict', 'the invitation was used, has expired or was replaced')
+    if (found.account === null) {
+      // The flag is granted here, on acceptance by a signed-in user of the invited address, and nowhere before.
+      await this.#store.portal.updateUser(user.id, { operator: true }, grantDraft(ctx.ip ?? null, user, {}))
+      return { joined: true }
+    }
     // False when they are a member already: they are where the invitation would take them.
-    await this.#store.portal.addMember(found.account.id, user.id, found.invitation.role ?? 'viewer', this.#joinDraft(ctx.ip ?? null, found, user))
+    await this.#store.portal.addMember(
+      found.account.id,
+      user.id,
+      found.invitation.role ?? 'viewer',
+      this.#joinDraft(ctx.ip ?? null, found.account, found, user),
+    )
     return { joined: true }
   }
 
@@ -270,6 +305,8 @@ export class Team {
    */
   async signUpAndJoin(found: FoundInvitation, input: NewSignIn): Promise<User | TeamFailure> {
     if (!(await this.#consume(found))) return refused('no-invitation', 'conflict', 'the invitation was used, has expired or was replaced')
+    if (found.account === null) return this.#operatorSignIn(found, input)
+    const account = found.account
     const at = this.#iso()
     const user: User = {
       id: `usr_${newSessionToken().token.slice(0, 22)}`,
@@ -284,7 +321,7 @@ export class Team {
       updatedAt: at,
     }
     const signUp: AuditDraft = {
-      ...this.#joinDraft(input.ip, found, user),
+      ...this.#joinDraft(input.ip, account, found, user),
       action: 'user.sign-up',
       target: { type: 'user', id: user.id },
       accountId: null,
@@ -292,7 +329,12 @@ export class Team {
     }
     // Someone created a sign-in for this address since the page was shown: the invitation is used up all the same.
     if (!(await this.#store.portal.createUser(user, signUp))) return refused('has-sign-in', 'conflict', `${user.email} has a sign-in already`)
-    await this.#store.portal.addMember(found.account.id, user.id, found.invitation.role ?? 'viewer', this.#joinDraft(input.ip, found, user))
+    await this.#store.portal.addMember(account.id, user.id, found.invitation.role ?? 'viewer', this.#joinDraft(input.ip, account, found, user))
+    await this.#startSession(user, input)
+    return user
+  }
+
+  async #startSession(user: Pick<User, 'id'>, input: NewSignIn): Promise<void> {
     await this.#store.portal.createSession({
       idHash: input.sessionIdHash,
       userId: user.id,
@@ -301,6 +343,59 @@ export class Team {
       ip: input.ip,
       userAgent: input.userAgent,
     })
+  }
+
+  // Operators
+
+  /**
+   * inviteOperator makes an operator invitation to `email` and its `operator.invite` event: a
+   * link without an account, which replaces the address's earlier operator invitation (its link
+   * dies). Nothing is granted now, whoever holds the address: the flag goes with the
+   * acceptance (join, signUpAndJoin). Refused for an operator, a disabled user and one waiting
+   * for approval (operators.ts). The door checks the address's form and sends the link.
+   */
+  async inviteOperator(ctx: Context, email: string): Promise<OperatorInvited | TeamFailure> {
+    const invitee = emailKey(email)
+    const not = operatorInvitable(await this.#store.portal.findUserByEmail(invitee))
+    if (not !== null) return refused(not.refusal, 'conflict', not.message)
+    const { token, idHash } = newSessionToken()
+    const expiresAt = this.#iso(INVITE_TTL_MS)
+    const event = this.#draft(ctx, 'operator.invite', { type: 'user', id: invitee }, null, { email: invitee })
+    await this.#store.portal.createToken({ tokenHash: idHash, purpose: 'invite', email: invitee, accountId: null, role: null, expiresAt }, [event])
+    return { token, email: invitee, expiresAt }
+  }
+
+  /**
+   * signInNeeded: whether accepting takes signing in as the invited address's user (a sign-in
+   * exists), or choosing a password. For an operator invitation a user whose address was never
+   * confirmed does not count: whoever made it had not proved the address, which the link does.
+   */
+  async signInNeeded(found: FoundInvitation): Promise<boolean> {
+    const user = await this.#store.portal.findUserByEmail(found.invitation.email)
+    return user !== null && (found.account !== null || !unclaimed(user))
+  }
+
+  /**
+   * #operatorSignIn: an operator invitation accepted signed out, used up already: a new user,
+   * active and operator; or, for an address whose user never confirmed it, that user claimed
+   * as a password reset claims it (the chosen password, the address confirmed, whatever was
+   * set up without proof gone, every session ended), and made operator. Then the new session.
+   */
+  async #operatorSignIn(found: FoundInvitation, input: NewSignIn): Promise<User | TeamFailure> {
+    const at = this.#iso()
+    const existing = await this.#store.portal.findUserByEmail(found.invitation.email)
+    let user: User | null = null
+    if (existing === null) {
+      const made = operatorSignUp(found.invitation.email, input.passwordHash, at)
+      if (await this.#store.portal.createUser(made, grantDraft(input.ip, made, { via: 'invitation', signUp: true }))) user = made
+    } else if (unclaimed(existing)) {
+      const claim = claimDraft(input.passwordHash, at)
+      user =
+        (await this.#store.portal.changeUser(existing.id, { ...claim, audits: () => [grantDraft(input.ip, existing, { via: 'invitation', confirmed: true })] }))
+          ?.user ?? null
+    }
+    if (user === null) return refused('has-sign-in', 'conflict', `${found.invitation.email} has a sign-in already`)
+    await this.#startSession(user, input)
     return user
   }
 }

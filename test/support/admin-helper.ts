@@ -16,6 +16,8 @@ import { Jobs } from '../../src/services/jobs.ts'
 import { resolveKeyring } from '../../src/config/encryption.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { CLI } from '../../src/domain/accounts.ts'
+import { Team } from '../../src/services/team.ts'
+import { openMailer } from '../../src/mail/mailer.ts'
 
 export interface Admin {
   readonly pub: Running
@@ -33,6 +35,14 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
   const logs: string[] = []
   const webhooks = new Webhooks({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
   const jobs = new Jobs({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config })
+  // The node's mailer, as the runtime's: SMTP_URL when the test gives one, else the log (into `logs`).
+  const log = {
+    info: (fields: object, msg: string) => logs.push(JSON.stringify({ ...fields, msg })),
+    warn: (fields: object, msg: string) => logs.push(JSON.stringify({ ...fields, msg })),
+  }
+  const mailer = openMailer(pub.config, log, { timeoutMs: 2000 })
+  t.after(() => mailer.close())
+  const team = new Team({ store: pub.store, now: clock.now, sessionTtlMs: pub.config.sessionTtlHours * 3_600_000 })
   const app = await buildAdminApp({
     config: pub.config,
     accounts: pub.accounts,
@@ -41,6 +51,7 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
     idempotency: new Idempotency({ store: pub.store, keyring: resolveKeyring(pub.config), config: pub.config, now: clock.now }),
     webhooks,
     jobs,
+    operators: { team, mailer },
     now: clock.now,
     logStream: {
       write: (line) => {

@@ -75,6 +75,24 @@ async function webhook(c: Ctx): Promise<string> {
 const csv = (c: Ctx, lines: number) => Array.from({ length: lines }, (_, i) => `csv-${c.account.index}-${c.next()}-${i},${newSecret()},line ${i}`).join('\n')
 
 export const ADMIN: Table = {
+  inviteOperator: [
+    { name: 'a new address', kind: 'valid', expect: [201], make: (c) => json({ email: `soak-operator-${c.next()}@example.com` }) },
+    { name: 'one address again and again (each replaces the last)', kind: 'boundary', expect: [201], make: () => json({ email: 'soak-operator@example.com' }) },
+    {
+      name: 'the longest address',
+      kind: 'boundary',
+      expect: [201],
+      make: (c) => json({ email: `${String(c.next() % 1000).padStart(64, 'a')}@${'b'.repeat(185)}.com` }),
+    },
+    {
+      name: 'not an address, too long, control characters, not text',
+      kind: 'hostile',
+      expect: [400],
+      make: (c) => json({ email: ['not an address', `${'a'.repeat(64)}@${'b'.repeat(186)}.com`, 'a\u0000@example.com', 42, ''][c.next() % 5] }),
+    },
+    ...bodies(() => ({})),
+    ...abuse(() => json({ email: 'x@example.com' })),
+  ],
   createAccount: [
     { name: 'an account', kind: 'valid', expect: [201], make: (c) => json({ name: `soak made ${c.next()}` }) },
     { name: 'with an Idempotency-Key (some repeated)', kind: 'boundary', make: (c) => json({ name: 'soak idem' }, idem(c)) },

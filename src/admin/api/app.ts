@@ -34,6 +34,7 @@ import type { Webhooks } from '../../services/webhooks.ts'
 import type { Jobs } from '../../services/jobs.ts'
 import { TAGS } from './schemas.ts'
 import { JOBS_TAG } from './job-schemas.ts'
+import operatorRoutes, { OPERATORS_TAG, type OperatorRouteOptions } from './operators.ts'
 
 export const ADMIN_TITLE = 'Tessera admin API'
 export const ADMIN_DOCUMENT_PATH = '/admin/v1/openapi.json'
@@ -65,7 +66,7 @@ export const ADMIN_CODES: readonly ErrorCode[] = [
 ]
 
 const DESCRIPTION = [
-  "The operators' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts, webhooks and conversion jobs. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.",
+  "The operators' API: accounts, keys, subscriptions, plans, usage, the audit trail, TOTP lockouts, webhooks, conversion jobs and operator invitations. It listens on `ADMIN_LISTEN` (default 127.0.0.1:3001), apart from the public API.",
   '',
   'Every call needs `Authorization: Bearer <admin token>`; tokens are created, listed and revoked with `npm run admin -- admin token …` and shown once. A `read` token may only read (GET). Every change is recorded in the audit trail with the token and the source address.',
   '',
@@ -90,6 +91,8 @@ export interface AdminAppOptions {
   readonly webhooks?: Webhooks
   /** The conversion jobs service (none: no job routes). */
   readonly jobs?: Jobs
+  /** The team service and the node's mailer, for operator invitations (none: no such route). */
+  readonly operators?: Omit<OperatorRouteOptions, 'config'>
   /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -206,7 +209,7 @@ async function serveDocument(app: FastifyInstance): Promise<void> {
         securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'An admin token (`npm run admin -- admin token create`).' } },
       },
       security: [{ adminToken: [] }],
-      tags: [...TAGS, JOBS_TAG],
+      tags: [...TAGS, JOBS_TAG, OPERATORS_TAG],
     },
   })
   // The document needs no token: it holds no data, only what the routes take and answer,
@@ -255,6 +258,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     await guarded.register(adminRoutes, { accounts, totp: opts.totp, now, once })
     if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks, once })
     if (opts.jobs !== undefined) await guarded.register(jobRoutes, { config, accounts, jobs: opts.jobs })
+    if (opts.operators !== undefined) await guarded.register(operatorRoutes, { config, ...opts.operators })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.
   if (opts.metrics !== undefined) await app.register(metricsRoute, { metrics: opts.metrics, token: config.metricsToken })

@@ -7,6 +7,9 @@
  * - signed out, with a sign-in for that address: a link to sign in and come back;
  * - signed out, with none: a password to create the sign-in, which joins and signs in at
  *   once. The link proves the address, and invitations are the way in whatever SIGNUP_MODE.
+ * An operator invitation (a link without an account) goes the same way, and makes its
+ * accepter an operator; a user who never confirmed the address does not count as a sign-in
+ * there (services/operators.ts).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../web/html.ts'
@@ -20,10 +23,13 @@ import { newSessionToken, PRESESSION_COOKIE, SESSION_COOKIE, setCookie } from '.
 
 const ACCEPT = '/invitations/accept'
 
-/** invitationLink: the link an invitation's email carries (the account names where to look the token up). */
-export function invitationLink(kit: Kit, token: string, accountId: string): string {
-  return `${kit.config.publicBaseUrl}/portal${ACCEPT}?token=${token}&account=${encodeURIComponent(accountId)}`
+/** invitationLink: the link an invitation's email carries (the account names where to look the token up; none: an operator invitation). */
+export function invitationLink(kit: Pick<Kit, 'config'>, token: string, accountId: string | null): string {
+  return `${kit.config.publicBaseUrl}${acceptPath(token, accountId)}`
 }
+
+const acceptPath = (token: string, accountId: string | null) =>
+  `/portal${ACCEPT}?token=${token}${accountId === null ? '' : `&account=${encodeURIComponent(accountId)}`}`
 
 /** An invitation found by its link (still pending, with its account), and the link's token for the forms. */
 interface Found extends FoundInvitation {
@@ -52,11 +58,16 @@ const deadLink = (kit: Kit, reply: FastifyReply, current: Current | null) =>
     body: html`<p role="alert">This invitation link was already used, has expired, or was replaced by a newer invitation or cancelled.</p><p>Ask the person who invited you for a new invitation.</p>`,
   })
 
-const hidden = (found: Found) => html`<input type="hidden" name="token" value="${found.token}"><input type="hidden" name="account" value="${found.account.id}">`
-const selfPath = (found: Found) => `/portal${ACCEPT}?token=${found.token}&account=${encodeURIComponent(found.account.id)}`
+const hidden = (found: Found) =>
+  html`<input type="hidden" name="token" value="${found.token}">${found.account === null ? '' : html`<input type="hidden" name="account" value="${found.account.id}">`}`
+const selfPath = (found: Found) => acceptPath(found.token, found.account?.id ?? null)
+const titleOf = (found: Found) => (found.account === null ? 'Invitation to operate Tessera' : `Invitation to ${found.account.name}`)
 const what = (found: Found) =>
-  html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
-const join = (found: Found) => `Join ${found.account.name} as ${found.invitation.role ?? ''}`
+  found.account === null
+    ? html`<p>You are invited to be an <strong>operator</strong> of this Tessera node: you will see and act in every account from the portal. The invitation was sent to ${found.invitation.email}.</p>`
+    : html`<p>You are invited to join the team <strong>${found.account.name}</strong> as <strong>${found.invitation.role ?? ''}</strong>. The invitation was sent to ${found.invitation.email}.</p>`
+const join = (found: Found) => (found.account === null ? 'Accept and become an operator' : `Join ${found.account.name} as ${found.invitation.role ?? ''}`)
+const createLabel = (found: Found) => (found.account === null ? 'Create my sign-in and become an operator' : `Create my sign-in and join ${found.account.name}`)
 
 function newUserForm(found: Found, csrf: string, problem: string | null = null): Html {
   return html`${what(found)}
@@ -69,11 +80,11 @@ function newUserForm(found: Found, csrf: string, problem: string | null = null):
 <p class="hint" id="password-hint">${passwordRule}</p>
 ${problem === null ? '' : html`<p class="error" id="password-error" role="alert">${problem}</p>`}
 <input id="password" name="password" type="password" autocomplete="new-password" required minlength="${MIN_PASSWORD_LENGTH}" maxlength="${MAX_PASSWORD_LENGTH}" aria-describedby="password-hint${problem === null ? '' : ' password-error'}"${problem === null ? '' : html` aria-invalid="true"`}>
-<button type="submit">Create my sign-in and join ${found.account.name}</button>
+<button type="submit">${createLabel(found)}</button>
 </form>`
 }
 
-const startPage = (found: Found) => `/portal/accounts/${encodeURIComponent(found.account.id)}/start`
+const startPage = (found: Found) => (found.account === null ? '/portal/operator' : `/portal/accounts/${encodeURIComponent(found.account.id)}/start`)
 
 /** acceptSignedIn: a signed-in user joins the account of the invitation, when it was sent to their address. */
 async function acceptSignedIn(kit: Kit, request: FastifyRequest, reply: FastifyReply, current: Current): Promise<FastifyReply> {
@@ -84,7 +95,7 @@ async function acceptSignedIn(kit: Kit, request: FastifyRequest, reply: FastifyR
   const joined = await kit.team.join(actorOf(current, request), current.user, found)
   if (isFailure(joined) && joined.refusal === 'wrong-address') {
     return sendPage(kit, reply, {
-      title: `Invitation to ${found.account.name}`,
+      title: titleOf(found),
       status: 403,
       current,
       body: html`<p role="alert">This invitation was sent to another address than yours (${current.user.email}).</p>`,
@@ -99,7 +110,7 @@ async function invitationPage(kit: Kit, request: FastifyRequest, reply: FastifyR
   const current = await sessionOf(kit, request)
   const found = await find(kit, request)
   if (found === null) return deadLink(kit, reply, current)
-  const title = `Invitation to ${found.account.name}`
+  const title = titleOf(found)
   if (current !== null && emailKey(current.user.email) === emailKey(found.invitation.email)) {
     return sendPage(kit, reply, {
       title,
@@ -117,7 +128,7 @@ async function invitationPage(kit: Kit, request: FastifyRequest, reply: FastifyR
 <form method="post" action="/portal/sign-out">${csrfField(kit, current)}<button type="submit" class="secondary">Sign out ${current.user.email}</button></form>`,
     })
   }
-  if (await kit.team.hasSignIn(found.invitation.email)) {
+  if (await kit.team.signInNeeded(found)) {
     return sendPage(kit, reply, {
       title,
       body: html`${what(found)}
@@ -140,9 +151,9 @@ async function acceptInvitation(kit: Kit, request: FastifyRequest, reply: Fastif
   }
   const found = await find(kit, request)
   if (found === null) return deadLink(kit, reply, null)
-  if (await kit.team.hasSignIn(found.invitation.email)) {
+  if (await kit.team.signInNeeded(found)) {
     return sendPage(kit, reply, {
-      title: `Invitation to ${found.account.name}`,
+      title: titleOf(found),
       status: 409,
       body: html`<p role="alert">${found.invitation.email} has a sign-in already.</p>
 <p><a href="/portal/sign-in?next=${encodeURIComponent(selfPath(found))}">Sign in to accept</a>.</p>`,
@@ -153,7 +164,7 @@ async function acceptInvitation(kit: Kit, request: FastifyRequest, reply: Fastif
   const bad = checkPassword(password)
   if (bad !== null)
     return sendPage(kit, reply, {
-      title: `Invitation to ${found.account.name}`,
+      title: titleOf(found),
       status: 422,
       body: newUserForm(found, preSessionCsrf(kit, request, reply), `Choose a password of ${bad}.`),
     })
@@ -165,7 +176,7 @@ async function acceptInvitation(kit: Kit, request: FastifyRequest, reply: Fastif
     if (user.refusal === 'no-invitation') return deadLink(kit, reply, null)
     // Someone created a sign-in for this address since the page was shown.
     return sendPage(kit, reply, {
-      title: `Invitation to ${found.account.name}`,
+      title: titleOf(found),
       status: 409,
       body: html`<p role="alert">${found.invitation.email} has a sign-in already, and this invitation is used up. Sign in, and ask for a new invitation.</p>`,
     })

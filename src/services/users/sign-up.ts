@@ -19,7 +19,8 @@ import { checkPassword } from './passwords.ts'
 import { MAX_EMAIL } from './sessions.ts'
 import { newSessionToken, sessionIdHash } from './tokens.ts'
 
-const EMAIL = /^[^\s@<>()",;:]{1,64}@[^\s@<>()",;:]+\.[^\s@<>()",;:]+$/
+// No control character either (\s leaves most of them in): PostgreSQL refuses a NUL in text, and no address holds one.
+const EMAIL = /^[^\s\u0000-\u001f\u007f@<>()",;:]{1,64}@[^\s\u0000-\u001f\u007f@<>()",;:]+\.[^\s\u0000-\u001f\u007f@<>()",;:]+$/
 
 /** checkEmail says what is wrong with an address, or null. */
 export function checkEmail(email: string): string | null {

@@ -714,6 +714,7 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
       'updateFactorSettings',
       'cancelJob',
       'listJobs',
+      'inviteOperator',
     ].sort(),
     'the operations, by the names clients generated from the document use',
   )

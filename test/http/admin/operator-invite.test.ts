@@ -59,7 +59,6 @@ const accept = (client: PortalClient, path: string, from: string | null = path) 
 for (const [name, storeEnv, skip] of stores) {
   test(`${name}: operator invite under closed sign-up: emailed, reissue kills the first link, nothing granted before acceptance, the link makes an operator once`, {
     skip,
-    timeout: 60_000,
   }, async (t) => {
     const { app, mail, cli } = await node(t, storeEnv)
     const before = await cli(['operator', 'grant', '--email', 'olga@example.com'])
@@ -132,7 +131,6 @@ for (const [name, storeEnv, skip] of stores) {
 
   test(`${name}: operator invitation under attack: a sign-up made first takes nothing over, parallel accepts make one operator, another user's click grants nothing, an expired link is dead`, {
     skip,
-    timeout: 90_000,
   }, async (t) => {
     const clock = testClock()
     const { app, mail, cli } = await node(t, storeEnv, { SIGNUP_MODE: 'open' }, clock)

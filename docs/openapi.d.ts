@@ -460,7 +460,7 @@ export interface paths {
         put?: never;
         /**
          * Split a PDF into several: by page ranges, or every N pages (a zip of PDFs)
-         * @description `ranges`: page selections separated by semicolons, one PDF each (`1-3;4-6;7-`); or `every`: that many pages a PDF (of the pages chosen by `pages`). The PDFs are `<name>-<n>.pdf` in a zip, or the one PDF alone. Pages keep their content, annotations and form fields.
+         * @description `ranges`: a page selection a PDF, one `ranges` field each (`-F ranges=1-3 -F ranges=4-6 -F ranges=7-`; a field may also hold several separated by semicolons, `1-3;4-6;7-`, which curl's `-F` cuts at the first `;`: send that with `--form-string`); or `every`: that many pages a PDF (of the pages chosen by `pages`). Each PDF is named by its pages (`<name>-pages-1-3.pdf`), in a zip (`<name>-split.zip`), or alone. Pages keep their content, annotations and form fields.
          */
         post: operations["splitPdf"];
         delete?: never;
@@ -5240,7 +5240,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the result. */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -5486,7 +5486,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the result. */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -5699,7 +5699,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the answer (in all its PDFs). */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -5893,8 +5893,8 @@ export interface operations {
                      * @description The PDF.
                      */
                     pdfDocument: string;
-                    /** @description Page selections separated by semicolons, one PDF each (not with `every`). */
-                    ranges?: string;
+                    /** @description A page selection a PDF, one field each, in order (a field may hold several separated by semicolons); not with `every`. */
+                    ranges?: string[];
                     /** @description Pages a PDF (not with `ranges`). */
                     every?: number;
                     /** @description Pages, e.g. '1-3,5,9-' (default: all). */
@@ -5910,7 +5910,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the answer (in all its PDFs). */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -5932,11 +5932,11 @@ export interface operations {
              *
              *     `OPTION_NOT_TAKEN`: {field} is not an option of {route}.
              *
-             *     `SPLIT_PARTS_REQUIRED`: Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.
+             *     `SPLIT_PARTS_REQUIRED`: Give ranges (a page selection a file, one ranges field each, such as 1-3 then 4-6) or every (such as 2, pages a file), one of them.
              *
              *     `SPLIT_EVERY_INVALID`: every must be a whole number of pages, 1 or more.
              *
-             *     `SPLIT_RANGES_INVALID`: ranges must be page selections separated by semicolons, such as '1-3;4-6;7-' (at most {max}).
+             *     `SPLIT_RANGES_INVALID`: ranges must be page selections, one a field (or separated by semicolons), such as '1-3' and '4-6' (at most {max}).
              *
              *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
              */
@@ -6126,7 +6126,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the answer (in all its PDFs). */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -6332,7 +6332,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the answer (in all its PDFs). */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
@@ -6543,7 +6543,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the result. */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the upload. */
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
                     "Content-Disposition"?: string;
                     /** @description The upload's size in bytes. */
                     "X-Size-Before"?: number;
@@ -7259,8 +7259,8 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
-                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
-                    ranges?: string;
+                    /** @description `split` (or `every`): a page selection a PDF: a list (JSON), the field sent once per part (a form), or one text with the parts separated by semicolons (`1-3;4-6;7-`). */
+                    ranges?: string | string[];
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
                     /**
@@ -7347,8 +7347,8 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
-                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
-                    ranges?: string;
+                    /** @description `split` (or `every`): a page selection a PDF: a list (JSON), the field sent once per part (a form), or one text with the parts separated by semicolons (`1-3;4-6;7-`). */
+                    ranges?: string | string[];
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
                     /**
@@ -7435,8 +7435,8 @@ export interface operations {
                      * @enum {integer}
                      */
                     bitDepth?: 1 | 8;
-                    /** @description `split`: page selections separated by semicolons, one PDF each (or `every`). */
-                    ranges?: string;
+                    /** @description `split` (or `every`): a page selection a PDF: a list (JSON), the field sent once per part (a form), or one text with the parts separated by semicolons (`1-3;4-6;7-`). */
+                    ranges?: string | string[];
                     /** @description `split`: pages a PDF (or `ranges`). */
                     every?: number;
                     /**
@@ -7526,11 +7526,11 @@ export interface operations {
              *
              *     `TEXT_FORMAT_INVALID`: format must be one of {formats}.
              *
-             *     `SPLIT_PARTS_REQUIRED`: Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.
+             *     `SPLIT_PARTS_REQUIRED`: Give ranges (a page selection a file, one ranges field each, such as 1-3 then 4-6) or every (such as 2, pages a file), one of them.
              *
              *     `SPLIT_EVERY_INVALID`: every must be a whole number of pages, 1 or more.
              *
-             *     `SPLIT_RANGES_INVALID`: ranges must be page selections separated by semicolons, such as '1-3;4-6;7-' (at most {max}).
+             *     `SPLIT_RANGES_INVALID`: ranges must be page selections, one a field (or separated by semicolons), such as '1-3' and '4-6' (at most {max}).
              *
              *     `ANGLE_INVALID`: angle must be 90, 180 or 270 (clockwise; -90, -180 or -270 turn the other way).
              *
@@ -8188,7 +8188,7 @@ export interface operations {
                 headers: {
                     /** @description Pages in the result. */
                     "X-Page-Count"?: number;
-                    /** @description attachment, with a file name derived from the document. */
+                    /** @description attachment, with the synchronous route's file name (derived from the document's, never the same). */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };

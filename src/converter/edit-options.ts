@@ -33,7 +33,7 @@ export function readEditOptions(kind: EditKind, given: Given, maxDocuments: numb
     case 'merge':
       return readMerge(given, maxDocuments, problems)
     case 'split':
-      return { edit: readSplit(given.fields, problems) }
+      return { edit: readSplit(rangesText(given.repeated.ranges ?? [given.fields.ranges ?? '']), given.fields.every, problems) }
     case 'rotate': {
       const angle = ANGLES[given.fields.angle?.trim() ?? '']
       if (angle === undefined) problems.push({ code: 'ANGLE_INVALID' })
@@ -79,10 +79,19 @@ function readMerge({ repeated, files }: Given, maxDocuments: number, problems: P
   return { edit: { kind: 'merge', others }, pages: pages[0] ?? null, ...(passwords[0] ? { password: passwords[0] } : {}) }
 }
 
+/**
+ * rangesText: a split's `ranges` as one text, its parts separated by semicolons. Each `ranges` field sent is a part (or several,
+ * separated by semicolons): `curl -F 'ranges=1-3;4-6'` sends only `1-3`, since curl reads what follows a `;` in `-F` as a
+ * parameter of the part, so `-F ranges=1-3 -F ranges=4-6` is the form that survives it.
+ */
+export function rangesText(values: readonly string[]): string {
+  return values.map((value) => value.trim()).join(';')
+}
+
 /** readSplit: `ranges` (page selections separated by semicolons, one file each) or `every` (pages a file), one of them. */
-function readSplit(fields: Readonly<Record<string, string>>, problems: Problem[]): EditSpec {
-  const rangesText = fields.ranges?.trim() ?? ''
-  const everyText = fields.every?.trim() ?? ''
+function readSplit(rangesGiven: string, every: string | undefined, problems: Problem[]): EditSpec {
+  const rangesText = rangesGiven.trim()
+  const everyText = every?.trim() ?? ''
   if ((rangesText === '') === (everyText === '')) {
     problems.push({ code: 'SPLIT_PARTS_REQUIRED' })
     return { kind: 'split', parts: null, every: 1 }

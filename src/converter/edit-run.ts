@@ -4,15 +4,18 @@
  * order, or the refusal its input earns.
  */
 import { flatten, merge, pageCount as countPages, rotate, split, type EditRefusal } from './engines/edit.ts'
-import { resolvePages } from './pages.ts'
+import { pagesLabel, resolvePages } from './pages.ts'
 import type { EditSpec, Job, Refusal } from './protocol.ts'
 
 /** The PDFs made, or the refusal; a split's were given to `Emit.part` as they were made (`pdfs` is then empty). */
 export type EditOutcome = { readonly ok: true; readonly pdfs: Uint8Array[]; readonly files: number; readonly pageCount: number } | Refusal
 
-/** Where a page operation tells how it goes: its files and pages before the first, a split's each PDF (false: stop), progress. */
+/**
+ * Where a page operation tells how it goes: its files and pages before the first (a split's parts named by their pages), a split's
+ * each PDF (false: stop), progress.
+ */
 export interface Emit {
-  start(files: number, pageCount: number): void
+  start(files: number, pageCount: number, labels?: readonly string[]): void
   part(pdf: Uint8Array): boolean
   progress(): void
 }
@@ -83,7 +86,12 @@ export function runEdit(job: Job & { op: 'edit' }, emit: Emit): EditOutcome {
     const pageCount = parts.reduce((n, part) => n + part.length, 0)
     let started = false
     const made = split(source, parts, (pdf) => {
-      if (!started) emit.start(parts.length, pageCount)
+      if (!started)
+        emit.start(
+          parts.length,
+          pageCount,
+          parts.map((pages, i) => pagesLabel(pages, i + 1)),
+        )
       started = true
       return emit.part(pdf)
     })

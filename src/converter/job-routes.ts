@@ -14,6 +14,7 @@ import { isFailure } from '../services/outcome.ts'
 import { isRefusal, jobView, type JobInput, type Jobs } from '../services/jobs.ts'
 import { MAX_MERGE_DOCUMENTS, readParts } from './upload.ts'
 import { OPTION_FIELDS } from './route-fields.ts'
+import { rangesText } from './edit-options.ts'
 import { sendJobResult } from '../http/job-result.ts'
 import { idempotencyKey } from '../http/idempotency.ts'
 import { cancelJobSchema, getJobSchema, jobResultSchema, listJobsSchema, submitJobSchema } from './job-schemas.ts'
@@ -71,6 +72,8 @@ async function readInput(request: FastifyRequest, config: Config): Promise<JobIn
     const [first, ...others] = files.map((file) => ({ bytes: file.data, filename: file.filename }))
     // Documents past a merge's limit are counted (the service refuses them), never dropped.
     const extra = otherFiles.filter((name) => name === 'pdfDocument').length
+    // Several `ranges` fields are a split's parts, one each (edit-options.ts).
+    if ((repeated.ranges?.length ?? 0) > 1) fields.ranges = rangesText(repeated.ranges!)
     return { fields, repeated, document: first ?? null, others, extraDocuments: extra }
   }
   const body = request.body
@@ -80,6 +83,11 @@ async function readInput(request: FastifyRequest, config: Config): Promise<JobIn
   for (const name of FIELDS) {
     const value = given[name]
     if (value === undefined || value === null) continue
+    // A split's `ranges` as an array (JSON, or a form's field sent several times): one part each.
+    if (name === 'ranges' && Array.isArray(value) && value.every((part) => typeof part === 'string')) {
+      fields.ranges = rangesText(value)
+      continue
+    }
     // A value of another type is refused by its own check (an object is no dpi).
     fields[name] = typeof value === 'string' || typeof value === 'number' ? String(value) : '\u0000'
   }

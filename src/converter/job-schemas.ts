@@ -19,7 +19,12 @@ const fields = {
   }),
   pages: Type.Optional(Type.String({ description: "Pages to convert, e.g. '1-3,5,9-' (default: all)." })),
   ...imageFields,
-  ranges: Type.Optional(Type.String({ description: '`split`: page selections separated by semicolons, one PDF each (or `every`).' })),
+  ranges: Type.Optional(
+    Type.Union([Type.String(), Type.Array(Type.String())], {
+      description:
+        '`split` (or `every`): a page selection a PDF: a list (JSON), the field sent once per part (a form), or one text with the parts separated by semicolons (`1-3;4-6;7-`).',
+    }),
+  ),
   every: Type.Optional(Type.Integer({ minimum: 1, description: '`split`: pages a PDF (or `ranges`).' })),
   preset: Type.Optional(Type.String({ enum: ['screen', 'ebook', 'printer', 'prepress'], description: "`compress`: pdfwrite's preset (default `ebook`)." })),
   angle: Type.Optional(Type.Integer({ enum: [90, 180, 270, -90, -180, -270], description: '`rotate`: the quarter turns, clockwise.' })),
@@ -146,7 +151,10 @@ export const jobResultSchema = {
       description: "The image, the zip of images, the multi-page TIFF, the PostScript or the text, streamed; the same bytes as the synchronous route's answer.",
       headers: {
         'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
-        'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the document.' },
+        'Content-Disposition': {
+          type: 'string',
+          description: "attachment, with the synchronous route's file name (derived from the document's, never the same).",
+        },
       },
       content: {
         ...imageContent,

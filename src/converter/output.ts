@@ -24,6 +24,46 @@ export function singleName(basename: string, page: number, pageCount: number, ex
   return pageCount === 1 ? `${basename}.${extension}` : pageName(basename, page, pageCount, extension)
 }
 
+/** What a page operation or a compression did, in the name of the PDF it answers. */
+const DONE = { merge: 'merged', rotate: 'rotated', flatten: 'flattened', compress: 'compressed' } as const
+
+/**
+ * pdfName: the file name of a PDF made from the upload `basename`: never the upload's own, so that a client that saves
+ * the answer beside its input (`curl -OJ`, which refuses to replace a file) keeps both.
+ */
+export function pdfName(basename: string, done: keyof typeof DONE): string {
+  return `${basename}-${DONE[done]}.pdf`
+}
+
+/** partName: the file name of a split's part, by its pages (`pagesLabel` of pages.ts: `report-pages-1-3.pdf`). */
+export function partName(basename: string, label: string): string {
+  return `${basename}-${label}.pdf`
+}
+
+/** splitOutput: a split's several PDFs, in a zip named `<basename>-split.zip`, each named by its pages (`labels`, in order). */
+export function splitOutput(basename: string, labels: readonly string[]): PagesOutput {
+  return zipOutput(`${basename}-split.zip`, (n) => partName(basename, labels[n - 1] ?? `part-${n}`))
+}
+
+/**
+ * contentDisposition: `attachment` with a file name (one of ours: safeBasename's letters, digits, `.`, `-` and `_`). A name
+ * that is not ASCII goes as RFC 6266's `filename*` (UTF-8, percent-encoded), beside an ASCII `filename` for clients that
+ * read only that (curl's `-J`).
+ */
+export function contentDisposition(name: string): string {
+  if (/^[\x20-\x7e]*$/.test(name)) return `attachment; filename="${name.replace(/["\\]/g, '_')}"`
+  const ascii = name
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .replace(/[^\x20-\x7e]|["\\]/g, '_')
+  const encoded = [...Buffer.from(name, 'utf8')]
+    .map((byte) =>
+      /[A-Za-z0-9!#$&+.^_`|~-]/.test(String.fromCharCode(byte)) ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
+    )
+    .join('')
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encoded}`
+}
+
 /** newZip: a zip to stream the pages into. */
 export function newZip(): yazl.ZipFile {
   return new yazl.ZipFile()
@@ -73,28 +113,28 @@ export function pagesOutput(format: ImageFormat, basename: string, pages: number
       end: () => spool.finish(),
     }
   }
-  return zipOutput(basename, pageCount, extension)
+  return zipOutput(`${basename}.zip`, (n) => pageName(basename, n, pageCount, extension))
 }
 
 /**
- * zipOutput: a zip of files named `<basename>-<n>.<extension>` (n zero-padded to the width of
- * `count`), stored (every format it holds is compressed already), streamed as they are added.
+ * zipOutput: a zip named `name` of files named by `entry` (of each one's number, from 1), stored
+ * (every format it holds is compressed already), streamed as they are added.
  * yazl keeps each buffer it is given until the zip's end (its entries hold them), and writes it
  * down whole: its output is read through a copier, which releases each page once copied out.
  */
-export function zipOutput(basename: string, count: number, extension: string): PagesOutput {
+function zipOutput(name: string, entry: (n: number) => string): PagesOutput {
   const zip = newZip()
   const copier = new Copier(zip.outputStream as Readable)
   return {
     type: 'application/zip',
-    name: `${basename}.zip`,
+    name,
     stream: copier,
     add(n, bytes, taken) {
       const page = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
       // An empty file is no chunk of yazl's output: nothing to wait for.
       if (page.byteLength === 0) taken()
       else copier.own(page, taken)
-      if (!copier.destroyed) addPage(zip, page, pageName(basename, n, count, extension))
+      if (!copier.destroyed) addPage(zip, page, entry(n))
     },
     end: () => zip.end(),
   }

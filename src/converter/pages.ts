@@ -37,3 +37,23 @@ export function resolvePages(ranges: readonly Range[] | null, pageCount: number)
   }
   return [...pages].sort((x, y) => x - y)
 }
+
+/** The longest label a split's part is named by; a longer one names the part by its number instead. */
+const MAX_LABEL = 40
+
+/**
+ * pagesLabel names a split's part (1-based `part`) by its pages (ascending): `pages-` and the runs, `1-3`, joined by `_`
+ * (`pages-1-3_5`), so that `report-pages-1-3_5.pdf` says what it holds; a selection too scattered to name so in 40
+ * characters is `part-<n>`.
+ */
+export function pagesLabel(pages: readonly number[], part: number): string {
+  const runs: string[] = []
+  for (let i = 0; i < pages.length; ) {
+    let j = i
+    while (j + 1 < pages.length && pages[j + 1] === pages[j]! + 1) j++
+    runs.push(i === j ? String(pages[i]) : `${pages[i]}-${pages[j]}`)
+    i = j + 1
+  }
+  const label = runs.join('_')
+  return label === '' || label.length > MAX_LABEL ? `part-${part}` : `pages-${label}`
+}

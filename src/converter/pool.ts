@@ -86,8 +86,8 @@ export class PoolError extends Error {
 }
 
 export interface Handlers {
-  /** Rendering starts: the result will hold `pages` pages of a `pageCount`-page document. */
-  onStart?(pages: number, pageCount: number): void
+  /** Rendering starts: the result will hold `pages` pages of a `pageCount`-page document (a split: `labels` name its parts by their pages). */
+  onStart?(pages: number, pageCount: number, labels?: readonly string[]): void
   /** One page in the job's format, in order. Call `ack` once it has been taken, to let the workers render further. */
   onPage?(page: number, bytes: Uint8Array): void
   /** One piece of PostScript, in order; `ack` it once taken, as a page. */
@@ -623,7 +623,7 @@ export class ConversionPool {
     switch (message.type) {
       case 'start':
         entry.pages = message.pages
-        if (!entry.settled) entry.handlers.onStart?.(message.pages.length, message.pageCount)
+        if (!entry.settled) entry.handlers.onStart?.(message.pages.length, message.pageCount, message.labels)
         break // free workers may now help
       case 'page':
         this.#onPage(entry, message.index, message.page, message.bytes)

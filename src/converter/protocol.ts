@@ -142,8 +142,8 @@ export type ToWorker =
 export type FromWorker =
   /** The worker has loaded its engines; `memoryBytes` is what it holds fresh. */
   | { readonly type: 'ready'; readonly memoryBytes: number }
-  /** Rendering starts: the pages (1-based, in order) the result will hold. */
-  | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number }
+  /** Rendering starts: the pages (1-based, in order) the result will hold; a split's parts' names by their pages (pagesLabel). */
+  | { readonly type: 'start'; readonly id: number; readonly pages: readonly number[]; readonly pageCount: number; readonly labels?: readonly string[] }
   /**
    * One page, written in the job's format (a TIFF page is a TIFF file of its own, which the
    * answer joins to the others; a text page its text or its JSON object): `index` is its place in the page list (parts send pages out

@@ -18,7 +18,7 @@ import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema 
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
 import { Spool, release } from './spool.ts'
-import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from './output.ts'
+import { compressLimit, contentDisposition, pagesOutput, partName, pdfName, singleName, splitOutput, textOutput, type PagesOutput } from './output.ts'
 import { imageSpec } from './image-options.ts'
 import { IMAGE_TYPES } from '../domain/images.ts'
 import type { JobOperation } from '../domain/jobs.ts'
@@ -230,9 +230,9 @@ function sendStream(reply: FastifyReply, stream: Readable): FastifyReply {
 
 /** How an answer of parts (pages, PDFs) is made: the one part alone, or the several streamed as they come. */
 interface Parts {
-  /** The one part's media type and file name. */
-  single(part: number, pageCount: number): { type: string; name: string }
-  several(parts: number, pageCount: number): PagesOutput
+  /** The one part's media type and file name (`labels`: a split's parts named by their pages). */
+  single(part: number, pageCount: number, labels?: readonly string[]): { type: string; name: string }
+  several(parts: number, pageCount: number, labels?: readonly string[]): PagesOutput
   /** X-Page-Count: the pages in the answer (`parts` of a `pageCount`-page document, or the pages of the PDFs made). */
   pageCount(parts: number, pageCount: number): number
 }
@@ -245,12 +245,12 @@ async function answerParts(c: Conversions, request: FastifyRequest, reply: Fasti
   const received: { part: number; bytes: Uint8Array }[] = []
   let outputBytes = 0
   let sink: ((part: number, bytes: Uint8Array) => void) | null = null
-  let started!: (shape: { count: number; pageCount: number }) => void
-  const start = new Promise<{ count: number; pageCount: number }>((resolve) => {
+  let started!: (shape: { count: number; pageCount: number; labels?: readonly string[] }) => void
+  const start = new Promise<{ count: number; pageCount: number; labels?: readonly string[] }>((resolve) => {
     started = resolve
   })
   const handlers: Handlers = {
-    onStart: (count, pageCount) => started({ count, pageCount }),
+    onStart: (count, pageCount, labels) => started({ count, pageCount, ...(labels === undefined ? {} : { labels }) }),
     onPage: (part, bytes) => {
       outputBytes += bytes.byteLength
       if (sink) sink(part, bytes)
@@ -272,27 +272,27 @@ async function answerParts(c: Conversions, request: FastifyRequest, reply: Fasti
     c.throwIfFailed(request, first)
     throw new Error('a conversion finished without starting')
   }
-  const { count, pageCount } = first.shape
+  const { count, pageCount, labels } = first.shape
   reply.header('x-page-count', String(parts.pageCount(count, pageCount)))
   if (count === 1) {
     const done = await settled
     if (!('result' in done && done.result.ok)) unsent()
     c.throwIfFailed(request, done)
     const { part, bytes } = received.splice(0)[0]!
-    const { type, name } = parts.single(part, pageCount)
-    reply.type(type).header('content-disposition', `attachment; filename="${name}"`).header('content-length', String(bytes.byteLength))
+    const { type, name } = parts.single(part, pageCount, labels)
+    reply.type(type).header('content-disposition', contentDisposition(name)).header('content-length', String(bytes.byteLength))
     return sendStream(
       reply,
       Spool.of(bytes, () => running.ack()),
     )
   }
-  const output = parts.several(count, pageCount)
+  const output = parts.several(count, pageCount, labels)
   const add = (part: number, bytes: Uint8Array) => output.add(part, bytes, () => running.ack())
   for (const { part, bytes } of received.splice(0)) add(part, bytes)
   sink = add
   c.endWhenSettled(request, settled, () => output.end(), output.stream)
   c.dropStalled(request, reply)
-  reply.type(output.type).header('content-disposition', `attachment; filename="${output.name}"`)
+  reply.type(output.type).header('content-disposition', contentDisposition(output.name))
   return sendStream(reply, output.stream)
 }
 
@@ -353,7 +353,7 @@ async function generatePostscript(c: Conversions, request: FastifyRequest, reply
   }
   c.endWhenSettled(request, settled, () => out.finish(), out)
   c.dropStalled(request, reply)
-  reply.type('application/postscript').header('content-disposition', `attachment; filename="${upload.basename}.ps"`)
+  reply.type('application/postscript').header('content-disposition', contentDisposition(`${upload.basename}.ps`))
   // The worker tells the page count before the first piece.
   return sendStream(reply.header('x-page-count', String(pages)), out)
 }
@@ -457,7 +457,7 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
   for (const piece of held.splice(0)) release(piece)
   return reply
     .type('application/pdf')
-    .header('content-disposition', `attachment; filename="${upload.basename}.pdf"`)
+    .header('content-disposition', contentDisposition(pdfName(upload.basename, 'compress')))
     .header('x-page-count', String(pages))
     .header('x-size-before', String(before))
     .header('x-size-after', String(body.byteLength))
@@ -466,16 +466,20 @@ async function compress(c: Conversions, request: FastifyRequest, reply: FastifyR
 }
 
 /**
- * A page operation (POST /converter/merge, split, rotate, flatten): one PDF, or a split's
- * several in a zip (`<basename>-<n>.pdf`), streamed as they come.
+ * A page operation (POST /converter/merge, split, rotate, flatten): one PDF named for what was done (`<basename>-merged.pdf`,
+ * a split's part by its pages: `<basename>-pages-1-3.pdf`), or a split's several in a zip (`<basename>-split.zip`), streamed as
+ * they come.
  */
 async function editPdf(c: Conversions, request: FastifyRequest, reply: FastifyReply, kind: EditKind): Promise<FastifyReply> {
   const route = `/converter/${kind}` as const
   const { place, upload } = await c.accept(request, route, kind)
   const job: Job = { op: 'edit', edit: upload.edit!, pdf: upload.pdf, color: upload.color, pages: upload.pages, password: upload.password, limits: c.limits }
   return answerParts(c, request, reply, route, place, job, {
-    single: () => ({ type: 'application/pdf', name: `${upload.basename}.pdf` }),
-    several: (files) => zipOutput(upload.basename, files, 'pdf'),
+    single: (_part, _pageCount, labels) => ({
+      type: 'application/pdf',
+      name: kind === 'split' ? partName(upload.basename, labels?.[0] ?? 'part-1') : pdfName(upload.basename, kind),
+    }),
+    several: (files, _pageCount, labels) => splitOutput(upload.basename, labels ?? Array.from({ length: files }, (_, i) => `part-${i + 1}`)),
     // The pages in the PDFs made, however many files hold them.
     pageCount: (_files, pages) => pages,
   })

@@ -119,7 +119,11 @@ const codesOf = (operation: JobOperation, own: ErrorCode[]): ErrorCode[] => [
 // Each header as a bare JSON schema: @fastify/swagger wraps it in the header object's `schema` itself.
 const headers = {
   'X-Page-Count': { type: 'integer', description: 'Pages in the result.' },
-  'Content-Disposition': { type: 'string', description: 'attachment, with a file name derived from the upload.' },
+  'Content-Disposition': {
+    type: 'string',
+    description:
+      "attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII.",
+  },
 }
 
 export const imageSchema = {
@@ -294,20 +298,24 @@ export const editSchemas = {
     operationId: 'splitPdf',
     summary: 'Split a PDF into several: by page ranges, or every N pages (a zip of PDFs)',
     description:
-      '`ranges`: page selections separated by semicolons, one PDF each (`1-3;4-6;7-`); or `every`: that many pages a PDF (of the pages chosen by `pages`). The PDFs are `<name>-<n>.pdf` in a zip, or the one PDF alone. Pages keep their content, annotations and form fields.',
+      "`ranges`: a page selection a PDF, one `ranges` field each (`-F ranges=1-3 -F ranges=4-6 -F ranges=7-`; a field may also hold several separated by semicolons, `1-3;4-6;7-`, which curl's `-F` cuts at the first `;`: send that with `--form-string`); or `every`: that many pages a PDF (of the pages chosen by `pages`). Each PDF is named by its pages (`<name>-pages-1-3.pdf`), in a zip (`<name>-split.zip`), or alone. Pages keep their content, annotations and form fields.",
     tags: ['converter'],
     consumes: ['multipart/form-data'],
     body: Type.Object(
       {
         pdfDocument,
-        ranges: Type.Optional(Type.String({ description: 'Page selections separated by semicolons, one PDF each (not with `every`).' })),
+        ranges: Type.Optional(
+          Type.Array(Type.String(), {
+            description: 'A page selection a PDF, one field each, in order (a field may hold several separated by semicolons); not with `every`.',
+          }),
+        ),
         every: Type.Optional(Type.Integer({ minimum: 1, description: 'Pages a PDF (not with `ranges`).' })),
         pages,
         password,
       },
       {
         examples: [
-          { pdfDocument: '(the PDF file)', ranges: '1-3;4-' },
+          { pdfDocument: '(the PDF file)', ranges: ['1-3', '4-'] },
           { pdfDocument: '(the PDF file)', every: 1 },
         ],
       },

@@ -64,15 +64,22 @@ export function readTextFormat(fields: Readonly<Record<string, string | undefine
 const PDF_FIELD = 'pdfDocument'
 const HEADER = Buffer.from('%PDF-')
 
-/** safeBasename keeps a name that is harmless in a Content-Disposition header and a zip entry. */
+/**
+ * safeBasename keeps a name that is harmless in a Content-Disposition header, a zip entry and a file system: the last
+ * path segment, without `.pdf`, in NFC, of letters, marks and digits of any script, `.`, `-` and `_` (anything else, quotes,
+ * control, format and bidi characters among them, becomes `_`), at most 100 characters, never starting with a dot.
+ */
 export function safeBasename(filename: string | undefined): string {
   const leaf = (filename ?? '').split(/[\\/]/).pop() ?? ''
-  const stem = leaf
-    .replace(/\.pdf$/i, '')
-    .normalize('NFKD')
-    .replace(/[^\w.-]+/g, '_')
-    .replace(/^[._]+|_+$/g, '')
+  const stem = [
+    ...leaf
+      .replace(/\.pdf$/i, '')
+      .normalize('NFC')
+      .replace(/[^\p{L}\p{M}\p{N}._-]+/gu, '_')
+      .replace(/^[._\p{M}]+|_+$/gu, ''),
+  ]
     .slice(0, 100)
+    .join('')
   return stem === '' ? 'document' : stem
 }
 

@@ -298,9 +298,9 @@ function edit(part: Part, job: Job & { op: 'edit' }): JobResult {
   let sent = 0
   let started = false
   const emit = {
-    start(files: number, pageCount: number) {
+    start(files: number, pageCount: number, labels?: readonly string[]) {
       started = true
-      send({ type: 'start', id: part.id, pages: Array.from({ length: files }, (_, i) => i + 1), pageCount })
+      send({ type: 'start', id: part.id, pages: Array.from({ length: files }, (_, i) => i + 1), pageCount, ...(labels === undefined ? {} : { labels }) })
     },
     part(bytes: Uint8Array) {
       if (!waitForConsumer(part, sent - part.window + 1, true)) return false

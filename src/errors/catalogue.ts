@@ -401,15 +401,15 @@ export const catalogue = {
   SPLIT_PARTS_REQUIRED: entry(
     400,
     'list',
-    "Give ranges (such as '1-3;4-6;7-', one file each) or every (such as 2, pages a file), one of them.",
+    'Give ranges (a page selection a file, one ranges field each, such as 1-3 then 4-6) or every (such as 2, pages a file), one of them.',
     '`split` got neither `ranges` nor `every`, or both.',
   ),
   SPLIT_EVERY_INVALID: entry(400, 'list', 'every must be a whole number of pages, 1 or more.', '`every` of `split` is not a positive whole number.'),
   SPLIT_RANGES_INVALID: entry(
     400,
     'list',
-    "ranges must be page selections separated by semicolons, such as '1-3;4-6;7-' (at most {max}).",
-    '`ranges` of `split` does not parse, has an empty part, or has more than 200 parts.',
+    "ranges must be page selections, one a field (or separated by semicolons), such as '1-3' and '4-6' (at most {max}).",
+    '`ranges` of `split` (its fields together) does not parse, has an empty part, or has more than 200 parts.',
   ),
   PAGES_INVALID: entry(400, 'list', "pages must be a page selection such as '1-3,5,9-'.", '`pages` does not parse.'),
   COLOR_MODE_INVALID: entry(400, 'list', 'colorMode must be rgb or gray.', '`colorMode` is not `rgb` or `gray`.'),

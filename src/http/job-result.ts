@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Readable } from 'node:stream'
 import type { ConversionJob } from '../domain/jobs.ts'
 import { dropWhenStalled } from '../converter/stall.ts'
+import { contentDisposition } from '../converter/output.ts'
 
 export function sendJobResult(
   request: FastifyRequest,
@@ -19,7 +20,7 @@ export function sendJobResult(
   return reply
     .type(info.type)
     .header('content-length', String(info.bytes))
-    .header('content-disposition', `attachment; filename="${info.name}"`)
+    .header('content-disposition', contentDisposition(info.name))
     .header('x-page-count', String(info.pages))
     .send(Readable.from(found.pieces(), { objectMode: false }))
 }

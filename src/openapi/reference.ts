@@ -150,9 +150,12 @@ function curlLine(base: string, method: string, path: string, op: Operation): st
   const example = exampleOf(content['application/x-www-form-urlencoded'] ?? content['multipart/form-data'] ?? content['application/json']) as
     | Record<string, unknown>
     | undefined
+  // A field whose example is a list is sent once per item (a merge's documents and pages, a split's ranges).
   const fields: [string, string][] =
     example !== undefined
-      ? Object.entries(example).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)])
+      ? Object.entries(example).flatMap(([k, v]): [string, string][] =>
+          Array.isArray(v) ? v.map((item): [string, string] => [k, String(item)]) : [[k, typeof v === 'object' ? JSON.stringify(v) : String(v)]],
+        )
       : (body?.required ?? []).map((name) => [name, '…'])
   const parts = ['curl']
   if (method !== 'get' && body === undefined) parts.push(`-X ${method.toUpperCase()}`)
@@ -160,8 +163,11 @@ function curlLine(base: string, method: string, path: string, op: Operation): st
   if (form !== undefined) for (const [name, value] of fields) parts.push(`--data-urlencode ${shellWord(`${name}=${value}`)}`)
   else if (multipart !== undefined) {
     for (const [name, value] of fields) {
-      const file = multipart.properties?.[name]?.format === 'binary'
-      parts.push(file ? `-F '${name}=@document.pdf'` : `-F ${shellWord(`${name}=${value}`)}`)
+      const property = multipart.properties?.[name]
+      const file = property?.format === 'binary' || property?.items?.format === 'binary'
+      // An example file written as `(cover.pdf)` is sent as that file.
+      const named = /^\(([\w.-]+\.pdf)\)$/.exec(value)?.[1] ?? 'document.pdf'
+      parts.push(file ? `-F ${shellWord(`${name}=@${named}`)}` : `-F ${shellWord(`${name}=${value}`)}`)
     }
   } else if (json !== undefined) parts.push("-H 'content-type: application/json'", `-d ${shellWord(JSON.stringify(example ?? {}))}`)
   parts.push(shellWord(`${base}${path}`))

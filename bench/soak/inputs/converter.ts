@@ -163,6 +163,12 @@ export const CONVERTER: Table = {
   splitPdf: [
     { name: 'every page', kind: 'valid', expect: [200], make: () => send(DOCS.ten, { every: '1' }) },
     { name: 'ranges', kind: 'valid', expect: [200], make: () => send(DOCS.ten, { ranges: '1-3;4-6;7-' }) },
+    {
+      name: 'ranges, one field a part (as curl -F sends them)',
+      kind: 'valid',
+      expect: [200],
+      make: () => multipart([pdf(DOCS.ten), ...['1-3', '4-6', '7-'].map((value) => ({ name: 'ranges', value }))]),
+    },
     { name: 'every page of MAX_PAGES', kind: 'boundary', heavy: true, expect: [200], mayCut: true, make: () => send(DOCS.maxPages, { every: '1' }) },
     {
       name: 'ranges and every, zero, junk',

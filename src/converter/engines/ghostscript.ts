@@ -149,6 +149,8 @@ export async function loadGhostscript(
   const wasm = readFileSync(fileURLToPath(new URL('gs.wasm', ASSETS)))
   const factory = ((await import(new URL('gs.js', ASSETS).href)) as { default: Factory }).default
   const module = await factory({
+    // Ghostscript writes its argv[0] into PostScript (`%%Invocation:`); Emscripten's default is the script that runs (a path of ours).
+    thisProgram: 'gs',
     print,
     printErr,
     instantiateWasm: instantiateGuarded(wasm, guard, (m) => {

@@ -29,7 +29,7 @@ import type { Log } from '../../logging/late.ts'
 import type { JobEndStatus, Metrics } from '../../metrics/metrics.ts'
 import type { ClaimedJob, JobEnd, JobStore } from '../../storage/ports.ts'
 import type { Lookup } from '../../webhooks/address.ts'
-import { compressLimit, pagesOutput, singleName, textOutput, zipOutput, type PagesOutput } from '../output.ts'
+import { compressLimit, pagesOutput, partName, pdfName, singleName, splitOutput, textOutput, type PagesOutput } from '../output.ts'
 import { editSpecOf, isJobEdit } from '../edit-options.ts'
 import { unbundle } from '../../domain/bundle.ts'
 import { imageSpec } from '../image-options.ts'
@@ -383,9 +383,9 @@ export class JobRunner {
     const running = pool.background(
       spec,
       {
-        onStart: (pages, pageCount) => {
+        onStart: (pages, pageCount, labels) => {
           run.pagesTotal = pages
-          out.start(pages, pageCount)
+          out.start(pages, pageCount, labels)
         },
         onPage: (page, bytes) => {
           onPage()
@@ -555,6 +555,8 @@ class Output {
   #pageCount = 0
   #single: { page: number; bytes: Uint8Array; taken: () => void } | null = null
   #several: PagesOutput | null = null
+  /** A split's parts, named by their pages. */
+  #labels: readonly string[] = []
   /** A compression's output, held up to the document's size (past it, the document itself is the result), as the route does. */
   #held: Buffer[] = []
   #heldBytes = 0
@@ -568,12 +570,13 @@ class Output {
     this.#format = spec.op === 'image' ? spec.image.format : null
   }
 
-  start(pages: number, pageCount: number): void {
+  start(pages: number, pageCount: number, labels: readonly string[] = []): void {
     this.#pageCount = pageCount
+    this.#labels = labels
     const spec = this.#spec
     if (spec.op === 'text') this.#several = textOutput(spec.text.format, this.#basename)
     else if (spec.op === 'image' && pages > 1) this.#several = pagesOutput(spec.image.format, this.#basename, pages, pageCount)
-    else if (spec.op === 'edit' && pages > 1) this.#several = zipOutput(this.#basename, pages, 'pdf')
+    else if (spec.op === 'edit' && pages > 1) this.#several = splitOutput(this.#basename, labels)
     this.#several?.stream.pipe(this.#writer)
   }
 
@@ -639,7 +642,9 @@ class Output {
       const { bytes, taken } = this.#single!
       this.#single = null
       this.#write(bytes, taken)
-      return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages: this.#pageCount }
+      const { kind } = this.#spec.edit
+      const name = kind === 'split' ? partName(this.#basename, this.#labels[0] ?? 'part-1') : pdfName(this.#basename, kind)
+      return { type: 'application/pdf', name, pages: this.#pageCount }
     }
     if (this.#format !== null) {
       const { page, bytes, taken } = this.#single!
@@ -653,7 +658,7 @@ class Output {
       // The document is in shared memory (the workers read it): copied out for the store.
       this.#writer.end(this.#larger ? Buffer.from(spec.pdf) : Buffer.concat(this.#held, this.#heldBytes))
       for (const piece of this.#held.splice(0)) release(piece)
-      return { type: 'application/pdf', name: `${this.#basename}.pdf`, pages }
+      return { type: 'application/pdf', name: pdfName(this.#basename, 'compress'), pages }
     }
     this.#writer.end()
     return { type: 'application/postscript', name: `${this.#basename}.ps`, pages }

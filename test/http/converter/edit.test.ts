@@ -62,7 +62,7 @@ test('merge: the pages of each document, in order, drawn as before, with their f
   const res = await fetch(`${app.url}/converter/merge`, { method: 'POST', headers: { 'x-api-key': app.key }, body: form })
   const merged = await pdfOf(res)
   assert.equal(res.headers.get('content-type'), 'application/pdf')
-  assert.equal(res.headers.get('content-disposition'), 'attachment; filename="pdflatex-4-pages.pdf"')
+  assert.equal(res.headers.get('content-disposition'), 'attachment; filename="pdflatex-4-pages-merged.pdf"')
   assert.equal(res.headers.get('x-page-count'), '4')
   assert.equal(qpdfCheck(merged), 0, 'qpdf --check is clean')
   const out = open(merged)
@@ -101,7 +101,7 @@ test('split: by ranges or every N pages, a zip of PDFs whose pages draw as the o
   assert.equal(every.headers.get('content-type'), 'application/zip')
   assert.deepEqual(
     entries.map((e) => e.name),
-    ['Report-1.pdf', 'Report-2.pdf', 'Report-3.pdf', 'Report-4.pdf'],
+    ['Report-pages-1.pdf', 'Report-pages-2.pdf', 'Report-pages-3.pdf', 'Report-pages-4.pdf'],
   )
   for (const [i, entry] of entries.entries()) {
     const part = open(entry.data)

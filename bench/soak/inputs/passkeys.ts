@@ -254,7 +254,8 @@ export const PASSKEYS: Table = {
     ...abuse(() => json({ credential: {} })),
   ],
   passkeyDiscoverableOptions: [
-    { name: 'no body', kind: 'valid', expect: [200], make: () => ({}) },
+    { name: 'an empty JSON object', kind: 'valid', expect: [200], make: () => json({}) },
+    { name: 'no body at all', kind: 'boundary', make: () => ({}) },
     { name: 'user verification required, as a form', kind: 'boundary', expect: [200], make: () => form({ userVerification: 'required' }) },
     ...accountAbuse(() => json({})),
   ],

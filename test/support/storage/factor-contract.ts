@@ -359,9 +359,10 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const found = await store.factors.attemptingCredential(acc, p.credentialDigest, NOW)
     assert.ok(found !== null)
     assert.equal(found.userId, 'alice')
+    // Both made at NOW: in the order of their IDs.
     assert.deepEqual(
       found.factors.map((f) => f.id),
-      [p.id, totp.id],
+      [p.id, totp.id].sort(),
       "all the user's live factors, as attempting gives them",
     )
     assert.equal(found.settings.userLimit, 3)

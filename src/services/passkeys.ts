@@ -1,7 +1,8 @@
 /**
  * The passkeys service: WebAuthn credentials as factors of the same users as TOTP (the same
  * list, limit, labels, deletion, events, lockout and recovery codes), for the public API's
- * `/totp/users/{userID}/passkeys/…` routes. A ceremony is two calls: options (a challenge
+ * `/totp/users/{userID}/passkeys/…` routes, and `/totp/passkeys/…` for a sign-in that names no
+ * user (the passkey's credential ID tells whose it is). A ceremony is two calls: options (a challenge
  * kept, by its digest, until answered once or expired) and the browser's answer, verified
  * by @simplewebauthn/server against the account's relying party (its factor settings).
  *

@@ -389,6 +389,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/totp/passkeys/authentication/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a sign-in with a passkey, no user ID given
+         * @description Answers the options to pass to `navigator.credentials.get()` with an empty `allowCredentials`: the browser offers the passkeys it holds for the account's relying party (discoverable credentials, registered with `residentKey: required`), and the answer tells whose it is. Then send the browser's answer to `authenticateDiscoverablePasskey`. The challenge counts towards `PASSKEY_CHALLENGES_PER_ACCOUNT` (there is no user to hold to `PASSKEY_CHALLENGES_PER_USER`).
+         */
+        post: operations["passkeyDiscoverableOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/totp/passkeys/authentication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify a passkey sign-in without a user ID: the browser's answer, and whose it is
+         * @description Verifies the answer to `passkeyDiscoverableOptions` and names the user. The passkey is found by the credential ID the answer carries, among the calling account's passkeys only; the user handle the authenticator gives back must be that user's. From there it is the user's sign-in, as `authenticatePasskey`: its challenge (once), the signature, the origin and relying party ID, user verification when it was required, a signature counter above the last one seen, and an attempt under the user's lockout (a failure counts, repeated failures lock the user: 429 with Retry-After). Any answer but 200 means "not signed in".
+         */
+        post: operations["authenticateDiscoverablePasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/converter/generateImage": {
         parameters: {
             query?: never;
@@ -5073,6 +5113,454 @@ export interface operations {
                         type: "Error";
                         /** @enum {string} */
                         code: "USER_NOT_FOUND";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `OTP_LOCKED`: Too many failed verifications for this secret. Try again in {seconds} seconds.
+             *
+             *     `ATTEMPTS_LIMITED`: Too many attempts for this user or rate limit key. Try again in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "OTP_LOCKED" | "ATTEMPTS_LIMITED";
+                    };
+                };
+            };
+            /**
+             * @description `FACTOR_UNREADABLE`: The factor's secret cannot be opened, so no code was checked against it: its encryption key version is not configured, or the stored value was altered or moved. It has been logged with request id {requestId}.
+             *
+             *     `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}.
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "FACTOR_UNREADABLE" | "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    passkeyDiscoverableOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+                /**
+                 * @example {
+                 *       "userVerification": "required"
+                 *     }
+                 */
+                "multipart/form-data": {
+                    /**
+                     * @description `required`: the authenticator must verify the user (PIN, biometrics) and the answer must say it did; `preferred` or `discouraged` otherwise.
+                     * @default preferred
+                     * @enum {string}
+                     */
+                    userVerification?: "required" | "preferred" | "discouraged";
+                };
+            };
+        };
+        responses: {
+            /** @description The options for navigator.credentials.get(), allowing any passkey of the relying party. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "options": {
+                     *         "rpId": "acme.example",
+                     *         "challenge": "Wq2n8Kd5Lr0pT7xV3cB9mF1hJ6sA4gE2yU8iO0zN5kw",
+                     *         "allowCredentials": [],
+                     *         "timeout": 300000,
+                     *         "userVerification": "required"
+                     *       },
+                     *       "expiresAt": "2026-11-28T09:10:00.000Z"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @description PublicKeyCredentialCreationOptionsJSON / RequestOptionsJSON (WebAuthn Level 3). */
+                        options: {
+                            [key: string]: unknown;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description Answer before this (PASSKEY_CHALLENGE_SECONDS); the challenge is good for one answer.
+                         */
+                        expiresAt: string;
+                    };
+                };
+            };
+            /**
+             * @description `USER_VERIFICATION_INVALID`: userVerification must be required, preferred or discouraged.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "USER_VERIFICATION_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `PASSKEYS_NOT_CONFIGURED`: Passkeys need the account's relying party: set its ID and allowed origins (developer portal, admin API or CLI) first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEYS_NOT_CONFIGURED";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `BODY_TOO_LARGE`: The request body is larger than the limit of {limit} bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "BODY_TOO_LARGE";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Unsupported Content-Type. The TOTP routes take application/x-www-form-urlencoded, application/json or multipart/form-data; the converter routes take multipart/form-data (a job with a sourceUrl, JSON or a form too). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "UNSUPPORTED_MEDIA_TYPE";
+                        message: string;
+                    }[];
+                };
+            };
+            /**
+             * @description `PASSKEY_CHALLENGES_PER_ACCOUNT`: This account has {limit} passkey ceremonies open, the most it may have at once. Retry in {seconds} seconds.
+             *
+             *     `THROTTLED`: Too Many Requests
+             *
+             *     `QUOTA_EXCEEDED`: Limit Exceeded
+             */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                        /** @enum {string} */
+                        code?: "PASSKEY_CHALLENGES_PER_ACCOUNT";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: Internal error. It has been logged with request id {requestId}. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: The service is not ready: {what} is unavailable. Retry shortly. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "SERVICE_UNAVAILABLE";
+                        message: string;
+                    }[];
+                };
+            };
+        };
+    };
+    authenticateDiscoverablePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "credential": {
+                 *         "id": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "rawId": "BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiV3EybjhLZDVMcjBwVDd4VjNjQjltRjFoSjZzQTRnRTJ5VThpTzB6TjVrdyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAABg",
+                 *           "signature": "MEUCIQCx3bq8Y2n0Vw5Jr1K9tQeL4mZp7dA6sF2hG0uN8cE1vAIgR3kT5wP9yX2zB7nM4qL0jH6fD8sA1gV3cU5eI7oK9",
+                 *           "userHandle": "Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA"
+                 *         },
+                 *         "clientExtensionResults": {}
+                 *       },
+                 *       "rateLimitKey": "203.0.113.7"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The browser's answer to navigator.credentials.get, as PublicKeyCredential.toJSON() gives it. */
+                    credential: {
+                        /** @description The credential ID, base64url. */
+                        id: string;
+                        rawId: string;
+                        /** @enum {string} */
+                        type: "public-key";
+                        authenticatorAttachment?: string;
+                        clientExtensionResults?: {
+                            [key: string]: unknown;
+                        };
+                        response: {
+                            clientDataJSON: string;
+                            authenticatorData: string;
+                            signature: string;
+                            userHandle?: string | null;
+                        };
+                    };
+                    /** @description Optional: what else to limit attempts by, across the account's users (the end user's IP address, say): at most the account's key limit per window (FACTOR_KEY_LIMIT), besides the user's own (FACTOR_USER_LIMIT). Kept only as a keyed digest. */
+                    rateLimitKey?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The user named signed in with the passkey named. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "Success",
+                     *       "valid": true,
+                     *       "userID": "42",
+                     *       "factorID": "fct_3e8d1c0b9a7f6254",
+                     *       "userVerified": true
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Success";
+                        /** @enum {boolean} */
+                        valid: true;
+                        /** @description The user the passkey is of: your own identifier, as you registered it. */
+                        userID: string;
+                        /** @description The passkey that signed. */
+                        factorID: string;
+                        /** @description Whether the authenticator verified the user (PIN, biometrics). */
+                        userVerified: boolean;
+                    };
+                };
+            };
+            /**
+             * @description `CREDENTIAL_REQUIRED`: credential is mandatory: the browser's answer (PublicKeyCredential.toJSON()).
+             *
+             *     `CREDENTIAL_INVALID`: credential must be the browser's answer as JSON (PublicKeyCredential.toJSON()): id, rawId, type and response.
+             *
+             *     `PASSKEY_CHALLENGE_INVALID`: The answer is to no challenge this user has open (unknown, answered already, or expired): ask for new options.
+             *
+             *     `PASSKEY_INVALID`: The passkey's answer does not verify.
+             *
+             *     `PASSKEY_REPLAYED`: The passkey's signature counter went back: a replayed answer or a cloned authenticator. Refused.
+             *
+             *     `RATE_LIMIT_KEY_INVALID`: rateLimitKey must be text (valid UTF-8) of 1 to 256 characters, without control characters.
+             *
+             *     `MALFORMED_BODY`: The request body could not be parsed as {contentType}.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "CREDENTIAL_REQUIRED" | "CREDENTIAL_INVALID" | "PASSKEY_CHALLENGE_INVALID" | "PASSKEY_INVALID" | "PASSKEY_REPLAYED" | "RATE_LIMIT_KEY_INVALID" | "MALFORMED_BODY";
+                        message: string;
+                    }[];
+                };
+            };
+            /** @description `ACCESS_DENIED`: Please check the following: 1) An *active* subscription 2) API being invoked must be *Subscribed* for this region in the developer portal 3) A valid *API Key* must be passed in the 'x-api-key' request header parameter. Please refer to the documentation for more details - {docsUrl} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description `PASSKEY_UNKNOWN`: No passkey of this account has this credential (deleted, or made for another site): sign in another way. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "Error";
+                        /** @enum {string} */
+                        code: "PASSKEY_UNKNOWN";
                         message: string;
                     }[];
                 };

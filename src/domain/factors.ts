@@ -118,7 +118,8 @@ export type ChallengePurpose = 'registration' | 'authentication'
 export interface PasskeyChallenge {
   readonly digest: string
   readonly accountId: string
-  readonly userId: string
+  /** The user it was issued to; null for a sign-in that names none (discoverable credentials: the passkey tells whose it is). */
+  readonly userId: string | null
   readonly purpose: ChallengePurpose
   /** `required`, `preferred` or `discouraged`: what the ceremony asked, so the answer is held to it. */
   readonly userVerification: string

@@ -314,6 +314,12 @@ export const catalogue = {
     "The passkey's signature counter went back: a replayed answer or a cloned authenticator. Refused.",
     "The authenticator's counter is not above the one last seen (an authenticator that keeps none sends 0 each time, and is taken); counts as a failed attempt.",
   ),
+  PASSKEY_UNKNOWN: entry(
+    404,
+    'list',
+    'No passkey of this account has this credential (deleted, or made for another site): sign in another way.',
+    "A sign-in without a user ID whose answer names a credential the calling account does not have (another account's passkeys are never seen: the same answer). The challenge is used up; no user's attempt is counted, as none is known. The browser may be told to forget it (`PublicKeyCredential.signalUnknownCredential`).",
+  ),
   PASSKEY_REGISTERED: entry(409, 'list', 'This authenticator holds a passkey of the user already.', 'A registration whose credential ID the user has already.'),
   PASSKEY_CHALLENGES_PER_ACCOUNT: entry(
     429,

@@ -1,7 +1,8 @@
 /**
  * The passkeys service: WebAuthn credentials as factors of the same users as TOTP (the same
  * list, limit, labels, deletion, events, lockout and recovery codes), for the public API's
- * `/totp/users/{userID}/passkeys/…` routes. A ceremony is two calls: options (a challenge
+ * `/totp/users/{userID}/passkeys/…` routes, and `/totp/passkeys/…` for a sign-in that names no
+ * user (the passkey's credential ID tells whose it is). A ceremony is two calls: options (a challenge
  * kept, by its digest, until answered once or expired) and the browser's answer, verified
  * by @simplewebauthn/server against the account's relying party (its factor settings).
  *
@@ -191,6 +192,22 @@ export class Passkeys {
   }
 
   /**
+   * discoverableOptions starts a sign-in that names no user: options with an empty allowCredentials, so that the browser
+   * offers the passkeys it holds for the relying party (discoverable credentials) and the answer tells whose it is. Its
+   * challenge is the account's, under the account's cap alone (there is no user to hold to PASSKEY_CHALLENGES_PER_USER).
+   */
+  async discoverableOptions(caller: KeyCaller, userVerification: UserVerification): Promise<CeremonyOptions<AuthenticationOptions> | FactorRefusal> {
+    const rp = await this.#relyingParty(caller.accountId)
+    if (isFailure(rp)) return rp
+    const t = this.#now()
+    const issued = await this.#challenge(caller.accountId, null, 'authentication', userVerification, t)
+    if (isFailure(issued)) return issued
+    const { challenge, expiresAt } = issued
+    const options = await authenticationOptions({ rp, challenge, allow: [], userVerification, timeoutMs: this.#o.config.passkeyChallengeSeconds * 1000 })
+    return { options, expiresAt }
+  }
+
+  /**
    * authenticate verifies a sign-in's answer: the passkey it is of. An attempt under the user's
    * lockout, as a TOTP code: an unknown challenge, a bad signature and a counter gone back are
    * failures, recorded (`factor.verification_failed`, reason passkey) and counted.
@@ -203,24 +220,73 @@ export class Passkeys {
     const rp = relyingParty(view?.settings ?? (await this.#o.store.factors.settings(accountId)))
     if (isFailure(rp)) return rp
     if (view === null) return refusal('not_found', 'USER_NOT_FOUND')
-    const { factors, settings } = view
+    return this.#signIn(caller, { ...view, userId, rp, discoverable: false }, response, t)
+  }
+
+  /**
+   * authenticateDiscoverable verifies the answer to discoverableOptions: the user is the one whose passkey the answer names,
+   * looked up by its credential ID in the calling account only (PASSKEY_UNKNOWN when it has none: the challenge is used up
+   * all the same). From there it is the user's sign-in, as authenticate's, and the user handle the authenticator gives back
+   * must be theirs.
+   */
+  async authenticateDiscoverable(caller: KeyCaller, response: AuthenticationResponseJSON): Promise<(SignedIn & { readonly userId: string }) | FactorRefusal> {
+    const { accountId } = caller
+    const t = this.#now()
+    const digest = typeof response.id === 'string' ? this.#credentialDigest(accountId, response.id) : null
+    const view = digest === null ? null : await this.#o.store.factors.attemptingCredential(accountId, digest, iso(t))
+    const rp = relyingParty(view?.settings ?? (await this.#o.store.factors.settings(accountId)))
+    if (isFailure(rp)) return rp
+    if (view === null) {
+      // No user to count a failure against; the challenge goes, so that an answer is tried once whatever it names.
+      const challenge = await this.#take(accountId, null, 'authentication', response, t)
+      if (isFailure(challenge)) return challenge
+      caller.refused('passkey sign-in', 'a credential the account does not have')
+      return refusal('not_found', 'PASSKEY_UNKNOWN')
+    }
+    const signed = await this.#signIn(caller, { ...view, rp, discoverable: true }, response, t)
+    return isFailure(signed) ? signed : { ...signed, userId: view.userId }
+  }
+
+  /**
+   * #signIn verifies a sign-in's answer for a user whose factors and settings were read: the passkey it names, under the
+   * user's one lockout (Factors.attempt), the challenge taken inside it (issued to the user, or to none when discoverable).
+   */
+  async #signIn(
+    caller: KeyCaller,
+    who: {
+      readonly userId: string
+      readonly factors: readonly Factor[]
+      readonly settings: FactorSettings
+      readonly rp: RelyingParty
+      readonly discoverable: boolean
+    },
+    response: AuthenticationResponseJSON,
+    t: number,
+  ): Promise<SignedIn | FactorRefusal> {
+    const { accountId } = caller
+    const { userId, rp } = who
     // The passkey the answer names, found by its digest: only it is opened.
     const digest = typeof response.id === 'string' ? this.#credentialDigest(accountId, response.id) : null
     const named = this.#open(
       caller,
-      passkeysOf(factors).filter((p) => p.credentialDigest === digest),
+      passkeysOf(who.factors).filter((p) => p.credentialDigest === digest),
     ).find((p) => p.credential.id === response.id)
     // A signature that verifies is the user present, as a right TOTP code is: their run of failures ends (endsRun).
     return this.#o.factors.attempt(
       caller,
       userId,
-      settings,
+      who.settings,
       { reason: 'passkey', type: 'passkey', factorID: named?.factorId ?? null },
       async () => {
-        const challenge = await this.#take(accountId, userId, 'authentication', response, t)
+        const challenge = await this.#take(accountId, who.discoverable ? null : userId, 'authentication', response, t)
         if (isFailure(challenge)) return challenge
         if (named === undefined) {
           caller.refused('passkey sign-in', 'a credential the user does not have')
+          return refusal('invalid', 'PASSKEY_INVALID')
+        }
+        // Without a user named, the authenticator's user handle says whose passkey it is: it must be the one it was registered for.
+        if (who.discoverable && !sameHandle(response.response.userHandle, userHandle(this.#o.pepper, accountId, userId))) {
+          caller.refused('passkey sign-in', "a user handle that is not the passkey user's")
           return refusal('invalid', 'PASSKEY_INVALID')
         }
         let signed: Awaited<ReturnType<typeof verifyAuthentication>>
@@ -257,7 +323,7 @@ export class Passkeys {
    */
   async #challenge(
     accountId: string,
-    userId: string,
+    userId: string | null,
     purpose: ChallengePurpose,
     userVerification: UserVerification,
     t: number,
@@ -278,10 +344,10 @@ export class Passkeys {
     return { challenge, expiresAt }
   }
 
-  /** #take uses the challenge an answer carries, once: when it was issued to this user for this ceremony and has not expired. */
+  /** #take uses the challenge an answer carries, once: when it was issued to this user (null: to none) for this ceremony and has not expired. */
   async #take(
     accountId: string,
-    userId: string,
+    userId: string | null,
     purpose: ChallengePurpose,
     response: { readonly response?: { readonly clientDataJSON?: unknown } },
     t: number,
@@ -317,6 +383,11 @@ const iso = (ms: number) => new Date(ms).toISOString()
 function relyingParty(s: FactorSettings): RelyingParty | FactorRefusal {
   if (s.rpId === null || s.origins.length === 0) return refusal('conflict', 'PASSKEYS_NOT_CONFIGURED')
   return { id: s.rpId, name: s.rpName ?? s.rpId, origins: s.origins }
+}
+
+/** sameHandle: whether an answer's user handle (base64url) is `handle`; an answer without one is not. */
+function sameHandle(given: unknown, handle: Uint8Array): boolean {
+  return typeof given === 'string' && Buffer.from(given, 'base64url').equals(handle)
 }
 
 const passkeysOf = (factors: readonly Factor[]): PasskeyFactor[] => factors.filter((f): f is PasskeyFactor => f.type === 'passkey' && f.status === 'active')

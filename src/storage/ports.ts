@@ -389,6 +389,16 @@ export interface FactorStore {
   factors(accountId: string, userId: string, nowIso: string): Promise<Factor[] | null>
   /** attempting: what an attempt of the user's needs, in one read: their live factors and the account's factor settings; null when there is no such user. */
   attempting(accountId: string, userId: string, nowIso: string): Promise<{ readonly factors: Factor[]; readonly settings: FactorSettings } | null>
+  /**
+   * attemptingCredential: what a sign-in with a passkey that names no user needs, in one read: the user whose active passkey
+   * has the credential digest in this account (never another's), their live factors and the account's factor settings; null
+   * when no such passkey.
+   */
+  attemptingCredential(
+    accountId: string,
+    credentialDigest: string,
+    nowIso: string,
+  ): Promise<{ readonly userId: string; readonly factors: Factor[]; readonly settings: FactorSettings } | null>
   /** activate makes a pending, unexpired factor active; false otherwise (nothing written). */
   activate(accountId: string, userId: string, factorId: string, nowIso: string, audit: AuditDraft): Promise<boolean>
   /** setDrift records a factor's clock drift; false when there is no such live factor. */
@@ -419,7 +429,8 @@ export interface FactorStore {
   useCredential(accountId: string, userId: string, factorId: string, from: number, to: number): Promise<boolean>
   /**
    * addChallenge keeps a ceremony's challenge (by its digest), in one atomic step: the account's
-   * expired ones go, and the user's oldest beyond `maxPerUser`; then, when the account would
+   * expired ones go, and the user's oldest beyond `maxPerUser` (a challenge of no user, a
+   * discoverable sign-in's, is held to the account's cap alone); then, when the account would
    * keep more than `maxPerAccount` open, nothing is written and the answer is when its first
    * open one expires.
    */

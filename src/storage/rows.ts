@@ -391,10 +391,16 @@ export const toFactorSettings = (r: Row | undefined): FactorSettings =>
         updatedAt: iso(r.updated_at),
       }
 
+/**
+ * NO_USER: the user_id column of a challenge issued to no user (a discoverable sign-in's). Never a user ID: the rule refuses a
+ * blank one (domain/user-ids.ts), and the column stays NOT NULL, as in every store made before.
+ */
+export const NO_USER = ''
+
 export const toChallenge = (r: Row): PasskeyChallenge => ({
   digest: String(r.digest),
   accountId: String(r.account_id),
-  userId: String(r.user_id),
+  userId: r.user_id === NO_USER ? null : String(r.user_id),
   purpose: r.purpose as ChallengePurpose,
   userVerification: String(r.user_verification),
   createdAt: iso(r.created_at),

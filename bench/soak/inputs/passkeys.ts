@@ -1,5 +1,5 @@
 /**
- * The soak's inputs for passkeys (/totp/users/{userID}/passkeys/…): registration and sign-in
+ * The soak's inputs for passkeys (/totp/users/{userID}/passkeys/…, /totp/passkeys/…): registration and sign-in
  * with a software authenticator (test/support/soft-authenticator.ts) for the relying party the
  * soak's accounts are set up with, and credentials bent or broken: another origin, a replayed
  * counter, a challenge never issued, JSON nested deep or of the wrong shape.
@@ -54,6 +54,31 @@ async function authenticationOptions(ctx: Ctx, userID: string): Promise<PublicKe
   return options
 }
 
+/**
+ * discoverable gives a credential ID of a passkey for this case alone (a kept one, or one registered now, for a user of its
+ * own): a sign-in without a user ID signs with it. The case's `after` gives it back (`releaseCredential`).
+ */
+async function discoverable(ctx: Ctx): Promise<string> {
+  const kept = take<string>(ctx.kept, 'discoverable credentials')
+  if (kept !== undefined) return kept
+  const userID = `dpk-${ctx.account.index}-${ctx.next()}`
+  const credential = authenticator(ctx).register(await registrationOptions(ctx, userID))
+  const a = await ctx.call('registerPasskey', { params: { userID: seg(userID) }, ...json({ credential }) })
+  if (a.status !== 201) throw new Error(`registerPasskey ${a.status}`)
+  return credential.id
+}
+
+const releaseCredential = (ctx: Ctx, _a: unknown, r: Request) => {
+  if (r.note !== undefined) keep(ctx.kept, 'discoverable credentials', r.note, 50)
+}
+
+async function discoverableOptions(ctx: Ctx): Promise<PublicKeyCredentialRequestOptionsJSON> {
+  const a = await ctx.call('passkeyDiscoverableOptions', json({}))
+  const options = bodyJson<{ options: PublicKeyCredentialRequestOptionsJSON }>(a.body)?.options
+  if (a.status !== 200 || options === undefined) throw new Error(`passkeyDiscoverableOptions ${a.status}`)
+  return options
+}
+
 /** JSON nested `depth` arrays deep: a parser that recurses may run out of stack. */
 const deep = (depth: number) => `{"credential":${'['.repeat(depth)}${']'.repeat(depth)}}`
 
@@ -79,6 +104,17 @@ function abuse(body: () => Request): Case[] {
       expect: [403],
       make: (c) => ({ ...body(), params: { userID: seg(`pk-${c.next()}`) }, headers: { ...body().headers, 'x-api-key': '' } }),
     },
+  ]
+}
+
+/** Hostile cases of the account's passkey routes (no user in the path): bodies nested deep, too large, of the wrong shape, no key. */
+function accountAbuse(body: () => Request): Case[] {
+  return [
+    { name: 'JSON nested 100 000 deep', kind: 'hostile', make: () => json(deep(100_000)) },
+    { name: 'JSON over the body limit', kind: 'hostile', expect: [413], make: () => json({ credential: { id: 'x'.repeat(40_000) } }) },
+    { name: 'JSON of the wrong shape', kind: 'hostile', make: () => json({ credential: 'x', userVerification: 7, rateLimitKey: {}, __proto__: { a: 1 } }) },
+    { name: 'hostile text', kind: 'hostile', make: (c) => json({ userVerification: hostileText(c.next()), rateLimitKey: hostileText(c.next()) }) },
+    { name: 'no key', kind: 'hostile', expect: [403], make: () => ({ ...body(), headers: { ...body().headers, 'x-api-key': '' } }) },
   ]
 }
 
@@ -216,5 +252,65 @@ export const PASSKEYS: Table = {
       after: release,
     },
     ...abuse(() => json({ credential: {} })),
+  ],
+  passkeyDiscoverableOptions: [
+    { name: 'an empty JSON object', kind: 'valid', expect: [200], make: () => json({}) },
+    { name: 'no body at all', kind: 'boundary', make: () => ({}) },
+    { name: 'user verification required, as a form', kind: 'boundary', expect: [200], make: () => form({ userVerification: 'required' }) },
+    ...accountAbuse(() => json({})),
+  ],
+  authenticateDiscoverablePasskey: [
+    {
+      name: 'a signed challenge',
+      kind: 'valid',
+      expect: [200],
+      make: async (c) => {
+        const id = await discoverable(c)
+        return { ...json({ credential: authenticator(c).authenticate(await discoverableOptions(c), { credential: id }), rateLimitKey: 'ip' }), note: id }
+      },
+      after: releaseCredential,
+    },
+    {
+      name: "a user handle that is not the passkey user's",
+      kind: 'boundary',
+      expect: [400],
+      make: async (c) => {
+        const id = await discoverable(c)
+        const signed = authenticator(c).authenticate(await discoverableOptions(c), { credential: id })
+        return { ...json({ credential: { ...signed, response: { ...signed.response, userHandle: 'AAAA' } } }), note: id }
+      },
+      after: releaseCredential,
+    },
+    {
+      name: 'a credential the account does not have',
+      kind: 'boundary',
+      expect: [404],
+      make: async (c) => {
+        const stranger = new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID })
+        stranger.register({ challenge: 'AAAA', rp: { id: RP_ID, name: 'x' }, user: { id: 'dXNlcg', name: 'u', displayName: 'u' }, pubKeyCredParams: [] })
+        return json({ credential: stranger.authenticate(await discoverableOptions(c)) })
+      },
+    },
+    {
+      name: 'the same assertion twice',
+      kind: 'hostile',
+      make: async (c) => {
+        const id = await discoverable(c)
+        const body = json({ credential: authenticator(c).authenticate(await discoverableOptions(c), { credential: id }) })
+        await c.call('authenticateDiscoverablePasskey', body)
+        return { ...body, note: id }
+      },
+      after: releaseCredential,
+    },
+    {
+      name: "a user's own challenge",
+      kind: 'hostile',
+      make: async (c) => {
+        const userID = await passkeyUser(c)
+        return { ...json({ credential: authenticator(c).authenticate(await authenticationOptions(c, userID)) }), note: userID }
+      },
+      after: release,
+    },
+    ...accountAbuse(() => json({ credential: {} })),
   ],
 }

@@ -17,8 +17,9 @@
  * their codes, key rotation) over one Part (part.ts says why not a class).
  */
 import type { AuditDraft } from '../../domain/accounts.ts'
+import type { Factor, FactorSettings } from '../../domain/factors.ts'
 import type { FactorStore } from '../ports.ts'
-import { FACTOR_COLUMNS, factorValues, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
+import { FACTOR_COLUMNS, factorValues, NO_USER, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
 import { auditInsert, type Part, type Query } from './part.ts'
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
@@ -61,8 +62,40 @@ export function factorStore(p: Part): FactorStore {
   return { ...factorOps(p), ...factorChangeOps(p), ...userOps(p), ...sealOps(p), ...passkeyOps(p) }
 }
 
+/**
+ * attemptingRows: a user's live factors with the account's settings on each row (the attempt limits need them), the user's
+ * row first (is there such a user?); `which` is the condition on the account's users `u` that names one ($1: the account, $3: now).
+ */
+const attemptingRows = (which: string) => `SELECT u.user_id AS known, f.*, s.rp_id AS s_rp_id, s.rp_name AS s_rp_name, s.origins AS s_origins,
+    s.user_limit AS s_user_limit, s.key_limit AS s_key_limit, s.limit_window_seconds AS s_limit_window_seconds, s.updated_at AS s_updated_at
+  FROM totp_users u
+  LEFT JOIN factor_settings s ON s.account_id = u.account_id
+  LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > $3)
+  WHERE u.account_id = $1 AND ${which}
+  ORDER BY f.created_at, f.id`
+
+/** attemptingView reads attemptingRows: the user's factors and the account's settings; null without a row. */
+function attemptingView(rows: Record<string, unknown>[]): { userId: string; factors: Factor[]; settings: FactorSettings } | null {
+  if (rows.length === 0) return null
+  const r = rows[0]!
+  const settings = toFactorSettings(
+    r.s_updated_at === null
+      ? undefined
+      : {
+          rp_id: r.s_rp_id,
+          rp_name: r.s_rp_name,
+          origins: r.s_origins,
+          user_limit: r.s_user_limit,
+          key_limit: r.s_key_limit,
+          limit_window_seconds: r.s_limit_window_seconds,
+          updated_at: r.s_updated_at,
+        },
+  )
+  return { userId: String(r.known), factors: rows.filter((x) => x.id !== null).map(toFactor), settings }
+}
+
 /** factorOps: a user's factors; one is created within the user's limit, counted under the user's row lock, and the account's, under its tally's. */
-function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
+function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'attemptingCredential' | 'prune'> {
   return {
     create(f, maxPerUser, maxPerAccount, nowIso, audit: AuditDraft) {
       return transaction(async (q) => {
@@ -118,33 +151,20 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
       return rows.filter((r) => r.id !== null).map(toFactor)
     },
     async attempting(accountId, userId, nowIso) {
-      // The same round trip as factors, with the account's settings on each row (the attempt limits need them).
+      // The same round trip as factors, with the account's settings on each row.
+      const { rows } = await query('factors-attempting', attemptingRows('u.user_id = $2'), [accountId, userId, nowIso])
+      const view = attemptingView(rows)
+      return view === null ? null : { factors: view.factors, settings: view.settings }
+    },
+    async attemptingCredential(accountId, credentialDigest, nowIso) {
+      // The passkey's user by the unique index totp_factors_credential (account_id, credential_digest), in this account only.
       const { rows } = await query(
-        'factors-attempting',
-        `SELECT u.user_id AS known, f.*, s.rp_id AS s_rp_id, s.rp_name AS s_rp_name, s.origins AS s_origins, s.user_limit AS s_user_limit,
-          s.key_limit AS s_key_limit, s.limit_window_seconds AS s_limit_window_seconds, s.updated_at AS s_updated_at
-        FROM totp_users u
-        LEFT JOIN factor_settings s ON s.account_id = u.account_id
-        LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > $3)
-        WHERE u.account_id = $1 AND u.user_id = $2 ORDER BY f.created_at, f.id`,
-        [accountId, userId, nowIso],
+        'factors-attempting-credential',
+        attemptingRows(`u.user_id = (SELECT user_id FROM totp_factors
+          WHERE account_id = $1 AND credential_digest = $2 AND type = 'passkey' AND status = 'active')`),
+        [accountId, credentialDigest, nowIso],
       )
-      if (rows.length === 0) return null
-      const r = rows[0]!
-      const settings = toFactorSettings(
-        r.s_updated_at === null
-          ? undefined
-          : {
-              rp_id: r.s_rp_id,
-              rp_name: r.s_rp_name,
-              origins: r.s_origins,
-              user_limit: r.s_user_limit,
-              key_limit: r.s_key_limit,
-              limit_window_seconds: r.s_limit_window_seconds,
-              updated_at: r.s_updated_at,
-            },
-      )
-      return { factors: rows.filter((x) => x.id !== null).map(toFactor), settings }
+      return attemptingView(rows)
     },
     async prune(nowIso) {
       await query('challenge-prune', 'DELETE FROM passkey_challenges WHERE expires_at <= $1', [nowIso])
@@ -311,15 +331,21 @@ function passkeyOps({ query, transaction, audited }: Part): Pick<FactorStore, 'u
             ON CONFLICT (owner, kind) DO UPDATE SET row_count = record_tallies.row_count`,
           [c.accountId],
         )
+        const values = [c.digest, c.accountId, c.userId ?? NO_USER, c.purpose, c.userVerification, c.createdAt, c.expiresAt, nowIso]
+        // A challenge of no user (a discoverable sign-in's) ends no other: the account's cap alone holds them.
+        const usersOldest =
+          c.userId === null
+            ? null
+            : `OR (user_id = $3 AND digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
+              ORDER BY created_at DESC, digest COLLATE "C" OFFSET $9))`
         await q(
-          'challenge-add',
+          usersOldest === null ? 'challenge-add-no-user' : 'challenge-add',
           `WITH gone AS (DELETE FROM passkey_challenges WHERE digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2
-            AND (expires_at <= $8 OR (user_id = $3 AND digest IN (SELECT digest FROM passkey_challenges WHERE account_id = $2 AND user_id = $3
-              ORDER BY created_at DESC, digest COLLATE "C" OFFSET $9)))
+            AND (expires_at <= $8 ${usersOldest ?? ''})
             FOR UPDATE SKIP LOCKED))
           INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-          [c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt, nowIso, maxPerUser - 1],
+          usersOldest === null ? values : [...values, maxPerUser - 1],
         )
         const { rows } = await q(
           'challenge-open',

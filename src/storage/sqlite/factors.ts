@@ -12,7 +12,7 @@
 import type { DatabaseSync } from 'node:sqlite'
 import type { FactorStore } from '../ports.ts'
 import type { TotpUser } from '../../domain/factors.ts'
-import { FACTOR_COLUMNS, factorValues, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
+import { FACTOR_COLUMNS, factorValues, NO_USER, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -35,6 +35,8 @@ function factorStatements(db: DatabaseSync) {
         .join(', ')}) ON CONFLICT DO NOTHING`,
     ),
     factors: db.prepare(`SELECT * FROM totp_factors WHERE account_id = $accountId AND user_id = $userId AND ${live} ORDER BY created_at, id`),
+    // By the unique index totp_factors_credential (account_id, credential_digest): one row at most, of this account only.
+    credentialUser: db.prepare("SELECT user_id FROM totp_factors WHERE account_id = ? AND credential_digest = ? AND type = 'passkey' AND status = 'active'"),
     activate: db.prepare(`UPDATE totp_factors SET status = 'active', expires_at = NULL, activated_at = ?
       WHERE id = ? AND account_id = ? AND user_id = ? AND status = 'pending' AND expires_at > ?`),
     drift: db.prepare(`UPDATE totp_factors SET drift = $drift WHERE id = $id AND account_id = $accountId AND user_id = $userId AND ${live}`),
@@ -86,7 +88,7 @@ export function factorStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps
 }
 
 /** factorOps: a user's factors; one is created within the user's and the account's limits, in one step with the counts. */
-function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'prune'> {
+function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'attempting' | 'attemptingCredential' | 'prune'> {
   const { q, batch, audit } = f
   const exists = (accountId: string, userId: string) => existsIn(f, accountId, userId)
   /** overAccount: whether the account keeps more than `max` factors, its expired pending ones dropped first when it seems to. */
@@ -124,6 +126,14 @@ function factorOps(f: Factors): Pick<FactorStore, 'create' | 'factors' | 'attemp
       const rows = q.factors.all({ accountId, userId, now: nowIso })
       if (rows.length === 0 && !exists(accountId, userId)) return null
       return { factors: rows.map(toFactor), settings: toFactorSettings(q.settings.get(accountId)) }
+    },
+    async attemptingCredential(accountId, credentialDigest, nowIso) {
+      // Synchronous reads on one connection: no write comes between them.
+      const owner = q.credentialUser.get(accountId, credentialDigest)
+      if (owner === undefined) return null
+      const userId = String(owner.user_id)
+      const rows = q.factors.all({ accountId, userId, now: nowIso })
+      return { userId, factors: rows.map(toFactor), settings: toFactorSettings(q.settings.get(accountId)) }
     },
     async prune(nowIso) {
       const r = await batch.run(() => {
@@ -236,9 +246,10 @@ function passkeyOps({ q, batch, audit }: Factors): Pick<FactorStore, 'useCredent
       // tally (record_tallies, kept by triggers) is read; over the cap, the savepoint undoes it all.
       try {
         return await batch.atomic(() => {
-          q.dropUserChallenges.run({ accountId: c.accountId, userId: c.userId, now: nowIso, keep: maxPerUser - 1 })
+          // A challenge of no user (a discoverable sign-in's) ends no other: the account's cap alone holds them.
+          if (c.userId !== null) q.dropUserChallenges.run({ accountId: c.accountId, userId: c.userId, now: nowIso, keep: maxPerUser - 1 })
           q.dropAccountChallenges.run(c.accountId, nowIso)
-          q.insertChallenge.run(c.digest, c.accountId, c.userId, c.purpose, c.userVerification, c.createdAt, c.expiresAt)
+          q.insertChallenge.run(c.digest, c.accountId, c.userId ?? NO_USER, c.purpose, c.userVerification, c.createdAt, c.expiresAt)
           const open = q.openChallenges.get({ accountId: c.accountId, now: nowIso })!
           if (Number(open.n) > maxPerAccount) throw new Full(String(open.first))
           return { added: true as const }

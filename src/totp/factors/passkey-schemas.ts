@@ -1,5 +1,5 @@
 /**
- * Route schemas of passkeys (/totp/users/{userID}/passkeys/…): the options a browser passes to
+ * Route schemas of passkeys (/totp/users/{userID}/passkeys/…, and /totp/passkeys/… for a sign-in that names no user): the options a browser passes to
  * navigator.credentials.create or .get as they are (PublicKeyCredential.parseCreationOptionsFromJSON
  * and parseRequestOptionsFromJSON take them, as does @simplewebauthn/browser), and the browser's
  * answer as PublicKeyCredential.toJSON() gives it. Every string of an answer is bounded.
@@ -333,6 +333,102 @@ export const authenticateSchema = {
       'CREDENTIAL_INVALID',
       'PASSKEYS_NOT_CONFIGURED',
       'USER_NOT_FOUND',
+      'PASSKEY_CHALLENGE_INVALID',
+      'PASSKEY_INVALID',
+      'PASSKEY_REPLAYED',
+      'RATE_LIMIT_KEY_INVALID',
+      'OTP_LOCKED',
+      'ATTEMPTS_LIMITED',
+      'FACTOR_UNREADABLE',
+    ]),
+  },
+}
+
+export const discoverableOptionsFields: FieldRules = { userVerification: { invalid: 'USER_VERIFICATION_INVALID' } }
+
+export const discoverableOptionsSchema = {
+  operationId: 'passkeyDiscoverableOptions',
+  summary: 'Start a sign-in with a passkey, no user ID given',
+  description:
+    "Answers the options to pass to `navigator.credentials.get()` with an empty `allowCredentials`: the browser offers the passkeys it holds for the account's relying party (discoverable credentials, registered with `residentKey: required`), and the answer tells whose it is. Then send the browser's answer to `authenticateDiscoverablePasskey`. The challenge counts towards `PASSKEY_CHALLENGES_PER_ACCOUNT` (there is no user to hold to `PASSKEY_CHALLENGES_PER_USER`).",
+  tags: ['passkeys'],
+  consumes: OPTIONS_FORMS,
+  body: Type.Optional(Type.Object({ userVerification }, { examples: [{ userVerification: 'required' }] })),
+  response: {
+    200: Type.Object(
+      { type: Type.Literal('Success'), options, expiresAt },
+      {
+        description: 'The options for navigator.credentials.get(), allowing any passkey of the relying party.',
+        examples: [
+          {
+            type: 'Success',
+            options: {
+              rpId: 'acme.example',
+              challenge: 'Wq2n8Kd5Lr0pT7xV3cB9mF1hJ6sA4gE2yU8iO0zN5kw',
+              allowCredentials: [],
+              timeout: 300000,
+              userVerification: 'required',
+            },
+            expiresAt: '2026-11-28T09:10:00.000Z',
+          },
+        ],
+      },
+    ),
+    ...errorResponses(['USER_VERIFICATION_INVALID', 'PASSKEYS_NOT_CONFIGURED', 'PASSKEY_CHALLENGES_PER_ACCOUNT']),
+  },
+}
+
+export const discoverableAuthenticateFields: FieldRules = { ...credentialRule, rateLimitKey: { invalid: 'RATE_LIMIT_KEY_INVALID' } }
+
+export const discoverableAuthenticateSchema = {
+  operationId: 'authenticateDiscoverablePasskey',
+  summary: "Verify a passkey sign-in without a user ID: the browser's answer, and whose it is",
+  description:
+    "Verifies the answer to `passkeyDiscoverableOptions` and names the user. The passkey is found by the credential ID the answer carries, among the calling account's passkeys only; the user handle the authenticator gives back must be that user's. From there it is the user's sign-in, as `authenticatePasskey`: its challenge (once), the signature, the origin and relying party ID, user verification when it was required, a signature counter above the last one seen, and an attempt under the user's lockout (a failure counts, repeated failures lock the user: 429 with Retry-After). Any answer but 200 means \"not signed in\".",
+  tags: ['passkeys'],
+  consumes: JSON_ONLY,
+  body: Type.Object(
+    { credential: authenticationCredential, rateLimitKey },
+    {
+      examples: [
+        {
+          credential: {
+            id: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            rawId: 'BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY',
+            type: 'public-key',
+            response: {
+              clientDataJSON:
+                'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiV3EybjhLZDVMcjBwVDd4VjNjQjltRjFoSjZzQTRnRTJ5VThpTzB6TjVrdyIsIm9yaWdpbiI6Imh0dHBzOi8vYWNtZS5leGFtcGxlIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+              authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAABg',
+              signature: 'MEUCIQCx3bq8Y2n0Vw5Jr1K9tQeL4mZp7dA6sF2hG0uN8cE1vAIgR3kT5wP9yX2zB7nM4qL0jH6fD8sA1gV3cU5eI7oK9',
+              userHandle: 'Qm9vS0xVX3VzZXJfaGFuZGxlX2tleWVkX2RpZ2VzdA',
+            },
+            clientExtensionResults: {},
+          },
+          rateLimitKey: '203.0.113.7',
+        },
+      ],
+    },
+  ),
+  response: {
+    200: Type.Object(
+      {
+        type: Type.Literal('Success'),
+        valid: Type.Literal(true),
+        userID: Type.String({ description: 'The user the passkey is of: your own identifier, as you registered it.' }),
+        factorID: Type.String({ description: 'The passkey that signed.' }),
+        userVerified: Type.Boolean({ description: 'Whether the authenticator verified the user (PIN, biometrics).' }),
+      },
+      {
+        description: 'The user named signed in with the passkey named.',
+        examples: [{ type: 'Success', valid: true, userID: '42', factorID: 'fct_3e8d1c0b9a7f6254', userVerified: true }],
+      },
+    ),
+    ...errorResponses([
+      'CREDENTIAL_REQUIRED',
+      'CREDENTIAL_INVALID',
+      'PASSKEYS_NOT_CONFIGURED',
+      'PASSKEY_UNKNOWN',
       'PASSKEY_CHALLENGE_INVALID',
       'PASSKEY_INVALID',
       'PASSKEY_REPLAYED',

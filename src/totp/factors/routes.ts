@@ -41,6 +41,10 @@ import {
   authenticateSchema,
   authenticationOptionsFields,
   authenticationOptionsSchema,
+  discoverableAuthenticateFields,
+  discoverableAuthenticateSchema,
+  discoverableOptionsFields,
+  discoverableOptionsSchema,
   registerFields,
   registerSchema,
   registrationOptionsFields,
@@ -250,7 +254,7 @@ type RegistrationOptionsBody = {
   authenticatorAttachment?: Attachment
 }
 
-/** passkeyRoutes: a passkey's registration and a sign-in with one, each options then the browser's answer. */
+/** passkeyRoutes: a passkey's registration and a sign-in with one (for a user named, or for whoever the passkey is of), each options then the browser's answer. */
 function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: UserHook, once: Once): void {
   app.post<{ Params: UserParams; Body: RegistrationOptionsBody | undefined }>(
     '/totp/users/:userID/passkeys/registration/options',
@@ -297,6 +301,25 @@ function passkeyRoutes(app: FastifyInstance, passkeys: Passkeys, userParam: User
     async (request) => {
       const signed = answer(request, await passkeys.authenticate(caller(request), request.params.userID, request.body.credential))
       return { type: 'Success', valid: true, factorID: signed.factorId, userVerified: signed.userVerified }
+    },
+  )
+
+  // A sign-in that names no user: the passkey the browser picks tells whose it is (discoverable credentials).
+  app.post<{ Body: { userVerification?: UserVerification } | undefined }>(
+    '/totp/passkeys/authentication/options',
+    { schema: discoverableOptionsSchema, config: { fields: discoverableOptionsFields } },
+    async (request) => {
+      const started = answer(request, await passkeys.discoverableOptions(caller(request), request.body?.userVerification ?? 'preferred'))
+      return { type: 'Success', options: started.options, expiresAt: started.expiresAt }
+    },
+  )
+
+  app.post<{ Body: { credential: AuthenticationResponseJSON } }>(
+    '/totp/passkeys/authentication',
+    { schema: discoverableAuthenticateSchema, config: { fields: discoverableAuthenticateFields } },
+    async (request) => {
+      const signed = answer(request, await passkeys.authenticateDiscoverable(caller(request), request.body.credential))
+      return { type: 'Success', valid: true, userID: signed.userId, factorID: signed.factorId, userVerified: signed.userVerified }
     },
   )
 }

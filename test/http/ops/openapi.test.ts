@@ -53,6 +53,8 @@ const OPERATION_IDS: Record<string, string> = {
   'POST /totp/users/{userID}/passkeys/registration': 'registerPasskey',
   'POST /totp/users/{userID}/passkeys/authentication/options': 'passkeyAuthenticationOptions',
   'POST /totp/users/{userID}/passkeys/authentication': 'authenticatePasskey',
+  'POST /totp/passkeys/authentication/options': 'passkeyDiscoverableOptions',
+  'POST /totp/passkeys/authentication': 'authenticateDiscoverablePasskey',
   // Conversion jobs: ours too.
   'POST /converter/jobs': 'submitConversionJob',
   'GET /converter/jobs': 'listConversionJobs',

@@ -169,6 +169,8 @@ test('sweep: the managed-factor routes, with hostile bodies and hostile user and
     '/totp/users/u1/passkeys/registration',
     '/totp/users/u1/passkeys/authentication/options',
     '/totp/users/u1/passkeys/authentication',
+    '/totp/passkeys/authentication/options',
+    '/totp/passkeys/authentication',
   ])
   // Idempotency-Key headers that are not keys: a 400, never a 5xx, nothing made.
   for (const key of ['', ' ', 'x'.repeat(256), 'caf\u00e9', '"', 'a\tb']) {

@@ -320,6 +320,60 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     )
   })
 
+  withStore(
+    "passkeys: a challenge of no user (a discoverable sign-in's) is taken once, ends no other, and is held to the account's cap alone",
+    async (store) => {
+      const acc = await makeAccount(store)
+      const once = challenge(acc, null, 'none-once', NOW)
+      assert.ok((await store.factors.addChallenge(once, 1, 1000, NOW)).added)
+      const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge('none-once', NOW)))
+      assert.deepEqual(
+        taken.filter((x) => x !== null),
+        [once],
+        'taken once, as issued to no user',
+      )
+      // A per-user cap of 1 ends none of them, nor a user's challenge: 60 at once against an account cap of 25 (one a user's).
+      assert.ok((await store.factors.addChallenge(challenge(acc, 'u', 'users-own', NOW), 1, 25, NOW)).added)
+      const added = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.addChallenge(challenge(acc, null, `none-${i}`, NOW), 1, 25, NOW)))
+      assert.equal(added.filter((a) => a.added).length, 24)
+      const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(`none-${i}`, NOW)))
+      assert.equal(kept.filter((c) => c !== null).length, 24)
+      assert.ok(kept.every((c) => c === null || c.userId === null))
+      assert.equal((await store.factors.takeChallenge('users-own', NOW))?.userId, 'u')
+    },
+  )
+
+  withStore("passkeys: a passkey's user is found by its credential digest, in its own account only, active passkeys only", async (store) => {
+    const acc = await makeAccount(store)
+    const other = await makeAccount(store)
+    const p = passkey(acc, 'alice')
+    assert.equal(await store.factors.create(p, 5, 1000, NOW, event('factor.created', acc)), 'created')
+    const totp = factor(acc, 'alice', { status: 'active', expiresAt: null })
+    assert.equal(await store.factors.create(totp, 5, 1000, NOW, event('factor.created', acc)), 'created')
+    await store.factors.setSettings(
+      acc,
+      { rpId: 'example.com', rpName: null, origins: [], userLimit: 3, keyLimit: null, limitWindowSeconds: null },
+      NOW,
+      event('factor-settings.update', acc),
+    )
+    const found = await store.factors.attemptingCredential(acc, p.credentialDigest, NOW)
+    assert.ok(found !== null)
+    assert.equal(found.userId, 'alice')
+    // Both made at NOW: in the order of their IDs.
+    assert.deepEqual(
+      found.factors.map((f) => f.id),
+      [p.id, totp.id].sort(),
+      "all the user's live factors, as attempting gives them",
+    )
+    assert.equal(found.settings.userLimit, 3)
+    assert.deepEqual(found, { userId: 'alice', ...(await store.factors.attempting(acc, 'alice', NOW)) })
+    assert.equal(await store.factors.attemptingCredential(other, p.credentialDigest, NOW), null, "never another account's")
+    assert.equal(await store.factors.attemptingCredential(acc, 'digest-none', NOW), null)
+    // Gone with the factor.
+    assert.ok(await store.factors.remove(acc, 'alice', p.id, event('factor.deleted', acc)))
+    assert.equal(await store.factors.attemptingCredential(acc, p.credentialDigest, NOW), null)
+  })
+
   withStore('passkeys: factor settings, absent then set and replaced, with an event each', async (store) => {
     const acc = await makeAccount(store)
     assert.equal((await store.factors.settings(acc)).rpId, null)
@@ -352,6 +406,6 @@ function passkey(accountId: string, userId: string): PasskeyFactor {
   }
 }
 
-function challenge(accountId: string, userId: string, digest: string, createdAt: string, expiresAt = '2026-01-01T12:05:00.000Z'): PasskeyChallenge {
+function challenge(accountId: string, userId: string | null, digest: string, createdAt: string, expiresAt = '2026-01-01T12:05:00.000Z'): PasskeyChallenge {
   return { digest, accountId, userId, purpose: 'authentication', userVerification: 'preferred', createdAt, expiresAt }
 }

@@ -9,6 +9,8 @@
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Config } from '../config/config.ts'
 import { answerError } from '../errors/errors.ts'
 import { lazyChildLoggerFactory } from '../logging/lazy-child.ts'
@@ -38,6 +40,23 @@ export interface BaseOptions {
   readonly badPath: (reply: FastifyReply, reason: string) => void
   /** Told when the connection cap closes idle connections to make room. */
   readonly onCapReached?: (stats: CapStats) => void
+}
+
+/**
+ * clientErrorHandler answers a client error (a request past REQUEST_TIMEOUT_MS, headers too large, a broken request) as Fastify does,
+ * but only when no answer has begun on the socket, as Node's own handler does: Fastify's wrote its 408 into an answer under way, and a
+ * chunked answer then ended in bytes its client could not parse ("Invalid character in chunk size"). An answer under way is cut.
+ */
+function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400
+  const message = status === 408 ? 'Client Timeout' : status === 431 ? 'Exceeded maximum allowed HTTP header size' : 'Client Error'
+  const answer = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (socket.writable && answer?.headersSent !== true) {
+    const body = JSON.stringify({ error: STATUS_CODES[status], message, statusCode: status })
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${body.length}\r\nContent-Type: application/json\r\n\r\n${body}`)
+  }
+  socket.destroy(error)
 }
 
 /** createBase: a Fastify instance with what both listeners share; routes and error handling are the caller's. */
@@ -79,6 +98,7 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     schemaErrorFormatter: (_errors, dataVar) => answerError(`${dataVar} failed validation`),
     // A parameter is at most a user ID's longest spelling in a path (Fastify's default, 100, refused the IDs of 101 to 256 characters the rule takes).
     routerOptions: { maxParamLength: MAX_USER_ID_PATH_LENGTH },
+    clientErrorHandler,
     frameworkErrors: (error, _request, reply) => {
       opts.badPath(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? PATH_TOO_LONG : 'its percent-escapes must encode UTF-8 text')
     },

@@ -2,9 +2,9 @@
  * What each account keeps in the store after the soak, held to the caps that bound it: the
  * bytes of its conversion jobs (the store's own keptBytes, which JOB_STORAGE_PER_ACCOUNT_MB
  * bounds), its Idempotency-Key records and passkey challenges (their tallies), its factors per
- * user, keys (active, working and kept), webhook endpoints and jobs queued or running; with the
- * rows it holds where no cap applies (onboarding records, factors, jobs and webhook endpoints
- * kept) and the size of the store itself. Each figure counts what its cap counts.
+ * user, keys (active, working and kept), webhook endpoints (live and kept) and jobs queued or
+ * running; with the rows it holds where no cap applies (onboarding records, factors, jobs kept)
+ * and the size of the store itself. Each figure counts what its cap counts.
  */
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -63,8 +63,12 @@ const COUNTS: readonly { name: string; sql: string; cap: (c: Config) => number |
     sql: 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NULL',
     cap: (c) => c.webhookMaxEndpoints,
   },
-  // Deleted endpoints stay as rows (disabled_at set): no cap bounds them yet.
-  { name: 'webhook endpoints kept', sql: 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1', cap: () => null },
+  // Deleted endpoints stay as rows (disabled_at set), at most WEBHOOK_DELETED_KEPT_PER_ACCOUNT of them.
+  {
+    name: 'webhook endpoints kept',
+    sql: 'SELECT count(*) AS n FROM webhook_endpoints WHERE account_id = $1',
+    cap: (c) => c.webhookMaxEndpoints + c.webhookDeletedKeptPerAccount,
+  },
   {
     name: 'jobs queued or running',
     sql: "SELECT count(*) AS n FROM conversion_jobs WHERE account_id = $1 AND status IN ('queued', 'running')",

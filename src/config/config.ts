@@ -897,6 +897,13 @@ export const settings = {
     1000,
     'Most webhook endpoints an account may have; one more is refused at every door (portal, admin API), decided atomically.',
   ),
+  webhookDeletedKeptPerAccount: int(
+    'WEBHOOK_DELETED_KEPT_PER_ACCOUNT',
+    100,
+    1,
+    100_000,
+    "Most deleted webhook endpoints an account keeps (with their deliveries and attempts, until `WEBHOOK_LOG_DAYS`); an endpoint's deletion removes, in the same store step, those deleted longest ago beyond it, with their deliveries and attempts. Their audit events stay. An account keeps at most `WEBHOOK_MAX_ENDPOINTS` plus this many endpoint rows.",
+  ),
   webhookLogDays: int(
     'WEBHOOK_LOG_DAYS',
     30,

@@ -26,7 +26,7 @@ export interface WebhooksOptions {
   readonly store: Store
   /** Seals endpoints' signing secrets. */
   readonly keyring: Keyring
-  readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints' | 'nodeEnv'>
+  readonly config: Pick<Config, 'webhookAllowPrivate' | 'webhookMaxEndpoints' | 'webhookDeletedKeptPerAccount' | 'nodeEnv'>
   /** Called after a change that makes a delivery due (a re-send), so that this node's worker looks at once. */
   readonly onDue?: () => void
   /** The clock (epoch ms); tests move it. */
@@ -89,10 +89,15 @@ export class Webhooks {
     return (await this.#account(accountId)) ?? this.#o.store.webhooks.listEndpoints(accountId)
   }
 
+  /**
+   * remove deletes an endpoint; in the same step the account's deleted endpoints past
+   * WEBHOOK_DELETED_KEPT_PER_ACCOUNT go for good with their deliveries (their events stay).
+   */
   async remove(ctx: Context, accountId: string, id: string): Promise<{ deleted: true } | Failure> {
     const missing = await this.#account(accountId)
     if (missing) return missing
-    const deleted = await this.#o.store.webhooks.deleteEndpoint(accountId, id, this.#draft(ctx, 'webhook.delete', id, accountId))
+    const kept = this.#o.config.webhookDeletedKeptPerAccount
+    const deleted = await this.#o.store.webhooks.deleteEndpoint(accountId, id, this.#draft(ctx, 'webhook.delete', id, accountId), kept)
     return deleted ? { deleted: true } : fail('not_found', `no webhook ${id} in account ${accountId}`)
   }
 

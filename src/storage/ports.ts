@@ -571,8 +571,13 @@ export interface WebhookStore {
   /** listEndpoints: an account's live endpoints, oldest first. */
   listEndpoints(accountId: string): Promise<WebhookEndpoint[]>
   getEndpoint(accountId: string, id: string): Promise<WebhookEndpoint | null>
-  /** deleteEndpoint disables it and cancels its pending deliveries; false when there is no such live endpoint. */
-  deleteEndpoint(accountId: string, id: string, audit: AuditDraft): Promise<boolean>
+  /**
+   * deleteEndpoint disables it and cancels its pending deliveries; false when there is no such
+   * live endpoint. With `deletedKept`, the account's deleted endpoints past that many, those
+   * deleted longest ago first, are removed in the same step with their deliveries, attempts and
+   * the messages no other delivery holds.
+   */
+  deleteEndpoint(accountId: string, id: string, audit: AuditDraft, deletedKept?: number): Promise<boolean>
   /** sealedSecrets gives up to `limit` live endpoints' sealed secrets, by id after `afterId` (a key rotation). */
   sealedSecrets(afterId: string, limit: number): Promise<{ readonly id: string; readonly accountId: string; readonly sealed: string }[]>
   /** resealSecret replaces an endpoint's sealed secret if it is still `from` (compare-and-set); false otherwise. */

@@ -12,13 +12,13 @@ import type { WebhookStore } from '../ports.ts'
 import { newId } from '../../domain/ids.ts'
 import { readEventCursor, type Row } from '../rows.ts'
 import { ATTEMPTS_SHOWN, eventTypesColumn, toAttempt, toClaimed, toDelivery, toEndpoint } from '../webhook-rows.ts'
-import { auditInsert, type Part } from './part.ts'
+import { auditInsert, type Part, type Query } from './part.ts'
 
 export function webhookStore(p: Part): WebhookStore {
   return { ...endpointOps(p), ...deliveryOps(p), ...outboxOps(p) }
 }
 
-/** endpointOps: an account's endpoints, created within its limit (counted under the account's row lock) and sealed secrets rotated. */
+/** endpointOps: an account's endpoints, created within its limit and deleted with a prune of those deleted before (each under the account's row lock), and sealed secrets rotated. */
 function endpointOps({
   query,
   transaction,
@@ -68,20 +68,53 @@ function endpointOps({
       const { rows } = await query('webhook-get', 'SELECT * FROM webhook_endpoints WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL', [accountId, id])
       return rows[0] ? toEndpoint(rows[0]) : null
     },
-    async deleteEndpoint(accountId, id, audit) {
-      const at = stamps.ms()
-      const { rows } = await query(
-        'webhook-delete',
-        `
-        WITH w AS (UPDATE webhook_endpoints SET disabled_at = $14::timestamptz WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL RETURNING id),
-        c AS (UPDATE webhook_deliveries d SET status = 'cancelled', lease = NULL, updated_ms = $3 FROM w WHERE d.endpoint_id = w.id AND d.status = 'pending'),
-        e AS (${auditInsert(4, 'w')})
-        SELECT count(*) AS n FROM w`,
-        [accountId, id, at, ...audited(audit), new Date(at).toISOString()],
-      )
-      return Number(rows[0]?.n) > 0
+    deleteEndpoint(accountId, id, audit, deletedKept) {
+      return transaction(async (tx) => {
+        // The account's row lock orders parallel deletions: each prunes after the one before committed.
+        if (deletedKept !== undefined) await tx('webhook-lock-account', 'SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId])
+        const at = stamps.ms()
+        const { rows } = await tx(
+          'webhook-delete',
+          `
+          WITH w AS (UPDATE webhook_endpoints SET disabled_at = $14::timestamptz WHERE account_id = $1 AND id = $2 AND disabled_at IS NULL RETURNING id),
+          c AS (UPDATE webhook_deliveries d SET status = 'cancelled', lease = NULL, updated_ms = $3 FROM w WHERE d.endpoint_id = w.id AND d.status = 'pending'),
+          e AS (${auditInsert(4, 'w')})
+          SELECT count(*) AS n FROM w`,
+          [accountId, id, at, ...audited(audit), new Date(at).toISOString()],
+        )
+        if (Number(rows[0]?.n) === 0) return false
+        if (deletedKept !== undefined) await pruneDeleted(tx, accountId, deletedKept)
+        return true
+      })
     },
   }
+}
+
+/**
+ * pruneDeleted removes the account's deleted endpoints past the `kept` deleted last, with their
+ * deliveries (before the endpoint: their tally trigger reads it; before the attempts: a finish
+ * holding one writes its attempt first), attempts and the messages no other delivery holds,
+ * each a statement of its own so that each sees the one before.
+ */
+async function pruneDeleted(tx: Query, accountId: string, kept: number): Promise<void> {
+  const past = await tx(
+    'webhook-past-kept',
+    `SELECT id FROM webhook_endpoints WHERE account_id = $1 AND disabled_at IS NOT NULL
+    ORDER BY disabled_at DESC, id COLLATE "C" DESC OFFSET $2`,
+    [accountId, kept],
+  )
+  if (past.rows.length === 0) return
+  const ids = past.rows.map((r) => String(r.id))
+  const gone = await tx('webhook-drop-deliveries', 'DELETE FROM webhook_deliveries WHERE endpoint_id = ANY($1::text[]) RETURNING message_id', [ids])
+  await tx('webhook-drop-attempts', 'DELETE FROM webhook_attempts WHERE endpoint_id = ANY($1::text[])', [ids])
+  if (gone.rows.length > 0)
+    await tx(
+      'webhook-drop-messages',
+      `DELETE FROM webhook_messages m WHERE m.id = ANY($1::text[])
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.message_id = m.id)`,
+      [[...new Set(gone.rows.map((r) => String(r.message_id)))]],
+    )
+  await tx('webhook-drop-endpoints', 'DELETE FROM webhook_endpoints WHERE id = ANY($1::text[])', [ids])
 }
 
 /** deliveryOps: an endpoint's deliveries with their last attempts, and a resend of one. */
@@ -153,12 +186,16 @@ function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finis
       return rows.map((r) => toClaimed(r, lease))
     },
     async finish(r) {
+      // The attempt is written only while its delivery is there, that row locked: a prune of a deleted endpoint (deliveries
+      // first, then attempts) either waits for it and deletes it, or has gone first and leaves nothing to write.
       await query(
         'webhook-finish',
         `
-        WITH a AS (INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error) VALUES ($1, $2, $3, $4, $5, $6, $7))
-        UPDATE webhook_deliveries SET status = $8, tries = tries + 1, next_at_ms = $9, lease = NULL, updated_ms = $4
-        WHERE endpoint_id = $2 AND message_id = $3 AND lease = $10`,
+        WITH k AS (SELECT endpoint_id FROM webhook_deliveries WHERE endpoint_id = $2 AND message_id = $3 FOR NO KEY UPDATE),
+        u AS (UPDATE webhook_deliveries d SET status = $8, tries = d.tries + 1, next_at_ms = $9, lease = NULL, updated_ms = $4
+          FROM k WHERE d.endpoint_id = k.endpoint_id AND d.message_id = $3 AND d.lease = $10)
+        INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error)
+          SELECT $1::text, $2::text, $3::text, $4::bigint, $5::integer, $6::integer, $7::text FROM k`,
         [
           newId('wha'),
           r.endpointId,

@@ -29,6 +29,12 @@ function webhookStatements(db: DatabaseSync) {
     get: db.prepare('SELECT * FROM webhook_endpoints WHERE account_id = ? AND id = ? AND disabled_at IS NULL'),
     disable: db.prepare('UPDATE webhook_endpoints SET disabled_at = ? WHERE account_id = ? AND id = ? AND disabled_at IS NULL'),
     cancel: db.prepare("UPDATE webhook_deliveries SET status = 'cancelled', lease = NULL, updated_ms = ? WHERE endpoint_id = ? AND status = 'pending'"),
+    // The account's deleted endpoints past the ? deleted last, and what hangs off each (deliveries first: their tally trigger reads the endpoint).
+    pastKept: db.prepare(`SELECT id FROM webhook_endpoints WHERE account_id = ? AND disabled_at IS NOT NULL
+      ORDER BY disabled_at DESC, id DESC LIMIT -1 OFFSET ?`),
+    dropAttempts: db.prepare('DELETE FROM webhook_attempts WHERE endpoint_id = ?'),
+    dropDeliveries: db.prepare('DELETE FROM webhook_deliveries WHERE endpoint_id = ? RETURNING message_id'),
+    dropEndpoint: db.prepare('DELETE FROM webhook_endpoints WHERE id = ?'),
     attempts: db.prepare(`SELECT * FROM webhook_attempts WHERE endpoint_id = ? AND message_id = ? ORDER BY at_ms DESC, id DESC LIMIT ${ATTEMPTS_SHOWN}`),
     resend: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', tries = 0, since_ms = $now, next_at_ms = $now, lease = NULL, updated_ms = $now
       WHERE endpoint_id = $endpoint AND message_id = $message
@@ -41,8 +47,10 @@ function webhookStatements(db: DatabaseSync) {
     claimed: db.prepare(`SELECT d.endpoint_id, d.message_id, d.tries, d.since_ms, e.account_id, e.url, e.secret, m.event_type, m.at, m.data
       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_messages m ON m.id = d.message_id
       WHERE d.endpoint_id = ? AND d.message_id = ?`),
+    // Only while the delivery is there: a claim's endpoint may have been deleted and pruned while it was sent.
     attempt: db.prepare(`INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error)
-      VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      SELECT $id, $endpoint, $message, $at, $status, $duration, $error
+      WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $endpoint AND message_id = $message)`),
     finish: db.prepare(`UPDATE webhook_deliveries SET status = $status, tries = tries + 1, next_at_ms = $next, lease = NULL, updated_ms = $now
       WHERE endpoint_id = $endpoint AND message_id = $message AND lease = $lease`),
     pending: db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'pending'"),
@@ -64,7 +72,7 @@ export function webhookStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamp
   return { ...endpointOps(w), ...deliveryOps(w), ...outboxOps(w) }
 }
 
-/** endpointOps: an account's endpoints, created within its limit (one step with the count) and sealed secrets rotated. */
+/** endpointOps: an account's endpoints, created within its limit (one step with the count), deleted (one step with the prune of those deleted before) and sealed secrets rotated. */
 function endpointOps({
   q,
   batch,
@@ -95,12 +103,20 @@ function endpointOps({
       const row = q.get.get(accountId, id)
       return row ? toEndpoint(row) : null
     },
-    deleteEndpoint(accountId, id, event) {
+    deleteEndpoint(accountId, id, event, deletedKept) {
       return batch.atomic(() => {
         const at = stamps.ms()
         if (Number(q.disable.run(new Date(at).toISOString(), accountId, id).changes) === 0) return false
         q.cancel.run(at, id)
         audit(event)
+        if (deletedKept !== undefined) {
+          for (const gone of q.pastKept.all(accountId, deletedKept)) {
+            const endpoint = String(gone.id)
+            q.dropAttempts.run(endpoint)
+            for (const d of q.dropDeliveries.all(endpoint)) q.pruneMessage.run(String(d.message_id), String(d.message_id))
+            q.dropEndpoint.run(endpoint)
+          }
+        }
         return true
       })
     },
@@ -145,7 +161,15 @@ function outboxOps({ q, batch }: Webhooks): Pick<WebhookStore, 'due' | 'claim' |
     },
     async finish(r) {
       await batch.run(() => {
-        q.attempt.run(newId('wha'), r.endpointId, r.messageId, r.attempt.atMs, r.attempt.statusCode, Math.round(r.attempt.durationMs), r.attempt.error)
+        q.attempt.run({
+          id: newId('wha'),
+          endpoint: r.endpointId,
+          message: r.messageId,
+          at: r.attempt.atMs,
+          status: r.attempt.statusCode,
+          duration: Math.round(r.attempt.durationMs),
+          error: r.attempt.error,
+        })
         q.finish.run({
           status: r.outcome === 'retry' ? 'pending' : r.outcome,
           next: r.nextAtMs,

@@ -242,6 +242,33 @@ export function webhookContract(withStore: WithStore): void {
     assert.equal(await w.resend(e.id, events[0]!.id, now, change(a, 'webhook.resend')), false, 'not for a deleted endpoint')
   })
 
+  withStore('webhooks: a deletion with deletedKept removes the deleted endpoints past it, oldest first, with their deliveries and attempts', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const ends = [endpoint(a), endpoint(a), endpoint(a), endpoint(a)]
+    for (const e of ends) assert.equal(await w.createEndpoint(e, 10, change(a, 'webhook.create', e.id)), true)
+    await store.audit.append(event(a, 'factor.created'))
+    assert.equal(await w.pending(), 4)
+    const now = Date.now() + 1000
+    const inFlight = (await w.claim(10, now, 60_000)).find((c) => c.endpointId === ends[0]!.id)!
+    for (const e of ends.slice(0, 3)) {
+      assert.equal(await w.deleteEndpoint(a, e.id, change(a, 'webhook.delete', e.id), 1), true)
+      await new Promise((r) => setTimeout(r, 5))
+    }
+    // A delivery sent while its endpoint was deleted and pruned leaves no attempt behind.
+    await w.finish({ ...inFlight, attempt: { atMs: now, statusCode: 204, durationMs: 1, error: null }, outcome: 'delivered', nextAtMs: now })
+    const log = async (id: string) => (await w.listDeliveries(id, { limit: 10 })).items.map((d) => [d.status, d.attempts.length])
+    assert.deepEqual(await log(ends[0]!.id), [], 'pruned')
+    assert.deepEqual(await log(ends[1]!.id), [], 'pruned')
+    assert.deepEqual(await log(ends[2]!.id), [['cancelled', 0]], 'the one deleted last is kept')
+    assert.deepEqual(await log(ends[3]!.id), [['pending', 0]], 'a live endpoint keeps its own')
+    assert.equal(await w.pending(), 1)
+    assert.deepEqual(
+      (await w.listEndpoints(a)).map((e) => e.id),
+      [ends[3]!.id],
+    )
+  })
+
   withStore(
     'webhooks: an account keeps at most its cap of pending deliveries however many events come at once; the rest are dropped, counted once',
     async (store) => {

@@ -108,7 +108,6 @@ const tools: [string, boolean, string][] = [
   ['oathtool', hasTool('oathtool'), 'apt-get install oathtool'],
   ['promtool, prometheus', hasTool('promtool'), 'apt-get install prometheus'],
   ['openssl', hasTool('openssl', ['version']), 'apt-get install openssl'],
-  ['the PDF corpus', existsSync(new URL('../../shared/corpus/real', import.meta.url).pathname), 'no ../shared/corpus beside the checkout'],
 ]
 for (const [what, present, fix] of tools) say(present ? `${what}: found` : `${what}: the tests that need it skip (${fix})`)
 if (process.env.TESSERA_REQUIRE_SERVICES === '1') say('TESSERA_REQUIRE_SERVICES=1: a suite that would skip fails instead')

@@ -14,10 +14,12 @@ import { run } from 'node:test'
 import { spec } from 'node:test/reporters'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, globSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { relative, resolve } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
+import { CORPUS_TESTS } from '../test/support/corpus.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const TIERS: Readonly<Record<string, readonly string[]>> = {
@@ -30,10 +32,34 @@ const TIERS: Readonly<Record<string, readonly string[]>> = {
   checks: ['test/checks/**/*.test.ts'],
 }
 const SILENCE_MS = 30_000
+const SLOWEST = 10
+/** The files that take longest, started first (measured: `TEST_TIMES=all npm test` lists every file's time); the rest after them. */
+const LONGEST: readonly string[] = [
+  'test/checks/clean-copy.test.ts',
+  'test/http/admin/factor-import.test.ts',
+  'test/http/admin/cli.test.ts',
+  'test/http/ops/server.test.ts',
+  'test/http/admin/cli-totp-users.test.ts',
+  'test/http/admin/cli-jobs.test.ts',
+]
+const rank = (file: string) => {
+  const at = LONGEST.indexOf(file)
+  return at < 0 ? LONGEST.length : at
+}
 
 const say = (line: string) => process.stdout.write(`# ${line}\n`)
 const args = process.argv.slice(2)
 const patterns = args.length === 0 ? ['src/**/*.test.ts', 'test/**/*.test.ts'] : args.flatMap((a) => TIERS[a] ?? [a])
+/** Files at once: most wait on servers, timers and processes more than they compute (TEST_CONCURRENCY sets it). */
+const concurrency = Number(process.env.TEST_CONCURRENCY || Math.min(8, 2 * availableParallelism()))
+if (!Number.isInteger(concurrency) || concurrency < 1)
+  throw new Error(`TEST_CONCURRENCY must be a whole number of files, at least 1, not ${process.env.TEST_CONCURRENCY}`)
+// The whole suite runs the corpus tests once, in the copy of the repository that test/checks/clean-copy.test.ts makes for them.
+const inCopy = args.length === 0 ? new Set(globSync([...CORPUS_TESTS], { cwd: ROOT })) : new Set<string>()
+/** The files, the longest first, so that they do not start last and run on alone. */
+const files = globSync(patterns, { cwd: ROOT })
+  .filter((file) => !inCopy.has(file))
+  .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b))
 
 /** findPostgres: TEST_DATABASE_URL, or a scratch database on the local server when it answers (null and why when neither). */
 async function findPostgres(): Promise<{ url: string; drop?: () => Promise<void> } | { why: string }> {
@@ -111,10 +137,14 @@ const tools: [string, boolean, string][] = [
 ]
 for (const [what, present, fix] of tools) say(present ? `${what}: found` : `${what}: the tests that need it skip (${fix})`)
 if (process.env.TESSERA_REQUIRE_SERVICES === '1') say('TESSERA_REQUIRE_SERVICES=1: a suite that would skip fails instead')
-say(`running ${patterns.join(' ')}`)
+say(
+  `running ${patterns.join(' ')}: ${files.length} files, ${concurrency} at once${inCopy.size > 0 ? ` (${[...inCopy].join(', ')} in test/checks/clean-copy.test.ts's copy)` : ''}`,
+)
 
 // Which files run, and since when: a line every 30 s of silence names the ones still running.
 const running = new Map<string, number>()
+/** How long each file took, from its start to its end (its wait for a place not counted). */
+const took = new Map<string, number>()
 let done = 0
 let lastOutput = Date.now()
 const started = Date.now()
@@ -132,13 +162,14 @@ interface Event {
   type: string
   data: { name?: string; file?: string; nesting?: number; success?: boolean; counts?: { tests: number } }
 }
-const stream = run({ globPatterns: patterns, concurrency: true, cwd: ROOT })
+const stream = run({ files: files.map((file) => resolve(ROOT, file)), concurrency, cwd: ROOT })
 stream.on('data', (event: Event) => {
   const { data } = event
   // A file is a test of its own, named by its path, in the parent process.
   if (data.file !== undefined && data.nesting === 0 && data.name !== undefined && resolve(ROOT, data.name) === data.file) {
     if (event.type === 'test:dequeue') running.set(data.file, Date.now())
     else if (event.type === 'test:complete') {
+      took.set(relative(ROOT, data.file), Date.now() - (running.get(data.file) ?? started))
       running.delete(data.file)
       done++
     }
@@ -153,4 +184,8 @@ reporter.pipe(process.stdout)
 await new Promise<void>((resolve) => reporter.on('end', resolve))
 clearInterval(ticker)
 if (dropDatabase !== undefined) await dropDatabase()
+// Where the minutes went: the slowest files (every file with TEST_TIMES=all).
+const slowest = [...took].sort((a, b) => b[1] - a[1]).slice(0, process.env.TEST_TIMES === 'all' ? undefined : SLOWEST)
+if (slowest.length > 1)
+  say(`${process.env.TEST_TIMES === 'all' ? 'files' : 'slowest files'}: ${slowest.map(([file, ms]) => `${file} ${(ms / 1000).toFixed(1)} s`).join(', ')}`)
 say(`took ${minutes(Date.now() - started)}`)

@@ -11,9 +11,9 @@ import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import { CORPUS_TESTS } from '../support/corpus.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
-const RUN = ['corpus', 'src/converter/engines/edit.test.ts']
 
 /** tracked: the files of the repository Git tracks (its index), or why there are none (no Git, or not a checkout: a container's build stage). */
 function tracked(): string[] | string {
@@ -33,11 +33,11 @@ function copyRepository(files: readonly string[], to: string): void {
   }
 }
 
-/** runTests runs the test command in `cwd` on RUN, as CI does (services required), and gives its exit code and output. */
+/** runTests runs the test command in `cwd` on CORPUS_TESTS, as CI does (services required), and gives its exit code and output. */
 function runTests(cwd: string): Promise<{ code: number | null; out: string }> {
   // Not NODE_TEST_CONTEXT: the copy's runner reports as a run of its own does.
   const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_TEST_CONTEXT')), TESSERA_REQUIRE_SERVICES: '1' }
-  const child = spawn(process.execPath, ['scripts/test.ts', ...RUN], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['scripts/test.ts', ...CORPUS_TESTS], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.on('data', (c: Buffer) => (out += c.toString()))
   child.stderr.on('data', (c: Buffer) => (out += c.toString()))
@@ -62,12 +62,14 @@ test('in a copy of the repository with nothing beside it, the corpus tests skip 
   assert.ok(existsSync(join(copy, 'test/fixtures/corpus/real/files.json')), 'the corpus is tracked by Git')
 
   const { code, out } = await runTests(copy)
-  const tail = out.slice(out.lastIndexOf('ℹ tests') - 3000)
+  // Each test's line of the copy's run, and on failure what its reporter said of the failures.
+  for (const line of out.split('\n').filter((l) => /^[✔✖﹣] /.test(l))) t.diagnostic(`in the copy: ${line}`)
+  const failures = out.includes('✖ failing tests:') ? out.slice(out.indexOf('✖ failing tests:')) : out.slice(-4000)
   t.diagnostic(`in the copy: ${summary(out, 'tests')} tests, ${summary(out, 'pass')} passed, ${summary(out, 'skipped')} skipped`)
   const skipped = out.split('\n').filter((l) => l.trimStart().startsWith('﹣'))
   assert.equal(summary(out, 'skipped'), 0, `skipped in the copy:\n${skipped.join('\n')}`)
-  assert.equal(summary(out, 'fail'), 0, tail)
-  assert.equal(code, 0, tail)
+  assert.equal(summary(out, 'fail'), 0, failures)
+  assert.equal(code, 0, failures)
   // Both parts ran: the corpus tier's conversions and the page operations on the whole corpus.
   assert.match(out, /✔ every real-world PDF converts to PNG/)
   assert.match(out, /✔ merge keeps every page of the whole corpus/)

@@ -169,7 +169,9 @@ stream.on('data', (event: Event) => {
   if (data.file !== undefined && data.nesting === 0 && data.name !== undefined && resolve(ROOT, data.name) === data.file) {
     if (event.type === 'test:dequeue') running.set(data.file, Date.now())
     else if (event.type === 'test:complete') {
-      took.set(relative(ROOT, data.file), Date.now() - (running.get(data.file) ?? started))
+      const [file, ms] = [relative(ROOT, data.file), Date.now() - (running.get(data.file) ?? started)]
+      took.set(file, ms)
+      if (process.env.TEST_TIMES === 'all') say(`${file} took ${(ms / 1000).toFixed(1)} s`)
       running.delete(data.file)
       done++
     }
@@ -184,7 +186,7 @@ reporter.pipe(process.stdout)
 await new Promise<void>((resolve) => reporter.on('end', resolve))
 clearInterval(ticker)
 if (dropDatabase !== undefined) await dropDatabase()
-// Where the minutes went: the slowest files (every file with TEST_TIMES=all).
+// Where the minutes went: the slowest files (with TEST_TIMES=all every file, and each as it ends).
 const slowest = [...took].sort((a, b) => b[1] - a[1]).slice(0, process.env.TEST_TIMES === 'all' ? undefined : SLOWEST)
 if (slowest.length > 1)
   say(`${process.env.TEST_TIMES === 'all' ? 'files' : 'slowest files'}: ${slowest.map(([file, ms]) => `${file} ${(ms / 1000).toFixed(1)} s`).join(', ')}`)

@@ -35,13 +35,8 @@ function copyRepository(files: readonly string[], to: string): void {
 
 /** runTests runs the test command in `cwd` on CORPUS_TESTS, as CI does (services required), and gives its exit code and output. */
 function runTests(cwd: string): Promise<{ code: number | null; out: string }> {
-  // Not NODE_TEST_CONTEXT: the copy's runner reports as a run of its own does. Two files at once: they compute more than they wait,
-  // and the suite around this check goes on running beside them.
-  const env = {
-    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_TEST_CONTEXT')),
-    TESSERA_REQUIRE_SERVICES: '1',
-    TEST_CONCURRENCY: '2',
-  }
+  // Not NODE_TEST_CONTEXT: the copy's runner reports as a run of its own does.
+  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_TEST_CONTEXT')), TESSERA_REQUIRE_SERVICES: '1' }
   const child = spawn(process.execPath, ['scripts/test.ts', ...CORPUS_TESTS], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.on('data', (c: Buffer) => (out += c.toString()))

@@ -1,6 +1,6 @@
 /**
  * A/B of conversion throughput: this tree against another checkout of the project (a baseline
- * commit), on the real corpus (../shared/corpus/real) at 150 dpi, through HTTP, both servers
+ * commit), on the real corpus (test/fixtures/corpus/real, or BENCH_CORPUS) at 150 dpi, through HTTP, both servers
  * with 2 workers, in rounds whose order alternates; a ratio is taken within each round, then
  * the median (this machine's speed drifts). Each round: every file to PNG one at a time, the
  * corpus twice over by 4 clients at once, and the files under 100 kB to PostScript.
@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort, median } from './load.ts'
 import { demoServer } from './wait.ts'
+import { BENCH_CORPUS as CORPUS } from './corpus.ts'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const BASELINE = process.env.BENCH_BASELINE
@@ -26,7 +27,6 @@ if (BASELINE === undefined || BASELINE === '') {
   process.exit(2)
 }
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
 const files = readdirSync(CORPUS)
   .filter((f) => f.endsWith('.pdf') && !f.includes('password'))
   .map((name) => ({ name, bytes: readFileSync(join(CORPUS, name)) }))

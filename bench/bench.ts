@@ -8,6 +8,7 @@
  * own `toDataURL` on the same text, called in process.
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
+ * The conversion parts read the tests' corpus (test/fixtures/corpus/real), or the folder BENCH_CORPUS names (bench/corpus.ts).
  * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors|passkeys runs one part (admin: the admin API's paging and
  * usage reports on 100 000 accounts, bench/admin.ts; formats: JPEG, WebP and TIFF pages against PNG and the native tools,
  * bench/formats.ts; toolkit: text, merge, split, compress, rotate and flatten against pdftotext, qpdf and gs,
@@ -26,7 +27,6 @@ import { openStore } from '../src/storage/factory.ts'
 import { Accounts } from '../src/services/accounts.ts'
 import { isFailure } from '../src/services/outcome.ts'
 import { SYSTEM } from '../src/domain/accounts.ts'
-import { existsSync } from 'node:fs'
 import { convertBench } from './convert.ts'
 import { formatsBench } from './formats.ts'
 import { toolkitBench } from './toolkit.ts'
@@ -200,30 +200,19 @@ const only = process.env.BENCH_ONLY
 if (only === undefined || only === 'totp') await totpBench()
 if (only === undefined || only === 'scale') process.stdout.write(`${await scaleBench(SECONDS, ROUNDS)}\n`)
 if (only === undefined || only === 'convert') {
-  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
-    // The conversion workers need both CPUs: unpin every thread of this process first.
-    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
-    process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
-  } else process.stdout.write('Conversion bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+  // The conversion workers need both CPUs: unpin every thread of this process first.
+  if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+  process.stdout.write(`${await convertBench(makeKey, await freePort())}\n`)
 }
 if (only === undefined || only === 'formats') {
-  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
-    // The conversion workers need both CPUs: unpin every thread of this process first.
-    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
-    process.stdout.write(`${await formatsBench(makeKey, await freePort())}\n`)
-  } else process.stdout.write('Image formats bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+  if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+  process.stdout.write(`${await formatsBench(makeKey, await freePort())}\n`)
 }
 if (only === undefined || only === 'toolkit') {
-  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) {
-    // The conversion workers need both CPUs: unpin every thread of this process first.
-    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
-    process.stdout.write(`${await toolkitBench(makeKey, await freePort())}\n`)
-  } else process.stdout.write('PDF toolkit bench skipped: the shared corpus (../shared/corpus) is absent.\n')
+  if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' })
+  process.stdout.write(`${await toolkitBench(makeKey, await freePort())}\n`)
 }
-if (only === undefined || only === 'jobs') {
-  if (existsSync(new URL('../../shared/corpus/real', import.meta.url))) await jobsBench()
-  else process.stdout.write('Conversion jobs bench skipped: the shared corpus (../shared/corpus) is absent.\n')
-}
+if (only === undefined || only === 'jobs') await jobsBench()
 if (only === undefined || only === 'admin') await adminBench()
 if (only === undefined || only === 'portal') await portalBench()
 if (only === undefined || only === 'signin') await signinBench()

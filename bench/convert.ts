@@ -23,9 +23,9 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { median } from './load.ts'
 import { waitFor } from './wait.ts'
+import { BENCH_CORPUS as CORPUS } from './corpus.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
-const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
 const DPI = 150
 const ROUNDS = Number(process.env.BENCH_CONVERT_ROUNDS ?? 3)
 const PASSWORDS: Record<string, string> = { 'libreoffice-writer-password.pdf': 'openpassword' }

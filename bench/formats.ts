@@ -27,9 +27,8 @@ import { join } from 'node:path'
 import { has, password, startServer, stop } from './convert.ts'
 import { median } from './load.ts'
 import { WEBP_EFFORT } from '../src/domain/images.ts'
+import { BENCH_CORPUS as CORPUS } from './corpus.ts'
 
-const ROOT = new URL('..', import.meta.url).pathname
-const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
 const DPI = 150
 const ROUNDS = Number(process.env.BENCH_FORMATS_ROUNDS ?? 3)
 const BIG = 'GeoTopo-komprimiert.pdf'

@@ -51,9 +51,9 @@ import { openStore } from '../src/storage/factory.ts'
 import type { Store } from '../src/storage/ports.ts'
 import { freePort, median } from './load.ts'
 import { waitFor } from './wait.ts'
+import { BENCH_CORPUS as CORPUS } from './corpus.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
-const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
 /** The throughput part's PNG resolution (the 117-page file at 150 dpi would make each round twice as long), and the latency part's, the conversion bench's. */
 const DPI = 100
 const ONE_PAGE_DPI = 150

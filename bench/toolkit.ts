@@ -24,9 +24,8 @@ import { join } from 'node:path'
 import { MAX_MERGE_DOCUMENTS } from '../src/converter/upload.ts'
 import { has, password, startServer, stop } from './convert.ts'
 import { median } from './load.ts'
+import { BENCH_CORPUS as CORPUS } from './corpus.ts'
 
-const ROOT = new URL('..', import.meta.url).pathname
-const CORPUS = join(ROOT, '..', 'shared', 'corpus', 'real')
 const ROUNDS = Number(process.env.BENCH_TOOLKIT_ROUNDS ?? 3)
 const BIG = 'GeoTopo-komprimiert.pdf'
 const ENCRYPTED = 'libreoffice-writer-password.pdf'

@@ -14,10 +14,12 @@ import { run } from 'node:test'
 import { spec } from 'node:test/reporters'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
-import { relative, resolve } from 'node:path'
+import { existsSync, globSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join, relative, resolve } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
+import { CORPUS_TESTS } from '../test/support/corpus.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const TIERS: Readonly<Record<string, readonly string[]>> = {
@@ -30,10 +32,39 @@ const TIERS: Readonly<Record<string, readonly string[]>> = {
   checks: ['test/checks/**/*.test.ts'],
 }
 const SILENCE_MS = 30_000
+const SLOWEST = 10
+/** The files that take longest, started first (measured: `TEST_TIMES=all npm test` lists every file's time); the rest after them. */
+const LONGEST: readonly string[] = [
+  'test/checks/clean-copy.test.ts',
+  'test/http/admin/factor-import.test.ts',
+  'test/http/admin/cli.test.ts',
+  'test/http/ops/server.test.ts',
+  'test/http/admin/cli-totp-users.test.ts',
+  'test/http/admin/cli-jobs.test.ts',
+]
+const rank = (file: string) => {
+  const at = LONGEST.indexOf(file)
+  return at < 0 ? LONGEST.length : at
+}
 
 const say = (line: string) => process.stdout.write(`# ${line}\n`)
 const args = process.argv.slice(2)
 const patterns = args.length === 0 ? ['src/**/*.test.ts', 'test/**/*.test.ts'] : args.flatMap((a) => TIERS[a] ?? [a])
+/**
+ * Files at once: node:test's CPUs − 1 (one on 2 CPUs), or TEST_CONCURRENCY. Most files wait more than they compute, but at 4 on
+ * a loaded 2-CPU machine 14 of the http tier's 456 tests failed on their time limits (docs/development.md): raise it once they hold.
+ */
+const concurrency = Number(process.env.TEST_CONCURRENCY || Math.max(1, availableParallelism() - 1))
+if (!Number.isInteger(concurrency) || concurrency < 1)
+  throw new Error(`TEST_CONCURRENCY must be a whole number of files, at least 1, not ${process.env.TEST_CONCURRENCY}`)
+// The whole suite runs the corpus tests once, in the copy of the repository that test/checks/clean-copy.test.ts makes for them
+// (where it can: in a Git checkout; a container's build stage has none, and runs them in place).
+const gitCheckout = spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: ROOT, stdio: 'ignore' }).status === 0
+const inCopy = args.length === 0 && gitCheckout ? new Set(globSync([...CORPUS_TESTS], { cwd: ROOT })) : new Set<string>()
+/** The files, the longest first, so that they do not start last and run on alone. */
+const files = globSync(patterns, { cwd: ROOT })
+  .filter((file) => !inCopy.has(file))
+  .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b))
 
 /** findPostgres: TEST_DATABASE_URL, or a scratch database on the local server when it answers (null and why when neither). */
 async function findPostgres(): Promise<{ url: string; drop?: () => Promise<void> } | { why: string }> {
@@ -109,14 +140,17 @@ const tools: [string, boolean, string][] = [
   ['promtool, prometheus', hasTool('promtool'), 'apt-get install prometheus'],
   ['amtool, Alertmanager', hasTool('amtool'), 'apt-get install prometheus-alertmanager'],
   ['openssl', hasTool('openssl', ['version']), 'apt-get install openssl'],
-  ['the PDF corpus', existsSync(new URL('../../shared/corpus/real', import.meta.url).pathname), 'no ../shared/corpus beside the checkout'],
 ]
 for (const [what, present, fix] of tools) say(present ? `${what}: found` : `${what}: the tests that need it skip (${fix})`)
 if (process.env.TESSERA_REQUIRE_SERVICES === '1') say('TESSERA_REQUIRE_SERVICES=1: a suite that would skip fails instead')
-say(`running ${patterns.join(' ')}`)
+say(
+  `running ${patterns.join(' ')}: ${files.length} files, ${concurrency} at once${inCopy.size > 0 ? ` (${[...inCopy].join(', ')} in test/checks/clean-copy.test.ts's copy)` : ''}`,
+)
 
 // Which files run, and since when: a line every 30 s of silence names the ones still running.
 const running = new Map<string, number>()
+/** How long each file took, from its start to its end (its wait for a place not counted). */
+const took = new Map<string, number>()
 let done = 0
 let lastOutput = Date.now()
 const started = Date.now()
@@ -134,13 +168,19 @@ interface Event {
   type: string
   data: { name?: string; file?: string; nesting?: number; success?: boolean; counts?: { tests: number } }
 }
-const stream = run({ globPatterns: patterns, concurrency: true, cwd: ROOT })
+// Every test process, and the servers and CLIs they start, keep V8's compiled code of our modules on disk: a CLI's start took
+// 0.8 s of CPU, 0.4 s with it, and the suite starts hundreds (Node checks each entry against the file's content).
+process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'tessera-test-compile-cache')
+const stream = run({ files: files.map((file) => resolve(ROOT, file)), concurrency, cwd: ROOT })
 stream.on('data', (event: Event) => {
   const { data } = event
   // A file is a test of its own, named by its path, in the parent process.
   if (data.file !== undefined && data.nesting === 0 && data.name !== undefined && resolve(ROOT, data.name) === data.file) {
     if (event.type === 'test:dequeue') running.set(data.file, Date.now())
     else if (event.type === 'test:complete') {
+      const [file, ms] = [relative(ROOT, data.file), Date.now() - (running.get(data.file) ?? started)]
+      took.set(file, ms)
+      if (process.env.TEST_TIMES === 'all') say(`${file} took ${(ms / 1000).toFixed(1)} s`)
       running.delete(data.file)
       done++
     }
@@ -155,4 +195,8 @@ reporter.pipe(process.stdout)
 await new Promise<void>((resolve) => reporter.on('end', resolve))
 clearInterval(ticker)
 if (dropDatabase !== undefined) await dropDatabase()
+// Where the minutes went: the slowest files (with TEST_TIMES=all every file, and each as it ends).
+const slowest = [...took].sort((a, b) => b[1] - a[1]).slice(0, process.env.TEST_TIMES === 'all' ? undefined : SLOWEST)
+if (slowest.length > 1)
+  say(`${process.env.TEST_TIMES === 'all' ? 'files' : 'slowest files'}: ${slowest.map(([file, ms]) => `${file} ${(ms / 1000).toFixed(1)} s`).join(', ')}`)
 say(`took ${minutes(Date.now() - started)}`)

@@ -102,15 +102,9 @@ async function shutdown(signal: string): Promise<void> {
     app.log.warn('in-flight requests did not finish in time; exiting')
     process.exit(1)
   }, config.shutdownTimeoutMs).unref()
-  // A keep-alive connection whose response was under way at SIGTERM becomes idle only after
-  // it: close those as they go idle, or they would hold the close until their timeout.
-  const sweep = setInterval(() => {
-    app.server.closeIdleConnections()
-    admin?.server.closeIdleConnections()
-  }, 100)
-  // Both before the store: their in-flight requests still use it.
+  // Both before the store: their in-flight requests still use it. Each closes its kept-alive
+  // connections as they go idle (http/base.ts), so an answer under way does not hold it up.
   await Promise.all([app.close(), admin?.close()])
-  clearInterval(sweep)
   await runtime.close()
   await runtime.store.close()
   clearTimeout(force)

@@ -11,7 +11,7 @@
  * compose.cluster.yaml while clients call (roll.ts). It prints the image's size and how long each step took.
  *
  * No container registry is reachable here, so the base image is made from Debian packages
- * (mmdebstrap) and Node 24 from the npm registry (base.Containerfile; ../shared/guide/CONTAINERS.md),
+ * (mmdebstrap) and Node 24 from the npm registry (base.Containerfile; docs/development.md, "CI"),
  * once per machine: Podman keeps it, and later runs reuse it. It is passed to the Dockerfile
  * as its BASE build argument; users build on the public node:24-bookworm-slim.
  *

@@ -20,6 +20,8 @@ import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.
 import { capConnections, httpServerOptions, type CapStats } from '../ops/connections.ts'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
+/** How often a closing listener closes the connections that went idle since it last looked. */
+const CLOSE_SWEEP_MS = 100
 const PATH_TOO_LONG = `a segment is longer than ${MAX_USER_ID_PATH_LENGTH} characters, percent-escapes included (a user ID is at most ${MAX_USER_ID_LENGTH} characters)`
 
 export interface BaseOptions {
@@ -104,10 +106,25 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     },
   })
   capConnections(app.server, config.maxConnections, opts.onCapReached)
+  closeAsIdle(app)
   app.removeContentTypeParser('text/plain')
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     done()
   })
   return app
+}
+
+/**
+ * closeAsIdle: while the listener closes, its kept-alive connections are closed as they go idle.
+ * Node's server.close() closes only those idle at that moment: one whose answer was still under
+ * way (a conversion streaming) goes idle after it, and would hold the close, and so the process's
+ * exit or a test's end, until KEEP_ALIVE_TIMEOUT_MS and Node's second of margin (73 s by default).
+ */
+function closeAsIdle(app: FastifyInstance): void {
+  app.addHook('preClose', (done) => {
+    const sweep = setInterval(() => app.server.closeIdleConnections(), CLOSE_SWEEP_MS).unref()
+    app.server.once('close', () => clearInterval(sweep))
+    done()
+  })
 }

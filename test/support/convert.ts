@@ -1,14 +1,15 @@
-/** Helpers for the conversion tests: the shared corpus, multipart uploads, PNG and zip reading. */
+/** Helpers for the conversion tests: the corpus (test/fixtures/corpus), multipart uploads, PNG and zip reading. */
 import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { inflateRawSync } from 'node:zlib'
 import { PNG } from 'pngjs'
 import { waitFor } from './receiver.ts'
+import { CORPUS } from './corpus.ts'
 
-/** CORPUS is ../shared/corpus beside the project root; tests skip with a notice when it is absent. */
-export const CORPUS = new URL('../../../shared/corpus/', import.meta.url).pathname
+export { CORPUS }
+/** The corpus is in the repository: only a checkout that left test/fixtures out lacks it, and its tests then skip saying so. */
 export const HAS_CORPUS = existsSync(join(CORPUS, 'real'))
-export const SKIP_CORPUS = HAS_CORPUS ? false : 'the shared corpus (../shared/corpus) is absent'
+export const SKIP_CORPUS = HAS_CORPUS ? false : 'test/fixtures/corpus is missing from this checkout'
 
 export const real = (name: string) => readFileSync(join(CORPUS, 'real', name))
 export const realFiles = () =>

@@ -1,18 +1,14 @@
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { flatten, merge, pageCount, rotate, type Source, split } from './edit.ts'
 import * as mupdf from 'mupdf'
+import { DAMAGED_PDFS as damaged, REAL_PDFS as real } from '../../../test/support/corpus.ts'
 
-const corpus = new URL('../../../../shared/corpus/', import.meta.url)
-const real = fileURLToPath(new URL('real/', corpus))
-const damaged = fileURLToPath(new URL('damaged/', corpus))
-const noCorpus = existsSync(real) ? false : `no corpus at ${real}`
 const PASSWORD_FILE = 'libreoffice-writer-password.pdf'
 const PASSWORD = 'openpassword'
 
@@ -23,7 +19,7 @@ const hasQpdf = installed('qpdf', ['--version'])
 const scratch = mkdtempSync(join(tmpdir(), 'edit-test-'))
 process.on('exit', () => rmSync(scratch, { recursive: true, force: true }))
 
-const realFiles = noCorpus ? [] : readdirSync(real).filter((name) => name.endsWith('.pdf'))
+const realFiles = readdirSync(real).filter((name) => name.endsWith('.pdf'))
 const passwordOf = (name: string) => (name === PASSWORD_FILE ? PASSWORD : undefined)
 const read = (name: string) => new Uint8Array(readFileSync(join(real, name)))
 const source = (name: string, pages: number[] | null = null): Source => ({ pdf: read(name), password: passwordOf(name), pages })
@@ -191,7 +187,7 @@ function assertPagesKept(out: PageFacts[], expected: PageFacts[], what: string):
   }
 }
 
-test('merge keeps every page of the whole corpus as it was, with annotations, links and form fields', { skip: noCorpus }, (t) => {
+test('merge keeps every page of the whole corpus as it was, with annotations, links and form fields', (t) => {
   let offset = 0
   const expected = realFiles.flatMap((name) => {
     const facts = allFacts(read(name), passwordOf(name)).map((page) => ({
@@ -218,7 +214,7 @@ test('merge keeps every page of the whole corpus as it was, with annotations, li
   assertClean(t, result.pdf, 'merge of the corpus')
 })
 
-test('merge takes pages in the order asked, a page twice, and a form twice', { skip: noCorpus }, (t) => {
+test('merge takes pages in the order asked, a page twice, and a form twice', (t) => {
   const four = allFacts(read('pdflatex-4-pages.pdf'))
   const form = allFacts(read('libreoffice-form.pdf'))
   const latexForm = allFacts(read('pdflatex-forms.pdf'))
@@ -237,7 +233,7 @@ test('merge takes pages in the order asked, a page twice, and a form twice', { s
   assertClean(t, result.pdf, 'merge with repeats')
 })
 
-test('merge refuses what it cannot use, naming the source', { skip: noCorpus }, () => {
+test('merge refuses what it cannot use, naming the source', () => {
   const four = source('pdflatex-4-pages.pdf')
   assert.deepEqual(merge([four, { pdf: read(PASSWORD_FILE), pages: null }], { maxPages: 100 }), { ok: false, reason: 'password', part: 1 })
   assert.deepEqual(merge([four, { pdf: read(PASSWORD_FILE), password: 'wrong', pages: null }], { maxPages: 100 }), {
@@ -263,7 +259,7 @@ function partsOf(count: number, every: number): number[][] {
   return parts
 }
 
-test('split every page, every 2 pages and by ranges keeps each page as it was', { skip: noCorpus }, (t) => {
+test('split every page, every 2 pages and by ranges keeps each page as it was', (t) => {
   let outputs = 0
   for (const name of realFiles) {
     const password = passwordOf(name)
@@ -295,7 +291,7 @@ test('split every page, every 2 pages and by ranges keeps each page as it was', 
   assert.deepEqual(split({ pdf: read(PASSWORD_FILE), pages: null }, [[1]]), { ok: false, reason: 'password' })
 })
 
-test('split gives each part the form fields of its own pages only', { skip: noCorpus }, (t) => {
+test('split gives each part the form fields of its own pages only', (t) => {
   const both = merge([source('libreoffice-form.pdf'), source('pdflatex-forms.pdf')], { maxPages: 10 })
   assert.ok(both.ok)
   const result = split({ pdf: both.pdf, pages: null }, [[1], [2], [2, 1]])
@@ -311,7 +307,7 @@ test('split gives each part the form fields of its own pages only', { skip: noCo
   for (const pdf of result.pdfs) assertClean(t, pdf, 'split of a form')
 })
 
-test('rotate adds to each page its own rotation, appends to the file, and leaves the contents', { skip: noCorpus }, (t) => {
+test('rotate adds to each page its own rotation, appends to the file, and leaves the contents', (t) => {
   const rotated = read('habibi-rotated.pdf')
   const before = allFacts(rotated)
   t.diagnostic(`habibi-rotated.pdf rotations: ${before.map((p) => p.rotate).join(', ')}`)
@@ -347,7 +343,7 @@ test('rotate adds to each page its own rotation, appends to the file, and leaves
   assert.deepEqual(rotate({ pdf: read(PASSWORD_FILE), pages: null }, 90), { ok: false, reason: 'password' })
 })
 
-test('rotate and flatten write an encrypted input back open', { skip: noCorpus }, (t) => {
+test('rotate and flatten write an encrypted input back open', (t) => {
   const facts = allFacts(read(PASSWORD_FILE), PASSWORD)
   for (const result of [rotate(source(PASSWORD_FILE), 180), flatten(source(PASSWORD_FILE))]) {
     assert.ok(result.ok)
@@ -360,7 +356,7 @@ test('rotate and flatten write an encrypted input back open', { skip: noCorpus }
   }
 })
 
-test('flatten draws form fields and annotations into the pages, leaving none, as they looked', { skip: noCorpus }, (t) => {
+test('flatten draws form fields and annotations into the pages, leaving none, as they looked', (t) => {
   // annotated_pdf.pdf's note (a Text annotation, with a /Rect 3 points wide) MuPDF draws with an
   // icon of its own size; baked, it is the icon of the appearance stream, a little smaller.
   const least: Record<string, number> = { 'libreoffice-form.pdf': 40, 'pdflatex-forms.pdf': 40, 'annotated_pdf.pdf': 35 }
@@ -383,7 +379,7 @@ test('flatten draws form fields and annotations into the pages, leaving none, as
   }
 })
 
-test('pageCount counts pages, with the password', { skip: noCorpus }, () => {
+test('pageCount counts pages, with the password', () => {
   assert.equal(pageCount(read('pdflatex-4-pages.pdf')), 4)
   assert.equal(pageCount(read('GeoTopo-komprimiert.pdf')), 117)
   assert.equal(pageCount(read(PASSWORD_FILE), PASSWORD), 1)
@@ -456,9 +452,7 @@ class Trier {
   }
 }
 
-test('damaged files are refused or edited, never hang, and throw only clear errors', {
-  skip: existsSync(damaged) ? false : `no corpus at ${damaged}`,
-}, async (t) => {
+test('damaged files are refused or edited, never hang, and throw only clear errors', async (t) => {
   const trier = new Trier()
   const threw: string[] = []
   const unclean: string[] = []
@@ -507,7 +501,7 @@ function qpdf(args: string[]): void {
   spawnSync('qpdf', args, { stdio: 'ignore' })
 }
 
-test('timings against qpdf (printed, not asserted)', { skip: noCorpus || (hasQpdf ? false : 'qpdf is not installed') }, (t) => {
+test('timings against qpdf (printed, not asserted)', { skip: hasQpdf ? false : 'qpdf is not installed' }, (t) => {
   const out = join(scratch, 'out.pdf')
   const paths = realFiles.map((name) => join(real, name))
   const sources = realFiles.map((name) => source(name))

@@ -7,6 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import { admin } from '../../support/admin-helper.ts'
 import { tempDir } from '../../support/helper.ts'
 
@@ -76,10 +77,21 @@ for (const file of ['README.md', 'docs/operating.md']) {
     assert.ok(found.length >= 2, `${file} shows the output of some CLI commands`)
     const made: Record<string, string> = {}
     for (const example of found) {
-      const args = example.args.map((a) => a.replace(/^(acc|key)_…$/, (placeholder, kind: string) => made[kind] ?? placeholder))
+      // A file the page names by an absolute path (a backup's /var/backups/…) is written in the test's own folder instead, never outside it.
+      const files = new Map<string, string>()
+      const args = example.args.map((a) => {
+        if (a.startsWith('/')) {
+          const inside = join(dir, `file-${files.size}-${basename(a)}`)
+          files.set(inside, a)
+          return inside
+        }
+        return a.replace(/^(acc|key)_…$/, (placeholder, kind: string) => made[kind] ?? placeholder)
+      })
       const run = await admin(dir, args)
       assert.equal(run.code, 0, `${file}:${example.line}: ${run.stderr}`)
-      assert.match(run.stdout.trimEnd(), pattern(example.shown), `${file}:${example.line} prints what it shows`)
+      let stdout = run.stdout.trimEnd()
+      for (const [inside, shown] of files) stdout = stdout.replaceAll(inside, shown)
+      assert.match(stdout, pattern(example.shown), `${file}:${example.line} prints what it shows`)
       for (const kind of ['acc', 'key']) {
         const id = new RegExp(`\\b${kind}_[0-9a-f]{16}\\b`).exec(run.stdout)?.[0]
         if (id !== undefined) made[kind] ??= id

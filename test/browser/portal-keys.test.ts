@@ -96,20 +96,23 @@ test('a new account from nothing to a first call: subscribe, create a key and co
   await checked('the rolled key')
   assert.deepEqual([await ping(key), await ping(rolled)], [200, 200])
 
-  // Revoke the new one, after the confirmation (two keys share the name now: told apart by their end)
+  // Revoke the new one, after the confirmation (two keys share the name now: told apart by their end); the old one, still in its grace,
+  // stops with it (a chain of rolls keeps at most two working keys), and the confirmation says so.
   await submit(page, 'link', 'Back to the keys')
   await submit(page, 'link', `Revoke key ci-deploy (ending in ${rolled.slice(-4)})`)
   assert.equal(await page.getByText(`Revoke key ci-deploy (ending in ${rolled.slice(-4)})? Calls with it will get 403 at once.`).count(), 1)
+  assert.equal(await page.getByText(`ci-deploy (ending in ${key.slice(-4)}), rolled to this one, is still in its grace: it stops now too.`).count(), 1)
   await checked('the revoke confirmation')
   await submit(page, 'button', `Revoke key ci-deploy (ending in ${rolled.slice(-4)})`)
   assert.equal(await page.getByRole('status').innerText(), `Key ci-deploy (ending in ${rolled.slice(-4)}) is revoked: calls with it get 403.`)
-  await page.getByText('Expired and revoked keys (1)').click()
+  await page.getByText('Expired and revoked keys (2)').click()
   await checked('keys after revoking')
-  assert.deepEqual([await ping(key), await ping(rolled)], [200, 403])
+  assert.deepEqual([await ping(key), await ping(rolled)], [403, 403])
 
-  // Ready for a first call
+  // Ready for a first call, but for a key: both are revoked, so the page asks for one first
   await submit(page, 'link', 'Getting started')
-  assert.equal(await page.getByRole('heading', { name: 'First', exact: true }).count(), 0)
+  assert.equal(await page.getByRole('heading', { name: 'First', exact: true }).count(), 1)
+  assert.equal(await page.getByRole('link', { name: 'Create a key' }).count(), 1)
   assert.equal(await page.locator('pre#call-eu-totp').innerText(), "curl -H 'x-api-key: YOUR_KEY' http://127.0.0.1:1/totp/ping")
   assert.equal(await page.getByRole('button', { name: 'Copy command for TOTP in eu' }).isVisible(), true)
   assert.equal(await page.getByRole('link', { name: 'API reference' }).first().getAttribute('href'), '/docs')

@@ -131,8 +131,9 @@ function read(
   })
   res.on('error', () => undefined)
   res.on('close', () => {
-    // The client's own hang-up (mid-download, or mid-upload while the answer had begun) cuts nothing of the server's.
-    if (hungUp() && !res.complete) return finish({ body: null, cut: false, error: 'client-abort' })
+    // The client's own hang-up (mid-download, or mid-upload while the answer had begun) cuts nothing of the server's; what it kept of the
+    // body is not the answer's whole even when the parser saw the answer end (a small answer already in the socket's buffer when it hung up).
+    if (hungUp()) return finish({ body: null, cut: false, error: 'client-abort' })
     const body = Buffer.concat(chunks)
     finish({ body: res.complete ? body : null, cut: !res.complete })
   })

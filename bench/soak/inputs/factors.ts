@@ -214,8 +214,8 @@ export const FACTORS: Table = {
       kind: 'valid',
       expect: [201],
       make: async (c) => {
+        // The user is not put back among the active ones: another case making its codes again would void the ones kept here for recoverUser.
         const f = await active(c)
-        keep(c.kept, 'active', f)
         return { params: { userID: seg(f.userID) }, note: f.userID }
       },
       after: (c, a, r) => {

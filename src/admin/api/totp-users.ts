@@ -119,16 +119,21 @@ export async function factorImportRoutes(app: FastifyInstance, opts: { factors: 
  * takeBody reads the whole CSV before the import begins: REQUEST_TIMEOUT_MS bounds the time until the request's last byte, so a
  * body read line by line as the store takes each line made a large import on a slow store (10 000 lines on PostgreSQL under load, past
  * 30 s) end in the request timeout while its answer streamed. It keeps at most `maxBytes` + 1 bytes (the import reports the rest as not
- * read) and reads the rest without keeping it, so the request ends as fast as the client sends it.
+ * read) and reads the rest without keeping it, so the request ends as fast as the client sends it. A body cut short imports nothing.
  */
 async function takeBody(body: Readable, maxBytes: number): Promise<Buffer[]> {
   const kept: Buffer[] = []
   let size = 0
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    if (size > maxBytes) continue
-    const part = chunk.subarray(0, maxBytes + 1 - size)
-    kept.push(part)
-    size += part.length
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      if (size > maxBytes) continue
+      const part = chunk.subarray(0, maxBytes + 1 - size)
+      kept.push(part)
+      size += part.length
+    }
+  } catch {
+    // The client hung up mid-upload: nothing was imported, and the answer (a 400 nobody reads) is not a server error.
+    throw apiError('MALFORMED_BODY', { contentType: 'text/csv' })
   }
   return kept
 }

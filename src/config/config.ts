@@ -509,7 +509,7 @@ export const settings = {
     64 * 1024 * 1024,
     1024,
     1024 * 1024 * 1024,
-    'The most bytes of a CSV a factor import reads (the admin API, the CLI); the rest is not read, and the report says so.',
+    'The most bytes of a CSV a factor import reads (the admin API, the CLI); the rest is not read, and the report says so. The admin API takes the whole CSV (up to this) before it imports, so an import holds at most this much memory while it runs.',
   ),
   factorUserLimit: int(
     'FACTOR_USER_LIMIT',

@@ -134,6 +134,9 @@ export async function rollingUpdate(kit: RollKit, plan: string, project: string,
     const proxy = caddy.url
     const tally = { calls: 0, failures: [] as string[] }
     let stopped = false
+    /** phase: what the roll is doing, and since when, for a failure to say when it came. */
+    let phase = { what: 'both nodes serving', since: Date.now() }
+    const at = () => `${((Date.now() - phase.since) / 1000).toFixed(1)} s into "${phase.what}"`
     const call = {
       ping: () => fetch(`${proxy}/totp/ping`, { headers: { 'x-api-key': key }, signal: AbortSignal.timeout(30_000) }),
       getOTP: () =>
@@ -151,9 +154,11 @@ export async function rollingUpdate(kit: RollKit, plan: string, project: string,
         try {
           const r = await call[kind]()
           const body = await r.text()
-          if (r.status !== 200) tally.failures.push(`${kind}: HTTP ${r.status} ${body.slice(0, 200)}`)
+          // An empty body is Caddy's own answer (the nodes' every error has a JSON body).
+          if (r.status !== 200)
+            tally.failures.push(`${kind}: HTTP ${r.status} ${body === '' ? "(empty body: Caddy's own answer)" : body.slice(0, 200)} at ${at()}`)
         } catch (error) {
-          tally.failures.push(`${kind}: ${String((error as Error).cause ?? error)}`)
+          tally.failures.push(`${kind}: ${String((error as Error).cause ?? error)} at ${at()}`)
         }
       }
     }
@@ -177,12 +182,14 @@ export async function rollingUpdate(kit: RollKit, plan: string, project: string,
     for (const node of nodes) {
       await kit.step(`rolling update: ${node.service} replaced while the clients call`, async () => {
         const stopping = Date.now()
+        phase = { what: `${node.service}: SIGTERM and its drain`, since: stopping }
         await podman(['stop', '-t', String(GRACE_SECONDS), node.name])
         const code = await podman(['inspect', '--format', '{{.State.ExitCode}}', node.name])
         if (code !== '0') kit.fail(`rolling update: ${node.service} exited ${code} after SIGTERM`)
         // compose.cluster.yaml's drain reached the node.
         if (!(await podman(['logs', node.name])).includes('"drainMs":6000,"msg":"shutting down"')) kit.fail(`rolling update: ${node.service} did not drain 6 s`)
         process.stdout.write(`(stopped in ${((Date.now() - stopping) / 1000).toFixed(1)} s) `)
+        phase = { what: `${node.service}: stopped, its new container starting`, since: Date.now() }
         await podman(['rm', '-v', node.name])
         await podman(['run', ...node.args])
         // What `--wait` waits for: the image's health check passing.
@@ -192,6 +199,7 @@ export async function rollingUpdate(kit: RollKit, plan: string, project: string,
           await new Promise((r) => setTimeout(r, 500))
         }
         // The new container takes its share through Caddy before the other node goes.
+        phase = { what: `${node.service}: its new container healthy`, since: Date.now() }
         await sharing(node, 20, until)
       })
     }

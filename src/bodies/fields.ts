@@ -111,13 +111,16 @@ function markMalformed(body: unknown): unknown {
 
 /**
  * acceptFields gives a route scope its field bodies; call it before the scope's routes.
- * Each parser marks malformed text itself (no extra hook on the request path).
+ * Each parser marks malformed text itself. No body at all, or a JSON body of no bytes, is an
+ * empty set of fields: a route whose fields are all optional (a passkey's options) takes it,
+ * and a route with required fields names them, as it does for an empty form.
  */
 export function acceptFields(scope: FastifyInstance, bodyLimit: number): void {
   const json = scope.getDefaultJsonParser('error', 'error')
   scope.removeContentTypeParser('application/json')
   scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (request, body, done) => {
     const bytes = body as Buffer
+    if (bytes.length === 0) return done(null, {})
     if (!isUtf8(bytes)) return done(badBody('not UTF-8'), undefined)
     json(request, bytes.toString('utf8'), (error, parsed) => (error ? done(error, undefined) : done(null, markMalformed(parsed))))
   })
@@ -128,4 +131,8 @@ export function acceptFields(scope: FastifyInstance, bodyLimit: number): void {
   scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit }, async (request: FastifyRequest, body: string | Buffer) =>
     markMalformed(await parseMultipart(String(request.headers['content-type']), body as Buffer, bodyLimit)),
   )
+  scope.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
+    done()
+  })
 }

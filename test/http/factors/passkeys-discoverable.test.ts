@@ -284,3 +284,35 @@ test('malformed bodies on both routes are 4xx with their catalogue codes, never 
     cases.map(([to, what, , expected]) => [to, what, expected]),
   )
 })
+
+test('the options routes take no body at all (curl -X POST) or a JSON body of no bytes, with their defaults; a route that needs a field names it', async (t) => {
+  const app = await startApp(t, UNLIMITED, testClock(T0))
+  await configure(app)
+  const auth = new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID })
+  await register(app, auth, 'alice')
+  const post = (to: string, headers: Record<string, string>) => fetch(app.url + to, { method: 'POST', headers: { ...headers, 'x-api-key': app.key } })
+  const bodies: [string, Record<string, string>][] = [
+    ['no body, no content type', {}],
+    ['a JSON body of no bytes', { 'content-type': 'application/json' }],
+    ['a form of no bytes', { 'content-type': 'application/x-www-form-urlencoded' }],
+  ]
+  for (const [what, headers] of bodies) {
+    const registration = await post(path('bob', '/passkeys/registration/options'), headers)
+    const made = (await registration.json()) as { options: PublicKeyCredentialCreationOptionsJSON }
+    assert.equal(registration.status, 200, `registration options, ${what}`)
+    assert.deepEqual(
+      [made.options.authenticatorSelection?.userVerification, made.options.authenticatorSelection?.residentKey],
+      ['preferred', 'preferred'],
+      `registration options, ${what}: the defaults`,
+    )
+    for (const to of [OPTIONS, path('alice', '/passkeys/authentication/options')]) {
+      const res = await post(to, headers)
+      const body = (await res.json()) as { options: PublicKeyCredentialRequestOptionsJSON }
+      assert.equal(res.status, 200, `${to}, ${what}`)
+      assert.equal(body.options.userVerification, 'preferred', `${to}, ${what}: the default`)
+    }
+    for (const to of [SIGN_IN, path('alice', '/passkeys/authentication'), path('bob', '/passkeys/registration')]) {
+      assert.deepEqual(await outcome(await post(to, headers)), { status: 400, codes: ['CREDENTIAL_REQUIRED'] }, `${to}, ${what}`)
+    }
+  }
+})

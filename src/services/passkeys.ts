@@ -285,7 +285,11 @@ export class Passkeys {
           return refusal('invalid', 'PASSKEY_INVALID')
         }
         // Without a user named, the authenticator's user handle says whose passkey it is: it must be the one it was registered for.
-        if (who.discoverable && !sameHandle(response.response.userHandle, userHandle(this.#o.pepper, accountId, userId))) {
+        // With one named, a handle the authenticator sends must be theirs too (WebAuthn § 7.2, step 6); one without a handle sends none
+        // (null, which the body's schema reads as an empty string).
+        const handle = response.response.userHandle
+        const handleNeeded = who.discoverable || (typeof handle === 'string' && handle !== '')
+        if (handleNeeded && !sameHandle(handle, userHandle(this.#o.pepper, accountId, userId))) {
           caller.refused('passkey sign-in', "a user handle that is not the passkey user's")
           return refusal('invalid', 'PASSKEY_INVALID')
         }

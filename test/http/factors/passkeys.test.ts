@@ -243,7 +243,7 @@ for (const [name, env, skip] of stores) {
   })
 }
 
-test('answers that do not verify are PASSKEY_INVALID: another origin, another relying party ID, no user verification where it was required, a credential the user does not have, a bad signature', async (t) => {
+test("answers that do not verify are PASSKEY_INVALID: another origin, another relying party ID, no user verification where it was required, a credential the user does not have, a bad signature, another user's handle", async (t) => {
   const app = await startApp(t, UNLIMITED, testClock(T0))
   await configure(app)
   const auth = new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID })
@@ -275,6 +275,15 @@ test('answers that do not verify are PASSKEY_INVALID: another origin, another re
   const signature = Buffer.from(forged.response.signature, 'base64url')
   signature[signature.length - 1]! ^= 1
   await refused(signIn(app, 'alice', { ...forged, response: { ...forged.response, signature: signature.toString('base64url') } }))
+
+  // A user handle the authenticator sends must be Alice's (WebAuthn § 7.2, step 6): Bob's is refused; none (a passkey that keeps none) is taken.
+  const withHandle = async (handle: string | null) => {
+    const answer = await assertion(app, auth, 'alice')
+    return signIn(app, 'alice', { ...answer, response: { ...answer.response, userHandle: handle as string } })
+  }
+  await refused(withHandle(bobs.credentials[0]!.userHandle))
+  assert.deepEqual(await outcome(await withHandle(null)), { status: 200, codes: [] })
+  assert.deepEqual(await outcome(await withHandle(auth.credentials[0]!.userHandle)), { status: 200, codes: [] })
 
   assert.deepEqual(await outcome(await signIn(app, 'alice', await assertion(app, auth, 'alice'))), { status: 200, codes: [] })
 })

@@ -1245,4 +1245,16 @@ export const migrations: readonly Migration[] = [
       END $$;
     `,
   },
+  {
+    version: 16,
+    name: "an index of each account's deleted webhook endpoints, oldest last, for the prune past WEBHOOK_DELETED_KEPT_PER_ACCOUNT",
+    // The prune (in a deletion's own step) reads the account's deleted endpoints newest first past the number kept; the
+    // index of endpoints covers the ones not deleted only, so without this it read every account's endpoints.
+    sqlite: `
+      CREATE INDEX webhook_endpoints_deleted ON webhook_endpoints(account_id, disabled_at DESC, id DESC) WHERE disabled_at IS NOT NULL;
+    `,
+    postgres: `
+      CREATE INDEX webhook_endpoints_deleted ON webhook_endpoints(account_id, disabled_at DESC, id COLLATE "C" DESC) WHERE disabled_at IS NOT NULL;
+    `,
+  },
 ]

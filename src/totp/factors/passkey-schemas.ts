@@ -287,7 +287,7 @@ export const authenticateSchema = {
   operationId: 'authenticatePasskey',
   summary: "Verify a passkey sign-in: the browser's answer",
   description:
-    'Verifies the answer to `passkeyAuthenticationOptions`: its challenge (once), the signature with the passkey\'s public key, the origin and relying party ID, user verification when it was required, a signature counter above the last one seen, and the user handle when the authenticator gives one back (it must be the user\'s). An attempt under the user\'s lockout, shared with their TOTP factors and recovery codes: a failure counts, and repeated failures lock the user (429 with Retry-After). Any answer but 200 means "not verified".',
+    "Verifies the answer to `passkeyAuthenticationOptions`: its challenge (once), the signature with the passkey's public key, the origin and relying party ID, user verification when it was required, a signature counter above the last one seen, and the user handle when the authenticator gives one back (it must be the user's). An attempt under the user's lockout, shared with their TOTP factors and recovery codes: a failure counts, and repeated failures lock the user (429 with Retry-After). Any answer but 200 means \"not verified\".",
   tags: ['passkeys'],
   consumes: JSON_ONLY,
   params: userParams,

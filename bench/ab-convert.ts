@@ -8,14 +8,15 @@
  *   git worktree add ../baseline <commit> && ln -s "$PWD/node_modules" ../baseline/node_modules
  *   BENCH_BASELINE=../baseline node bench/ab-convert.ts
  *
+ * Each server is launched with its own tree's LAUNCH_ENV (src/launch.ts), as it ships.
  * BENCH_ROUNDS (default 5) sets the number of rounds. A conversion that does not answer 200
  * is named at the end (the same file on both sides is no difference).
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { freePort, median } from './load.ts'
 import { demoServer } from './wait.ts'
 import { BENCH_CORPUS as CORPUS } from './corpus.ts'
@@ -49,8 +50,17 @@ async function start(name: string, root: string): Promise<Server> {
     ADMIN_LISTEN: 'off',
     CONVERTER_WORKERS: '2',
   }
-  const child = spawn(process.execPath, [join(root, 'src/server.ts')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [join(root, 'src/server.ts')], {
+    env: { ...process.env, ...(await launchEnv(root)), ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   return { name, ...(await demoServer(child, port)) }
+}
+
+/** launchEnv: what a tree's server is launched with (its src/launch.ts; a tree older than it, nothing), each side as it ships. */
+async function launchEnv(root: string): Promise<Readonly<Record<string, string>>> {
+  const file = join(root, 'src/launch.ts')
+  return existsSync(file) ? ((await import(pathToFileURL(file).href)) as { LAUNCH_ENV: Readonly<Record<string, string>> }).LAUNCH_ENV : {}
 }
 
 async function convert(server: Server, route: 'generateImage' | 'generatePostscript', file: { name: string; bytes: Buffer }): Promise<void> {

@@ -24,6 +24,7 @@ import { join } from 'node:path'
 import { median } from './load.ts'
 import { waitFor } from './wait.ts'
 import { BENCH_CORPUS as CORPUS } from './corpus.ts'
+import { LAUNCH_ENV } from '../src/launch.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const DPI = 150
@@ -57,6 +58,7 @@ export async function startServer(makeKey: MakeKey, port: number, env: Record<st
   const child = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
     env: {
       ...process.env,
+      ...LAUNCH_ENV,
       DATA_DIR: dataDir,
       PORT: String(port),
       LOG_LEVEL: 'warn',

@@ -52,6 +52,7 @@ import type { Store } from '../src/storage/ports.ts'
 import { freePort, median } from './load.ts'
 import { waitFor } from './wait.ts'
 import { BENCH_CORPUS as CORPUS } from './corpus.ts'
+import { LAUNCH_ENV } from '../src/launch.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
 /** The throughput part's PNG resolution (the 117-page file at 150 dpi would make each round twice as long), and the latency part's, the conversion bench's. */
@@ -309,7 +310,7 @@ async function startApp(label: string, env: Record<string, string>, receiver: Re
   })
   receiver.trust(path, made.secret)
   const child: ChildProcess = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
-    env: { ...process.env, ...full },
+    env: { ...process.env, ...LAUNCH_ENV, ...full },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   // A bench stopped half-way leaves no server behind.

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { createServer } from 'node:net'
+import { LAUNCH_ENV } from '../../src/launch.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 
@@ -114,7 +115,7 @@ const LEVELS: Record<number, string> = { 40: 'warn', 50: 'error', 60: 'fatal' }
 export async function startServer(store: Store, settings: Record<string, string>): Promise<Server> {
   const [port, adminPort] = [await freePort(), await freePort()]
   const child = spawn(process.execPath, [join(ROOT, 'src/server.ts')], {
-    env: { ...baseEnv(store), PORT: String(port), ADMIN_LISTEN: `127.0.0.1:${adminPort}`, LOG_FORMAT: 'json', LOG_LEVEL: 'warn', ...settings },
+    env: { ...baseEnv(store), ...LAUNCH_ENV, PORT: String(port), ADMIN_LISTEN: `127.0.0.1:${adminPort}`, LOG_FORMAT: 'json', LOG_LEVEL: 'warn', ...settings },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const killOnExit = () => child.kill('SIGKILL')

@@ -10,7 +10,7 @@
  * server does not stop cleanly. docs/performance.md, "The soak", has the options and figures.
  */
 import { writeFileSync } from 'node:fs'
-import { treeRssBytes } from '../../test/support/process.ts'
+import { memoryKinds, treeRssBytes, type MemoryKinds } from '../../test/support/process.ts'
 import type { OpenApiDocument } from '../../test/support/conformance.ts'
 import { makeAccount } from './accounts.ts'
 import { runCanary, type CanaryKind } from './canary.ts'
@@ -94,6 +94,7 @@ async function soak(): Promise<number> {
   for (const op of ops) await Promise.all(pair.map((ctx) => runner.run(ctx, op.id, table_[op.id]!.find((c) => c.kind === 'valid')!)))
   await sleep(5000)
   const rss = { start: treeRssBytes(server.pid), peak: 0, after: 0 }
+  const held = { start: await heldBy(server.pid, server.adminUrl), after: null as Held | null }
   say(`# warmed up (${tally.failures} failures so far); the server's process tree: ${mib(rss.start)} MiB`)
 
   const end = Date.now() + SECONDS * 1000
@@ -112,6 +113,7 @@ async function soak(): Promise<number> {
   const drained = Date.now()
   await sleep(SETTLE_MS)
   rss.after = treeRssBytes(server.pid)
+  held.after = await heldBy(server.pid, server.adminUrl)
   runner.close()
   const stopped = await server.stop()
   const figures = await probe(
@@ -159,6 +161,7 @@ async function soak(): Promise<number> {
   say(
     `RSS of the server's process tree: start ${mib(rss.start)} MiB, peak ${mib(rss.peak)} MiB, ${SETTLE_MS / 1000} s after the load ${mib(rss.after)} MiB (${grew >= 0 ? '+' : ''}${mib(grew)} MiB; limit +${RSS_MARGIN_MB} MiB)`,
   )
+  say(`  where the server process holds it, at the start and after: ${describeHeld(held.start, held.after!)}`)
   if (grew > RSS_MARGIN_MB * 1024 * 1024) failed.push(`RSS ${mib(grew)} MiB above its start ${SETTLE_MS / 1000} s after the load`)
   for (const kind of Object.keys(canaryFigures.ms) as CanaryKind[]) {
     const ms = canaryFigures.ms[kind]
@@ -258,3 +261,29 @@ try {
   await store.drop()
 }
 process.exit(exitCode)
+
+/** Held: the server process's resident memory by the kind of mapping, and its main thread's V8 heap and external memory (its /metrics). */
+type Held = MemoryKinds & { readonly v8Heap: number; readonly external: number }
+
+/** heldBy reads where the server process holds its memory: /proc/PID/smaps, and the main thread's heap figures from the admin listener's /metrics. */
+async function heldBy(pid: number, adminUrl: string): Promise<Held> {
+  const text = await fetch(`${adminUrl}/metrics`).then(
+    (r) => r.text(),
+    () => '',
+  )
+  const metric = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)?.[1] ?? Number.NaN)
+  return { ...memoryKinds(pid), v8Heap: metric('nodejs_heap_size_total_bytes'), external: metric('nodejs_external_memory_bytes') }
+}
+
+function describeHeld(start: Held, after: Held): string {
+  const names: Record<keyof Held, string> = {
+    reservations: 'WebAssembly memories',
+    arenas: 'malloc arenas',
+    brk: 'malloc heap',
+    otherAnonymous: 'other anonymous',
+    files: 'files',
+    v8Heap: "main thread's V8 heap",
+    external: 'its external memory',
+  }
+  return (Object.keys(names) as (keyof Held)[]).map((k) => `${names[k]} ${mib(start[k])} → ${mib(after[k])} MiB`).join(', ')
+}

@@ -3,6 +3,7 @@ import type { TestContext } from 'node:test'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync, readdirSync } from 'node:fs'
+import { LAUNCH_ENV } from '../../src/launch.ts'
 
 const SERVER = new URL('../../src/server.ts', import.meta.url).pathname
 
@@ -20,7 +21,7 @@ export function startServer(env: Record<string, string>, t?: TestContext): Serve
   // The admin listener is off unless a test asks for it: its default port (3001) would collide between servers.
   // JSON logs unless a test asks otherwise: tests read them, whatever LOG_FORMAT the shell has.
   const child = spawn(process.execPath, [SERVER], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', ...env },
+    env: { ...process.env, ...LAUNCH_ENV, PORT: '0', LOG_LEVEL: 'info', ADMIN_LISTEN: 'off', LOG_FORMAT: 'json', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
@@ -84,4 +85,50 @@ export function treeRssBytes(pid: number): number {
     todo.push(...(children.get(p) ?? []))
   }
   return total
+}
+
+/** MemoryKinds: where a process's resident memory is, in bytes, by the kind of mapping that holds it (/proc/PID/smaps). */
+export interface MemoryKinds {
+  /** Anonymous mappings of 1 GiB or more of address space: WebAssembly memories (each reserves its whole range and guard). */
+  readonly reservations: number
+  /** Anonymous mappings that start on a 64 MiB boundary and are no larger: glibc's per-thread malloc arenas. */
+  readonly arenas: number
+  /** The main malloc heap ([heap]). */
+  readonly brk: number
+  /** Every other anonymous mapping: V8's heap pages, large buffers (mmapped by malloc), thread stacks. */
+  readonly otherAnonymous: number
+  /** Mappings of files: the executable, libraries, and what is read through them. */
+  readonly files: number
+}
+
+/** memoryKinds sorts the resident memory of one process by the kind of mapping that holds it. */
+export function memoryKinds(pid: number): MemoryKinds {
+  const kinds = { reservations: 0, arenas: 0, brk: 0, otherAnonymous: 0, files: 0 }
+  let text: string
+  try {
+    text = readFileSync(`/proc/${pid}/smaps`, 'utf8')
+  } catch {
+    return kinds
+  }
+  let size = 0
+  let start = 0
+  let path = ''
+  for (const line of text.split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line)
+    if (head !== null) {
+      start = Number.parseInt(head[1]!, 16)
+      size = Number.parseInt(head[2]!, 16) - start
+      path = head[3]!
+      continue
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line)
+    if (rss === null) continue
+    const bytes = Number(rss[1]) * 1024
+    if (path === '[heap]') kinds.brk += bytes
+    else if (path.startsWith('/')) kinds.files += bytes
+    else if (size >= 1 << 30) kinds.reservations += bytes
+    else if (start % (64 << 20) === 0 && size <= 64 << 20) kinds.arenas += bytes
+    else kinds.otherAnonymous += bytes
+  }
+  return kinds
 }

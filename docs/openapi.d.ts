@@ -7242,6 +7242,8 @@ export interface operations {
                 headers: {
                     /** @description Pages in the result. */
                     "X-Page-Count"?: number;
+                    /** @description attachment, with a file name derived from the upload's and never the same (`report.png`, `report.zip`, `report-merged.pdf`, `report-pages-1-3.pdf`); `filename*` (RFC 6266) when it is not ASCII. */
+                    "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -401,7 +401,7 @@ async function extractText(c: Conversions, request: FastifyRequest, reply: Fasti
   }
   c.endWhenSettled(request, settled, () => output.end(), output.stream)
   c.dropStalled(request, reply)
-  return sendStream(reply.type(output.type).header('x-page-count', String(pages)), output.stream)
+  return sendStream(reply.type(output.type).header('content-disposition', contentDisposition(output.name)).header('x-page-count', String(pages)), output.stream)
 }
 
 /**

@@ -214,7 +214,7 @@ export const textSchema = {
   response: {
     200: {
       description: "The pages' text.",
-      headers: { 'X-Page-Count': headers['X-Page-Count'] },
+      headers: { 'X-Page-Count': headers['X-Page-Count'], 'Content-Disposition': headers['Content-Disposition'] },
       content: {
         'application/json': {
           schema: Type.Array(textPage, {

@@ -33,7 +33,7 @@ async function answer(res: Response) {
   return { body, disposition: res.headers.get('content-disposition'), type: res.headers.get('content-type') }
 }
 
-test('every output is named apart from its upload: merged, rotated, flattened, compressed, a split by its pages; images, PostScript as before', async (t) => {
+test('every output is named apart from its upload: merged, rotated, flattened, compressed, a split by its pages; images, PostScript, text', async (t) => {
   const app = await startApp(t)
   const cases: [string, [string, Buffer][], Record<string, string | string[]>, string, string][] = [
     [
@@ -57,6 +57,9 @@ test('every output is named apart from its upload: merged, rotated, flattened, c
     ['/converter/generateImage', [['report.pdf', REPORT]], { pages: '1-2' }, 'report.zip', 'application/zip'],
     ['/converter/generateImage', [['report.pdf', REPORT]], { pages: '1-2', format: 'tiff' }, 'report.tif', 'image/tiff'],
     ['/converter/generatePostscript', [['report.pdf', REPORT]], {}, 'report.ps', 'application/postscript'],
+    ['/converter/extractText', [['report.pdf', REPORT]], {}, 'report.json', 'application/json; charset=utf-8'],
+    ['/converter/extractText', [['report.pdf', REPORT]], { format: 'structured' }, 'report.json', 'application/json; charset=utf-8'],
+    ['/converter/extractText', [['report.pdf', REPORT]], { format: 'text' }, 'report.txt', 'text/plain; charset=utf-8'],
   ]
   for (const [path, files, fields, name, type] of cases) {
     const got = await answer(await send(app.url, app.key, path, files, fields))

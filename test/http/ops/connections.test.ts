@@ -2,7 +2,7 @@
  * Idle connections (issue 11, finding 7): sockets that send nothing, or nothing more after a
  * response, are closed within the documented time, and at the MAX_CONNECTIONS cap a node
  * still answers health checks and real calls. Real sockets against the app on a real port,
- * with small settings to keep the test quick.
+ * with small settings to keep the test quick; and a request past its timeout is answered 408 only where no answer has begun.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -10,6 +10,8 @@ import { connect, type Socket } from 'node:net'
 import { once } from 'node:events'
 import { request } from 'node:http'
 import { startApp, get, type Running } from '../../support/helper.ts'
+import { createBase } from '../../../src/http/base.ts'
+import { loadConfig } from '../../../src/config/config.ts'
 
 interface Tracked {
   readonly socket: Socket
@@ -136,4 +138,49 @@ test('at MAX_CONNECTIONS with a request in progress on every connection, a new c
   } finally {
     for (const s of busy) s.socket.destroy() // before the app closes: it waits for requests in progress
   }
+})
+
+test('a request past REQUEST_TIMEOUT_MS whose answer has begun is cut, never given a 408 inside that answer; one whose answer has not begun gets its 408', async (t) => {
+  const config = loadConfig({ ...process.env, NODE_ENV: 'test', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' })
+  const app = await createBase({
+    config,
+    who: () => null,
+    bodyLimit: 1 << 20,
+    trustProxy: false,
+    badPath: (reply) => reply.code(400).send(),
+    logStream: { write: () => undefined },
+  })
+  // A route that answers before it reads its body (a body it takes as a stream): a chunked answer begins and goes on past the request's timeout.
+  app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload))
+  app.post('/early', async (_request, reply) => {
+    reply.raw.writeHead(200, { 'content-type': 'text/plain', 'transfer-encoding': 'chunked' })
+    reply.raw.write('begun\n')
+    setTimeout(() => reply.raw.end('ended\n'), 3000).unref()
+    return reply
+  })
+  app.post('/late', async (request) => request.body)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  t.after(() => app.close())
+  const { port } = app.server.address() as { port: number }
+  /** send: a POST that promises 100 bytes of body and sends 10, then waits; what came back before the close. */
+  const send = async (path: string, type: string) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.on('error', () => undefined)
+    let got = ''
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1')
+    })
+    await once(socket, 'connect')
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: 100\r\n\r\n{"a":"1234`)
+    const started = performance.now()
+    await once(socket, 'close')
+    return { got, ms: performance.now() - started }
+  }
+  const early = await send('/early', 'application/octet-stream')
+  assert.match(early.got, /^HTTP\/1\.1 200 OK\r\n/, 'the answer began')
+  assert.doesNotMatch(early.got, /HTTP\/1\.1 408/, 'no 408 written into the answer under way')
+  assert.ok(early.got.includes('\r\n\r\n6\r\nbegun\n\r\n'), 'its first chunk whole')
+  assert.ok(early.ms < 2900, `cut at the request's timeout, not at the answer's end: ${early.ms.toFixed(0)} ms`)
+  const late = await send('/late', 'application/json')
+  assert.match(late.got, /^HTTP\/1\.1 408 Request Timeout\r\n/, 'no answer begun: the 408')
 })

@@ -79,8 +79,12 @@ test('the reference shows what each call answers: the fields and an example answ
     const errorAnswer = JSON.parse(await onboard.locator('p.example-label:has-text("Example error answer") + pre').innerText()) as { code: string }[]
     assert.equal(errorAnswer[0]?.code, 'USER_ID_REQUIRED')
     assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), width, `no horizontal scrolling at ${width} px`)
-    // axe at 1280 px: the test above (its default viewport).
-    if (width === 390) assert.deepEqual(await seriousViolations(page), [], 'axe at 390 px')
+    // axe at 1280 px: the test above, on the whole page (its default viewport). At 390 px the parts the narrow layout changes: the
+    // header, the navigation and one operation, as every operation is the same template (the whole page took axe 100 s at each width).
+    if (width === 390) {
+      const parts = ['body > header', 'nav[aria-label="Operations"]', 'section.operation[data-filter^="post /totp/onboarduser "]']
+      assert.deepEqual(await seriousViolations(page, parts), [], 'axe at 390 px')
+    }
 
     // The filter (the page's own script): only the operations that match stay, in the list and on the page.
     const nav = page.getByRole('navigation', { name: 'Operations' })

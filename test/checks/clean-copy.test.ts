@@ -35,8 +35,13 @@ function copyRepository(files: readonly string[], to: string): void {
 
 /** runTests runs the test command in `cwd` on CORPUS_TESTS, as CI does (services required), and gives its exit code and output. */
 function runTests(cwd: string): Promise<{ code: number | null; out: string }> {
-  // Not NODE_TEST_CONTEXT: the copy's runner reports as a run of its own does.
-  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_TEST_CONTEXT')), TESSERA_REQUIRE_SERVICES: '1' }
+  // Not NODE_TEST_CONTEXT: the copy's runner reports as a run of its own does. One file at a time: this test holds one of the
+  // suite's places, and its files convert whole corpora (with 2 at once on 2 CPUs, the suite's other place got no CPU left).
+  const env = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_TEST_CONTEXT')),
+    TESSERA_REQUIRE_SERVICES: '1',
+    TEST_CONCURRENCY: '1',
+  }
   const child = spawn(process.execPath, ['scripts/test.ts', ...CORPUS_TESTS], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.on('data', (c: Buffer) => (out += c.toString()))

@@ -42,8 +42,8 @@ export async function signInPage(browser: Browser, baseUrl: string, user: { read
 }
 
 /** seriousViolations runs axe on the page and lists the serious and critical findings, one line each. */
-export async function seriousViolations(page: Page): Promise<string[]> {
-  const result = await new AxeBuilder({ page }).analyze()
+export async function seriousViolations(page: Page, include: readonly string[] = []): Promise<string[]> {
+  const result = await include.reduce((axe, selector) => axe.include(selector), new AxeBuilder({ page })).analyze()
   return result.violations
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length}×, e.g. ${v.nodes[0]?.target.join(' ')})`)

@@ -7,7 +7,7 @@
  * default 127.0.0.1:5432; Redis on REDIS_HOST:REDIS_PORT, default 127.0.0.1:6379) and uses those that answer: PostgreSQL
  * through a scratch database of its own, dropped after the run; Redis under the key prefixes
  * each test makes and deletes. The tests run as `node --test --test-reporter=spec` would
- * run them (a process per file, files in parallel on all CPUs but one), and while a file takes
+ * run them (a process per file, files in parallel, one per CPU), and while a file takes
  * long without a result (the browser and cluster tiers) a line every 30 s says what is running.
  */
 import { run } from 'node:test'
@@ -36,11 +36,13 @@ const SLOWEST = 10
 /** The files that take longest, started first (measured: `TEST_TIMES=all npm test` lists every file's time); the rest after them. */
 const LONGEST: readonly string[] = [
   'test/checks/clean-copy.test.ts',
-  'test/http/admin/factor-import.test.ts',
+  'test/browser/portal-axe.test.ts',
+  'test/browser/reference.test.ts',
+  'test/browser/portal-keys.test.ts',
+  'test/http/portal/signup.test.ts',
   'test/http/admin/cli.test.ts',
-  'test/http/ops/server.test.ts',
-  'test/http/admin/cli-totp-users.test.ts',
-  'test/http/admin/cli-jobs.test.ts',
+  'test/browser/portal-journey.test.ts',
+  'test/http/admin/factor-import.test.ts',
 ]
 const rank = (file: string) => {
   const at = LONGEST.indexOf(file)
@@ -51,10 +53,10 @@ const say = (line: string) => process.stdout.write(`# ${line}\n`)
 const args = process.argv.slice(2)
 const patterns = args.length === 0 ? ['src/**/*.test.ts', 'test/**/*.test.ts'] : args.flatMap((a) => TIERS[a] ?? [a])
 /**
- * Files at once: node:test's CPUs − 1 (one on 2 CPUs), or TEST_CONCURRENCY. Most files wait more than they compute, but at 4 on
- * a loaded 2-CPU machine 14 of the http tier's 456 tests failed on their time limits (docs/development.md): raise it once they hold.
+ * Files at once: one per CPU, or TEST_CONCURRENCY. Most files wait more than they compute: on 2 CPUs, 2 at once took the suite from
+ * about 40 min to 20 (2026-11-29); at 4 on a loaded 2-CPU machine 14 of the http tier's 456 tests failed on their time limits.
  */
-const concurrency = Number(process.env.TEST_CONCURRENCY || Math.max(1, availableParallelism() - 1))
+const concurrency = Number(process.env.TEST_CONCURRENCY || Math.max(1, availableParallelism()))
 if (!Number.isInteger(concurrency) || concurrency < 1)
   throw new Error(`TEST_CONCURRENCY must be a whole number of files, at least 1, not ${process.env.TEST_CONCURRENCY}`)
 // The whole suite runs the corpus tests once, in the copy of the repository that test/checks/clean-copy.test.ts makes for them

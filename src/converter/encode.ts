@@ -1,13 +1,16 @@
 /**
- * encodePage writes a page's pixels (MuPDF's, copied out of its heap) as JPEG, WebP or TIFF
- * with libvips (the `sharp` package: libjpeg-turbo/mozjpeg, libwebp and libtiff, native and
- * SIMD). It runs in the conversion workers, on pixels we made: the PDF itself never reaches
- * it. PNG stays MuPDF's own (the format the route has always answered, byte for byte).
+ * encodePage writes a page's pixels (MuPDF's, copied out of its heap) as PNG, JPEG, WebP or
+ * TIFF with libvips (the `sharp` package: libspng on zlib-ng, libjpeg-turbo/mozjpeg, libwebp
+ * and libtiff, native and SIMD). It runs in the conversion workers, on pixels we made: the PDF
+ * itself never reaches it. PNG was MuPDF's own writer, whose zlib in WebAssembly was two thirds
+ * of a page's time: zlib-ng at the same level takes 0.30× its time for 1.06× its bytes on the
+ * corpus at 150 dpi (docs/performance.md).
  *
  * libvips runs each encode on a thread of its own pool, one thread per encode: the workers are
  * the parallelism (one page each), as for PNG. Its operation cache is off (every page is new).
  */
 import sharp from 'sharp'
+import { crc32 } from 'node:zlib'
 import type { Raster } from './engines/engine.ts'
 import type { ImageSpec } from './protocol.ts'
 import { WEBP_EFFORT } from '../domain/images.ts'
@@ -18,7 +21,10 @@ sharp.concurrency(1)
 /** The quality of the JPEG compression within a TIFF. */
 const TIFF_JPEG_QUALITY = 90
 
-/** encodePage: the page in the spec's format (never PNG), `density` its dots per inch, as the file's resolution. */
+/** The zlib level of PNG pages: zlib's and MuPDF's default. Filtering stays off (MuPDF's choice too): adaptive filters took 4× the time. */
+const PNG_LEVEL = 6
+
+/** encodePage: the page in the spec's format, `density` its dots per inch, as the file's resolution. */
 export async function encodePage(raster: Raster, spec: ImageSpec, density: number): Promise<Uint8Array> {
   const { width, height, channels, pixels } = raster
   // Gray pixels stay one channel (libvips would write them as sRGB); WebP has no gray and takes them as RGB.
@@ -47,7 +53,8 @@ export async function encodePage(raster: Raster, spec: ImageSpec, density: numbe
       break
     }
     case 'png':
-      throw new Error('PNG pages are written by MuPDF')
+      out = image.png({ compressionLevel: PNG_LEVEL, adaptiveFiltering: false })
+      break
   }
   // toBuffer, not toUint8Array: sharp 0.35's toUint8Array leaves libvips' own buffer of an uncompressed TIFF allocated for
   // good (a 128 MiB mapping for each 600-dpi page, measured). The page leaves in a copy of V8's, and libvips' buffer is freed
@@ -56,5 +63,28 @@ export async function encodePage(raster: Raster, spec: ImageSpec, density: numbe
   const data = await out.toBuffer()
   const page = new Uint8Array(data)
   data.buffer.transfer(0)
+  if (spec.format === 'png') setPngDensity(page, density)
   return page
+}
+
+/**
+ * setPngDensity writes `density` into a PNG's pHYs chunk, in place (libvips writes one, at its default of 25.4 dpi for raw pixels; its
+ * withDensity adds an EXIF chunk as well). A PNG without one is left as it is.
+ */
+export function setPngDensity(png: Uint8Array, density: number): void {
+  const view = new DataView(png.buffer, png.byteOffset, png.byteLength)
+  const perMetre = Math.round(density / 0.0254)
+  for (let at = 8; at + 12 <= png.length; ) {
+    const length = view.getUint32(at)
+    const type = String.fromCharCode(...png.subarray(at + 4, at + 8))
+    if (type === 'IDAT' || type === 'IEND') return
+    if (type === 'pHYs' && length === 9) {
+      view.setUint32(at + 8, perMetre)
+      view.setUint32(at + 12, perMetre)
+      png[at + 16] = 1 // the unit: the metre
+      view.setUint32(at + 17, crc32(png.subarray(at + 4, at + 17)))
+      return
+    }
+    at += 12 + length
+  }
 }

@@ -192,7 +192,6 @@ async function renderShare(part: Part, doc: OpenDocument, pages: readonly number
 async function drawPage(doc: OpenDocument, index: number, image: ImageSpec, color: Share['color']): Promise<Uint8Array> {
   const size = doc.pageSize(index)
   const scale = scaleOf(size, image)
-  if (image.format === 'png') return doc.renderPng(index, scale, color)
   const raster = doc.renderRaster(index, scale, color)
   // The encoder holds about another copy of the pixels while it works (libvips' own buffers, WebP's YUV planes).
   const held = 2 * raster.pixels.byteLength

@@ -176,7 +176,7 @@ test("image bombs (JPEG 2000, JBIG2) stop at the worker's memory cap with 422, t
   assert.deepEqual(await Promise.all([small(IMAGE), small(PS)]), [200, 200])
 })
 
-test('pages of 35 megapixels written as WebP, TIFF and JPEG on both workers stay within the workers budgets, and the memory comes back', {
+test('pages of 35 megapixels written as PNG, WebP, TIFF and JPEG on both workers stay within the workers budgets, and the memory comes back', {
   skip: SKIP_CORPUS,
   timeout: 180_000,
 }, async (t) => {
@@ -197,6 +197,7 @@ test('pages of 35 megapixels written as WebP, TIFF and JPEG on both workers stay
     { dpi: '600', format: 'tiff' },
     { dpi: '600', format: 'jpeg' },
     { dpi: '600', format: 'tiff', bitDepth: '1' },
+    { dpi: '600', format: 'png' },
   ]
   const { value: answers, peak } = await peakWhile(pid, Promise.all(big.map(convert)))
   await sleep(5_000)

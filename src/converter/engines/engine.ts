@@ -53,8 +53,6 @@ export interface TextBlock {
 export interface OpenDocument {
   readonly pageCount: number
   pageSize(index: number): PageSize
-  /** renderPng draws one page (0-based) as a PNG. */
-  renderPng(index: number, scale: Scale, color: ColorMode): Uint8Array
   /** renderRaster draws one page (0-based) as pixels, copied out of the engine. */
   renderRaster(index: number, scale: Scale, color: ColorMode): Raster
   /** plainText: one page's (0-based) text in reading order, lines ended by newlines. */

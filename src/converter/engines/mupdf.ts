@@ -1,4 +1,4 @@
-/** The PNG engine: MuPDF's official WebAssembly build (the `mupdf` package). */
+/** The PDF engine of pages and text: MuPDF's official WebAssembly build (the `mupdf` package), which opens, repairs and draws them. */
 import { mupdfHeap } from './mupdf-heap.ts' // before mupdf: it sets how mupdf instantiates its module
 import * as mupdf from 'mupdf'
 import type { ColorMode, OpenDocument, OpenResult, PdfEngine, Raster, Scale } from './engine.ts'
@@ -145,10 +145,6 @@ function openDocument(doc: mupdf.Document): OpenDocument {
       } finally {
         page.destroy()
       }
-    },
-    renderPng(index, scale, color) {
-      // asPNG copies out of the WebAssembly heap, so the bytes outlive the pixmap.
-      return withPixmap(doc, index, scale, color, (pixmap) => pixmap.asPNG())
     },
     renderRaster(index, scale, color) {
       return withPixmap(doc, index, scale, color, raster)

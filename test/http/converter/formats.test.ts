@@ -64,6 +64,24 @@ test('JPEG, WebP and TIFF pages match the PNG of the same page, one page alone a
   assert.equal(meta.density, 72, 'the JPEG carries its resolution')
 })
 
+test("PNG pages are MuPDF's pixels, losslessly, colour and gray, and carry their resolution", { skip: SKIP_CORPUS }, async (t) => {
+  const app = await startApp(t)
+  const mupdf = await import('mupdf')
+  const doc = mupdf.Document.openDocument(real(FOUR), 'application/pdf')
+  for (const [dpi, color, space, channels] of [
+    ['150', 'rgb', mupdf.ColorSpace.DeviceRGB, 3],
+    ['96', 'gray', mupdf.ColorSpace.DeviceGray, 1],
+  ] as const) {
+    const one = await convert(app, FOUR, { dpi, colorMode: color, pages: '2' })
+    assert.equal(one.type, 'image/png')
+    const pixmap = doc.loadPage(1).toPixmap(mupdf.Matrix.scale(Number(dpi) / 72, Number(dpi) / 72), space, false, true)
+    const engine = await decode(pixmap.asPNG(), channels)
+    assert.equal(psnr(await decode(one.body, channels), engine), Number.POSITIVE_INFINITY, `${color} at ${dpi} dpi: MuPDF's own pixels`)
+    const meta = await metadata(one.body)
+    assert.deepEqual([meta.channels, meta.density], [channels, Number(dpi)], `${color}: ${channels} channel(s), ${dpi} dpi in its pHYs`)
+  }
+})
+
 test('several pages in TIFF are one multi-page TIFF, streamed, each page numbered and lossless', { skip: SKIP_CORPUS }, async (t) => {
   const app = await startApp(t)
   const png = unzip((await convert(app, FOUR, { dpi: '72' })).body)

@@ -188,8 +188,9 @@ test('workers are recycled after their job limit and past their memory limit, an
     await res.arrayBuffer() // read to the end: PostScript streams, and an unread answer would hold the app's close up
   }
   for (let i = 0; i < 2; i++) await convert()
-  // Four pages at 300 dpi fit, and take the worker past half its room: it is replaced, so that the next job has that room at least.
-  const fits = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '300' })
+  // Four pages at 500 dpi fit (MuPDF's heap grows about 63 MiB for a page), and take the worker past half its room: it is replaced,
+  // so that the next job has that room at least.
+  const fits = await upload(memory.url, IMAGE, memory.key, real('pdflatex-4-pages.pdf'), { dpi: '500' })
   assert.equal(fits.status, 200)
   await fits.arrayBuffer()
   assert.ok(
@@ -213,8 +214,8 @@ test('a worker whose job failed is checked too: one that grew is replaced, at th
   const replaced = () => app.logs.filter((l) => l.includes('conversion worker replaced') && l.includes('"reason":"grown"'))
   for (let waited = 0; replaced().length === 0 && waited < 5000; waited += 100) await sleep(100)
   assert.equal(replaced().length, 1, app.logs.filter((l) => l.includes('replaced')).join('\n'))
-  // A job that grows the worker a little: kept for the next job, then replaced once idle.
-  const grows = await upload(app.url, IMAGE, app.key, real('pdflatex-4-pages.pdf'), { dpi: '300' })
+  // A job that grows the worker a little (a 600-dpi page: about 100 MiB of MuPDF's heap): kept for the next job, then replaced once idle.
+  const grows = await upload(app.url, IMAGE, app.key, real('pdflatex-4-pages.pdf'), { dpi: '600' })
   assert.equal(grows.status, 200)
   await grows.arrayBuffer()
   await sleep(500)

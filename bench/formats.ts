@@ -2,7 +2,7 @@
  * The image formats part of npm run bench (BENCH_ONLY=formats), on the real corpus at 150 dpi,
  * through HTTP, one conversion at a time, whole documents, on all workers:
  *
- * - pages per second written as PNG (MuPDF's), JPEG (quality 90), WebP (the default quality,
+ * - pages per second written as PNG, JPEG (quality 90), WebP (the default quality,
  *   80, at WEBP_EFFORT), TIFF (the default, LZW; one multi-page file) and a thumbnail (WebP,
  *   width=320), each beside PNG's in the same rounds. The issue's target: every image format
  *   within 1.2× PNG's time (its pages/s at least PNG's / 1.2);
@@ -41,7 +41,7 @@ type Server = Awaited<ReturnType<typeof startServer>>
 type Times = Map<string, number>
 
 const FORMATS = [
-  { key: 'png', label: 'PNG (MuPDF)', fields: {} },
+  { key: 'png', label: 'PNG', fields: {} },
   { key: 'jpeg', label: 'JPEG, quality 90', fields: { format: 'jpeg', quality: '90' } },
   { key: 'webp', label: `WebP, default quality (80), effort ${WEBP_EFFORT}`, fields: { format: 'webp' } },
   { key: 'tiff', label: 'TIFF, default (LZW)', fields: { format: 'tiff' } },

@@ -131,6 +131,11 @@ export function acceptFields(scope: FastifyInstance, bodyLimit: number): void {
   scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit }, async (request: FastifyRequest, body: string | Buffer) =>
     markMalformed(await parseMultipart(String(request.headers['content-type']), body as Buffer, bodyLimit)),
   )
+  emptyBodyIsNoFields(scope)
+}
+
+/** emptyBodyIsNoFields: a request with no body at all (a POST with none) reaches a route that takes a body as an empty object, not a type error. */
+export function emptyBodyIsNoFields(scope: FastifyInstance): void {
   scope.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
     done()

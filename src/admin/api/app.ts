@@ -23,6 +23,7 @@ import { errorTable } from '../../errors/reference.ts'
 import { CursorError, UnavailableError } from '../../domain/errors.ts'
 import { VERSION } from '../../version.ts'
 import { createBase } from '../../http/base.ts'
+import { emptyBodyIsNoFields } from '../../bodies/fields.ts'
 import { adminGuard } from './auth.ts'
 import totpUserRoutes, { factorImportRoutes } from './totp-users.ts'
 import { serveReference } from '../../openapi/plugin.ts'
@@ -166,10 +167,7 @@ function addRequestHooks(app: FastifyInstance): void {
     done()
   })
   // A POST with no body at all (a roll with the default grace) is an empty object, not a type error.
-  app.addHook('preValidation', (request, _reply, done) => {
-    if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {}
-    done()
-  })
+  emptyBodyIsNoFields(app)
   // No id or filter of this API holds a control character, and PostgreSQL refuses a NUL with
   // an error of its own (a 500): a decoded path or query parameter with one is a 400 here, first.
   app.addHook('preValidation', (request, _reply, done) => {

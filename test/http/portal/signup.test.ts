@@ -222,7 +222,10 @@ async function rows(app: Running): Promise<{ users: number; accounts: number }> 
 
 const p99 = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length * 0.99) - 1]!
 const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-/** A sign-in's post alone on an idle two-core machine (a hash is 0.18 s of it): 0.18-0.25 s measured. */
+/**
+ * A sign-in's post on an idle two-core machine while one other password is hashed beside it, as the flood's sign-ups are (a hash is
+ * 0.18 s of it): 0.18-0.25 s measured.
+ */
 const QUIET_SIGN_IN_MS = 250
 
 async function flood(t: TestContext, env: Env): Promise<void> {
@@ -244,9 +247,12 @@ async function flood(t: TestContext, env: Env): Promise<void> {
     const answer = await client.post('/portal/sign-in', { email: user.email, password })
     return { status: answer.status, ms: performance.now() - started }
   }
-  // A baseline: the same sign-in with no flood (the machine's own speed, other tests included), before and after the flood.
+  // A baseline: the same sign-in with no flood but one other hash beside it, as a sign-up's under the flood (the machine's own speed and
+  // the CPU left to it, other tests and other work included: a machine with one core free takes twice as long), before and after the flood.
+  const passwords = new Passwords()
+  const besideAHash = async () => (await Promise.all([signIn(), passwords.hash('another password hashed beside it')]))[0].ms
   const baseline: number[] = []
-  for (let i = 0; i < 5; i++) baseline.push((await signIn()).ms)
+  for (let i = 0; i < 5; i++) baseline.push(await besideAHash())
   const signIns: { status: number; ms: number }[] = []
   let flooding = true
   const signInLoop = async () => {
@@ -271,19 +277,19 @@ async function flood(t: TestContext, env: Env): Promise<void> {
   await signingIn
   const counts = await load.stop()
   // And after it: the machine's speed may drift while the test runs (other tests, other work).
-  for (let i = 0; i < 5; i++) baseline.push((await signIn()).ms)
+  for (let i = 0; i < 5; i++) baseline.push(await besideAHash())
   const statuses = Object.entries(counts).flatMap(([status, n]) => Array<number>(n).fill(Number(status)))
 
   const ms = signIns.map((s) => s.ms)
   const summary = `${signIns.length} sign-ins, p99 ${p99(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms; ${statuses.length} sign-ups: ${[...new Set(statuses)].map((s) => `${s}×${statuses.filter((x) => x === s).length}`).join(', ')}`
-  t.diagnostic(`${summary}; without the flood: ${baseline.map((x) => x.toFixed(0)).join(', ')} ms`)
+  t.diagnostic(`${summary}; without the flood, beside one other hash: ${baseline.map((x) => x.toFixed(0)).join(', ')} ms`)
   t.diagnostic(`sign-ins under the flood, in order (ms): ${ms.map((x) => x.toFixed(0)).join(' ')}`)
   assert.ok(signIns.length >= 5, summary)
   assert.deepEqual([...new Set(signIns.map((s) => s.status))], [303], `every sign-in succeeded: ${summary}`)
   // Under 1 s on a machine as fast as an idle two-core one (where this sign-in takes 0.18-0.25 s
-  // alone); a machine slowed by other work (the baseline, measured before and after the flood in
-  // this run) gets the same bound scaled by how much slower it is. The code before this change
-  // gave 503s and 27 s.
+  // beside another hash); a machine slowed by other work, or with fewer cores free (the baseline,
+  // measured before and after the flood in this run), gets the same bound scaled by how much slower
+  // it is. The code before this change gave 503s and 27 s.
   const budget = 1000 * Math.max(1, median(baseline) / QUIET_SIGN_IN_MS)
   assert.ok(p99(ms) < budget, `${summary}; the bound ${budget.toFixed(0)} ms`)
   const accepted = statuses.filter((s) => s === 200).length

@@ -7,7 +7,7 @@
  * default 127.0.0.1:5432; Redis on REDIS_HOST:REDIS_PORT, default 127.0.0.1:6379) and uses those that answer: PostgreSQL
  * through a scratch database of its own, dropped after the run; Redis under the key prefixes
  * each test makes and deletes. The tests run as `node --test --test-reporter=spec` would
- * run them (a process per file, files in parallel on all CPUs but one), and while a file takes
+ * run them (a process per file, files in parallel: CPUs − 1 at once, 2 on 2 CPUs), and while a file takes
  * long without a result (the browser and cluster tiers) a line every 30 s says what is running.
  */
 import { run } from 'node:test'

@@ -7,7 +7,7 @@
  * corpus at 150 dpi (docs/performance.md).
  *
  * libvips runs each encode on a thread of its own pool, one thread per encode: the workers are
- * the parallelism (one page each), as for PNG. Its operation cache is off (every page is new).
+ * the parallelism (one page each). Its operation cache is off (every page is new).
  */
 import sharp from 'sharp'
 import { crc32 } from 'node:zlib'
@@ -71,7 +71,7 @@ export async function encodePage(raster: Raster, spec: ImageSpec, density: numbe
  * setPngDensity writes `density` into a PNG's pHYs chunk, in place (libvips writes one, at its default of 25.4 dpi for raw pixels; its
  * withDensity adds an EXIF chunk as well). A PNG without one is left as it is.
  */
-export function setPngDensity(png: Uint8Array, density: number): void {
+function setPngDensity(png: Uint8Array, density: number): void {
   const view = new DataView(png.buffer, png.byteOffset, png.byteLength)
   const perMetre = Math.round(density / 0.0254)
   for (let at = 8; at + 12 <= png.length; ) {

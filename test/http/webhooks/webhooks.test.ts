@@ -27,10 +27,10 @@ const stores: [string, StoreEnv, false | string][] = [
   ['postgres+redis', async (t) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }), skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')],
 ]
 
-/** Short schedule: first retry after 100 ms, then doubling to at most 400 ms, for a minute. */
 /** How long the receiver is down in the retry test: with retries at most 1.25 s apart, a dozen attempts per delivery. */
 const DOWN_MS = 15_000
 
+/** Short schedule: first retry after 100 ms, then doubling to at most 400 ms, for a minute. */
 const FAST = {
   WEBHOOK_ALLOW_PRIVATE: 'true',
   WEBHOOK_POLL_MS: '50',

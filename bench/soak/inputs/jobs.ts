@@ -53,10 +53,28 @@ async function ended(ctx: Ctx, jobID: string): Promise<string> {
   throw new Error(`job ${jobID} did not end in 180 s`)
 }
 
-/** done gives a job that succeeded: one kept, or one submitted now and waited for. */
+/**
+ * Jobs a case cancels or whose result it deletes, from the moment it picks them: a status read at that moment still says `succeeded`
+ * with its result, and such a job kept for a result case would answer 410 (a CI run's soak did).
+ */
+const doomed = new Set<string>()
+const doom = (jobID: string): string => {
+  doomed.add(jobID)
+  if (doomed.size > 5000) doomed.delete(doomed.values().next().value!)
+  return jobID
+}
+
+/** keepSucceeded: a job seen succeeded with its result kept, once, unless a case has picked it to delete. */
+function keepSucceeded(ctx: Ctx, jobID: string): void {
+  if (doomed.has(jobID) || (ctx.kept.get('succeeded') ?? []).includes(jobID)) return
+  keep(ctx.kept, 'succeeded', jobID, 50)
+}
+
+/** done gives a job that succeeded: one kept (none a case has picked to delete), or one submitted now and waited for. */
 async function done(ctx: Ctx, doc: Buffer = DOCS.three, f: Record<string, string> = { operation: 'image', dpi: '72' }): Promise<string> {
-  const kept = take<string>(ctx.kept, 'succeeded')
-  if (kept !== undefined) return kept
+  for (let kept = take<string>(ctx.kept, 'succeeded'); kept !== undefined; kept = take<string>(ctx.kept, 'succeeded')) {
+    if (!doomed.has(kept)) return kept
+  }
   const jobID = await submitted(ctx, upload(doc, f))
   const status = await ended(ctx, jobID)
   if (status !== 'succeeded') throw new Error(`job ${jobID} ended ${status}`)
@@ -177,7 +195,8 @@ export const JOBS: Table = {
         return { params: { jobID } }
       },
       after: (c, a, r) => {
-        if (bodyJson<{ status?: string }>(a.body)?.status === 'succeeded') keep(c.kept, 'succeeded', r.params!.jobID, 50)
+        const job = bodyJson<{ status?: string; resultGone?: boolean }>(a.body)
+        if (job?.status === 'succeeded' && job.resultGone === false) keepSucceeded(c, r.params!.jobID!)
       },
     },
     { name: "another account's job", kind: 'boundary', expect: [404], make: othersJob },
@@ -188,14 +207,19 @@ export const JOBS: Table = {
       name: 'a job just submitted',
       kind: 'valid',
       expect: [200, 409],
-      make: async (c) => ({ params: { jobID: await submitted(c, upload(DOCS.forty, { operation: 'image' })) } }),
+      make: async (c) => ({ params: { jobID: doom(await submitted(c, upload(DOCS.forty, { operation: 'image' }))) } }),
     },
-    { name: 'a finished job (its result deleted)', kind: 'valid', expect: [200, 409], make: async (c) => ({ params: { jobID: await done(c) } }) },
+    {
+      name: 'a finished job (its result deleted)',
+      kind: 'valid',
+      expect: [200, 409],
+      make: async (c) => ({ params: { jobID: doom(await done(c)) } }),
+    },
     {
       name: 'the same job twice',
       kind: 'boundary',
       make: async (c) => {
-        const jobID = await submitted(c, upload(DOCS.three, { operation: 'postscript' }))
+        const jobID = doom(await submitted(c, upload(DOCS.three, { operation: 'postscript' })))
         await c.call('cancelConversionJob', { params: { jobID } })
         return { params: { jobID } }
       },

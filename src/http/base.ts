@@ -17,11 +17,13 @@ import { lazyChildLoggerFactory } from '../logging/lazy-child.ts'
 import { OneLineLogController } from '../logging/controller.ts'
 import { logDestination, type LogStream } from '../logging/format.ts'
 import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.ts'
-import { capConnections, httpServerOptions, type CapStats } from '../ops/connections.ts'
+import { capConnections, httpServerOptions, type CapStats, type Connections } from '../ops/connections.ts'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 /** How often a closing listener closes the connections that went idle since it last looked. */
 const CLOSE_SWEEP_MS = 100
+/** While the listener closes, how long a connection may stay without sending a byte (closeAsIdle). */
+const SILENT_GRACE_MS = 1000
 const PATH_TOO_LONG = `a segment is longer than ${MAX_USER_ID_PATH_LENGTH} characters, percent-escapes included (a user ID is at most ${MAX_USER_ID_LENGTH} characters)`
 
 export interface BaseOptions {
@@ -105,8 +107,7 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
       opts.badPath(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? PATH_TOO_LONG : 'its percent-escapes must encode UTF-8 text')
     },
   })
-  capConnections(app.server, config.maxConnections, opts.onCapReached)
-  closeAsIdle(app)
+  closeAsIdle(app, capConnections(app.server, config.maxConnections, opts.onCapReached))
   app.removeContentTypeParser('text/plain')
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
@@ -120,10 +121,15 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
  * Node's server.close() closes only those idle at that moment: one whose answer was still under
  * way (a conversion streaming) goes idle after it, and would hold the close, and so the process's
  * exit or a test's end, until KEEP_ALIVE_TIMEOUT_MS and Node's second of margin (73 s by default).
+ * A connection that has sent nothing for a second is closed too (ops/connections.ts: a browser's
+ * connection opened ahead held a node's close for a minute, past SHUTDOWN_TIMEOUT_MS).
  */
-function closeAsIdle(app: FastifyInstance): void {
+function closeAsIdle(app: FastifyInstance, connections: Connections): void {
   app.addHook('preClose', (done) => {
-    const sweep = setInterval(() => app.server.closeIdleConnections(), CLOSE_SWEEP_MS).unref()
+    const sweep = setInterval(() => {
+      app.server.closeIdleConnections()
+      connections.closeSilent(SILENT_GRACE_MS)
+    }, CLOSE_SWEEP_MS).unref()
     app.server.once('close', () => clearInterval(sweep))
     done()
   })

@@ -52,16 +52,28 @@ export function inProgress(socket: Socket): boolean {
   return (socket as Socket & { _httpMessage?: unknown })._httpMessage != null
 }
 
+/** The open connections of a server: the cap's counts, and those that have sent nothing yet. */
+export interface Connections {
+  readonly stats: CapStats
+  /**
+   * closeSilent closes the connections open for `graceMs` or more that have not sent a byte (a browser opens one ahead of its next
+   * request): Node counts one as waiting for its headers, not idle, so `closeIdleConnections` leaves it, and its headers timeout is
+   * no longer checked once the server closes; it would hold the close until the client gave up on it (about a minute for Chromium).
+   * Nothing was asked on it; the grace spares a client that has just connected and is sending.
+   */
+  closeSilent(graceMs: number): number
+}
+
 /** capConnections keeps at most `max` connections open on the server (see above); `onFull` is told each time the cap acts. */
-export function capConnections(server: Server, max: number, onFull: (stats: CapStats) => void = () => undefined): CapStats {
-  // Open sockets; a Set iterates in insertion order, oldest first.
-  const open = new Set<Socket>()
+export function capConnections(server: Server, max: number, onFull: (stats: CapStats) => void = () => undefined): Connections {
+  // Open sockets and when each connected; a Map iterates in insertion order, oldest first.
+  const open = new Map<Socket, number>()
   const stats: CapStats = { evicted: 0, refused: 0 }
   server.on('connection', (socket: Socket) => {
-    open.add(socket)
+    open.set(socket, performance.now())
     socket.once('close', () => open.delete(socket))
     if (open.size <= max) return
-    for (const other of open) {
+    for (const other of open.keys()) {
       if (other !== socket && !inProgress(other)) {
         open.delete(other)
         other.destroy()
@@ -75,5 +87,19 @@ export function capConnections(server: Server, max: number, onFull: (stats: CapS
     stats.refused++
     onFull(stats)
   })
-  return stats
+  return {
+    stats,
+    closeSilent(graceMs) {
+      let closed = 0
+      const before = performance.now() - graceMs
+      for (const [socket, since] of open) {
+        if (since > before) break
+        if (socket.bytesRead > 0 || inProgress(socket)) continue
+        open.delete(socket)
+        socket.destroy()
+        closed++
+      }
+      return closed
+    },
+  }
 }

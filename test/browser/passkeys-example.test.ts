@@ -35,8 +35,11 @@ async function relay(t: TestContext, app: Running): Promise<string> {
   })
   t.after(async () => {
     if (child.exitCode === null) {
+      const stopping = Date.now()
       child.kill('SIGTERM')
       await once(child, 'exit')
+      // The browser, still open, keeps a connection it has sent nothing on: it held the relay's close for a minute.
+      assert.ok(Date.now() - stopping < 3000, `the relay took ${Date.now() - stopping} ms to stop`)
     }
     assert.equal(errors, '', 'the relay wrote no error')
   })

@@ -66,7 +66,13 @@ export class GroupCommit {
     try {
       this.#db.exec('COMMIT')
     } catch (error) {
-      if (this.#db.isTransaction) this.#db.exec('ROLLBACK')
+      // Every caller is answered, whatever the rollback does: on a closed connection even isTransaction throws, and a throw here
+      // (in a setImmediate) would leave them waiting for good and end the process.
+      try {
+        if (this.#db.isOpen && this.#db.isTransaction) this.#db.exec('ROLLBACK')
+      } catch {
+        // Nothing left to undo: the connection is gone, and its transaction with it.
+      }
       for (const w of waiting) w.reject(error)
       return
     }

@@ -385,7 +385,11 @@ export function openSqliteStore(options: SqliteOptions): Store {
       for (const t of timers) clearInterval(t)
       if (db.isOpen) batch.flush()
       await maintenance?.stop()
-      if (db.isOpen) db.close()
+      if (!db.isOpen) return
+      // Writes begun while the maintenance thread stopped (a job runner's claim, a usage flush) are committed, not dropped with the
+      // connection while their callers wait for good: the job runner's close once hung on such a claim (src/converter/jobs/runner.test.ts).
+      batch.flush()
+      db.close()
     },
   }
 }

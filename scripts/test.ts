@@ -32,6 +32,11 @@ const TIERS: Readonly<Record<string, readonly string[]>> = {
   checks: ['test/checks/**/*.test.ts'],
 }
 const SILENCE_MS = 30_000
+/**
+ * A test that has not ended after this long fails (one that sets its own timeout keeps it): a hang (a store's close once left a
+ * unit test waiting for good, 9 minutes into a run) fails the run and names the test, rather than holding it until CI's cap.
+ */
+const TEST_TIMEOUT_MS = 15 * 60_000
 const SLOWEST = 10
 /** The files that take longest, started first (measured: `TEST_TIMES=all npm test` lists every file's time); the rest after them. */
 const LONGEST: readonly string[] = [
@@ -177,7 +182,7 @@ interface Event {
 // Every test process, and the servers and CLIs they start, keep V8's compiled code of our modules on disk: a CLI's start took
 // 0.8 s of CPU, 0.4 s with it, and the suite starts hundreds (Node checks each entry against the file's content).
 process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'tessera-test-compile-cache')
-const stream = run({ files: files.map((file) => resolve(ROOT, file)), concurrency, cwd: ROOT })
+const stream = run({ files: files.map((file) => resolve(ROOT, file)), concurrency, cwd: ROOT, timeout: TEST_TIMEOUT_MS })
 stream.on('data', (event: Event) => {
   const { data } = event
   // A file is a test of its own, named by its path, in the parent process.

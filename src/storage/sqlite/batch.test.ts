@@ -28,7 +28,6 @@ test('writes whose connection closes before their commit are rejected, not left 
 
 test('a write begun while the store closes is committed before the connection goes, and answered', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-batch-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
   const path = join(dir, 'store.db')
   const store = openSqliteStore({ path, maintenance: false })
   const closing = store.close()
@@ -40,6 +39,8 @@ test('a write begun while the store closes is committed before the connection go
   await closing
   await written
   const again = openSqliteStore({ path })
+  // After hooks run in the order given: the store closes before its folder goes.
   t.after(() => again.close())
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
   assert.equal((await again.access.getAccount('acc_late'))?.name, 'late')
 })

@@ -52,9 +52,8 @@ export function inProgress(socket: Socket): boolean {
   return (socket as Socket & { _httpMessage?: unknown })._httpMessage != null
 }
 
-/** The open connections of a server: the cap's counts, and those that have sent nothing yet. */
+/** The open connections of a server, to close those that have sent nothing yet. */
 export interface Connections {
-  readonly stats: CapStats
   /**
    * closeSilent closes the connections open for `graceMs` or more that have not sent a byte (a browser opens one ahead of its next
    * request): Node counts one as waiting for its headers, not idle, so `closeIdleConnections` leaves it, and its headers timeout is
@@ -88,7 +87,6 @@ export function capConnections(server: Server, max: number, onFull: (stats: CapS
     onFull(stats)
   })
   return {
-    stats,
     closeSilent(graceMs) {
       let closed = 0
       const before = performance.now() - graceMs

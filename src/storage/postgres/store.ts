@@ -27,6 +27,7 @@ import { webhookStore } from './webhooks.ts'
 import { jobStore } from './jobs.ts'
 import { idempotencyStore } from './idempotency.ts'
 import { Stamps, type Clock } from '../stamps.ts'
+import { COPY_MARKER, UnfinishedCopyError, unfinishedCopy } from '../copy/marker.ts'
 
 export interface PostgresOptions {
   readonly url: string
@@ -52,10 +53,12 @@ function isStatementError(error: unknown): boolean {
   return !code.startsWith('08') && !code.startsWith('57P') && !code.startsWith('53')
 }
 
-async function migrate(pool: pg.Pool, schema: string | undefined, stamps: Stamps): Promise<void> {
-  const client = await pool.connect()
+/**
+ * migratePostgres applies the pending migrations on one connection, in one transaction, one node at a time: the others
+ * wait on the lock, then find nothing to do. The store's own start calls it, and `store copy` on the store it writes.
+ */
+export async function migratePostgres(client: pg.ClientBase, schema: string | undefined, stamps: Stamps): Promise<void> {
   try {
-    // One node migrates at a time; the others wait on the lock, then find nothing to do.
     await client.query('BEGIN')
     await client.query('SELECT pg_advisory_xact_lock(7274926101)')
     if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(schema)}`)
@@ -70,6 +73,15 @@ async function migrate(pool: pg.Pool, schema: string | undefined, stamps: Stamps
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined)
     throw error
+  }
+}
+
+/** migrate applies the pending migrations, and refuses a store that a store copy has not finished writing. */
+async function migrate(pool: pg.Pool, schema: string | undefined, stamps: Stamps): Promise<void> {
+  const client = await pool.connect()
+  try {
+    await migratePostgres(client, schema, stamps)
+    if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS marked', [COPY_MARKER])).rows[0]?.marked === true) throw unfinishedCopy()
   } finally {
     client.release()
   }
@@ -436,7 +448,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     await migrate(pool, options.schema, stamps)
   } catch (error) {
     await pool.end().catch(() => undefined)
-    throw isStatementError(error) ? error : new UnavailableError(DEPENDENCY, error)
+    throw isStatementError(error) || error instanceof UnfinishedCopyError ? error : new UnavailableError(DEPENDENCY, error)
   }
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
   const p = part(query, transaction, stamps)

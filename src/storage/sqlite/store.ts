@@ -24,6 +24,7 @@ import { jobStore } from './jobs.ts'
 import { idempotencyStore } from './idempotency.ts'
 import type { FromMaintenance, MaintenanceOptions, ToMaintenance } from './maintenance.ts'
 import { Stamps, type Clock } from '../stamps.ts'
+import { COPY_MARKER, unfinishedCopy } from '../copy/marker.ts'
 
 export interface SqliteOptions {
   /** File path, or ':memory:'. */
@@ -328,15 +329,29 @@ function incrementalVacuum(db: DatabaseSync): void {
   }
 }
 
-/** openSqliteStore opens (creating if need be) and migrates the database. */
-export function openSqliteStore(options: SqliteOptions): Store {
-  const file = options.path !== ':memory:'
-  if (file) ownerOnly(options.path)
-  const db = new DatabaseSync(options.path)
+/**
+ * openSqliteDatabase opens (creating it if need be, readable by its owner alone) and migrates the
+ * store's database: the connection a store is made on, and the one `store copy` writes a copy with.
+ */
+export function openSqliteDatabase(path: string, stamps: Stamps): DatabaseSync {
+  const file = path !== ':memory:'
+  if (file) ownerOnly(path)
+  const db = new DatabaseSync(path)
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON')
   if (file) incrementalVacuum(db)
-  const stamps = new Stamps(options.clock)
   migrate(db, stamps)
+  return db
+}
+
+/** openSqliteStore opens (creating if need be) and migrates the database; it refuses one that a store copy has not finished writing. */
+export function openSqliteStore(options: SqliteOptions): Store {
+  const file = options.path !== ':memory:'
+  const stamps = new Stamps(options.clock)
+  const db = openSqliteDatabase(options.path, stamps)
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(COPY_MARKER) !== undefined) {
+    db.close()
+    throw unfinishedCopy()
+  }
   const timers = new Set<NodeJS.Timeout>()
   const retention = options.stateRetentionMs ?? 24 * 3600 * 1000
   // A database in memory (tests) is the process's alone: no other connection, no maintenance.

@@ -23,6 +23,7 @@ import { isJobStatus, JOB_STATUSES, type ConversionJob } from '../domain/jobs.ts
 import { refusalReason } from './job-refusal.ts'
 import { inviteOperator, operatorMessage } from './operator-invite.ts'
 import { backupStore } from '../services/backup.ts'
+import { copyStore, DEFAULT_BATCH_ROWS, verifyStore, type TableCheck } from '../services/store-copy.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
 import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
@@ -117,7 +118,20 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   migrate                             apply pending schema migrations
   backup FILE [--force]               copy the SQLite store to FILE while the node serves (one
                                       consistent snapshot, written under a temporary name, checked
-                                      and renamed; --force replaces FILE); on PostgreSQL, use pg_dump`
+                                      and renamed; --force replaces FILE); on PostgreSQL, use pg_dump
+  store copy --to postgres://… [--force] [--batch N]
+                                      copy the SQLite store (DATA_DIR) into a PostgreSQL database,
+                                      every table, migrated first; stop the node before. Then both
+                                      are checked: rows and a SHA-256 per table (exit 4 when one
+                                      differs). Refuses a database that holds data (--force: copy
+                                      into it anyway). Cut short, run it again: it goes on from the
+                                      last batch of N rows (1000) it committed
+  store copy --from postgres://… [--force] [--batch N]
+                                      the other way: a PostgreSQL store into the SQLite store of an
+                                      empty DATA_DIR (stop the nodes first)
+  store verify --against postgres://…
+                                      check the SQLite store against a PostgreSQL store: rows and a
+                                      SHA-256 per table (exit 4 when one differs)`
 
 class UsageError extends Error {}
 class CommandError extends Error {}
@@ -131,6 +145,8 @@ interface Output {
 
 /** IMPORT_INCOMPLETE: the exit code of an import that ran but refused a line or did not read the whole file. */
 export const IMPORT_INCOMPLETE = 3
+/** STORE_DIFFERS: the exit code of a store copy or check that found a table not the same in both stores. */
+export const STORE_DIFFERS = 4
 
 type Flags = {
   name?: string
@@ -162,6 +178,8 @@ type Flags = {
   application?: string
   profile?: string
   from?: string
+  to?: string
+  against?: string
   json?: boolean
   'print-link'?: boolean
   force?: boolean
@@ -832,6 +850,59 @@ async function runBackup(config: Config, words: readonly string[], flags: Flags)
   }
 }
 
+/** checks: a copy's or a check's tables, one line each, and what they come to. */
+function checks(tables: readonly TableCheck[]): { lines: string; differ: string[] } {
+  const rows = tables.map((t) => ({
+    table: t.table,
+    'source rows': t.sourceRows,
+    'target rows': t.targetRows,
+    'sha256 (source)': t.sourceSha256.slice(0, 16),
+    'sha256 (target)': t.targetSha256.slice(0, 16),
+    '': t.same ? 'same' : 'DIFFERS',
+  }))
+  const lines = table(rows, ['table', 'source rows', 'target rows', 'sha256 (source)', 'sha256 (target)', ''])
+  return { lines, differ: tables.filter((t) => !t.same).map((t) => t.table) }
+}
+
+/** runStore: `store copy` and `store verify` (services/store-copy.ts), which open the two stores themselves. */
+async function runStore(config: Config, words: readonly string[], flags: Flags): Promise<Output> {
+  if (words.length !== 2) throw unknown(words)
+  if (words[1] === 'verify') {
+    const checked = ok(await verifyStore(config, need(flags.against, 'against')))
+    const { lines, differ } = checks(checked.tables)
+    const verdict =
+      differ.length === 0
+        ? `Every table is the same in ${checked.source} and ${checked.target}.`
+        : `${differ.length} of ${checked.tables.length} tables differ: ${differ.join(', ')}.`
+    return { json: checked, human: `${lines}\n${verdict}`, ...(differ.length === 0 ? {} : { exitCode: STORE_DIFFERS }) }
+  }
+  if (words[1] !== 'copy') throw unknown(words)
+  if ((flags.to === undefined) === (flags.from === undefined)) throw new UsageError('give one of --to postgres://… and --from postgres://…')
+  const batchRows = number(flags.batch, 'batch', 1, 100_000, true) ?? DEFAULT_BATCH_ROWS
+  const report = ok(
+    await copyStore(config, {
+      ...(flags.to === undefined ? {} : { to: flags.to }),
+      ...(flags.from === undefined ? {} : { from: flags.from }),
+      force: flags.force === true,
+      batchRows,
+      // One line a batch committed, on stderr: the output proper stays the report (or its JSON).
+      onProgress: (p) => process.stderr.write(`store copy: ${p.table} ${p.rows} of ${p.total} rows\n`),
+    }),
+  )
+  const { lines, differ } = checks(report.tables)
+  const resumed = report.resumedAfter === 0 ? '' : ` (going on from an earlier run, which had copied ${report.resumedAfter})`
+  const verdict =
+    differ.length === 0
+      ? 'Every table is the same: the copy is whole, and nodes may start on it.'
+      : `${differ.length} of ${report.tables.length} tables differ: ${differ.join(', ')}. The target stays marked as an unfinished copy, which no ` +
+        'node opens: was the source written to during the copy? Stop every node of it, then empty the target and copy again.'
+  return {
+    json: report,
+    human: `Copied ${report.copied} rows${resumed} from ${report.source} to ${report.target} in ${report.seconds} s.\n${lines}\n${verdict}`,
+    ...(differ.length === 0 ? {} : { exitCode: STORE_DIFFERS }),
+  }
+}
+
 /** run hands a command line to its noun's runner; `usage`, `audit` and `migrate` take no verb. */
 async function run(config: Config, services: Services, words: readonly string[], flags: Flags): Promise<Output> {
   const { accounts, users } = services
@@ -941,6 +1012,8 @@ function parse(argv: readonly string[]) {
       'user-limit': { type: 'string' },
       'key-limit': { type: 'string' },
       window: { type: 'string' },
+      to: { type: 'string' },
+      against: { type: 'string' },
     },
   })
 }
@@ -969,9 +1042,15 @@ export async function main(argv: readonly string[]): Promise<number> {
   let services: Services | undefined
   try {
     const config = loadConfig()
-    // A backup opens no store (no migration, no write lock): the copy reads the file on its own.
-    if (positionals[0] !== 'backup') services = await openServices(config)
-    const out = services === undefined ? await runBackup(config, positionals, values) : await run(config, services, positionals, values)
+    // A backup opens no store (no migration, no write lock): the copy reads the file on its own. A store copy opens both of its stores itself.
+    const own = positionals[0] === 'backup' || positionals[0] === 'store'
+    if (!own) services = await openServices(config)
+    const out =
+      services !== undefined
+        ? await run(config, services, positionals, values)
+        : positionals[0] === 'store'
+          ? await runStore(config, positionals, values)
+          : await runBackup(config, positionals, values)
     process.stdout.write(`${values.json ? JSON.stringify(out.json) : out.human}\n`)
     return out.exitCode ?? 0
   } catch (error) {

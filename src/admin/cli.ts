@@ -898,7 +898,7 @@ async function runStore(config: Config, words: readonly string[], flags: Flags):
         'node opens: was the source written to during the copy? Stop every node of it, then empty the target and copy again.'
   return {
     json: report,
-    human: `Copied ${report.copied} rows${resumed} from ${report.source} to ${report.target} in ${report.seconds} s.\n${lines}\n${verdict}`,
+    human: `Copied ${report.copied} rows${resumed} from ${report.source} to ${report.target} in ${report.seconds} s (the check ${report.checkSeconds} s).\n${lines}\n${verdict}`,
     ...(differ.length === 0 ? {} : { exitCode: STORE_DIFFERS }),
   }
 }

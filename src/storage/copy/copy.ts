@@ -48,6 +48,8 @@ export interface CopyReport {
   /** Rows an earlier, cut-short run had copied already (0: this run started the copy). */
   readonly resumedAfter: number
   readonly seconds: number
+  /** Of which the check, both stores read again. */
+  readonly checkSeconds: number
   readonly tables: readonly TableCheck[]
   /** Every table the same: the target is whole and open to nodes. */
   readonly same: boolean
@@ -70,6 +72,9 @@ export interface CopyOptions {
 }
 
 const LATEST = migrations.at(-1)!.version
+
+/** seconds since `start` (performance.now()), to the ms. */
+const seconds = (start: number) => Math.round(performance.now() - start) / 1000
 
 /** checkSource refuses a source that is not a whole store of this version. */
 async function checkSource(source: End): Promise<void> {
@@ -228,7 +233,9 @@ export async function copyStore(source: End, target: End, options: CopyOptions):
     }
   })
   // Checked against the source as it is now, not the snapshot copied: a node that wrote to it meanwhile shows as a difference.
+  const checking = performance.now()
   const checked = await compare(source, target, tables)
+  const checkSeconds = seconds(checking)
   const same = checked.every((t) => t.same)
   if (same) await target.finish()
   return {
@@ -236,7 +243,8 @@ export async function copyStore(source: End, target: End, options: CopyOptions):
     target: target.description,
     copied,
     resumedAfter: [...done.values()].reduce((n, t) => n + t.rows, 0),
-    seconds: Math.round(performance.now() - started) / 1000,
+    seconds: seconds(started),
+    checkSeconds,
     tables: checked,
     same,
   }

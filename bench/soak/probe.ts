@@ -100,7 +100,7 @@ export async function probe(
   adminTokenId: string,
 ): Promise<Probe> {
   const config = loadConfig({ ...store.env, ...settings, NODE_ENV: 'test', LOG_LEVEL: 'silent' })
-  const { query, size, close } = await connect(store)
+  const { query, size, challenges, close } = await connect(store)
   const jobs = await openStore(config, { maintenance: false })
   const over: string[] = []
   const out: AccountFigures[] = []
@@ -113,6 +113,7 @@ export async function probe(
         const args = c.sql.includes('$2') ? [a.id, now] : [a.id]
         figures.set(c.name, [Number((await query(c.sql, args))[0]?.n ?? 0), c.cap(config)])
       }
+      if (challenges !== undefined) figures.set('passkey challenges', [await challenges(a.id), config.passkeyChallengesPerAccount])
       for (const [name, [value, cap]] of figures) if (cap !== null && value > cap) over.push(`${a.name} (${a.id}): ${name} ${value}, over its cap ${cap}`)
       out.push({ id: a.id, name: a.name, figures })
     }
@@ -135,7 +136,15 @@ export async function probe(
   }
 }
 
-async function connect(store: Store): Promise<{ query: Query; size: () => Promise<string>; close: () => Promise<void> }> {
+interface Connection {
+  readonly query: Query
+  readonly size: () => Promise<string>
+  /** With Redis, an account's passkey challenges are kept there (storage/redis/challenges.ts), not in the relational store. */
+  readonly challenges?: (accountId: string) => Promise<number>
+  readonly close: () => Promise<void>
+}
+
+async function connect(store: Store): Promise<Connection> {
   if (store.kind === 'sqlite') {
     const path = join(store.dataDir, 'tessera.sqlite')
     const db = new DatabaseSync(path, { readOnly: true })
@@ -156,11 +165,18 @@ async function connect(store: Store): Promise<{ query: Query; size: () => Promis
   const client = new pg.Client({ connectionString: store.databaseUrl })
   await client.connect()
   const redis = new Redis(store.redisUrl!, { lazyConnect: true })
+  const connected = async () => {
+    if (redis.status === 'wait') await redis.connect()
+  }
   return {
     query: async (sql, args) => (await client.query(sql, [...args])).rows as Record<string, unknown>[],
+    challenges: async (accountId) => {
+      await connected()
+      return redis.hlen(`${store.redisPrefix}pk:{${accountId}}:data`)
+    },
     size: async () => {
       const db = Number((await client.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n)
-      await redis.connect()
+      await connected()
       let keys = 0
       for (let cursor = '0'; ; ) {
         const [next, found] = await redis.scan(cursor, 'MATCH', `${store.redisPrefix}*`, 'COUNT', 1000)

@@ -177,12 +177,13 @@ export class Passkeys {
     userId: string,
     userVerification: UserVerification,
   ): Promise<CeremonyOptions<AuthenticationOptions> | FactorRefusal> {
-    const rp = await this.#relyingParty(caller.accountId)
-    if (isFailure(rp)) return rp
     const t = this.#now()
-    const factors = await this.#o.store.factors.factors(caller.accountId, userId, iso(t))
-    if (factors === null) return refusal('not_found', 'USER_NOT_FOUND')
-    const allow = this.#open(caller, passkeysOf(factors))
+    // The user's factors and the account's settings (its relying party) in one read; the settings alone when there is no such user.
+    const view = await this.#o.store.factors.attempting(caller.accountId, userId, iso(t))
+    const rp = relyingParty(view?.settings ?? (await this.#o.store.factors.settings(caller.accountId)))
+    if (isFailure(rp)) return rp
+    if (view === null) return refusal('not_found', 'USER_NOT_FOUND')
+    const allow = this.#open(caller, passkeysOf(view.factors))
     if (allow.length === 0) return refusal('conflict', 'NO_PASSKEY')
     const issued = await this.#challenge(caller.accountId, userId, 'authentication', userVerification, t)
     if (isFailure(issued)) return issued
@@ -358,7 +359,7 @@ export class Passkeys {
   ): Promise<{ value: string; userVerification: UserVerification } | FactorRefusal> {
     const value = challengeOf(response.response)
     if (value === null) return refusal('invalid', 'PASSKEY_CHALLENGE_INVALID')
-    const taken = await this.#o.store.factors.takeChallenge(challengeDigest(this.#o.pepper, value), iso(t))
+    const taken = await this.#o.store.factors.takeChallenge(accountId, challengeDigest(this.#o.pepper, value), iso(t))
     if (taken === null || taken.accountId !== accountId || taken.userId !== userId || taken.purpose !== purpose) {
       return refusal('invalid', 'PASSKEY_CHALLENGE_INVALID')
     }

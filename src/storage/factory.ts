@@ -74,7 +74,8 @@ export function withRedis(relational: Store, redis: RedisParts, report: (error: 
     kind: `${relational.kind}+redis`,
     access: signalled(relational.access, redis.signal, report),
     onboarding: relational.onboarding,
-    factors: relational.factors,
+    // A ceremony's challenge is used once within minutes: Redis keeps it (one script each way, no row lock to queue on).
+    factors: { ...relational.factors, ...redis.challenges },
     verification: redis.verification,
     usage: relational.usage,
     audit: relational.audit,

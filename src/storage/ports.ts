@@ -435,8 +435,11 @@ export interface FactorStore {
    * open one expires.
    */
   addChallenge(challenge: PasskeyChallenge, maxPerUser: number, maxPerAccount: number, nowIso: string): Promise<ChallengeAdded>
-  /** takeChallenge uses a challenge once, however many answer it at once: it (deleted) when it was there and unexpired at `nowIso`, else null. */
-  takeChallenge(digest: string, nowIso: string): Promise<PasskeyChallenge | null>
+  /**
+   * takeChallenge uses a challenge of the account's once, however many answer it at once: it (deleted) when it was there and
+   * unexpired at `nowIso`, else null. Another account's challenge is not found (nor used up).
+   */
+  takeChallenge(accountId: string, digest: string, nowIso: string): Promise<PasskeyChallenge | null>
   /** settings: an account's factor settings (NO_FACTOR_SETTINGS when it set none). */
   settings(accountId: string): Promise<FactorSettings>
   /** setSettings replaces an account's factor settings, with its event. */

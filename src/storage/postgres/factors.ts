@@ -21,6 +21,7 @@ import type { Factor, FactorSettings } from '../../domain/factors.ts'
 import type { FactorStore } from '../ports.ts'
 import { FACTOR_COLUMNS, factorValues, NO_USER, readUserCursor, toChallenge, toFactor, toFactorSettings, toTotpUser, userCursor } from '../rows.ts'
 import { auditInsert, type Part, type Query } from './part.ts'
+import { batchedReads } from './read-batch.ts'
 
 const LIVE = "(status = 'active' OR expires_at > $3)"
 const FACTOR_COUNT = FACTOR_COLUMNS.split(',').length
@@ -73,6 +74,53 @@ const attemptingRows = (which: string) => `SELECT u.user_id AS known, f.*, s.rp_
   LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > $3)
   WHERE u.account_id = $1 AND ${which}
   ORDER BY f.created_at, f.id`
+
+/**
+ * ATTEMPTING_MANY: attemptingRows for many (account, user, now) at once, each row with the index `b_i` (from 1) of the
+ * one it answers: one round trip for the reads of a turn's verifications (read-batch.ts).
+ */
+const ATTEMPTING_MANY = `SELECT q.b_i, u.user_id AS known, f.*, s.rp_id AS s_rp_id, s.rp_name AS s_rp_name, s.origins AS s_origins,
+    s.user_limit AS s_user_limit, s.key_limit AS s_key_limit, s.limit_window_seconds AS s_limit_window_seconds, s.updated_at AS s_updated_at
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q(b_account, b_user, b_now, b_i)
+  JOIN totp_users u ON u.account_id = q.b_account AND u.user_id = q.b_user
+  LEFT JOIN factor_settings s ON s.account_id = u.account_id
+  LEFT JOIN totp_factors f ON f.account_id = u.account_id AND f.user_id = u.user_id AND (f.status = 'active' OR f.expires_at > q.b_now)
+  ORDER BY q.b_i, f.created_at, f.id`
+
+interface Attempt {
+  readonly accountId: string
+  readonly userId: string
+  readonly nowIso: string
+}
+
+/** attemptingReads: FactorStore.attempting, the reads of one turn in one round trip. */
+function attemptingReads(query: Query): FactorStore['attempting'] {
+  const read = batchedReads<Attempt, { factors: Factor[]; settings: FactorSettings } | null>(
+    async ({ accountId, userId, nowIso }) => {
+      const view = attemptingView((await query('factors-attempting', attemptingRows('u.user_id = $2'), [accountId, userId, nowIso])).rows)
+      return view === null ? null : { factors: view.factors, settings: view.settings }
+    },
+    async (keys) => {
+      const { rows } = await query('factors-attempting-many', ATTEMPTING_MANY, [
+        keys.map((k) => k.accountId),
+        keys.map((k) => k.userId),
+        keys.map((k) => k.nowIso),
+      ])
+      const byIndex = new Map<number, Record<string, unknown>[]>()
+      for (const row of rows) {
+        const i = Number(row.b_i) - 1
+        const mine = byIndex.get(i)
+        if (mine === undefined) byIndex.set(i, [row])
+        else mine.push(row)
+      }
+      return keys.map((_, i) => {
+        const view = attemptingView(byIndex.get(i) ?? [])
+        return view === null ? null : { factors: view.factors, settings: view.settings }
+      })
+    },
+  )
+  return (accountId, userId, nowIso) => read({ accountId, userId, nowIso })
+}
 
 /** attemptingView reads attemptingRows: the user's factors and the account's settings; null without a row. */
 function attemptingView(rows: Record<string, unknown>[]): { userId: string; factors: Factor[]; settings: FactorSettings } | null {
@@ -150,12 +198,8 @@ function factorOps({ query, transaction, audited }: Part): Pick<FactorStore, 'cr
       if (rows.length === 0) return null
       return rows.filter((r) => r.id !== null).map(toFactor)
     },
-    async attempting(accountId, userId, nowIso) {
-      // The same round trip as factors, with the account's settings on each row.
-      const { rows } = await query('factors-attempting', attemptingRows('u.user_id = $2'), [accountId, userId, nowIso])
-      const view = attemptingView(rows)
-      return view === null ? null : { factors: view.factors, settings: view.settings }
-    },
+    // The same round trip as factors, with the account's settings on each row; the reads of one turn go together.
+    attempting: attemptingReads(query),
     async attemptingCredential(accountId, credentialDigest, nowIso) {
       // The passkey's user by the unique index totp_factors_credential (account_id, credential_digest), in this account only.
       const { rows } = await query(
@@ -361,8 +405,8 @@ function passkeyOps({ query, transaction, audited }: Part): Pick<FactorStore, 'u
       })
       return full === null ? { added: true } : { added: false, freesAt: full }
     },
-    async takeChallenge(digest, nowIso) {
-      const { rows } = await query('challenge-take', 'DELETE FROM passkey_challenges WHERE digest = $1 RETURNING *', [digest])
+    async takeChallenge(accountId, digest, nowIso) {
+      const { rows } = await query('challenge-take', 'DELETE FROM passkey_challenges WHERE digest = $1 AND account_id = $2 RETURNING *', [digest, accountId])
       if (rows.length === 0) return null
       const challenge = toChallenge(rows[0]!)
       return challenge.expiresAt > nowIso ? challenge : null

@@ -5,6 +5,7 @@
  *   so an OTP accepted on one node is reused on every other.
  * - The limiter: token bucket and quota window in one Lua script per call, timed by the
  *   Redis server's clock (TIME), not the nodes'.
+ * - Passkey ceremonies' challenges (challenges.ts).
  * - The access-change signal: pub/sub, so that a key revoked through any node or the CLI is
  *   dropped from every node's cache at once.
  *
@@ -15,10 +16,11 @@
 import { Redis, type RedisOptions } from 'ioredis'
 import type { LimitDecision } from '../../domain/usage.ts'
 import type { Verdict, LockPolicy } from '../../domain/lockout.ts'
-import { windowStart, type Limiter, type VerificationStore } from '../ports.ts'
+import { windowStart, type FactorStore, type Limiter, type VerificationStore } from '../ports.ts'
 import type { Plan } from '../../domain/accounts.ts'
 import { ACCEPTED, failure } from '../../domain/lockout.ts'
 import { UnavailableError } from '../../domain/errors.ts'
+import { defineChallengeScripts, redisChallenges } from './challenges.ts'
 
 export interface RedisStoreOptions {
   readonly url: string
@@ -43,6 +45,8 @@ export interface AccessSignal {
 
 export interface RedisParts {
   readonly verification: VerificationStore
+  /** Passkey ceremonies' challenges (redis/challenges.ts), in place of the relational store's. */
+  readonly challenges: Pick<FactorStore, 'addChallenge' | 'takeChallenge'>
   readonly limiter: Limiter
   readonly signal: AccessSignal
   ping(): Promise<void>
@@ -254,6 +258,7 @@ function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): 
   redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   redis.defineCommand('tesseraSettleWithin', { lua: SETTLE_WITHIN })
+  defineChallengeScripts(redis)
   return redis
 }
 
@@ -395,6 +400,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
 
   return {
     verification: redisVerification(scripts, retention),
+    challenges: redisChallenges(redis, call),
     limiter: redisLimiter(scripts, options.limiterClock),
     signal,
     async ping() {

@@ -67,7 +67,7 @@ function factorStatements(db: DatabaseSync) {
       (SELECT min(expires_at) FROM passkey_challenges WHERE account_id = $accountId AND expires_at > $now) AS first`),
     insertChallenge: db.prepare(`INSERT INTO passkey_challenges (digest, account_id, user_id, purpose, user_verification, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?, ?)`),
-    takeChallenge: db.prepare('DELETE FROM passkey_challenges WHERE digest = ? RETURNING *'),
+    takeChallenge: db.prepare('DELETE FROM passkey_challenges WHERE digest = ? AND account_id = ? RETURNING *'),
     settings: db.prepare('SELECT * FROM factor_settings WHERE account_id = ?'),
     setSettings: db.prepare(`INSERT INTO factor_settings (account_id, rp_id, rp_name, origins, user_limit, key_limit, limit_window_seconds, updated_at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (account_id) DO UPDATE SET rp_id = excluded.rp_id, rp_name = excluded.rp_name,
@@ -259,8 +259,8 @@ function passkeyOps({ q, batch, audit }: Factors): Pick<FactorStore, 'useCredent
         throw error
       }
     },
-    async takeChallenge(digest, nowIso) {
-      const row = await batch.run(() => q.takeChallenge.get(digest))
+    async takeChallenge(accountId, digest, nowIso) {
+      const row = await batch.run(() => q.takeChallenge.get(digest, accountId))
       if (row === undefined) return null
       const challenge = toChallenge(row)
       return challenge.expiresAt > nowIso ? challenge : null

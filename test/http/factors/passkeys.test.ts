@@ -18,6 +18,7 @@ import type {
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import pg from 'pg'
+import { Redis } from 'ioredis'
 import { codes, createCaller, get, post, startApp, testClock, type Running } from '../../support/helper.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
 import { path } from '../../support/factors.ts'
@@ -455,8 +456,22 @@ for (const [name, env, skip] of stores) {
   })
 }
 
-/** openChallenges counts the passkey challenges the store keeps for the app's account (open or not). */
+/** openChallenges counts the passkey challenges the store keeps for the app's account (open or not): in Redis when it has one. */
 async function openChallenges(app: Running, env: Record<string, string>): Promise<number> {
+  if (env.REDIS_URL !== undefined) {
+    const redis = new Redis(env.REDIS_URL)
+    try {
+      // redis/challenges.ts: the account's challenges by digest, and its sorted set of those open; each must hold all.
+      const [kept, open] = await Promise.all([
+        redis.hlen(`${env.REDIS_PREFIX}pk:{${app.accountId}}:data`),
+        redis.zcard(`${env.REDIS_PREFIX}pk:{${app.accountId}}:open`),
+      ])
+      assert.equal(kept, open, 'every challenge kept is counted')
+      return kept
+    } finally {
+      redis.disconnect()
+    }
+  }
   const sql = 'SELECT count(*) AS n FROM passkey_challenges WHERE account_id = $1'
   if (env.DATABASE_URL === undefined) {
     const db = new DatabaseSync(join(app.dataDir, SQLITE_FILE), { readOnly: true })

@@ -64,6 +64,43 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.equal((await store.factors.factors(acc, 'u', LATER))!.length, 1)
   })
 
+  withStore("factors: many attempts' reads at once each get their own user's factors and account's settings, as one read alone does", async (store) => {
+    const acc = await makeAccount(store)
+    const other = await makeAccount(store)
+    await store.factors.setSettings(
+      other,
+      { rpId: 'other.example', rpName: 'Other', origins: ['https://other.example'], userLimit: 7, keyLimit: null, limitWindowSeconds: 90 },
+      NOW,
+      event('factor-settings.set', other),
+    )
+    const create = (accountId: string, userId: string, extra: Partial<TotpFactor> = {}) =>
+      store.factors.create(factor(accountId, userId, extra), 5, 1000, NOW, event('factor.created', accountId))
+    for (let i = 0; i < 30; i++) {
+      await create(i % 3 === 0 ? other : acc, `u${i}`)
+      // Every fifth user has a second, active factor; every seventh one pending that has expired by LATER.
+      if (i % 5 === 0) await create(i % 3 === 0 ? other : acc, `u${i}`, { status: 'active', activatedAt: NOW, expiresAt: null })
+      if (i % 7 === 0) await create(i % 3 === 0 ? other : acc, `u${i}`, { createdAt: NOW, expiresAt: '2026-01-01T12:30:00.000Z' })
+    }
+    // The reads: every user, at two times, an unknown user, and the same user twice, in one turn.
+    const asks = [
+      ...Array.from({ length: 30 }, (_, i) => ({ accountId: i % 3 === 0 ? other : acc, userId: `u${i}`, nowIso: i % 2 === 0 ? NOW : LATER })),
+      { accountId: acc, userId: 'nobody', nowIso: NOW },
+      { accountId: other, userId: 'u1', nowIso: NOW }, // u1 is acc's, not other's
+      { accountId: acc, userId: 'u1', nowIso: NOW },
+    ]
+    const together = await Promise.all(asks.map((a) => store.factors.attempting(a.accountId, a.userId, a.nowIso)))
+    const alone = []
+    for (const a of asks) alone.push(await store.factors.attempting(a.accountId, a.userId, a.nowIso))
+    assert.deepEqual(together, alone)
+    assert.equal(together[30], null)
+    assert.equal(together[31], null)
+    assert.equal(together[0]!.settings.userLimit, 7, "the other account's settings")
+    assert.equal(together[1]!.settings.userLimit, null, "the account's own (none set)")
+    assert.equal(together[0]!.factors.length, 3, 'u0 at NOW: two made, one pending not yet expired')
+    assert.deepEqual(together[7]!.factors, [], 'u7 at LATER: a user still, both pending factors expired')
+    assert.equal(together[5]!.factors.length, 1, 'u5 at LATER: its active factor only')
+  })
+
   withStore('factors: 80 parallel creations for 80 users of one account stop at its cap; deletions and expiry give room back', async (store) => {
     const acc = await makeAccount(store)
     const other = await makeAccount(store)
@@ -267,14 +304,14 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const acc = await makeAccount(store)
     const c = challenge(acc, 'u', 'd-once', NOW)
     await store.factors.addChallenge(c, 10, 1000, NOW)
-    const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge('d-once', NOW)))
+    const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge(acc, 'd-once', NOW)))
     assert.deepEqual(
       taken.filter((x) => x !== null),
       [c],
     )
     await store.factors.addChallenge(challenge(acc, 'u', 'd-late', NOW), 10, 1000, NOW)
-    assert.equal(await store.factors.takeChallenge('d-late', LATER), null, 'expired: refused (and gone)')
-    assert.equal(await store.factors.takeChallenge('d-late', NOW), null)
+    assert.equal(await store.factors.takeChallenge(acc, 'd-late', LATER), null, 'expired: refused (and gone)')
+    assert.equal(await store.factors.takeChallenge(acc, 'd-late', NOW), null)
     // A flood of ceremonies keeps the user's newest `max`.
     for (let i = 0; i < 12; i++)
       await store.factors.addChallenge(
@@ -283,14 +320,19 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
         1000,
         NOW,
       )
-    const left = await Promise.all(Array.from({ length: 12 }, (_, i) => store.factors.takeChallenge(`d-${String(i).padStart(2, '0')}`, NOW)))
+    const left = await Promise.all(Array.from({ length: 12 }, (_, i) => store.factors.takeChallenge(acc, `d-${String(i).padStart(2, '0')}`, NOW)))
     assert.deepEqual(
       left.map((x) => x !== null),
       [...Array(7).fill(false), ...Array(5).fill(true)],
     )
     await store.factors.addChallenge(challenge(acc, 'u', 'd-old', NOW), 10, 1000, NOW)
     await store.factors.prune(LATER)
-    assert.equal(await store.factors.takeChallenge('d-old', NOW), null, 'pruned once expired')
+    assert.equal(await store.factors.takeChallenge(acc, 'd-old', LATER), null, 'pruned (or refused) once expired')
+    // Another account's key cannot use a challenge up (nor take it): it stays its own account's.
+    const other = await makeAccount(store)
+    await store.factors.addChallenge(challenge(acc, 'u', 'd-mine', NOW), 10, 1000, NOW)
+    assert.equal(await store.factors.takeChallenge(other, 'd-mine', NOW), null)
+    assert.equal((await store.factors.takeChallenge(acc, 'd-mine', NOW))?.digest, 'd-mine')
   })
 
   withStore('passkeys: an account keeps at most its cap of open challenges, however many are added at once; expired ones do not count', async (store) => {
@@ -302,7 +344,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     const refused = added.filter((a) => !a.added)
     assert.equal(refused.length, 35)
     for (const r of refused) assert.equal(r.freesAt, challenge(acc, 'x', 'x', NOW).expiresAt)
-    const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(`cap-${i}`, NOW)))
+    const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(acc, `cap-${i}`, NOW)))
     assert.equal(kept.filter((c) => c !== null).length, 25, 'the refused ones were not kept')
     // Taken, they are open no more: 25 fit again; a user at their own cap replaces their oldest even when the account is full.
     for (let i = 0; i < 25; i++) assert.ok((await store.factors.addChallenge(challenge(acc, `w${i}`, `again-${i}`, NOW), 1, 25, NOW)).added)
@@ -311,7 +353,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     assert.ok((await store.factors.addChallenge(challenge(other, 'u', 'other-1', NOW), 10, 25, NOW)).added, 'another account is not affected')
     // Once they expire they count no more (and go as a new one comes).
     assert.ok((await store.factors.addChallenge(challenge(acc, 'late', 'late-1', LATER, '2026-01-01T13:05:00.000Z'), 10, 1, LATER)).added)
-    assert.equal(await store.factors.takeChallenge('again-1', NOW), null, 'the expired ones went with it')
+    assert.equal(await store.factors.takeChallenge(acc, 'again-1', NOW), null, 'the expired ones went with it')
     assert.equal((await store.factors.addChallenge(challenge(acc, 'late2', 'late-2', LATER, '2026-01-01T13:05:00.000Z'), 10, 1, LATER)).added, false)
     await store.factors.prune(LATER_STILL)
     assert.ok(
@@ -326,7 +368,7 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
       const acc = await makeAccount(store)
       const once = challenge(acc, null, 'none-once', NOW)
       assert.ok((await store.factors.addChallenge(once, 1, 1000, NOW)).added)
-      const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge('none-once', NOW)))
+      const taken = await Promise.all(Array.from({ length: 20 }, () => store.factors.takeChallenge(acc, 'none-once', NOW)))
       assert.deepEqual(
         taken.filter((x) => x !== null),
         [once],
@@ -336,10 +378,10 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
       assert.ok((await store.factors.addChallenge(challenge(acc, 'u', 'users-own', NOW), 1, 25, NOW)).added)
       const added = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.addChallenge(challenge(acc, null, `none-${i}`, NOW), 1, 25, NOW)))
       assert.equal(added.filter((a) => a.added).length, 24)
-      const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(`none-${i}`, NOW)))
+      const kept = await Promise.all(Array.from({ length: 60 }, (_, i) => store.factors.takeChallenge(acc, `none-${i}`, NOW)))
       assert.equal(kept.filter((c) => c !== null).length, 24)
       assert.ok(kept.every((c) => c === null || c.userId === null))
-      assert.equal((await store.factors.takeChallenge('users-own', NOW))?.userId, 'u')
+      assert.equal((await store.factors.takeChallenge(acc, 'users-own', NOW))?.userId, 'u')
     },
   )
 

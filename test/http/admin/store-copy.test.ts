@@ -13,6 +13,7 @@ import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import { execFile, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -143,6 +144,20 @@ async function serve(t: TestContext, a: Running): Promise<Served> {
   }
 }
 
+/**
+ * deploy: the `store copy` commands of docs/deploy.md (run there in the cluster's container, the password from its environment),
+ * as the CLI's arguments with the test's database in place of the cluster's.
+ */
+const deploy = (() => {
+  const page = readFileSync(new URL('../../../docs/deploy.md', import.meta.url), 'utf8')
+  const command = (flag: string) => {
+    const m = new RegExp(`node src/admin/cli\\.ts (store copy ${flag}) "postgres://[^"]+"`).exec(page)
+    assert.ok(m, `docs/deploy.md runs store copy ${flag}`)
+    return (url: string) => [...m[1]!.split(' '), url]
+  }
+  return { to: command('--to'), from: command('--from') }
+})()
+
 /** cutCopy runs `store copy --to url --batch 1` and kills it (SIGKILL) once it has printed `lines` progress lines. */
 function cutCopy(dataDir: string, url: string, lines: number): Promise<{ printed: number; signal: string | null }> {
   const child = spawn(process.execPath, [CLI_SCRIPT, 'store', 'copy', '--to', url, '--batch', '1'], {
@@ -210,7 +225,7 @@ test('store copy: a node on SQLite to PostgreSQL and Redis, cut and resumed, ref
   assert.match(refused.stderr, /target of a store copy that has not finished/)
 
   const started = performance.now()
-  const resumed = await admin(dirA, ['store', 'copy', '--to', url, '--json'], SECRETS)
+  const resumed = await admin(dirA, [...deploy.to(url), '--json'], SECRETS)
   const seconds = (performance.now() - started) / 1000
   assert.equal(resumed.code, 0, resumed.stderr)
   const report = JSON.parse(resumed.stdout) as CopyReport
@@ -230,17 +245,20 @@ test('store copy: a node on SQLite to PostgreSQL and Redis, cut and resumed, ref
   assert.equal(human.code, 0, human.stderr)
   assert.match(human.stdout, /^table +source rows +target rows +sha256 \(source\) +sha256 \(target\)\naccounts +\d+ +\d+ +[0-9a-f]{16} +[0-9a-f]{16} +same\n/)
   assert.match(human.stdout, /\nEvery table is the same in .*tessera\.sqlite and postgres:\/\/[^:@]*@/, 'the URL shown without its password')
-  const twice = await admin(dirA, ['store', 'copy', '--to', url], SECRETS)
+  const twice = await admin(dirA, deploy.to(url), SECRETS)
   assert.equal(twice.code, 1)
   assert.match(twice.stderr, /^error: the target store already holds data \(in accounts, /)
 
   const dirC = tempDir(t)
-  const back = await admin(dirC, ['store', 'copy', '--from', url, '--json'], SECRETS)
+  const back = await admin(dirC, deploy.from(url), SECRETS)
   assert.equal(back.code, 0, back.stderr)
+  const [first, ...rest] = back.stdout.trimEnd().split('\n')
+  assert.match(first!, /^Copied \d+ rows from postgres:\/\/\S+ to \S+tessera\.sqlite in [\d.]+ s \(the check [\d.]+ s\)\.$/, 'as deploy.md shows it')
+  assert.equal(rest.at(-1), 'Every table is the same: the copy is whole, and nodes may start on it.')
   assert.deepEqual(
-    (JSON.parse(back.stdout) as CopyReport).tables.map((c) => [c.table, c.targetSha256]),
-    report.tables.map((c) => [c.table, c.sourceSha256]),
-    'back on SQLite: the checksums of the node store',
+    rest.slice(1, -1).map((line) => line.split(/ +/).slice(0, 5)),
+    report.tables.map((c) => [c.table, String(c.sourceRows), String(c.sourceRows), c.sourceSha256.slice(0, 16), c.sourceSha256.slice(0, 16)]),
+    'back on SQLite: the rows and checksums of the node store',
   )
 
   const clockB = testClock(a.clock.now() + 60_000)

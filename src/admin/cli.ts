@@ -124,8 +124,9 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       every table, migrated first; stop the node before. Then both
                                       are checked: rows and a SHA-256 per table (exit 4 when one
                                       differs). Refuses a database that holds data (--force: copy
-                                      into it anyway). Cut short, run it again: it goes on from the
-                                      last batch of N rows (1000) it committed
+                                      into it anyway; its rows stay beside the copied ones). Cut
+                                      short, run it again: it goes on from the last batch of N rows
+                                      (1000) it committed
   store copy --from postgres://… [--force] [--batch N]
                                       the other way: a PostgreSQL store into the SQLite store of an
                                       empty DATA_DIR (stop the nodes first)
@@ -891,11 +892,14 @@ async function runStore(config: Config, words: readonly string[], flags: Flags):
   )
   const { lines, differ } = checks(report.tables)
   const resumed = report.resumedAfter === 0 ? '' : ` (going on from an earlier run, which had copied ${report.resumedAfter})`
+  const differing = `${differ.length} of ${report.tables.length} tables differ: ${differ.join(', ')}.`
   const verdict =
     differ.length === 0
       ? 'Every table is the same: the copy is whole, and nodes may start on it.'
-      : `${differ.length} of ${report.tables.length} tables differ: ${differ.join(', ')}. The target stays marked as an unfinished copy, which no ` +
-        'node opens: was the source written to during the copy? Stop every node of it, then empty the target and copy again.'
+      : report.finished
+        ? `${differing} With --force, the rows the target held stay beside the copied ones; nodes may start on it.`
+        : `${differing} The target stays marked as an unfinished copy, which no node opens: was the source written to during the copy? ` +
+          'Stop every node of it, then empty the target and copy again.'
   return {
     json: report,
     human: `Copied ${report.copied} rows${resumed} from ${report.source} to ${report.target} in ${report.seconds} s (the check ${report.checkSeconds} s).\n${lines}\n${verdict}`,

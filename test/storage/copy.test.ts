@@ -4,8 +4,8 @@
  * bytes past a batch's budget, NULL beside '', keys whose order differs between byte order and a language's)
  * copied into PostgreSQL and back gives the same rows and checksums; the target's triggers fire on none of
  * the copied rows; a copy cut short goes on from its last batch, and no store opens on a half-copied target;
- * the refusals (a target that holds data, schema versions, an unknown table, another copy's leftovers); and
- * the check finds a row changed.
+ * the refusals (a target that holds data, schema versions, an unknown table, another copy's leftovers); a
+ * source written to during the copy fails the check and leaves the target closed; and the check finds a row changed.
  */
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
@@ -242,6 +242,8 @@ test('copy refuses: a target holding data (unless --force), a source of another 
     ['accounts', 'audit_events'],
     'forced: the rows already there stay, and the check says where',
   )
+  assert.ok(forced.finished, 'and the store is whole: told to, the copy does not wait for a check it cannot pass')
+  await (await openPostgresStore({ url })).close()
 
   const old = join(tempDir(t), 'old.sqlite')
   const db = new DatabaseSync(old)
@@ -280,6 +282,29 @@ test('copy refuses: a target holding data (unless --force), a source of another 
   const other = crafted(t).path
   await assert.rejects(copy(sqliteEnd(other), postgresEnd(half)), /holds an unfinished copy of another store .*give --force/)
   assert.ok((await copy(sqliteEnd(other), postgresEnd(half), { force: true })).same, 'forced over it: this copy, from the start')
+})
+
+test('copy: a source written to while it is copied (a node left running) fails the check, and the target stays closed to nodes', { skip }, async (t) => {
+  const { path } = crafted(t)
+  const url = await createDatabase(t)
+  const node = new DatabaseSync(path)
+  t.after(() => node.close())
+  let wrote = false
+  const report = await copy(sqliteEnd(path), postgresEnd(url), {
+    onProgress: () => {
+      if (wrote) return
+      wrote = true
+      node.prepare("INSERT INTO accounts VALUES ('acc_late', 'late', 'active', '2026-11-29T12:00:01.000Z', '2026-11-29T12:00:01.000Z')").run()
+    },
+  })
+  assert.equal(report.same, false)
+  assert.equal(report.finished, false)
+  assert.deepEqual(
+    report.tables.filter((c) => !c.same).map((c) => [c.table, c.sourceRows, c.targetRows]),
+    [['accounts', 5, 4]],
+    'the copy is of one snapshot; the check, of the source as it is after',
+  )
+  await assert.rejects(openPostgresStore({ url }), UnfinishedCopyError)
 })
 
 test('verify: a row changed in the target is a table that differs', { skip }, async (t) => {

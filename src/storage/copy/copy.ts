@@ -8,7 +8,8 @@
  *
  * The target's triggers do not fire on copied rows (each end says how): the tallies and the
  * webhook outbox are copied as they are. The progress table is dropped, and the store made whole,
- * only once the check has found every table the same; until then no node opens the target.
+ * only once the check has found every table the same (or the copy was forced into a store that held
+ * rows of its own, which the check then shows); until then no node opens the target.
  *
  * The check (also `store verify`) reads both stores in key order and hashes each row's canonical
  * values (values.ts): rows and a SHA-256 per table, the same on both ends for the same data
@@ -51,8 +52,10 @@ export interface CopyReport {
   /** Of which the check, both stores read again. */
   readonly checkSeconds: number
   readonly tables: readonly TableCheck[]
-  /** Every table the same: the target is whole and open to nodes. */
+  /** Every table the same. */
   readonly same: boolean
+  /** The target made whole and open to nodes: every table the same, or told to (--force, whose target held rows of its own). */
+  readonly finished: boolean
 }
 
 /** Progress: told after each batch committed. */
@@ -237,7 +240,9 @@ export async function copyStore(source: End, target: End, options: CopyOptions):
   const checked = await compare(source, target, tables)
   const checkSeconds = seconds(checking)
   const same = checked.every((t) => t.same)
-  if (same) await target.finish()
+  // Forced into a store that held data, its own rows stay beside the copied ones and the check shows them: finished all the same.
+  const finished = same || options.force
+  if (finished) await target.finish()
   return {
     source: source.description,
     target: target.description,
@@ -247,6 +252,7 @@ export async function copyStore(source: End, target: End, options: CopyOptions):
     checkSeconds,
     tables: checked,
     same,
+    finished,
   }
 }
 

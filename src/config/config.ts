@@ -316,7 +316,19 @@ export const settings = {
     'redis://host:6379',
     'Redis for what nodes share per call: verification state (replay protection, lockouts), the throttle and quota counters, and the key-revocation signal. Unset: kept by the store (SQLite or PostgreSQL) and limits counted per node.',
   ),
-  redisPrefix: text('REDIS_PREFIX', () => 'tessera:', 'tessera:', 'Prefix of every Redis key and channel, so that deployments (regions) can share one Redis.'),
+  redisCluster: bool(
+    'REDIS_CLUSTER',
+    false,
+    "`REDIS_URL` names a node of a Redis Cluster (any primary; the client learns the others and follows slots as they move). Every script touches one hash slot; attempt limits take each counter with a script of its own there (docs/deploy.md). Off: one Redis (a primary, with replicas or Sentinel's failover in front as you like).",
+  ),
+  redisPrefix: {
+    ...text('REDIS_PREFIX', () => 'tessera:', 'tessera:', 'Prefix of every Redis key and channel, so that deployments (regions) can share one Redis. No `{` or `}`: they would make the hash tag, which keeps an account\'s keys in one cluster slot.'),
+    read: (raw: string | undefined) => {
+      const value = raw === undefined || raw === '' ? 'tessera:' : raw
+      if (/[{}]/.test(value)) fail('REDIS_PREFIX', `must not contain { or } (got "${value}")`)
+      return value
+    },
+  },
   storeTimeoutMs: int('STORE_TIMEOUT_MS', 2000, 100, 60000, 'Longest wait for PostgreSQL or Redis (connection or command) before the call answers 503.'),
   planRate: num(
     'PLAN_RATE',

@@ -57,6 +57,7 @@ export async function openStore(config: Config, hooks: StoreHooks = {}): Promise
   try {
     redis = await openRedisParts({
       url: config.redisUrl,
+      cluster: config.redisCluster,
       prefix: hooks.redisPrefix ?? config.redisPrefix,
       timeoutMs: config.storeTimeoutMs,
       onBackgroundError: (error) => report(error, 'Redis'),

@@ -18,7 +18,7 @@
  * not kept across a Redis restart without persistence: a ceremony under way then starts again.
  */
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import type { PasskeyChallenge } from '../../domain/factors.ts'
 import type { ChallengeAdded, FactorStore } from '../ports.ts'
 
@@ -75,7 +75,7 @@ interface ChallengeScripts {
 }
 
 /** defineChallengeScripts defines the two scripts on the command connection. */
-export function defineChallengeScripts(redis: Redis): void {
+export function defineChallengeScripts(redis: Redis | Cluster): void {
   redis.defineCommand('tesseraChallengeAdd', { lua: ADD })
   redis.defineCommand('tesseraChallengeTake', { numberOfKeys: 2, lua: TAKE })
 }
@@ -87,7 +87,7 @@ const userKey = (accountId: string, userId: string) => `pk:{${accountId}}:u:${cr
  * redisChallenges: addChallenge and takeChallenge on Redis, as FactorStore's contract has them;
  * `call` maps a connection failure to UnavailableError.
  */
-export function redisChallenges(redis: Redis, call: <T>(run: () => Promise<T>) => Promise<T>): Pick<FactorStore, 'addChallenge' | 'takeChallenge'> {
+export function redisChallenges(redis: Redis | Cluster, call: <T>(run: () => Promise<T>) => Promise<T>): Pick<FactorStore, 'addChallenge' | 'takeChallenge'> {
   const scripts = redis as unknown as ChallengeScripts
   return {
     async addChallenge(c: PasskeyChallenge, maxPerUser: number, maxPerAccount: number, nowIso: string): Promise<ChallengeAdded> {

@@ -11,9 +11,18 @@
  *
  * Commands are not queued while Redis is away: they fail at once with UnavailableError
  * (verifyOTP answers 503, fail closed), and the client reconnects in the background.
- * Redis must not be a cluster (the limiter builds its window key inside the script).
+ *
+ * One Redis, or a Redis Cluster (`cluster`: the URL names one of its nodes, the client learns
+ * the rest). Every script touches one hash slot: its keys share a hash tag (an account's bucket
+ * and quota, an account's challenges) or it has one key. The one step that spans keys of
+ * several accounts or users, an attempt under attempt limits (the user's state and each limit's
+ * counter), is one script on one Redis; on a cluster each counter is taken by a script of its
+ * own (taken only below its max), a full one gives back those taken, then the state is settled:
+ * no more attempts pass a limit than on one Redis, and an attempt refused by one limit may, for
+ * the moment its give-back takes, make a parallel one see a counter one higher (a refusal, never
+ * an extra attempt).
  */
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
 import type { LimitDecision } from '../../domain/usage.ts'
 import type { Verdict, LockPolicy } from '../../domain/lockout.ts'
 import { windowStart, type FactorStore, type Limiter, type VerificationStore } from '../ports.ts'
@@ -24,6 +33,8 @@ import { defineChallengeScripts, redisChallenges } from './challenges.ts'
 
 export interface RedisStoreOptions {
   readonly url: string
+  /** The URL names a node of a Redis Cluster (REDIS_CLUSTER). */
+  readonly cluster?: boolean
   /** Prefix of every key and channel (default `tessera:`): several deployments can share one Redis. */
   readonly prefix?: string
   /** Longest wait for a command (ms). */
@@ -191,7 +202,23 @@ for i = 2, #KEYS do
 end
 ${SETTLE}`
 
+/**
+ * ATTEMPT: one limit's counter on a cluster (KEYS[1]; ARGV max, window ms): 1 when taken (below
+ * its max, counted), 0 when full (nothing counted). A new window starts from nothing.
+ */
+const ATTEMPT = `
+if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[1]) then return 0 end
+if redis.call('INCR', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000) end
+return 1`
+
+/** GIVE_BACK: a counter ATTEMPT took, given back (never below nothing). */
+const GIVE_BACK = `
+if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then redis.call('DECR', KEYS[1]) end
+return 1`
+
 interface Scripts {
+  tesseraAttempt(counter: string, max: string, windowMs: string): Promise<number>
+  tesseraGiveBack(counter: string): Promise<number>
   /** Defined without numberOfKeys: the first argument is how many keys follow (the state's, then the counters'), then SETTLE's arguments, the window and each counter's max. */
   tesseraSettleWithin(keyCount: number, ...keysThenArgs: string[]): Promise<[number, (string | number)?]>
   tesseraClear(key: string): Promise<number>
@@ -248,9 +275,36 @@ function connectionOptions(options: RedisStoreOptions, prefix: string): RedisOpt
   }
 }
 
+/** A connection to one Redis or to a cluster: what the store uses of either. */
+type Client = Redis | Cluster
+
+/**
+ * client opens a connection (lazily: connect() starts it) to the URL's Redis, or to the cluster
+ * it is a node of; `overrides` for the subscriber's (its queue on, no prefix).
+ */
+function client(options: RedisStoreOptions, redisOptions: RedisOptions): Client {
+  if (options.cluster !== true) return new Redis(options.url, redisOptions)
+  const url = new URL(options.url)
+  const { keyPrefix, enableOfflineQueue, retryStrategy, lazyConnect, ...perNode } = redisOptions
+  return new Cluster([{ host: url.hostname, port: Number(url.port || 6379) }], {
+    ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+    ...(lazyConnect === undefined ? {} : { lazyConnect }),
+    clusterRetryStrategy: (times) => Math.min(times * 100, 1000),
+    // A moved slot (a resharding, a failover) is followed; a cluster without a primary for a slot answers at once.
+    retryDelayOnClusterDown: 100,
+    redisOptions: {
+      ...perNode,
+      ...(url.username === '' ? {} : { username: decodeURIComponent(url.username) }),
+      ...(url.password === '' ? {} : { password: decodeURIComponent(url.password) }),
+      ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+    },
+  })
+}
+
 /** commandClient: the command connection, with the Lua scripts defined on it. */
-function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): Redis {
-  const redis = new Redis(options.url, redisOptions)
+function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): Client {
+  const redis = client(options, redisOptions)
   redis.on('error', (error: Error) => options.onBackgroundError?.(error))
   redis.defineCommand('tesseraSettle', { numberOfKeys: 1, lua: SETTLE })
   redis.defineCommand('tesseraClear', { numberOfKeys: 1, lua: CLEAR })
@@ -258,6 +312,8 @@ function commandClient(options: RedisStoreOptions, redisOptions: RedisOptions): 
   redis.defineCommand('tesseraLocked', { lua: LOCKED })
   redis.defineCommand('tesseraLimit', { numberOfKeys: 2, lua: LIMIT })
   redis.defineCommand('tesseraSettleWithin', { lua: SETTLE_WITHIN })
+  redis.defineCommand('tesseraAttempt', { numberOfKeys: 1, lua: ATTEMPT })
+  redis.defineCommand('tesseraGiveBack', { numberOfKeys: 1, lua: GIVE_BACK })
   defineChallengeScripts(redis)
   return redis
 }
@@ -270,29 +326,34 @@ function verdictOf(verdict: number, value: string | number | undefined, step: nu
 }
 
 /** redisVerification: verification state, each change one Lua script. */
-function redisVerification(scripts: Scripts, retention: string): VerificationStore {
+function redisVerification(scripts: Scripts, retention: string, cluster: boolean): VerificationStore {
+  const settle = async (key: string, step: number | null, nowMs: number, policy: LockPolicy): Promise<Verdict> => {
+    // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
+    const [verdict, value] = await call(() =>
+      scripts.tesseraSettle(
+        stateKey(key),
+        String(nowMs),
+        String(policy.maxFailures),
+        String(policy.baseSeconds),
+        String(policy.maxSeconds),
+        retention,
+        step === null ? '' : String(step),
+      ),
+    )
+    return verdictOf(verdict, value, step, policy)
+  }
   return {
-    async settle(key, step, nowMs, policy: LockPolicy): Promise<Verdict> {
-      // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
-      const [verdict, value] = await call(() =>
-        scripts.tesseraSettle(
-          stateKey(key),
-          String(nowMs),
-          String(policy.maxFailures),
-          String(policy.baseSeconds),
-          String(policy.maxSeconds),
-          retention,
-          step === null ? '' : String(step),
-        ),
-      )
-      return verdictOf(verdict, value, step, policy)
-    },
+    settle,
     async clear(key) {
       return (await call(() => scripts.tesseraClear(stateKey(key)))) === 1
     },
     async lockedUntil(keys, nowMs) {
       if (keys.length === 0) return 0
-      const until = Number(await call(() => scripts.tesseraLocked(keys.length, ...keys.map(stateKey))))
+      // On a cluster the keys are in slots of their own: one read each (a read only, nothing to keep atomic).
+      const untils = cluster
+        ? await Promise.all(keys.map((key) => call(() => scripts.tesseraLocked(1, stateKey(key)))))
+        : [await call(() => scripts.tesseraLocked(keys.length, ...keys.map(stateKey)))]
+      const until = Math.max(...untils.map(Number))
       return until > nowMs ? until : 0
     },
     async forgive(key, policy: LockPolicy) {
@@ -302,6 +363,12 @@ function redisVerification(scripts: Scripts, retention: string): VerificationSto
       // The windows are the caller's clock's (Redis keeps no time of its own here, as for the lockout).
       const start = windowStart(nowMs, windowMs)
       const counters = limits.map((l) => `attempts:${l.key}:${start}`)
+      if (cluster) {
+        const taken = await Promise.all(counters.map((c, i) => call(() => scripts.tesseraAttempt(c, String(limits[i]!.max), String(windowMs)))))
+        if (taken.every((t) => t === 1)) return settle(key, step, nowMs, policy)
+        await Promise.all(counters.filter((_, i) => taken[i] === 1).map((c) => call(() => scripts.tesseraGiveBack(c))))
+        return { kind: 'limited', retryAtMs: start + windowMs }
+      }
       const [verdict, value] = await call(() =>
         scripts.tesseraSettleWithin(
           1 + counters.length,
@@ -328,8 +395,9 @@ function redisLimiter(scripts: Scripts, clock: (() => number) | undefined): Limi
   const limit = (accountId: string, plan: Plan, cost: number, seed: string) =>
     call(() =>
       scripts.tesseraLimit(
-        `bucket:${accountId}`,
-        `quota:${accountId}`,
+        // One hash tag: the script reads both, and builds the window's quota key from the second (one slot on a cluster).
+        `bucket:{${accountId}}`,
+        `quota:{${accountId}}`,
         String(plan.rate),
         String(plan.burst),
         String(plan.quota),
@@ -371,7 +439,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   const scripts = redis as unknown as Scripts
 
   // Subscriptions need a connection of their own; it resubscribes after reconnecting.
-  const subscriber = new Redis(options.url, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true, maxRetriesPerRequest: null })
+  const subscriber = client(options, { ...redisOptions, keyPrefix: undefined, enableOfflineQueue: true, maxRetriesPerRequest: null })
   subscriber.on('error', (error: Error) => options.onBackgroundError?.(error))
   const channel = `${prefix}access-changed`
   const listeners = new Set<() => void>()
@@ -399,7 +467,7 @@ export async function openRedisParts(options: RedisStoreOptions): Promise<RedisP
   }
 
   return {
-    verification: redisVerification(scripts, retention),
+    verification: redisVerification(scripts, retention, options.cluster === true),
     challenges: redisChallenges(redis, call),
     limiter: redisLimiter(scripts, options.limiterClock),
     signal,

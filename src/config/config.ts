@@ -322,7 +322,12 @@ export const settings = {
     "`REDIS_URL` names a node of a Redis Cluster (any primary; the client learns the others and follows slots as they move). Every script touches one hash slot; attempt limits take each counter with a script of its own there (docs/deploy.md). Off: one Redis (a primary, with replicas or Sentinel's failover in front as you like).",
   ),
   redisPrefix: {
-    ...text('REDIS_PREFIX', () => 'tessera:', 'tessera:', 'Prefix of every Redis key and channel, so that deployments (regions) can share one Redis. No `{` or `}`: they would make the hash tag, which keeps an account\'s keys in one cluster slot.'),
+    ...text(
+      'REDIS_PREFIX',
+      () => 'tessera:',
+      'tessera:',
+      "Prefix of every Redis key and channel, so that deployments (regions) can share one Redis. No `{` or `}`: they would make the hash tag, which keeps an account's keys in one cluster slot.",
+    ),
     read: (raw: string | undefined) => {
       const value = raw === undefined || raw === '' ? 'tessera:' : raw
       if (/[{}]/.test(value)) fail('REDIS_PREFIX', `must not contain { or } (got "${value}")`)

@@ -18,9 +18,12 @@ import { createCaller, get, post, tempDir } from '../support/helper.ts'
 import { startServer } from '../support/process.ts'
 import { createDatabase, dropPrefix, redisUrl, skipUnless, uniqueName } from '../support/services.ts'
 import { clusterSkip, redisCluster } from '../support/redis-cluster.ts'
+import { codeOf, wrong, type Created } from '../support/factors.ts'
 
 const skip = skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL')
 const PEPPER = 'cluster-test-pepper-'.padEnd(40, 'x')
+/** One key ring for both nodes (unset, each test node would make its own): a factor sealed by one is opened by the other. */
+const ENCRYPTION_KEYS = `1:${Buffer.alloc(32, 7).toString('base64')}`
 
 /** The Redis the two nodes share: one (its prefix dropped after), or the file's cluster (gone with the file). */
 const redises: readonly [string, false | string, (t: { after(fn: () => Promise<void>): void }) => Promise<Record<string, string>>][] = [
@@ -46,6 +49,7 @@ for (const [redisName, redisSkip, redisEnv] of redises)
     const env = {
       NODE_ENV: 'test',
       PEPPER,
+      ENCRYPTION_KEYS,
       DATABASE_URL: databaseUrl,
       ...(await redisEnv(t)),
       KEY_CACHE_TTL_SECONDS: '60',
@@ -68,6 +72,29 @@ for (const [redisName, redisSkip, redisEnv] of redises)
       const again = await post(b, '/totp/verifyOTP', apiKey, { secret: onboard.secretKey, token: onboard.otp })
       assert.equal(again.status, 400)
       assert.equal(((await again.json()) as { code: string }[])[0]!.code, 'OTP_REUSED')
+    })
+
+    await t.test('a managed factor enrolled on one node verifies on the other; deleted on one, the other refuses its next code at once', async () => {
+      const { apiKey } = await createCaller(accounts)
+      const enrolled = async (userId: string) => {
+        const created = await post(a, `/totp/users/${userId}/factors`, apiKey, { applicationID: 'Acme' })
+        assert.equal(created.status, 201, await created.clone().text())
+        const f = (await created.json()) as Created
+        const activated = await post(a, `/totp/users/${userId}/factors/${f.factorID}/activate`, apiKey, { token: codeOf(f, Date.now()) })
+        assert.equal(activated.status, 200, await activated.clone().text())
+        return f
+      }
+      // The next step's code is in the window (one step either side) and later than the one activation took.
+      const kept = await enrolled('kept')
+      const ok = await post(b, '/totp/users/kept/verify', apiKey, { token: codeOf(kept, Date.now() + 30_000) })
+      assert.equal(ok.status, 200, await ok.text())
+      const gone = await enrolled('gone')
+      // Node b reads the user's factors first (a wrong code): a node that kept them would verify the next code after the deletion.
+      assert.equal((await post(b, '/totp/users/gone/verify', apiKey, { token: wrong(gone, Date.now()) })).status, 400)
+      assert.equal((await fetch(`${a}/totp/users/gone/factors/${gone.factorID}`, { method: 'DELETE', headers: { 'x-api-key': apiKey } })).status, 204)
+      const refused = await post(b, '/totp/users/gone/verify', apiKey, { token: codeOf(gone, Date.now() + 30_000) })
+      assert.equal(refused.status, 409, await refused.clone().text())
+      assert.equal(((await refused.json()) as { code: string }[])[0]!.code, 'NO_ACTIVE_FACTOR')
     })
 
     await t.test('a key revoked through the store is refused by both nodes at once (pub/sub), not after the cache TTL', async (st) => {

@@ -26,8 +26,9 @@
  * the defaults of JOB_POLL_MS and WEBHOOK_POLL_MS (a submission and a job's end wake the runner
  * and the webhook sender at once) and JOB_MAX_RUNNING_PER_ACCOUNT=64 (one account submits).
  * Every job's result is deleted after its round, untimed. BENCH_JOBS_ROUNDS (default 5) sets
- * the rounds. The header of each table gives the machine's load average: figures from a busy
- * machine vary by more than the target.
+ * the rounds; BENCH_JOBS_STORE=postgres runs PostgreSQL's like-for-like pair alone. The header
+ * of each table gives the machine's load average: figures from a busy machine vary by more than
+ * the target.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -825,11 +826,17 @@ export async function jobsBench(): Promise<void> {
   const receiver = new Receiver()
   await receiver.start()
   try {
+    const postgres = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL
+    if (process.env.BENCH_JOBS_STORE === 'postgres' && postgres) {
+      // PostgreSQL's like-for-like pair alone (to measure a change to its store without the rest of the run).
+      const pgRun = await throughput('PostgreSQL', receiver, postgres)
+      process.stdout.write(`${pgRun.lines.join('\n')}\n\nJobs summary: like for like on PostgreSQL ${pgRun.ratio?.toFixed(3)}×.\n\n`)
+      return
+    }
     const sqlite = await throughput('SQLite', receiver, null)
     process.stdout.write(`${sqlite.lines.join('\n')}\n\n`)
     const late = await latency(receiver)
     process.stdout.write(`${late.lines.join('\n')}\n\n`)
-    const postgres = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL
     // Each store's like-for-like ratio and whether it meets the target.
     const verdict = (store: string, ratio: number | null) =>
       ratio === null ? `none on ${store}` : `${ratio.toFixed(3)}× on ${store} (${ratio >= TARGET ? 'met' : 'not met'})`

@@ -327,19 +327,18 @@ function verdictOf(verdict: number, value: string | number | undefined, step: nu
 
 /** redisVerification: verification state, each change one Lua script. */
 function redisVerification(scripts: Scripts, retention: string, cluster: boolean): VerificationStore {
+  /** SETTLE's arguments after its key (SETTLE_WITHIN's first six). */
+  const settleArgs = (nowMs: number, policy: LockPolicy, step: number | null): [string, string, string, string, string, string] => [
+    String(nowMs),
+    String(policy.maxFailures),
+    String(policy.baseSeconds),
+    String(policy.maxSeconds),
+    retention,
+    step === null ? '' : String(step),
+  ]
   const settle = async (key: string, step: number | null, nowMs: number, policy: LockPolicy): Promise<Verdict> => {
     // {1} accepted; {2, failures} no match; {3, failures} a replay; {0, until} locked.
-    const [verdict, value] = await call(() =>
-      scripts.tesseraSettle(
-        stateKey(key),
-        String(nowMs),
-        String(policy.maxFailures),
-        String(policy.baseSeconds),
-        String(policy.maxSeconds),
-        retention,
-        step === null ? '' : String(step),
-      ),
-    )
+    const [verdict, value] = await call(() => scripts.tesseraSettle(stateKey(key), ...settleArgs(nowMs, policy, step)))
     return verdictOf(verdict, value, step, policy)
   }
   return {
@@ -374,12 +373,7 @@ function redisVerification(scripts: Scripts, retention: string, cluster: boolean
           1 + counters.length,
           stateKey(key),
           ...counters,
-          String(nowMs),
-          String(policy.maxFailures),
-          String(policy.baseSeconds),
-          String(policy.maxSeconds),
-          retention,
-          step === null ? '' : String(step),
+          ...settleArgs(nowMs, policy, step),
           String(windowMs),
           ...limits.map((l) => String(l.max)),
         ),

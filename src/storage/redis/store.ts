@@ -280,7 +280,9 @@ type Client = Redis | Cluster
 
 /**
  * client opens a connection (lazily: connect() starts it) to the URL's Redis, or to the cluster
- * it is a node of; `overrides` for the subscriber's (its queue on, no prefix).
+ * it is a node of, with `redisOptions` (the command connection's, or the subscriber's). On a
+ * cluster the per-node options go to each node's connection, and reconnection is the cluster's
+ * own (clusterRetryStrategy, not the single connection's retryStrategy).
  */
 function client(options: RedisStoreOptions, redisOptions: RedisOptions): Client {
   if (options.cluster !== true) return new Redis(options.url, redisOptions)
@@ -365,6 +367,7 @@ function redisVerification(scripts: Scripts, retention: string, cluster: boolean
       if (cluster) {
         const taken = await Promise.all(counters.map((c, i) => call(() => scripts.tesseraAttempt(c, String(limits[i]!.max), String(windowMs)))))
         if (taken.every((t) => t === 1)) return settle(key, step, nowMs, policy)
+        // (Should Redis fail between a take and its give-back, the window keeps one attempt too many until it ends: a refusal, never an extra try.)
         await Promise.all(counters.filter((_, i) => taken[i] === 1).map((c) => call(() => scripts.tesseraGiveBack(c))))
         return { kind: 'limited', retryAtMs: start + windowMs }
       }

@@ -327,7 +327,9 @@ export function factorContract(withStore: WithStore, makeAccount: (store: Store)
     )
     await store.factors.addChallenge(challenge(acc, 'u', 'd-old', NOW), 10, 1000, NOW)
     await store.factors.prune(LATER)
-    assert.equal(await store.factors.takeChallenge(acc, 'd-old', LATER), null, 'pruned (or refused) once expired')
+    assert.equal(await store.factors.takeChallenge(acc, 'd-old', LATER), null, 'refused once expired')
+    // The relational stores' prune deletes it (taken at a time it was still open, it is not there); Redis's keys expire on their own.
+    if (!store.kind.endsWith('+redis')) assert.equal(await store.factors.takeChallenge(acc, 'd-old', NOW), null, 'pruned once expired')
     // Another account's key cannot use a challenge up (nor take it): it stays its own account's.
     const other = await makeAccount(store)
     await store.factors.addChallenge(challenge(acc, 'u', 'd-mine', NOW), 10, 1000, NOW)

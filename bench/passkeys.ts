@@ -23,7 +23,8 @@
  * defaults, attempt limits included (FACTOR_USER_LIMIT, 20 a user a minute): the passkey users
  * are taken in turn, and enough of them that none comes near the limit.
  *
- * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
+ * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run;
+ * BENCH_PASSKEYS_STORE=sqlite or postgres runs one store's alone.
  */
 import http from 'node:http'
 import { randomBytes } from 'node:crypto'
@@ -327,13 +328,16 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
 }
 
 export async function passkeysBench(): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-passkeys-'))
-  try {
-    process.stdout.write(`${await benchStore('SQLite', { DATA_DIR: dataDir })}\n`)
-  } finally {
-    rmSync(dataDir, { recursive: true, force: true })
+  const only = process.env.BENCH_PASSKEYS_STORE
+  if (only !== 'postgres') {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-passkeys-'))
+    try {
+      process.stdout.write(`${await benchStore('SQLite', { DATA_DIR: dataDir })}\n`)
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true })
+    }
   }
-  await onPostgresWithRedis('passkeys', (env) => benchStore('PostgreSQL + Redis', env))
+  if (only !== 'sqlite') await onPostgresWithRedis('passkeys', (env) => benchStore('PostgreSQL + Redis', env))
 }
 
 if (import.meta.main) await passkeysBench()

@@ -17,6 +17,7 @@ import { keyedDigest, type Pepper } from '../crypto/keyed.ts'
 import type { ChallengePurpose, Factor, FactorSettings, PasskeyCredential, PasskeyFactor } from '../domain/factors.ts'
 import { newId } from '../domain/ids.ts'
 import type { Store } from '../storage/ports.ts'
+import { BoundedCache } from '../cache/bounded.ts'
 import { sealContext } from '../totp/factors/core.ts'
 import {
   authenticationOptions,
@@ -77,9 +78,21 @@ export interface SignedIn {
 type RegistrationOptions = Awaited<ReturnType<typeof registrationOptions>>
 type AuthenticationOptions = Awaited<ReturnType<typeof authenticationOptions>>
 
+/**
+ * Opened passkeys kept by factor ID: what a passkey's sealed part holds (its credential ID and
+ * public key) is fixed when it is registered, so a factor ID always opens to the same thing, and
+ * opening it (AES-GCM, JSON) at each of a sign-in's two calls is work done twice. Kept in the
+ * node's memory only, bounded (OPENED_MAX, OPENED_TTL_SECONDS), under what the seal binds it to. Only the opening
+ * is kept: which factors a user has, their status and counter are read from the store at every
+ * call, so a deleted or disabled passkey is refused at once on every node, as before.
+ */
+const OPENED_MAX = 20_000
+const OPENED_TTL_SECONDS = 600
+
 export class Passkeys {
   readonly #o: PasskeysOptions
   readonly #now: () => number
+  readonly #opened = new BoundedCache<PasskeyCredential>(OPENED_TTL_SECONDS, OPENED_MAX)
 
   constructor(opts: PasskeysOptions) {
     this.#o = opts
@@ -366,17 +379,25 @@ export class Passkeys {
     return { value, userVerification: taken.userVerification as UserVerification }
   }
 
-  /** #open opens passkeys' sealed credentials; one that does not open is logged and left out. */
+  /** #open opens passkeys' sealed credentials (or finds them opened); one that does not open is logged and left out. */
   #open(caller: KeyCaller, passkeys: readonly PasskeyFactor[]): (StoredPasskey & { readonly factorId: string })[] {
     const opened: (StoredPasskey & { readonly factorId: string })[] = []
+    const now = this.#now()
     for (const f of passkeys) {
-      try {
-        const credential = JSON.parse(this.#o.keyring.open(f.sealed, sealContext(f.accountId, f.userId, f.id)).toString('utf8')) as PasskeyCredential
-        opened.push({ factorId: f.id, credential, signCount: f.signCount, transports: f.meta.transports })
-      } catch (error) {
-        if (!(error instanceof SealError)) throw error
-        caller.unreadable(f.id, error.message)
+      // Kept under what it was sealed to (account, user, factor), as the seal itself binds it.
+      const id = `${f.accountId}\u0000${f.userId}\u0000${f.id}`
+      let credential = this.#opened.get(id, now)
+      if (credential === undefined) {
+        try {
+          credential = JSON.parse(this.#o.keyring.open(f.sealed, sealContext(f.accountId, f.userId, f.id)).toString('utf8')) as PasskeyCredential
+        } catch (error) {
+          if (!(error instanceof SealError)) throw error
+          caller.unreadable(f.id, error.message)
+          continue
+        }
+        this.#opened.set(id, credential, now)
       }
+      opened.push({ factorId: f.id, credential, signCount: f.signCount, transports: f.meta.transports })
     }
     return opened
   }

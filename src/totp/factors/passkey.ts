@@ -23,8 +23,12 @@ import { decodeCredentialPublicKey } from '@simplewebauthn/server/helpers'
 import { randomBytes } from 'node:crypto'
 import { keyedDigest, type Pepper } from '../../crypto/keyed.ts'
 import type { PasskeyCredential, PasskeyMeta } from '../../domain/factors.ts'
+import { installWebAuthnCrypto } from './webauthn-crypto.ts'
 
 export type { AuthenticationResponseJSON, RegistrationResponseJSON }
+
+// The library's WebCrypto, with its digests answered at once and its imported keys kept (webauthn-crypto.ts).
+await installWebAuthnCrypto()
 
 export const USER_VERIFICATION = ['required', 'preferred', 'discouraged'] as const
 export type UserVerification = (typeof USER_VERIFICATION)[number]

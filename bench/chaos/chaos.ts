@@ -20,7 +20,7 @@ import { utcDay } from '../../src/usage/windows.ts'
 import { Recorder } from './client.ts'
 import { runFaults, schedule, type Fault } from './faults.ts'
 import { scratch, sleep, startPostgres, startRedis, type Postgres, type RedisServer } from './infra.ts'
-import { newLedger, runLoads } from './loads.ts'
+import { newLedger, replayRecent, runLoads } from './loads.ts'
 import { Cluster } from './nodes.ts'
 import { provision, type Provisioned } from './provision.ts'
 import { printReport, recoveries, totals } from './report.ts'
@@ -41,6 +41,10 @@ async function cleanUpOnce(): Promise<void> {
   cleaning = true
   await cleanup().catch((error: unknown) => log(`cleanup: ${(error as Error).message}`))
 }
+process.once('uncaughtException', (error) => {
+  process.stdout.write(`FAIL the run itself: ${error.stack}\n`)
+  void cleanUpOnce().then(() => process.exit(1))
+})
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     log(`${signal}: stopping, cleaning up`)
@@ -114,7 +118,8 @@ async function main(): Promise<number> {
   const start = Date.now()
   log(`load for ${SECONDS} s; kills at ${plan.kills.join(', ')} s; PostgreSQL at ${plan.postgresAt} s, Redis at ${plan.redisAt} s, each down ${OUTAGE_MS} ms`)
   const progress = setInterval(() => log(`${Math.round((Date.now() - start) / 1000)} s: ${rec.calls.length} calls`), 30_000)
-  await Promise.all([runLoads({ cluster, rec, p, ledger, until: start + SECONDS * 1000 }), runFaults({ cluster, postgres, redis }, plan, start, faults, log)])
+  const ctx = { cluster, rec, p, ledger, until: start + SECONDS * 1000 }
+  await Promise.all([runLoads(ctx), runFaults({ cluster, postgres, redis }, plan, start, faults, log, (fault) => replayRecent(ctx, fault.at))])
   clearInterval(progress)
   log(`load over: ${rec.calls.length} calls in ${((Date.now() - start) / 1000).toFixed(0)} s; waiting for the jobs (at most ${DRAIN_SECONDS} s)`)
 
@@ -167,6 +172,7 @@ async function main(): Promise<number> {
       managed: ledger.accepted.managed.size,
       passkey: ledger.accepted.passkey.size,
     },
+    replaysAfterRedisRestart: { sent: ledger.afterRestart.sent, accepted: ledger.afterRestart.accepted },
     replaysAccepted: {
       stateless: ledger.replays.stateless.accepted,
       managed: ledger.replays.managed.accepted,

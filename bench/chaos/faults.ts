@@ -46,8 +46,15 @@ export interface Infrastructure {
   readonly redis: RedisServer
 }
 
-/** runFaults plays the schedule from `start` (epoch ms); `faults` fills as they happen. */
-export async function runFaults(infra: Infrastructure, plan: Schedule, start: number, faults: Fault[], log: (line: string) => void): Promise<void> {
+/** runFaults plays the schedule from `start` (epoch ms); `faults` fills as they happen; `onRedisBack` runs once Redis answers again. */
+export async function runFaults(
+  infra: Infrastructure,
+  plan: Schedule,
+  start: number,
+  faults: Fault[],
+  log: (line: string) => void,
+  onRedisBack: (fault: Fault) => Promise<void>,
+): Promise<void> {
   const at = (seconds: number) => sleep(Math.max(0, start + seconds * 1000 - Date.now()))
   const kills = plan.kills.map(async (t, i) => {
     await at(t)
@@ -82,6 +89,7 @@ export async function runFaults(infra: Infrastructure, plan: Schedule, start: nu
     await infra.redis.start()
     fault.backAt = Date.now()
     log(`Redis answering again (its AOF loaded), ${fault.backAt - fault.at} ms after its kill`)
+    await onRedisBack(fault)
   })()
   await Promise.all([...kills, postgres, redis])
 }

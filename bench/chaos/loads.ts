@@ -32,6 +32,18 @@ export interface Ledger {
   conversions: { whole: number; broken: number }
   /** Portal sign-ins: signed in on one node and the session used on another. */
   portal: { signedIn: number; crossNode: number; crossRefused: number }
+  /** Codes accepted lately (the last 40 s), to send again once Redis is back from its restart: its AOF must have kept their replay marks. */
+  readonly recent: Accepted[]
+  /** What those replays after Redis's restart got. */
+  readonly afterRestart: Replays
+}
+
+/** An accepted code: the request that was accepted, and when. */
+export interface Accepted {
+  readonly kind: 'stateless' | 'managed'
+  readonly path: string
+  readonly fields: Record<string, string>
+  readonly at: number
 }
 
 export function newLedger(): Ledger {
@@ -42,10 +54,41 @@ export function newLedger(): Ledger {
     jobs: new Map(),
     conversions: { whole: 0, broken: 0 },
     portal: { signedIn: 0, crossNode: 0, crossRefused: 0 },
+    recent: [],
+    afterRestart: replays(),
   }
 }
 
 const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1)
+
+/** remember keeps an accepted code for `replayRecent`, forgetting those older than 40 s. */
+function remember(ledger: Ledger, accepted: Accepted): void {
+  ledger.recent.push(accepted)
+  const old = ledger.recent.findIndex((a) => a.at >= accepted.at - 40_000)
+  if (old > 0) ledger.recent.splice(0, old)
+}
+
+/**
+ * replayRecent sends again, once Redis is back, every code accepted in the 20 s before it went away (still within a code's window of a
+ * step either side): all must be refused, or the restart lost replay marks that Redis had acknowledged.
+ */
+export async function replayRecent(ctx: LoadContext, downAt: number): Promise<void> {
+  const codes = ctx.ledger.recent.filter((a) => a.at <= downAt && a.at >= downAt - 20_000)
+  await Promise.all(
+    codes.map(async (a) => {
+      const node = ctx.cluster.pick()
+      if (node === null) return
+      const again = await ctx.rec.call({
+        loop: a.kind,
+        op: 'replay after Redis restart',
+        node,
+        path: a.path,
+        ...withKey(form(a.fields), { 'x-api-key': ctx.p.key }),
+      })
+      tallyReplay(ctx.ledger.afterRestart, again?.status, again?.code)
+    }),
+  )
+}
 
 export interface LoadContext {
   readonly cluster: Cluster
@@ -92,6 +135,7 @@ async function stateless(ctx: LoadContext): Promise<void> {
   const verified = await rec.call({ loop: 'stateless', op: 'verifyOTP', node: b, path: '/totp/verifyOTP', ...withKey(form({ secret, token: otp }), key) })
   if (verified?.status !== 200) return
   bump(ledger.accepted.stateless, secret)
+  remember(ledger, { kind: 'stateless', path: '/totp/verifyOTP', fields: { secret, token: otp }, at: Date.now() })
   const c = cluster.pick([a, b])
   if (c === null) return
   const again = await rec.call({ loop: 'stateless', op: 'verifyOTP replay', node: c, path: '/totp/verifyOTP', ...withKey(form({ secret, token: otp }), key) })
@@ -129,6 +173,7 @@ function managed(ctx: LoadContext): () => Promise<void> {
     const ok = await rec.call({ loop: 'managed', op: 'verify', node: a, path, ...withKey(form({ token }), key) })
     if (ok?.status !== 200) return
     bump(ledger.accepted.managed, `${user.id}@${step}`)
+    remember(ledger, { kind: 'managed', path, fields: { token }, at: Date.now() })
     const b = cluster.pick([a])
     if (b === null) return
     const again = await rec.call({ loop: 'managed', op: 'verify replay', node: b, path, ...withKey(form({ token }), key) })

@@ -110,6 +110,16 @@ function connections(i: Inputs): Check {
   }
 }
 
+function afterRestart(i: Inputs): Check {
+  const r = i.ledger.afterRestart
+  const answers = [...r.answers].map(([k, n]) => `${k} ×${n}`).join(', ')
+  return {
+    name: "Redis's restart (AOF) kept the replay marks: codes accepted in the 20 s before it, sent again after, all refused",
+    ok: r.accepted === 0 && r.sent > 0,
+    detail: `${r.sent} sent again, ${r.accepted} accepted (${answers || 'none'})`,
+  }
+}
+
 function replays(i: Inputs): Check[] {
   const kinds = [
     ['stateless', 'TOTP (verifyOTP): no code accepted twice'],
@@ -270,6 +280,7 @@ export function verdict(i: Inputs): Check[] {
   return [
     ...jobs(i),
     ...replays(i),
+    afterRestart(i),
     ...lockout(i),
     usage(i),
     ...fiveHundreds(i),

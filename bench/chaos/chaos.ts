@@ -9,7 +9,7 @@
  * CHAOS_SECONDS (240) the load's length; CHAOS_OUTAGE_MS (5000) how long PostgreSQL and Redis
  * stay down; CHAOS_DRAIN_SECONDS (180) the most the jobs are waited for after the load;
  * CHAOS_GRACE_MS (10000) how long after PostgreSQL or Redis is back a 503 is still taken; CHAOS_REDIS_FSYNC
- * (everysec, as compose.cluster.yaml runs Redis) its appendfsync.
+ * (always, as compose.cluster.yaml runs Redis; everysec to see what a crash can lose under it) its appendfsync.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'

@@ -127,7 +127,7 @@ export async function startRedis(dir: string): Promise<RedisServer> {
   const home = join(dir, 'redis')
   mkdirSync(home)
   const port = await freePort()
-  const fsync = process.env.CHAOS_REDIS_FSYNC ?? 'everysec'
+  const fsync = process.env.CHAOS_REDIS_FSYNC ?? 'always'
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--appendonly', 'yes', '--appendfsync', fsync, '--save', '', '--dir', home]
   const url = `redis://127.0.0.1:${port}`
   let child: ChildProcess | null = null

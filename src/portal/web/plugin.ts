@@ -13,6 +13,7 @@ import { ICON_SVG } from '../../http/icon.ts'
 import type { Kit } from './kit.ts'
 import { notFound, sendPage } from './kit.ts'
 import { PasswordsBusy } from '../../services/users/passwords.ts'
+import { UnavailableError } from '../../domain/errors.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
 import authPages from '../pages/auth.ts'
 import homePages from '../pages/home.ts'
@@ -95,11 +96,15 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
   })
   app.setNotFoundHandler(async (_request, reply) => notFound(kit, reply))
   app.setErrorHandler(async (error: Error & { statusCode?: number }, request, reply) => {
-    const status = error instanceof PasswordsBusy ? 503 : (error.statusCode ?? 500) < 500 ? error.statusCode! : 500
-    if (status >= 500) request.log.error({ err: error }, 'portal page failed')
+    // A store out of reach (PostgreSQL or Redis away, a timeout) is a 503 to try again, as on the API: not a 500 of ours.
+    const unavailable = error instanceof UnavailableError
+    const status = error instanceof PasswordsBusy || unavailable ? 503 : (error.statusCode ?? 500) < 500 ? error.statusCode! : 500
+    if (unavailable) request.log.warn({ dependency: error.dependency }, 'portal page: a dependency is unreachable')
+    else if (status >= 500) request.log.error({ err: error }, 'portal page failed')
     if (status === 503) reply.header('retry-after', '5')
-    const message =
-      status === 503
+    const message = unavailable
+      ? 'The service cannot reach its data just now. Try again in a few seconds.'
+      : status === 503
         ? 'Too many sign-ins or sign-ups at once. Try again in a few seconds.'
         : status >= 500
           ? `Something went wrong on our side (request ${request.id}).`

@@ -8,6 +8,7 @@ import { newSecret, toBase32 } from '../../../src/totp/otp.ts'
 import assert from 'node:assert/strict'
 import { post, get, startApp, type Running } from '../../support/helper.ts'
 import { proxiedServices, TcpProxy } from '../../support/proxy.ts'
+import { PortalClient, portalUser } from '../../support/portal-helper.ts'
 import { VERSION } from '../../../src/version.ts'
 import { createDatabase, redisUrl, skipUnless, uniqueName, dropPrefix } from '../../support/services.ts'
 
@@ -159,4 +160,27 @@ test('a node started while Redis is down serves what it can, then picks Redis up
   await redisProxy.restore()
   await until(10_000, async () => (await post(app.url, '/totp/verifyOTP', app.key, code)).status === 200)
   assert.equal((await post(app.url, '/totp/verifyOTP', app.key, code)).status, 400)
+})
+
+test("the portal's sign-in, with PostgreSQL or Redis unreachable, is a page saying so with 503 and Retry-After (never a 500), and signs in once it is back", {
+  skip,
+  timeout: 60_000,
+}, async (t) => {
+  const { app, pgProxy, redisProxy } = await setup(t)
+  const { email, password } = await portalUser(app)
+  for (const [name, proxy] of [
+    ['PostgreSQL', pgProxy],
+    ['Redis', redisProxy],
+  ] as const) {
+    const client = new PortalClient(app.url)
+    assert.equal((await client.get('/portal/sign-in')).status, 200)
+    await proxy.cut()
+    const refused = await client.post('/portal/sign-in', { email, password })
+    assert.equal(refused.status, 503, `${name} away: ${refused.text.slice(0, 200)}`)
+    assert.equal(refused.headers.get('retry-after'), '5')
+    assert.match(refused.text, /cannot reach its data just now/)
+    assert.equal(client.cookie('tessera_session') ?? client.cookie('__Host-tessera_session'), undefined, 'no session given')
+    await proxy.restore()
+    await until(10_000, async () => (await client.post('/portal/sign-in', { email, password }, { from: '/portal/sign-in' })).status === 303)
+  }
 })

@@ -32,7 +32,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -53,6 +53,7 @@ import type { Store } from '../src/storage/ports.ts'
 import { freePort, median } from './load.ts'
 import { waitFor } from './wait.ts'
 import { BENCH_CORPUS as CORPUS } from './corpus.ts'
+import { cpuSeconds, postgresSince, postgresTimes } from './cpu.ts'
 import { LAUNCH_ENV } from '../src/launch.ts'
 
 const ROOT = new URL('..', import.meta.url).pathname
@@ -64,8 +65,6 @@ const SAMPLES = Number(process.env.BENCH_JOBS_SAMPLES ?? 200)
 const BATCH = 50
 const BATCHES = 4
 const TARGET = 0.9
-/** USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux). */
-const CLOCK_TICKS = 100
 /** Job documents one account may upload to a node at once (JOB_UPLOADS_PER_ACCOUNT's default): a third is refused with 429. */
 const UPLOADS = 2
 const ONE_PAGE = 'minimal-document.pdf'
@@ -268,33 +267,6 @@ async function scratchDatabase(adminUrl: string): Promise<{ url: string; drop: (
     await c.end()
   }
   return { url: url.href, drop }
-}
-
-/** cpuSeconds: the user and system CPU seconds in a /proc stat file (a process's or a thread's). */
-function cpuSeconds(file: string): number {
-  const fields = readFileSync(file, 'utf8').split(') ')[1]!.split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
-}
-
-/** postgresTimes: the CPU seconds of each PostgreSQL process on this machine (the server runs here: its writes of the jobs' pieces are not the node's CPU). */
-function postgresTimes(): Map<string, number> {
-  const times = new Map<string, number>()
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') times.set(pid, cpuSeconds(`/proc/${pid}/stat`))
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return times
-}
-
-/** postgresSince: PostgreSQL's CPU seconds since `before` (processes that ended meanwhile are not counted; new ones are, whole). */
-function postgresSince(before: Map<string, number>): number {
-  let total = 0
-  for (const [pid, t] of postgresTimes()) total += t - (before.get(pid) ?? 0)
-  return total
 }
 
 /** startApp starts a node (src/server.ts) on a store of its own, with every worker started and a job run through, so that no measurement pays for it. */

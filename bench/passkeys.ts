@@ -23,11 +23,18 @@
  * defaults, attempt limits included (FACTOR_USER_LIMIT, 20 a user a minute): the passkey users
  * are taken in turn, and enough of them that none comes near the limit.
  *
+ * Each row also gives the CPU a unit costs where it is spent (bench/cpu.ts): the server process (all its
+ * threads), PostgreSQL's processes and Redis's own count, in µs per unit done, medians of the rounds:
+ * what docs/capacity.md plans from.
+ *
+ * The account's plan has no limits, so no call takes the throttle and quota step; BENCH_LIMITED=1 gives it
+ * limits it never reaches, so that every call does (one more Redis script on PostgreSQL + Redis).
+ *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run;
  * BENCH_PASSKEYS_STORE=sqlite or postgres runs one store's alone.
  */
 import http from 'node:http'
-import { randomBytes } from 'node:crypto'
+import { createPublicKey, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -46,6 +53,8 @@ import { newId } from '../src/domain/ids.ts'
 import { SoftAuthenticator } from '../test/support/soft-authenticator.ts'
 import { waitFor } from './wait.ts'
 import { onPostgresWithRedis } from './stores.ts'
+import { postgresSince, postgresTimes, processSeconds, redisSeconds } from './cpu.ts'
+import { Redis } from 'ioredis'
 import { CONNECTIONS, freePort, median, pinned, serve } from './load.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
@@ -54,6 +63,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 /** Enough passkey users that, taken in turn, none makes FACTOR_USER_LIMIT (20) attempts in a minute at the rates seen here. */
 const PASSKEY_USERS = Number(process.env.BENCH_PASSKEY_USERS ?? 5_000)
+/** BENCH_LIMITED=1: the account's plan has limits (never reached): each call's costs include the throttle and quota step. */
+const LIMITED = process.env.BENCH_LIMITED === '1'
 const ORIGIN = 'https://bench.example'
 const RP_ID = 'bench.example'
 
@@ -73,7 +84,11 @@ async function setup(env: Record<string, string>): Promise<Setup> {
     const ctx = { actor: SYSTEM }
     const account = await accounts.createAccount(ctx, { name: 'bench' })
     if (isFailure(account)) throw new Error(account.message)
-    await accounts.setPlan(ctx, account.id, { rate: 0, burst: 1, quota: 0, period: 'month' })
+    // BENCH_LIMITED=1: a plan with a throttle and a quota never reached, so that every call also takes its limiter step (one Redis script).
+    const plan = LIMITED
+      ? { rate: 1_000_000, burst: 1_000_000, quota: 1e12, period: 'month' as const }
+      : { rate: 0, burst: 1, quota: 0, period: 'month' as const }
+    await accounts.setPlan(ctx, account.id, plan)
     await accounts.setSubscription(ctx, account.id, config.region, 'totp', 'active')
     const issued = await accounts.issueKey(ctx, account.id, { name: 'bench' })
     if (isFailure(issued)) throw new Error(issued.message)
@@ -174,7 +189,18 @@ interface Figures {
   cpu: number
   /** The first answers that were not the success path, for the printout. */
   seen: Set<string>
+  /** CPU µs per unit done: the server process (all its threads), PostgreSQL, Redis (NaN where the store has none). */
+  costs: Costs
 }
+
+interface Costs {
+  node: number
+  postgres: number
+  redis: number
+}
+
+/** A meter reads the CPU the server and its stores have used: started before a run, read after it (seconds). */
+type Meter = () => Promise<() => Promise<Costs>>
 
 const quantile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -185,7 +211,8 @@ const quantile = (xs: number[], q: number) => {
 type Unit = () => Promise<string | null>
 
 /** drive runs `unit` in CONNECTIONS concurrent loops for `seconds`: units done per second, and the latency of each. */
-async function drive(unit: Unit, seconds: number): Promise<Figures> {
+async function driveMetered(unit: Unit, seconds: number, meter: Meter): Promise<Figures> {
+  const used = await meter()
   const latencies: number[] = []
   const seen = new Set<string>()
   let failed = 0
@@ -206,9 +233,12 @@ async function drive(unit: Unit, seconds: number): Promise<Figures> {
     }),
   )
   const elapsed = (performance.now() - start) / 1000
-  const used = process.cpuUsage(cpu)
-  const busy = (used.user + used.system) / 1e6 / elapsed
-  return { rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), failed, cpu: busy, seen }
+  const self = process.cpuUsage(cpu)
+  const busy = (self.user + self.system) / 1e6 / elapsed
+  const spent = await used()
+  const per = (x: number) => (x * 1e6) / Math.max(1, latencies.length)
+  const costs = { node: per(spent.node), postgres: per(spent.postgres), redis: per(spent.redis) }
+  return { rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), failed, cpu: busy, seen, costs }
 }
 
 const refusal = (what: string, answer: { status: number; body: string }) => `${what} ${answer.status} ${answer.body.slice(0, 120)}`
@@ -233,6 +263,24 @@ async function registerPasskeys(api: Client): Promise<{ authenticators: SoftAuth
   return { authenticators, seconds: (performance.now() - t0) / 1000 }
 }
 
+/**
+ * checkMicros: what a sign-in's signature check costs at least, in µs of this process's CPU: the key's import from its JWK and one
+ * ECDSA P-256 verification (node:crypto, synchronous: no library, no pool), as the server must do for every answer it has not seen.
+ */
+function checkMicros(): number {
+  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const jwk = publicKey.export({ format: 'jwk' })
+  const data = randomBytes(200)
+  const signature = sign('sha256', data, privateKey)
+  let n = 0
+  const t0 = performance.now()
+  while (performance.now() - t0 < 500) {
+    if (!verify('sha256', data, createPublicKey({ key: jwk, format: 'jwk' }), signature)) throw new Error('the check failed')
+    n++
+  }
+  return ((performance.now() - t0) * 1000) / n
+}
+
 /** signingRate: the soft authenticator's assertions per second on this process's CPU (the load generator's share of a passkey sign-in). */
 function signingRate(authenticator: SoftAuthenticator): number {
   const options: PublicKeyCredentialRequestOptionsJSON = { challenge: randomBytes(32).toString('base64url'), rpId: RP_ID }
@@ -251,6 +299,7 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
   const server = serve('src/server.ts', { NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env, PORT: String(port), ADMIN_LISTEN: 'off' })
   const target = `http://127.0.0.1:${port}`
   const api = client(target, apiKey)
+  let redis: Redis | null = null
   try {
     await waitFor(`${target}/healthz`)
     const { authenticators, seconds: registering } = await registerPasskeys(api)
@@ -278,6 +327,19 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
       return answer.status === 200 ? null : refusal('verifyOTP', answer)
     }
 
+    redis = env.REDIS_URL === undefined ? null : new Redis(env.REDIS_URL)
+    const kv = redis
+    const meter: Meter = async () => {
+      const node = processSeconds(server.pid!)
+      const postgres = env.DATABASE_URL === undefined ? null : postgresTimes()
+      const before = kv === null ? Number.NaN : await redisSeconds(kv)
+      return async () => ({
+        node: processSeconds(server.pid!) - node,
+        postgres: postgres === null ? Number.NaN : postgresSince(postgres),
+        redis: kv === null ? Number.NaN : (await redisSeconds(kv)) - before,
+      })
+    }
+    const drive = (unit: Unit, seconds: number) => driveMetered(unit, seconds, meter)
     for (const unit of [passkey, factor, stateless]) await drive(unit, 1) // warm-up
     const p: Figures[] = []
     const f: Figures[] = []
@@ -295,17 +357,24 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
       factorRatios.push(f[r]!.rate / s[r]!.rate)
     }
     const signing = signingRate(authenticators[0]!)
+    const check = checkMicros()
+    // The least a sign-in can cost the server: two requests as cheap as a stateless one, and the signature check.
+    const floor = 2 * median(s.map((x) => x.costs.node)) + check
 
     const m = (fs: Figures[], k: 'rate' | 'p50' | 'p99' | 'cpu') => median(fs.map((x) => x[k]))
+    const cost = (fs: Figures[], k: keyof Costs) => {
+      const v = median(fs.map((x) => x.costs[k]))
+      return Number.isNaN(v) ? '–' : v.toFixed(0)
+    }
     const row = (label: string, requests: number, fs: Figures[]) =>
-      `| ${label} | ${requests} | ${m(fs, 'rate').toFixed(0)} | ${m(fs, 'p50').toFixed(1)} | ${m(fs, 'p99').toFixed(1)} | ${(m(fs, 'cpu') * 100).toFixed(0)} % | ${fs.reduce((n, x) => n + x.failed, 0)} |`
+      `| ${label} | ${requests} | ${m(fs, 'rate').toFixed(0)} | ${m(fs, 'p50').toFixed(1)} | ${m(fs, 'p99').toFixed(1)} | ${(m(fs, 'cpu') * 100).toFixed(0)} % | ${cost(fs, 'node')} | ${cost(fs, 'postgres')} | ${cost(fs, 'redis')} | ${fs.reduce((n, x) => n + x.failed, 0)} |`
     const refused = [...new Set([...p, ...f, ...s].flatMap((x) => [...x.seen]))]
     const ratios = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(', ')
     return [
-      `## Passkey sign-ins against managed and stateless TOTP verification, ${name}: ${CONNECTIONS} concurrent loops, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${cpus().length} CPUs, ${pinned ? 'server pinned to CPU 0, load generator to CPU 1' : 'not pinned'}; ${secrets.length} TOTP users, ${authenticators.length} passkey users registered through the API in ${registering.toFixed(1)} s; attempt limits at their defaults)`,
+      `## Passkey sign-ins against managed and stateless TOTP verification, ${name}: ${CONNECTIONS} concurrent loops, ${ROUNDS} rounds of ${SECONDS} s, medians (Node ${process.version}, ${cpus().length} CPUs, ${pinned ? 'server pinned to CPU 0, load generator to CPU 1' : 'not pinned'}; ${secrets.length} TOTP users, ${authenticators.length} passkey users registered through the API in ${registering.toFixed(1)} s; attempt limits at their defaults; ${LIMITED ? 'a plan with a throttle and a quota, never reached' : 'a plan without limits'})`,
       '',
-      '| unit of work | HTTP requests | done/s | p50 ms | p99 ms | load generator CPU | failed |',
-      '| --- | --- | --- | --- | --- | --- | --- |',
+      '| unit of work | HTTP requests | done/s | p50 ms | p99 ms | load generator CPU | server CPU µs/unit | PostgreSQL CPU µs/unit | Redis CPU µs/unit | failed |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
       row('POST /totp/verifyOTP (stateless, baseline)', 1, s),
       row('POST /totp/users/{id}/verify (managed factor)', 1, f),
       row('passkey sign-in: options, assertion, answer', 2, p),
@@ -313,6 +382,7 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
       `Ratio passkey sign-in / stateless (median of the rounds' ratios): **${median(passkeyRatios).toFixed(2)}×** (rounds: ${ratios(passkeyRatios)})`,
       `Ratio managed factor / stateless (median of the rounds' ratios): **${median(factorRatios).toFixed(2)}×** (rounds: ${ratios(factorRatios)})`,
       `The soft authenticator signs ${signing.toFixed(0)} assertions/s on the load generator's CPU (its share of a passkey sign-in).`,
+      `A signature check alone (the key's import and an ECDSA P-256 verification, node:crypto, on the load generator's CPU) takes ${check.toFixed(0)} µs: with two requests as cheap as a stateless one, the least a sign-in can cost the server is ${floor.toFixed(0)} µs of CPU, ${(median(s.map((x) => x.costs.node)) / floor).toFixed(2)}× of stateless at most on this machine; it cost ${median(p.map((x) => x.costs.node)).toFixed(0)} µs (${(floor / median(p.map((x) => x.costs.node))).toFixed(2)}× of that floor).`,
       ...(m(s, 'cpu') < 0.85
         ? []
         : [
@@ -323,6 +393,7 @@ async function benchStore(name: string, env: Record<string, string>): Promise<st
     ].join('\n')
   } finally {
     api.close()
+    redis?.disconnect()
     server.kill('SIGTERM')
   }
 }

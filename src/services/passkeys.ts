@@ -8,7 +8,8 @@
  *
  * What identifies the user (the credential ID, the public key) is sealed with the factor, as a
  * TOTP secret is; the signature counter is kept in the clear and moved compare-and-set, so two
- * answers with one count cannot both pass. A sign-in is an attempt under the user's one
+ * answers with one count cannot both pass (a passkey that keeps no counter, always 0, is not written:
+ * its challenge, taken once, is what makes each answer single-use). A sign-in is an attempt under the user's one
  * lockout (Factors.attempt): counted before it is tried.
  */
 import type { Config } from '../config/config.ts'
@@ -315,8 +316,11 @@ export class Passkeys {
           caller.refused('passkey sign-in', error.message)
           return refusal('invalid', error.cause === 'counter' ? 'PASSKEY_REPLAYED' : 'PASSKEY_INVALID')
         }
-        // Compare-and-set: of two answers read at one count, the second finds it moved.
-        if (!(await this.#o.store.factors.useCredential(accountId, userId, named.factorId, named.signCount, signed.signCount))) {
+        // Compare-and-set: of two answers read at one count, the second finds it moved. A passkey that keeps no counter (it answers
+        // 0 and has never shown more, as synced passkeys do) has nothing to move: its answer is used once because its challenge is,
+        // and the write would only cost the store a commit at every sign-in.
+        const counted = signed.signCount !== 0 || named.signCount !== 0
+        if (counted && !(await this.#o.store.factors.useCredential(accountId, userId, named.factorId, named.signCount, signed.signCount))) {
           caller.refused('passkey sign-in', 'the signature counter moved meanwhile')
           return refusal('invalid', 'PASSKEY_REPLAYED')
         }

@@ -41,6 +41,8 @@ const stores: [string, Env, false | string][] = [
 
 /** Many attempts by one user in these tests, none about limits: no attempt limit, no gateway throttle, the lockout far away. */
 const UNLIMITED = { PLAN_RATE: '0', FACTOR_USER_LIMIT: '0', OTP_MAX_FAILURES: '100' }
+/** The metrics' bearer token, for the test that counts the store's writes. */
+const METRICS_TOKEN = 'passkeys-metrics-token-'.padEnd(32, 'x')
 
 interface PasskeyView {
   factorID: string
@@ -328,8 +330,8 @@ test("challenges: another user's, a registration's at sign-in, a sign-in's at re
   await invalid(registerAnswer(app, 'carol', new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID }).register(lateRegistration)))
 })
 
-test('a counter gone back or repeated is PASSKEY_REPLAYED; an authenticator that keeps no counter (always 0) is taken', async (t) => {
-  const app = await startApp(t, UNLIMITED, testClock(T0))
+test('a counter gone back or repeated is PASSKEY_REPLAYED; an authenticator that keeps no counter (always 0) is taken, and not written', async (t) => {
+  const app = await startApp(t, { ...UNLIMITED, METRICS_TOKEN }, testClock(T0))
   await configure(app)
   const auth = new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID })
   await register(app, auth, 'alice')
@@ -341,13 +343,32 @@ test('a counter gone back or repeated is PASSKEY_REPLAYED; an authenticator that
   assert.equal((await at(11)).status, 200)
   assert.equal((await listed(app, 'alice')).factors[0]!.passkey.signCount, 11)
 
-  // No counter: 0 each time, taken each time, until the authenticator shows one.
+  // No counter: 0 each time, taken each time (and nothing written: there is no count to move), until the authenticator shows one.
   const plain = new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID })
   await register(app, plain, 'bob')
   const bob = async (counter: number) => outcome(await signIn(app, 'bob', await assertion(app, plain, 'bob', {}, { counter })))
+  const writes = async () => {
+    const text = await (await fetch(`${app.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()
+    const line = text
+      .split('\n')
+      .find((l) => l.startsWith('tessera_store_operation_duration_seconds_count{') && l.includes('operation="factors.useCredential"'))
+    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1))
+  }
+  const before = await writes()
   assert.equal((await bob(0)).status, 200)
   assert.equal((await bob(0)).status, 200)
+  assert.equal(await writes(), before, 'a passkey without a counter is not written at sign-in')
+  const held = plain.credentials[0]!
+  const replayed = await assertion(app, plain, 'bob', {}, { counter: 0 })
+  assert.equal((await outcome(await signIn(app, 'bob', replayed))).status, 200)
+  assert.deepEqual(
+    await outcome(await signIn(app, 'bob', replayed)),
+    { status: 400, codes: ['PASSKEY_CHALLENGE_INVALID'] },
+    'its answer used once all the same',
+  )
+  assert.equal(held.counter, 0)
   assert.equal((await bob(3)).status, 200)
+  assert.equal(await writes(), before + 1, 'the first count it shows is written')
   assert.deepEqual(await bob(0), { status: 400, codes: ['PASSKEY_REPLAYED'] })
 })
 

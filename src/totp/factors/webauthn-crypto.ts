@@ -8,8 +8,8 @@
  * digests and the import cost the node's main thread more than the signature check itself:
  * - `digest` is answered at once with node:crypto's createHash (a few hundred bytes: a few µs,
  *   where a pool job's hop costs tens);
- * - `importKey` keeps what it imported: a passkey's public key is imported once per node, not once
- *   per sign-in (a bounded cache, keyed by the whole JWK and algorithm; public keys only, nothing
+ * - `importKey` keeps what it imported for a while: a passkey signing in again soon is not imported
+ *   again (a small bounded cache, keyed by the whole JWK and algorithm; public keys only, nothing
  *   secret is kept, and a key removed from its factor is simply never asked for again);
  * - `verify`, and everything else, is Node's WebCrypto unchanged: the signature's arithmetic stays
  *   on the pool, off the main thread, where a node with CPUs to spare runs it beside requests.
@@ -31,9 +31,12 @@ const HASHES: Readonly<Record<string, string>> = { 'SHA-1': 'sha1', 'SHA-256': '
 /** Inputs up to this size are hashed at once; a larger one (none in a ceremony) goes to the pool as before. */
 const SYNC_DIGEST_MAX = 64 * 1024
 
-/** Imported public keys kept: a node's active passkeys, well past what a node signs in within the TTL. */
-const KEYS_MAX = 20_000
-const KEYS_TTL_SECONDS = 3600
+/**
+ * Imported public keys kept: few, for a short while. A CryptoKey holds about 5 KB of the process (20 000 P-256 keys measured: RSS +107 MB),
+ * and a user signs in again within minutes only now and then (a retry, a second tab), so 2 000 of them (about 11 MB) for 10 minutes.
+ */
+const KEYS_MAX = 2_000
+const KEYS_TTL_SECONDS = 600
 
 const stats = { digests: 0, imports: 0, importsKept: 0 }
 /** What the facade did, for its test: digests answered at once, keys imported, imports answered from the cache. */

@@ -6,6 +6,8 @@
  */
 import type { Readable } from 'node:stream'
 import yazl from 'yazl'
+// yazl's CRC-32 by zlib: installed before any zip is written (see zip-crc.ts).
+import './zip-crc.ts'
 import { IMAGE_TYPES, type ImageFormat } from '../domain/images.ts'
 import type { TextFormat } from '../domain/text.ts'
 import { TiffPages } from './tiff.ts'

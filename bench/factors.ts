@@ -40,7 +40,9 @@ interface Setup {
 }
 
 async function setup(env: Record<string, string>): Promise<Setup> {
-  const config = loadConfig({ NODE_ENV: 'test', ...env })
+  // Writing the users queues hundreds of writes on one account's row at once: a slow disk keeps some waiting past the
+  // default STORE_TIMEOUT_MS for a pool's connection, which a setup step need not give up on.
+  const config = loadConfig({ NODE_ENV: 'test', STORE_TIMEOUT_MS: '60000', ...env })
   const pepper = resolvePepper(config)
   const keyring = resolveKeyring(config)
   const store = await openStore(config, { maintenance: false })

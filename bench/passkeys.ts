@@ -75,7 +75,9 @@ interface Setup {
 
 /** setup makes the account (no plan limits, the relying party set) and writes the TOTP users straight to the store. */
 async function setup(env: Record<string, string>): Promise<Setup> {
-  const config = loadConfig({ NODE_ENV: 'test', ...env })
+  // Writing the users queues hundreds of writes on one account's row at once: a slow disk keeps some waiting past the
+  // default STORE_TIMEOUT_MS for a pool's connection, which a setup step need not give up on.
+  const config = loadConfig({ NODE_ENV: 'test', STORE_TIMEOUT_MS: '60000', ...env })
   const pepper = resolvePepper(config)
   const keyring = resolveKeyring(config)
   const store = await openStore(config, { maintenance: false })

@@ -13,6 +13,7 @@ import { demoBanner, ensureDemoAccount } from './admin/demo.ts'
 import { buildPublicApp } from './app.ts'
 import { createRuntime } from './runtime.ts'
 import { buildAdminApp } from './admin/api/app.ts'
+import { startTracing, stopTracing, tracingOn } from './tracing/tracing.ts'
 
 /** orExit runs a start-up step; a configuration error stops the process with its one-line message. */
 function orExit<T>(step: () => T): T {
@@ -55,6 +56,8 @@ const now: () => number = Date.now
 const config: Config = orExit(() => loadConfig())
 const pepper = orExit(() => resolvePepper(config))
 const keyring = orExit(() => resolveKeyring(config))
+// Before anything is built: the store's clients and both listeners are traced from their first call (when OTEL_* asks).
+await startTracing(config)
 // One runtime for both listeners: the admin API's operations are timed and its webhook re-sends wake this node's worker.
 const runtime = createRuntime({ config, store: await openStoreOrExit(config), pepper, keyring, now })
 const demo = await ensureDemoAccount(config, runtime.accounts, runtime.users)
@@ -107,6 +110,8 @@ async function shutdown(signal: string): Promise<void> {
   await Promise.all([app.close(), admin?.close()])
   await runtime.close()
   await runtime.store.close()
+  // The spans of the last requests, exported (bounded by OTEL_BSP_EXPORT_TIMEOUT and the force above).
+  await stopTracing()
   clearTimeout(force)
   process.exit(0)
 }
@@ -117,5 +122,13 @@ await app.listen({ port: config.port, host: config.host })
 if (admin !== null && config.adminListen !== null) {
   await admin.listen({ port: config.adminListen.port, host: config.adminListen.host, listenTextResolver: (address) => `Admin API listening at ${address}` })
 }
-app.log.info({ region: config.region, store: runtime.store.kind, admin: admin === null ? 'off' : adminAddress(admin.server.address()) }, 'serving')
+app.log.info(
+  {
+    region: config.region,
+    store: runtime.store.kind,
+    tracing: tracingOn() ? config.otelSampler : 'off',
+    admin: admin === null ? 'off' : adminAddress(admin.server.address()),
+  },
+  'serving',
+)
 if (demo !== null) process.stdout.write(demoBanner(demo, config.publicBaseUrl))

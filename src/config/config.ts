@@ -183,6 +183,55 @@ function encryptionKeys(env: string, doc: string): Setting<string> {
 }
 
 /** An address to listen on, `host:port` (IPv6 hosts in brackets), or `off`. */
+/** unsetDoc: a setting whose default (unset) the docs show as such. */
+function unsetDoc<T>(given: Setting<T>): Setting<T> {
+  return { ...given, defaultDoc: 'unset' }
+}
+
+/** otlpProtocol reads an OTLP protocol: `http/protobuf` or `http/json`; unset is '' (the other variable, or `http/protobuf`, decides). */
+function otlpProtocol(env: string, doc: string): Setting<'' | 'http/protobuf' | 'http/json'> {
+  return {
+    env,
+    doc,
+    defaultDoc: env === 'OTEL_EXPORTER_OTLP_PROTOCOL' ? 'http/protobuf' : 'unset',
+    read: (raw) => {
+      const value = raw?.trim().toLowerCase() ?? ''
+      if (value === '') return ''
+      if (value === 'grpc') fail(env, "grpc is not offered: use http/protobuf, to the collector's OTLP/HTTP port (4318)")
+      if (value !== 'http/protobuf' && value !== 'http/json') fail(env, `must be http/protobuf or http/json (got "${raw}")`)
+      return value
+    },
+  }
+}
+
+/** otlpHeaders reads the OTEL list form `k1=v1,k2=v2` (values URL-encoded) into pairs; a bad pair names its position, never its value. */
+function otlpHeaders(env: string, doc: string): Setting<Readonly<Record<string, string>>> {
+  return {
+    env,
+    doc,
+    defaultDoc: 'unset',
+    read: (raw) => {
+      const out: Record<string, string> = {}
+      if (raw === undefined || raw.trim() === '') return Object.freeze(out)
+      raw.split(',').forEach((part, i) => {
+        if (part.trim() === '') return
+        const at = part.indexOf('=')
+        const key = at < 0 ? '' : part.slice(0, at).trim()
+        if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(key)) fail(env, `must be key=value pairs separated by commas (pair ${i + 1} has no valid key)`)
+        let value: string
+        try {
+          value = decodeURIComponent(part.slice(at + 1).trim())
+        } catch {
+          fail(env, `has a value that is not valid URL encoding (pair ${i + 1})`)
+        }
+        if (/[\r\n\0]/.test(value)) fail(env, `has a value with a line break (pair ${i + 1})`)
+        out[key] = value
+      })
+      return Object.freeze(out)
+    },
+  }
+}
+
 export interface Listen {
   readonly host: string
   readonly port: number
@@ -303,6 +352,66 @@ export const settings = {
     'auto',
     'Format of the logs: `json` (one JSON object a line, for a log collector), `pretty` (one readable line an entry: time, level, request id, method, path, status and time taken, through `pino-pretty`), or `auto`, which is `pretty` when `NODE_ENV=development` and standard output is a terminal, and `json` otherwise (in production, under test, and whenever the output is piped).',
   ),
+  otelSdkDisabled: bool('OTEL_SDK_DISABLED', false, 'OpenTelemetry: `true` turns tracing off whatever the other `OTEL_*` variables say.'),
+  otelTracesExporter: unsetDoc(
+    oneOf(
+      'OTEL_TRACES_EXPORTER',
+      ['', 'otlp', 'none'],
+      '',
+      'OpenTelemetry: `otlp` sends traces over OTLP/HTTP (to `OTEL_EXPORTER_OTLP_ENDPOINT`, default `http://localhost:4318`), `none` sends none. Unset, tracing is on only when an OTLP endpoint variable is set: **off by default** (docs/operating.md, "Traces").',
+    ),
+  ),
+  otelEndpoint: optionalUrl(
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    "OpenTelemetry: the collector's OTLP/HTTP base URL; traces go to its `/v1/traces` (such as `http://otel-collector:4318`). Setting it turns tracing on.",
+  ),
+  otelTracesEndpoint: optionalUrl(
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    'OpenTelemetry: the full URL traces are sent to, taking precedence over `OTEL_EXPORTER_OTLP_ENDPOINT` (nothing is appended). Setting it turns tracing on.',
+  ),
+  otelProtocol: otlpProtocol(
+    'OTEL_EXPORTER_OTLP_PROTOCOL',
+    "OpenTelemetry: the OTLP encoding, `http/protobuf` or `http/json` (both over HTTP; `grpc` is not offered: point it at the collector's HTTP port, 4318).",
+  ),
+  otelTracesProtocol: otlpProtocol('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OpenTelemetry: as `OTEL_EXPORTER_OTLP_PROTOCOL`, for traces; takes precedence.'),
+  otelHeaders: otlpHeaders(
+    'OTEL_EXPORTER_OTLP_HEADERS',
+    "OpenTelemetry: headers sent with each export, `key=value` pairs separated by commas, values URL-encoded (such as `authorization=Bearer%20abc`). They may hold a collector's credentials: never logged.",
+  ),
+  otelTracesHeaders: otlpHeaders(
+    'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+    'OpenTelemetry: as `OTEL_EXPORTER_OTLP_HEADERS`, for traces; a name given in both takes this value.',
+  ),
+  otelTimeoutMs: int('OTEL_EXPORTER_OTLP_TIMEOUT', 10000, 100, 600000, 'OpenTelemetry: longest one export to the collector may take, in milliseconds.'),
+  otelCompression: oneOf('OTEL_EXPORTER_OTLP_COMPRESSION', ['none', 'gzip'], 'none', 'OpenTelemetry: `gzip` compresses each export.'),
+  otelServiceName: text('OTEL_SERVICE_NAME', () => 'tessera', '`tessera`', 'OpenTelemetry: the `service.name` of every span.'),
+  otelResourceAttributes: otlpHeaders(
+    'OTEL_RESOURCE_ATTRIBUTES',
+    "OpenTelemetry: more attributes of this node's resource, `key=value` pairs separated by commas (such as `deployment.environment.name=production`); `service.name` here counts unless `OTEL_SERVICE_NAME` is set.",
+  ),
+  otelSampler: oneOf(
+    'OTEL_TRACES_SAMPLER',
+    ['parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio', 'always_on', 'always_off', 'traceidratio'],
+    'parentbased_always_on',
+    "OpenTelemetry: which requests are traced. `parentbased_*` follows the caller's `traceparent` when there is one (sampled or not) and applies the rest of the name otherwise; `traceidratio` keeps the share `OTEL_TRACES_SAMPLER_ARG` of traces. What each costs: docs/performance.md.",
+  ),
+  otelSamplerArg: num('OTEL_TRACES_SAMPLER_ARG', 1, 0, 1, 'OpenTelemetry: the share of traces kept by the `*traceidratio` samplers, from 0 to 1.'),
+  otelBspScheduleDelayMs: int('OTEL_BSP_SCHEDULE_DELAY', 5000, 0, 600000, 'OpenTelemetry: most milliseconds between two exports of finished spans.'),
+  otelBspExportTimeoutMs: int(
+    'OTEL_BSP_EXPORT_TIMEOUT',
+    30000,
+    100,
+    600000,
+    'OpenTelemetry: longest a batch export may take before it is dropped, in milliseconds.',
+  ),
+  otelBspMaxQueueSize: int(
+    'OTEL_BSP_MAX_QUEUE_SIZE',
+    2048,
+    1,
+    1_000_000,
+    'OpenTelemetry: most finished spans held for export; past it new spans are dropped (the log says how many, at warn), so a collector that is down costs the node at most this many spans of memory (about 1 KB each).',
+  ),
+  otelBspMaxExportBatchSize: int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, 1_000_000, 'OpenTelemetry: most spans in one export.'),
   databaseUrl: dbUrl(
     'DATABASE_URL',
     /^postgres(ql)?:$/,

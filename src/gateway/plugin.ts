@@ -22,6 +22,7 @@ import { authorize, denial, subscriptionKey, type DenialReason } from './access.
 import type { Metrics, RefusalCause } from '../metrics/metrics.ts'
 import type { Group } from '../domain/regions.ts'
 import type { Limits } from '../usage/limits.ts'
+import { onRequest, tracingOn } from '../tracing/tracing.ts'
 
 export interface Caller {
   readonly keyId: string
@@ -143,8 +144,9 @@ class Gateway {
       reply.code(403).type('application/json; charset=utf-8').send(this.#denied)
       return false
     }
-    // The 'request completed' log line names the caller (see the res serializer in app.ts).
+    // The 'request completed' log line names the caller (see the res serializer in app.ts), and so does its span, by id.
     request.caller = grant
+    if (tracingOn()) onRequest(request, { 'tessera.account.id': grant?.accountId, 'tessera.key.id': grant?.keyId })
     return true
   }
 }

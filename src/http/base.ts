@@ -7,7 +7,7 @@
  * differs between the two is given: the caller's name in the log, the body limit, the proxy
  * trust, the answer to a path that does not decode, and how a completed request is counted.
  */
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyPluginCallback, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
@@ -17,6 +17,7 @@ import { lazyChildLoggerFactory } from '../logging/lazy-child.ts'
 import { OneLineLogController } from '../logging/controller.ts'
 import { logDestination, type LogStream } from '../logging/format.ts'
 import { MAX_USER_ID_LENGTH, MAX_USER_ID_PATH_LENGTH } from '../domain/user-ids.ts'
+import { logIds, requestPlugin, tracingOn } from '../tracing/tracing.ts'
 import { capConnections, httpServerOptions, type CapStats, type Connections } from '../ops/connections.ts'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
@@ -70,6 +71,8 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
     level: config.logLevel,
     ...(opts.name === undefined ? {} : { name: opts.name }),
     ...(await logDestination(config, opts.logStream)),
+    // While tracing, each line written inside a traced request or job carries its trace_id and span_id.
+    ...(tracingOn() ? { mixin: () => logIds() ?? {} } : {}),
     serializers: {
       // The path only: a query string could carry anything.
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split('?')[0], ip: req.ip }),
@@ -107,6 +110,9 @@ export async function createBase(opts: BaseOptions): Promise<FastifyInstance> {
       opts.badPath(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? PATH_TOO_LONG : 'its percent-escapes must encode UTF-8 text')
     },
   })
+  // First, so that every route and hook registered after it is inside the request's span (tracing on only).
+  const traced = requestPlugin()
+  if (traced !== null) await app.register(traced as FastifyPluginCallback)
   closeAsIdle(app, capConnections(app.server, config.maxConnections, opts.onCapReached))
   app.removeContentTypeParser('text/plain')
   app.addHook('onRequest', (request, reply, done) => {

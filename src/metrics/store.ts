@@ -11,11 +11,15 @@
 import type { Metrics } from './metrics.ts'
 import type { Store } from '../storage/ports.ts'
 import { storeHealth } from '../ops/checks.ts'
+import { inChildSpan, tracingOn } from '../tracing/tracing.ts'
 
 /** Errors that are answers, not failures: a bad cursor from a client, a rule of the domain. */
 const ANSWERS = new Set(['CursorError', 'LastOwnerError'])
 
 const INSTRUMENTED = Symbol('instrumented')
+
+/** OpenTelemetry's `db.system.name` of each adapter. */
+const DB_SYSTEMS: Readonly<Record<string, string>> = { sqlite: 'sqlite', postgres: 'postgresql', redis: 'redis', memory: 'memory' }
 
 type Part = Record<string, unknown>
 
@@ -33,9 +37,13 @@ function functionNames(part: object): string[] {
 /** timed wraps each function of `part` whose calls return promises; other calls (listeners) pass through untimed. */
 function timed<T extends object>(part: T, adapter: string, partName: string, metrics: Metrics): T {
   const out: Part = { ...(part as Part) }
+  const traced = tracingOn()
   for (const name of functionNames(part)) {
-    const record = metrics.storeOperation(adapter, `${partName}.${name}`)
-    out[name] = function instrumented(...args: unknown[]): unknown {
+    const operation = `${partName}.${name}`
+    const record = metrics.storeOperation(adapter, operation)
+    const spanName = `store ${operation}`
+    const attributes = { 'db.system.name': DB_SYSTEMS[adapter] ?? adapter, 'tessera.store.operation': operation }
+    const timedCall = function instrumented(...args: unknown[]): unknown {
       const started = performance.now()
       // Looked up at each call, not kept: whatever replaces the part's function later (a test's spy) is what runs.
       const result = ((part as Part)[name] as (...a: unknown[]) => unknown).apply(part, args)
@@ -51,6 +59,12 @@ function timed<T extends object>(part: T, adapter: string, partName: string, met
         },
       )
     }
+    // Traced (decided once, at start-up): each call is a span under the request's or the job's, named by the operation.
+    out[name] = traced
+      ? function tracedCall(...args: unknown[]): unknown {
+          return inChildSpan(spanName, attributes, () => timedCall(...args))
+        }
+      : timedCall
   }
   return out as T
 }

@@ -7,6 +7,7 @@ import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Accounts } from '../../services/accounts.ts'
 import type { AdminToken } from '../../domain/accounts.ts'
 import { apiError } from '../../errors/errors.ts'
+import { onRequest } from '../../tracing/tracing.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -40,6 +41,7 @@ export function adminGuard(accounts: Accounts): onRequestHookHandler {
       throw apiError('ADMIN_TOKEN_INVALID', {}, { 'www-authenticate': `${REALM}, error="invalid_token"` })
     }
     request.adminToken = found
+    onRequest(request, { 'tessera.admin_token.id': found.id })
     if (found.scope !== 'write' && !READS.has(request.method)) {
       request.log.info({ adminTokenId: found.id }, 'read-only admin token asked for a change')
       throw apiError('ADMIN_READ_ONLY', {}, { 'www-authenticate': `${REALM}, error="insufficient_scope"` })

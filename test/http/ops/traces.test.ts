@@ -1,0 +1,158 @@
+/**
+ * OpenTelemetry traces, received by an OTLP/HTTP receiver of the test's own from real server
+ * processes: off by default (no export, nothing loaded), the request's span and its children on
+ * SQLite and on PostgreSQL + Redis, an incoming `traceparent` followed, log lines carrying the
+ * trace, and no key, secret, code or query string in any exported attribute.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { TOTP, Secret } from 'otpauth'
+import { tempDir } from '../../support/helper.ts'
+import { startServer, type ServerProcess } from '../../support/process.ts'
+import { OtlpReceiver, type ReceivedSpan } from '../../support/otlp.ts'
+import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
+
+const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
+const code = () => new TOTP({ secret: Secret.fromBase32(SECRET) }).generate()
+
+async function node(t: Parameters<typeof startServer>[1], env: Record<string, string>): Promise<{ server: ServerProcess; url: string; key: string }> {
+  const server = startServer({ DATA_DIR: tempDir(t!), ...env }, t)
+  const { url } = await server.ready
+  const key = /API key is shown this once: (tsr_[0-9a-f]{40})/.exec(server.output())?.[1]
+  assert.ok(key, server.output())
+  return { server, url, key }
+}
+
+const json = (key: string, extra: Record<string, string> = {}) => ({ 'x-api-key': key, 'content-type': 'application/json', ...extra })
+
+/** Every string an exported span carries: attributes, resource, name, status, events. */
+function strings(spans: readonly ReceivedSpan[]): string[] {
+  return spans.flatMap((s) => [
+    s.name,
+    ...Object.values(s.attributes).map(String),
+    ...Object.values(s.resource).map(String),
+    s.status.message ?? '',
+    JSON.stringify(s.events),
+  ])
+}
+
+function assertNothingSecret(spans: readonly ReceivedSpan[], secrets: readonly string[]): void {
+  for (const text of strings(spans)) {
+    for (const secret of secrets) assert.ok(!text.includes(secret), `a span carries a secret: ${text}`)
+    assert.ok(!text.includes('?'), `a span carries a query string: ${text}`)
+  }
+}
+
+test('tracing is off by default: the node says so and loads no OpenTelemetry module', async (t) => {
+  const { server } = await node(t, {})
+  assert.match(server.output(), /"tracing":"off"/)
+  const loaded = await fetch(`${(await server.ready).url}/healthz`)
+  assert.equal(loaded.status, 200)
+  await server.stop()
+  // The SDK is imported only when tracing is on: tracing.ts's dynamic import is the only door to it.
+  const { readFileSync } = await import('node:fs')
+  for (const file of ['src/server.ts', 'src/http/base.ts', 'src/metrics/store.ts', 'src/tracing/tracing.ts']) {
+    assert.doesNotMatch(readFileSync(new URL(`../../../${file}`, import.meta.url), 'utf8'), /from '@opentelemetry|from '@fastify\/otel/, file)
+  }
+})
+
+for (const [name, env, skip] of [
+  ['sqlite', async () => ({}), false],
+  [
+    'postgres+redis',
+    async (t: Parameters<typeof createDatabase>[0]) => ({ DATABASE_URL: await createDatabase(t), ...(await redisEnv(t)) }),
+    skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL'),
+  ],
+] as const) {
+  test(`${name}: a verifyOTP call is one trace under the caller's traceparent: the request, its handler, the store's calls; its log line carries the trace`, {
+    skip,
+  }, async (t) => {
+    const receiver = await new OtlpReceiver().start()
+    t.after(() => receiver.close())
+    const { server, url, key } = await node(t, {
+      ...(await env(t)),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_SERVICE_NAME: 'tessera-test',
+    })
+    assert.match(server.output(), /"tracing":"parentbased_always_on"/)
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
+    const token = code()
+    const res = await fetch(`${url}/totp/verifyOTP?secret=${SECRET}&token=${token}`, {
+      method: 'POST',
+      headers: json(key, { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }),
+      body: JSON.stringify({ secret: SECRET, token }),
+    })
+    assert.equal(res.status, 200, await res.clone().text())
+    const spans = await receiver.waitFor((all) => all.some((s) => s.traceId === traceId && s.name === 'POST /totp/verifyOTP'))
+    const request = spans.find((s) => s.traceId === traceId && s.name === 'POST /totp/verifyOTP')!
+    assert.equal(request.parentSpanId, '00f067aa0ba902b7', "the caller's span is the request's parent")
+    assert.equal(request.kind, 2, 'SERVER')
+    assert.equal(request.attributes['http.route'], '/totp/verifyOTP')
+    assert.equal(request.attributes['http.request.method'], 'POST')
+    assert.equal(request.attributes['http.response.status_code'], 200)
+    assert.equal(request.attributes['url.path'], '/totp/verifyOTP', 'the path without its query')
+    assert.equal(request.attributes['tessera.region'], 'eu')
+    assert.match(String(request.attributes['tessera.account.id']), /^acc_/)
+    assert.equal(request.resource['service.name'], 'tessera-test')
+    assert.equal(request.resource['tessera.region'], 'eu')
+    const tree = receiver.tree(traceId)
+    t.diagnostic(`the trace:\n${tree.join('\n')}`)
+    assert.equal(tree[0], 'POST /totp/verifyOTP', tree.join('\n'))
+    assert.ok(
+      tree.some((line) => /^ {2,}store (verification|access)\./.test(line)),
+      `the store's calls are spans of the request:\n${tree.join('\n')}`,
+    )
+    if (name === 'postgres+redis') {
+      const children = spans.filter((s) => s.traceId === traceId)
+      assert.ok(
+        children.some((s) => s.attributes['db.system.name'] === 'redis' && s.kind === 3),
+        `a Redis command is a client span:\n${tree.join('\n')}`,
+      )
+      for (const s of children.filter((x) => x.attributes['db.system.name'] === 'redis' && x.kind === 3)) {
+        assert.deepEqual(
+          Object.keys(s.attributes).filter((k) => k.startsWith('db.query')),
+          [],
+          'no command text (keys, arguments)',
+        )
+      }
+    }
+    const line = server
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"request completed"') && l.includes('/totp/verifyOTP'))
+    assert.ok(line, server.output())
+    const logged = JSON.parse(line) as { trace_id?: string; span_id?: string }
+    assert.equal(logged.trace_id, traceId)
+    assert.ok(spans.some((s) => s.spanId === logged.span_id))
+    assertNothingSecret(
+      spans.filter((s) => s.traceId === traceId),
+      [key, SECRET, token],
+    )
+    await server.stop()
+  })
+}
+
+test('the default encoding is OTLP protobuf, with the configured headers; a collector that is down costs no request', async (t) => {
+  const receiver = await new OtlpReceiver().start()
+  t.after(() => receiver.close())
+  const { server, url, key } = await node(t, {
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+    OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20collector-token,x-tenant=a',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+  })
+  assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200)
+  const until = Date.now() + 15_000
+  while (!receiver.bodies.some((b) => b.bytes.includes(Buffer.from('GET /totp/ping'))) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+  const body = receiver.bodies.find((b) => b.bytes.includes(Buffer.from('GET /totp/ping')))
+  assert.ok(body, 'a protobuf export names the span')
+  assert.equal(body.type, 'application/x-protobuf')
+  assert.equal(body.headers.authorization, 'Bearer collector-token')
+  assert.equal(body.headers['x-tenant'], 'a')
+  assert.doesNotMatch(server.output(), /collector-token/, 'the collector credentials are never logged')
+  await receiver.close()
+  for (let i = 0; i < 20; i++) assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200)
+  assert.equal(await server.stop(), 0)
+})

@@ -49,6 +49,10 @@ import {
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 import { FairQueue } from './fair.ts'
 import { release } from './spool.ts'
+import { record, traceparent } from '../tracing/tracing.ts'
+
+/** A performance.now() reading as epoch milliseconds (what a span's times are). */
+const epoch = (at: number): number => performance.timeOrigin + at
 
 export interface PoolOptions {
   readonly size: number
@@ -191,6 +195,8 @@ interface Entry {
   remaining?: number
   deadline?: number
   readonly queuedAt: number
+  /** The traceparent of the span the job was queued under (its request's conversion, or its job's run); undefined when not traced. */
+  readonly trace: string | undefined
   startedAt?: number
   pausedAt?: number
   pausedMs: number
@@ -201,6 +207,8 @@ interface Entry {
 interface Part {
   readonly entry: Entry
   readonly lead: boolean
+  /** When this worker took it (performance.now()). */
+  readonly begunAt: number
   /** Waiting for the consumer to take output. */
   paused: boolean
   /** Asked to stop at its next page boundary. */
@@ -354,6 +362,7 @@ export class ConversionPool {
         sliceStart: 0,
         outputBytes: 0,
         queuedAt: performance.now(),
+        trace: traceparent(),
         pausedMs: 0,
         settle: (outcome) => {
           if (entry.settled) return
@@ -529,6 +538,8 @@ export class ConversionPool {
     entry.worker = slot.worker.threadId
     this.#running.add(entry)
     this.#options.onQueueWait?.((entry.startedAt - entry.queuedAt) / 1000)
+    if (entry.trace !== undefined)
+      record('conversion.queue', epoch(entry.queuedAt), epoch(entry.startedAt), { 'tessera.worker': slot.worker.threadId }, entry.trace)
     this.#arm(entry, entry.timeoutMs)
     slot.worker.postMessage({
       type: 'job',
@@ -575,7 +586,7 @@ export class ConversionPool {
   #begin(slot: Slot, entry: Entry, lead: boolean): void {
     clearTimeout(slot.idle)
     Atomics.store(slot.control, STOP, 0)
-    slot.part = { entry, lead, paused: false, stopping: false }
+    slot.part = { entry, lead, paused: false, stopping: false, begunAt: performance.now() }
     entry.parts.add(slot)
     entry.workers.add(slot.worker.threadId)
     this.#watch(slot, true)
@@ -626,6 +637,10 @@ export class ConversionPool {
         if (!entry.settled) entry.handlers.onStart?.(message.pages.length, message.pageCount, message.labels)
         break // free workers may now help
       case 'page':
+        if (entry.trace !== undefined) {
+          const attributes = { 'tessera.page': message.page, 'tessera.worker': slot.worker.threadId, 'tessera.bytes': message.bytes.byteLength }
+          record('conversion.page', message.from, message.to, attributes, entry.trace)
+        }
         this.#onPage(entry, message.index, message.page, message.bytes)
         return
       case 'chunk':
@@ -647,6 +662,7 @@ export class ConversionPool {
         return
       case 'done': {
         const result = message.result
+        if (entry.trace !== undefined) this.#traceWorker(slot, part, result !== null && !result.ok ? result.code : undefined)
         // A part refused (a helper out of memory too) ends the whole job with its refusal.
         if (result !== null && !result.ok) this.#refuse(entry, result)
         else if (result !== null) entry.result = result
@@ -657,6 +673,7 @@ export class ConversionPool {
         break
       }
       case 'failed':
+        if (entry.trace !== undefined) this.#traceWorker(slot, part, 'failed')
         slot.part = null
         slot.jobs++
         entry.parts.delete(slot)
@@ -668,6 +685,12 @@ export class ConversionPool {
         break
     }
     this.#dispatch()
+  }
+
+  /** traceWorker: the span of one worker's share of a traced job, from when it took it to its last word (its pages are spans of their own). */
+  #traceWorker(slot: Slot, part: Part, error: string | undefined): void {
+    const attributes = { 'tessera.worker': slot.worker.threadId, 'tessera.lead': part.lead }
+    record('conversion.worker', epoch(part.begunAt), epoch(performance.now()), attributes, part.entry.trace, error)
   }
 
   /**

@@ -149,7 +149,16 @@ export type FromWorker =
    * answer joins to the others; a text page its text or its JSON object): `index` is its place in the page list (parts send pages out
    * of order; the pool puts them back in order).
    */
-  | { readonly type: 'page'; readonly id: number; readonly index: number; readonly page: number; readonly bytes: Uint8Array }
+  | {
+      readonly type: 'page'
+      readonly id: number
+      readonly index: number
+      readonly page: number
+      readonly bytes: Uint8Array
+      /** When the worker began and ended the page (epoch ms, sub-ms precision): its span when the job is traced. */
+      readonly from: number
+      readonly to: number
+    }
   /** The part begins a page (Ghostscript's word; an image part's pages speak for themselves): it is not stuck. */
   | { readonly type: 'progress'; readonly id: number }
   /** A piece of the PostScript, in order. */

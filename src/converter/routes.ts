@@ -14,6 +14,7 @@ import { type ConversionPool, PoolError, type Handlers, type Reservation, type R
 import type { ConversionOutcome, ConversionRoute, Metrics } from '../metrics/metrics.ts'
 import type { Job, JobResult, Refusal } from './protocol.ts'
 import { readUpload, requireMultipart, type Upload } from './upload.ts'
+import { begin } from '../tracing/tracing.ts'
 import { compressSchema, editSchemas, imageSchema, postscriptSchema, textSchema } from './schemas.ts'
 import { EDIT_KINDS, type EditKind } from './edit-options.ts'
 import { dropWhenStalled } from './stall.ts'
@@ -120,9 +121,14 @@ class Conversions {
       this.metrics.conversion(route, outcomeOf({ error }))
       throw this.failure(request, error)
     }
+    const span = begin('conversion.upload', { 'tessera.operation': operation })
     try {
-      return { place, upload: await readUpload(request, this.config, operation) }
+      const upload = await readUpload(request, this.config, operation)
+      span.set({ 'tessera.bytes': upload.pdf.byteLength })
+      span.end()
+      return { place, upload }
     } catch (error) {
+      span.end(error)
       place.release()
       throw error
     }
@@ -139,16 +145,24 @@ class Conversions {
     outputBytes: () => number,
   ): Running {
     let running: Running
+    // The conversion's span: its queue wait, each worker's share and each page are under it (pool.ts).
+    const span = begin('conversion', { 'tessera.route': route })
     try {
-      running = place.run(job, handlers)
+      running = span.within(() => place.run(job, handlers))
     } catch (error) {
+      span.end(error)
       this.metrics.conversion(route, outcomeOf({ error }))
       throw this.failure(request, error)
     }
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) running.cancel()
     })
-    void settle(running).then((done) => this.finished(request, route, running, done, outputBytes()))
+    void settle(running).then((done) => {
+      this.finished(request, route, running, done, outputBytes())
+      const result = 'result' in done ? done.result : null
+      span.set({ 'tessera.pages': result?.ok === true ? result.pages : undefined, 'tessera.outcome': outcomeOf(done) })
+      span.end(result?.ok === true ? undefined : 'error' in done ? done.error : new Error(result?.ok === false ? result.code : 'failed'))
+    })
     return running
   }
 
@@ -224,7 +238,13 @@ const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffs
  * answer ends short (a client gone, a failure): what it still holds is released then.
  */
 function sendStream(reply: FastifyReply, stream: Readable): FastifyReply {
-  reply.raw.once('close', () => stream.destroy())
+  // The answer's span: from its first byte handed to Fastify to the socket's close, whole or cut.
+  const span = begin('conversion.stream', {})
+  reply.raw.once('close', () => {
+    stream.destroy()
+    span.set({ 'tessera.complete': reply.raw.writableFinished })
+    span.end()
+  })
   return reply.send(stream)
 }
 

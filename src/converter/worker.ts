@@ -55,6 +55,9 @@ const engines: PdfEngine[] = []
 let encodingBytes = 0
 
 /** memoryBytes is what the worker holds: both engines' WebAssembly memory, the live JS heap and a page being encoded. */
+/** Now, in epoch milliseconds with this thread's sub-millisecond clock (a page's span is drawn from it by the main thread). */
+const epochMs = (): number => performance.timeOrigin + performance.now()
+
 function memoryBytes(): number {
   let bytes = getHeapStatistics().used_heap_size + encodingBytes
   for (const engine of engines) bytes += engine.memoryBytes()
@@ -181,10 +184,11 @@ async function renderShare(part: Part, doc: OpenDocument, pages: readonly number
     if (!waitForRoom(part, index)) return
     if (Atomics.compareExchange(counters, NEXT, index, index + 1) !== index) continue // another part took it
     const page = pages[index]!
+    const from = epochMs()
     const bytes = work.op === 'image' ? await drawPage(doc, page - 1, work.image, color) : textPage(doc, page, work.text)
     // A page drawn while memory was refused may lack what could not be allocated: never sent.
     if (capped) return
-    send({ type: 'page', id: part.id, index, page, bytes }, [bytes.buffer as ArrayBuffer])
+    send({ type: 'page', id: part.id, index, page, bytes, from, to: epochMs() }, [bytes.buffer as ArrayBuffer])
   }
 }
 
@@ -296,6 +300,7 @@ const overBudget = (): Refusal => refuse('CONVERSION_MEMORY_EXCEEDED', { limit: 
 function edit(part: Part, job: Job & { op: 'edit' }): JobResult {
   let sent = 0
   let started = false
+  let from = epochMs()
   const emit = {
     start(files: number, pageCount: number, labels?: readonly string[]) {
       started = true
@@ -303,8 +308,9 @@ function edit(part: Part, job: Job & { op: 'edit' }): JobResult {
     },
     part(bytes: Uint8Array) {
       if (!waitForConsumer(part, sent - part.window + 1, true)) return false
-      send({ type: 'page', id: part.id, index: sent, page: sent + 1, bytes }, [bytes.buffer as ArrayBuffer])
+      send({ type: 'page', id: part.id, index: sent, page: sent + 1, bytes, from, to: epochMs() }, [bytes.buffer as ArrayBuffer])
       sent++
+      from = epochMs()
       return !stopped()
     },
     progress: () => send({ type: 'progress', id: part.id }),

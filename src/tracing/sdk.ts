@@ -167,7 +167,8 @@ function defined(attributes: Attributes): Record<string, string | number | boole
 
 function fail(span: Span, error: unknown): void {
   // The error's name only: its message may quote its input (and Scrub would drop it anyway).
-  span.setAttribute('error.type', error instanceof Error ? error.name : typeof error)
+  const code = (error as { code?: unknown } | null)?.code
+  span.setAttribute('error.type', typeof code === 'string' ? code : error instanceof Error ? error.name : typeof error)
   span.setStatus({ code: SpanStatusCode.ERROR })
 }
 
@@ -257,8 +258,10 @@ function newProvider(config: Config): TracerProvider {
 function traceRequests(config: Config, provider: TracerProvider): FastifyOtelInstrumentation {
   const fastify = new FastifyOtelInstrumentation({
     recordExceptions: false,
-    // A span for the request and one for its handler; none for each hook (a dozen per request, most of them instant).
+    // The request's span alone: none for its handler (named after the function's source when it has no name) nor for each
+    // hook (a dozen per request, most of them instant); what they do is in the store's, the conversion's and the pool's spans.
     instrumentHooks: false,
+    instrumentHandler: false,
     requestHook: (span: Span, request: { method: string; url: string; routeOptions?: { url?: string } }) => {
       const route = request.routeOptions?.url
       span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
@@ -320,8 +323,9 @@ export function startSdk(config: Config): TracingImpl {
       return trace.getSpan(context.active()) === undefined ? fn() : this.inSpan(name, attributes, fn)
     },
     begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan {
-      const { span } = start(name, attributes, parent, at)
+      const { span, ctx } = start(name, attributes, parent, at)
       return {
+        within: (fn) => context.with(ctx, fn),
         set: (more) => span.setAttributes(defined(more)),
         end: (error, endAt) => {
           if (error !== undefined) fail(span, error)

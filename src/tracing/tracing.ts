@@ -23,6 +23,8 @@ export interface OpenSpan {
   end(error?: unknown, at?: number): void
   /** The span as a `traceparent`, to carry into another thread, process or request. */
   readonly traceparent: string
+  /** Runs `fn` with this span as the current one (what it starts, and what it queues, is under it). */
+  within<T>(fn: () => T): T
 }
 
 /** What sdk.ts provides while tracing is on. */
@@ -88,7 +90,7 @@ export function inChildSpan<T>(name: string, attributes: Attributes, fn: () => T
   return impl === null ? fn() : impl.inChildSpan(name, attributes, fn)
 }
 
-const NOT_TRACED: OpenSpan = { set: () => {}, end: () => {}, traceparent: '' }
+const NOT_TRACED: OpenSpan = { set: () => {}, end: () => {}, traceparent: '', within: (fn) => fn() }
 
 /** begin starts a span that its caller ends; under `parent` (a traceparent) when given, else under the current span. */
 export function begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan {

@@ -11,6 +11,7 @@ import { tempDir } from '../../support/helper.ts'
 import { startServer, type ServerProcess } from '../../support/process.ts'
 import { OtlpReceiver, type ReceivedSpan } from '../../support/otlp.ts'
 import { createDatabase, redisEnv, skipUnless } from '../../support/services.ts'
+import { SKIP_CORPUS, real, upload } from '../../support/convert.ts'
 
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
 const code = () => new TOTP({ secret: Secret.fromBase32(SECRET) }).generate()
@@ -64,7 +65,7 @@ for (const [name, env, skip] of [
     skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL'),
   ],
 ] as const) {
-  test(`${name}: a verifyOTP call is one trace under the caller's traceparent: the request, its handler, the store's calls; its log line carries the trace`, {
+  test(`${name}: a verifyOTP call is one trace under the caller's traceparent: the request and the store's calls; its log line carries the trace`, {
     skip,
   }, async (t) => {
     const receiver = await new OtlpReceiver().start()
@@ -155,4 +156,53 @@ test('the default encoding is OTLP protobuf, with the configured headers; a coll
   await receiver.close()
   for (let i = 0; i < 20; i++) assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200)
   assert.equal(await server.stop(), 0)
+})
+
+test('a synchronous conversion is one trace: the request, the upload, the conversion with its queue wait, each worker and each page, and the answer streamed', {
+  skip: SKIP_CORPUS,
+}, async (t) => {
+  const receiver = await new OtlpReceiver().start()
+  t.after(() => receiver.close())
+  const { server, url, key } = await node(t, {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+    CONVERTER_WORKERS: '2',
+  })
+  const res = await upload(url, '/converter/generateImage?secret=in-the-query', key, real('pdflatex-4-pages.pdf'), { dpi: '72' })
+  assert.equal(res.status, 200, await res.clone().text())
+  const zip = Buffer.from(await res.arrayBuffer())
+  const spans = await receiver.waitFor(
+    (all) =>
+      all.some((s) => s.name === 'POST /converter/generateImage') &&
+      all.filter((s) => s.name === 'conversion.page').length >= 4 &&
+      all.some((s) => s.name === 'conversion.stream'),
+  )
+  const request = spans.find((s) => s.name === 'POST /converter/generateImage')!
+  const tree = receiver.tree(request.traceId)
+  t.diagnostic(`the trace:\n${tree.join('\n')}`)
+  const mine = spans.filter((s) => s.traceId === request.traceId)
+  const byName = (name: string) => mine.filter((s) => s.name === name)
+  const [conversion] = byName('conversion')
+  assert.ok(conversion, tree.join('\n'))
+  assert.equal(conversion.attributes['tessera.pages'], 4)
+  assert.equal(conversion.attributes['tessera.outcome'], 'ok')
+  const [upload_] = byName('conversion.upload')
+  assert.ok(upload_ && upload_.attributes['tessera.bytes'] === real('pdflatex-4-pages.pdf').byteLength, 'the upload, its size')
+  const [queue] = byName('conversion.queue')
+  assert.equal(queue?.parentSpanId, conversion.spanId, 'the queue wait is the conversion’s')
+  const pages = byName('conversion.page')
+  assert.deepEqual(pages.map((p) => p.attributes['tessera.page']).sort(), [1, 2, 3, 4])
+  for (const page of pages) {
+    assert.equal(page.parentSpanId, conversion.spanId)
+    assert.ok(page.startMs >= conversion.startMs - 5 && page.endMs <= conversion.endMs + 5, 'a page is drawn within its conversion')
+    assert.equal(typeof page.attributes['tessera.worker'], 'number')
+  }
+  assert.ok(byName('conversion.worker').length >= 1)
+  const [stream] = byName('conversion.stream')
+  assert.equal(stream?.attributes['tessera.complete'], true)
+  assert.equal(stream.parentSpanId, request.spanId)
+  assert.equal(request.attributes['url.path'], '/converter/generateImage')
+  assertNothingSecret(mine, [key, 'in-the-query', zip.subarray(100, 140).toString('latin1')])
+  await server.stop()
 })

@@ -98,6 +98,8 @@ export interface NewJob
   extends Pick<ConversionJob, 'id' | 'accountId' | 'keyId' | 'operation' | 'options' | 'basename' | 'source' | 'hasResultUrl' | 'metadata' | 'createdAt'> {
   /** The sealed secrets of the job (its PDF password, source and result URLs), or null when it has none. */
   readonly sealed: string | null
+  /** The W3C traceparent of the submission's span, kept so that the job's run joins its trace on whichever node (null: not traced). */
+  readonly traceParent: string | null
 }
 
 /** An Idempotency-Key and the fingerprint of the request it came with. */

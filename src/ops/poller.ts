@@ -4,6 +4,8 @@
  * on its own (the server's handles do), and `close` waits for the pass under way. The webhook
  * worker and the conversion job runner are made of one each.
  */
+import { outsideTraces } from '../tracing/tracing.ts'
+
 export class Poller {
   readonly #pass: () => Promise<void>
   readonly #intervalMs: number
@@ -41,8 +43,9 @@ export class Poller {
   #schedule(ms: number): void {
     clearTimeout(this.#timer)
     if (this.#closed) return
+    // A pass belongs to no trace, whoever nudged it (a request, a job's end): what it claims starts traces of its own.
     this.#timer = setTimeout(() => {
-      this.#running = this.#pass().finally(() => {
+      this.#running = outsideTraces(this.#pass).finally(() => {
         this.#running = null
         const again = this.#again
         this.#again = false

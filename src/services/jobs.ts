@@ -37,6 +37,7 @@ import { takenFields } from '../converter/route-fields.ts'
 import { bundle } from '../domain/bundle.ts'
 import { draft, fail, type Context, type Failure } from './outcome.ts'
 import { SYSTEM } from '../domain/accounts.ts'
+import { traceparent } from '../tracing/tracing.ts'
 
 /** The largest `metadata`, as JSON. */
 export const MAX_METADATA_BYTES = 4096
@@ -143,6 +144,7 @@ export class Jobs {
       metadata,
       sealed: hasSecrets ? this.#ring().seal(Buffer.from(JSON.stringify(secrets)), secretsContext(caller.accountId, id)) : null,
       createdAt: new Date(nowMs).toISOString(),
+      traceParent: traceparent() ?? null,
     }
     const idempotency =
       idempotencyKey === null

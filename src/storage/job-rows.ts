@@ -40,6 +40,9 @@ export const toJob = (r: Row): ConversionJob => {
   }
 }
 
+/** traceParentOf: the traceparent a job was submitted under (null: not traced). */
+export const traceParentOf = (r: Row): string | null => (typeof r.trace_parent === 'string' ? r.trace_parent : null)
+
 /** Job cursors are the last job's id (the list goes by id, newest first; ids sort by time). */
 export function readJobCursor(cursor: string): string {
   if (!isJobId(cursor)) throw new CursorError()
@@ -55,7 +58,7 @@ export function pieces(bytes: Uint8Array, size: number): Uint8Array[] {
 
 /** The job's columns as submitted, in the INSERT's order (status is 'queued', written by the statement). */
 export const JOB_INSERT_COLUMNS =
-  'id, account_id, key_id, status, operation, options, basename, source, has_result_url, metadata, sealed, idempotency_key, fingerprint, created_at'
+  'id, account_id, key_id, status, operation, options, basename, source, has_result_url, metadata, sealed, idempotency_key, fingerprint, created_at, trace_parent'
 
 /** jobInsertValues: the values of JOB_INSERT_COLUMNS but status, a flag as the adapter keeps one (`flag`). */
 export function jobInsertValues(job: NewJob, idempotency: Idempotency | null, flag: (value: boolean) => unknown): unknown[] {
@@ -73,5 +76,6 @@ export function jobInsertValues(job: NewJob, idempotency: Idempotency | null, fl
     idempotency?.key ?? null,
     idempotency?.fingerprint ?? null,
     job.createdAt,
+    job.traceParent,
   ]
 }

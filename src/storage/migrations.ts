@@ -1257,4 +1257,17 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX webhook_endpoints_deleted ON webhook_endpoints(account_id, disabled_at DESC, id COLLATE "C" DESC) WHERE disabled_at IS NOT NULL;
     `,
   },
+  {
+    version: 17,
+    name: "the W3C traceparent of what caused an audit event (its webhook deliveries' traces follow it) and of a job's submission (its run's trace)",
+    // Null when the node did not trace. An audit event's is written from its detail's TRACE_KEY (stamps.ts), never changed after.
+    sqlite: `
+      ALTER TABLE audit_events ADD COLUMN trace_parent TEXT;
+      ALTER TABLE conversion_jobs ADD COLUMN trace_parent TEXT;
+    `,
+    postgres: `
+      ALTER TABLE audit_events ADD COLUMN trace_parent text;
+      ALTER TABLE conversion_jobs ADD COLUMN trace_parent text;
+    `,
+  },
 ]

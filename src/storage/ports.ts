@@ -547,6 +547,8 @@ export interface ClaimedDelivery {
   /** Tries since the retry window began, and when it began (epoch ms). */
   readonly tries: number
   readonly sinceMs: number
+  /** The traceparent of the span its event was written in (its cause): each attempt is a span of that trace (null: not traced). */
+  readonly traceParent: string | null
   /** The claim's token: only its holder's finish changes the delivery. */
   readonly lease: string
 }
@@ -627,6 +629,8 @@ export interface ClaimedJob {
   readonly lease: string
   /** Whether another node held it before and its lease ran out. */
   readonly reclaimed: boolean
+  /** The traceparent it was submitted under: its run's spans join the submission's trace (null: not traced). */
+  readonly traceParent: string | null
 }
 
 /**

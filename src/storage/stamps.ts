@@ -7,6 +7,7 @@
  */
 import type { AuditDraft, AuditEvent } from '../domain/accounts.ts'
 import { randomBytes } from 'node:crypto'
+import { traceparent } from '../tracing/tracing.ts'
 
 /** The clock a store is opened with: epoch ms. */
 export type Clock = () => number
@@ -64,10 +65,24 @@ export class Stamps {
         draft.accountId,
         draft.ip,
         draft.outcome,
-        JSON.stringify(draft.detail),
+        detailText(draft.detail),
       ],
     }
   }
+}
+
+/**
+ * TRACE_KEY: the key under which an audit event's detail carries, on its way to the store only, the traceparent of the
+ * span it was written in. The insert (sqlite/part.ts INSERT_EVENT, postgres/part.ts auditInsert) takes it out of the
+ * detail into the event's trace_parent column, in the same statement: the number and order of an event's values stay
+ * what every statement's placeholders count on, and the detail stored (and sent in webhooks) is the one given.
+ */
+export const TRACE_KEY = '__traceparent'
+
+/** detailText: the detail as stored, with the current span's traceparent under TRACE_KEY while tracing. */
+function detailText(detail: AuditDraft['detail']): string {
+  const trace = traceparent()
+  return trace === undefined ? JSON.stringify(detail) : JSON.stringify({ ...detail, [TRACE_KEY]: trace })
 }
 
 /** eventIdBefore: a bound below every id of an event at or after `iso` (ids sort by time). */

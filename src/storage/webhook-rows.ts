@@ -36,6 +36,7 @@ export const toClaimed = (r: Row, lease: string): ClaimedDelivery => ({
   tries: Number(r.tries),
   sinceMs: Number(r.since_ms),
   lease,
+  traceParent: typeof r.trace_parent === 'string' ? r.trace_parent : null,
 })
 
 export const toAttempt = (r: Row): WebhookAttempt => ({

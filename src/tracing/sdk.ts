@@ -319,6 +319,7 @@ export function startSdk(config: Config): TracingImpl {
       span.end()
       return result
     },
+    outside: (fn) => context.with(ROOT_CONTEXT, fn),
     inChildSpan<T>(name: string, attributes: Attributes, fn: () => T): T {
       return trace.getSpan(context.active()) === undefined ? fn() : this.inSpan(name, attributes, fn)
     },

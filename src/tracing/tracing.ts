@@ -31,6 +31,7 @@ export interface OpenSpan {
 export interface TracingImpl {
   inSpan<T>(name: string, attributes: Attributes, fn: () => T, parent?: string): T
   inChildSpan<T>(name: string, attributes: Attributes, fn: () => T): T
+  outside<T>(fn: () => T): T
   begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan
   record(name: string, startMs: number, endMs: number, attributes: Attributes, parent?: string, error?: string): void
   current(): string | undefined
@@ -88,6 +89,11 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: () => T, par
 /** inChildSpan: inSpan, only under a span already begun (a store call of a poller, alone, makes no trace). */
 export function inChildSpan<T>(name: string, attributes: Attributes, fn: () => T): T {
   return impl === null ? fn() : impl.inChildSpan(name, attributes, fn)
+}
+
+/** outsideTraces runs `fn` in no span, whatever span the caller is in (a background pass nudged by a request). */
+export function outsideTraces<T>(fn: () => T): T {
+  return impl === null ? fn() : impl.outside(fn)
 }
 
 const NOT_TRACED: OpenSpan = { set: () => {}, end: () => {}, traceparent: '', within: (fn) => fn() }

@@ -15,6 +15,7 @@ import { openSecret } from './secret.ts'
 import { send, type SendOptions } from './send.ts'
 import { signature } from './sign.ts'
 import { Poller } from '../ops/poller.ts'
+import { begin, type OpenSpan } from '../tracing/tracing.ts'
 
 export type DeliveryOutcome = 'delivered' | 'retry' | 'failed'
 
@@ -123,6 +124,27 @@ export class WebhookWorker {
   }
 
   async #deliver(c: ClaimedDelivery): Promise<void> {
+    // The attempt's span, in the trace of the event's cause (a request, a job's run); its traceparent goes to the receiver.
+    const span = begin(
+      'webhook.attempt',
+      { 'tessera.account.id': c.accountId, 'tessera.webhook.endpoint.id': c.endpointId, 'tessera.webhook.event': c.eventType, 'tessera.attempt': c.tries + 1 },
+      c.traceParent ?? undefined,
+    )
+    let failed: unknown
+    try {
+      // An attempt the receiver did not take (no answer, not 2xx) is an error span too: error.type says which.
+      const error = await span.within(() => this.#attempt(c, span))
+      if (error !== null) failed = { code: error }
+    } catch (error) {
+      failed = error
+      throw error
+    } finally {
+      span.end(failed)
+    }
+  }
+
+  /** #attempt sends the delivery once and writes its outcome; null when the receiver took it, else why not (for the span). */
+  async #attempt(c: ClaimedDelivery, span: OpenSpan): Promise<string | null> {
     const { config } = this.#o
     const started = this.#now()
     let sent: { statusCode: number | null; error: string | null }
@@ -139,6 +161,7 @@ export class WebhookWorker {
           'webhook-id': c.messageId,
           'webhook-timestamp': String(timestamp),
           'webhook-signature': signature(secret, c.messageId, timestamp, body),
+          ...(span.traceparent === '' ? {} : { traceparent: span.traceparent }),
         },
         body,
         { timeoutMs: config.webhookTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.send },
@@ -160,6 +183,8 @@ export class WebhookWorker {
       outcome,
       nextAtMs,
     })
+    span.set({ 'http.response.status_code': sent.statusCode ?? undefined, 'tessera.outcome': outcome })
     this.#o.onOutcome?.(outcome)
+    return sent.error === null ? null : sent.statusCode === null ? 'no answer' : 'not 2xx'
   }
 }

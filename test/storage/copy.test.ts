@@ -53,7 +53,7 @@ function crafted(t: TestContext): { path: string; pieces: Buffer[] } {
   // and the tally set to what no trigger would make: the copy must keep both as they are.
   db.prepare("INSERT INTO webhook_endpoints VALUES ('whe_1', 'acc_a', 'https://hooks.example/in', NULL, 'sealed', ?, NULL)").run(at)
   db.prepare(
-    `INSERT INTO audit_events VALUES ('evt_1', ?, 'system', 'factor.created', 'factor', 'fct_1', 'acc_a', NULL, 'success', '{"z":1,"userID":"u","a":{"y":2,"b":[1]}}')`,
+    `INSERT INTO audit_events VALUES ('evt_1', ?, 'system', 'factor.created', 'factor', 'fct_1', 'acc_a', NULL, 'success', '{"z":1,"userID":"u","a":{"y":2,"b":[1]}}', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')`,
   ).run(at)
   db.prepare("UPDATE webhook_deliveries SET status = 'failed' WHERE message_id = 'evt_1'").run()
   db.prepare("INSERT INTO record_tallies VALUES ('acc_a', 'webhook_dropped', 41, 0) ON CONFLICT DO UPDATE SET row_count = 41").run()

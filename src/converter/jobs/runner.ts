@@ -41,6 +41,7 @@ import type { Job, JobCommon } from '../protocol.ts'
 import { isPdf } from '../upload.ts'
 import { fetchSource, putResult } from './transfer.ts'
 import { Poller } from '../../ops/poller.ts'
+import { begin, inSpan, record } from '../../tracing/tracing.ts'
 
 type RunnerConfig = Pick<
   Config,
@@ -207,7 +208,33 @@ export class JobRunner {
 
   #launch(claimed: ClaimedJob): void {
     const run: Run = { claimed, done: Promise.resolve(), running: null, closing: false, lost: false, pagesDone: 0, pagesTotal: null }
-    ;(run as { done: Promise<void> }).done = this.#run(run)
+    const { job } = claimed
+    // The run is a span of the submission's trace, whichever node submitted it; its conversion, pieces and end are under it.
+    const parent = claimed.traceParent ?? undefined
+    if (parent !== undefined && job.attempts === 1) record('job.queue', Date.parse(job.createdAt), Date.now(), { 'tessera.job.id': job.id }, parent)
+    const span = begin(
+      'job.attempt',
+      {
+        'tessera.job.id': job.id,
+        'tessera.account.id': job.accountId,
+        'tessera.operation': job.operation,
+        'tessera.attempt': job.attempts,
+        'tessera.reclaimed': claimed.reclaimed,
+      },
+      parent,
+    )
+    ;(run as { done: Promise<void> }).done = span
+      .within(() => this.#run(run))
+      .then(
+        (status) => {
+          span.set({ 'tessera.status': status, 'tessera.pages': run.pagesDone })
+          span.end(status === 'failed' ? { code: 'failed' } : undefined)
+        },
+        (error: unknown) => {
+          span.end(error)
+          throw error
+        },
+      )
       // The store away at the end: the job stays claimed until its lease runs out, then another run takes it.
       .catch((error: unknown) => this.#o.log.error({ err: error, jobId: claimed.job.id }, 'conversion job not ended: the store failed'))
       .finally(() => {
@@ -217,7 +244,7 @@ export class JobRunner {
     this.#runs.set(claimed.job.id, run)
   }
 
-  async #run(run: Run): Promise<void> {
+  async #run(run: Run): Promise<JobEndStatus> {
     const { job, lease } = run.claimed
     const { store, log } = this.#o
     const started = this.#now()
@@ -261,6 +288,7 @@ export class JobRunner {
       { jobId: job.id, accountId: job.accountId, status, pages: run.pagesDone, attempt: job.attempts, ms: this.#now() - started },
       'conversion job run ended',
     )
+    return status
   }
 
   /** stopped handles a run that did not reach an end of its own: given back, or lost (cancelled, taken). */
@@ -326,12 +354,15 @@ export class JobRunner {
       }
       return pdf
     }
-    const fetched = await fetchSource(secrets.sourceUrl!, {
-      timeoutMs: config.jobTransferTimeoutMs,
-      maxBytes: config.jobMaxDocumentBytes,
-      allowPrivate: config.webhookAllowPrivate,
-      ...this.#o.transfer,
-    })
+    // The URL is a secret of the job's (it may carry a token): never an attribute.
+    const fetched = await inSpan('job.fetch', {}, () =>
+      fetchSource(secrets.sourceUrl!, {
+        timeoutMs: config.jobTransferTimeoutMs,
+        maxBytes: config.jobMaxDocumentBytes,
+        allowPrivate: config.webhookAllowPrivate,
+        ...this.#o.transfer,
+      }),
+    )
     if (!fetched.ok) {
       if (fetched.reason === 'too-large') throw new Failed('FILE_TOO_LARGE', { limit: config.jobMaxDocumentBytes })
       throw new Failed('SOURCE_FETCH_FAILED', { reason: fetched.detail })
@@ -457,21 +488,23 @@ export class JobRunner {
     for (const wait of UPLOAD_WAITS_MS) {
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
       if (run.lost || run.closing) throw new Stop(run.lost ? 'lost' : 'release', 'stopped before its upload')
-      const sent = await putResult(
-        url,
-        {
-          size: result.bytes,
-          contentType: result.type,
-          ...(azure ? { headers: { 'x-ms-blob-type': 'BlockBlob' } } : {}),
-          chunks: async function* () {
-            for (let seq = 0; seq < count; seq++) {
-              const piece = await store.resultPiece(job.id, seq)
-              if (piece === null) throw new Error('the result went while it was uploaded')
-              yield piece
-            }
+      const sent = await inSpan('job.upload', { 'tessera.bytes': result.bytes }, () =>
+        putResult(
+          url,
+          {
+            size: result.bytes,
+            contentType: result.type,
+            ...(azure ? { headers: { 'x-ms-blob-type': 'BlockBlob' } } : {}),
+            chunks: async function* () {
+              for (let seq = 0; seq < count; seq++) {
+                const piece = await store.resultPiece(job.id, seq)
+                if (piece === null) throw new Error('the result went while it was uploaded')
+                yield piece
+              }
+            },
           },
-        },
-        { timeoutMs: config.jobTransferTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.transfer },
+          { timeoutMs: config.jobTransferTimeoutMs, allowPrivate: config.webhookAllowPrivate, ...this.#o.transfer },
+        ),
       )
       if (sent.error === null) return null
       last = sent.error

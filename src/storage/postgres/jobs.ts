@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto'
 import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
-import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
+import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob, traceParentOf } from '../job-rows.ts'
 import { auditInsert, type Part } from './part.ts'
 import { jobSealOps } from './job-seals.ts'
 
@@ -78,7 +78,7 @@ function submitOps({ query, transaction }: Part): Pick<JobStore, 'submit' | 'get
         }
         const { rows } = await tx(
           'job-insert',
-          `INSERT INTO conversion_jobs (${JOB_INSERT_COLUMNS}) VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *`,
+          `INSERT INTO conversion_jobs (${JOB_INSERT_COLUMNS}) VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
           jobInsertValues(job, idempotency, (flag) => flag),
         )
         return { created: toJob(rows[0]!) }
@@ -142,7 +142,13 @@ function claimOps({ query, transaction }: Part): Pick<JobStore, 'claim' | 'renew
           ON CONFLICT (account_id) DO UPDATE SET claimed_ms = greatest(conversion_job_turns.claimed_ms + 1, excluded.claimed_ms)`,
           [row.account_id, nowMs],
         )
-        return { job: toJob(row), sealed: row.sealed === null ? null : String(row.sealed), lease, reclaimed: before.status === 'running' }
+        return {
+          job: toJob(row),
+          sealed: row.sealed === null ? null : String(row.sealed),
+          lease,
+          reclaimed: before.status === 'running',
+          traceParent: traceParentOf(row),
+        }
       })
     },
     async renew(jobId, lease, nowMs, leaseMs, pagesDone, pagesTotal) {

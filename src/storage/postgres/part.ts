@@ -18,7 +18,7 @@
 import type pg from 'pg'
 import type { AuditDraft } from '../../domain/accounts.ts'
 import type { Row } from '../rows.ts'
-import type { Stamps } from '../stamps.ts'
+import { TRACE_KEY, type Stamps } from '../stamps.ts'
 
 export type Query = (name: string | null, text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>
 
@@ -30,9 +30,11 @@ export type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>
  * values the parameters from `$first` on, in auditValues' order.
  */
 export function auditInsert(first: number, source: string | null): string {
-  const types = ['text', 'timestamptz', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'jsonb']
-  return `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-    SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}${source === null ? '' : ` FROM ${source}`}`
+  const types = ['text', 'timestamptz', 'text', 'text', 'text', 'text', 'text', 'text', 'text']
+  // The detail's TRACE_KEY, when there, goes to trace_parent (stamps.ts): the event's values stay ten.
+  const detail = `$${first + types.length}::jsonb`
+  return `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail, trace_parent)
+    SELECT ${types.map((type, i) => `$${first + i}::${type}`).join(', ')}, ${detail} - '${TRACE_KEY}', ${detail} ->> '${TRACE_KEY}'${source === null ? '' : ` FROM ${source}`}`
 }
 
 /** auditor: the values of auditInsert for an event stamped by the store's clock. */

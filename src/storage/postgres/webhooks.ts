@@ -179,8 +179,9 @@ function outboxOps({ query }: Part): Pick<WebhookStore, 'due' | 'claim' | 'finis
         c AS (UPDATE webhook_deliveries d SET next_at_ms = $3, lease = $4 FROM due
           WHERE d.endpoint_id = due.endpoint_id AND d.message_id = due.message_id AND d.status = 'pending' AND d.next_at_ms <= $1
           RETURNING d.endpoint_id, d.message_id, d.tries, d.since_ms)
-        SELECT c.*, e.account_id, e.url, e.secret, m.event_type, m.at, m.data
-        FROM c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN webhook_messages m ON m.id = c.message_id`,
+        SELECT c.*, e.account_id, e.url, e.secret, m.event_type, m.at, m.data, a.trace_parent
+        FROM c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN webhook_messages m ON m.id = c.message_id
+        LEFT JOIN audit_events a ON a.id = m.id`,
         [nowMs, limit, nowMs + leaseMs, lease],
       )
       return rows.map((r) => toClaimed(r, lease))

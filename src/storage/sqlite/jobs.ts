@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto'
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite'
 import type { JobStore } from '../ports.ts'
 import { submittedMs, type ConversionJob } from '../../domain/jobs.ts'
-import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob } from '../job-rows.ts'
+import { JOB_INSERT_COLUMNS, jobInsertValues, readJobCursor, toJob, traceParentOf } from '../job-rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -26,7 +26,7 @@ function jobStatements(db: DatabaseSync) {
     forget: db.prepare('UPDATE conversion_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < ?'),
     byKey: db.prepare('SELECT * FROM conversion_jobs WHERE account_id = ? AND idempotency_key = ?'),
     active: db.prepare("SELECT count(*) AS n FROM conversion_jobs WHERE account_id = ? AND status IN ('queued', 'running')"),
-    insert: db.prepare(`INSERT INTO conversion_jobs (${JOB_INSERT_COLUMNS}) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insert: db.prepare(`INSERT INTO conversion_jobs (${JOB_INSERT_COLUMNS}) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     piece: db.prepare('INSERT INTO conversion_job_pieces (job_id, kind, seq, data) VALUES (?, ?, ?, ?)'),
     next: db.prepare(`WITH running AS (SELECT account_id, count(*) AS n FROM conversion_jobs
         WHERE status = 'running' AND lease_until_ms > $now GROUP BY account_id),
@@ -146,7 +146,7 @@ function claimOps({ q, batch }: Jobs): Pick<JobStore, 'claim' | 'renew' | 'docum
         if (row === undefined) return null
         q.turn.run(String(row.account_id), nowMs)
         q.dropPieces.run(String(row.id), 'result')
-        return { job: toJob(row), sealed: row.sealed === null ? null : String(row.sealed), lease, reclaimed }
+        return { job: toJob(row), sealed: row.sealed === null ? null : String(row.sealed), lease, reclaimed, traceParent: traceParentOf(row) }
       })
     },
     async renew(jobId, lease, nowMs, leaseMs, pagesDone, pagesTotal) {

@@ -14,12 +14,14 @@
  */
 import type { DatabaseSync } from 'node:sqlite'
 import type { AuditDraft } from '../../domain/accounts.ts'
-import type { Stamps } from '../stamps.ts'
+import { TRACE_KEY, type Stamps } from '../stamps.ts'
 import type { GroupCommit } from './batch.ts'
 
-/** INSERT_EVENT inserts one audit event, its values in Stamps.audit's order. */
-export const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+/** INSERT_EVENT inserts one audit event, its values in Stamps.audit's order; the detail's TRACE_KEY, when there, goes to trace_parent. */
+export const INSERT_EVENT = `INSERT INTO audit_events (id, at, actor, action, target_type, target_id, account_id, ip, outcome, detail, trace_parent)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+    CASE WHEN instr(?10, '"${TRACE_KEY}"') = 0 THEN ?10 ELSE json_remove(?10, '$.${TRACE_KEY}') END,
+    CASE WHEN instr(?10, '"${TRACE_KEY}"') = 0 THEN NULL ELSE json_extract(?10, '$.${TRACE_KEY}') END)`
 
 export interface Part<Q> {
   readonly db: DatabaseSync

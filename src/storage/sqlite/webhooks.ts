@@ -44,8 +44,10 @@ function webhookStatements(db: DatabaseSync) {
       WHERE (endpoint_id, message_id) IN (SELECT endpoint_id, message_id FROM webhook_deliveries
         WHERE status = 'pending' AND next_at_ms <= $now ORDER BY next_at_ms LIMIT $limit)
       RETURNING endpoint_id, message_id`),
-    claimed: db.prepare(`SELECT d.endpoint_id, d.message_id, d.tries, d.since_ms, e.account_id, e.url, e.secret, m.event_type, m.at, m.data
+    // The event's trace (a message's id is its audit event's), while the event is kept: its attempts are spans of that trace.
+    claimed: db.prepare(`SELECT d.endpoint_id, d.message_id, d.tries, d.since_ms, e.account_id, e.url, e.secret, m.event_type, m.at, m.data, a.trace_parent
       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_messages m ON m.id = d.message_id
+      LEFT JOIN audit_events a ON a.id = m.id
       WHERE d.endpoint_id = ? AND d.message_id = ?`),
     // Only while the delivery is there: a claim's endpoint may have been deleted and pruned while it was sent.
     attempt: db.prepare(`INSERT INTO webhook_attempts (id, endpoint_id, message_id, at_ms, status_code, duration_ms, error)

@@ -45,6 +45,7 @@ function job(accountId: string, extra: Partial<NewJob> = {}): NewJob {
     metadata: { batch: 7 },
     sealed: null,
     createdAt: new Date(clock).toISOString(),
+    traceParent: null,
     ...extra,
   }
 }
@@ -56,6 +57,19 @@ const idem = (key: string, fingerprint: string) => ({ key, fingerprint, sinceIso
 const created = (r: unknown) => (r as { created: { id: string } }).created
 
 export function jobContract(withStore: WithStore): void {
+  withStore('jobs: a job keeps the traceparent it was submitted under, and its claim hands it to the run', async (store) => {
+    const a = await account(store)
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    const traced = created(await store.jobs.submit(job(a, { traceParent: traceparent }), doc, null, 10))
+    const plain = created(await store.jobs.submit(job(a), doc, null, 10))
+    const seen = new Map<string, string | null>()
+    for (let i = 0; i < 2; i++) {
+      const c = await store.jobs.claim('node-1', NOW(), 60_000, 10, 3)
+      if (c !== null) seen.set(c.job.id, c.traceParent)
+    }
+    assert.deepEqual(Object.fromEntries(seen), { [traced.id]: traceparent, [plain.id]: null })
+  })
+
   withStore('jobs: submitted with their document, read by their account only, listed newest first by status', async (store) => {
     const a = await account(store)
     const first = created(await store.jobs.submit(job(a), doc, null, 10))

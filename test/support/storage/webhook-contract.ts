@@ -10,6 +10,7 @@ import type { Store } from '../../../src/storage/ports.ts'
 import { CursorError } from '../../../src/domain/errors.ts'
 import { newId } from '../../../src/domain/ids.ts'
 import { EVENT_TYPES } from '../../../src/domain/events.ts'
+import { TRACE_KEY } from '../../../src/storage/stamps.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 
@@ -109,6 +110,24 @@ export function webhookContract(withStore: WithStore): void {
       )
       assert.equal(c.sinceMs, Date.parse(source.at))
     }
+  })
+
+  withStore('webhooks: an event written in a trace gives its deliveries the trace; its detail, stored and sent, is the one given', async (store) => {
+    const w = store.webhooks
+    const a = await account(store)
+    const e = endpoint(a)
+    await w.createEndpoint(e, 10, change(a, 'webhook.create', e.id))
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    // What stamps.ts adds while a span is current: the insert moves it out of the detail into the event's own column.
+    const traced = await store.audit.append(event(a, 'factor.created', { userID: 'u', n: 1.5, text: 'é "q"', [TRACE_KEY]: traceparent }))
+    const plain = await store.audit.append(event(a, 'factor.deleted', { userID: 'v' }))
+    const claimed = await w.claim(10, LATER(), 60_000)
+    const byId = new Map(claimed.map((c) => [c.messageId, c]))
+    assert.equal(byId.get(traced.id)?.traceParent, traceparent)
+    assert.deepEqual(byId.get(traced.id)?.data, { userID: 'u', n: 1.5, text: 'é "q"' }, 'the message has no trace in it')
+    assert.equal(byId.get(plain.id)?.traceParent, null)
+    const listed = await store.audit.list({ accountId: a, limit: 10 })
+    assert.deepEqual(listed.items.find((x) => x.id === traced.id)?.detail, { userID: 'u', n: 1.5, text: 'é "q"' }, 'the audit trail shows the detail as given')
   })
 
   withStore('webhooks: a write that fails leaves neither its change, its event nor an outbox row', async (store) => {

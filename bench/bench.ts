@@ -9,7 +9,7 @@
  *
  * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 5) set the length of a run.
  * The conversion parts read the tests' corpus (test/fixtures/corpus/real), or the folder BENCH_CORPUS names (bench/corpus.ts).
- * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors|passkeys runs one part (admin: the admin API's paging and
+ * BENCH_ONLY=totp|scale|convert|formats|toolkit|jobs|admin|portal|signin|factors|passkeys|tracing runs one part (admin: the admin API's paging and
  * usage reports on 100 000 accounts, bench/admin.ts; formats: JPEG, WebP and TIFF pages against PNG and the native tools,
  * bench/formats.ts; toolkit: text, merge, split, compress, rotate and flatten against pdftotext, qpdf and gs,
  * bench/toolkit.ts; jobs: conversion jobs against synchronous conversions, bench/jobs.ts; passkeys: passkey sign-ins against
@@ -39,6 +39,7 @@ import { signinBench } from './signin.ts'
 import { factorsBench } from './factors.ts'
 import { passkeysBench } from './passkeys.ts'
 import { jobsBench } from './jobs.ts'
+import { tracingBench } from './tracing.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -218,3 +219,4 @@ if (only === undefined || only === 'portal') await portalBench()
 if (only === undefined || only === 'signin') await signinBench()
 if (only === undefined || only === 'factors') await factorsBench()
 if (only === undefined || only === 'passkeys') await passkeysBench()
+if (only === undefined || only === 'tracing') await tracingBench()

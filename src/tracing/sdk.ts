@@ -180,7 +180,7 @@ function traceRedis(tracer: Tracer): () => void {
   )
   const handlers = {
     start(message: { command?: string; database?: number; serverAddress?: string; serverPort?: number }) {
-      if (trace.getSpan(context.active()) === undefined) return
+      if (trace.getSpan(context.active())?.isRecording() !== true) return
       const command = String(message.command ?? 'unknown').toLowerCase()
       spans.set(
         message,
@@ -263,6 +263,7 @@ function traceRequests(config: Config, provider: TracerProvider): FastifyOtelIns
     instrumentHooks: false,
     instrumentHandler: false,
     requestHook: (span: Span, request: { method: string; url: string; routeOptions?: { url?: string } }) => {
+      if (!span.isRecording()) return
       const route = request.routeOptions?.url
       span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
       span.setAttribute('url.path', request.url.split('?')[0]!)
@@ -287,7 +288,9 @@ export function startSdk(config: Config): TracingImpl {
 
   const start = (name: string, attributes: Attributes, parent?: string, at?: number): { span: Span; ctx: Context } => {
     const under = parentContext(parent)
-    const span = tracer.startSpan(name, { attributes: defined(attributes), ...(at === undefined ? {} : { startTime: at }) }, under)
+    const span = tracer.startSpan(name, at === undefined ? undefined : { startTime: at }, under)
+    // Attributes only on a span the sampler kept (no sampler here reads them): one left out costs no more.
+    if (span.isRecording()) span.setAttributes(defined(attributes))
     return { span, ctx: trace.setSpan(under, span) }
   }
 
@@ -321,13 +324,16 @@ export function startSdk(config: Config): TracingImpl {
     },
     outside: (fn) => context.with(ROOT_CONTEXT, fn),
     inChildSpan<T>(name: string, attributes: Attributes, fn: () => T): T {
-      return trace.getSpan(context.active()) === undefined ? fn() : this.inSpan(name, attributes, fn)
+      // Under no span, or one the sampler left out (its children would be left out too): the call alone, at no cost.
+      return trace.getSpan(context.active())?.isRecording() === true ? this.inSpan(name, attributes, fn) : fn()
     },
     begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan {
       const { span, ctx } = start(name, attributes, parent, at)
       return {
         within: (fn) => context.with(ctx, fn),
-        set: (more) => span.setAttributes(defined(more)),
+        set: (more) => {
+          if (span.isRecording()) span.setAttributes(defined(more))
+        },
         end: (error, endAt) => {
           if (error !== undefined) fail(span, error)
           span.end(endAt)
@@ -346,7 +352,8 @@ export function startSdk(config: Config): TracingImpl {
     current: () => traceparentOf(trace.getSpan(context.active())),
     setOnRequest(request, attributes) {
       const traced = (request as { opentelemetry?: () => { span?: Span } }).opentelemetry
-      traced?.call(request).span?.setAttributes(defined(attributes))
+      const span = traced?.call(request).span
+      if (span?.isRecording() === true) span.setAttributes(defined(attributes))
     },
     logIds() {
       const span = trace.getSpan(context.active())

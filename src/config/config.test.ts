@@ -217,3 +217,28 @@ test('portal sign-in throttle: defaults, values, and a delay cap below its base 
       JSON.stringify(env),
     )
 })
+
+test('OpenTelemetry: off by default, on with an endpoint or OTEL_TRACES_EXPORTER=otlp, off again when disabled; bad values named', async () => {
+  const { tracingWanted } = await import('../tracing/tracing.ts')
+  const { tracesUrl } = await import('../tracing/sdk.ts')
+  assert.equal(tracingWanted(loadConfig({})), false)
+  assert.equal(tracingWanted(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })), true)
+  assert.equal(tracingWanted(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })), true)
+  assert.equal(tracingWanted(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' })), true)
+  assert.equal(tracingWanted(loadConfig({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })), false)
+  assert.equal(tracingWanted(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })), false)
+  assert.equal(tracesUrl(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' })), 'http://collector:4318/v1/traces')
+  assert.equal(tracesUrl(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' })), 'http://localhost:4318/v1/traces')
+  assert.equal(tracesUrl(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/x' })), 'https://b/x')
+  assert.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-a = b=c ,' }).otelHeaders, { authorization: 'Bearer abc', 'x-a': 'b=c' })
+  assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), /OTEL_EXPORTER_OTLP_PROTOCOL grpc is not offered/)
+  assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/)
+  assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: '2' }), /OTEL_TRACES_SAMPLER_ARG/)
+  assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), /OTEL_EXPORTER_OTLP_ENDPOINT/)
+  // A header's value may be a credential: a bad list names the pair, never the value.
+  assert.throws(
+    () => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=%E0%A4%A' }),
+    (e: Error) => e instanceof ConfigError && /pair 1/.test(e.message) && !e.message.includes('%E0'),
+  )
+  assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-secret' }), (e: Error) => /pair 1 has no valid key/.test(e.message) && !e.message.includes('secret'))
+})

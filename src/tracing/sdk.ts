@@ -266,7 +266,9 @@ function traceRequests(config: Config, provider: TracerProvider): FastifyOtelIns
       if (!span.isRecording()) return
       const route = request.routeOptions?.url
       span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
-      span.setAttribute('url.path', request.url.split('?')[0]!)
+      // The route's template, not the path: a path's IDs are the customers' own (a user ID may be an e-mail address), and
+      // a path that matches no route is whatever the client sent.
+      span.setAttribute('url.path', route ?? '(no route)')
       span.setAttribute('tessera.region', config.region)
     },
   })

@@ -93,7 +93,7 @@ for (const [name, env, skip] of [
     assert.equal(request.attributes['http.route'], '/totp/verifyOTP')
     assert.equal(request.attributes['http.request.method'], 'POST')
     assert.equal(request.attributes['http.response.status_code'], 200)
-    assert.equal(request.attributes['url.path'], '/totp/verifyOTP', 'the path without its query')
+    assert.equal(request.attributes['url.path'], '/totp/verifyOTP', 'the route, never its query')
     assert.equal(request.attributes['tessera.region'], 'eu')
     assert.match(String(request.attributes['tessera.account.id']), /^acc_/)
     assert.equal(request.resource['service.name'], 'tessera-test')
@@ -127,10 +127,14 @@ for (const [name, env, skip] of [
     const logged = JSON.parse(line) as { trace_id?: string; span_id?: string }
     assert.equal(logged.trace_id, traceId)
     assert.ok(spans.some((s) => s.spanId === logged.span_id))
-    assertNothingSecret(
-      spans.filter((s) => s.traceId === traceId),
-      [key, SECRET, token],
-    )
+    // A customer's user ID in a path (an e-mail address here), and a path that matches no route, carrying a secret.
+    const userId = 'alice@example.com'
+    await fetch(`${url}/totp/users/${encodeURIComponent(userId)}/verify`, { method: 'POST', headers: json(key), body: JSON.stringify({ code: token }) })
+    await fetch(`${url}/totp/${SECRET}/nowhere`, { headers: { 'x-api-key': key } })
+    const all = await receiver.waitFor((got) => got.some((s) => s.name === 'POST /totp/users/:userID/verify') && got.some((s) => s.name === 'GET'))
+    assert.equal(all.find((s) => s.name === 'POST /totp/users/:userID/verify')?.attributes['url.path'], '/totp/users/:userID/verify')
+    assert.equal(all.find((s) => s.name === 'GET')?.attributes['url.path'], '(no route)')
+    assertNothingSecret(all, [key, SECRET, token, userId, encodeURIComponent(userId)])
     await server.stop()
   })
 }
@@ -204,5 +208,28 @@ test('a synchronous conversion is one trace: the request, the upload, the conver
   assert.equal(stream.parentSpanId, request.spanId)
   assert.equal(request.attributes['url.path'], '/converter/generateImage')
   assertNothingSecret(mine, [key, 'in-the-query', zip.subarray(100, 140).toString('latin1')])
+  await server.stop()
+})
+
+test('the default sampler follows the caller: a request its caller did not sample is not exported, one it did is', async (t) => {
+  const receiver = await new OtlpReceiver().start()
+  t.after(() => receiver.close())
+  const { server, url, key } = await node(t, {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+  })
+  const left = '11111111111111111111111111111111'
+  const kept = '22222222222222222222222222222222'
+  assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key, traceparent: `00-${left}-00f067aa0ba902b7-00` } })).status, 200)
+  assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key, traceparent: `00-${kept}-00f067aa0ba902b7-01` } })).status, 200)
+  await receiver.waitFor((all) => all.some((s) => s.traceId === kept))
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  assert.equal(receiver.spans.filter((s) => s.traceId === left).length, 0)
+  const line = server
+    .output()
+    .split('\n')
+    .find((l) => l.includes('"request completed"') && l.includes(left))
+  assert.ok(line, 'the log line of a request not sampled still names its trace (a proxy may have sampled it)')
   await server.stop()
 })

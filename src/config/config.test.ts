@@ -230,7 +230,10 @@ test('OpenTelemetry: off by default, on with an endpoint or OTEL_TRACES_EXPORTER
   assert.equal(tracesUrl(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' })), 'http://collector:4318/v1/traces')
   assert.equal(tracesUrl(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' })), 'http://localhost:4318/v1/traces')
   assert.equal(tracesUrl(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/x' })), 'https://b/x')
-  assert.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-a = b=c ,' }).otelHeaders, { authorization: 'Bearer abc', 'x-a': 'b=c' })
+  assert.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-a = b=c ,' }).otelHeaders, {
+    authorization: 'Bearer abc',
+    'x-a': 'b=c',
+  })
   assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), /OTEL_EXPORTER_OTLP_PROTOCOL grpc is not offered/)
   assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/)
   assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: '2' }), /OTEL_TRACES_SAMPLER_ARG/)
@@ -240,5 +243,8 @@ test('OpenTelemetry: off by default, on with an endpoint or OTEL_TRACES_EXPORTER
     () => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=%E0%A4%A' }),
     (e: Error) => e instanceof ConfigError && /pair 1/.test(e.message) && !e.message.includes('%E0'),
   )
-  assert.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-secret' }), (e: Error) => /pair 1 has no valid key/.test(e.message) && !e.message.includes('secret'))
+  assert.throws(
+    () => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-secret' }),
+    (e: Error) => /pair 1 has no valid key/.test(e.message) && !e.message.includes('secret'),
+  )
 })

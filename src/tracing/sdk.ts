@@ -93,7 +93,7 @@ export function tracesUrl(config: Config): string {
  * Scrub: the last look at every span before it is queued for export. Attributes are chosen by
  * their callers, but some come from libraries: a path that carries a query string is cut at
  * `?`; a status keeps its code and loses its message; events (exceptions, with their messages
- * and stacks) are dropped. Counts what the full queue dropped.
+ * and stacks) are dropped.
  */
 class Scrub implements SpanProcessor {
   readonly #next: SpanProcessor
@@ -144,7 +144,7 @@ class DiagToLog implements DiagLogger {
   verbose = () => {}
 }
 
-/** A W3C traceparent's context, or the root one when it is absent or malformed. */
+/** The context a traceparent names (a malformed one names none: a new trace); without one, the current context. */
 function parentContext(traceparent: string | undefined): Context {
   if (traceparent === undefined || traceparent === '') return context.active()
   return propagation.extract(ROOT_CONTEXT, { traceparent })

@@ -131,9 +131,16 @@ for (const [name, env, skip] of [
     const userId = 'alice@example.com'
     await fetch(`${url}/totp/users/${encodeURIComponent(userId)}/verify`, { method: 'POST', headers: json(key), body: JSON.stringify({ code: token }) })
     await fetch(`${url}/totp/${SECRET}/nowhere`, { headers: { 'x-api-key': key } })
+    // A body that does not parse: JSON.parse's message quotes it, secret and all; the span keeps only that it failed.
+    const broken = await fetch(`${url}/totp/verifyOTP`, { method: 'POST', headers: json(key), body: `{"token":"${token}","secret":"${SECRET}` })
+    assert.equal(broken.status, 400)
     const all = await receiver.waitFor((got) => got.some((s) => s.name === 'POST /totp/users/:userID/verify') && got.some((s) => s.name === 'GET'))
     assert.equal(all.find((s) => s.name === 'POST /totp/users/:userID/verify')?.attributes['url.path'], '/totp/users/:userID/verify')
     assert.equal(all.find((s) => s.name === 'GET')?.attributes['url.path'], '(no route)')
+    const refused = await receiver.waitFor((got) => got.some((s) => s.name === 'POST /totp/verifyOTP' && s.attributes['http.response.status_code'] === 400))
+    const failed = refused.find((s) => s.name === 'POST /totp/verifyOTP' && s.attributes['http.response.status_code'] === 400)!
+    t.diagnostic(`the refused request's span: status ${JSON.stringify(failed.status)}, events ${failed.events.length}`)
+    assert.equal(failed.status.message ?? '', '', "the parser's message (which quotes the body) is not exported")
     assertNothingSecret(all, [key, SECRET, token, userId, encodeURIComponent(userId)])
     await server.stop()
   })

@@ -409,7 +409,7 @@ export const settings = {
     2048,
     1,
     1_000_000,
-    'OpenTelemetry: most finished spans held for export; past it new spans are dropped (the log says how many, at warn), so a collector that is down costs the node at most this many spans of memory (about 1 KB each).',
+    "OpenTelemetry: most finished spans held for export; past it new spans are dropped (the log says how many, at warn), so a collector that is down costs the node at most this many spans of memory: 1 to 2 KB of heap each (a request's span with its seven attributes, measured queued), a few MB at the default.",
   ),
   otelBspMaxExportBatchSize: int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, 1_000_000, 'OpenTelemetry: most spans in one export.'),
   databaseUrl: dbUrl(

@@ -182,7 +182,6 @@ function encryptionKeys(env: string, doc: string): Setting<string> {
   }
 }
 
-/** An address to listen on, `host:port` (IPv6 hosts in brackets), or `off`. */
 /** unsetDoc: a setting whose default (unset) the docs show as such. */
 function unsetDoc<T>(given: Setting<T>): Setting<T> {
   return { ...given, defaultDoc: 'unset' }
@@ -232,6 +231,7 @@ function otlpHeaders(env: string, doc: string): Setting<Readonly<Record<string, 
   }
 }
 
+/** An address to listen on, `host:port` (IPv6 hosts in brackets), or `off`. */
 export interface Listen {
   readonly host: string
   readonly port: number
@@ -384,7 +384,12 @@ export const settings = {
   ),
   otelTimeoutMs: int('OTEL_EXPORTER_OTLP_TIMEOUT', 10000, 100, 600000, 'OpenTelemetry: longest one export to the collector may take, in milliseconds.'),
   otelCompression: oneOf('OTEL_EXPORTER_OTLP_COMPRESSION', ['none', 'gzip'], 'none', 'OpenTelemetry: `gzip` compresses each export.'),
-  otelServiceName: text('OTEL_SERVICE_NAME', () => 'tessera', '`tessera`', 'OpenTelemetry: the `service.name` of every span.'),
+  otelServiceName: text(
+    'OTEL_SERVICE_NAME',
+    () => '',
+    'unset',
+    'OpenTelemetry: the `service.name` of every span; unset, the one `OTEL_RESOURCE_ATTRIBUTES` gives, else `tessera`.',
+  ),
   otelResourceAttributes: otlpHeaders(
     'OTEL_RESOURCE_ATTRIBUTES',
     "OpenTelemetry: more attributes of this node's resource, `key=value` pairs separated by commas (such as `deployment.environment.name=production`); `service.name` here counts unless `OTEL_SERVICE_NAME` is set.",

@@ -49,7 +49,7 @@ import {
 import type { PoolGauges, ReplacementReason } from '../metrics/metrics.ts'
 import { FairQueue } from './fair.ts'
 import { release } from './spool.ts'
-import { record, traceparent } from '../tracing/tracing.ts'
+import { outsideTraces, record, traceparent } from '../tracing/tracing.ts'
 
 /** A performance.now() reading as epoch milliseconds (what a span's times are). */
 const epoch = (at: number): number => performance.timeOrigin + at
@@ -415,7 +415,9 @@ export class ConversionPool {
   }
 
   #fill(): void {
-    while (!this.#closed && this.#slots.size < this.#options.size) this.#spawn()
+    // Outside any trace: a worker's listeners keep the context they were added in for the worker's whole life, and the
+    // request or job whose call made the worker is not the cause of what its later messages do.
+    while (!this.#closed && this.#slots.size < this.#options.size) outsideTraces(() => this.#spawn())
   }
 
   #spawn(): void {

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
-import type { Readable } from 'node:stream'
+import { finished, type Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { type ApiError, apiError } from '../errors/errors.ts'
 import { type ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
@@ -158,10 +158,13 @@ class Conversions {
       if (!reply.raw.writableFinished) running.cancel()
     })
     void settle(running).then((done) => {
-      this.finished(request, route, running, done, outputBytes())
       const result = 'result' in done ? done.result : null
-      span.set({ 'tessera.pages': result?.ok === true ? result.pages : undefined, 'tessera.outcome': outcomeOf(done) })
-      span.end(result?.ok === true ? undefined : 'error' in done ? done.error : new Error(result?.ok === false ? result.code : 'failed'))
+      try {
+        this.finished(request, route, running, done, outputBytes())
+      } finally {
+        span.set({ 'tessera.pages': result?.ok === true ? result.pages : undefined, 'tessera.outcome': outcomeOf(done) })
+        span.end(result?.ok === true ? undefined : 'error' in done ? done.error : { code: result?.ok === false ? result.code : 'failed' })
+      }
     })
     return running
   }
@@ -240,8 +243,9 @@ const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffs
 function sendStream(reply: FastifyReply, stream: Readable): FastifyReply {
   // The answer's span: from its first byte handed to Fastify to the socket's close, whole or cut.
   const span = begin('conversion.stream', {})
-  reply.raw.once('close', () => {
-    stream.destroy()
+  reply.raw.once('close', () => stream.destroy())
+  // finished() calls back for an answer already closed too (a client gone while the conversion ran): the span always ends.
+  finished(reply.raw, () => {
     span.set({ 'tessera.complete': reply.raw.writableFinished })
     span.end()
   })

@@ -54,10 +54,10 @@ const engines: PdfEngine[] = []
 /** The bytes a page being encoded holds outside the engines: its pixels, and the encoder's copy of them (libvips). */
 let encodingBytes = 0
 
-/** memoryBytes is what the worker holds: both engines' WebAssembly memory, the live JS heap and a page being encoded. */
 /** Now, in epoch milliseconds with this thread's sub-millisecond clock (a page's span is drawn from it by the main thread). */
 const epochMs = (): number => performance.timeOrigin + performance.now()
 
+/** memoryBytes is what the worker holds: both engines' WebAssembly memory, the live JS heap and a page being encoded. */
 function memoryBytes(): number {
   let bytes = getHeapStatistics().used_heap_size + encodingBytes
   for (const engine of engines) bytes += engine.memoryBytes()

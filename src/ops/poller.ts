@@ -44,14 +44,17 @@ export class Poller {
     clearTimeout(this.#timer)
     if (this.#closed) return
     // A pass belongs to no trace, whoever nudged it (a request, a job's end): what it claims starts traces of its own.
-    this.#timer = setTimeout(() => {
-      this.#running = outsideTraces(this.#pass).finally(() => {
-        this.#running = null
-        const again = this.#again
-        this.#again = false
-        this.#schedule(again ? 0 : this.#intervalMs)
-      })
-    }, ms)
+    // (The timer too: set from a nudge's context, it would keep that request's context alive until it fires.)
+    this.#timer = outsideTraces(() =>
+      setTimeout(() => {
+        this.#running = this.#pass().finally(() => {
+          this.#running = null
+          const again = this.#again
+          this.#again = false
+          this.#schedule(again ? 0 : this.#intervalMs)
+        })
+      }, ms),
+    )
     this.#timer.unref()
   }
 }

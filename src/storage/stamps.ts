@@ -79,10 +79,15 @@ export class Stamps {
  */
 export const TRACE_KEY = '__traceparent'
 
-/** detailText: the detail as stored, with the current span's traceparent under TRACE_KEY while tracing. */
+/**
+ * detailText: the detail as stored, with the current span's traceparent under TRACE_KEY while tracing. A TRACE_KEY the
+ * detail itself holds is dropped: no caller's value can pose as the event's trace.
+ */
 function detailText(detail: AuditDraft['detail']): string {
   const trace = traceparent()
-  return trace === undefined ? JSON.stringify(detail) : JSON.stringify({ ...detail, [TRACE_KEY]: trace })
+  if (trace === undefined && !Object.hasOwn(detail, TRACE_KEY)) return JSON.stringify(detail)
+  const { [TRACE_KEY]: _given, ...rest } = detail
+  return JSON.stringify(trace === undefined ? rest : { ...rest, [TRACE_KEY]: trace })
 }
 
 /** eventIdBefore: a bound below every id of an event at or after `iso` (ids sort by time). */

@@ -131,9 +131,14 @@ class Scrub implements SpanProcessor {
 class DiagToLog implements DiagLogger {
   readonly #last = new Map<string, number>()
   #write(level: string, message: string): void {
-    const kind = message.replace(/\d+/g, 'N').slice(0, 80)
+    // A message's kind: without its numbers and ids (a trace id in "ended span" messages), and at most 100 kinds kept.
+    const kind = message
+      .replace(/[0-9a-f]{16,}/gi, 'ID')
+      .replace(/\d+/g, 'N')
+      .slice(0, 80)
     const now = Date.now()
     if (now - (this.#last.get(kind) ?? 0) < 60_000) return
+    if (this.#last.size >= 100) this.#last.clear()
     this.#last.set(kind, now)
     process.stderr.write(`${JSON.stringify({ level, time: now, msg: `tracing: ${message}` })}\n`)
   }
@@ -246,7 +251,8 @@ function newProvider(config: Config): TracerProvider {
   })
   const resource = resourceFromAttributes({
     ...config.otelResourceAttributes,
-    'service.name': config.otelServiceName,
+    // As the specification has it: OTEL_SERVICE_NAME, else OTEL_RESOURCE_ATTRIBUTES' service.name, else ours.
+    'service.name': config.otelServiceName || config.otelResourceAttributes['service.name'] || 'tessera',
     'service.version': VERSION,
     'service.instance.id': `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     'tessera.region': config.region,

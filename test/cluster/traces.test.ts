@@ -88,7 +88,13 @@ test('a job submitted on one node and run on another is one trace, down to its w
   assert.ok(sent, `the receiver gets a traceparent: ${delivery.headers.traceparent}`)
   assert.equal(sent[1], traceId, "the delivery is in the submission's trace")
 
-  const spans = await otlp.waitFor((all) => all.some((s) => s.spanId === sent[2]) && all.some((s) => s.name === 'job.attempt' && s.endMs > 0))
+  assert.equal(Object.hasOwn(delivery.payload!.data, '__traceparent'), false, 'the event as sent carries no trace of its own')
+  const spans = await otlp.waitFor(
+    (all) =>
+      all.some((s) => s.spanId === sent[2]) &&
+      all.some((s) => s.name === 'job.attempt') &&
+      all.some((s) => s.traceId === traceId && s.name === 'POST /converter/jobs'),
+  )
   const mine = spans.filter((s) => s.traceId === traceId)
   const tree = otlp.tree(traceId)
   t.diagnostic(`the trace:\n${tree.join('\n')}`)

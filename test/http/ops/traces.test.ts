@@ -141,6 +141,7 @@ for (const [name, env, skip] of [
     const failed = refused.find((s) => s.name === 'POST /totp/verifyOTP' && s.attributes['http.response.status_code'] === 400)!
     t.diagnostic(`the refused request's span: status ${JSON.stringify(failed.status)}, events ${failed.events.length}`)
     assert.equal(failed.status.message ?? '', '', "the parser's message (which quotes the body) is not exported")
+    assert.equal(failed.events.length, 0, 'nor an exception event')
     assertNothingSecret(all, [key, SECRET, token, userId, encodeURIComponent(userId)])
     await server.stop()
   })
@@ -154,6 +155,8 @@ test('the default encoding is OTLP protobuf, with the configured headers; a coll
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
     OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20collector-token,x-tenant=a',
     OTEL_BSP_SCHEDULE_DELAY: '100',
+    // An export retries within this time: short, so that the failure below is reported while the test waits.
+    OTEL_EXPORTER_OTLP_TIMEOUT: '500',
   })
   assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200)
   const until = Date.now() + 15_000
@@ -163,10 +166,20 @@ test('the default encoding is OTLP protobuf, with the configured headers; a coll
   assert.equal(body.type, 'application/x-protobuf')
   assert.equal(body.headers.authorization, 'Bearer collector-token')
   assert.equal(body.headers['x-tenant'], 'a')
-  assert.doesNotMatch(server.output(), /collector-token/, 'the collector credentials are never logged')
   await receiver.close()
   for (let i = 0; i < 20; i++) assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key } })).status, 200)
+  await new Promise((resolve) => setTimeout(resolve, 1500))
   assert.equal(await server.stop(), 0)
+  assert.match(server.errors(), /"msg":"tracing: /, 'the failed export is reported')
+  assert.equal(
+    server
+      .errors()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"tracing: ')).length <= 2,
+    true,
+    'once a minute, not at every batch',
+  )
+  assert.doesNotMatch(server.output() + server.errors(), /collector-token/, 'the collector credentials are never logged')
 })
 
 test('a synchronous conversion is one trace: the request, the upload, the conversion with its queue wait, each worker and each page, and the answer streamed', {

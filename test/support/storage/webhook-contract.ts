@@ -11,6 +11,8 @@ import { CursorError } from '../../../src/domain/errors.ts'
 import { newId } from '../../../src/domain/ids.ts'
 import { EVENT_TYPES } from '../../../src/domain/events.ts'
 import { TRACE_KEY } from '../../../src/storage/stamps.ts'
+import { begin, startTracing, stopTracing } from '../../../src/tracing/tracing.ts'
+import { loadConfig } from '../../../src/config/config.ts'
 
 type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
 
@@ -117,15 +119,29 @@ export function webhookContract(withStore: WithStore): void {
     const a = await account(store)
     const e = endpoint(a)
     await w.createEndpoint(e, 10, change(a, 'webhook.create', e.id))
-    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
-    // What stamps.ts adds while a span is current: the insert moves it out of the detail into the event's own column.
-    const traced = await store.audit.append(event(a, 'factor.created', { userID: 'u', n: 1.5, text: 'é "q"', [TRACE_KEY]: traceparent }))
-    const plain = await store.audit.append(event(a, 'factor.deleted', { userID: 'v' }))
+    // Tracing on in this process (a sampler that exports nothing): stamps.ts gives the event the current span's traceparent
+    // under TRACE_KEY, and the insert moves it out of the detail into the event's own column.
+    await startTracing(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_TRACES_SAMPLER: 'always_off' }))
+    let traceparent = ''
+    let traced: AuditEvent
+    let plain: AuditEvent
+    try {
+      const span = begin('test', {})
+      traceparent = span.traceparent
+      traced = await span.within(() => store.audit.append(event(a, 'factor.created', { userID: 'u', n: 1.5, text: 'é "q"' })))
+      span.end()
+      // Outside a span, a detail that names a trace itself is not believed.
+      plain = await store.audit.append(event(a, 'factor.deleted', { userID: 'v', [TRACE_KEY]: '00-11111111111111111111111111111111-1111111111111111-01' }))
+    } finally {
+      await stopTracing()
+    }
+    assert.match(traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/)
     const claimed = await w.claim(10, LATER(), 60_000)
     const byId = new Map(claimed.map((c) => [c.messageId, c]))
     assert.equal(byId.get(traced.id)?.traceParent, traceparent)
     assert.deepEqual(byId.get(traced.id)?.data, { userID: 'u', n: 1.5, text: 'é "q"' }, 'the message has no trace in it')
     assert.equal(byId.get(plain.id)?.traceParent, null)
+    assert.deepEqual(byId.get(plain.id)?.data, { userID: 'v' })
     const listed = await store.audit.list({ accountId: a, limit: 10 })
     assert.deepEqual(listed.items.find((x) => x.id === traced.id)?.detail, { userID: 'u', n: 1.5, text: 'é "q"' }, 'the audit trail shows the detail as given')
   })

@@ -21,7 +21,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { freePort, median, pinned, run, type Load } from './load.ts'
+import { FOUR_ORDERS, freePort, median, pinned, run, withQuartiles, type Load } from './load.ts'
 import { demoServer, waitFor } from './wait.ts'
 import { ROUTES, scratch, type RouteName } from './routes.ts'
 
@@ -79,17 +79,6 @@ await waitFor(`${bare}/bare/10`)
 const pids = [before.pid, now.pid, bareChild.pid!, diyChild.pid!]
 
 const NAMES = ['before', 'now', 'bare', 'diy'] as const
-/** Each round runs the four servers in one of these orders, in turn. */
-const ORDERS = [
-  [0, 1, 2, 3],
-  [1, 3, 0, 2],
-  [2, 0, 3, 1],
-  [3, 2, 1, 0],
-  [1, 0, 2, 3],
-  [0, 3, 1, 2],
-]
-const q = (xs: number[], f: number) => [...xs].sort((a, b) => a - b)[Math.floor(f * (xs.length - 1))]!
-const fmt = (xs: number[]) => `${median(xs).toFixed(3)} (${q(xs, 0.25).toFixed(3)}..${q(xs, 0.75).toFixed(3)})`
 const summary: string[] = []
 const cpuSummary: string[] = []
 console.log(`${PG ? 'PostgreSQL + Redis' : 'SQLite'}; ${ROUNDS} rounds of ${SECONDS} s; ${pinned ? 'servers on CPU 0, load on CPU 1' : 'not pinned'}`)
@@ -126,7 +115,7 @@ for (const name of WANTED) {
     const us = [0, 0, 0, 0]
     const loads = loadsFor()
     let errors = 0
-    for (const i of ORDERS[r % ORDERS.length]!) {
+    for (const i of FOUR_ORDERS[r % FOUR_ORDERS.length]!) {
       const c0 = cpuOf(pids[i]!)
       const f = await run(urls[i]!, loads[i]!, SECONDS)
       us[i] = (cpuOf(pids[i]!) - c0) / f.total
@@ -149,10 +138,10 @@ for (const name of WANTED) {
         `server CPU per request ${us.map((u) => u.toFixed(1)).join(', ')} µs${errors > 0 ? `; ${errors} not 2xx` : ''}`,
     )
   }
-  const line = `| ${name} | ${fmt(ratios.nowBefore)} | ${fmt(ratios.beforeBare)} | ${fmt(ratios.nowBare)} | ${fmt(ratios.beforeDiy)} | ${fmt(ratios.nowDiy)} |`
+  const line = `| ${name} | ${withQuartiles(ratios.nowBefore)} | ${withQuartiles(ratios.beforeBare)} | ${withQuartiles(ratios.nowBare)} | ${withQuartiles(ratios.beforeDiy)} | ${withQuartiles(ratios.nowDiy)} |`
   summary.push(line)
   const m = (xs: number[]) => median(xs).toFixed(1)
-  cpuSummary.push(`| ${name} | ${m(cpu.before)} | ${m(cpu.now)} | ${m(cpu.bare)} | ${m(cpu.diy)} | ${fmt(cpu.nowBefore)} |`)
+  cpuSummary.push(`| ${name} | ${m(cpu.before)} | ${m(cpu.now)} | ${m(cpu.bare)} | ${m(cpu.diy)} | ${withQuartiles(cpu.nowBefore)} |`)
   console.log(line)
 }
 console.log(

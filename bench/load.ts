@@ -74,3 +74,19 @@ export async function run(base: string, load: Load, seconds: number, connections
   }
   return { rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx + result.errors }
 }
+
+/** FOUR_ORDERS: the orders in which a round runs four servers, in turn (this machine's speed drifts within minutes: each goes first as often). */
+export const FOUR_ORDERS: readonly (readonly number[])[] = [
+  [0, 1, 2, 3],
+  [1, 3, 0, 2],
+  [2, 0, 3, 1],
+  [3, 2, 1, 0],
+  [1, 0, 2, 3],
+  [0, 3, 1, 2],
+]
+
+/** quantile: the value at fraction `f` of the sorted values (0.25: the first quartile). */
+export const quantile = (xs: number[], f: number): number => [...xs].sort((a, b) => a - b)[Math.floor(f * (xs.length - 1))]!
+
+/** withQuartiles: "median (first..third quartile)", three decimals. */
+export const withQuartiles = (xs: number[]): string => `${median(xs).toFixed(3)} (${quantile(xs, 0.25).toFixed(3)}..${quantile(xs, 0.75).toFixed(3)})`

@@ -19,7 +19,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { freePort, median, pinned, run, type Load } from './load.ts'
+import { FOUR_ORDERS, freePort, median, pinned, run, withQuartiles, type Load } from './load.ts'
 import { demoServer } from './wait.ts'
 import { ROUTES, type RouteName } from './routes.ts'
 
@@ -104,16 +104,6 @@ export async function tracingBench(): Promise<void> {
       await start(here, { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' }),
     ]
     const NAMES = ['before', 'off', 'on', '1 %']
-    const ORDERS = [
-      [0, 1, 2, 3],
-      [1, 3, 0, 2],
-      [2, 0, 3, 1],
-      [3, 2, 1, 0],
-      [1, 0, 2, 3],
-      [0, 3, 1, 2],
-    ]
-    const q = (xs: number[], f: number) => [...xs].sort((a, b) => a - b)[Math.floor(f * (xs.length - 1))]!
-    const fmt = (xs: number[]) => `${median(xs).toFixed(3)} (${q(xs, 0.25).toFixed(3)}..${q(xs, 0.75).toFixed(3)})`
     const rows: string[] = []
     for (const name of WANTED) {
       const route = ROUTES[name]
@@ -136,7 +126,7 @@ export async function tracingBench(): Promise<void> {
       for (let r = 0; r < ROUNDS; r++) {
         const rps = [0, 0, 0, 0]
         const loads = loadsFor()
-        for (const i of ORDERS[r % ORDERS.length]!) {
+        for (const i of FOUR_ORDERS[r % FOUR_ORDERS.length]!) {
           const c0 = cpuOf(servers[i]!.pid)
           const f = await run(servers[i]!.url, loads[i]!, SECONDS)
           cpu[i]!.push((cpuOf(servers[i]!.pid) - c0) / f.total)
@@ -149,7 +139,7 @@ export async function tracingBench(): Promise<void> {
         console.log(`tracing ${name} round ${r}: ${rps.map((x, i) => `${NAMES[i]} ${x.toFixed(0)}`).join(', ')} req/s`)
       }
       const us = cpu.map((xs) => median(xs).toFixed(1))
-      rows.push(`| ${name} | ${fmt(ratios.offBefore)} | ${fmt(ratios.onOff)} | ${fmt(ratios.sampledOff)} | ${us.join(' | ')} |`)
+      rows.push(`| ${name} | ${withQuartiles(ratios.offBefore)} | ${withQuartiles(ratios.onOff)} | ${withQuartiles(ratios.sampledOff)} | ${us.join(' | ')} |`)
     }
     process.stdout.write(
       [

@@ -211,7 +211,7 @@ export class JobRunner {
     const { job } = claimed
     // The run is a span of the submission's trace, whichever node submitted it; its conversion, pieces and end are under it.
     const parent = claimed.traceParent ?? undefined
-    if (parent !== undefined && job.attempts === 1) record('job.queue', Date.parse(job.createdAt), Date.now(), { 'tessera.job.id': job.id }, parent)
+    if (parent !== undefined && job.attempts === 1) record('job.queue', Date.parse(job.createdAt), this.#now(), { 'tessera.job.id': job.id }, parent)
     const span = begin(
       'job.attempt',
       {

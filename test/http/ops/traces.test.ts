@@ -24,6 +24,14 @@ async function node(t: Parameters<typeof startServer>[1], env: Record<string, st
   return { server, url, key }
 }
 
+/** tracedNode: a receiver of the test's own, and a node exporting to it as JSON every 100 ms. */
+async function tracedNode(t: Parameters<typeof startServer>[1], env: Record<string, string> = {}) {
+  const receiver = await new OtlpReceiver().start()
+  t!.after(() => receiver.close())
+  const running = await node(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100', ...env })
+  return { receiver, ...running }
+}
+
 const json = (key: string, extra: Record<string, string> = {}) => ({ 'x-api-key': key, 'content-type': 'application/json', ...extra })
 
 /** Every string an exported span carries: attributes, resource, name, status, events. */
@@ -68,15 +76,7 @@ for (const [name, env, skip] of [
   test(`${name}: a verifyOTP call is one trace under the caller's traceparent: the request and the store's calls; its log line carries the trace`, {
     skip,
   }, async (t) => {
-    const receiver = await new OtlpReceiver().start()
-    t.after(() => receiver.close())
-    const { server, url, key } = await node(t, {
-      ...(await env(t)),
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '100',
-      OTEL_SERVICE_NAME: 'tessera-test',
-    })
+    const { receiver, server, url, key } = await tracedNode(t, { ...(await env(t)), OTEL_SERVICE_NAME: 'tessera-test' })
     assert.match(server.output(), /"tracing":"parentbased_always_on"/)
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
     const token = code()
@@ -185,14 +185,7 @@ test('the default encoding is OTLP protobuf, with the configured headers; a coll
 test('a synchronous conversion is one trace: the request, the upload, the conversion with its queue wait, each worker and each page, and the answer streamed', {
   skip: SKIP_CORPUS,
 }, async (t) => {
-  const receiver = await new OtlpReceiver().start()
-  t.after(() => receiver.close())
-  const { server, url, key } = await node(t, {
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-    OTEL_BSP_SCHEDULE_DELAY: '100',
-    CONVERTER_WORKERS: '2',
-  })
+  const { receiver, server, url, key } = await tracedNode(t, { CONVERTER_WORKERS: '2' })
   const res = await upload(url, '/converter/generateImage?secret=in-the-query', key, real('pdflatex-4-pages.pdf'), { dpi: '72' })
   assert.equal(res.status, 200, await res.clone().text())
   const zip = Buffer.from(await res.arrayBuffer())
@@ -232,13 +225,7 @@ test('a synchronous conversion is one trace: the request, the upload, the conver
 })
 
 test('the default sampler follows the caller: a request its caller did not sample is not exported, one it did is', async (t) => {
-  const receiver = await new OtlpReceiver().start()
-  t.after(() => receiver.close())
-  const { server, url, key } = await node(t, {
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-    OTEL_BSP_SCHEDULE_DELAY: '100',
-  })
+  const { receiver, server, url, key } = await tracedNode(t)
   const left = '11111111111111111111111111111111'
   const kept = '22222222222222222222222222222222'
   assert.equal((await fetch(`${url}/totp/ping`, { headers: { 'x-api-key': key, traceparent: `00-${left}-00f067aa0ba902b7-00` } })).status, 200)

@@ -110,7 +110,7 @@ async function shutdown(signal: string): Promise<void> {
   await Promise.all([app.close(), admin?.close()])
   await runtime.close()
   await runtime.store.close()
-  // The spans of the last requests, exported (bounded by OTEL_BSP_EXPORT_TIMEOUT and the force above).
+  // The spans of the last requests, exported (for at most tracing.ts's STOP_FLUSH_MS, and within the force above).
   await stopTracing()
   clearTimeout(force)
   process.exit(0)

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import multipart from '@fastify/multipart'
-import { finished, type Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { Config } from '../config/config.ts'
 import { type ApiError, apiError } from '../errors/errors.ts'
 import { type ConversionPool, PoolError, type Handlers, type Reservation, type Running } from './pool.ts'
@@ -243,12 +243,18 @@ const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffs
 function sendStream(reply: FastifyReply, stream: Readable): FastifyReply {
   // The answer's span: from its first byte handed to Fastify to the socket's close, whole or cut.
   const span = begin('conversion.stream', {})
-  reply.raw.once('close', () => stream.destroy())
-  // finished() calls back for an answer already closed too (a client gone while the conversion ran): the span always ends.
-  finished(reply.raw, () => {
+  const ended = () => {
     span.set({ 'tessera.complete': reply.raw.writableFinished })
     span.end()
-  })
+  }
+  // An answer already closed (a client gone while the conversion ran) fires no 'close' again: its span ends now (Fastify
+  // destroys the stream it is handed then). One listener either way: the answer carries several already.
+  if (reply.raw.closed) ended()
+  else
+    reply.raw.once('close', () => {
+      stream.destroy()
+      ended()
+    })
   return reply.send(stream)
 }
 

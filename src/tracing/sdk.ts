@@ -304,8 +304,8 @@ export function startSdk(config: Config): TracingImpl {
 
   return {
     fastifyPlugin: () => fastify.plugin(),
-    inSpan<T>(name: string, attributes: Attributes, fn: () => T, parent?: string): T {
-      const { span, ctx } = start(name, attributes, parent)
+    inSpan<T>(name: string, attributes: Attributes, fn: () => T): T {
+      const { span, ctx } = start(name, attributes)
       let result: T
       try {
         result = context.with(ctx, fn)
@@ -335,18 +335,21 @@ export function startSdk(config: Config): TracingImpl {
       // Under no span, or one the sampler left out (its children would be left out too): the call alone, at no cost.
       return trace.getSpan(context.active())?.isRecording() === true ? this.inSpan(name, attributes, fn) : fn()
     },
-    begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan {
-      const { span, ctx } = start(name, attributes, parent, at)
+    begin(name: string, attributes: Attributes, parent?: string): OpenSpan {
+      const { span, ctx } = start(name, attributes, parent)
       return {
         within: (fn) => context.with(ctx, fn),
         set: (more) => {
           if (span.isRecording()) span.setAttributes(defined(more))
         },
-        end: (error, endAt) => {
+        end: (error) => {
           if (error !== undefined) fail(span, error)
-          span.end(endAt)
+          span.end()
         },
-        traceparent: traceparentOf(span) ?? '',
+        // Made when asked for (a webhook's header), not at every begin.
+        get traceparent() {
+          return traceparentOf(span) ?? ''
+        },
       }
     },
     record(name, startMs, endMs, attributes, parent, error) {

@@ -3,9 +3,10 @@
  * off, and that the OpenTelemetry SDK answers when it is on (sdk.ts, imported only then: a node
  * without `OTEL_*` settings loads no OpenTelemetry module at all).
  *
- * What crosses a process or a thread is the W3C `traceparent` string (a job's row, a webhook
- * delivery's row, a page's task to its worker): the context is kept with the work, so a job
- * submitted on one node and run on another is one trace.
+ * What crosses a process is the W3C `traceparent` string (a job's row, an audit event's row, which
+ * its webhook deliveries read): the context is kept with the work, so a job submitted on one node
+ * and run on another is one trace. Worker threads carry none: they time each page, and the pool
+ * records the page's span under its conversion.
  *
  * Attributes are chosen by their callers from a closed set of names (ids, counts, sizes, route
  * templates): no key, secret, code, password, document byte or URL query is ever given to one.
@@ -19,8 +20,8 @@ export type Attributes = Readonly<Record<string, string | number | boolean | und
 export interface OpenSpan {
   /** Sets attributes known only later (a status, a count). */
   set(attributes: Attributes): void
-  /** Ends it, as a failure when `error` is given; `at` is the end's time (epoch ms) when not now. */
-  end(error?: unknown, at?: number): void
+  /** Ends it, as a failure when `error` is given. */
+  end(error?: unknown): void
   /** The span as a `traceparent`, to carry into another thread, process or request. */
   readonly traceparent: string
   /** Runs `fn` with this span as the current one (what it starts, and what it queues, is under it). */
@@ -29,10 +30,10 @@ export interface OpenSpan {
 
 /** What sdk.ts provides while tracing is on. */
 export interface TracingImpl {
-  inSpan<T>(name: string, attributes: Attributes, fn: () => T, parent?: string): T
+  inSpan<T>(name: string, attributes: Attributes, fn: () => T): T
   inChildSpan<T>(name: string, attributes: Attributes, fn: () => T): T
   outside<T>(fn: () => T): T
-  begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan
+  begin(name: string, attributes: Attributes, parent?: string): OpenSpan
   record(name: string, startMs: number, endMs: number, attributes: Attributes, parent?: string, error?: string): void
   current(): string | undefined
   setOnRequest(request: object, attributes: Attributes): void
@@ -81,9 +82,9 @@ export async function stopTracing(): Promise<void> {
   clearTimeout(timer)
 }
 
-/** inSpan runs `fn` in a span named `name` (ended when `fn` returns or its promise settles); off, it is `fn()`. */
-export function inSpan<T>(name: string, attributes: Attributes, fn: () => T, parent?: string): T {
-  return impl === null ? fn() : impl.inSpan(name, attributes, fn, parent)
+/** inSpan runs `fn` in a span named `name` under the current one (ended when `fn` returns or its promise settles); off, it is `fn()`. */
+export function inSpan<T>(name: string, attributes: Attributes, fn: () => T): T {
+  return impl === null ? fn() : impl.inSpan(name, attributes, fn)
 }
 
 /** inChildSpan: inSpan, only under a span already begun (a store call of a poller, alone, makes no trace). */
@@ -99,8 +100,8 @@ export function outsideTraces<T>(fn: () => T): T {
 const NOT_TRACED: OpenSpan = { set: () => {}, end: () => {}, traceparent: '', within: (fn) => fn() }
 
 /** begin starts a span that its caller ends; under `parent` (a traceparent) when given, else under the current span. */
-export function begin(name: string, attributes: Attributes, parent?: string, at?: number): OpenSpan {
-  return impl === null ? NOT_TRACED : impl.begin(name, attributes, parent, at)
+export function begin(name: string, attributes: Attributes, parent?: string): OpenSpan {
+  return impl === null ? NOT_TRACED : impl.begin(name, attributes, parent)
 }
 
 /** record adds a span of work timed elsewhere (a worker thread's page: its start and end in epoch ms). */

@@ -79,7 +79,20 @@ export type AuditOutcome = 'success' | 'failure'
 
 /** What an audit event is about. */
 export interface AuditTarget {
-  readonly type: 'account' | 'key' | 'subscription' | 'plan' | 'admin-token' | 'totp-lockout' | 'user' | 'member' | 'totp-user' | 'factor' | 'webhook' | 'job'
+  readonly type:
+    | 'account'
+    | 'key'
+    | 'subscription'
+    | 'plan'
+    | 'admin-token'
+    | 'totp-lockout'
+    | 'user'
+    | 'member'
+    | 'totp-user'
+    | 'factor'
+    | 'webhook'
+    | 'job'
+    | 'sso-provider'
   readonly id: string
 }
 

@@ -97,9 +97,11 @@ export interface Session {
   readonly twoFactorPending: boolean
   readonly ip: string | null
   readonly userAgent: string | null
+  /** The provider the session was signed in through (null: a password). */
+  readonly ssoProviderId: string | null
 }
 
-export type NewSession = Pick<Session, 'idHash' | 'userId' | 'expiresAt' | 'twoFactorPending' | 'ip' | 'userAgent'>
+export type NewSession = Pick<Session, 'idHash' | 'userId' | 'expiresAt' | 'twoFactorPending' | 'ip' | 'userAgent'> & { readonly ssoProviderId?: string | null }
 
 /** A single-use link sent by email, kept by the hash of its token. */
 export interface EmailToken {
@@ -121,3 +123,63 @@ export type NewEmailToken = Pick<EmailToken, 'tokenHash' | 'purpose' | 'email' |
   readonly accountId?: string | null
   readonly role?: Role | null
 }
+
+/**
+ * An OpenID Connect provider operators let users sign in with. `id` is the operator's short
+ * name for it (in URLs and the CLI); `domains` are the e-mail domains (lowercased) whose users
+ * it may sign in, empty for any; a first sign-in of an address in them joins `joinAccountId`
+ * with `joinRole` when set. `trustMfa`: the provider's own multi-factor sign-in (its ID
+ * token's `amr`) stands for the portal's second factor. `passwordAllowed` false: users bound
+ * to it, and users of its domains, sign in through it only. The client secret is kept sealed
+ * (services/users/sso.ts opens it); null for a public client (PKCE alone).
+ */
+export interface SsoProvider {
+  readonly id: string
+  readonly name: string
+  readonly issuer: string
+  readonly clientId: string
+  readonly clientSecret: string | null
+  readonly domains: readonly string[]
+  readonly joinAccountId: string | null
+  readonly joinRole: Role | null
+  readonly trustMfa: boolean
+  readonly passwordAllowed: boolean
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export type NewSsoProvider = Omit<SsoProvider, 'createdAt' | 'updatedAt'>
+
+/** A provider's subject bound to a portal user: the binding is (provider, subject), never an address. */
+export interface SsoIdentity {
+  readonly providerId: string
+  readonly subject: string
+  readonly userId: string
+  /** The address the provider last gave (shown; never used to find the user). */
+  readonly email: string
+  readonly createdAt: string
+  readonly lastUsedAt: string
+}
+
+export type NewSsoIdentity = Pick<SsoIdentity, 'providerId' | 'subject' | 'userId' | 'email'>
+
+/**
+ * An authorization request on its way through the provider, kept by the hash of its `state`
+ * until the browser comes back (once, within its lifetime): its nonce and PKCE verifier, the
+ * browser it was started in (the pre-session cookie's hash: a callback from another browser is
+ * refused), where to go after, and the signed-in user who asked to link the provider (null for a sign-in).
+ */
+export interface SsoRequest {
+  readonly stateHash: string
+  readonly providerId: string
+  readonly browserHash: string
+  readonly nonce: string
+  readonly verifier: string
+  readonly next: string
+  readonly linkUserId: string | null
+  readonly ip: string
+  readonly createdAt: string
+  readonly expiresAt: string
+}
+
+export type NewSsoRequest = Omit<SsoRequest, 'createdAt'>

@@ -1270,4 +1270,92 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE conversion_jobs ADD COLUMN trace_parent text;
     `,
   },
+  {
+    version: 18,
+    name: 'single sign-on: OpenID Connect providers, the identities bound to users, authorization requests in flight, and how a session was signed in',
+    // Identities are keyed by (provider, subject), the only stable name a provider gives (OpenID Connect Core 5.7);
+    // the address beside it is what the provider last said, never a key. Requests are kept by a hash of their state.
+    sqlite: `
+      CREATE TABLE sso_providers (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        issuer TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        client_secret TEXT,
+        domains TEXT NOT NULL,
+        join_account_id TEXT REFERENCES accounts(id),
+        join_role TEXT CHECK (join_role IN ('owner', 'admin', 'developer', 'viewer')),
+        trust_mfa INTEGER NOT NULL CHECK (trust_mfa IN (0, 1)),
+        password_allowed INTEGER NOT NULL CHECK (password_allowed IN (0, 1)),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE TABLE sso_identities (
+        provider_id TEXT NOT NULL REFERENCES sso_providers(id),
+        subject TEXT NOT NULL,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        email TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_used_at TEXT NOT NULL,
+        PRIMARY KEY (provider_id, subject)
+      );
+      CREATE UNIQUE INDEX sso_identities_user ON sso_identities(user_id, provider_id);
+      CREATE TABLE sso_requests (
+        state_hash TEXT PRIMARY KEY,
+        provider_id TEXT NOT NULL REFERENCES sso_providers(id),
+        browser_hash TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        verifier TEXT NOT NULL,
+        next TEXT NOT NULL,
+        link_user_id TEXT REFERENCES users(id),
+        ip TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE INDEX sso_requests_ip ON sso_requests(ip, expires_at);
+      CREATE INDEX sso_requests_expires ON sso_requests(expires_at);
+      ALTER TABLE sessions ADD COLUMN sso_provider_id TEXT;
+    `,
+    postgres: `
+      CREATE TABLE sso_providers (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        issuer text NOT NULL,
+        client_id text NOT NULL,
+        client_secret text,
+        domains text NOT NULL,
+        join_account_id text REFERENCES accounts(id),
+        join_role text CHECK (join_role IN ('owner', 'admin', 'developer', 'viewer')),
+        trust_mfa boolean NOT NULL,
+        password_allowed boolean NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      );
+      CREATE TABLE sso_identities (
+        provider_id text NOT NULL REFERENCES sso_providers(id),
+        subject text NOT NULL,
+        user_id text NOT NULL REFERENCES users(id),
+        email text NOT NULL,
+        created_at timestamptz NOT NULL,
+        last_used_at timestamptz NOT NULL,
+        PRIMARY KEY (provider_id, subject)
+      );
+      CREATE UNIQUE INDEX sso_identities_user ON sso_identities(user_id, provider_id);
+      CREATE TABLE sso_requests (
+        state_hash text PRIMARY KEY,
+        provider_id text NOT NULL REFERENCES sso_providers(id),
+        browser_hash text NOT NULL,
+        nonce text NOT NULL,
+        verifier text NOT NULL,
+        next text NOT NULL,
+        link_user_id text REFERENCES users(id),
+        ip text NOT NULL,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE INDEX sso_requests_ip ON sso_requests(ip, expires_at);
+      CREATE INDEX sso_requests_expires ON sso_requests(expires_at);
+      ALTER TABLE sessions ADD COLUMN sso_provider_id text;
+    `,
+  },
 ]

@@ -23,9 +23,15 @@ import type {
   Membership,
   NewEmailToken,
   NewSession,
+  NewSsoIdentity,
+  NewSsoProvider,
+  NewSsoRequest,
   NewUser,
   Role,
   Session,
+  SsoIdentity,
+  SsoProvider,
+  SsoRequest,
   TokenPurpose,
   User,
   UserPatch,
@@ -244,6 +250,40 @@ export interface PortalStore {
   setRole(accountId: string, userId: string, role: Role, audit: AuditDraft): Promise<boolean>
   /** removeMember: false when there is no such member; LastOwnerError for the last owner, as setRole. */
   removeMember(accountId: string, userId: string, audit: AuditDraft): Promise<boolean>
+
+  /** saveSsoProvider creates a single sign-on provider or replaces the one of its id, with its event; true when created. */
+  saveSsoProvider(provider: NewSsoProvider, audit: AuditDraft): Promise<boolean>
+  getSsoProvider(id: string): Promise<SsoProvider | null>
+  /** listSsoProviders: every provider, by id (a handful: the service caps how many). */
+  listSsoProviders(): Promise<SsoProvider[]>
+  /**
+   * deleteSsoProvider deletes a provider with its identities and requests in flight, and ends
+   * the sessions signed in through it, in one step with its event; false when there is none.
+   */
+  deleteSsoProvider(id: string, audit: AuditDraft): Promise<boolean>
+  /**
+   * createSsoRequest keeps an authorization request in flight, unless its source has
+   * `perIp` live ones already at `nowIso` (false, nothing written): the count and the write in one step.
+   */
+  createSsoRequest(request: NewSsoRequest, perIp: number, nowIso: string): Promise<boolean>
+  /** takeSsoRequest gives a live request by its state's hash and deletes it, once: of two at once, one gets it. */
+  takeSsoRequest(stateHash: string, nowIso: string): Promise<SsoRequest | null>
+  /** pruneSsoRequests deletes the requests expired at `nowIso`; returns how many. */
+  pruneSsoRequests(nowIso: string): Promise<number>
+  /** findSsoIdentity: the user a provider's subject is bound to, as they are now, or null. */
+  findSsoIdentity(providerId: string, subject: string): Promise<{ identity: SsoIdentity; user: User } | null>
+  /** ssoIdentitiesOf: a user's bound identities, by provider. */
+  ssoIdentitiesOf(userId: string): Promise<SsoIdentity[]>
+  /** bindSsoIdentity binds a provider's subject to an existing user, with its event; false (nothing written) when the subject is bound already, or the user has one at that provider. */
+  bindSsoIdentity(identity: NewSsoIdentity, audit: AuditDraft): Promise<boolean>
+  /** unbindSsoIdentity removes a user's identity at a provider, with its event; false when there was none. */
+  unbindSsoIdentity(userId: string, providerId: string, audit: AuditDraft): Promise<boolean>
+  /** createSsoUser makes a user and binds the identity to them in one step, with the event; false (nothing written) when the address or the subject is taken. */
+  createSsoUser(user: NewUser, identity: Omit<NewSsoIdentity, 'userId'>, audit: AuditDraft): Promise<boolean>
+  /** resealSsoSecret replaces a provider's kept client secret if it is still `from` (a key rotation); false otherwise. */
+  resealSsoSecret(id: string, from: string, to: string): Promise<boolean>
+  /** touchSsoIdentity records an identity's use and the address the provider gave this time. */
+  touchSsoIdentity(providerId: string, subject: string, email: string, nowIso: string): Promise<void>
 
   /** createSession stores a session by the hash of its id, created and last seen now; `audits` (a sign-in's events) in the same step. */
   createSession(session: NewSession, audits?: readonly AuditDraft[]): Promise<Session>

@@ -5,7 +5,7 @@
  */
 import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, Plan, Subscription, Algorithm } from '../domain/accounts.ts'
 import type { Page } from '../domain/lists.ts'
-import type { EmailToken, Member, Membership, Role, Session, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
+import type { EmailToken, Member, Membership, Role, Session, SsoIdentity, SsoProvider, SsoRequest, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
 import {
   NO_FACTOR_SETTINGS,
   type ChallengePurpose,
@@ -145,6 +145,44 @@ export const toSession = (r: Row, prefix = ''): Session => ({
   twoFactorPending: bool(r[`${prefix}two_factor_pending`]),
   ip: textOrNull(r[`${prefix}ip`]),
   userAgent: textOrNull(r[`${prefix}user_agent`]),
+  ssoProviderId: textOrNull(r[`${prefix}sso_provider_id`]),
+})
+
+export const toSsoProvider = (r: Row): SsoProvider => ({
+  id: String(r.id),
+  name: String(r.name),
+  issuer: String(r.issuer),
+  clientId: String(r.client_id),
+  clientSecret: textOrNull(r.client_secret),
+  domains: String(r.domains) === '' ? [] : String(r.domains).split(','),
+  joinAccountId: textOrNull(r.join_account_id),
+  joinRole: textOrNull(r.join_role) as Role | null,
+  trustMfa: bool(r.trust_mfa),
+  passwordAllowed: bool(r.password_allowed),
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at),
+})
+
+export const toSsoIdentity = (r: Row): SsoIdentity => ({
+  providerId: String(r.provider_id),
+  subject: String(r.subject),
+  userId: String(r.user_id),
+  email: String(r.email),
+  createdAt: iso(r.created_at),
+  lastUsedAt: iso(r.last_used_at),
+})
+
+export const toSsoRequest = (r: Row): SsoRequest => ({
+  stateHash: String(r.state_hash),
+  providerId: String(r.provider_id),
+  browserHash: String(r.browser_hash),
+  nonce: String(r.nonce),
+  verifier: String(r.verifier),
+  next: String(r.next),
+  linkUserId: textOrNull(r.link_user_id),
+  ip: String(r.ip),
+  createdAt: iso(r.created_at),
+  expiresAt: iso(r.expires_at),
 })
 
 export const toEmailToken = (r: Row): EmailToken => ({
@@ -436,6 +474,10 @@ export function readUserCursor(cursor: string): string {
  * its members and email links: what a sign-up made, and no more (purgeUnconfirmed keeps an
  * account an operator has given a key, a subscription, a plan or anything else).
  */
-export const HOLDS_NOTHING = ['api_keys', 'subscriptions', 'plans', 'onboarding', 'totp_users', 'webhook_endpoints']
-  .map((table) => `AND NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.account_id = m.account_id)`)
-  .join(' ')
+export const HOLDS_NOTHING = [
+  ...['api_keys', 'subscriptions', 'plans', 'onboarding', 'totp_users', 'webhook_endpoints'].map(
+    (table) => `AND NOT EXISTS (SELECT 1 FROM ${table} x WHERE x.account_id = m.account_id)`,
+  ),
+  // An account a single sign-on provider's users join is the operator's.
+  'AND NOT EXISTS (SELECT 1 FROM sso_providers x WHERE x.join_account_id = m.account_id)',
+].join(' ')

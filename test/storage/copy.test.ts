@@ -47,7 +47,19 @@ function crafted(t: TestContext): { path: string; pieces: Buffer[] } {
     `INSERT INTO users (id, email, email_key, status, operator, created_at, updated_at) VALUES
     ('usr_1', 'A@example.com', 'a@example.com', 'active', 1, ?, ?), ('usr_2', 'b@example.com', 'b@example.com', 'active', 0, ?, ?)`,
   ).run(at, at, at, at)
-  db.prepare("INSERT INTO sessions VALUES ('s1', 'usr_1', ?, ?, ?, 1, NULL, 'agent')").run(at, at, at)
+  db.prepare(
+    "INSERT INTO sso_providers VALUES ('kc', 'Keycloak', 'https://id.example/realms/a', 'tessera', 'v1.sealed', 'example.com,example.org', 'acc_a', 'developer', 1, 0, ?, ?)",
+  ).run(at, at)
+  db.prepare("INSERT INTO sso_identities VALUES ('kc', 'f:1b2c', 'usr_2', 'b@example.com', ?, ?)").run(at, at)
+  db.prepare("INSERT INTO sso_requests VALUES ('st', 'kc', 'bh', 'nonce', 'verifier', '/portal/home', NULL, '192.0.2.1', ?, ?)").run(at, at)
+  db.prepare("INSERT INTO sessions VALUES ('s1', 'usr_1', ?, ?, ?, 1, NULL, 'agent', NULL), ('s2', 'usr_2', ?, ?, ?, 0, NULL, NULL, 'kc')").run(
+    at,
+    at,
+    at,
+    at,
+    at,
+    at,
+  )
   db.prepare('INSERT INTO factor_settings (account_id, origins, updated_at) VALUES (\'acc_a\', \'["https://b.example","https://a.example"]\', ?)').run(at)
   // An endpoint, then an event for it: the SQLite trigger writes its message, delivery and tally. The delivery is then given up
   // and the tally set to what no trigger would make: the copy must keep both as they are.

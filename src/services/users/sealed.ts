@@ -6,12 +6,13 @@
  * the request (closed: never read as "no second factor").
  */
 import type { PortalStore } from '../../storage/ports.ts'
-import type { User, UserPatch } from '../../domain/portal.ts'
+import type { SsoProvider, User, UserPatch } from '../../domain/portal.ts'
 import { resealValue, type Keyring } from '../../crypto/keyring.ts'
 
 const SEALED = /^v\d{1,9}\./
 
 export const portalSecretContext = (userId: string): string[] => ['portal-user-totp', userId]
+export const ssoSecretContext = (providerId: string): string[] => ['sso-client-secret', providerId]
 
 /** isSealed tells a sealed secret from one written before sealing. */
 export const isSealed = (stored: string): boolean => SEALED.test(stored)
@@ -24,6 +25,8 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
     if (user === null || user.totpSecret === null || !isSealed(user.totpSecret)) return user
     return { ...user, totpSecret: keyring.open(user.totpSecret, portalSecretContext(user.id)).toString('utf8') }
   }
+  const openProvider = (p: SsoProvider): SsoProvider =>
+    p.clientSecret === null ? p : { ...p, clientSecret: keyring.open(p.clientSecret, ssoSecretContext(p.id)).toString('utf8') }
   return {
     ...portal,
     createUser: (user, audit) => portal.createUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, audit),
@@ -38,6 +41,25 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
       const page = await portal.listUsers(query)
       return { ...page, items: page.items.map(open) }
     },
+    findSsoIdentity: async (providerId, subject) => {
+      const found = await portal.findSsoIdentity(providerId, subject)
+      return found === null ? null : { ...found, user: open(found.user) }
+    },
+    createSsoUser: (user, identity, audit) => portal.createSsoUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, identity, audit),
+    // A provider's client secret, sealed bound to its id; opened when read (a secret that does not open fails the request).
+    saveSsoProvider: (provider, audit) =>
+      portal.saveSsoProvider(
+        {
+          ...provider,
+          clientSecret: provider.clientSecret === null ? null : keyring.seal(Buffer.from(provider.clientSecret, 'utf8'), ssoSecretContext(provider.id)),
+        },
+        audit,
+      ),
+    getSsoProvider: async (id) => {
+      const found = await portal.getSsoProvider(id)
+      return found === null ? null : openProvider(found)
+    },
+    listSsoProviders: async () => (await portal.listSsoProviders()).map(openProvider),
     findSession: async (idHash, nowIso) => {
       const found = await portal.findSession(idHash, nowIso)
       return found === null ? null : { ...found, user: open(found.user) }
@@ -63,5 +85,13 @@ export async function resealPortalSecrets(portal: PortalStore, keyring: Keyring)
     }
     cursor = page.next ?? undefined
   } while (cursor !== undefined)
+  // Single sign-on providers' client secrets, under the same key.
+  for (const provider of await portal.listSsoProviders()) {
+    const stored = provider.clientSecret
+    if (stored === null || keyring.versionOf(stored) === keyring.active) continue
+    const next = resealValue(keyring, stored, ssoSecretContext(provider.id))
+    if ('unreadable' in next) unreadable.push({ id: `sso-provider:${provider.id}`, reason: next.unreadable })
+    else if (await portal.resealSsoSecret(provider.id, stored, next.sealed)) resealed++
+  }
   return { resealed, unreadable }
 }

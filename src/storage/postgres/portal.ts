@@ -16,6 +16,7 @@ import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
 import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
 import { auditInsert, type Part } from './part.ts'
+import { ssoOps } from './sso.ts'
 
 /**
  * OWNERS locks the account's owners, in one order (no deadlock between two changes), before
@@ -57,7 +58,7 @@ const sessionsParams = (sessions: SessionsToEnd): [string | null, string | null]
 
 /** portalStore: times the store stamps itself (updated_at, a member's or session's start, a code's use) are parameters from its clock. */
 export function portalStore(p: Part): PortalStore {
-  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p), ...ssoOps(p) }
 }
 
 /**
@@ -186,6 +187,8 @@ function unconfirmedOps({ query, stamps, audited }: Part): Pick<PortalStore, 'se
             WHERE NOT EXISTS (SELECT 1 FROM members o WHERE o.account_id = m.account_id AND o.user_id <> m.user_id) ${HOLDS_NOTHING}),
           s AS (DELETE FROM sessions WHERE user_id IN (SELECT id FROM doomed)),
           c AS (DELETE FROM recovery_codes WHERE user_id IN (SELECT id FROM doomed)),
+          r AS (DELETE FROM sso_requests WHERE link_user_id IN (SELECT id FROM doomed)),
+          i AS (DELETE FROM sso_identities WHERE user_id IN (SELECT id FROM doomed)),
           t AS (DELETE FROM email_tokens WHERE user_id IN (SELECT id FROM doomed) OR account_id IN (SELECT id FROM lone)),
           m AS (DELETE FROM members WHERE user_id IN (SELECT id FROM doomed)),
           a AS (DELETE FROM accounts WHERE id IN (SELECT id FROM lone)),
@@ -273,10 +276,20 @@ function sessionOps({
       const { rows } = await query(
         audits.length === 0 ? 'portal-session-create' : null,
         `
-        WITH s AS (INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-          VALUES ($1, $2, $7, $3, $7, $4, $5, $6) RETURNING *)${eventsFrom(8, 's', audits.length)}
+        WITH s AS (INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent, sso_provider_id)
+          VALUES ($1, $2, $7, $3, $7, $4, $5, $6, $8) RETURNING *)${eventsFrom(9, 's', audits.length)}
         SELECT * FROM s`,
-        [session.idHash, session.userId, session.expiresAt, session.twoFactorPending, session.ip, session.userAgent, stamps.iso(), ...audits.flatMap(audited)],
+        [
+          session.idHash,
+          session.userId,
+          session.expiresAt,
+          session.twoFactorPending,
+          session.ip,
+          session.userAgent,
+          stamps.iso(),
+          session.ssoProviderId ?? null,
+          ...audits.flatMap(audited),
+        ],
       )
       return toSession(rows[0]!)
     },
@@ -285,7 +298,8 @@ function sessionOps({
         'portal-session-find',
         `
         SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
-          s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
+          s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent,
+          s.sso_provider_id AS s_sso_provider_id, u.*
         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1 AND s.expires_at > $2`,
         [idHash, nowIso],
       )

@@ -17,6 +17,7 @@ import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, U
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
+import { ssoOps } from './sso.ts'
 
 const flag = (value: boolean) => (value ? 1 : 0)
 
@@ -39,10 +40,11 @@ function portalStatements(db: DatabaseSync) {
       WHERE m.account_id = ? ORDER BY m.created_at, m.user_id`),
     memberships: db.prepare(`SELECT m.account_id, a.name AS account_name, a.status AS account_status, m.role, m.created_at
       FROM members m JOIN accounts a ON a.id = m.account_id WHERE m.user_id = ? ORDER BY m.created_at, m.account_id`),
-    insertSession: db.prepare(`INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
+    insertSession: db.prepare(`INSERT INTO sessions (id_hash, user_id, created_at, expires_at, last_seen_at, two_factor_pending, ip, user_agent,
+      sso_provider_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`),
     session: db.prepare(`SELECT s.id_hash AS s_id_hash, s.user_id AS s_user_id, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
-      s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent, u.*
+      s.last_seen_at AS s_last_seen_at, s.two_factor_pending AS s_two_factor_pending, s.ip AS s_ip, s.user_agent AS s_user_agent,
+      s.sso_provider_id AS s_sso_provider_id, u.*
       FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ? AND s.expires_at > ?`),
     touch: db.prepare(`UPDATE sessions SET last_seen_at = ?, expires_at = max(expires_at, ?)
       WHERE id_hash = ? AND expires_at > ?`),
@@ -69,6 +71,8 @@ function portalStatements(db: DatabaseSync) {
       ${HOLDS_NOTHING}`),
     purgeUser: [
       'DELETE FROM sessions WHERE user_id = ?',
+      'DELETE FROM sso_requests WHERE link_user_id = ?',
+      'DELETE FROM sso_identities WHERE user_id = ?',
       'DELETE FROM recovery_codes WHERE user_id = ?',
       'DELETE FROM email_tokens WHERE user_id = ?',
       'DELETE FROM members WHERE user_id = ?',
@@ -89,7 +93,7 @@ type Portal = Part<ReturnType<typeof portalStatements>>
 
 export function portalStore(db: DatabaseSync, batch: GroupCommit, stamps: Stamps): PortalStore {
   const p = part(db, batch, stamps, portalStatements(db))
-  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p) }
+  return { ...userOps(p), ...changeOps(p), ...unconfirmedOps(p), ...memberOps(p), ...sessionOps(p), ...tokenOps(p), ...recoveryOps(p), ...ssoOps(p) }
 }
 
 /** replaceCodes replaces a user's recovery codes by a new set, unused; call it inside an atomic step. */
@@ -284,6 +288,7 @@ function sessionOps({
           flag(session.twoFactorPending),
           session.ip,
           session.userAgent,
+          session.ssoProviderId ?? null,
         )!
         for (const event of events) audit(event)
         return made

@@ -17,6 +17,7 @@ import { UNSCOPED } from '../../../src/domain/accounts.ts'
 import { factorContract } from './factor-contract.ts'
 import { webhookContract } from './webhook-contract.ts'
 import { jobContract } from './job-contract.ts'
+import { ssoContract } from './sso-contract.ts'
 
 /** draft: an audit event for the contract (what it says is not the store's business). */
 export function draft(action: string, target = 'x'): AuditDraft {
@@ -707,6 +708,7 @@ export function storeContract(name: string, open: (clock?: () => number) => Prom
   factorContract(withStore, async (store) => (await makeAccount(store.access, 'factors')).id)
   webhookContract(withStore)
   jobContract(withStore)
+  ssoContract(withStore)
   clockContract(name, open, skip)
 }
 
@@ -1038,6 +1040,7 @@ function portalContract(withStore: WithStore): void {
         userId: ann.id,
         expiresAt: created.expiresAt,
         twoFactorPending: true,
+        ssoProviderId: null,
         ip: '192.0.2.7',
         userAgent: 'UA',
         createdAt: undefined,

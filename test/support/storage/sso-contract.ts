@@ -1,0 +1,159 @@
+/**
+ * The single sign-on block of the storage contract (storeContract runs it on every store): a
+ * provider saved once and replaced by its id; a source's requests in flight capped under
+ * parallel starts; a request taken once however many callbacks race; a subject bound to one
+ * user and a user to one subject per provider, under races too; a user made with their
+ * identity or not at all; a provider's deletion taking its identities, requests and sessions.
+ */
+import assert from 'node:assert/strict'
+import type { AuditDraft } from '../../../src/domain/accounts.ts'
+import type { NewSsoProvider, NewSsoRequest, NewUser } from '../../../src/domain/portal.ts'
+import type { Store } from '../../../src/storage/ports.ts'
+import { newId } from '../../../src/domain/ids.ts'
+
+type WithStore = (title: string, body: (s: Store) => Promise<void>) => void
+
+const event = (action: string): AuditDraft => ({
+  actor: 'cli',
+  action,
+  target: { type: 'sso-provider', id: 'p' },
+  accountId: null,
+  ip: null,
+  outcome: 'success',
+  detail: {},
+})
+
+const later = (ms: number) => new Date(Date.now() + ms).toISOString()
+
+const provider = (id: string, extra: Partial<NewSsoProvider> = {}): NewSsoProvider => ({
+  id,
+  name: `Provider ${id}`,
+  issuer: `https://${id}.example.com`,
+  clientId: 'tessera',
+  clientSecret: 'v1.sealed',
+  domains: ['example.com', 'example.org'],
+  joinAccountId: null,
+  joinRole: null,
+  trustMfa: false,
+  passwordAllowed: true,
+  ...extra,
+})
+
+const request = (providerId: string, stateHash: string, ip = '192.0.2.7', extra: Partial<NewSsoRequest> = {}): NewSsoRequest => ({
+  stateHash,
+  providerId,
+  browserHash: 'b',
+  nonce: 'n',
+  verifier: 'v',
+  next: '/portal/home',
+  linkUserId: null,
+  ip,
+  expiresAt: later(600_000),
+  ...extra,
+})
+
+const newUser = (email: string): NewUser => ({
+  id: newId('usr'),
+  email,
+  passwordHash: null,
+  emailVerifiedAt: new Date().toISOString(),
+  status: 'active',
+  operator: false,
+  totpSecret: null,
+  totpEnabledAt: null,
+  createdAt: new Date().toISOString(),
+})
+
+export function ssoContract(withStore: WithStore): void {
+  withStore('sso: providers saved, replaced by id, listed and read back', async ({ portal, access, audit }) => {
+    const accountId = newId('acc')
+    await access.createAccount({ id: accountId, name: 'a', status: 'active', createdAt: new Date().toISOString() }, event('account.create'))
+    assert.equal(await portal.saveSsoProvider(provider('kc'), event('sso.provider-create')), true)
+    assert.equal(await portal.saveSsoProvider(provider('ad', { domains: [] }), event('sso.provider-create')), true)
+    const replaced = provider('kc', { name: 'Keycloak', joinAccountId: accountId, joinRole: 'developer', trustMfa: true, passwordAllowed: false })
+    assert.equal(await portal.saveSsoProvider(replaced, event('sso.provider-update')), false, 'the same id replaces')
+    const got = await portal.getSsoProvider('kc')
+    assert.deepEqual({ ...got, createdAt: undefined, updatedAt: undefined }, { ...replaced, createdAt: undefined, updatedAt: undefined })
+    assert.deepEqual((await portal.getSsoProvider('ad'))?.domains, [])
+    assert.deepEqual(
+      (await portal.listSsoProviders()).map((p) => p.id),
+      ['ad', 'kc'],
+    )
+    assert.equal(await portal.getSsoProvider('nope'), null)
+    const actions = (await audit.list({ limit: 10 })).items.map((e) => e.action)
+    assert.deepEqual(actions.filter((a) => a.startsWith('sso.')).sort(), ['sso.provider-create', 'sso.provider-create', 'sso.provider-update'])
+  })
+
+  withStore('sso: requests in flight capped per source under parallel starts, taken once, expired ones neither taken nor counted', async ({ portal }) => {
+    await portal.saveSsoProvider(provider('kc'), event('sso.provider-create'))
+    const now = new Date().toISOString()
+    const made = await Promise.all(Array.from({ length: 30 }, (_, i) => portal.createSsoRequest(request('kc', `s${i}`), 5, now)))
+    assert.equal(made.filter(Boolean).length, 5, 'five of thirty parallel starts from one source')
+    assert.equal(await portal.createSsoRequest(request('kc', 'other', '198.51.100.9'), 5, now), true, 'another source has its own')
+    const first = made.indexOf(true)
+    const takes = await Promise.all(Array.from({ length: 10 }, () => portal.takeSsoRequest(`s${first}`, now)))
+    assert.equal(takes.filter((t) => t !== null).length, 1, 'one of ten parallel callbacks')
+    assert.equal(takes.find((t) => t !== null)?.nonce, 'n')
+    await portal.createSsoRequest(request('kc', 'old', '203.0.113.1', { expiresAt: later(-1000) }), 5, later(-5000))
+    assert.equal(await portal.takeSsoRequest('old', now), null, 'expired')
+    assert.equal(await portal.pruneSsoRequests(now), 1)
+  })
+
+  withStore(
+    'sso: a subject binds one user, a user one subject per provider, under races; a user made with their identity or not at all',
+    async ({ portal }) => {
+      await portal.saveSsoProvider(provider('kc'), event('sso.provider-create'))
+      const taken = newUser('taken@example.com')
+      assert.equal(await portal.createUser(taken, event('user.sign-up')), true)
+      // Two callbacks of one new subject at once: one user.
+      const tries = [newUser('new@example.com'), newUser('NEW@example.com'), newUser('new2@example.com')]
+      const made = await Promise.all(tries.map((u) => portal.createSsoUser(u, { providerId: 'kc', subject: 'sub-1', email: u.email }, event('user.sign-up'))))
+      assert.equal(made.filter(Boolean).length, 1, 'one user for one subject')
+      const found = await portal.findSsoIdentity('kc', 'sub-1')
+      assert.equal(found?.user.id, tries[made.indexOf(true)]!.id)
+      assert.equal(found?.identity.subject, 'sub-1')
+      // An address that is taken: nothing written.
+      assert.equal(
+        await portal.createSsoUser(newUser('Taken@example.com'), { providerId: 'kc', subject: 'sub-2', email: 'taken@example.com' }, event('user.sign-up')),
+        false,
+      )
+      assert.equal(await portal.findSsoIdentity('kc', 'sub-2'), null)
+      // Binding: of two subjects for one user at once, one; a bound subject never moves.
+      const bound = await Promise.all(
+        ['sub-3', 'sub-4'].map((subject) =>
+          portal.bindSsoIdentity({ providerId: 'kc', subject, userId: taken.id, email: taken.email }, event('user.sso-link')),
+        ),
+      )
+      assert.equal(bound.filter(Boolean).length, 1)
+      assert.equal(
+        await portal.bindSsoIdentity({ providerId: 'kc', subject: 'sub-1', userId: taken.id, email: 'x@example.com' }, event('user.sso-link')),
+        false,
+      )
+      assert.equal((await portal.ssoIdentitiesOf(taken.id)).length, 1)
+      await portal.touchSsoIdentity('kc', 'sub-1', 'renamed@example.com', new Date().toISOString())
+      assert.equal((await portal.findSsoIdentity('kc', 'sub-1'))?.identity.email, 'renamed@example.com')
+      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), true)
+      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), false)
+    },
+  )
+
+  withStore('sso: a session keeps its provider; deleting the provider ends its sessions and takes its identities and requests', async ({ portal }) => {
+    await portal.saveSsoProvider(provider('kc'), event('sso.provider-create'))
+    const user = newUser('a@example.com')
+    await portal.createSsoUser(user, { providerId: 'kc', subject: 's', email: user.email }, event('user.sign-up'))
+    const base = { userId: user.id, expiresAt: later(3_600_000), twoFactorPending: false, ip: null, userAgent: null }
+    await portal.createSession({ ...base, idHash: 'sso-s', ssoProviderId: 'kc' })
+    await portal.createSession({ ...base, idHash: 'pw-s' })
+    const now = new Date().toISOString()
+    assert.equal((await portal.findSession('sso-s', now))?.session.ssoProviderId, 'kc')
+    assert.equal((await portal.findSession('pw-s', now))?.session.ssoProviderId, null)
+    await portal.createSsoRequest(request('kc', 'st'), 5, now)
+    assert.equal(await portal.deleteSsoProvider('kc', event('sso.provider-delete')), true)
+    assert.equal(await portal.deleteSsoProvider('kc', event('sso.provider-delete')), false)
+    assert.equal(await portal.findSession('sso-s', now), null, 'signed in through it: ended')
+    assert.notEqual(await portal.findSession('pw-s', now), null, 'a password session stays')
+    assert.equal(await portal.findSsoIdentity('kc', 's'), null)
+    assert.equal(await portal.takeSsoRequest('st', now), null)
+    assert.notEqual(await portal.getUser(user.id), null, 'the user stays')
+  })
+}

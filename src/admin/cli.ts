@@ -12,6 +12,7 @@ import type { Accounts } from '../services/accounts.ts'
 import { SEALED_KINDS, type Encryption, type SealedKind } from '../services/encryption.ts'
 import { openServices, type Services } from '../services/index.ts'
 import type { Users } from '../services/users.ts'
+import type { SingleSignOn } from '../services/users/sso.ts'
 import type { Factors } from '../services/factors.ts'
 import type { FactorSettingsPatch } from '../domain/factors.ts'
 import { importCsv, type ImportSummary } from '../services/factor-import.ts'
@@ -25,7 +26,7 @@ import { inviteOperator, operatorMessage } from './operator-invite.ts'
 import { backupStore } from '../services/backup.ts'
 import { copyStore, DEFAULT_BATCH_ROWS, verifyStore, type TableCheck } from '../services/store-copy.ts'
 import { CLI, DEFAULT_ROLL_GRACE_SECONDS, type Plan } from '../domain/accounts.ts'
-import { USER_STATUSES, type User, type UserStatus } from '../domain/portal.ts'
+import { USER_STATUSES, type Role, type SsoMfa, type SsoProvider, type User, type UserStatus } from '../domain/portal.ts'
 import { openMailer } from '../mail/mailer.ts'
 import { signupApproved } from '../mail/templates.ts'
 import type { Config } from '../config/config.ts'
@@ -107,6 +108,19 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
                                       a token for the admin API (shown once)
   admin token list
   admin token revoke ID
+  sso add ID --name N --issuer URL --client-id C [--client-secret-file F|-] [--domains D1,D2]
+          [--account ID [--role owner|admin|developer|viewer]] [--mfa portal|amr|provider] [--password allowed|off]
+                                      add a single sign-on provider for the portal, or replace the
+                                      one of that id (every setting: unset flags take their defaults);
+                                      the client secret is read from a file or stdin, never the command
+                                      line, and sealed (none: a public client, PKCE alone); --domains:
+                                      whose addresses it may sign in (all when unset); --account: a
+                                      first sign-in joins it with --role (viewer); --mfa: what stands
+                                      for the portal's second factor (portal: nothing); --password off:
+                                      its users and its domains' sign in through it only
+  sso list                            the providers (never a secret), with the redirect URI to register
+  sso remove ID                       delete a provider: its users' links go and the sessions signed
+                                      in through it end
   encryption status                   key versions configured, the one that seals, and what
                                       each seals: factors, portal users' two-factor secrets,
                                       webhook secrets, kept Idempotency-Key answers, job secrets
@@ -190,6 +204,13 @@ type Flags = {
   'user-limit'?: string
   'key-limit'?: string
   window?: string
+  issuer?: string
+  'client-id'?: string
+  'client-secret-file'?: string
+  domains?: string
+  role?: string
+  mfa?: string
+  password?: string
 }
 
 const CTX = { actor: CLI }
@@ -362,6 +383,77 @@ async function runOperators(config: Config, services: Services, verb: string | u
     }
     default:
       throw new UsageError(`unknown command "operator ${verb ?? ''}"`)
+  }
+}
+
+/** readSecret: a secret from a file, or stdin ('-'), without its final line break; never from the command line (shells and `ps` keep those). */
+async function readSecret(file: string): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of file === '-' ? process.stdin : (await open(file)).createReadStream()) {
+    size += (chunk as Buffer).length
+    if (size > 4096) throw new UsageError('the client secret file is larger than 4 KiB')
+    chunks.push(chunk as Buffer)
+  }
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '')
+}
+
+const ssoJson = (sso: SingleSignOn, p: SsoProvider) => ({
+  id: p.id,
+  name: p.name,
+  issuer: p.issuer,
+  clientId: p.clientId,
+  clientSecret: p.clientSecret === null ? 'none' : 'set',
+  domains: p.domains,
+  joinAccountId: p.joinAccountId,
+  joinRole: p.joinRole,
+  mfa: p.mfa,
+  passwordAllowed: p.passwordAllowed,
+  redirectUri: sso.redirectUri(p.id),
+})
+
+async function runSso(sso: SingleSignOn, verb: string | undefined, id: string | undefined, flags: Flags): Promise<Output> {
+  switch (verb) {
+    case 'add': {
+      const password = flags.password ?? 'allowed'
+      if (password !== 'allowed' && password !== 'off') throw new UsageError('--password must be allowed or off')
+      const { provider, created } = ok(
+        await sso.saveProvider(CTX, {
+          id: need(id, 'ID (sso add ID)'),
+          name: need(flags.name, 'name'),
+          issuer: need(flags.issuer, 'issuer'),
+          clientId: need(flags['client-id'], 'client-id'),
+          clientSecret: flags['client-secret-file'] === undefined ? null : await readSecret(flags['client-secret-file']),
+          domains: flags.domains === undefined || flags.domains === '' ? [] : flags.domains.split(','),
+          joinAccountId: flags.account ?? null,
+          joinRole: (flags.role ?? (flags.account === undefined ? null : 'viewer')) as Role | null,
+          mfa: (flags.mfa ?? 'portal') as SsoMfa,
+          passwordAllowed: password === 'allowed',
+        }),
+      )
+      const json = ssoJson(sso, provider)
+      return {
+        json: { ...json, created },
+        human: `Provider ${provider.id} ${created ? 'added' : 'replaced'}. Register this redirect URI with it: ${json.redirectUri}`,
+      }
+    }
+    case 'list': {
+      const found = (await sso.listProviders()).map((p) => ssoJson(sso, p))
+      const rows = found.map((p) => ({
+        ...p,
+        domains: p.domains.join(',') || '(any)',
+        join: p.joinAccountId === null ? '' : `${p.joinAccountId} as ${p.joinRole}`,
+      }))
+      return { json: found, human: table(rows, ['id', 'name', 'issuer', 'clientId', 'domains', 'join', 'mfa', 'passwordAllowed', 'redirectUri']) }
+    }
+    case 'remove': {
+      ok(await sso.deleteProvider(CTX, need(id, 'ID (sso remove ID)')))
+      return { json: { id, deleted: true }, human: `Provider ${id} removed: its links are gone and the sessions signed in through it ended` }
+    }
+    default:
+      throw new UsageError(`unknown command "sso ${verb ?? ''}"`)
   }
 }
 
@@ -915,6 +1007,7 @@ async function run(config: Config, services: Services, words: readonly string[],
   if (noun === 'operator' && words.length <= 2) return runOperators(config, services, verb, flags)
   if (noun === 'totp-user' && words.length <= 2) return runTotpUsers(config, services.factors, verb, flags, flags.json === true)
   if (noun === 'factor-settings' && words.length <= 2) return runFactorSettings(services.factors, verb, flags)
+  if (noun === 'sso' && words.length <= 3) return runSso(services.sso, verb, words[2], flags)
   switch (noun) {
     case 'account':
       return runAccounts(accounts, words, flags)
@@ -1016,6 +1109,13 @@ function parse(argv: readonly string[]) {
       'user-limit': { type: 'string' },
       'key-limit': { type: 'string' },
       window: { type: 'string' },
+      issuer: { type: 'string' },
+      'client-id': { type: 'string' },
+      'client-secret-file': { type: 'string' },
+      domains: { type: 'string' },
+      role: { type: 'string' },
+      mfa: { type: 'string' },
+      password: { type: 'string' },
       to: { type: 'string' },
       against: { type: 'string' },
     },

@@ -912,6 +912,25 @@ export const settings = {
     'Most accounts a portal user may own: creating one more on the portal is refused (accounts they are invited to do not count), decided atomically.',
   ),
   sessionTtlHours: int('SESSION_TTL_HOURS', 168, 1, 8760, 'How long a portal session lasts without use; each use extends it (sliding).'),
+  ssoOperatorsRequired: bool(
+    'SSO_OPERATORS_REQUIRED',
+    false,
+    "`true`: the operator pages open only in a session signed in through a single sign-on provider (docs/portal.md); an operator signed in with a password sees the portal as a member does, and is told to sign in through their provider. The admin API's tokens are not sessions and are not affected.",
+  ),
+  ssoPendingPerIp: int(
+    'SSO_PENDING_PER_IP',
+    20,
+    1,
+    100000,
+    'Single sign-on requests one source address may have on their way through a provider at once (each lives 10 minutes or until its callback); past it a start is refused with 429. Counted and written in one step.',
+  ),
+  ssoTimeoutMs: int(
+    'SSO_TIMEOUT_MS',
+    5000,
+    100,
+    60000,
+    "How long a single sign-on provider's discovery document, keys and token endpoint may take to answer before the sign-in fails with a page saying so.",
+  ),
   portalSecureCookies: secureCookies(
     'PORTAL_SECURE_COOKIES',
     "Mark the portal's session cookie `Secure` (sent over HTTPS only): `true`, `false`, or `auto`, which does when `PUBLIC_BASE_URL` is https.",

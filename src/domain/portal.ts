@@ -125,11 +125,21 @@ export type NewEmailToken = Pick<EmailToken, 'tokenHash' | 'purpose' | 'email' |
 }
 
 /**
+ * What a single sign-on counts for: `portal`, nothing (a user with the portal's own second
+ * factor gives it after, as after a password); `amr`, the provider's word that it checked more
+ * than one factor (`mfa` among the ID token's `amr` values, RFC 8176: Entra ID, Okta, Keycloak
+ * with its AMR mapper say so), or else the portal's; `provider`, every sign-in through it (the
+ * operator enforces MFA at the provider, which may not say so: Google Workspace does not).
+ */
+export type SsoMfa = 'portal' | 'amr' | 'provider'
+export const SSO_MFA: readonly SsoMfa[] = ['portal', 'amr', 'provider']
+
+/**
  * An OpenID Connect provider operators let users sign in with. `id` is the operator's short
  * name for it (in URLs and the CLI); `domains` are the e-mail domains (lowercased) whose users
  * it may sign in, empty for any; a first sign-in of an address in them joins `joinAccountId`
- * with `joinRole` when set. `trustMfa`: the provider's own multi-factor sign-in (its ID
- * token's `amr`) stands for the portal's second factor. `passwordAllowed` false: users bound
+ * with `joinRole` when set. `mfa` says what stands for the portal's second factor (SsoMfa).
+ * `passwordAllowed` false: users bound
  * to it, and users of its domains, sign in through it only. The client secret is kept sealed
  * (services/users/sso.ts opens it); null for a public client (PKCE alone).
  */
@@ -142,7 +152,7 @@ export interface SsoProvider {
   readonly domains: readonly string[]
   readonly joinAccountId: string | null
   readonly joinRole: Role | null
-  readonly trustMfa: boolean
+  readonly mfa: SsoMfa
   readonly passwordAllowed: boolean
   readonly createdAt: string
   readonly updatedAt: string

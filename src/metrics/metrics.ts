@@ -77,9 +77,21 @@ export const REPLACEMENT_REASONS: readonly ReplacementReason[] = ['timeout', 'jo
 /**
  * How a portal sign-in attempt ended: signed in; a wrong email or password; refused by the
  * throttle; the password right and a second factor asked (its own outcome follows: `ok`, or
- * `wrong second factor`); the address not confirmed; awaiting an operator's approval; disabled.
+ * `wrong second factor`); the address not confirmed; awaiting an operator's approval; disabled;
+ * a right password of a user who must use single sign-on (`sso only`); a single sign-on callback refused (`sso refused`;
+ * one that succeeds counts as `ok` or `second factor`).
  */
-export type SignInOutcome = 'ok' | 'wrong' | 'throttled' | 'second factor' | 'wrong second factor' | 'unconfirmed' | 'pending' | 'disabled'
+export type SignInOutcome =
+  | 'ok'
+  | 'wrong'
+  | 'throttled'
+  | 'second factor'
+  | 'wrong second factor'
+  | 'unconfirmed'
+  | 'pending'
+  | 'disabled'
+  | 'sso only'
+  | 'sso refused'
 export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = [
   'ok',
   'wrong',
@@ -89,6 +101,8 @@ export const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = [
   'unconfirmed',
   'pending',
   'disabled',
+  'sso only',
+  'sso refused',
 ]
 
 /** The conversion pool as a scrape sees it. */

@@ -27,6 +27,8 @@ import type { SignInThrottle } from './users/throttle.ts'
 import { Webhooks } from './webhooks.ts'
 import { Jobs } from './jobs.ts'
 import { Team } from './team.ts'
+import type { SingleSignOn } from './users/sso.ts'
+import { sealedPortal } from './users/sealed.ts'
 import type { Lookup } from '../webhooks/address.ts'
 
 /** ServiceParts: what the services are made of, and what only the runtime adds. */
@@ -75,6 +77,8 @@ export interface CoreServices {
   readonly encryption: Encryption
   /** Conversion jobs: submitted, read, listed and cancelled (the runtime's runner runs them). */
   readonly jobs: Jobs
+  /** Single sign-on providers and sign-ins, over the portal's sealed view (client secrets sealed with the keyring). */
+  readonly sso: SingleSignOn
 }
 
 /**
@@ -94,6 +98,7 @@ class ServiceSet implements CoreServices {
   #idempotency: Idempotency | undefined
   #encryption: Encryption | undefined
   #jobs: Jobs | undefined
+  #sso: SingleSignOn | undefined
 
   constructor(parts: ServiceParts) {
     const { store, config, pepper, now } = parts
@@ -154,6 +159,14 @@ class ServiceSet implements CoreServices {
       ...(lookup === undefined ? {} : { lookup }),
     })
     return this.#jobs
+  }
+
+  get sso(): SingleSignOn {
+    const { store, portalStore, config, pepper, now } = this.#parts
+    if (portalStore !== undefined) return this.users.sso
+    // The CLI's services read the store as it is (no keyring needed for most commands); providers' secrets are sealed.
+    this.#sso ??= new Users({ store: { ...store, portal: sealedPortal(store.portal, this.#ring()) }, config, pepper, accounts: this.accounts, now }).sso
+    return this.#sso
   }
 
   get encryption(): Encryption {

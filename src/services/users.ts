@@ -11,9 +11,11 @@ import { UsersCore, type UsersOptions } from './users/core.ts'
 import { Security } from './users/security.ts'
 import { Sessions } from './users/sessions.ts'
 import { SignUps } from './users/sign-up.ts'
+import { SingleSignOn } from './users/sso.ts'
 
 export type { UsersOptions } from './users/core.ts'
 export type { Found, SecondFactorOutcome, SignInOutcome } from './users/sessions.ts'
+export type { SsoFinish, SsoProviderInput, SsoRefusal, SsoStart } from './users/sso.ts'
 export type { ConfirmOutcome, SignUpMail, SignUpOutcome } from './users/sign-up.ts'
 export type { Misstep, ProofRefusal } from './users/security.ts'
 export type { Changed, UserQuery, UserRef } from './users/admin.ts'
@@ -24,6 +26,7 @@ export class Users {
   readonly signUps: SignUps
   readonly security: Security
   readonly admin: UserAdmin
+  readonly sso: SingleSignOn
 
   constructor(options: UsersOptions) {
     const core = new UsersCore(options)
@@ -31,5 +34,6 @@ export class Users {
     this.signUps = new SignUps(core)
     this.security = new Security(core)
     this.admin = new UserAdmin(core)
+    this.sso = new SingleSignOn(core)
   }
 }

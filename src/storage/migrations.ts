@@ -1285,7 +1285,7 @@ export const migrations: readonly Migration[] = [
         domains TEXT NOT NULL,
         join_account_id TEXT REFERENCES accounts(id),
         join_role TEXT CHECK (join_role IN ('owner', 'admin', 'developer', 'viewer')),
-        trust_mfa INTEGER NOT NULL CHECK (trust_mfa IN (0, 1)),
+        mfa TEXT NOT NULL CHECK (mfa IN ('portal', 'amr', 'provider')),
         password_allowed INTEGER NOT NULL CHECK (password_allowed IN (0, 1)),
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
@@ -1326,7 +1326,7 @@ export const migrations: readonly Migration[] = [
         domains text NOT NULL,
         join_account_id text REFERENCES accounts(id),
         join_role text CHECK (join_role IN ('owner', 'admin', 'developer', 'viewer')),
-        trust_mfa boolean NOT NULL,
+        mfa text NOT NULL CHECK (mfa IN ('portal', 'amr', 'provider')),
         password_allowed boolean NOT NULL,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL

@@ -5,7 +5,20 @@
  */
 import type { Account, AccountStatus, AdminToken, ApiKeyInfo, AuditEvent, Plan, Subscription, Algorithm } from '../domain/accounts.ts'
 import type { Page } from '../domain/lists.ts'
-import type { EmailToken, Member, Membership, Role, Session, SsoIdentity, SsoProvider, SsoRequest, TokenPurpose, User, UserStatus } from '../domain/portal.ts'
+import type {
+  EmailToken,
+  Member,
+  Membership,
+  Role,
+  Session,
+  SsoIdentity,
+  SsoMfa,
+  SsoProvider,
+  SsoRequest,
+  TokenPurpose,
+  User,
+  UserStatus,
+} from '../domain/portal.ts'
 import {
   NO_FACTOR_SETTINGS,
   type ChallengePurpose,
@@ -157,7 +170,7 @@ export const toSsoProvider = (r: Row): SsoProvider => ({
   domains: String(r.domains) === '' ? [] : String(r.domains).split(','),
   joinAccountId: textOrNull(r.join_account_id),
   joinRole: textOrNull(r.join_role) as Role | null,
-  trustMfa: bool(r.trust_mfa),
+  mfa: r.mfa as SsoMfa,
   passwordAllowed: bool(r.password_allowed),
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),

@@ -48,7 +48,7 @@ function crafted(t: TestContext): { path: string; pieces: Buffer[] } {
     ('usr_1', 'A@example.com', 'a@example.com', 'active', 1, ?, ?), ('usr_2', 'b@example.com', 'b@example.com', 'active', 0, ?, ?)`,
   ).run(at, at, at, at)
   db.prepare(
-    "INSERT INTO sso_providers VALUES ('kc', 'Keycloak', 'https://id.example/realms/a', 'tessera', 'v1.sealed', 'example.com,example.org', 'acc_a', 'developer', 1, 0, ?, ?)",
+    "INSERT INTO sso_providers VALUES ('kc', 'Keycloak', 'https://id.example/realms/a', 'tessera', 'v1.sealed', 'example.com,example.org', 'acc_a', 'developer', 'amr', 0, ?, ?)",
   ).run(at, at)
   db.prepare("INSERT INTO sso_identities VALUES ('kc', 'f:1b2c', 'usr_2', 'b@example.com', ?, ?)").run(at, at)
   db.prepare("INSERT INTO sso_requests VALUES ('st', 'kc', 'bh', 'nonce', 'verifier', '/portal/home', NULL, '192.0.2.1', ?, ?)").run(at, at)

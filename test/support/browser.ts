@@ -37,7 +37,7 @@ export async function signInPage(browser: Browser, baseUrl: string, user: { read
   await page.goto(`${baseUrl}/portal/sign-in`)
   await page.getByLabel('Email').fill(user.email)
   await page.getByLabel('Password').fill(user.password)
-  await Promise.all([page.waitForURL(/\/portal\/(home|accounts\/[^/]+\/overview)$/), page.getByRole('button', { name: 'Sign in' }).click()])
+  await Promise.all([page.waitForURL(/\/portal\/(home|accounts\/[^/]+\/overview)$/), page.getByRole('button', { name: 'Sign in', exact: true }).click()])
   return page
 }
 

@@ -9,6 +9,7 @@ import type { TestContext } from 'node:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig, type Config } from '../../src/config/config.ts'
 import { resolvePepper } from '../../src/config/pepper.ts'
@@ -78,6 +79,17 @@ export function tempDir(t: TestContext, prefix = 'tessera-test-'): string {
 export interface AppExtras {
   /** How outbound URLs' names resolve (webhooks, jobs' sourceUrl and resultUrl): a test makes `internal.example.com` resolve where it needs, without DNS. */
   readonly lookup?: Lookup
+  /** The port to listen on (default: any free one); a test that must know its URL before it starts (a redirect URI) picks one with freePort. */
+  readonly port?: number
+}
+
+/** freePort: a port free now on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  const server = createNetServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as AddressInfo).port
+  await new Promise((resolve) => server.close(resolve))
+  return port
 }
 
 export async function startApp(t: TestContext, env: Record<string, string> = {}, clock = testClock(), extras: AppExtras = {}): Promise<Running> {
@@ -99,7 +111,7 @@ export async function startApp(t: TestContext, env: Record<string, string> = {},
       },
     },
   })
-  await app.listen({ port: 0, host: '127.0.0.1' })
+  await app.listen({ port: extras.port ?? 0, host: '127.0.0.1' })
   t.after(async () => {
     await app.close()
     await store.close()

@@ -165,19 +165,31 @@ export default async function authPages(app: FastifyInstance, kit: Kit): Promise
 function signInForm(
   s: Shared,
   csrf: string,
-  opts: { email?: string; error?: string | null; notice?: string | null; next?: string; focusPassword?: boolean } = {},
+  opts: { email?: string; error?: string | null; notice?: string | null; next?: string; focusPassword?: boolean; sso?: readonly SsoButton[] } = {},
 ): Html {
   const { config, csrfInput } = s
+  const next = opts.next && opts.next !== HOME ? html`<input type="hidden" name="next" value="${opts.next}">` : ''
+  const sso = (opts.sso ?? []).map(
+    (p) =>
+      html`<form method="post" action="/portal/sso/${p.id}/start" class="sso">${csrfInput(csrf)}${next}<button type="submit">Sign in with ${p.name}</button></form>`,
+  )
   return html`
 ${notice(opts.notice ?? null)}${alert(opts.error ?? null)}
+${sso.length === 0 ? '' : html`<section aria-label="Single sign-on">${sso}<p class="hint">Or with your email and password:</p></section>`}
 <form method="post" action="/portal/sign-in">
 ${csrfInput(csrf)}
-${opts.next && opts.next !== HOME ? html`<input type="hidden" name="next" value="${opts.next}">` : ''}
+${next}
 ${field({ id: 'email', label: 'Email', type: 'email', autocomplete: 'username', value: opts.email ?? '' })}
 ${field({ id: 'password', label: 'Password', type: 'password', autocomplete: 'current-password', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"${opts.focusPassword === true ? html` autofocus` : ''}` })}
 <button type="submit">Sign in</button>
 </form>
 <p>${config.signupMode === 'closed' ? 'New here? Ask an account owner for an invitation.' : html`No account yet? <a href="/portal/sign-up">Sign up</a>.`} <a href="/portal/reset">Forgot your password?</a></p>`
+}
+
+/** A provider the sign-in page offers. */
+interface SsoButton {
+  readonly id: string
+  readonly name: string
 }
 
 /** The notices the sign-in page shows, by its `notice` parameter (never text from the address). */
@@ -195,12 +207,16 @@ async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): 
     return sendPage(kit, reply, {
       title: 'Sign in',
       status: 403,
-      body: signInForm(s, formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.' }),
+      body: signInForm(s, formCsrf(request, reply), { next, error: 'This form has expired. Please sign in again.', sso: await users.sso.buttons() }),
     })
   }
   const pre = readCookie(request.headers.cookie, formCookie)!
-  const again = (status: number, error: string, email: string) =>
-    sendPage(kit, reply, { title: 'Sign in', status, body: signInForm(s, csrfToken(pepper, sessionIdHash(pre)), { email, error, next }) })
+  const again = async (status: number, error: string, email: string) =>
+    sendPage(kit, reply, {
+      title: 'Sign in',
+      status,
+      body: signInForm(s, csrfToken(pepper, sessionIdHash(pre)), { email, error, next, sso: await users.sso.buttons() }),
+    })
   const email = formField(request, 'email').slice(0, MAX_EMAIL + 1)
   const body = request.body as Record<string, unknown>
   const password = typeof body.password === 'string' ? body.password : ''
@@ -229,6 +245,9 @@ async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): 
           : 'This sign-in is disabled. Ask your operator.',
         email,
       )
+    case 'sso-only':
+      kit.metrics.signIn('sso only')
+      return again(403, `Sign in with ${outcome.providers.join(' or ')}: your operator has turned password sign-in off for you.`, email)
   }
   const { twoFactor } = outcome
   kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
@@ -248,7 +267,7 @@ function signInPages(app: FastifyInstance, s: Shared): void {
     const next = safeNext(request.query.next)
     if ((await sessionOf(kit, request)) !== null) return reply.redirect(next, 303)
     const said = typeof request.query.notice === 'string' ? (SIGN_IN_NOTICES[request.query.notice] ?? null) : null
-    return sendPage(kit, reply, { title: 'Sign in', body: signInForm(s, formCsrf(request, reply), { next, notice: said }) })
+    return sendPage(kit, reply, { title: 'Sign in', body: signInForm(s, formCsrf(request, reply), { next, notice: said, sso: await users.sso.buttons() }) })
   })
 
   app.post('/sign-in', { schema: { hide: true } }, (request, reply) => signIn(s, request, reply))

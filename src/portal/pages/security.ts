@@ -31,6 +31,8 @@ const NOTICES: Record<string, string> = {
   '2fa-off': 'Two-factor sign-in is off. Signing in now asks only for your password.',
   unconfirmed: 'Confirm your email address first: two-factor sign-in can be turned on only for a confirmed address.',
   'signed-out-others': 'Every other session is signed out; this one stays.',
+  'sso-linked': 'The provider is linked: you can sign in with it.',
+  'sso-unlinked': 'The provider is unlinked: it no longer signs you in.',
 }
 
 const day = (at: string) => at.slice(0, 10)
@@ -71,6 +73,23 @@ ${csrfField(kit, current)}${username(current)}
 ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomplete: 'current-password', problems, hint: 'Your recovery codes stop working too.', extra: html` maxlength="${MAX_PASSWORD_LENGTH}"` })}
 <button type="submit" class="danger">Turn off two-factor sign-in</button>
 </form>`
+  const [identities, providers] = await Promise.all([kit.users.sso.identitiesOf(user.id), kit.users.sso.buttons()])
+  const linked = new Set(identities.map((i) => i.providerId))
+  const sso =
+    providers.length === 0 && identities.length === 0
+      ? ''
+      : html`
+<section class="security" aria-labelledby="sso-heading">
+<h2 id="sso-heading">Single sign-on</h2>
+<p>Sign in through your organisation's identity provider. A provider is linked to you by its own name for you, never by a matching address: link it here, signed in.</p>
+${identities.length === 0 ? '' : html`<ul>${identities.map((i) => html`<li>${i.name} (as ${i.email}, last used ${day(i.lastUsedAt)}) <form method="post" action="/portal/sso/${i.providerId}/unlink" class="inline">${csrfField(kit, current)}<button type="submit" class="secondary">Unlink</button></form></li>`)}</ul>`}
+${providers
+  .filter((p) => !linked.has(p.id))
+  .map(
+    (p) =>
+      html`<form method="post" action="/portal/sso/${p.id}/link">${csrfField(kit, current)}<button type="submit" class="secondary">Link ${p.name}</button></form>`,
+  )}
+</section>`
   return sendPage(kit, reply, {
     title: 'Security',
     current,
@@ -90,6 +109,7 @@ ${field({ id: 'new-password', label: 'New password', type: 'password', autocompl
 <h2 id="two-factor-heading">Two-factor sign-in</h2>
 ${twoFactor}
 </section>
+${sso}
 <section class="security" aria-labelledby="sessions-heading">
 <h2 id="sessions-heading">Sessions</h2>
 <p>Signed in on a computer you no longer use, or one that is not yours? Sign out there from here; this session stays.</p>

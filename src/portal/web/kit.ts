@@ -67,6 +67,11 @@ export interface Current {
   readonly session: Session
   readonly user: User
   readonly token: string
+  /**
+   * An operator signed in with a password while SSO_OPERATORS_REQUIRED is set: `user.operator`
+   * reads false for this session (a member's view everywhere), and the operator pages say why.
+   */
+  readonly operatorNeedsSso?: true
 }
 
 /** An account page's subject: the account, and the role the signed-in user has in it. */
@@ -94,7 +99,10 @@ export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pe
   const token = readCookie(request.headers.cookie, kit.sessionCookie)
   if (token === null || !isToken(token)) return null
   const found = await kit.users.sessions.find(token, options)
-  return found === null ? null : { ...found, token }
+  if (found === null) return null
+  if (found.user.operator && kit.config.ssoOperatorsRequired && found.session.ssoProviderId === null)
+    return { ...found, user: { ...found.user, operator: false }, token, operatorNeedsSso: true }
+  return { ...found, token }
 }
 
 /** signedIn: the signed-in user, or null after redirecting to sign-in (which brings them back here). */
@@ -191,6 +199,15 @@ const isInAccount = (who: Current): who is InAccount => 'account' in who && 'rol
 async function asOperator(kit: Kit, request: FastifyRequest, reply: FastifyReply): Promise<Current | null> {
   const current = await signedIn(kit, request, reply)
   if (current === null) return null
+  if (current.operatorNeedsSso === true) {
+    await sendPage(kit, reply, {
+      title: 'Single sign-on needed',
+      current,
+      status: 403,
+      body: html`<p role="alert">The operator pages open only in a session signed in through single sign-on (SSO_OPERATORS_REQUIRED). Sign out, then sign in with your provider.</p>`,
+    })
+    return null
+  }
   if (!current.user.operator) {
     await notFound(kit, reply, current)
     return null

@@ -16,6 +16,7 @@ import { PasswordsBusy } from '../../services/users/passwords.ts'
 import { UnavailableError } from '../../domain/errors.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
 import authPages from '../pages/auth.ts'
+import ssoPages from '../pages/sso.ts'
 import homePages from '../pages/home.ts'
 import overviewPages, { css as overviewCss } from '../pages/overview.ts'
 import keysPages, { css as keysCss } from '../pages/keys.ts'
@@ -118,6 +119,7 @@ export default async function portal(app: FastifyInstance, opts: PortalOptions):
 
   for (const pages of [
     authPages,
+    ssoPages,
     homePages,
     overviewPages,
     keysPages,

@@ -80,6 +80,10 @@ test('keepPortalTidy reports a failure and still prunes the other part; stop wai
           resolve(2)
         }
       }),
+    pruneSsoRequests: async () => {
+      calls.push('sso requests')
+      return 0
+    },
     purgeUnconfirmed: async () => {
       calls.push('unconfirmed')
       return 0
@@ -94,9 +98,9 @@ test('keepPortalTidy reports a failure and still prunes the other part; stop wai
   )
   const stopped = stop().then(() => calls.push('stopped'))
   await sleep(10)
-  assert.deepEqual(calls, ['sessions', 'tokens', 'unconfirmed'], 'stop waits')
+  assert.deepEqual(calls, ['sessions', 'tokens', 'sso requests', 'unconfirmed'], 'stop waits')
   release()
   await stopped
-  assert.deepEqual(calls, ['sessions', 'tokens', 'unconfirmed', 'tokens done', 'stopped'])
+  assert.deepEqual(calls, ['sessions', 'tokens', 'sso requests', 'unconfirmed', 'tokens done', 'stopped'])
   assert.deepEqual(errors, ['sessions table away'])
 })

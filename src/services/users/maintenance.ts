@@ -12,7 +12,8 @@ import type { Store } from '../../storage/ports.ts'
 export const TIDY_EVERY_MS = 3_600_000
 
 /**
- * keepPortalTidy deletes expired sessions, expired or used email tokens, and users whose
+ * keepPortalTidy deletes expired sessions, expired or used email tokens, single sign-on requests
+ * never come back, and users whose
  * address was not confirmed within `confirmMs` (SIGNUP_CONFIRM_HOURS) and who have no live
  * link, now and then every `everyMs` (the timer holds no process open); failures go to
  * `report`, one part's failure not stopping the others. Returns the stop function, which
@@ -33,6 +34,7 @@ export function keepPortalTidy(
     running = Promise.all([
       store.portal.pruneSessions(nowIso).catch(report),
       store.portal.pruneTokens(nowIso).catch(report),
+      store.portal.pruneSsoRequests(nowIso).catch(report),
       store.portal.purgeUnconfirmed(new Date(now() - confirmMs).toISOString(), nowIso).catch(report),
     ]).then(() => {
       running = null

@@ -12,6 +12,7 @@ import type { Context } from '../outcome.ts'
 import { checkRecoveryCode, checkTotp } from './codes.ts'
 import { SECOND_FACTOR_TTL_MS, type UsersCore } from './core.ts'
 import { newSessionToken, sessionIdHash } from './tokens.ts'
+import { passwordRefusedBy } from './sso.ts'
 
 /** The longest email address (RFC 5321's path limit). */
 export const MAX_EMAIL = 254
@@ -40,6 +41,7 @@ export type SignInOutcome =
   | { readonly kind: 'wrong'; readonly lockedFor: number }
   | { readonly kind: 'unconfirmed'; readonly user: User; readonly link: string | null }
   | { readonly kind: 'inactive'; readonly status: 'pending' | 'disabled' }
+  | { readonly kind: 'sso-only'; readonly providers: readonly string[] }
   | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean }
 
 /** What a second-factor step came to: locked (wait seconds), a wrong or reused code, the session gone, or the full session's new token. */
@@ -112,6 +114,12 @@ export class Sessions {
     if (user.status !== 'active') {
       await c.audit(ip, user, 'user.sign-in', 'failure', { reason: `user ${user.status}` })
       return { kind: 'inactive', status: user.status }
+    }
+    // A provider that allows no password for this user (theirs, or their domain's): the right password opens nothing.
+    const ssoOnly = await passwordRefusedBy(c, user)
+    if (ssoOnly.length > 0) {
+      await c.audit(ip, user, 'user.sign-in', 'failure', { reason: 'password not allowed: single sign-on only' })
+      return { kind: 'sso-only', providers: ssoOnly }
     }
     if (c.passwords.needsRehash(user.passwordHash!)) await c.store.portal.updateUser(user.id, { passwordHash: await c.passwords.hash(password) }, null)
     // A new session id at every sign-in (no fixation).

@@ -45,11 +45,11 @@ function providerOps(d: Part): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
       const { rows } = await query(
         null,
         `
-        WITH p AS (INSERT INTO sso_providers (id, name, issuer, client_id, client_secret, domains, join_account_id, join_role, trust_mfa,
+        WITH p AS (INSERT INTO sso_providers (id, name, issuer, client_id, client_secret, domains, join_account_id, join_role, mfa,
             password_allowed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
           ON CONFLICT (id) DO UPDATE SET name = excluded.name, issuer = excluded.issuer, client_id = excluded.client_id,
             client_secret = excluded.client_secret, domains = excluded.domains, join_account_id = excluded.join_account_id,
-            join_role = excluded.join_role, trust_mfa = excluded.trust_mfa, password_allowed = excluded.password_allowed,
+            join_role = excluded.join_role, mfa = excluded.mfa, password_allowed = excluded.password_allowed,
             updated_at = excluded.updated_at
           RETURNING (xmax = 0) AS created),
         e AS (${auditInsert(12, 'p')})
@@ -63,7 +63,7 @@ function providerOps(d: Part): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
           p.domains.join(','),
           p.joinAccountId,
           p.joinRole,
-          p.trustMfa,
+          p.mfa,
           p.passwordAllowed,
           stamps.iso(),
           ...audited(event),

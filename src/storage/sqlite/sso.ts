@@ -14,10 +14,10 @@ const flag = (value: boolean) => (value ? 1 : 0)
 function ssoStatements(db: DatabaseSync) {
   return {
     saveProvider: db.prepare(`INSERT INTO sso_providers (id, name, issuer, client_id, client_secret, domains, join_account_id, join_role,
-      trust_mfa, password_allowed, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+      mfa, password_allowed, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
       ON CONFLICT (id) DO UPDATE SET name = excluded.name, issuer = excluded.issuer, client_id = excluded.client_id,
         client_secret = excluded.client_secret, domains = excluded.domains, join_account_id = excluded.join_account_id,
-        join_role = excluded.join_role, trust_mfa = excluded.trust_mfa, password_allowed = excluded.password_allowed,
+        join_role = excluded.join_role, mfa = excluded.mfa, password_allowed = excluded.password_allowed,
         updated_at = excluded.updated_at`),
     provider: db.prepare('SELECT * FROM sso_providers WHERE id = ?'),
     providers: db.prepare('SELECT * FROM sso_providers ORDER BY id'),
@@ -92,7 +92,7 @@ function providerOps(d: Deps): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
           provider.domains.join(','),
           provider.joinAccountId,
           provider.joinRole,
-          flag(provider.trustMfa),
+          provider.mfa,
           flag(provider.passwordAllowed),
           now,
         )

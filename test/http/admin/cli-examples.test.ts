@@ -70,7 +70,7 @@ const pattern = (shown: string) =>
       .join('[^\\n]*')}$`,
   )
 
-for (const file of ['README.md', 'docs/operating.md']) {
+for (const file of ['README.md', 'docs/operating.md', 'docs/portal.md']) {
   test(`the admin CLI examples of ${file} print what they show`, async (t) => {
     const dir = tempDir(t)
     const found = examples(file)

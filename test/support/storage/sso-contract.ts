@@ -34,7 +34,7 @@ const provider = (id: string, extra: Partial<NewSsoProvider> = {}): NewSsoProvid
   domains: ['example.com', 'example.org'],
   joinAccountId: null,
   joinRole: null,
-  trustMfa: false,
+  mfa: 'portal',
   passwordAllowed: true,
   ...extra,
 })
@@ -70,7 +70,7 @@ export function ssoContract(withStore: WithStore): void {
     await access.createAccount({ id: accountId, name: 'a', status: 'active', createdAt: new Date().toISOString() }, event('account.create'))
     assert.equal(await portal.saveSsoProvider(provider('kc'), event('sso.provider-create')), true)
     assert.equal(await portal.saveSsoProvider(provider('ad', { domains: [] }), event('sso.provider-create')), true)
-    const replaced = provider('kc', { name: 'Keycloak', joinAccountId: accountId, joinRole: 'developer', trustMfa: true, passwordAllowed: false })
+    const replaced = provider('kc', { name: 'Keycloak', joinAccountId: accountId, joinRole: 'developer', mfa: 'amr', passwordAllowed: false })
     assert.equal(await portal.saveSsoProvider(replaced, event('sso.provider-update')), false, 'the same id replaces')
     const got = await portal.getSsoProvider('kc')
     assert.deepEqual({ ...got, createdAt: undefined, updatedAt: undefined }, { ...replaced, createdAt: undefined, updatedAt: undefined })

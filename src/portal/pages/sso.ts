@@ -1,0 +1,140 @@
+/**
+ * Single sign-on's doors (services/users/sso.ts holds the rules): the sign-in page's buttons
+ * post to `/portal/sso/:provider/start` (a signed-out form: its CSRF token and origin checked,
+ * the request bound to the browser's pre-session), the security page's to `…/link` and
+ * `…/unlink` (a signed-in form); the provider sends the browser back to
+ * `/portal/sso/:provider/callback`, the redirect URI registered with it. A callback ends as a
+ * password sign-in does: a new session cookie, the pre-session ended, the second factor asked
+ * when it is due, `next` only ever a portal page.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { html } from '../web/html.ts'
+import type { Kit } from '../web/kit.ts'
+import { formOk, LANDING, sendPage, sessionOf, signedOutFormOk, formField } from '../web/kit.ts'
+import { isFailure } from '../../services/outcome.ts'
+import type { SsoRefusal, SsoStart } from '../../services/users.ts'
+import { cookieName, PRESESSION_COOKIE, readCookie, SESSION_COOKIE, sessionIdHash, setCookie, isToken } from '../web/session.ts'
+import { safeNext } from './auth.ts'
+
+/** What each refusal tells the person, and its status. */
+const REFUSALS: Readonly<Record<SsoRefusal, { status: number; text: (provider: string) => string }>> = {
+  expired: { status: 400, text: () => 'This sign-in has expired, was used already, or was started in another browser. Start again from the sign-in page.' },
+  denied: { status: 403, text: (p) => `${p} did not sign you in (it was cancelled or refused there).` },
+  invalid: { status: 400, text: (p) => `${p}'s answer did not pass our checks, so nothing was signed in. If it happens again, tell your operator.` },
+  unreachable: { status: 503, text: (p) => `${p} did not answer in time. Try again in a minute.` },
+  unverified: { status: 403, text: (p) => `${p} did not give us an email address it has verified, which a first sign-in needs.` },
+  domain: { status: 403, text: (p) => `${p} does not sign in addresses of your domain here. Ask your operator.` },
+  taken: {
+    status: 409,
+    text: (p) =>
+      `A portal user with your address exists already. Sign in with your password, then link ${p} on your Security page: we never join them by the address alone.`,
+  },
+  closed: { status: 403, text: () => 'Sign-ups are closed on this service: ask an account owner to invite you, or your operator.' },
+  inactive: { status: 403, text: () => "This sign-in is disabled or waiting for an operator's approval. Ask your operator." },
+  bound: { status: 409, text: (p) => `That ${p} identity is linked to another portal user, or you have one linked there already.` },
+}
+
+export default async function ssoPages(app: FastifyInstance, kit: Kit): Promise<void> {
+  const { users, config } = kit
+  const secure = config.portalSecureCookies
+
+  const page = (reply: FastifyReply, status: number, text: string, back = html`<a href="/portal/sign-in">Back to sign-in</a>`) =>
+    sendPage(kit, reply, { title: 'Single sign-on', status, body: html`<p role="alert">${text}</p><p>${back}</p>` })
+
+  /** redirectTo: a started request's way to the provider, or the page of why not. */
+  const redirectTo = (reply: FastifyReply, started: SsoStart) => {
+    switch (started.kind) {
+      case 'redirect':
+        // Not a 303: the portal's CSP (form-action 'self') rightly stops a form post redirected to another site. The page
+        // the post answers with goes on by itself (Refresh) or by its link, a navigation of its own.
+        return sendPage(kit, reply.header('cache-control', 'no-store').header('refresh', `0;url=${started.url}`).header('referrer-policy', 'no-referrer'), {
+          title: 'Single sign-on',
+          body: html`<p role="status">Taking you to your sign-in provider… <a href="${started.url}" rel="noreferrer">Continue</a></p>`,
+        })
+      case 'unknown':
+        return page(reply, 404, 'There is no such sign-in provider here.')
+      case 'busy':
+        reply.header('retry-after', '600')
+        return page(reply, 429, 'Too many sign-ins started from your network at once. Finish one, or try again in ten minutes.')
+      case 'unreachable':
+        reply.header('retry-after', '60')
+        return page(reply, 503, 'The sign-in provider did not answer in time. Try again in a minute.')
+    }
+  }
+
+  const provider = (request: FastifyRequest) => String((request.params as { provider?: string }).provider ?? '').slice(0, 64)
+
+  app.post('/sso/:provider/start', { schema: { hide: true } }, async (request, reply) => {
+    const pre = readCookie(request.headers.cookie, cookieName(PRESESSION_COOKIE, secure))
+    if (!signedOutFormOk(kit, request) || pre === null || !isToken(pre)) return page(reply, 403, 'This form has expired. Please sign in again.')
+    const next = safeNext(formField(request, 'next'))
+    return redirectTo(reply, await users.sso.start({ providerId: provider(request), next, ip: request.ip, browserHash: sessionIdHash(pre), linkUserId: null }))
+  })
+
+  app.post('/sso/:provider/link', { schema: { hide: true } }, async (request, reply) => {
+    const current = await sessionOf(kit, request)
+    if (current === null) return reply.redirect('/portal/sign-in', 303)
+    if (!formOk(kit, request, current)) return page(reply, 403, 'This form has expired.', html`<a href="/portal/security">Back</a>`)
+    const started = await users.sso.start({
+      providerId: provider(request),
+      next: '/portal/security?notice=sso-linked',
+      ip: request.ip,
+      browserHash: current.session.idHash,
+      linkUserId: current.user.id,
+    })
+    return redirectTo(reply, started)
+  })
+
+  app.post('/sso/:provider/unlink', { schema: { hide: true } }, async (request, reply) => {
+    const current = await sessionOf(kit, request)
+    if (current === null) return reply.redirect('/portal/sign-in', 303)
+    if (!formOk(kit, request, current)) return page(reply, 403, 'This form has expired.', html`<a href="/portal/security">Back</a>`)
+    const done = await users.sso.unlink(current.user, provider(request), request.ip)
+    if (isFailure(done))
+      return page(reply, done.failure === 'not_found' ? 404 : 409, `Not unlinked: ${done.message}.`, html`<a href="/portal/security">Back</a>`)
+    return reply.redirect('/portal/security?notice=sso-unlinked', 303)
+  })
+
+  callbackPage(app, kit, page, provider)
+}
+
+type Say = (reply: FastifyReply, status: number, text: string) => FastifyReply
+
+/** callbackPage: where the provider sends the browser back; it ends as a password sign-in does. */
+function callbackPage(app: FastifyInstance, kit: Kit, page: Say, provider: (request: FastifyRequest) => string): void {
+  const { users, config } = kit
+  const secure = config.portalSecureCookies
+  app.get('/sso/:provider/callback', { schema: { hide: true } }, async (request, reply) => {
+    reply.header('cache-control', 'no-store')
+    const pre = readCookie(request.headers.cookie, cookieName(PRESESSION_COOKIE, secure))
+    const rawQuery = request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : ''
+    const userAgent = request.headers['user-agent']
+    const finished = await users.sso.finish({
+      providerId: provider(request),
+      query: rawQuery.slice(0, 8192),
+      ip: request.ip,
+      userAgent: typeof userAgent === 'string' ? userAgent : null,
+      browserHash: pre !== null && isToken(pre) ? sessionIdHash(pre) : '',
+      signedIn: await sessionOf(kit, request),
+    })
+    switch (finished.kind) {
+      case 'refused': {
+        kit.metrics.signIn('sso refused')
+        const refusal = REFUSALS[finished.reason]
+        if (finished.reason === 'unreachable') reply.header('retry-after', '60')
+        return page(reply, refusal.status, refusal.text(finished.provider ?? 'The provider'))
+      }
+      case 'linked':
+        return reply.redirect(finished.next, 303)
+      case 'signed-in': {
+        kit.metrics.signIn(finished.twoFactor ? 'second factor' : 'ok')
+        reply.header('set-cookie', [
+          setCookie(SESSION_COOKIE, finished.token, secure, Math.floor(kit.sessionTtlMs / 1000)),
+          setCookie(PRESESSION_COOKIE, '', secure, 0),
+        ])
+        const next = safeNext(finished.next)
+        return reply.redirect(finished.twoFactor ? `/portal/two-factor${next === LANDING ? '' : `?next=${encodeURIComponent(next)}`}` : next, 303)
+      }
+    }
+  })
+}

@@ -1,0 +1,452 @@
+/**
+ * Single sign-on to the portal with OpenID Connect: the authorization code flow with PKCE
+ * (RFC 7636) through `openid-client` (certified by the OpenID Foundation), which checks the
+ * provider's issuer at discovery and in the ID token, the token's audience, expiry, nonce and
+ * (turned on here: `enableNonRepudiationChecks`) its signature against the provider's keys.
+ *
+ * What is ours, after OpenID Connect Core and the OAuth 2.0 Security BCP (RFC 9700):
+ * - a request's state, nonce and PKCE verifier stay on the server, kept by the state's hash,
+ *   tied to the browser that started it (the pre-session cookie's hash: a callback carried to
+ *   another browser is refused, so nobody can sign a victim into the attacker's account),
+ *   taken once, for 10 minutes, at most SSO_PENDING_PER_IP at once per source;
+ * - each provider has its own redirect path, and the callback must come back on the path of
+ *   the provider its request went to (a code is never redeemed at another provider: mix-up);
+ * - a user is found by (provider, subject) only, the one name a provider keeps for a person
+ *   (Core 5.7). A first sign-in makes a new user from a verified address of an allowed domain;
+ *   an address that already has a user is refused, never bound: its owner signs in with their
+ *   password and links the provider from their security page (an address changed at the
+ *   provider, or an unverified one, must not open someone else's account);
+ * - the provider's sign-in stands for the portal's second factor only as the operator says
+ *   (SsoMfa); otherwise a user with the portal's own second factor gives it after, as after a password.
+ */
+import { createHash } from 'node:crypto'
+import { isIP } from 'node:net'
+import * as oidc from 'openid-client'
+import type { Role, SsoMfa, SsoProvider, User } from '../../domain/portal.ts'
+import { emailKey, ROLES, SSO_MFA } from '../../domain/portal.ts'
+import { newId } from '../../domain/ids.ts'
+import { draft, fail, isFailure, type Context, type Failure } from '../outcome.ts'
+import { own, SECOND_FACTOR_TTL_MS, type UsersCore } from './core.ts'
+import type { Found } from './sessions.ts'
+import { sourceOf } from './throttle.ts'
+import { newSessionToken } from './tokens.ts'
+
+/** How long a request may take through the provider. */
+export const SSO_REQUEST_TTL_MS = 10 * 60_000
+/** Most providers a service has. */
+export const MAX_PROVIDERS = 20
+/** How long a provider's discovery document is kept (a failure forgets it at once). */
+const DISCOVERY_TTL_MS = 60 * 60_000
+const ID = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/
+const DOMAIN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/
+const MAX_STATE = 512
+
+export interface SsoProviderInput {
+  readonly id: string
+  readonly name: string
+  readonly issuer: string
+  readonly clientId: string
+  /** null: a public client (PKCE alone, `none` at the token endpoint). */
+  readonly clientSecret: string | null
+  readonly domains: readonly string[]
+  readonly joinAccountId: string | null
+  readonly joinRole: Role | null
+  readonly mfa: SsoMfa
+  readonly passwordAllowed: boolean
+}
+
+export type SsoStart =
+  | { readonly kind: 'redirect'; readonly url: string }
+  | { readonly kind: 'unknown' }
+  | { readonly kind: 'busy' }
+  | { readonly kind: 'unreachable' }
+
+/**
+ * Why a callback was refused: `expired` (no live request of that state in this browser for
+ * this provider), `denied` (the provider said no, or the user cancelled), `invalid` (the code
+ * or the ID token did not pass a check), `unreachable`, `unverified` (no verified address for
+ * a first sign-in), `domain` (not one of the provider's), `taken` (the address has a user, not
+ * bound to this identity), `closed` (no account to join and sign-ups closed), `inactive` (the
+ * user waits for approval or is disabled), `bound` (linking: the identity is someone else's,
+ * or the user has one there already).
+ */
+export type SsoRefusal = 'expired' | 'denied' | 'invalid' | 'unreachable' | 'unverified' | 'domain' | 'taken' | 'closed' | 'inactive' | 'bound'
+
+export type SsoFinish =
+  | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean; readonly next: string }
+  | { readonly kind: 'linked'; readonly next: string; readonly provider: string }
+  | { readonly kind: 'refused'; readonly reason: SsoRefusal; readonly provider: string | null }
+
+export interface FinishInput {
+  /** The provider of the path the browser came back on. */
+  readonly providerId: string
+  /** The callback's query string, as sent. */
+  readonly query: string
+  readonly ip: string
+  readonly userAgent: string | null
+  /** The hash of the browser's pre-session cookie ('' without one): a sign-in's request is bound to it. */
+  readonly browserHash: string
+  /** The browser's signed-in session, if any (a link must come back to it). */
+  readonly signedIn: Found | null
+}
+
+const hashOf = (value: string): string => createHash('sha256').update(value).digest('hex')
+
+/** loopback: an http issuer is taken only on this machine (a provider in a test, or beside the node). */
+function loopback(url: URL): boolean {
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  return host === 'localhost' || (isIP(host) === 4 && host.startsWith('127.')) || host === '::1'
+}
+
+/** checkIssuer: an issuer URL as OpenID Connect Discovery takes it (https, no query or fragment), or why not. */
+export function checkIssuer(issuer: string): string | null {
+  let url: URL
+  try {
+    url = new URL(issuer)
+  } catch {
+    return 'issuer must be a URL'
+  }
+  if (issuer.length > 500) return 'issuer is longer than 500 characters'
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') return 'issuer must have no query, fragment or credentials'
+  if (url.protocol === 'https:') return null
+  if (url.protocol === 'http:' && loopback(url)) return null
+  return 'issuer must be https (http only on a loopback address)'
+}
+
+/** verifiedEmail: the ID token's address when the provider vouches for it (email_verified, or Entra ID's xms_edov), else null. */
+function verifiedEmail(claims: oidc.IDToken): string | null {
+  const email = typeof claims.email === 'string' ? claims.email.trim() : ''
+  if (email === '' || email.length > 254 || !/^[^\s@]+@[^\s@]+$/.test(email)) return null
+  return claims.email_verified === true || claims.xms_edov === true ? email : null
+}
+
+/**
+ * passwordRefusedBy: the providers a user must sign in through instead of a password (one that
+ * allows no password and either knows them or holds their address's domain); empty: a password will do.
+ */
+export async function passwordRefusedBy(c: Pick<UsersCore, 'store'>, user: User): Promise<string[]> {
+  const providers = (await c.store.portal.listSsoProviders()).filter((p) => !p.passwordAllowed)
+  if (providers.length === 0) return []
+  const domain = emailKey(user.email).split('@').pop() ?? ''
+  const bound = new Set((await c.store.portal.ssoIdentitiesOf(user.id)).map((i) => i.providerId))
+  return providers.filter((p) => bound.has(p.id) || p.domains.includes(domain)).map((p) => p.name)
+}
+
+export class SingleSignOn {
+  readonly #c: UsersCore
+  readonly #discovered = new Map<string, { readonly key: string; readonly at: number; readonly config: Promise<oidc.Configuration> }>()
+
+  constructor(core: UsersCore) {
+    this.#c = core
+  }
+
+  /** redirectUri: where a provider sends the browser back (registered with the provider). */
+  redirectUri(providerId: string): string {
+    return `${this.#c.config.publicBaseUrl}/portal/sso/${providerId}/callback`
+  }
+
+  // ---- The operator's side.
+
+  /** saveProvider creates a provider, or replaces the one of its id; audited (`sso.provider-create`/`-update`), never with its secret. */
+  async saveProvider(ctx: Context, input: SsoProviderInput): Promise<{ provider: SsoProvider; created: boolean } | Failure> {
+    const c = this.#c
+    const bad = await this.#check(input)
+    if (bad !== null) return bad
+    const domains = [...new Set(input.domains.map((d) => d.trim().toLowerCase()))].sort()
+    const provider = {
+      ...input,
+      issuer: input.issuer.replace(/\/+$/, ''),
+      domains,
+      joinRole: input.joinAccountId === null ? null : (input.joinRole ?? 'viewer'),
+    }
+    const existing = await c.store.portal.listSsoProviders()
+    if (existing.length >= MAX_PROVIDERS && !existing.some((p) => p.id === input.id)) return fail('limit', `a service has at most ${MAX_PROVIDERS} providers`)
+    const detail = {
+      name: provider.name,
+      issuer: provider.issuer,
+      clientId: provider.clientId,
+      domains: provider.domains,
+      joinAccountId: provider.joinAccountId,
+      joinRole: provider.joinRole,
+      mfa: provider.mfa,
+      passwordAllowed: provider.passwordAllowed,
+      clientSecret: provider.clientSecret === null ? 'none' : 'set',
+    }
+    const exists = existing.some((p) => p.id === input.id)
+    const created = await c.store.portal.saveSsoProvider(
+      provider,
+      draft(ctx, exists ? 'sso.provider-update' : 'sso.provider-create', { type: 'sso-provider', id: provider.id }, provider.joinAccountId, detail),
+    )
+    this.#discovered.delete(provider.id)
+    const saved = await c.store.portal.getSsoProvider(provider.id)
+    return { provider: saved!, created }
+  }
+
+  async #check(input: SsoProviderInput): Promise<Failure | null> {
+    if (!ID.test(input.id)) return fail('invalid', 'id must be 1 to 32 lowercase letters, digits and inner hyphens', 'id')
+    if (input.name.trim() === '' || input.name.length > 100 || /[\u0000-\u001f\u007f\u202a-\u202e\u2066-\u2069]/.test(input.name))
+      return fail('invalid', 'name must be 1 to 100 characters, without control or bidi characters', 'name')
+    const issuer = checkIssuer(input.issuer)
+    if (issuer !== null) return fail('invalid', issuer, 'issuer')
+    if (input.clientId === '' || input.clientId.length > 255 || /[\u0000-\u0020\u007f]/.test(input.clientId))
+      return fail('invalid', 'clientId must be 1 to 255 visible characters', 'clientId')
+    if (input.clientSecret !== null && (input.clientSecret === '' || input.clientSecret.length > 1000))
+      return fail('invalid', 'clientSecret must be 1 to 1000 characters', 'clientSecret')
+    if (input.domains.length > 50) return fail('invalid', 'at most 50 domains', 'domains')
+    const wrong = input.domains.find((d) => !DOMAIN.test(d.trim().toLowerCase()))
+    if (wrong !== undefined) return fail('invalid', `"${wrong.slice(0, 80)}" is not a domain name`, 'domains')
+    if (!SSO_MFA.includes(input.mfa)) return fail('invalid', `mfa must be one of ${SSO_MFA.join(', ')}`, 'mfa')
+    if (input.joinRole !== null && !ROLES.includes(input.joinRole)) return fail('invalid', `joinRole must be one of ${ROLES.join(', ')}`, 'joinRole')
+    if (input.joinRole !== null && input.joinAccountId === null) return fail('invalid', 'joinRole needs joinAccountId', 'joinRole')
+    if (input.joinAccountId !== null && (await this.#c.store.access.getAccount(input.joinAccountId)) === null)
+      return fail('not_found', `no account ${input.joinAccountId.slice(0, 40)}`, 'joinAccountId')
+    return null
+  }
+
+  listProviders(): Promise<SsoProvider[]> {
+    return this.#c.store.portal.listSsoProviders()
+  }
+
+  /** deleteProvider deletes a provider, its identities and requests in flight, and ends the sessions signed in through it. */
+  async deleteProvider(ctx: Context, id: string): Promise<true | Failure> {
+    const provider = await this.#c.store.portal.getSsoProvider(id)
+    if (provider === null) return fail('not_found', `no provider ${id.slice(0, 40)}`)
+    const gone = await this.#c.store.portal.deleteSsoProvider(
+      id,
+      draft(ctx, 'sso.provider-delete', { type: 'sso-provider', id }, provider.joinAccountId, { issuer: provider.issuer }),
+    )
+    this.#discovered.delete(id)
+    return gone ? true : fail('not_found', `no provider ${id.slice(0, 40)}`)
+  }
+
+  // ---- The portal's side.
+
+  /** buttons: the providers the sign-in page offers, by name. */
+  async buttons(): Promise<{ id: string; name: string }[]> {
+    return (await this.#c.store.portal.listSsoProviders()).map((p) => ({ id: p.id, name: p.name }))
+  }
+
+  /** identitiesOf: a user's linked providers, with each one's name (the security page). */
+  async identitiesOf(userId: string): Promise<{ providerId: string; name: string; email: string; lastUsedAt: string }[]> {
+    const [identities, providers] = await Promise.all([this.#c.store.portal.ssoIdentitiesOf(userId), this.#c.store.portal.listSsoProviders()])
+    return identities.map((i) => ({
+      providerId: i.providerId,
+      name: providers.find((p) => p.id === i.providerId)?.name ?? i.providerId,
+      email: i.email,
+      lastUsedAt: i.lastUsedAt,
+    }))
+  }
+
+  /** start: a new request and the provider's authorization URL to send the browser to. */
+  async start(input: { providerId: string; next: string; ip: string; browserHash: string; linkUserId: string | null }): Promise<SsoStart> {
+    const c = this.#c
+    const provider = ID.test(input.providerId) ? await c.store.portal.getSsoProvider(input.providerId) : null
+    if (provider === null) return { kind: 'unknown' }
+    const config = await this.#configOf(provider)
+    if (config === null) return { kind: 'unreachable' }
+    const state = oidc.randomState()
+    const nonce = oidc.randomNonce()
+    const verifier = oidc.randomPKCECodeVerifier()
+    const made = await c.store.portal.createSsoRequest(
+      {
+        stateHash: hashOf(state),
+        providerId: provider.id,
+        browserHash: input.browserHash,
+        nonce,
+        verifier,
+        next: input.next,
+        linkUserId: input.linkUserId,
+        ip: sourceOf(input.ip),
+        expiresAt: c.iso(c.now() + SSO_REQUEST_TTL_MS),
+      },
+      c.config.ssoPendingPerIp,
+      c.iso(),
+    )
+    if (!made) return { kind: 'busy' }
+    const url = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: this.redirectUri(provider.id),
+      scope: 'openid email profile',
+      state,
+      nonce,
+      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    })
+    return { kind: 'redirect', url: url.href }
+  }
+
+  /** finish: a callback's code, redeemed and checked, to a session, a link, or why not (each audited). */
+  async finish(input: FinishInput): Promise<SsoFinish> {
+    const c = this.#c
+    const query = new URLSearchParams(input.query)
+    const state = query.get('state') ?? ''
+    const request = state === '' || state.length > MAX_STATE ? null : await c.store.portal.takeSsoRequest(hashOf(state), c.iso())
+    // Unknown, used, expired, another provider's path, or another browser: one answer.
+    // A sign-in is bound to the browser's pre-session, a link to the session that asked for it.
+    const browser = request?.linkUserId == null ? input.browserHash : (input.signedIn?.session.idHash ?? '')
+    if (request === null || request.providerId !== input.providerId || browser === '' || request.browserHash !== browser) {
+      const why = request === null ? 'unknown or expired state' : request.providerId !== input.providerId ? 'another provider' : 'another browser'
+      return this.#refuse(input, null, 'expired', why)
+    }
+    const provider = await c.store.portal.getSsoProvider(request.providerId)
+    if (provider === null) return this.#refuse(input, null, 'expired', 'provider deleted')
+    const error = query.get('error')
+    if (error !== null) return this.#refuse(input, provider, 'denied', `provider error ${error.replace(/[^a-z_]/gi, '').slice(0, 40)}`)
+    const config = await this.#configOf(provider)
+    if (config === null) return this.#refuse(input, provider, 'unreachable', 'provider unreachable')
+    const current = new URL(this.redirectUri(provider.id))
+    current.search = query.toString()
+    let claims: oidc.IDToken
+    try {
+      const tokens = await oidc.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: request.verifier,
+        expectedState: state,
+        expectedNonce: request.nonce,
+        idTokenExpected: true,
+      })
+      claims = tokens.claims()!
+      // A provider that keeps the scopes' claims for UserInfo (OpenID Connect Core 5.4): asked there, for this subject only.
+      if (claims.email === undefined && tokens.access_token !== undefined && config.serverMetadata().userinfo_endpoint !== undefined) {
+        const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub)
+        claims = { ...claims, email: info.email, email_verified: info.email_verified }
+      }
+    } catch (error) {
+      const e = error as Error & { code?: string; cause?: unknown }
+      const network = e.name === 'TimeoutError' || e.name === 'AbortError' || (e instanceof TypeError && e.message === 'fetch failed')
+      if (network) this.#discovered.delete(provider.id)
+      // The library's words (a check that failed), never a token or a code.
+      // The library's cause names the claim a comparison failed on; its values (a nonce, an audience) are not in it.
+      const claim = e.cause instanceof Error ? ` (${e.cause.message})` : ''
+      return this.#refuse(input, provider, network ? 'unreachable' : 'invalid', `${e.code ?? e.name}: ${e.message}${claim}`.slice(0, 200))
+    }
+    const subject = claims.sub
+    const email = verifiedEmail(claims)
+    if (request.linkUserId !== null) return this.#link(input, provider, request.linkUserId, subject, email ?? String(claims.email ?? ''), request.next)
+    const providerMfa = provider.mfa === 'provider' || (provider.mfa === 'amr' && Array.isArray(claims.amr) && claims.amr.includes('mfa'))
+    const found = await c.store.portal.findSsoIdentity(provider.id, subject)
+    let user: User
+    if (found !== null) {
+      user = found.user
+      await c.store.portal.touchSsoIdentity(provider.id, subject, (email ?? String(claims.email ?? '')).slice(0, 254), c.iso())
+    } else {
+      const made = await this.#firstSignIn(input, provider, subject, email)
+      if ('kind' in made) return made
+      user = made
+    }
+    if (user.status !== 'active') return this.#refuse(input, provider, 'inactive', `user ${user.status}`, user)
+    const twoFactor = user.totpEnabledAt !== null && !providerMfa
+    const session = newSessionToken()
+    const detail = { method: 'sso', provider: provider.id, providerMfa }
+    const events = twoFactor ? [] : (await c.ownEvents(input.ip, user, 'user.sign-in', 'success'))(detail)
+    const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, 256)
+    const expiresAt = c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs))
+    await c.store.portal.createSession(
+      { idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip: input.ip, userAgent, ssoProviderId: provider.id },
+      events,
+    )
+    return { kind: 'signed-in', token: session.token, twoFactor, next: request.next }
+  }
+
+  /** firstSignIn: a new user for an identity never seen, from its verified address in an allowed domain, joined to the provider's account or given their own; or why not. */
+  async #firstSignIn(input: FinishInput, provider: SsoProvider, subject: string, email: string | null): Promise<User | SsoFinish> {
+    const c = this.#c
+    if (email === null) return this.#refuse(input, provider, 'unverified', 'no verified email address')
+    const domain = emailKey(email).split('@').pop()!
+    if (provider.domains.length > 0 && !provider.domains.includes(domain))
+      return this.#refuse(input, provider, 'domain', `domain ${domain.slice(0, 100)} not allowed`)
+    if (provider.joinAccountId === null && c.config.signupMode === 'closed')
+      return this.#refuse(input, provider, 'closed', 'no account to join, sign-ups closed')
+    const now = c.iso()
+    const user: User = {
+      id: newId('usr'),
+      email,
+      passwordHash: null,
+      emailVerifiedAt: now,
+      status: provider.joinAccountId === null && c.config.signupMode === 'approval' ? 'pending' : 'active',
+      operator: false,
+      totpSecret: null,
+      totpEnabledAt: null,
+      createdAt: now,
+      updatedAt: now,
+    }
+    const ctx = own(user, input.ip)
+    const event = c.draft(ctx, user, 'user.sign-up', { method: 'sso', provider: provider.id })
+    if (!(await c.store.portal.createSsoUser(user, { providerId: provider.id, subject, email }, event))) {
+      // Made meanwhile by a callback of the same identity: that user. Otherwise the address is someone's.
+      const raced = await c.store.portal.findSsoIdentity(provider.id, subject)
+      if (raced !== null) return raced.user
+      return this.#refuse(input, provider, 'taken', 'address has a user not bound to this identity', await c.store.portal.findUserByEmail(email))
+    }
+    if (provider.joinAccountId !== null) {
+      const role = provider.joinRole ?? 'viewer'
+      await c.store.portal.addMember(
+        provider.joinAccountId,
+        user.id,
+        role,
+        draft(ctx, 'member.add', { type: 'member', id: user.id }, provider.joinAccountId, { role, via: provider.id }),
+      )
+    } else {
+      const account = await c.accounts.createOwnedAccount(ctx, user.id, { name: email.slice(0, 200) })
+      if (isFailure(account)) throw new Error(`an account for a new single sign-on user was not made: ${account.message}`)
+    }
+    return user
+  }
+
+  /** link binds the identity to the signed-in user who asked (their security page), once. */
+  async #link(input: FinishInput, provider: SsoProvider, userId: string, subject: string, email: string, next: string): Promise<SsoFinish> {
+    const c = this.#c
+    const user = input.signedIn?.user
+    if (user === undefined || user.id !== userId) return this.#refuse(input, provider, 'expired', 'link came back to another session')
+    const bound = await c.store.portal.bindSsoIdentity(
+      { providerId: provider.id, subject, userId, email: email.slice(0, 254) },
+      { ...c.draft(own(user, input.ip), user, 'user.sso-link', { provider: provider.id }) },
+    )
+    if (!bound) return this.#refuse(input, provider, 'bound', 'identity bound already', user)
+    return { kind: 'linked', next, provider: provider.name }
+  }
+
+  /** unlink removes a user's identity at a provider, unless it is their only way in (no password, no other identity). */
+  async unlink(user: User, providerId: string, ip: string): Promise<true | Failure> {
+    const c = this.#c
+    const identities = await c.store.portal.ssoIdentitiesOf(user.id)
+    if (!identities.some((i) => i.providerId === providerId)) return fail('not_found', 'no such linked provider')
+    if (user.passwordHash === null && identities.length === 1) return fail('conflict', 'this is your only way to sign in: set a password first')
+    const gone = await c.store.portal.unbindSsoIdentity(user.id, providerId, c.draft(own(user, ip), user, 'user.sso-unlink', { provider: providerId }))
+    return gone ? true : fail('not_found', 'no such linked provider')
+  }
+
+  /** refuse audits a refused callback (as the user when known, else anonymous) and says why. */
+  async #refuse(input: FinishInput, provider: SsoProvider | null, reason: SsoRefusal, why: string, user: User | null = null): Promise<SsoFinish> {
+    const detail = { method: 'sso', provider: provider?.id ?? input.providerId.slice(0, 40), reason: why }
+    await this.#c.audit(input.ip, user, 'user.sign-in', 'failure', detail, `sso:${provider?.id ?? ''}`)
+    return { kind: 'refused', reason, provider: provider?.name ?? null }
+  }
+
+  /** configOf: the provider's discovered configuration (kept an hour, forgotten on a failure), or null when it cannot be had now. */
+  async #configOf(provider: SsoProvider): Promise<oidc.Configuration | null> {
+    const key = hashOf(JSON.stringify([provider.issuer, provider.clientId, provider.clientSecret]))
+    const kept = this.#discovered.get(provider.id)
+    const now = this.#c.now()
+    let entry = kept
+    if (kept === undefined || kept.key !== key || now - kept.at > DISCOVERY_TTL_MS) {
+      const http = new URL(provider.issuer).protocol === 'http:'
+      const config = oidc.discovery(
+        new URL(provider.issuer),
+        provider.clientId,
+        undefined,
+        provider.clientSecret === null ? oidc.None() : oidc.ClientSecretBasic(provider.clientSecret),
+        {
+          execute: http ? [oidc.allowInsecureRequests, oidc.enableNonRepudiationChecks] : [oidc.enableNonRepudiationChecks],
+          timeout: Math.ceil(this.#c.config.ssoTimeoutMs / 1000),
+        },
+      )
+      entry = { key, at: now, config }
+      this.#discovered.set(provider.id, entry)
+    }
+    try {
+      return await entry!.config
+    } catch {
+      if (this.#discovered.get(provider.id) === entry) this.#discovered.delete(provider.id)
+      return null
+    }
+  }
+}

@@ -924,6 +924,13 @@ export const settings = {
     100000,
     'Single sign-on requests one source address may have on their way through a provider at once (each lives 10 minutes or until its callback); past it a start is refused with 429. Counted and written in one step.',
   ),
+  ssoPendingMax: int(
+    'SSO_PENDING_MAX',
+    10000,
+    1,
+    10000000,
+    'Single sign-on requests on their way through a provider at once from all sources together (the whole service, across nodes: counted in the store); past it a start is refused with 429 until some come back or expire. Each is a row of about 300 bytes.',
+  ),
   ssoTimeoutMs: int(
     'SSO_TIMEOUT_MS',
     5000,

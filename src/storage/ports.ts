@@ -262,10 +262,11 @@ export interface PortalStore {
    */
   deleteSsoProvider(id: string, audit: AuditDraft): Promise<boolean>
   /**
-   * createSsoRequest keeps an authorization request in flight, unless its source has
-   * `perIp` live ones already at `nowIso` (false, nothing written): the count and the write in one step.
+   * createSsoRequest keeps an authorization request in flight, unless its source has `perIp`
+   * live ones already at `nowIso`, or all sources together `total` (false, nothing written):
+   * the counts and the write in one step.
    */
-  createSsoRequest(request: NewSsoRequest, perIp: number, nowIso: string): Promise<boolean>
+  createSsoRequest(request: NewSsoRequest, limits: { readonly perIp: number; readonly total: number }, nowIso: string): Promise<boolean>
   /** takeSsoRequest gives a live request by its state's hash and deletes it, once: of two at once, one gets it. */
   takeSsoRequest(stateHash: string, nowIso: string): Promise<SsoRequest | null>
   /** pruneSsoRequests deletes the requests expired at `nowIso`; returns how many. */

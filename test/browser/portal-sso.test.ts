@@ -14,48 +14,15 @@ import type { Page } from 'playwright-core'
 import { freePort, startApp, type Running } from '../support/helper.ts'
 import { portalUser } from '../support/portal-helper.ts'
 import { browserSkip, openBrowser, seriousViolations, signInPage } from '../support/browser.ts'
-import { startProvider, type TestProvider } from '../support/oidc.ts'
-import { Users } from '../../src/services/users.ts'
-import { sealedPortal } from '../../src/services/users/sealed.ts'
-import { resolveKeyring } from '../../src/config/encryption.ts'
-import type { SsoProviderInput } from '../../src/services/users.ts'
+import { configure, startProvider } from '../support/oidc.ts'
 import { SYSTEM } from '../../src/domain/accounts.ts'
 import { isFailure } from '../../src/services/outcome.ts'
 import { codeOf } from '../support/portal-helper.ts'
-
-const SECRET = 'a client secret of the test, long enough to look like one'
 
 /** app: a portal whose public URL is known before it starts (the redirect URIs registered with the providers). */
 async function app(t: TestContext, env: Record<string, string> = {}): Promise<Running> {
   const port = await freePort()
   return startApp(t, { PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, SIGNUP_MODE: 'closed', ...env }, undefined, { port })
-}
-
-/** configure adds a provider as an operator would (the users service over the portal's sealed view), registered with the test provider. */
-async function configure(a: Running, provider: TestProvider, input: Partial<SsoProviderInput> & Pick<SsoProviderInput, 'id' | 'name'>): Promise<void> {
-  const users = new Users({
-    store: { ...a.store, portal: sealedPortal(a.store.portal, resolveKeyring(a.config)) },
-    config: a.config,
-    pepper: a.pepper,
-    accounts: a.accounts,
-    now: a.clock.now,
-  })
-  provider.addClient({ client_id: `tessera-${input.id}`, client_secret: SECRET, redirect_uris: [users.sso.redirectUri(input.id)] })
-  const saved = await users.sso.saveProvider(
-    { actor: SYSTEM },
-    {
-      issuer: provider.issuer,
-      clientId: `tessera-${input.id}`,
-      clientSecret: SECRET,
-      domains: [],
-      joinAccountId: null,
-      joinRole: null,
-      mfa: 'portal',
-      passwordAllowed: true,
-      ...input,
-    },
-  )
-  assert.ok(!isFailure(saved), isFailure(saved) ? saved.message : '')
 }
 
 /**

@@ -13,7 +13,14 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net'
 import { createSign, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import type { TestContext } from 'node:test'
+import assert from 'node:assert/strict'
 import Provider from 'oidc-provider'
+import type { Running } from './helper.ts'
+import { Users, type SsoProviderInput } from '../../src/services/users.ts'
+import { sealedPortal } from '../../src/services/users/sealed.ts'
+import { resolveKeyring } from '../../src/config/encryption.ts'
+import { SYSTEM } from '../../src/domain/accounts.ts'
+import { isFailure } from '../../src/services/outcome.ts'
 
 export interface OidcAccount {
   email: string
@@ -213,4 +220,100 @@ export async function startProvider(t: TestContext, opts: { readonly claimsInIdT
   })
   build()
   return state
+}
+
+const SECRET = 'a client secret of the test, long enough to look like one'
+
+/**
+ * configure adds a provider as an operator would (the users service over the portal's sealed view, as the CLI's `sso add`),
+ * registered with the test provider when one is given (null: an issuer that is not a test provider's).
+ */
+export async function configure(
+  a: Running,
+  provider: TestProvider | { readonly issuer: string },
+  input: Partial<SsoProviderInput> & Pick<SsoProviderInput, 'id' | 'name'>,
+): Promise<void> {
+  const users = new Users({
+    store: { ...a.store, portal: sealedPortal(a.store.portal, resolveKeyring(a.config)) },
+    config: a.config,
+    pepper: a.pepper,
+    accounts: a.accounts,
+    now: a.clock.now,
+  })
+  if ('addClient' in provider) provider.addClient({ client_id: `tessera-${input.id}`, client_secret: SECRET, redirect_uris: [users.sso.redirectUri(input.id)] })
+  const saved = await users.sso.saveProvider(
+    { actor: SYSTEM },
+    {
+      issuer: provider.issuer,
+      clientId: `tessera-${input.id}`,
+      clientSecret: SECRET,
+      domains: [],
+      joinAccountId: null,
+      joinRole: null,
+      mfa: 'portal',
+      passwordAllowed: true,
+      ...input,
+    },
+  )
+  assert.ok(!isFailure(saved), isFailure(saved) ? saved.message : '')
+}
+
+/** A cookie jar of one origin's cookies (name=value; attributes ignored, an empty value deletes). */
+export class Jar {
+  readonly #cookies = new Map<string, string>()
+  take(response: Response): void {
+    for (const line of response.headers.getSetCookie()) {
+      const [pair] = line.split(';')
+      const eq = pair!.indexOf('=')
+      const [name, value] = [pair!.slice(0, eq).trim(), pair!.slice(eq + 1).trim()]
+      if (value === '') this.#cookies.delete(name)
+      else this.#cookies.set(name, value)
+    }
+  }
+  get(name: string): string | undefined {
+    return this.#cookies.get(name)
+  }
+  header(): string {
+    return [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ')
+  }
+}
+
+/**
+ * throughProvider: a sign-in's way over plain HTTP, as a browser goes it: the portal's sign-in page (its pre-session and form
+ * token), the start, then the provider's pages (login as `account`, consent) up to the redirect back, which is returned unopened.
+ */
+export async function throughProvider(a: Running, providerId: string, account: string, jar = new Jar()): Promise<{ callback: string; jar: Jar }> {
+  const page = await fetch(`${a.url}/portal/sign-in`, { headers: { cookie: jar.header() } })
+  jar.take(page)
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!
+  const started = await fetch(`${a.url}/portal/sso/${providerId}/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+    body: new URLSearchParams({ _csrf: csrf }).toString(),
+    redirect: 'manual',
+  })
+  assert.equal(started.status, 200, await started.text())
+  let next = /^0;url=(.+)$/.exec(started.headers.get('refresh') ?? '')![1]!
+  const at = new Jar()
+  for (let hop = 0; hop < 12; hop++) {
+    if (next.startsWith(a.url)) return { callback: next, jar }
+    const answer = await fetch(next, { headers: { cookie: at.header() }, redirect: 'manual' })
+    at.take(answer)
+    const body = await answer.text()
+    if (answer.status >= 300 && answer.status < 400) {
+      next = new URL(answer.headers.get('location')!, next).href
+      continue
+    }
+    const form = /<form method="post" action="([^"]+)"/.exec(body)
+    assert.ok(form !== null, `a login page at ${next}: ${answer.status} ${body.slice(0, 300)}`)
+    const login = await fetch(new URL(form[1]!, next), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: at.header() },
+      body: new URLSearchParams({ account }).toString(),
+      redirect: 'manual',
+    })
+    at.take(login)
+    next = new URL(login.headers.get('location')!, next).href
+  }
+  throw new Error('the provider never sent the browser back')
 }

@@ -259,7 +259,7 @@ export class SingleSignOn {
         ip: sourceOf(input.ip),
         expiresAt: c.iso(c.now() + SSO_REQUEST_TTL_MS),
       },
-      c.config.ssoPendingPerIp,
+      { perIp: c.config.ssoPendingPerIp, total: c.config.ssoPendingMax },
       c.iso(),
     )
     if (!made) return { kind: 'busy' }

@@ -102,11 +102,16 @@ function providerOps(d: Part): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
 function requestOps(d: Part): Pick<SsoOps, 'createSsoRequest' | 'takeSsoRequest' | 'pruneSsoRequests'> {
   const { query, transaction } = d
   return {
-    async createSsoRequest(r, perIp, nowIso) {
+    async createSsoRequest(r, limits, nowIso) {
       return transaction(async (tx) => {
-        await tx('sso-request-lock', "SELECT pg_advisory_xact_lock(hashtextextended('sso-requests:' || $1, 0))", [r.ip])
-        const { rows } = await tx('sso-requests-live', 'SELECT count(*)::int AS n FROM sso_requests WHERE ip = $1 AND expires_at > $2', [r.ip, nowIso])
-        if (Number(rows[0]!.n) >= perIp) return false
+        // One lock for every start: the total is counted too (starts are few: a person's click each).
+        await tx('sso-request-lock', "SELECT pg_advisory_xact_lock(hashtextextended('sso-requests', 0))")
+        const { rows } = await tx(
+          'sso-requests-live',
+          'SELECT count(*) FILTER (WHERE ip = $1)::int AS n, count(*)::int AS total FROM sso_requests WHERE expires_at > $2',
+          [r.ip, nowIso],
+        )
+        if (Number(rows[0]!.n) >= limits.perIp || Number(rows[0]!.total) >= limits.total) return false
         await tx(
           'sso-request-create',
           `INSERT INTO sso_requests (state_hash, provider_id, browser_hash, nonce, verifier, next, link_user_id, ip, created_at, expires_at)

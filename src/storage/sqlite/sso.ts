@@ -27,6 +27,7 @@ function ssoStatements(db: DatabaseSync) {
       'DELETE FROM sessions WHERE sso_provider_id = ?1',
     ].map((sql) => db.prepare(sql)),
     deleteProviderRow: db.prepare('DELETE FROM sso_providers WHERE id = ?'),
+    live: db.prepare('SELECT count(*) AS n FROM sso_requests WHERE expires_at > ?'),
     liveFrom: db.prepare('SELECT count(*) AS n FROM sso_requests WHERE ip = ? AND expires_at > ?'),
     insertRequest: db.prepare(`INSERT INTO sso_requests (state_hash, provider_id, browser_hash, nonce, verifier, next, link_user_id, ip,
       created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -125,9 +126,9 @@ function providerOps(d: Deps): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
 function requestOps(d: Deps): Pick<SsoOps, 'createSsoRequest' | 'takeSsoRequest' | 'pruneSsoRequests'> {
   const { q, batch } = d
   return {
-    async createSsoRequest(r, perIp, nowIso) {
+    async createSsoRequest(r, limits, nowIso) {
       return batch.atomic(() => {
-        if (Number(q.liveFrom.get(r.ip, nowIso)!.n) >= perIp) return false
+        if (Number(q.liveFrom.get(r.ip, nowIso)!.n) >= limits.perIp || Number(q.live.get(nowIso)!.n) >= limits.total) return false
         q.insertRequest.run(r.stateHash, r.providerId, r.browserHash, r.nonce, r.verifier, r.next, r.linkUserId, r.ip, nowIso, r.expiresAt)
         return true
       })

@@ -1,0 +1,148 @@
+/**
+ * Single sign-on's doors attacked over HTTP, against a real OpenID provider (test/support/oidc.ts):
+ * one code's callback sent ten times at once signs in once; hostile callbacks (no state, a long
+ * one, lone surrogates, repeated parameters, a provider's error, paths with `..`, `%2e` and bidi
+ * characters) get a clear 4xx page, never a 5xx; starts without the form's token or from another
+ * site do nothing; starts beyond the per-source and total caps get 429 under parallel calls; a
+ * provider down or silent costs a start at most its timeout and answers 503.
+ */
+import { test, type TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { createServer, type Socket } from 'node:net'
+import { freePort, startApp, type Running } from '../../support/helper.ts'
+import { configure, Jar, startProvider, throughProvider } from '../../support/oidc.ts'
+
+async function app(t: TestContext, env: Record<string, string> = {}): Promise<Running> {
+  const port = await freePort()
+  return startApp(t, { PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...env }, undefined, { port })
+}
+
+const callback = (a: Running, query: string, cookie = '', path = '/portal/sso/kc/callback') =>
+  fetch(`${a.url}${path}${query}`, { headers: { cookie }, redirect: 'manual' })
+
+test('one code sent back ten times at once signs in once; its replay and hostile callbacks get a 4xx page, never a 5xx', async (t) => {
+  const a = await app(t)
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', joinAccountId: a.accountId, joinRole: 'viewer' })
+  kc.accounts.set('alice', { email: 'alice@example.com', email_verified: true })
+
+  const { callback: url, jar } = await throughProvider(a, 'kc', 'alice')
+  const answers = await Promise.all(Array.from({ length: 10 }, () => fetch(url, { headers: { cookie: jar.header() }, redirect: 'manual' })))
+  const statuses = answers.map((r) => r.status).sort()
+  assert.deepEqual(statuses, [303, 400, 400, 400, 400, 400, 400, 400, 400, 400], 'one sign-in of ten')
+  const won = answers.find((r) => r.status === 303)!
+  assert.ok(won.headers.getSetCookie().some((c) => c.startsWith('tessera_session=') && !c.startsWith('tessera_session=;')))
+  assert.equal(kc.tokenRequests, 1, 'the code went to the provider once')
+  for (const r of answers.filter((x) => x.status === 400)) assert.match(await r.text(), /has expired, was used already/)
+  assert.equal((await fetch(url, { headers: { cookie: jar.header() }, redirect: 'manual' })).status, 400, 'a replay later')
+
+  // A provider's error for a live request: refused, and the request spent.
+  const cancelled = await throughProvider(a, 'kc', 'alice', new Jar())
+  const state = new URL(cancelled.callback).searchParams.get('state')!
+  const denied = await callback(a, `?error=access_denied&error_description=${'x'.repeat(3000)}&state=${state}`, cancelled.jar.header())
+  assert.equal(denied.status, 403)
+  assert.match(await denied.text(), /did not sign you in/)
+  assert.equal((await fetch(cancelled.callback, { headers: { cookie: cancelled.jar.header() }, redirect: 'manual' })).status, 400, 'spent')
+
+  const hostile = [
+    '',
+    '?',
+    '?code=x',
+    `?state=${'s'.repeat(600)}&code=x`,
+    '?state=%ED%A0%80&code=%ED%B0%80',
+    '?state=%F0%9F&code=%00',
+    '?state=a&state=b&code=c&code=d',
+    '?state[]=a&code={"a":1}',
+    `?code=${'c'.repeat(7000)}&state=x`,
+    '?error=%E2%80%AEevil&state=x',
+  ]
+  for (const query of hostile) {
+    const r = await callback(a, query, jar.header())
+    assert.ok(r.status >= 400 && r.status < 500, `${query.slice(0, 40)}: ${r.status}`)
+    assert.match(await r.text(), /role="alert"/, query.slice(0, 40))
+  }
+  for (const path of [
+    '/portal/sso/%2e%2e/callback',
+    '/portal/sso/..%2fkc/callback',
+    '/portal/sso/k%E2%80%AEc/callback',
+    `/portal/sso/${'k'.repeat(300)}/callback`,
+  ]) {
+    const r = await callback(a, '?state=x&code=y', jar.header(), path)
+    assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status}`)
+  }
+  const refusals = (await a.store.audit.list({ limit: 100, action: 'user.sign-in' })).items.filter((e) => e.outcome === 'failure')
+  assert.ok(refusals.length >= hostile.length, 'each refusal audited')
+  for (const e of refusals) assert.ok(!JSON.stringify(e).includes('c'.repeat(100)), 'no code in the trail')
+})
+
+test('starts: only from the form of this site, within the per-source and total caps under parallel calls; unknown providers 404', async (t) => {
+  const a = await app(t, { SSO_PENDING_PER_IP: '3', SSO_PENDING_MAX: '5', TRUST_PROXY: '127.0.0.1' })
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak' })
+  const jar = new Jar()
+  const page = await fetch(`${a.url}/portal/sign-in`)
+  jar.take(page)
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!
+  const start = (opts: { csrf?: string; origin?: string; from?: string; id?: string } = {}) =>
+    fetch(`${a.url}/portal/sso/${opts.id ?? 'kc'}/start`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        origin: opts.origin ?? a.url,
+        cookie: jar.header(),
+        ...(opts.from === undefined ? {} : { 'x-forwarded-for': opts.from }),
+      },
+      body: new URLSearchParams({ _csrf: opts.csrf ?? csrf }).toString(),
+      redirect: 'manual',
+    })
+  assert.equal((await start({ csrf: 'wrong' })).status, 403)
+  assert.equal((await start({ origin: 'https://evil.example' })).status, 403)
+  for (const id of ['nope', '%2e%2e', 'K', 'k%E2%80%AE', 'x'.repeat(200)]) assert.equal((await start({ id })).status, 404, id)
+
+  const one = await Promise.all(Array.from({ length: 12 }, () => start({ from: '198.51.100.1' })))
+  assert.deepEqual(one.map((r) => r.status).sort(), [200, 200, 200, ...Array(9).fill(429)], 'three of twelve parallel starts from one source')
+  for (const r of one.filter((x) => x.status === 429)) assert.equal(r.headers.get('retry-after'), '600')
+  const many = await Promise.all(Array.from({ length: 10 }, (_, i) => start({ from: `203.0.113.${i + 1}` })))
+  assert.equal(many.filter((r) => r.status === 200).length, 2, 'two more from other sources: five in all')
+  // IPv6 sources share their /64.
+  const v6 = await Promise.all(['2001:db8::1', '2001:db8::2', '2001:db8::3:4'].map((from) => start({ from })))
+  assert.ok(
+    v6.every((r) => r.status === 429),
+    'the total is reached',
+  )
+})
+
+test('a provider down or silent costs a start its timeout at most, and answers 503 with Retry-After', async (t) => {
+  const a = await app(t, { SSO_TIMEOUT_MS: '1000' })
+  const closed = await freePort()
+  await configure(a, { issuer: `http://127.0.0.1:${closed}` }, { id: 'down', name: 'Down' })
+  const sockets: Socket[] = []
+  const silent = createServer((socket) => sockets.push(socket))
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    for (const s of sockets) s.destroy()
+    silent.close()
+  })
+  const port = (silent.address() as { port: number }).port
+  await configure(a, { issuer: `http://127.0.0.1:${port}` }, { id: 'silent', name: 'Silent' })
+  const jar = new Jar()
+  const page = await fetch(`${a.url}/portal/sign-in`)
+  jar.take(page)
+  const html = await page.text()
+  assert.match(html, /Sign in with Down/)
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(html)![1]!
+  for (const id of ['down', 'silent']) {
+    const began = Date.now()
+    const r = await fetch(`${a.url}/portal/sso/${id}/start`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+      body: new URLSearchParams({ _csrf: csrf }).toString(),
+      redirect: 'manual',
+    })
+    const took = Date.now() - began
+    assert.equal(r.status, 503, id)
+    assert.equal(r.headers.get('retry-after'), '60')
+    assert.match(await r.text(), /did not answer in time/)
+    assert.ok(took < 3000, `${id}: ${took} ms`)
+  }
+})

@@ -41,7 +41,13 @@ test('in a browser: an operator goes from the summary to a pending request and a
   assert.equal(await page.getByRole('button', { name: 'Approve TOTP in us for Browser Ltd' }).count(), 1)
   assert.equal((await get(app.url, '/totp/ping', apiKey)).status, 200)
 
-  for (const path of ['/portal/operator/accounts', `/portal/operator/accounts/${account.id}`, '/portal/operator/sign-ups', '/portal/operator/audit']) {
+  for (const path of [
+    '/portal/operator/accounts',
+    `/portal/operator/accounts/${account.id}`,
+    '/portal/operator/sign-ups',
+    '/portal/operator/audit',
+    '/portal/operator/sso',
+  ]) {
     await page.goto(`${app.url}${path}`)
     assert.deepEqual(await seriousViolations(page), [], path)
   }

@@ -22,7 +22,7 @@ export function operatorForm(kit: Kit, request: FastifyRequest, reply: FastifyRe
   return current
 }
 
-export type OperatorPage = 'summary' | 'accounts' | 'sign-ups' | 'subscriptions' | 'audit'
+export type OperatorPage = 'summary' | 'accounts' | 'sign-ups' | 'subscriptions' | 'audit' | 'sso'
 
 const PAGES: readonly (readonly [OperatorPage, string, string])[] = [
   ['summary', '/portal/operator', 'Summary'],
@@ -30,6 +30,7 @@ const PAGES: readonly (readonly [OperatorPage, string, string])[] = [
   ['sign-ups', '/portal/operator/sign-ups', 'Sign-ups'],
   ['subscriptions', '/portal/operator/subscriptions', 'Subscription requests'],
   ['audit', '/portal/operator/audit', 'Audit'],
+  ['sso', '/portal/operator/sso', 'Single sign-on'],
 ]
 
 /** operatorNav: the links between the operator pages, this one marked. */

@@ -14,6 +14,7 @@ import operatorAccounts from './accounts.ts'
 import operatorQueues from './queue.ts'
 import operatorAudit from './audit.ts'
 import operatorTotpUsers from './totp-users.ts'
+import operatorSso from './sso.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
@@ -61,4 +62,5 @@ export default async function operatorPages(app: FastifyInstance, kit: Kit): Pro
   await app.register(operatorQueues, kit)
   await app.register(operatorAudit, kit)
   await app.register(operatorTotpUsers, kit)
+  await app.register(operatorSso, kit)
 }

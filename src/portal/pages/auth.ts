@@ -175,7 +175,7 @@ function signInForm(
   )
   return html`
 ${notice(opts.notice ?? null)}${alert(opts.error ?? null)}
-${sso.length === 0 ? '' : html`<section aria-label="Single sign-on">${sso}<p class="hint">Or with your email and password:</p></section>`}
+${sso.length === 0 ? '' : html`<section class="sso" aria-label="Single sign-on">${sso}<p class="hint">Or with your email and password:</p></section>`}
 <form method="post" action="/portal/sign-in">
 ${csrfInput(csrf)}
 ${next}

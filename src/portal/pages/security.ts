@@ -87,7 +87,7 @@ ${providers
   .filter((p) => !linked.has(p.id))
   .map(
     (p) =>
-      html`<form method="post" action="/portal/sso/${p.id}/link">${csrfField(kit, current)}<button type="submit" class="secondary">Link ${p.name}</button></form>`,
+      html`<form method="post" action="/portal/sso/${p.id}/link" class="sso-link">${csrfField(kit, current)}<button type="submit" class="secondary">Link ${p.name}</button></form>`,
   )}
 </section>`
   return sendPage(kit, reply, {

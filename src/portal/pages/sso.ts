@@ -16,6 +16,13 @@ import type { SsoRefusal, SsoStart } from '../../services/users.ts'
 import { cookieName, PRESESSION_COOKIE, readCookie, SESSION_COOKIE, sessionIdHash, setCookie, isToken } from '../web/session.ts'
 import { safeNext } from './auth.ts'
 
+/** Styles of the providers' buttons (sign-in and Security pages), added to the portal's one stylesheet. */
+export const css = `
+form.sso, form.sso-link { margin: 0 0 .75rem; }
+section.sso { margin-bottom: 1.5rem; }
+section.sso p.hint { margin: 1rem 0 0; }
+`
+
 /** What each refusal tells the person, and its status. */
 const REFUSALS: Readonly<Record<SsoRefusal, { status: number; text: (provider: string) => string }>> = {
   expired: { status: 400, text: () => 'This sign-in has expired, was used already, or was started in another browser. Start again from the sign-in page.' },

@@ -16,7 +16,7 @@ import { PasswordsBusy } from '../../services/users/passwords.ts'
 import { UnavailableError } from '../../domain/errors.ts'
 import { cookieName, SESSION_COOKIE } from './session.ts'
 import authPages from '../pages/auth.ts'
-import ssoPages from '../pages/sso.ts'
+import ssoPages, { css as ssoCss } from '../pages/sso.ts'
 import homePages from '../pages/home.ts'
 import overviewPages, { css as overviewCss } from '../pages/overview.ts'
 import keysPages, { css as keysCss } from '../pages/keys.ts'
@@ -61,6 +61,7 @@ const STYLESHEET = [
   auditCss,
   teamCss,
   securityCss,
+  ssoCss,
   operatorCss,
   webhooksCss,
   jobsCss,

@@ -15,6 +15,7 @@ import { isFailure } from '../../services/outcome.ts'
 import type { SsoRefusal, SsoStart } from '../../services/users.ts'
 import { cookieName, PRESESSION_COOKIE, readCookie, SESSION_COOKIE, sessionIdHash, setCookie, isToken } from '../web/session.ts'
 import { safeNext } from './auth.ts'
+import * as mail from '../../mail/templates.ts'
 
 /** Styles of the providers' buttons (sign-in and Security pages), added to the portal's one stylesheet. */
 export const css = `
@@ -133,6 +134,19 @@ function callbackPage(app: FastifyInstance, kit: Kit, page: Say, provider: (requ
       }
       case 'linked':
         return reply.redirect(finished.next, 303)
+      case 'pending': {
+        kit.metrics.signIn('pending')
+        // As a confirmed sign-up under SIGNUP_MODE=approval: the operators are told, the user is told they will be emailed.
+        const { emails, accountName } = await users.signUps.operatorsToTell(finished.user)
+        const base = config.publicBaseUrl
+        const send = (to: string, email: mail.Email) => kit.mailer.send({ to, ...email }).catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
+        for (const to of emails) send(to, mail.signupToApprove({ email: finished.user.email, accountName, link: `${base}/portal/operator/sign-ups` }))
+        send(finished.user.email, mail.signupAwaitingApproval({ portalUrl: `${base}/portal/sign-in` }))
+        return sendPage(kit, reply, {
+          title: 'Single sign-on',
+          body: html`<p role="status">Thank you: an operator approves each new account; we will email you when yours is ready.</p>`,
+        })
+      }
       case 'signed-in': {
         kit.metrics.signIn(finished.twoFactor ? 'second factor' : 'ok')
         reply.header('set-cookie', [

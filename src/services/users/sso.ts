@@ -75,6 +75,8 @@ export type SsoRefusal = 'expired' | 'denied' | 'invalid' | 'unreachable' | 'unv
 export type SsoFinish =
   | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean; readonly next: string }
   | { readonly kind: 'linked'; readonly next: string; readonly provider: string }
+  /** A first sign-in made a user who waits for an operator's approval (SIGNUP_MODE=approval, no account to join): operators are to be told. */
+  | { readonly kind: 'pending'; readonly user: User }
   | { readonly kind: 'refused'; readonly reason: SsoRefusal; readonly provider: string | null }
 
 export interface FinishInput {
@@ -330,6 +332,7 @@ export class SingleSignOn {
     } else {
       const made = await this.#firstSignIn(input, provider, subject, email)
       if ('kind' in made) return made
+      if (made.status === 'pending') return { kind: 'pending', user: made }
       user = made
     }
     if (user.status !== 'active') return this.#refuse(input, provider, 'inactive', `user ${user.status}`, user)

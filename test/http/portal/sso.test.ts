@@ -11,6 +11,7 @@ import assert from 'node:assert/strict'
 import { createServer, type Socket } from 'node:net'
 import { freePort, startApp, type Running } from '../../support/helper.ts'
 import { configure, Jar, startProvider, throughProvider } from '../../support/oidc.ts'
+import { portalUser, waitForMail } from '../../support/portal-helper.ts'
 
 async function app(t: TestContext, env: Record<string, string> = {}): Promise<Running> {
   const port = await freePort()
@@ -145,4 +146,35 @@ test('a provider down or silent costs a start its timeout at most, and answers 5
     assert.match(await r.text(), /did not answer in time/)
     assert.ok(took < 3000, `${id}: ${took} ms`)
   }
+})
+
+test('under SIGNUP_MODE=approval a first sign-in with no account to join waits for an operator, who is told; under closed it is refused', async (t) => {
+  const a = await app(t, { SIGNUP_MODE: 'approval' })
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak' })
+  kc.accounts.set('pat', { email: 'pat@example.com', email_verified: true })
+  const op = await portalUser(a, { email: 'op@example.com', operator: true, accountId: null })
+  const first = await throughProvider(a, 'kc', 'pat')
+  const waiting = await fetch(first.callback, { headers: { cookie: first.jar.header() }, redirect: 'manual' })
+  assert.equal(waiting.status, 200)
+  assert.match(await waiting.text(), /an operator approves each new account/)
+  assert.ok(!waiting.headers.getSetCookie().some((c) => c.startsWith('tessera_session=') && !c.startsWith('tessera_session=;')), 'no session')
+  const pat = (await a.store.portal.findUserByEmail('pat@example.com'))!
+  assert.equal(pat.status, 'pending')
+  assert.equal((await a.store.portal.membershipsOf(pat.id)).length, 1, 'an account of their own, as a sign-up')
+  assert.match((await waitForMail(a, op.email)).text, /pat@example\.com/)
+  await waitForMail(a, 'pat@example.com')
+  // Again before the approval: refused, nothing new made.
+  const again = await throughProvider(a, 'kc', 'pat')
+  const refused = await fetch(again.callback, { headers: { cookie: again.jar.header() }, redirect: 'manual' })
+  assert.equal(refused.status, 403)
+  assert.match(await refused.text(), /waiting for an operator&#39;s approval|waiting for an operator's approval/)
+
+  const closed = await app(t, { SIGNUP_MODE: 'closed' })
+  await configure(closed, kc, { id: 'kc', name: 'Keycloak' })
+  const shut = await throughProvider(closed, 'kc', 'pat')
+  const no = await fetch(shut.callback, { headers: { cookie: shut.jar.header() }, redirect: 'manual' })
+  assert.equal(no.status, 403)
+  assert.match(await no.text(), /Sign-ups are closed/)
+  assert.equal(await closed.store.portal.findUserByEmail('pat@example.com'), null)
 })

@@ -30,17 +30,22 @@ async function app(t: TestContext, env: Record<string, string> = {}): Promise<Ru
  * provider that remembers the browser's sign-in there sends it straight back, as real ones do.
  */
 async function viaProvider(page: Page, button: string, account: string, opts: { mfa?: boolean } = {}): Promise<void> {
-  await page.getByRole('button', { name: button }).click()
-  await page.waitForURL(
-    (url) =>
-      url.pathname.startsWith('/interaction/') || (url.pathname.startsWith('/portal/') && !url.pathname.endsWith('/start') && !url.pathname.endsWith('/link')),
-  )
+  await page.getByRole('button', { name: button, exact: true }).click()
+  await page.waitForURL((url) => url.pathname.startsWith('/interaction/') || (url.pathname.startsWith('/portal/') && !/\/(start|sso-link)$/.test(url.pathname)))
   if (new URL(page.url()).pathname.startsWith('/interaction/')) {
     await page.getByLabel('Account').fill(account)
     if (opts.mfa === true) await page.getByLabel('Used a second factor').check()
     await Promise.all([page.waitForURL(/\/portal\//), page.getByRole('button', { name: 'Continue' }).click()])
   }
   await page.waitForLoadState('domcontentloaded')
+}
+
+/** linkOnSecurityPage: the Security page's link form (the provider chosen, the password typed), then the provider. */
+async function linkOnSecurityPage(a: Running, page: Page, provider: string, password: string, account: string): Promise<void> {
+  await page.goto(`${a.url}/portal/security`)
+  await page.getByLabel('Provider to link').selectOption({ label: provider })
+  await page.getByLabel(/^Your password/).fill(password)
+  await viaProvider(page, 'Link provider', account)
 }
 
 async function signIn(a: Running, page: Page, button: string, account: string, opts: { mfa?: boolean } = {}): Promise<void> {
@@ -137,7 +142,13 @@ test('in a browser: sign-in through a real provider joins the domain account wit
   const bobSigned = await signInPage(browser, a.url, bob)
   await bobSigned.goto(`${a.url}/portal/security`)
   assert.deepEqual(await seriousViolations(bobSigned), [])
-  await viaProvider(bobSigned, 'Link Keycloak', 'bob')
+  // A session left open is not enough: a wrong password starts nothing.
+  await bobSigned.getByLabel('Provider to link').selectOption({ label: 'Keycloak' })
+  await bobSigned.getByLabel('Your password').fill('not the password at all')
+  await bobSigned.getByRole('button', { name: 'Link provider' }).click()
+  assert.equal(await bobSigned.getByText('That password is wrong.').count(), 1)
+  assert.ok(bobSigned.url().startsWith(a.url))
+  await linkOnSecurityPage(a, bobSigned, 'Keycloak', bob.password, 'bob')
   assert.equal(await bobSigned.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
   await bobPage.context().clearCookies()
   await signIn(a, bobPage, 'Sign in with Keycloak', 'bob')
@@ -244,10 +255,9 @@ test('in a browser: the provider MFA stands for the second factor only as config
   assert.equal(refused?.status(), 403)
   assert.match(await alertText(page), /only in a session signed in through single sign-on/)
   // She links both providers, and turns on the portal's own second factor.
-  await page.goto(`${a.url}/portal/security`)
-  await viaProvider(page, 'Link Keycloak', 'olga')
+  await linkOnSecurityPage(a, page, 'Keycloak', op.password, 'olga')
   assert.equal(await page.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
-  await viaProvider(page, 'Link Google', 'olga')
+  await linkOnSecurityPage(a, page, 'Google', op.password, 'olga')
   assert.equal(await page.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
   const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
   await a.store.portal.updateUser(op.user.id, { totpSecret: secret, totpEnabledAt: new Date(a.clock.now()).toISOString() }, null)

@@ -7,7 +7,7 @@
  * factor ends every other session; secrets and recovery codes are shown once and never logged.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from '../web/html.ts'
+import { html, type Html } from '../web/html.ts'
 import type { Current, Kit } from '../web/kit.ts'
 import { actorOf, caller, csrfField, formExpired, formOk, pageRoute, sendPage } from '../web/kit.ts'
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
@@ -17,6 +17,7 @@ import type { Misstep, ProofRefusal } from '../../services/users.ts'
 import { enrolmentUrl, grouped, qrDataUrl, RECOVERY_CODE_COUNT, waitWords } from './two-factor.ts'
 import { field, rawField, type Problem } from './security-form.ts'
 import secondFactorPages from './second-factor.ts'
+import { sendToProvider } from './sso.ts'
 
 /** Styles of these pages, added to the portal's one stylesheet. */
 export const css = `
@@ -75,6 +76,7 @@ ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomp
 </form>`
   const [identities, providers] = await Promise.all([kit.users.sso.identitiesOf(user.id), kit.users.sso.buttons()])
   const linked = new Set(identities.map((i) => i.providerId))
+  const unlinked = providers.filter((p) => !linked.has(p.id))
   const sso =
     providers.length === 0 && identities.length === 0
       ? ''
@@ -83,12 +85,7 @@ ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomp
 <h2 id="sso-heading">Single sign-on</h2>
 <p>Sign in through your organisation's identity provider. A provider is linked to you by its own name for you, never by a matching address: link it here, signed in.</p>
 ${identities.length === 0 ? '' : html`<ul>${identities.map((i) => html`<li>${i.name} (as ${i.email}, last used ${day(i.lastUsedAt)}) <form method="post" action="/portal/sso/${i.providerId}/unlink" class="inline">${csrfField(kit, current)}<button type="submit" class="secondary">Unlink</button></form></li>`)}</ul>`}
-${providers
-  .filter((p) => !linked.has(p.id))
-  .map(
-    (p) =>
-      html`<form method="post" action="/portal/sso/${p.id}/link" class="sso-link">${csrfField(kit, current)}<button type="submit" class="secondary">Link ${p.name}</button></form>`,
-  )}
+${unlinked.length === 0 ? '' : linkForm(kit, current, unlinked, problems)}
 </section>`
   return sendPage(kit, reply, {
     title: 'Security',
@@ -119,6 +116,35 @@ ${csrfField(kit, current)}
 </form>
 </section>`,
   })
+}
+
+/**
+ * linkForm: linking a provider adds a way in, so it asks for the password or a code (a user with
+ * neither, made by a provider, links within 10 minutes of signing in through one).
+ */
+function linkForm(kit: Kit, current: Current, providers: readonly { id: string; name: string }[], problems: readonly Problem[]): Html {
+  const { user } = current
+  const proof = user.passwordHash !== null || user.totpEnabledAt !== null
+  return html`<form method="post" action="/portal/security/sso-link" class="sso-link" novalidate>
+${csrfField(kit, current)}${username(current)}
+<label for="sso-provider">Provider to link</label>
+${problems.some((p) => p.field === 'sso-provider') ? html`<p class="error" id="sso-provider-error" role="alert">${problems.find((p) => p.field === 'sso-provider')!.text}</p>` : ''}
+<select id="sso-provider" name="provider">${providers.map((p) => html`<option value="${p.id}">${p.name}</option>`)}</select>
+${
+  proof
+    ? field({
+        id: 'sso-proof',
+        label: user.passwordHash === null ? 'A code from your app' : user.totpEnabledAt === null ? 'Your password' : 'Your password, or a code from your app',
+        type: 'password',
+        autocomplete: 'current-password',
+        problems,
+        hint: 'Linking adds a way into your account: we ask who you are first.',
+        extra: html` maxlength="${MAX_PASSWORD_LENGTH}"`,
+      })
+    : html`<p class="hint">You have no password here: linking works within 10 minutes of signing in through a provider.</p>`
+}
+<button type="submit" class="secondary">Link provider</button>
+</form>`
 }
 
 /** lockedOut and wrongCode: the problem to show for a code refused (too many wrong ones: with the wait; wrong, or used already). */
@@ -241,6 +267,27 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
       return securityPage(kit, reply, current, { status: problem.status, problem })
     }
     return reply.redirect('/portal/security?notice=password', 303)
+  })
+
+  app.post('/security/sso-link', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
+    if (current === null) return reply
+    const refused = await users.sso.proveForLink(current, rawField(request, 'sso-proof'), request.ip)
+    if (refused !== null) {
+      const problem: Problem =
+        refused.kind === 'stale'
+          ? { field: 'sso-provider', text: 'Sign out, sign in through a provider again, then link within 10 minutes.', status: 403 }
+          : refusedProof(reply, 'sso-proof', refused)
+      return securityPage(kit, reply, current, { status: problem.status, problem })
+    }
+    const started = await users.sso.start({
+      providerId: String(((request.body ?? {}) as Record<string, unknown>).provider ?? '').slice(0, 64),
+      next: '/portal/security?notice=sso-linked',
+      ip: request.ip,
+      browserHash: current.session.idHash,
+      linkUserId: current.user.id,
+    })
+    return sendToProvider(kit, reply, started)
   })
 
   app.post('/security/sign-out-others', pageRoute(kit, 'signed-in'), async (request, reply) => {

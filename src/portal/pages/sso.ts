@@ -8,7 +8,7 @@
  * when it is due, `next` only ever a portal page.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { html } from '../web/html.ts'
+import { html, type Html } from '../web/html.ts'
 import type { Kit } from '../web/kit.ts'
 import { formOk, LANDING, sendPage, sessionOf, signedOutFormOk, formField } from '../web/kit.ts'
 import { isFailure } from '../../services/outcome.ts'
@@ -42,33 +42,37 @@ const REFUSALS: Readonly<Record<SsoRefusal, { status: number; text: (provider: s
   bound: { status: 409, text: (p) => `That ${p} identity is linked to another portal user, or you have one linked there already.` },
 }
 
+const say = (kit: Kit, reply: FastifyReply, status: number, text: string, back = html`<a href="/portal/sign-in">Back to sign-in</a>`) =>
+  sendPage(kit, reply, { title: 'Single sign-on', status, body: html`<p role="alert">${text}</p><p>${back}</p>` })
+
+/** sendToProvider: a started request's way to the provider (a sign-in's, or the Security page's link), or the page of why not. */
+export function sendToProvider(kit: Kit, reply: FastifyReply, started: SsoStart): FastifyReply {
+  switch (started.kind) {
+    case 'redirect':
+      // Not a 303: the portal's CSP (form-action 'self') rightly stops a form post redirected to another site. The page
+      // the post answers with goes on by itself (Refresh) or by its link, a navigation of its own.
+      return sendPage(kit, reply.header('cache-control', 'no-store').header('refresh', `0;url=${started.url}`).header('referrer-policy', 'no-referrer'), {
+        title: 'Single sign-on',
+        body: html`<p role="status">Taking you to your sign-in provider… <a href="${started.url}" rel="noreferrer">Continue</a></p>`,
+      })
+    case 'unknown':
+      return say(kit, reply, 404, 'There is no such sign-in provider here.')
+    case 'busy':
+      reply.header('retry-after', '600')
+      return say(kit, reply, 429, 'Too many sign-ins started from your network at once. Finish one, or try again in ten minutes.')
+    case 'unreachable':
+      reply.header('retry-after', '60')
+      return say(kit, reply, 503, 'The sign-in provider did not answer in time. Try again in a minute.')
+  }
+}
+
 export default async function ssoPages(app: FastifyInstance, kit: Kit): Promise<void> {
   const { users, config } = kit
   const secure = config.portalSecureCookies
 
-  const page = (reply: FastifyReply, status: number, text: string, back = html`<a href="/portal/sign-in">Back to sign-in</a>`) =>
-    sendPage(kit, reply, { title: 'Single sign-on', status, body: html`<p role="alert">${text}</p><p>${back}</p>` })
+  const page = (reply: FastifyReply, status: number, text: string, back?: Html) => say(kit, reply, status, text, back)
 
-  /** redirectTo: a started request's way to the provider, or the page of why not. */
-  const redirectTo = (reply: FastifyReply, started: SsoStart) => {
-    switch (started.kind) {
-      case 'redirect':
-        // Not a 303: the portal's CSP (form-action 'self') rightly stops a form post redirected to another site. The page
-        // the post answers with goes on by itself (Refresh) or by its link, a navigation of its own.
-        return sendPage(kit, reply.header('cache-control', 'no-store').header('refresh', `0;url=${started.url}`).header('referrer-policy', 'no-referrer'), {
-          title: 'Single sign-on',
-          body: html`<p role="status">Taking you to your sign-in provider… <a href="${started.url}" rel="noreferrer">Continue</a></p>`,
-        })
-      case 'unknown':
-        return page(reply, 404, 'There is no such sign-in provider here.')
-      case 'busy':
-        reply.header('retry-after', '600')
-        return page(reply, 429, 'Too many sign-ins started from your network at once. Finish one, or try again in ten minutes.')
-      case 'unreachable':
-        reply.header('retry-after', '60')
-        return page(reply, 503, 'The sign-in provider did not answer in time. Try again in a minute.')
-    }
-  }
+  const redirectTo = (reply: FastifyReply, started: SsoStart) => sendToProvider(kit, reply, started)
 
   const provider = (request: FastifyRequest) => String((request.params as { provider?: string }).provider ?? '').slice(0, 64)
 
@@ -77,20 +81,6 @@ export default async function ssoPages(app: FastifyInstance, kit: Kit): Promise<
     if (!signedOutFormOk(kit, request) || pre === null || !isToken(pre)) return page(reply, 403, 'This form has expired. Please sign in again.')
     const next = safeNext(formField(request, 'next'))
     return redirectTo(reply, await users.sso.start({ providerId: provider(request), next, ip: request.ip, browserHash: sessionIdHash(pre), linkUserId: null }))
-  })
-
-  app.post('/sso/:provider/link', { schema: { hide: true } }, async (request, reply) => {
-    const current = await sessionOf(kit, request)
-    if (current === null) return reply.redirect('/portal/sign-in', 303)
-    if (!formOk(kit, request, current)) return page(reply, 403, 'This form has expired.', html`<a href="/portal/security">Back</a>`)
-    const started = await users.sso.start({
-      providerId: provider(request),
-      next: '/portal/security?notice=sso-linked',
-      ip: request.ip,
-      browserHash: current.session.idHash,
-      linkUserId: current.user.id,
-    })
-    return redirectTo(reply, started)
   })
 
   app.post('/sso/:provider/unlink', { schema: { hide: true } }, async (request, reply) => {
@@ -139,7 +129,8 @@ function callbackPage(app: FastifyInstance, kit: Kit, page: Say, provider: (requ
         // As a confirmed sign-up under SIGNUP_MODE=approval: the operators are told, the user is told they will be emailed.
         const { emails, accountName } = await users.signUps.operatorsToTell(finished.user)
         const base = config.publicBaseUrl
-        const send = (to: string, email: mail.Email) => kit.mailer.send({ to, ...email }).catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
+        const send = (to: string, email: mail.Email) =>
+          kit.mailer.send({ to, ...email }).catch((error: Error) => request.log.error({ err: error }, 'email not sent'))
         for (const to of emails) send(to, mail.signupToApprove({ email: finished.user.email, accountName, link: `${base}/portal/operator/sign-ups` }))
         send(finished.user.email, mail.signupAwaitingApproval({ portalUrl: `${base}/portal/sign-in` }))
         return sendPage(kit, reply, {

@@ -29,6 +29,8 @@ import { draft, fail, isFailure, type Context, type Failure } from '../outcome.t
 import { own, SECOND_FACTOR_TTL_MS, type UsersCore } from './core.ts'
 import type { Found } from './sessions.ts'
 import { sourceOf } from './throttle.ts'
+import { checkTotp } from './codes.ts'
+import type { ProofRefusal } from './security.ts'
 import { newSessionToken } from './tokens.ts'
 
 /** How long a request may take through the provider. */
@@ -405,6 +407,28 @@ export class SingleSignOn {
     )
     if (!bound) return this.#refuse(input, provider, 'bound', 'identity bound already', user)
     return { kind: 'linked', next, provider: provider.name }
+  }
+
+  /**
+   * proveForLink: linking adds a way into the account, so a session left open is not enough (as
+   * for the security page's other changes): the password, or a code from the user's app; a user
+   * with neither (made by a provider, no second factor) proves it by a sign-in through a provider
+   * within the last 10 minutes. Null: proven.
+   */
+  async proveForLink(found: Found, proof: string, ip: string): Promise<ProofRefusal | { readonly kind: 'stale' } | null> {
+    const c = this.#c
+    const { user, session } = found
+    const twoFactor = user.totpSecret !== null && user.totpEnabledAt !== null
+    if (twoFactor && /^\s*\d{3}\s?\d{3}\s*$/.test(proof)) {
+      const outcome = await checkTotp(c, user.id, user.totpSecret!, proof)
+      return outcome.kind === 'accepted' ? null : { kind: 'code', outcome }
+    }
+    if (user.passwordHash !== null) {
+      const refusal = await c.passwordAgain(user, proof, ip, 'sso-proof')
+      return refusal === null ? null : { kind: 'password', refusal }
+    }
+    if (twoFactor) return { kind: 'code', outcome: { kind: 'invalid' } }
+    return session.ssoProviderId !== null && c.now() - Date.parse(session.createdAt) <= SSO_REQUEST_TTL_MS ? null : { kind: 'stale' }
   }
 
   /** unlink removes a user's identity at a provider, unless it is their only way in (no password, no other identity). */

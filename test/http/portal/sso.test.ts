@@ -178,3 +178,43 @@ test('under SIGNUP_MODE=approval a first sign-in with no account to join waits f
   assert.match(await no.text(), /Sign-ups are closed/)
   assert.equal(await closed.store.portal.findUserByEmail('pat@example.com'), null)
 })
+
+test('linking asks who it is: a user with no password links another provider only within 10 minutes of a sign-in through one', async (t) => {
+  const a = await app(t)
+  const kc = await startProvider(t)
+  const okta = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', joinAccountId: a.accountId, joinRole: 'viewer' })
+  await configure(a, okta, { id: 'okta', name: 'Okta' })
+  kc.accounts.set('sam', { email: 'sam@example.com', email_verified: true })
+  const { callback: url, jar } = await throughProvider(a, 'kc', 'sam')
+  const signed = await fetch(url, { headers: { cookie: jar.header() }, redirect: 'manual' })
+  assert.equal(signed.status, 303)
+  jar.take(signed)
+  const security = await fetch(`${a.url}/portal/security`, { headers: { cookie: jar.header() } })
+  const html = await security.text()
+  assert.match(html, /You have no password here: linking works within 10 minutes/)
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(html)![1]!
+  const link = () =>
+    fetch(`${a.url}/portal/security/sso-link`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+      body: new URLSearchParams({ _csrf: csrf, provider: 'okta' }).toString(),
+      redirect: 'manual',
+    })
+  const fresh = await link()
+  assert.equal(fresh.status, 200)
+  assert.match(fresh.headers.get('refresh') ?? '', new RegExp(`^0;url=${okta.issuer}/`))
+  a.clock.advance(11 * 60_000)
+  const stale = await link()
+  assert.equal(stale.status, 403)
+  assert.match(await stale.text(), /sign in through a provider again, then link within 10 minutes/)
+  // Unlinking the only way in is refused.
+  const unlink = await fetch(`${a.url}/portal/sso/kc/unlink`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+    body: new URLSearchParams({ _csrf: csrf }).toString(),
+    redirect: 'manual',
+  })
+  assert.equal(unlink.status, 409)
+  assert.match(await unlink.text(), /only way to sign in/)
+})

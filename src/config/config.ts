@@ -929,14 +929,14 @@ export const settings = {
     10000,
     1,
     10000000,
-    'Single sign-on requests on their way through a provider at once from all sources together (the whole service, across nodes: counted in the store); past it a start is refused with 429 until some come back or expire. Each is a row of about 300 bytes.',
+    'Single sign-on requests on their way through a provider at once from all sources together (the whole service, across nodes: counted in the store); at it, the oldest gives way to a new one (its sign-in has to start again), so that a flood from many sources shuts no one out for long. Each is a row of about 300 bytes.',
   ),
   ssoTimeoutMs: int(
     'SSO_TIMEOUT_MS',
     5000,
-    100,
+    1000,
     60000,
-    "How long a single sign-on provider's discovery document, keys and token endpoint may take to answer before the sign-in fails with a page saying so.",
+    "How long each request to a single sign-on provider (its discovery document, keys, token endpoint, UserInfo) may take, in whole seconds' worth (rounded up), before the sign-in stops with a 503 page saying the provider did not answer.",
   ),
   portalSecureCookies: secureCookies(
     'PORTAL_SECURE_COOKIES',

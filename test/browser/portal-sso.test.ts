@@ -44,7 +44,7 @@ async function viaProvider(page: Page, button: string, account: string, opts: { 
 async function linkOnSecurityPage(a: Running, page: Page, provider: string, password: string, account: string): Promise<void> {
   await page.goto(`${a.url}/portal/security`)
   await page.getByLabel('Provider to link').selectOption({ label: provider })
-  await page.getByLabel(/^Your password/).fill(password)
+  await page.getByLabel('Your password, to link').fill(password)
   await viaProvider(page, 'Link provider', account)
 }
 
@@ -75,7 +75,7 @@ test('in a browser: sign-in through a real provider joins the domain account wit
   const second = await a.accounts.createAccount({ actor: SYSTEM }, { name: 'Second Ltd' })
   assert.ok(!isFailure(second))
   await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'developer' })
-  await configure(a, other, { id: 'okta', name: 'Okta', joinAccountId: second.id, joinRole: 'viewer' })
+  await configure(a, other, { id: 'okta', name: 'Okta', domains: ['partner.test', 'example.com'], joinAccountId: second.id, joinRole: 'viewer' })
   kc.accounts.set('alice', { email: 'alice@example.com', email_verified: true })
   kc.accounts.set('mallory', { email: 'mallory@example.com', email_verified: true })
   kc.accounts.set('bob', { email: 'bob@example.com', email_verified: true })
@@ -144,7 +144,7 @@ test('in a browser: sign-in through a real provider joins the domain account wit
   assert.deepEqual(await seriousViolations(bobSigned), [])
   // A session left open is not enough: a wrong password starts nothing.
   await bobSigned.getByLabel('Provider to link').selectOption({ label: 'Keycloak' })
-  await bobSigned.getByLabel('Your password').fill('not the password at all')
+  await bobSigned.getByLabel('Your password, to link').fill('not the password at all')
   await bobSigned.getByRole('button', { name: 'Link provider' }).click()
   assert.equal(await bobSigned.getByText('That password is wrong.').count(), 1)
   assert.ok(bobSigned.url().startsWith(a.url))
@@ -172,6 +172,14 @@ test('in a browser: sign-in through a real provider joins the domain account wit
   await pw.getByRole('button', { name: 'Sign in', exact: true }).click()
   assert.match(await alertText(pw), /Sign in with Keycloak: your operator has turned password sign-in off for you/)
   assert.equal(await whoAmI(a, pw), null)
+  // A user of the domain who has not linked it yet still gets in with the password, straight to linking it (else they would have no way in).
+  const carl = await portalUser(a, { email: 'carl@example.com' })
+  const asked = await fresh()
+  await asked.goto(`${a.url}/portal/sign-in`)
+  await asked.getByLabel('Email').fill(carl.email)
+  await asked.getByLabel('Password').fill(carl.password)
+  await Promise.all([asked.waitForURL(/\/portal\/security\?notice=sso-asked$/), asked.getByRole('button', { name: 'Sign in', exact: true }).click()])
+  assert.match(await asked.getByRole('status').innerText(), /link it below/)
 })
 
 test('in a browser: a wrong state, a callback in another browser, and an ID token with another nonce or issuer or signed by another key are refused', {
@@ -179,7 +187,7 @@ test('in a browser: a wrong state, a callback in another browser, and an ID toke
 }, async (t) => {
   const a = await app(t)
   const kc = await startProvider(t)
-  await configure(a, kc, { id: 'kc', name: 'Keycloak', joinAccountId: a.accountId, joinRole: 'viewer' })
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'viewer' })
   kc.accounts.set('alice', { email: 'alice@example.com', email_verified: true })
   const browser = await openBrowser(t)
   const page = await (await browser.newContext()).newPage()
@@ -254,11 +262,18 @@ test('in a browser: the provider MFA stands for the second factor only as config
   const refused = await page.goto(`${a.url}/portal/operator`)
   assert.equal(refused?.status(), 403)
   assert.match(await alertText(page), /only in a session signed in through single sign-on/)
+  // An operator who must use SSO links only the provider's account of her own address (her password alone must not make an SSO session).
+  kc.accounts.set('mallory', { email: 'mallory@example.com', email_verified: true })
+  await linkOnSecurityPage(a, page, 'Keycloak', op.password, 'mallory')
+  assert.match(await alertText(page), /Operators link only the Keycloak account of their own address/)
+  assert.equal(await a.store.portal.findSsoIdentity('kc', 'mallory'), null)
+  // A browser of her own again (the provider remembers Mallory in that one).
+  const again = await signInPage(browser, a.url, op)
   // She links both providers, and turns on the portal's own second factor.
-  await linkOnSecurityPage(a, page, 'Keycloak', op.password, 'olga')
-  assert.equal(await page.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
-  await linkOnSecurityPage(a, page, 'Google', op.password, 'olga')
-  assert.equal(await page.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
+  await linkOnSecurityPage(a, again, 'Keycloak', op.password, 'olga')
+  assert.equal(await again.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
+  await linkOnSecurityPage(a, again, 'Google', op.password, 'olga')
+  assert.equal(await again.getByRole('status').innerText(), 'The provider is linked: you can sign in with it.')
   const secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
   await a.store.portal.updateUser(op.user.id, { totpSecret: secret, totpEnabledAt: new Date(a.clock.now()).toISOString() }, null)
 

@@ -26,6 +26,8 @@ export interface OidcAccount {
   email: string
   email_verified: boolean
   name?: string
+  /** The organisation's domain, as Google Workspace says it. */
+  hd?: string
 }
 
 export interface OidcClient {
@@ -35,7 +37,7 @@ export interface OidcClient {
 }
 
 /** What the pass-through does to the token endpoint's ID token. */
-export type Tamper = 'none' | 'other-key' | 'wrong-nonce' | 'wrong-issuer'
+export type Tamper = 'none' | 'other-key' | 'wrong-nonce' | 'wrong-issuer' | 'hang'
 
 export interface TestProvider {
   readonly issuer: string
@@ -94,7 +96,7 @@ export async function startProvider(t: TestContext, opts: { readonly claimsInIdT
       })),
       jwks: { keys: [{ ...own.privateKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' }] },
       findAccount: async (_ctx, id) => (accounts.has(id) ? { accountId: id, claims: async () => ({ sub: id, ...accounts.get(id)! }) } : undefined),
-      claims: { openid: ['sub', 'amr'], email: ['email', 'email_verified'], profile: ['name'] },
+      claims: { openid: ['sub', 'amr'], email: ['email', 'email_verified', 'hd'], profile: ['name'] },
       features: { devInteractions: { enabled: false } },
       interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
       pkce: { required: () => true },
@@ -181,6 +183,11 @@ export async function startProvider(t: TestContext, opts: { readonly claimsInIdT
   front.on('request', (req, res) => {
     const token = req.url?.startsWith('/token') === true
     if (token) state.tokenRequests++
+    // A token endpoint that takes the request and never answers.
+    if (token && state.tamper === 'hang') {
+      req.resume()
+      return
+    }
     const out = httpRequest({ host: '127.0.0.1', port: innerPort, method: req.method, path: req.url, headers: req.headers }, async (answer) => {
       const location = answer.headers.location
       if (!token && typeof location === 'string' && location.includes('/portal/sso/') && state.onCallback !== null) {

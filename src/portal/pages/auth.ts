@@ -202,7 +202,7 @@ const SIGN_IN_NOTICES: Record<string, string> = {
 /** POST sign-in: a genuine form's email and password, to a session (or to the second factor), or the form again with why not. */
 async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const { kit, pepper, users, mailWindow, secure, formCookie, formCsrf, formOkSignedOut, mailVerify } = s
-  const next = safeNext(formField(request, 'next'))
+  let next = safeNext(formField(request, 'next'))
   if (!formOkSignedOut(request)) {
     return sendPage(kit, reply, {
       title: 'Sign in',
@@ -251,6 +251,8 @@ async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): 
   }
   const { twoFactor } = outcome
   kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
+  // Asked to link a provider of their domain that will take over from the password: the Security page first.
+  if (outcome.linkAsked.length > 0) next = '/portal/security?notice=sso-asked'
   // The pre-session ends.
   reply.header('set-cookie', [
     setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),

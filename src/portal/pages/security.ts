@@ -34,6 +34,8 @@ const NOTICES: Record<string, string> = {
   'signed-out-others': 'Every other session is signed out; this one stays.',
   'sso-linked': 'The provider is linked: you can sign in with it.',
   'sso-unlinked': 'The provider is unlinked: it no longer signs you in.',
+  'sso-asked':
+    'Your operator signs your organisation in through its identity provider: link it below, then sign in with it. Your password will stop working here once it is linked.',
 }
 
 const day = (at: string) => at.slice(0, 10)
@@ -84,8 +86,19 @@ ${field({ id: 'off-password', label: 'Your password', type: 'password', autocomp
 <section class="security" aria-labelledby="sso-heading">
 <h2 id="sso-heading">Single sign-on</h2>
 <p>Sign in through your organisation's identity provider. A provider is linked to you by its own name for you, never by a matching address: link it here, signed in.</p>
-${identities.length === 0 ? '' : html`<ul>${identities.map((i) => html`<li>${i.name} (as ${i.email}, last used ${day(i.lastUsedAt)}) <form method="post" action="/portal/sso/${i.providerId}/unlink" class="inline">${csrfField(kit, current)}<button type="submit" class="secondary">Unlink</button></form></li>`)}</ul>`}
-${unlinked.length === 0 ? '' : linkForm(kit, current, unlinked, problems)}
+${identities.length === 0 ? '' : html`<ul>${identities.map((i) => html`<li>${i.name} (as ${i.email}, last used ${day(i.lastUsedAt)})</li>`)}</ul>`}
+${unlinked.length === 0 ? '' : providerForm(kit, current, 'link', unlinked, problems)}
+${
+  identities.length === 0
+    ? ''
+    : providerForm(
+        kit,
+        current,
+        'unlink',
+        identities.map((i) => ({ id: i.providerId, name: i.name })),
+        problems,
+      )
+}
 </section>`
   return sendPage(kit, reply, {
     title: 'Security',
@@ -119,31 +132,40 @@ ${csrfField(kit, current)}
 }
 
 /**
- * linkForm: linking a provider adds a way in, so it asks for the password or a code (a user with
- * neither, made by a provider, links within 10 minutes of signing in through one).
+ * providerForm: linking a provider adds a way in, and unlinking one may bring the password back,
+ * so both ask for the password or a code first (a user with neither, made by a provider, acts
+ * within 10 minutes of signing in through one).
  */
-function linkForm(kit: Kit, current: Current, providers: readonly { id: string; name: string }[], problems: readonly Problem[]): Html {
+function providerForm(
+  kit: Kit,
+  current: Current,
+  verb: 'link' | 'unlink',
+  providers: readonly { id: string; name: string }[],
+  problems: readonly Problem[],
+): Html {
   const { user } = current
   const proof = user.passwordHash !== null || user.totpEnabledAt !== null
-  return html`<form method="post" action="/portal/security/sso-link" class="sso-link" novalidate>
+  const ids = { select: `sso-${verb}-provider`, proof: `sso-${verb}-proof` }
+  const problem = problems.find((p) => p.field === ids.select)
+  return html`<form method="post" action="/portal/security/sso-${verb}" class="sso-link" novalidate>
 ${csrfField(kit, current)}${username(current)}
-<label for="sso-provider">Provider to link</label>
-${problems.some((p) => p.field === 'sso-provider') ? html`<p class="error" id="sso-provider-error" role="alert">${problems.find((p) => p.field === 'sso-provider')!.text}</p>` : ''}
-<select id="sso-provider" name="provider">${providers.map((p) => html`<option value="${p.id}">${p.name}</option>`)}</select>
+<label for="${ids.select}">${verb === 'link' ? 'Provider to link' : 'Provider to unlink'}</label>
+${problem === undefined ? '' : html`<p class="error" id="${ids.select}-error" role="alert">${problem.text}</p>`}
+<select id="${ids.select}" name="provider">${providers.map((p) => html`<option value="${p.id}">${p.name}</option>`)}</select>
 ${
   proof
     ? field({
-        id: 'sso-proof',
-        label: user.passwordHash === null ? 'A code from your app' : user.totpEnabledAt === null ? 'Your password' : 'Your password, or a code from your app',
+        id: ids.proof,
+        label: `${user.passwordHash === null ? 'A code from your app' : user.totpEnabledAt === null ? 'Your password' : 'Your password, or a code from your app'}, to ${verb}`,
         type: 'password',
         autocomplete: 'current-password',
         problems,
-        hint: 'Linking adds a way into your account: we ask who you are first.',
+        hint: verb === 'link' ? 'Linking adds a way into your account: we ask who you are first.' : 'We ask who you are first.',
         extra: html` maxlength="${MAX_PASSWORD_LENGTH}"`,
       })
-    : html`<p class="hint">You have no password here: linking works within 10 minutes of signing in through a provider.</p>`
+    : html`<p class="hint">You have no password here: this works within 10 minutes of signing in through a provider.</p>`
 }
-<button type="submit" class="secondary">Link provider</button>
+<button type="submit" class="secondary">${verb === 'link' ? 'Link provider' : 'Unlink provider'}</button>
 </form>`
 }
 
@@ -269,25 +291,41 @@ function passwordPages(app: FastifyInstance, kit: Kit): void {
     return reply.redirect('/portal/security?notice=password', 303)
   })
 
+  /** refusedSso: the Security page again with why a link or unlink was not started (who they are not proven). */
+  const refusedSso = (reply: FastifyReply, current: Current, verb: 'link' | 'unlink', refused: ProofRefusal | { readonly kind: 'stale' }) => {
+    const problem: Problem =
+      refused.kind === 'stale'
+        ? { field: `sso-${verb}-provider`, text: 'Sign out, sign in through a provider again, then do this within 10 minutes.', status: 403 }
+        : refusedProof(reply, `sso-${verb}-proof`, refused)
+    return securityPage(kit, reply, current, { status: problem.status, problem })
+  }
+  const chosen = (request: FastifyRequest) => String(((request.body ?? {}) as Record<string, unknown>).provider ?? '').slice(0, 64)
+
   app.post('/security/sso-link', pageRoute(kit, 'signed-in'), async (request, reply) => {
     const current = formOf(kit, request, reply)
     if (current === null) return reply
-    const refused = await users.sso.proveForLink(current, rawField(request, 'sso-proof'), request.ip)
-    if (refused !== null) {
-      const problem: Problem =
-        refused.kind === 'stale'
-          ? { field: 'sso-provider', text: 'Sign out, sign in through a provider again, then link within 10 minutes.', status: 403 }
-          : refusedProof(reply, 'sso-proof', refused)
-      return securityPage(kit, reply, current, { status: problem.status, problem })
-    }
+    const refused = await users.sso.proveForLink(current, rawField(request, 'sso-link-proof'), request.ip)
+    if (refused !== null) return refusedSso(reply, current, 'link', refused)
     const started = await users.sso.start({
-      providerId: String(((request.body ?? {}) as Record<string, unknown>).provider ?? '').slice(0, 64),
+      providerId: chosen(request),
       next: '/portal/security?notice=sso-linked',
       ip: request.ip,
       browserHash: current.session.idHash,
       linkUserId: current.user.id,
     })
     return sendToProvider(kit, reply, started)
+  })
+
+  app.post('/security/sso-unlink', pageRoute(kit, 'signed-in'), async (request, reply) => {
+    const current = formOf(kit, request, reply)
+    if (current === null) return reply
+    const done = await users.sso.unlink(current, chosen(request), rawField(request, 'sso-unlink-proof'), request.ip)
+    if (done === true) return reply.redirect('/portal/security?notice=sso-unlinked', 303)
+    if ('failure' in done) {
+      const problem: Problem = { field: 'sso-unlink-provider', text: `Not unlinked: ${done.message}.`, status: done.failure === 'not_found' ? 404 : 409 }
+      return securityPage(kit, reply, current, { status: problem.status, problem })
+    }
+    return refusedSso(reply, current, 'unlink', done)
   })
 
   app.post('/security/sign-out-others', pageRoute(kit, 'signed-in'), async (request, reply) => {

@@ -10,8 +10,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { html, type Html } from '../web/html.ts'
 import type { Kit } from '../web/kit.ts'
-import { formOk, LANDING, sendPage, sessionOf, signedOutFormOk, formField } from '../web/kit.ts'
-import { isFailure } from '../../services/outcome.ts'
+import { LANDING, sendPage, sessionOf, signedOutFormOk, formField } from '../web/kit.ts'
 import type { SsoRefusal, SsoStart } from '../../services/users.ts'
 import { cookieName, PRESESSION_COOKIE, readCookie, SESSION_COOKIE, sessionIdHash, setCookie, isToken } from '../web/session.ts'
 import { safeNext } from './auth.ts'
@@ -40,6 +39,11 @@ const REFUSALS: Readonly<Record<SsoRefusal, { status: number; text: (provider: s
   closed: { status: 403, text: () => 'Sign-ups are closed on this service: ask an account owner to invite you, or your operator.' },
   inactive: { status: 403, text: () => "This sign-in is disabled or waiting for an operator's approval. Ask your operator." },
   bound: { status: 409, text: (p) => `That ${p} identity is linked to another portal user, or you have one linked there already.` },
+  throttled: { status: 429, text: () => 'Too many new sign-ups from your network, or on this service, this hour. Try again later.' },
+  mismatch: {
+    status: 403,
+    text: (p) => `Operators link only the ${p} account of their own address here, since the operator pages need a single sign-on session.`,
+  },
 }
 
 const say = (kit: Kit, reply: FastifyReply, status: number, text: string, back = html`<a href="/portal/sign-in">Back to sign-in</a>`) =>
@@ -83,16 +87,6 @@ export default async function ssoPages(app: FastifyInstance, kit: Kit): Promise<
     return redirectTo(reply, await users.sso.start({ providerId: provider(request), next, ip: request.ip, browserHash: sessionIdHash(pre), linkUserId: null }))
   })
 
-  app.post('/sso/:provider/unlink', { schema: { hide: true } }, async (request, reply) => {
-    const current = await sessionOf(kit, request)
-    if (current === null) return reply.redirect('/portal/sign-in', 303)
-    if (!formOk(kit, request, current)) return page(reply, 403, 'This form has expired.', html`<a href="/portal/security">Back</a>`)
-    const done = await users.sso.unlink(current.user, provider(request), request.ip)
-    if (isFailure(done))
-      return page(reply, done.failure === 'not_found' ? 404 : 409, `Not unlinked: ${done.message}.`, html`<a href="/portal/security">Back</a>`)
-    return reply.redirect('/portal/security?notice=sso-unlinked', 303)
-  })
-
   callbackPage(app, kit, page, provider)
 }
 
@@ -120,6 +114,7 @@ function callbackPage(app: FastifyInstance, kit: Kit, page: Say, provider: (requ
         kit.metrics.signIn('sso refused')
         const refusal = REFUSALS[finished.reason]
         if (finished.reason === 'unreachable') reply.header('retry-after', '60')
+        if (finished.reason === 'throttled') reply.header('retry-after', '3600')
         return page(reply, refusal.status, refusal.text(finished.provider ?? 'The provider'))
       }
       case 'linked':

@@ -12,7 +12,7 @@ import type { Context } from '../outcome.ts'
 import { checkRecoveryCode, checkTotp } from './codes.ts'
 import { SECOND_FACTOR_TTL_MS, type UsersCore } from './core.ts'
 import { newSessionToken, sessionIdHash } from './tokens.ts'
-import { passwordRefusedBy } from './sso.ts'
+import { passwordPolicy } from './sso.ts'
 
 /** The longest email address (RFC 5321's path limit). */
 export const MAX_EMAIL = 254
@@ -42,7 +42,8 @@ export type SignInOutcome =
   | { readonly kind: 'unconfirmed'; readonly user: User; readonly link: string | null }
   | { readonly kind: 'inactive'; readonly status: 'pending' | 'disabled' }
   | { readonly kind: 'sso-only'; readonly providers: readonly string[] }
-  | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean }
+  /** `linkAsked`: providers of the user's domain that allow no password and do not know them yet: they are sent to link one. */
+  | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean; readonly linkAsked: readonly string[] }
 
 /** What a second-factor step came to: locked (wait seconds), a wrong or reused code, the session gone, or the full session's new token. */
 export type SecondFactorOutcome =
@@ -115,11 +116,11 @@ export class Sessions {
       await c.audit(ip, user, 'user.sign-in', 'failure', { reason: `user ${user.status}` })
       return { kind: 'inactive', status: user.status }
     }
-    // A provider that allows no password for this user (theirs, or their domain's): the right password opens nothing.
-    const ssoOnly = await passwordRefusedBy(c, user)
-    if (ssoOnly.length > 0) {
+    // A provider that allows no password and knows this user: the right password opens nothing.
+    const policy = await passwordPolicy(c, user)
+    if (policy.refused.length > 0) {
       await c.audit(ip, user, 'user.sign-in', 'failure', { reason: 'password not allowed: single sign-on only' })
-      return { kind: 'sso-only', providers: ssoOnly }
+      return { kind: 'sso-only', providers: policy.refused }
     }
     if (c.passwords.needsRehash(user.passwordHash!)) await c.store.portal.updateUser(user.id, { passwordHash: await c.passwords.hash(password) }, null)
     // A new session id at every sign-in (no fixation).
@@ -130,7 +131,7 @@ export class Sessions {
     const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, 256)
     const expiresAt = c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs))
     await c.store.portal.createSession({ idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip, userAgent }, events)
-    return { kind: 'signed-in', token: session.token, twoFactor }
+    return { kind: 'signed-in', token: session.token, twoFactor, linkAsked: policy.linkAsked }
   }
 
   /**

@@ -25,7 +25,7 @@ import * as oidc from 'openid-client'
 import type { Role, SsoMfa, SsoProvider, User } from '../../domain/portal.ts'
 import { emailKey, ROLES, SSO_MFA } from '../../domain/portal.ts'
 import { newId } from '../../domain/ids.ts'
-import { draft, fail, isFailure, type Context, type Failure } from '../outcome.ts'
+import { draft, fail, type Context, type Failure } from '../outcome.ts'
 import { own, SECOND_FACTOR_TTL_MS, type UsersCore } from './core.ts'
 import type { Found } from './sessions.ts'
 import { sourceOf } from './throttle.ts'
@@ -70,9 +70,22 @@ export type SsoStart =
  * a first sign-in), `domain` (not one of the provider's), `taken` (the address has a user, not
  * bound to this identity), `closed` (no account to join and sign-ups closed), `inactive` (the
  * user waits for approval or is disabled), `bound` (linking: the identity is someone else's,
- * or the user has one there already).
+ * or the user has one there already), `throttled` (a first sign-in over the sign-up limits),
+ * `mismatch` (an operator who must use SSO linking an account of another address).
  */
-export type SsoRefusal = 'expired' | 'denied' | 'invalid' | 'unreachable' | 'unverified' | 'domain' | 'taken' | 'closed' | 'inactive' | 'bound'
+export type SsoRefusal =
+  | 'expired'
+  | 'denied'
+  | 'invalid'
+  | 'unreachable'
+  | 'unverified'
+  | 'domain'
+  | 'taken'
+  | 'closed'
+  | 'inactive'
+  | 'bound'
+  | 'throttled'
+  | 'mismatch'
 
 export type SsoFinish =
   | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean; readonly next: string }
@@ -117,23 +130,52 @@ export function checkIssuer(issuer: string): string | null {
   return 'issuer must be https (http only on a loopback address)'
 }
 
+/** Control, bidi and invisible format characters: never in an address we make a user of. */
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/
+
+/** Google's issuer: any Google account may have a verified address of any domain; its Workspace domain is the `hd` claim. */
+const GOOGLE = 'https://accounts.google.com'
+
+/**
+ * domainRefusal: why an identity's address may not be signed in by this provider (null: it may).
+ * The address's domain must be one of the provider's; where the token names the organisation's
+ * domain (`hd`: Google Workspace), that too, and Google's tokens must name it (a personal Google
+ * account can hold a verified address of a company's domain, a former employee's for one).
+ */
+function domainRefusal(provider: SsoProvider, email: string, claims: oidc.IDToken): string | null {
+  if (provider.domains.length === 0) return null
+  const domain = emailKey(email).split('@').pop()!
+  if (!provider.domains.includes(domain)) return `domain ${domain.slice(0, 100)} not allowed`
+  const hd = typeof claims.hd === 'string' ? claims.hd.toLowerCase() : null
+  if (hd !== null && !provider.domains.includes(hd)) return `organisation domain ${hd.slice(0, 100)} not allowed`
+  if (hd === null && provider.issuer === GOOGLE) return 'not an account of an allowed Google Workspace domain (no hd claim)'
+  return null
+}
+
 /** verifiedEmail: the ID token's address when the provider vouches for it (email_verified, or Entra ID's xms_edov), else null. */
 function verifiedEmail(claims: oidc.IDToken): string | null {
   const email = typeof claims.email === 'string' ? claims.email.trim() : ''
-  if (email === '' || email.length > 254 || !/^[^\s@]+@[^\s@]+$/.test(email)) return null
+  if (email === '' || email.length > 254 || !/^[^\s@]+@[^\s@]+$/.test(email) || !email.isWellFormed() || UNSHOWABLE.test(email)) return null
   return claims.email_verified === true || claims.xms_edov === true ? email : null
 }
 
 /**
- * passwordRefusedBy: the providers a user must sign in through instead of a password (one that
- * allows no password and either knows them or holds their address's domain); empty: a password will do.
+ * passwordPolicy: for a password sign-in, the providers that allow no password and know the user
+ * (`refused`: the password opens nothing, they sign in through one of those), and those that
+ * allow none and hold the user's address's domain but do not know them yet (`linkAsked`: the
+ * password still works, once, to reach the Security page and link one: refusing it too would
+ * leave them no way in, since a first sign-in through the provider never takes over an address
+ * that has a user).
  */
-export async function passwordRefusedBy(c: Pick<UsersCore, 'store'>, user: User): Promise<string[]> {
+export async function passwordPolicy(c: Pick<UsersCore, 'store'>, user: User): Promise<{ refused: string[]; linkAsked: string[] }> {
   const providers = (await c.store.portal.listSsoProviders()).filter((p) => !p.passwordAllowed)
-  if (providers.length === 0) return []
+  if (providers.length === 0) return { refused: [], linkAsked: [] }
   const domain = emailKey(user.email).split('@').pop() ?? ''
   const bound = new Set((await c.store.portal.ssoIdentitiesOf(user.id)).map((i) => i.providerId))
-  return providers.filter((p) => bound.has(p.id) || p.domains.includes(domain)).map((p) => p.name)
+  return {
+    refused: providers.filter((p) => bound.has(p.id)).map((p) => p.name),
+    linkAsked: providers.filter((p) => !bound.has(p.id) && p.domains.includes(domain)).map((p) => p.name),
+  }
 }
 
 export class SingleSignOn {
@@ -202,6 +244,8 @@ export class SingleSignOn {
     if (!SSO_MFA.includes(input.mfa)) return fail('invalid', `mfa must be one of ${SSO_MFA.join(', ')}`, 'mfa')
     if (input.joinRole !== null && !ROLES.includes(input.joinRole)) return fail('invalid', `joinRole must be one of ${ROLES.join(', ')}`, 'joinRole')
     if (input.joinRole !== null && input.joinAccountId === null) return fail('invalid', 'joinRole needs joinAccountId', 'joinRole')
+    if (input.joinAccountId !== null && input.domains.length === 0)
+      return fail('invalid', 'joinAccountId needs domains: otherwise everyone the provider signs in (any Google account, say) joins the account', 'domains')
     if (input.joinAccountId !== null && (await this.#c.store.access.getAccount(input.joinAccountId)) === null)
       return fail('not_found', `no account ${input.joinAccountId.slice(0, 40)}`, 'joinAccountId')
     return null
@@ -315,7 +359,12 @@ export class SingleSignOn {
       }
     } catch (error) {
       const e = error as Error & { code?: string; cause?: unknown }
-      const network = e.name === 'TimeoutError' || e.name === 'AbortError' || (e instanceof TypeError && e.message === 'fetch failed')
+      const network =
+        e.code === 'OAUTH_TIMEOUT' ||
+        e.code === 'OAUTH_ABORT' ||
+        e.name === 'TimeoutError' ||
+        e.name === 'AbortError' ||
+        (e instanceof TypeError && e.message === 'fetch failed')
       if (network) this.#discovered.delete(provider.id)
       // The library's words (a check that failed), never a token or a code.
       // The library's cause names the claim a comparison failed on; its values (a nonce, an audience) are not in it.
@@ -324,7 +373,7 @@ export class SingleSignOn {
     }
     const subject = claims.sub
     const email = verifiedEmail(claims)
-    if (request.linkUserId !== null) return this.#link(input, provider, request.linkUserId, subject, email ?? String(claims.email ?? ''), request.next)
+    if (request.linkUserId !== null) return this.#link(input, provider, request.linkUserId, subject, claims, request.next)
     const providerMfa = provider.mfa === 'provider' || (provider.mfa === 'amr' && Array.isArray(claims.amr) && claims.amr.includes('mfa'))
     const found = await c.store.portal.findSsoIdentity(provider.id, subject)
     let user: User
@@ -332,7 +381,7 @@ export class SingleSignOn {
       user = found.user
       await c.store.portal.touchSsoIdentity(provider.id, subject, (email ?? String(claims.email ?? '')).slice(0, 254), c.iso())
     } else {
-      const made = await this.#firstSignIn(input, provider, subject, email)
+      const made = await this.#firstSignIn(input, provider, subject, email, claims)
       if ('kind' in made) return made
       if (made.status === 'pending') return { kind: 'pending', user: made }
       user = made
@@ -352,14 +401,15 @@ export class SingleSignOn {
   }
 
   /** firstSignIn: a new user for an identity never seen, from its verified address in an allowed domain, joined to the provider's account or given their own; or why not. */
-  async #firstSignIn(input: FinishInput, provider: SsoProvider, subject: string, email: string | null): Promise<User | SsoFinish> {
+  async #firstSignIn(input: FinishInput, provider: SsoProvider, subject: string, email: string | null, claims: oidc.IDToken): Promise<User | SsoFinish> {
     const c = this.#c
     if (email === null) return this.#refuse(input, provider, 'unverified', 'no verified email address')
-    const domain = emailKey(email).split('@').pop()!
-    if (provider.domains.length > 0 && !provider.domains.includes(domain))
-      return this.#refuse(input, provider, 'domain', `domain ${domain.slice(0, 100)} not allowed`)
+    const outside = domainRefusal(provider, email, claims)
+    if (outside !== null) return this.#refuse(input, provider, 'domain', outside)
     if (provider.joinAccountId === null && c.config.signupMode === 'closed')
       return this.#refuse(input, provider, 'closed', 'no account to join, sign-ups closed')
+    // A new user is a sign-up: counted against its source and the hour's total as a password sign-up is.
+    if ((await c.limits.signUp(input.ip)) > 0) return this.#refuse(input, provider, 'throttled', 'sign-ups from this source or in all over the limit')
     const now = c.iso()
     const user: User = {
       id: newId('usr'),
@@ -379,6 +429,7 @@ export class SingleSignOn {
       // Made meanwhile by a callback of the same identity: that user. Otherwise the address is someone's.
       const raced = await c.store.portal.findSsoIdentity(provider.id, subject)
       if (raced !== null) return raced.user
+      if ((await c.store.portal.getSsoProvider(provider.id)) === null) return this.#refuse(input, null, 'expired', 'provider deleted meanwhile')
       return this.#refuse(input, provider, 'taken', 'address has a user not bound to this identity', await c.store.portal.findUserByEmail(email))
     }
     if (provider.joinAccountId !== null) {
@@ -390,17 +441,27 @@ export class SingleSignOn {
         draft(ctx, 'member.add', { type: 'member', id: user.id }, provider.joinAccountId, { role, via: provider.id }),
       )
     } else {
-      const account = await c.accounts.createOwnedAccount(ctx, user.id, { name: email.slice(0, 200) })
-      if (isFailure(account)) throw new Error(`an account for a new single sign-on user was not made: ${account.message}`)
+      // As a password sign-up: a user left without one (a refusal here, or a crash between the steps) makes one from the home page.
+      await c.accounts.createOwnedAccount(ctx, user.id, { name: email.slice(0, 200) })
     }
     return user
   }
 
   /** link binds the identity to the signed-in user who asked (their security page), once. */
-  async #link(input: FinishInput, provider: SsoProvider, userId: string, subject: string, email: string, next: string): Promise<SsoFinish> {
+  async #link(input: FinishInput, provider: SsoProvider, userId: string, subject: string, claims: oidc.IDToken, next: string): Promise<SsoFinish> {
     const c = this.#c
-    const user = input.signedIn?.user
-    if (user === undefined || user.id !== userId) return this.#refuse(input, provider, 'expired', 'link came back to another session')
+    const found = input.signedIn
+    // The user as stored (an operator whose password session reads as a member's is still an operator here).
+    const user = found === null || found.user.id !== userId ? null : await c.store.portal.getUser(userId)
+    if (user === null) return this.#refuse(input, provider, 'expired', 'link came back to another session')
+    // The rules of a first sign-in hold for a link too: a verified address of the provider's domains.
+    const email = verifiedEmail(claims)
+    if (email === null) return this.#refuse(input, provider, 'unverified', 'no verified email address', user)
+    const outside = domainRefusal(provider, email, claims)
+    if (outside !== null) return this.#refuse(input, provider, 'domain', outside, user)
+    // Operators who must sign in through a provider link only their own address there: their password alone must not make an SSO session.
+    if (user.operator && c.config.ssoOperatorsRequired && emailKey(email) !== emailKey(user.email))
+      return this.#refuse(input, provider, 'mismatch', "an operator links only the provider's account of their own address", user)
     const bound = await c.store.portal.bindSsoIdentity(
       { providerId: provider.id, subject, userId, email: email.slice(0, 254) },
       { ...c.draft(own(user, input.ip), user, 'user.sso-link', { provider: provider.id }) },
@@ -431,9 +492,12 @@ export class SingleSignOn {
     return session.ssoProviderId !== null && c.now() - Date.parse(session.createdAt) <= SSO_REQUEST_TTL_MS ? null : { kind: 'stale' }
   }
 
-  /** unlink removes a user's identity at a provider, unless it is their only way in (no password, no other identity). */
-  async unlink(user: User, providerId: string, ip: string): Promise<true | Failure> {
+  /** unlink removes a user's identity at a provider, given who they are (as a link), unless it is their only way in (no password, no other identity). */
+  async unlink(found: Found, providerId: string, proof: string, ip: string): Promise<true | Failure | ProofRefusal | { readonly kind: 'stale' }> {
     const c = this.#c
+    const { user } = found
+    const refused = await this.proveForLink(found, proof, ip)
+    if (refused !== null) return refused
     const identities = await c.store.portal.ssoIdentitiesOf(user.id)
     if (!identities.some((i) => i.providerId === providerId)) return fail('not_found', 'no such linked provider')
     if (user.passwordHash === null && identities.length === 1) return fail('conflict', 'this is your only way to sign in: set a password first')

@@ -13,6 +13,9 @@ import { auditInsert, type Part } from './part.ts'
 const prefixed = (row: Row, prefix: string): Row =>
   Object.fromEntries(Object.entries(row).flatMap(([k, v]) => (k.startsWith(prefix) ? [[k.slice(prefix.length), v]] : [])))
 
+/** foreignKeyGone: PostgreSQL's foreign key violation (a provider deleted by another node as an identity was written for it). */
+const foreignKeyGone = (error: unknown) => (error as { code?: string }).code === '23503'
+
 /** Undo: thrown inside a transaction to roll it back when a later write of the step found its row taken. */
 class Undo extends Error {}
 
@@ -45,7 +48,13 @@ function providerOps(d: Part): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
       const { rows } = await query(
         null,
         `
-        WITH p AS (INSERT INTO sso_providers (id, name, issuer, client_id, client_secret, domains, join_account_id, join_role, mfa,
+        WITH old AS (SELECT issuer FROM sso_providers WHERE id = $1),
+        -- Another issuer is another namespace of subjects: what was bound under the old one goes (OpenID Connect Core 5.7).
+        moved AS (SELECT 1 FROM old WHERE issuer <> $3),
+        r AS (DELETE FROM sso_requests WHERE provider_id = $1 AND EXISTS (SELECT 1 FROM moved)),
+        i AS (DELETE FROM sso_identities WHERE provider_id = $1 AND EXISTS (SELECT 1 FROM moved)),
+        s AS (DELETE FROM sessions WHERE sso_provider_id = $1 AND EXISTS (SELECT 1 FROM moved)),
+        p AS (INSERT INTO sso_providers (id, name, issuer, client_id, client_secret, domains, join_account_id, join_role, mfa,
             password_allowed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
           ON CONFLICT (id) DO UPDATE SET name = excluded.name, issuer = excluded.issuer, client_id = excluded.client_id,
             client_secret = excluded.client_secret, domains = excluded.domains, join_account_id = excluded.join_account_id,
@@ -111,7 +120,15 @@ function requestOps(d: Part): Pick<SsoOps, 'createSsoRequest' | 'takeSsoRequest'
           'SELECT count(*) FILTER (WHERE ip = $1)::int AS n, count(*)::int AS total FROM sso_requests WHERE expires_at > $2',
           [r.ip, nowIso],
         )
-        if (Number(rows[0]!.n) >= limits.perIp || Number(rows[0]!.total) >= limits.total) return false
+        if (Number(rows[0]!.n) >= limits.perIp) return false
+        // At the total, the oldest give way (abandoned ones, most likely): a flood from many sources cannot shut every sign-in out.
+        const live = Number(rows[0]!.total)
+        if (live >= limits.total)
+          await tx(
+            'sso-requests-evict',
+            'DELETE FROM sso_requests WHERE state_hash IN (SELECT state_hash FROM sso_requests ORDER BY expires_at, state_hash COLLATE "C" LIMIT $1)',
+            [live - limits.total + 1],
+          )
         await tx(
           'sso-request-create',
           `INSERT INTO sso_requests (state_hash, provider_id, browser_hash, nonce, verifier, next, link_user_id, ip, created_at, expires_at)
@@ -151,16 +168,21 @@ function identityOps(
       return rows.map(toSsoIdentity)
     },
     async bindSsoIdentity(identity, event) {
-      const { rows } = await query(
-        null,
-        `
-        WITH i AS (INSERT INTO sso_identities (provider_id, subject, user_id, email, created_at, last_used_at)
-          VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING RETURNING 1),
-        e AS (${auditInsert(6, 'i')})
-        SELECT 1 FROM i`,
-        [identity.providerId, identity.subject, identity.userId, identity.email, stamps.iso(), ...audited(event)],
-      )
-      return rows.length > 0
+      try {
+        const { rows } = await query(
+          null,
+          `
+          WITH i AS (INSERT INTO sso_identities (provider_id, subject, user_id, email, created_at, last_used_at)
+            VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING RETURNING 1),
+          e AS (${auditInsert(6, 'i')})
+          SELECT 1 FROM i`,
+          [identity.providerId, identity.subject, identity.userId, identity.email, stamps.iso(), ...audited(event)],
+        )
+        return rows.length > 0
+      } catch (error) {
+        if (foreignKeyGone(error)) return false
+        throw error
+      }
     },
     async unbindSsoIdentity(userId, providerId, event) {
       const { rows } = await query(
@@ -205,7 +227,7 @@ function identityOps(
           return true
         })
       } catch (error) {
-        if (error instanceof Undo) return false
+        if (error instanceof Undo || foreignKeyGone(error)) return false
         throw error
       }
     },

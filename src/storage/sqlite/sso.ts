@@ -28,6 +28,7 @@ function ssoStatements(db: DatabaseSync) {
     ].map((sql) => db.prepare(sql)),
     deleteProviderRow: db.prepare('DELETE FROM sso_providers WHERE id = ?'),
     live: db.prepare('SELECT count(*) AS n FROM sso_requests WHERE expires_at > ?'),
+    evictOldest: db.prepare('DELETE FROM sso_requests WHERE state_hash IN (SELECT state_hash FROM sso_requests ORDER BY expires_at, state_hash LIMIT ?)'),
     liveFrom: db.prepare('SELECT count(*) AS n FROM sso_requests WHERE ip = ? AND expires_at > ?'),
     insertRequest: db.prepare(`INSERT INTO sso_requests (state_hash, provider_id, browser_hash, nonce, verifier, next, link_user_id, ip,
       created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -83,7 +84,9 @@ function providerOps(d: Deps): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
     async saveSsoProvider(provider, event) {
       const now = stamps.iso()
       return batch.atomic(() => {
-        const existed = q.provider.get(provider.id) !== undefined
+        const old = q.provider.get(provider.id)
+        // Another issuer is another namespace of subjects: what was bound under the old one goes (OpenID Connect Core 5.7).
+        if (old !== undefined && old.issuer !== provider.issuer) for (const statement of q.deleteProvider) statement.run(provider.id)
         q.saveProvider.run(
           provider.id,
           provider.name,
@@ -98,7 +101,7 @@ function providerOps(d: Deps): Pick<SsoOps, 'saveSsoProvider' | 'getSsoProvider'
           now,
         )
         audit(event)
-        return !existed
+        return old === undefined
       })
     },
     async getSsoProvider(id) {
@@ -128,7 +131,10 @@ function requestOps(d: Deps): Pick<SsoOps, 'createSsoRequest' | 'takeSsoRequest'
   return {
     async createSsoRequest(r, limits, nowIso) {
       return batch.atomic(() => {
-        if (Number(q.liveFrom.get(r.ip, nowIso)!.n) >= limits.perIp || Number(q.live.get(nowIso)!.n) >= limits.total) return false
+        if (Number(q.liveFrom.get(r.ip, nowIso)!.n) >= limits.perIp) return false
+        // At the total, the oldest give way (abandoned ones, most likely): a flood from many sources cannot shut every sign-in out.
+        const live = Number(q.live.get(nowIso)!.n)
+        if (live >= limits.total) q.evictOldest.run(live - limits.total + 1)
         q.insertRequest.run(r.stateHash, r.providerId, r.browserHash, r.nonce, r.verifier, r.next, r.linkUserId, r.ip, nowIso, r.expiresAt)
         return true
       })
@@ -158,6 +164,7 @@ function identityOps(
     async bindSsoIdentity(identity, event) {
       const now = stamps.iso()
       return batch.atomic(() => {
+        if (q.provider.get(identity.providerId) === undefined) return false
         if (Number(q.bind.run(identity.providerId, identity.subject, identity.userId, identity.email, now).changes) === 0) return false
         audit(event)
         return true
@@ -172,7 +179,7 @@ function identityOps(
     },
     async createSsoUser(user, identity, event) {
       return batch.atomic(() => {
-        if (q.subjectBound.get(identity.providerId, identity.subject) !== undefined) return false
+        if (q.provider.get(identity.providerId) === undefined || q.subjectBound.get(identity.providerId, identity.subject) !== undefined) return false
         const made = q.insertUser.run(
           user.id,
           user.email,

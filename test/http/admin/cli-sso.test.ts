@@ -72,7 +72,11 @@ test('the CLI adds, replaces, lists and removes providers; the client secret com
     [['sso', 'add', 'x', '--name', 'x', '--issuer', 'https://a.example', '--client-id', 'c', '--domains', 'not a domain'], /is not a domain name/],
     [['sso', 'add', 'x', '--name', 'x', '--issuer', 'https://a.example', '--client-id', 'c', '--mfa', 'yes'], /mfa must be one of/],
     [['sso', 'add', 'x', '--name', 'x\u202e', '--issuer', 'https://a.example', '--client-id', 'c'], /without control or bidi/],
-    [['sso', 'add', 'x', '--name', 'x', '--issuer', 'https://a.example', '--client-id', 'c', '--account', 'acc_0000000000000000'], /no account/],
+    [
+      ['sso', 'add', 'x', '--name', 'x', '--issuer', 'https://a.example', '--client-id', 'c', '--domains', 'a.example', '--account', 'acc_0000000000000000'],
+      /no account/,
+    ],
+    [['sso', 'add', 'x', '--name', 'x', '--issuer', 'https://a.example', '--client-id', 'c', '--account', account.id], /joinAccountId needs domains/],
   ] as const) {
     const r = await admin(dir, [...args])
     assert.notEqual(r.code, 0, args.join(' '))

@@ -24,7 +24,7 @@ const callback = (a: Running, query: string, cookie = '', path = '/portal/sso/kc
 test('one code sent back ten times at once signs in once; its replay and hostile callbacks get a 4xx page, never a 5xx', async (t) => {
   const a = await app(t)
   const kc = await startProvider(t)
-  await configure(a, kc, { id: 'kc', name: 'Keycloak', joinAccountId: a.accountId, joinRole: 'viewer' })
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'viewer' })
   kc.accounts.set('alice', { email: 'alice@example.com', email_verified: true })
 
   const { callback: url, jar } = await throughProvider(a, 'kc', 'alice')
@@ -76,8 +76,8 @@ test('one code sent back ten times at once signs in once; its replay and hostile
   for (const e of refusals) assert.ok(!JSON.stringify(e).includes('c'.repeat(100)), 'no code in the trail')
 })
 
-test('starts: only from the form of this site, within the per-source and total caps under parallel calls; unknown providers 404', async (t) => {
-  const a = await app(t, { SSO_PENDING_PER_IP: '3', SSO_PENDING_MAX: '5', TRUST_PROXY: '127.0.0.1' })
+test('starts: only from the form of this site, within the per-source cap under parallel calls, the oldest giving way at the total; unknown providers 404', async (t) => {
+  const a = await app(t, { SSO_PENDING_PER_IP: '3', SSO_PENDING_MAX: '8', TRUST_PROXY: '127.0.0.1' })
   const kc = await startProvider(t)
   await configure(a, kc, { id: 'kc', name: 'Keycloak' })
   const jar = new Jar()
@@ -103,14 +103,15 @@ test('starts: only from the form of this site, within the per-source and total c
   const one = await Promise.all(Array.from({ length: 12 }, () => start({ from: '198.51.100.1' })))
   assert.deepEqual(one.map((r) => r.status).sort(), [200, 200, 200, ...Array(9).fill(429)], 'three of twelve parallel starts from one source')
   for (const r of one.filter((x) => x.status === 429)) assert.equal(r.headers.get('retry-after'), '600')
-  const many = await Promise.all(Array.from({ length: 10 }, (_, i) => start({ from: `203.0.113.${i + 1}` })))
-  assert.equal(many.filter((r) => r.status === 200).length, 2, 'two more from other sources: five in all')
   // IPv6 sources share their /64.
-  const v6 = await Promise.all(['2001:db8::1', '2001:db8::2', '2001:db8::3:4'].map((from) => start({ from })))
-  assert.ok(
-    v6.every((r) => r.status === 429),
-    'the total is reached',
-  )
+  const v6 = await Promise.all(['2001:db8::1', '2001:db8::2', '2001:db8::3:4', '2001:db8::ff'].map((from) => start({ from })))
+  assert.deepEqual(v6.map((r) => r.status).sort(), [200, 200, 200, 429])
+  // At the total (8), the oldest give way: ten from other sources all start, and the first source's are gone.
+  const many = await Promise.all(Array.from({ length: 10 }, (_, i) => start({ from: `203.0.113.${i + 1}` })))
+  assert.ok(many.every((r) => r.status === 200))
+  const back = []
+  for (let i = 0; i < 3; i++) back.push((await start({ from: '198.51.100.1' })).status)
+  assert.deepEqual(back, [200, 200, 200], 'its three were evicted: it starts again')
 })
 
 test('a provider down or silent costs a start its timeout at most, and answers 503 with Retry-After', async (t) => {
@@ -183,7 +184,7 @@ test('linking asks who it is: a user with no password links another provider onl
   const a = await app(t)
   const kc = await startProvider(t)
   const okta = await startProvider(t)
-  await configure(a, kc, { id: 'kc', name: 'Keycloak', joinAccountId: a.accountId, joinRole: 'viewer' })
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'viewer' })
   await configure(a, okta, { id: 'okta', name: 'Okta' })
   kc.accounts.set('sam', { email: 'sam@example.com', email_verified: true })
   const { callback: url, jar } = await throughProvider(a, 'kc', 'sam')
@@ -192,7 +193,7 @@ test('linking asks who it is: a user with no password links another provider onl
   jar.take(signed)
   const security = await fetch(`${a.url}/portal/security`, { headers: { cookie: jar.header() } })
   const html = await security.text()
-  assert.match(html, /You have no password here: linking works within 10 minutes/)
+  assert.match(html, /You have no password here: this works within 10 minutes/)
   const csrf = /name="_csrf" value="([^"]+)"/.exec(html)![1]!
   const link = () =>
     fetch(`${a.url}/portal/security/sso-link`, {
@@ -204,17 +205,60 @@ test('linking asks who it is: a user with no password links another provider onl
   const fresh = await link()
   assert.equal(fresh.status, 200)
   assert.match(fresh.headers.get('refresh') ?? '', new RegExp(`^0;url=${okta.issuer}/`))
-  a.clock.advance(11 * 60_000)
-  const stale = await link()
-  assert.equal(stale.status, 403)
-  assert.match(await stale.text(), /sign in through a provider again, then link within 10 minutes/)
   // Unlinking the only way in is refused.
-  const unlink = await fetch(`${a.url}/portal/sso/kc/unlink`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
-    body: new URLSearchParams({ _csrf: csrf }).toString(),
-    redirect: 'manual',
-  })
-  assert.equal(unlink.status, 409)
-  assert.match(await unlink.text(), /only way to sign in/)
+  const unlink = () =>
+    fetch(`${a.url}/portal/security/sso-unlink`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+      body: new URLSearchParams({ _csrf: csrf, provider: 'kc' }).toString(),
+      redirect: 'manual',
+    })
+  const only = await unlink()
+  assert.equal(only.status, 409)
+  assert.match(await only.text(), /only way to sign in/)
+  a.clock.advance(11 * 60_000)
+  for (const late of [await link(), await unlink()]) {
+    assert.equal(late.status, 403)
+    assert.match(await late.text(), /sign in through a provider again, then do this within 10 minutes/)
+  }
+})
+
+test("what the provider says is checked too: odd addresses, another organisation's domain, the sign-up limits, a token endpoint that never answers", async (t) => {
+  const a = await app(t, { SIGNUP_IP_MAX: '2', SSO_TIMEOUT_MS: '1000' })
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'viewer' })
+  const end = async (account: string) => {
+    const { callback: url, jar } = await throughProvider(a, 'kc', account)
+    const r = await fetch(url, { headers: { cookie: jar.header() }, redirect: 'manual' })
+    return { status: r.status, text: await r.text() }
+  }
+  // An address with a control character, a bidi override, or a lone surrogate: not one to make a user of (and no 500).
+  for (const [account, email] of [
+    ['ctl', 'c\u0001tl@example.com'],
+    ['bidi', 'bi\u202edi@example.com'],
+    ['half', 'ha\ud800lf@example.com'],
+  ] as const) {
+    kc.accounts.set(account, { email, email_verified: true })
+    const r = await end(account)
+    assert.equal(r.status, 403, account)
+    assert.match(r.text, /did not give us an email address it has verified/, account)
+  }
+  // The organisation's domain the token names must be one of the provider's too.
+  kc.accounts.set('ex', { email: 'ex@example.com', email_verified: true, hd: 'personal.example' })
+  assert.match((await end('ex')).text, /does not sign in addresses of your domain/)
+  // First sign-ins are sign-ups: counted against the source.
+  for (const name of ['n1', 'n2', 'n3']) kc.accounts.set(name, { email: `${name}@example.com`, email_verified: true })
+  assert.equal((await end('n1')).status, 303)
+  assert.equal((await end('n2')).status, 303)
+  const third = await end('n3')
+  assert.equal(third.status, 429)
+  assert.match(third.text, /Too many new sign-ups/)
+  assert.equal((await end('n1')).status, 303, 'a user already made signs in whatever the limit')
+  // A token endpoint that never answers: 503 after the timeout, not a check that failed.
+  kc.tamper = 'hang'
+  const began = Date.now()
+  const hung = await end('n1')
+  assert.equal(hung.status, 503)
+  assert.match(hung.text, /did not answer in time/)
+  assert.ok(Date.now() - began < 4000, `${Date.now() - began} ms`)
 })

@@ -92,9 +92,14 @@ export function ssoContract(withStore: WithStore): void {
     assert.equal(made.filter(Boolean).length, 5, 'five of thirty parallel starts from one source')
     assert.equal(await portal.createSsoRequest(request('kc', 'other', '198.51.100.9'), limits, now), true, 'another source has its own')
     const many = await Promise.all(Array.from({ length: 20 }, (_, i) => portal.createSsoRequest(request('kc', `m${i}`, `203.0.113.${i + 10}`), limits, now)))
-    assert.equal(many.filter(Boolean).length, 2, 'of twenty sources at once, two more: eight in all')
-    const first = made.indexOf(true)
-    const takes = await Promise.all(Array.from({ length: 10 }, () => portal.takeSsoRequest(`s${first}`, now)))
+    assert.ok(many.every(Boolean), 'at the total, the oldest give way')
+    let live = 0
+    for (const state of ['other', ...Array.from({ length: 30 }, (_, i) => `s${i}`), ...Array.from({ length: 20 }, (_, i) => `m${i}`)]) {
+      if ((await portal.takeSsoRequest(state, now)) !== null) live++
+    }
+    assert.equal(live, 8, 'never more than the total')
+    for (let i = 0; i < 5; i++) await portal.createSsoRequest(request('kc', `again${i}`), limits, now)
+    const takes = await Promise.all(Array.from({ length: 10 }, () => portal.takeSsoRequest('again0', now)))
     assert.equal(takes.filter((t) => t !== null).length, 1, 'one of ten parallel callbacks')
     assert.equal(takes.find((t) => t !== null)?.nonce, 'n')
     await portal.createSsoRequest(request('kc', 'old', '203.0.113.1', { expiresAt: later(-1000) }), { perIp: 5, total: 100 }, later(-5000))
@@ -137,6 +142,18 @@ export function ssoContract(withStore: WithStore): void {
       assert.equal((await portal.findSsoIdentity('kc', 'sub-1'))?.identity.email, 'renamed@example.com')
       assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), true)
       assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), false)
+      // Bound to a provider that is gone: nothing written, no error.
+      assert.equal(await portal.bindSsoIdentity({ providerId: 'gone', subject: 's', userId: taken.id, email: taken.email }, event('user.sso-link')), false)
+      assert.equal(
+        await portal.createSsoUser(newUser('x@example.com'), { providerId: 'gone', subject: 's', email: 'x@example.com' }, event('user.sign-up')),
+        false,
+      )
+      assert.equal(await portal.findUserByEmail('x@example.com'), null)
+      // The same issuer again keeps the identities; another issuer is another namespace of subjects: they go.
+      await portal.saveSsoProvider(provider('kc', { name: 'Renamed' }), event('sso.provider-update'))
+      assert.notEqual(await portal.findSsoIdentity('kc', 'sub-1'), null)
+      await portal.saveSsoProvider(provider('kc', { issuer: 'https://elsewhere.example.com' }), event('sso.provider-update'))
+      assert.equal(await portal.findSsoIdentity('kc', 'sub-1'), null)
     },
   )
 

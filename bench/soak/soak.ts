@@ -10,6 +10,8 @@
  * server does not stop cleanly. docs/performance.md, "The soak", has the options and figures.
  */
 import { writeFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
+import { createServer as createNetServer, type Socket } from 'node:net'
 import { memoryKinds, treeRssBytes, type MemoryKinds } from '../../test/support/process.ts'
 import type { OpenApiDocument } from '../../test/support/conformance.ts'
 import { makeAccount } from './accounts.ts'
@@ -41,19 +43,26 @@ const SETTINGS: Record<string, string> = { WEBHOOK_ALLOW_PRIVATE: 'true', CLIENT
 const STALL_HOLD_MS = 15_000
 const REQUEST_TIMEOUT_MS = 180_000
 const SETTLE_MS = 10_000
+/**
+ * SOAK_TRACES: `off` (default, as a node ships); `on`, every span (always_on) exported to a collector of the harness's own that
+ * takes them (counted, not kept); `stalled`, to one that takes connections and never answers (each export times out, the SDK's
+ * queue stays at its bound and drops the rest). The RSS bound holds in each.
+ */
+const TRACES = process.env.SOAK_TRACES ?? 'off'
 /** A file to write the figures to, as JSON (for docs/performance.md). */
 const REPORT = process.env.SOAK_REPORT
 
 if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error('SOAK_STORE is sqlite or postgres')
+if (!['off', 'on', 'stalled'].includes(TRACES)) throw new Error('SOAK_TRACES is off, on or stalled')
 const say = (line: string) => process.stdout.write(`${line}\n`)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const mib = (bytes: number) => Math.round(bytes / 1024 / 1024)
 
 async function soak(): Promise<number> {
   const { id: tokenId, token } = adminToken(store)
-  const server = await startServer(store, SETTINGS)
+  const server = await startServer(store, { ...SETTINGS, ...collector.settings })
   say(
-    `# soak: ${SECONDS} s on ${STORE === 'sqlite' ? 'SQLite' : 'PostgreSQL + Redis'}, ${ACCOUNTS} accounts × ${LANES} lanes, a heavy lane and a canary; SOAK_SEED=${SEED}`,
+    `# soak: ${SECONDS} s on ${STORE === 'sqlite' ? 'SQLite' : 'PostgreSQL + Redis'}, ${ACCOUNTS} accounts × ${LANES} lanes, a heavy lane and a canary; SOAK_SEED=${SEED}; traces ${TRACES}`,
   )
   const docs = {
     public: (await (await fetch(`${server.url}/openapi.json`)).json()) as OpenApiDocument,
@@ -177,6 +186,7 @@ async function soak(): Promise<number> {
   say(`store size: ${figures.size}`)
   for (const o of figures.over) failed.push(o)
   say(`receiver: ${[...receiver.seen].map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing'}`)
+  if (TRACES !== 'off') say(`traces (${TRACES}): ${collector.describe()}`)
   const errors = (server.logs.counts.get('error') ?? 0) + (server.logs.counts.get('fatal') ?? 0)
   say(
     `server log: ${[...server.logs.counts].map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing at warn or above'}; stopped by SIGTERM with exit code ${stopped.code} in ${stopped.ms.toFixed(0)} ms, ${((drained - end) / 1000).toFixed(1)} s of draining`,
@@ -251,6 +261,7 @@ function sumRequests(t: Tally): number {
 
 const store = await freshStore(STORE)
 const receiver = await startReceiver()
+const collector = await startCollector(TRACES)
 // Ctrl-C or a SIGTERM still drops the scratch store (the server is killed as this process exits).
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void store.drop().finally(() => process.exit(130)))
 let exitCode = 1
@@ -258,6 +269,7 @@ try {
   exitCode = await soak()
 } finally {
   await receiver.close()
+  await collector.close()
   await store.drop()
 }
 process.exit(exitCode)
@@ -286,4 +298,49 @@ function describeHeld(start: Held, after: Held): string {
     external: 'its external memory',
   }
   return (Object.keys(names) as (keyof Held)[]).map((k) => `${names[k]} ${mib(start[k])} → ${mib(after[k])} MiB`).join(', ')
+}
+
+/** The soak's OTLP collector (SOAK_TRACES): the server's settings that send it spans, what it saw, and its close. */
+interface Collector {
+  readonly settings: Record<string, string>
+  describe(): string
+  close(): Promise<void>
+}
+
+async function startCollector(mode: string): Promise<Collector> {
+  if (mode === 'off') return { settings: {}, describe: () => 'off', close: async () => {} }
+  const sockets = new Set<Socket>()
+  let [exports, bytes] = [0, 0]
+  const server =
+    mode === 'on'
+      ? createHttpServer((request, response) => {
+          request.on('data', (chunk: Buffer) => {
+            bytes += chunk.length
+          })
+          request.on('end', () => {
+            exports++
+            response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
+          })
+        })
+      : createNetServer((socket) => {
+          // Taken, never answered: the exporter's timeout ends each export.
+          sockets.add(socket)
+          socket.on('close', () => sockets.delete(socket))
+          socket.resume()
+        })
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+  return {
+    settings: { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'tessera-soak' },
+    describe: () =>
+      mode === 'on' ? `${exports} exports taken, ${mib(bytes)} MiB of spans` : `the collector never answered; ${sockets.size} connections open at the end`,
+    close: async () => {
+      for (const s of sockets) s.destroy()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
 }

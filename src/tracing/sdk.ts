@@ -232,6 +232,9 @@ function tracePostgres(provider: TracerProvider): void {
   }
 }
 
+/** How many exports may wait for the collector at once; a batch beyond them is dropped (and reported by the SDK's log line). */
+export const EXPORTS_IN_FLIGHT = 2
+
 /** newProvider: the exporter (OTLP/HTTP, protobuf or JSON), the bounded batch queue behind Scrub, the resource and the sampler. */
 function newProvider(config: Config): TracerProvider {
   const protocol = config.otelTracesProtocol || config.otelProtocol || 'http/protobuf'
@@ -239,6 +242,9 @@ function newProvider(config: Config): TracerProvider {
     url: tracesUrl(config),
     headers: { ...config.otelHeaders, ...config.otelTracesHeaders },
     timeoutMillis: config.otelTimeoutMs,
+    // At most two exports in flight (the SDK's default is 30, each holding its batch until the collector answers or the
+    // timeout ends it): against a collector that stalls, the spans held are the queue's bound and two batches, no more.
+    concurrencyLimit: EXPORTS_IN_FLIGHT,
     compression: config.otelCompression === 'gzip' ? ('gzip' as never) : ('none' as never),
   }
   const exporter = protocol === 'http/json' ? new JsonExporter(exporterOptions) : new ProtobufExporter(exporterOptions)

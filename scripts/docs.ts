@@ -13,6 +13,7 @@ import { ERROR_SHAPES, errorTable } from '../src/errors/reference.ts'
 import { loadConfig, settings } from '../src/config/config.ts'
 import { openSqliteStore } from '../src/storage/sqlite/store.ts'
 import { buildApp } from '../src/app.ts'
+import { Users } from '../src/services/users.ts'
 import { buildAdminApp } from '../src/admin/api/app.ts'
 import { Accounts } from '../src/services/accounts.ts'
 import { Factors } from '../src/services/factors.ts'
@@ -82,6 +83,7 @@ export async function renderOpenApi(which: 'public' | 'admin' = 'public'): Promi
             webhooks: new Webhooks({ store, keyring: resolveKeyring(config), config }),
             jobs: new Jobs({ store, keyring: resolveKeyring(config), config }),
             operators: { team: new Team({ store, now: Date.now, sessionTtlMs: 3_600_000 }), mailer: null },
+            sso: new Users({ store, config, pepper, accounts: new Accounts({ store, pepper, config }) }).sso,
           })
     await app.ready()
     const doc = app.swagger() as unknown as Record<string, unknown>

@@ -72,6 +72,7 @@ const admin =
         webhooks: runtime.webhooks,
         jobs: runtime.jobs,
         operators: { team: runtime.team, mailer: runtime.mailer },
+        sso: runtime.users.sso,
         factors: runtime.factors,
         totp: runtime.totp,
         idempotency: runtime.idempotency,

@@ -3,6 +3,8 @@
  * (every answer checked against the admin document, a read and a write token), and the
  * admin CLI run as a process on a node's DATA_DIR.
  */
+import { Users } from '../../src/services/users.ts'
+import { sealedPortal } from '../../src/services/users/sealed.ts'
 import { Idempotency } from '../../src/services/idempotency.ts'
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
@@ -52,6 +54,13 @@ export async function startAdmin(t: TestContext, env: Record<string, string> = {
     webhooks,
     jobs,
     operators: { team, mailer },
+    sso: new Users({
+      store: { ...pub.store, portal: sealedPortal(pub.store.portal, resolveKeyring(pub.config)) },
+      config: pub.config,
+      pepper: pub.pepper,
+      accounts: pub.accounts,
+      now: clock.now,
+    }).sso,
     now: clock.now,
     logStream: {
       write: (line) => {

@@ -21,8 +21,9 @@ function abuse(body: () => Request = () => ({})): Case[] {
     jobID: hostileId(c.next()),
     region: hostileId(c.next()),
     group: hostileId(c.next()),
+    providerID: hostileId(c.next()),
   })
-  const plain = { id: 'acc_0', userID: 'u', webhookID: 'whk_0', deliveryID: 'dlv_0', jobID: 'job_0', region: 'eu', group: 'totp' }
+  const plain = { id: 'acc_0', userID: 'u', webhookID: 'whk_0', deliveryID: 'dlv_0', jobID: 'job_0', region: 'eu', group: 'totp', providerID: 'soak-x' }
   return [
     { name: 'no token', kind: 'hostile', expect: [401], make: () => ({ ...body(), params: plain, headers: { ...body().headers, authorization: '' } }) },
     {
@@ -74,7 +75,60 @@ async function webhook(c: Ctx): Promise<string> {
 
 const csv = (c: Ctx, lines: number) => Array.from({ length: lines }, (_, i) => `csv-${c.account.index}-${c.next()}-${i},${newSecret()},line ${i}`).join('\n')
 
+/** A single sign-on provider's settings: the scratch account joined by its domain's first sign-ins (nothing is called at the issuer). */
+const ssoSettings = (c: Ctx, extra: Record<string, unknown> = {}) => ({
+  name: `Soak ${c.account.index}`,
+  issuer: `https://id-${c.account.index}.example.com/realms/soak`,
+  clientId: 'tessera-soak',
+  clientSecret: newSecret(),
+  domains: ['soak.example'],
+  joinAccountId: c.scratch.id,
+  joinRole: 'viewer',
+  mfa: 'amr',
+  ...extra,
+})
+/** A few ids an account's lane uses, so that the service's cap on providers is never what answers. */
+const ssoId = (c: Ctx) => `soak-${c.account.index}-${c.next() % 4}`
+
 export const ADMIN: Table = {
+  listSsoProviders: [{ name: 'every provider', kind: 'valid', expect: [200], make: () => ({}) }, ...abuse()],
+  putSsoProvider: [
+    { name: 'a provider, made or replaced', kind: 'valid', expect: [200, 201], make: (c) => ({ params: { providerID: ssoId(c) }, ...json(ssoSettings(c)) }) },
+    {
+      name: 'a public client with every default',
+      kind: 'boundary',
+      expect: [200, 201],
+      make: (c) => ({ params: { providerID: ssoId(c) }, ...json({ name: 'P', issuer: 'https://p.example.com', clientId: 'c' }) }),
+    },
+    {
+      name: 'bad settings: http issuer, a join without domains, bidi name, odd domain, an unknown account',
+      kind: 'hostile',
+      expect: [400, 404],
+      make: (c) => {
+        const bad = [
+          { issuer: 'http://id.example.com' },
+          { domains: [] },
+          { name: 'x\u202e' },
+          { domains: ['not a domain', '..'] },
+          { joinAccountId: 'acc_0000000000000000' },
+          { issuer: `https://${'a'.repeat(490)}.example.com` },
+        ][c.next() % 6]!
+        return { params: { providerID: ssoId(c) }, ...json(ssoSettings(c, bad)) }
+      },
+    },
+    {
+      name: 'hostile provider ids',
+      kind: 'hostile',
+      expect: [400],
+      make: (c) => ({ params: { providerID: ['UPPER', '-lead', 'x'.repeat(40), '..', 'a\u202eb'][c.next() % 5]! }, ...json(ssoSettings(c)) }),
+    },
+    ...bodies((c) => ({ params: { providerID: ssoId(c) } })),
+    ...abuse(() => json({ name: 'x', issuer: 'https://x.example', clientId: 'c' })),
+  ],
+  deleteSsoProvider: [
+    { name: "one of the lane's providers (there, or deleted already)", kind: 'valid', expect: [200, 404], make: (c) => ({ params: { providerID: ssoId(c) } }) },
+    ...abuse(),
+  ],
   inviteOperator: [
     { name: 'a new address', kind: 'valid', expect: [201], make: (c) => json({ email: `soak-operator-${c.next()}@example.com` }) },
     { name: 'one address again and again (each replaces the last)', kind: 'boundary', expect: [201], make: () => json({ email: 'soak-operator@example.com' }) },

@@ -36,6 +36,8 @@ import type { Jobs } from '../../services/jobs.ts'
 import { TAGS } from './schemas.ts'
 import { JOBS_TAG } from './job-schemas.ts'
 import operatorRoutes, { OPERATORS_TAG, type OperatorRouteOptions } from './operators.ts'
+import ssoRoutes, { SSO_TAG } from './sso.ts'
+import type { SingleSignOn } from '../../services/users/sso.ts'
 
 export const ADMIN_TITLE = 'Tessera admin API'
 export const ADMIN_DOCUMENT_PATH = '/admin/v1/openapi.json'
@@ -94,6 +96,8 @@ export interface AdminAppOptions {
   readonly jobs?: Jobs
   /** The team service and the node's mailer, for operator invitations (none: no such route). */
   readonly operators?: Omit<OperatorRouteOptions, 'config'>
+  /** Single sign-on providers (none: no such routes), over the portal's sealed view of the store. */
+  readonly sso?: SingleSignOn
   /** The clock (epoch ms), for the default usage range; tests move it. Give the Accounts the same one. */
   readonly now?: () => number
   /** Where logs go (default: standard output). */
@@ -207,7 +211,7 @@ async function serveDocument(app: FastifyInstance): Promise<void> {
         securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'An admin token (`npm run admin -- admin token create`).' } },
       },
       security: [{ adminToken: [] }],
-      tags: [...TAGS, JOBS_TAG, OPERATORS_TAG],
+      tags: [...TAGS, JOBS_TAG, OPERATORS_TAG, SSO_TAG],
     },
   })
   // The document needs no token: it holds no data, only what the routes take and answer,
@@ -257,6 +261,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     if (opts.webhooks !== undefined) await guarded.register(webhookRoutes, { webhooks: opts.webhooks, once })
     if (opts.jobs !== undefined) await guarded.register(jobRoutes, { config, accounts, jobs: opts.jobs })
     if (opts.operators !== undefined) await guarded.register(operatorRoutes, { config, ...opts.operators })
+    if (opts.sso !== undefined) await guarded.register(ssoRoutes, { sso: opts.sso })
   })
   // Prometheus's scrape: outside the admin tokens (a scraper holds none), behind METRICS_TOKEN when set.
   if (opts.metrics !== undefined) await app.register(metricsRoute, { metrics: opts.metrics, token: config.metricsToken })

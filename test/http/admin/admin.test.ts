@@ -715,6 +715,9 @@ test('the admin document: an operationId, a response schema and the bearer 401 o
       'cancelJob',
       'listJobs',
       'inviteOperator',
+      'listSsoProviders',
+      'putSsoProvider',
+      'deleteSsoProvider',
     ].sort(),
     'the operations, by the names clients generated from the document use',
   )

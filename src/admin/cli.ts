@@ -122,7 +122,7 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   sso remove ID                       delete a provider: its users' links go and the sessions signed
                                       in through it end
   encryption status                   key versions configured, the one that seals, and what
-                                      each seals: factors, portal users' two-factor secrets,
+                                      each seals: factors, portal users' two-factor secrets (and SSO client secrets),
                                       webhook secrets, kept Idempotency-Key answers, job secrets
   encryption generate                 print a new key item (the next version) for ENCRYPTION_KEYS
   encryption rotate [--batch N]       re-seal all of those under the active key version, in
@@ -629,7 +629,7 @@ async function runEncryption(encryption: Encryption, verb: string, flags: Flags)
       const unreadable = [...done.unreadable, ...portal.unreadable, ...hooks.unreadable, ...answers.unreadable, ...jobs.unreadable]
       const human = [
         `Re-sealed ${done.resealed} factors under key version ${ring.active}; ${done.skipped} changed meanwhile; ${left} values of every kind left under other versions.`,
-        `Re-sealed ${portal.resealed} portal users' two-factor secrets, ${hooks.resealed} webhook endpoints' signing secrets, ${answers.resealed} kept Idempotency-Key answers and ${jobs.resealed} conversion jobs' secrets.`,
+        `Re-sealed ${portal.resealed} portal users' two-factor secrets and single sign-on client secrets, ${hooks.resealed} webhook endpoints' signing secrets, ${answers.resealed} kept Idempotency-Key answers and ${jobs.resealed} conversion jobs' secrets.`,
         ...unreadable.map((u) => `  ${u.id} does not open: ${u.reason}`),
       ]
       if (unreadable.length > 0) human.push('What does not open keeps its old version: do not remove it until those are deleted (or have expired).')

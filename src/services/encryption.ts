@@ -2,7 +2,7 @@
  * The encryption service: what is sealed under which key version, and re-sealing everything
  * under the active one, while the service runs (the CLI's `encryption` commands). Everything
  * the keyring seals is here, each kind once: managed factors (TOTP secrets and passkeys),
- * portal users' two-factor secrets, webhook endpoints' signing secrets, kept Idempotency-Key
+ * portal users' two-factor secrets (and single sign-on providers' client secrets with them), webhook endpoints' signing secrets, kept Idempotency-Key
  * answers and conversion jobs' secrets (their password and URLs, kept while queued or
  * running). A kind left out would stop opening once the old key version is removed.
  */
@@ -144,6 +144,11 @@ export class Encryption {
       }
       cursor = page.next ?? undefined
     } while (cursor !== undefined)
+    // Single sign-on providers' client secrets count with the portal's (resealPortalSecrets re-seals both).
+    for (const provider of await this.#store.portal.listSsoProviders()) {
+      const version = provider.clientSecret === null ? null : this.keyring.versionOf(provider.clientSecret)
+      if (version !== null) counts.set(version, (counts.get(version) ?? 0) + 1)
+    }
     return counts
   }
 }

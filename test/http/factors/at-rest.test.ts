@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { randomBytes } from 'node:crypto'
 import { DatabaseSync } from 'node:sqlite'
+import { writeFileSync } from 'node:fs'
 import { codes, post, startApp, tempDir, testClock, type Running } from '../../support/helper.ts'
 import { everything, spellings } from '../../support/at-rest.ts'
 import { createDatabase, redisEnv, skipUnless, type StoreEnv as Env } from '../../support/services.ts'
@@ -18,6 +19,7 @@ import { keyring, parseKeys } from '../../../src/crypto/keyring.ts'
 import { Factors } from '../../../src/services/factors.ts'
 import { Webhooks } from '../../../src/services/webhooks.ts'
 import { openSecret } from '../../../src/webhooks/secret.ts'
+import { sealedPortal } from '../../../src/services/users/sealed.ts'
 import { isFailure } from '../../../src/services/outcome.ts'
 import { SYSTEM } from '../../../src/domain/accounts.ts'
 import { secretsContext } from '../../../src/domain/jobs.ts'
@@ -166,24 +168,37 @@ test('npm run admin -- encryption status, generate and rotate', async (t) => {
     })
     return JSON.parse(stdout) as Record<string, unknown>
   }
+  // A single sign-on provider's client secret, sealed with the portal's secrets.
+  writeFileSync(join(dataDir, 'sso-secret'), 'an sso client secret')
+  await run(
+    process.execPath,
+    [CLI, 'sso', 'add', 'kc', '--name', 'K', '--issuer', 'https://id.example.com', '--client-id', 'c', '--client-secret-file', join(dataDir, 'sso-secret')],
+    {
+      env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: 'test', ENCRYPTION_KEYS: v1 },
+    },
+  )
   const { item } = (await cli(v1, 'generate')) as { item: string }
   assert.match(item, /^2:[A-Za-z0-9+/]{43}=$/)
-  const none = { portalUsers: 0, idempotencyAnswers: 0, jobSecrets: 0 }
+  const none = { idempotencyAnswers: 0, jobSecrets: 0 }
   assert.deepEqual(await cli(`${v1},${item}`, 'status'), {
     active: 2,
     versions: [
-      { version: 1, configured: true, active: false, factors: 2, webhookEndpoints: 1, ...none, total: 3 },
-      { version: 2, configured: true, active: true, factors: 0, webhookEndpoints: 0, ...none, total: 0 },
+      { version: 1, configured: true, active: false, factors: 2, portalUsers: 1, webhookEndpoints: 1, ...none, total: 4 },
+      { version: 2, configured: true, active: true, factors: 0, portalUsers: 0, webhookEndpoints: 0, ...none, total: 0 },
     ],
   })
   const rotated = await cli(`${v1},${item}`, 'rotate', '--batch', '1')
   assert.equal(rotated.resealed, 2)
   assert.equal(rotated.leftUnderOtherVersions, 0)
   assert.deepEqual(rotated.webhookEndpoints, { resealed: 1, unreadable: [] })
+  assert.deepEqual(rotated.portalUsers, { resealed: 1, unreadable: [] })
+  assert.equal((await sealedPortal(app.store.portal, keyring(parseKeys(item))).getSsoProvider('kc'))?.clientSecret, 'an sso client secret')
   // The endpoint's secret opens under version 2 alone.
   const [sealed] = await app.store.webhooks.sealedSecrets('', 10)
   assert.equal(await openSecret(keyring(parseKeys(item)), sealed!.sealed, { accountId: app.accountId, endpointId: hook.endpoint.id }), hook.secret)
-  assert.deepEqual((await cli(item, 'status')).versions, [{ version: 2, configured: true, active: true, factors: 2, webhookEndpoints: 1, ...none, total: 3 }])
+  assert.deepEqual((await cli(item, 'status')).versions, [
+    { version: 2, configured: true, active: true, factors: 2, portalUsers: 1, webhookEndpoints: 1, ...none, total: 4 },
+  ])
 })
 
 /** The stores the rotation of every sealed kind is tested on through the CLI (a process of its own, on the same store). */

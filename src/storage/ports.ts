@@ -832,6 +832,25 @@ export interface StoreGauges {
   readonly redisConnected?: boolean
 }
 
+/** The single sign-on part of the PortalStore, as each store's sso.ts builds it. */
+export type SsoOps = Pick<
+  PortalStore,
+  | 'saveSsoProvider'
+  | 'getSsoProvider'
+  | 'listSsoProviders'
+  | 'deleteSsoProvider'
+  | 'createSsoRequest'
+  | 'takeSsoRequest'
+  | 'pruneSsoRequests'
+  | 'findSsoIdentity'
+  | 'ssoIdentitiesOf'
+  | 'bindSsoIdentity'
+  | 'unbindSsoIdentity'
+  | 'createSsoUser'
+  | 'touchSsoIdentity'
+  | 'resealSsoSecret'
+>
+
 export interface Store {
   readonly kind: string
   readonly access: AccessStore

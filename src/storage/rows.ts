@@ -9,6 +9,7 @@ import type {
   EmailToken,
   Member,
   Membership,
+  NewUser,
   Role,
   Session,
   SsoIdentity,
@@ -19,6 +20,7 @@ import type {
   User,
   UserStatus,
 } from '../domain/portal.ts'
+import { emailKey } from '../domain/portal.ts'
 import {
   NO_FACTOR_SETTINGS,
   type ChallengePurpose,
@@ -160,6 +162,24 @@ export const toSession = (r: Row, prefix = ''): Session => ({
   userAgent: textOrNull(r[`${prefix}user_agent`]),
   ssoProviderId: textOrNull(r[`${prefix}sso_provider_id`]),
 })
+
+/**
+ * newUserValues: a new user's values as both stores insert them (id, email, email_key, password_hash,
+ * email_verified_at, status, operator, totp_secret, totp_enabled_at, created_at), the operator flag as the store keeps a boolean.
+ */
+export const newUserValues = <B>(user: NewUser, flag: (value: boolean) => B) =>
+  [
+    user.id,
+    user.email,
+    emailKey(user.email),
+    user.passwordHash,
+    user.emailVerifiedAt,
+    user.status,
+    flag(user.operator),
+    user.totpSecret,
+    user.totpEnabledAt,
+    user.createdAt,
+  ] as const
 
 export const toSsoProvider = (r: Row): SsoProvider => ({
   id: String(r.id),

@@ -22,7 +22,7 @@
 import { createHash } from 'node:crypto'
 import { isIP } from 'node:net'
 import * as oidc from 'openid-client'
-import type { Role, SsoMfa, SsoProvider, User } from '../../domain/portal.ts'
+import type { NewSsoProvider, SsoProvider, User } from '../../domain/portal.ts'
 import { emailKey, ROLES, SSO_MFA } from '../../domain/portal.ts'
 import { newId } from '../../domain/ids.ts'
 import { draft, fail, type Context, type Failure } from '../outcome.ts'
@@ -43,19 +43,8 @@ const ID = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/
 const DOMAIN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/
 const MAX_STATE = 512
 
-export interface SsoProviderInput {
-  readonly id: string
-  readonly name: string
-  readonly issuer: string
-  readonly clientId: string
-  /** null: a public client (PKCE alone, `none` at the token endpoint). */
-  readonly clientSecret: string | null
-  readonly domains: readonly string[]
-  readonly joinAccountId: string | null
-  readonly joinRole: Role | null
-  readonly mfa: SsoMfa
-  readonly passwordAllowed: boolean
-}
+/** SsoProviderInput: what an operator gives for a provider (its client secret in clear, sealed by the store's view). */
+export type SsoProviderInput = NewSsoProvider
 
 export type SsoStart =
   | { readonly kind: 'redirect'; readonly url: string }

@@ -14,7 +14,19 @@ import { emailKey } from '../../domain/portal.ts'
 import type { PortalStore, SessionsToEnd } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
-import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
+import {
+  likePattern,
+  toEmailToken,
+  toMember,
+  toMembership,
+  toSession,
+  toUser,
+  USER_COLUMNS,
+  createdOrderPage,
+  pageOf,
+  HOLDS_NOTHING,
+  newUserValues,
+} from '../rows.ts'
 import { auditInsert, type Part } from './part.ts'
 import { ssoOps } from './sso.ts'
 
@@ -106,19 +118,7 @@ function userOps({
             totp_enabled_at, created_at, updated_at)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (email_key) DO NOTHING RETURNING id)
         ${auditInsert(11, 'u')}`,
-        [
-          user.id,
-          user.email,
-          emailKey(user.email),
-          user.passwordHash,
-          user.emailVerifiedAt,
-          user.status,
-          user.operator,
-          user.totpSecret,
-          user.totpEnabledAt,
-          user.createdAt,
-          ...audited(audit),
-        ],
+        [...newUserValues(user, (b) => b), ...audited(audit)],
       )
       return (r.rowCount ?? 0) > 0
     },

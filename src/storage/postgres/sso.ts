@@ -5,9 +5,8 @@
  * new one are made under a transaction-scoped advisory lock of that source; a subject is bound
  * once and a user once per provider by the table's two unique keys.
  */
-import { emailKey } from '../../domain/portal.ts'
-import type { PortalStore } from '../ports.ts'
-import { toSsoIdentity, toSsoProvider, toSsoRequest, toUser, type Row } from '../rows.ts'
+import type { SsoOps } from '../ports.ts'
+import { toSsoIdentity, toSsoProvider, toSsoRequest, toUser, type Row, newUserValues } from '../rows.ts'
 import { auditInsert, type Part } from './part.ts'
 
 const prefixed = (row: Row, prefix: string): Row =>
@@ -18,24 +17,6 @@ const foreignKeyGone = (error: unknown) => (error as { code?: string }).code ===
 
 /** Undo: thrown inside a transaction to roll it back when a later write of the step found its row taken. */
 class Undo extends Error {}
-
-type SsoOps = Pick<
-  PortalStore,
-  | 'saveSsoProvider'
-  | 'getSsoProvider'
-  | 'listSsoProviders'
-  | 'deleteSsoProvider'
-  | 'createSsoRequest'
-  | 'takeSsoRequest'
-  | 'pruneSsoRequests'
-  | 'findSsoIdentity'
-  | 'ssoIdentitiesOf'
-  | 'bindSsoIdentity'
-  | 'unbindSsoIdentity'
-  | 'createSsoUser'
-  | 'touchSsoIdentity'
-  | 'resealSsoSecret'
->
 
 export function ssoOps(p: Part): SsoOps {
   return { ...providerOps(p), ...requestOps(p), ...identityOps(p) }
@@ -202,18 +183,7 @@ function identityOps(
             null,
             `INSERT INTO users (id, email, email_key, password_hash, email_verified_at, status, operator, totp_secret, totp_enabled_at, created_at,
               updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (email_key) DO NOTHING RETURNING id`,
-            [
-              user.id,
-              user.email,
-              emailKey(user.email),
-              user.passwordHash,
-              user.emailVerifiedAt,
-              user.status,
-              user.operator,
-              user.totpSecret,
-              user.totpEnabledAt,
-              user.createdAt,
-            ],
+            [...newUserValues(user, (b) => b)],
           )
           if (made.rows.length === 0) return false
           const bound = await tx(

@@ -13,7 +13,19 @@ import { emailKey } from '../../domain/portal.ts'
 import type { PortalStore, SessionsToEnd } from '../ports.ts'
 import type { UserPatch } from '../../domain/portal.ts'
 import { LastOwnerError } from '../../domain/errors.ts'
-import { likePattern, toEmailToken, toMember, toMembership, toSession, toUser, USER_COLUMNS, createdOrderPage, pageOf, HOLDS_NOTHING } from '../rows.ts'
+import {
+  likePattern,
+  toEmailToken,
+  toMember,
+  toMembership,
+  toSession,
+  toUser,
+  USER_COLUMNS,
+  createdOrderPage,
+  pageOf,
+  HOLDS_NOTHING,
+  newUserValues,
+} from '../rows.ts'
 import type { GroupCommit } from './batch.ts'
 import { part, type Part } from './part.ts'
 import type { Stamps } from '../stamps.ts'
@@ -143,19 +155,7 @@ function userOps({
   return {
     async createUser(user, event) {
       return batch.atomic(() => {
-        const r = q.insertUser.run(
-          user.id,
-          user.email,
-          emailKey(user.email),
-          user.passwordHash,
-          user.emailVerifiedAt,
-          user.status,
-          flag(user.operator),
-          user.totpSecret,
-          user.totpEnabledAt,
-          user.createdAt,
-          user.createdAt,
-        )
+        const r = q.insertUser.run(...newUserValues(user, flag), user.createdAt)
         if (Number(r.changes) === 0) return false
         audit(event)
         return true

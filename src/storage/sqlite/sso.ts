@@ -4,9 +4,8 @@
  * function handed to the group commit (part.ts), so a request is taken once and a subject bound once.
  */
 import type { DatabaseSync } from 'node:sqlite'
-import { emailKey } from '../../domain/portal.ts'
-import type { PortalStore } from '../ports.ts'
-import { toSsoIdentity, toSsoProvider, toSsoRequest, toUser } from '../rows.ts'
+import type { SsoOps } from '../ports.ts'
+import { toSsoIdentity, toSsoProvider, toSsoRequest, toUser, newUserValues } from '../rows.ts'
 import type { Part } from './part.ts'
 
 const flag = (value: boolean) => (value ? 1 : 0)
@@ -52,24 +51,6 @@ function ssoStatements(db: DatabaseSync) {
 
 const prefixed = (row: Record<string, unknown>, prefix: string): Record<string, unknown> =>
   Object.fromEntries(Object.entries(row).flatMap(([k, v]) => (k.startsWith(prefix) ? [[k.slice(prefix.length), v]] : [])))
-
-type SsoOps = Pick<
-  PortalStore,
-  | 'saveSsoProvider'
-  | 'getSsoProvider'
-  | 'listSsoProviders'
-  | 'deleteSsoProvider'
-  | 'createSsoRequest'
-  | 'takeSsoRequest'
-  | 'pruneSsoRequests'
-  | 'findSsoIdentity'
-  | 'ssoIdentitiesOf'
-  | 'bindSsoIdentity'
-  | 'unbindSsoIdentity'
-  | 'createSsoUser'
-  | 'touchSsoIdentity'
-  | 'resealSsoSecret'
->
 
 type Deps = Pick<Part<unknown>, 'batch' | 'stamps' | 'audit'> & { readonly q: ReturnType<typeof ssoStatements> }
 
@@ -180,19 +161,7 @@ function identityOps(
     async createSsoUser(user, identity, event) {
       return batch.atomic(() => {
         if (q.provider.get(identity.providerId) === undefined || q.subjectBound.get(identity.providerId, identity.subject) !== undefined) return false
-        const made = q.insertUser.run(
-          user.id,
-          user.email,
-          emailKey(user.email),
-          user.passwordHash,
-          user.emailVerifiedAt,
-          user.status,
-          flag(user.operator),
-          user.totpSecret,
-          user.totpEnabledAt,
-          user.createdAt,
-          user.createdAt,
-        )
+        const made = q.insertUser.run(...newUserValues(user, flag), user.createdAt)
         if (Number(made.changes) === 0) return false
         q.bind.run(identity.providerId, identity.subject, user.id, identity.email, user.createdAt)
         audit(event)

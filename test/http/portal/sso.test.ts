@@ -106,7 +106,8 @@ test('starts: only from the form of this site, within the per-source cap under p
   // IPv6 sources share their /64.
   const v6 = await Promise.all(['2001:db8::1', '2001:db8::2', '2001:db8::3:4', '2001:db8::ff'].map((from) => start({ from })))
   assert.deepEqual(v6.map((r) => r.status).sort(), [200, 200, 200, 429])
-  // At the total (8), the oldest give way: ten from other sources all start, and the first source's are gone.
+  // At the total (8), the oldest give way: ten from other sources, a second later, all start, and the first source's are gone.
+  a.clock.advance(1000)
   const many = await Promise.all(Array.from({ length: 10 }, (_, i) => start({ from: `203.0.113.${i + 1}` })))
   assert.ok(many.every((r) => r.status === 200))
   const back = []

@@ -1,11 +1,13 @@
 /**
  * Portal sessions live in the store, so every node of a deployment (PostgreSQL + Redis) knows
  * them: a session made on one node works on the other, and signing out everywhere on one is
- * refused on the other at its next request, over HTTP and in a browser with two devices.
+ * refused on the other at its next request, over HTTP and in a browser with two devices; a
+ * single sign-on started on one node is finished by the other.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp, testClock } from '../support/helper.ts'
+import { freePort, startApp, testClock } from '../support/helper.ts'
+import { configure, startProvider, throughProvider } from '../support/oidc.ts'
 import { PortalClient, portalUser } from '../support/portal-helper.ts'
 import { createDatabase, redisEnv, skipUnless } from '../support/services.ts'
 import { browserSkip, openBrowser, seriousViolations, signInPage } from '../support/browser.ts'
@@ -61,4 +63,31 @@ test('in a browser, two devices and two nodes: "sign out everywhere else" on nod
   assert.match(phone.url(), /\/portal\/sign-in\?next=%2Fportal%2Fhome$/, 'the phone, on node B, is signed out')
   await laptop.goto(`${a.url}/portal/home`)
   assert.equal(await laptop.getByRole('heading', { level: 1 }).innerText(), 'Your accounts', 'the laptop stays signed in')
+})
+
+test('single sign-on across two nodes on PostgreSQL: started on one, the callback from the provider taken by the other, one session that both know', {
+  skip: skipUnless('TEST_DATABASE_URL', 'TEST_REDIS_URL'),
+}, async (t) => {
+  const port = await freePort()
+  // Both nodes behind one public URL (a load balancer's): the provider sends the browser back there, and either node may take it.
+  const env = {
+    DATABASE_URL: await createDatabase(t),
+    ...(await redisEnv(t)),
+    PEPPER: 'a pepper both nodes share, at least 32 characters',
+    // The key the provider's client secret is sealed with, as every node of a deployment shares it.
+    ENCRYPTION_KEYS: `1:${Buffer.alloc(32, 7).toString('base64')}`,
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+  }
+  const clock = testClock()
+  const a = await startApp(t, env, clock, { port })
+  const b = await startApp(t, env, clock)
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'developer' })
+  kc.accounts.set('alice', { email: 'alice@example.com', email_verified: true })
+  const { callback, jar } = await throughProvider(a, 'kc', 'alice')
+  const onB = await fetch(callback.replace(a.url, b.url), { headers: { cookie: jar.header() }, redirect: 'manual' })
+  assert.equal(onB.status, 303, 'node B takes the request node A kept')
+  jar.take(onB)
+  assert.equal((await fetch(`${a.url}/portal/home`, { headers: { cookie: jar.header() }, redirect: 'manual' })).status, 200, 'and node A knows the session')
+  assert.equal((await fetch(callback, { headers: { cookie: jar.header() }, redirect: 'manual' })).status, 400, 'once: node A refuses it after')
 })

@@ -67,6 +67,9 @@ export function sendToProvider(kit: Kit, reply: FastifyReply, started: SsoStart)
     case 'unreachable':
       reply.header('retry-after', '60')
       return say(kit, reply, 503, 'The sign-in provider did not answer in time. Try again in a minute.')
+    case 'unreadable':
+      reply.log.error("a single sign-on provider's client secret does not open under ENCRYPTION_KEYS: add its key version back, or add the provider again")
+      return say(kit, reply, 503, "This sign-in provider's settings cannot be read on this service now. Tell your operator; sign in another way meanwhile.")
   }
 }
 

@@ -46,7 +46,9 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
       return found === null ? null : { ...found, user: open(found.user) }
     },
     createSsoUser: (user, identity, audit) => portal.createSsoUser({ ...user, totpSecret: seal(user.id, user.totpSecret) ?? null }, identity, audit),
-    // A provider's client secret, sealed bound to its id; opened when read (a secret that does not open fails the request).
+    // A provider's client secret, sealed bound to its id; opened when one provider is read for its flow (a secret that does
+    // not open fails that sign-in), never by a list: the sign-in page lists every provider, and one unreadable secret must not
+    // take every sign-in (a password's too) down with it. A listed provider's `clientSecret` is the sealed value.
     saveSsoProvider: (provider, audit) =>
       portal.saveSsoProvider(
         {
@@ -59,7 +61,6 @@ export function sealedPortal(portal: PortalStore, keyring: Keyring): PortalStore
       const found = await portal.getSsoProvider(id)
       return found === null ? null : openProvider(found)
     },
-    listSsoProviders: async () => (await portal.listSsoProviders()).map(openProvider),
     findSession: async (idHash, nowIso) => {
       const found = await portal.findSession(idHash, nowIso)
       return found === null ? null : { ...found, user: open(found.user) }

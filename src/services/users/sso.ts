@@ -32,6 +32,7 @@ import { sourceOf } from './throttle.ts'
 import { checkTotp } from './codes.ts'
 import type { ProofRefusal } from './security.ts'
 import { newSessionToken } from './tokens.ts'
+import { SealError } from '../../crypto/keyring.ts'
 
 /** How long a request may take through the provider. */
 export const SSO_REQUEST_TTL_MS = 10 * 60_000
@@ -51,6 +52,8 @@ export type SsoStart =
   | { readonly kind: 'unknown' }
   | { readonly kind: 'busy' }
   | { readonly kind: 'unreachable' }
+  /** The provider's client secret does not open under the configured keys (ENCRYPTION_KEYS lost the version it was sealed with). */
+  | { readonly kind: 'unreadable' }
 
 /**
  * Why a callback was refused: `expired` (no live request of that state in this browser for
@@ -213,8 +216,7 @@ export class SingleSignOn {
       draft(ctx, exists ? 'sso.provider-update' : 'sso.provider-create', { type: 'sso-provider', id: provider.id }, provider.joinAccountId, detail),
     )
     this.#discovered.delete(provider.id)
-    const saved = await c.store.portal.getSsoProvider(provider.id)
-    return { provider: saved!, created }
+    return { provider: (await this.#listed(provider.id))!, created }
   }
 
   async #check(input: SsoProviderInput): Promise<Failure | null> {
@@ -246,7 +248,8 @@ export class SingleSignOn {
 
   /** deleteProvider deletes a provider, its identities and requests in flight, and ends the sessions signed in through it. */
   async deleteProvider(ctx: Context, id: string): Promise<true | Failure> {
-    const provider = await this.#c.store.portal.getSsoProvider(id)
+    // Listed, not opened: a provider whose secret no longer opens (its key removed) can still be deleted.
+    const provider = await this.#listed(id)
     if (provider === null) return fail('not_found', `no provider ${id.slice(0, 40)}`)
     const gone = await this.#c.store.portal.deleteSsoProvider(
       id,
@@ -277,8 +280,9 @@ export class SingleSignOn {
   /** start: a new request and the provider's authorization URL to send the browser to. */
   async start(input: { providerId: string; next: string; ip: string; browserHash: string; linkUserId: string | null }): Promise<SsoStart> {
     const c = this.#c
-    const provider = ID.test(input.providerId) ? await c.store.portal.getSsoProvider(input.providerId) : null
+    const provider = ID.test(input.providerId) ? await this.#forFlow(input.providerId) : null
     if (provider === null) return { kind: 'unknown' }
+    if (provider === 'unreadable') return { kind: 'unreadable' }
     const config = await this.#configOf(provider)
     if (config === null) return { kind: 'unreachable' }
     const state = oidc.randomState()
@@ -324,8 +328,9 @@ export class SingleSignOn {
       const why = request === null ? 'unknown or expired state' : request.providerId !== input.providerId ? 'another provider' : 'another browser'
       return this.#refuse(input, null, 'expired', why)
     }
-    const provider = await c.store.portal.getSsoProvider(request.providerId)
+    const provider = await this.#forFlow(request.providerId)
     if (provider === null) return this.#refuse(input, null, 'expired', 'provider deleted')
+    if (provider === 'unreadable') return this.#refuse(input, null, 'unreachable', 'its client secret does not open under the configured keys')
     const error = query.get('error')
     if (error !== null) return this.#refuse(input, provider, 'denied', `provider error ${error.replace(/[^a-z_]/gi, '').slice(0, 40)}`)
     const config = await this.#configOf(provider)
@@ -418,7 +423,7 @@ export class SingleSignOn {
       // Made meanwhile by a callback of the same identity: that user. Otherwise the address is someone's.
       const raced = await c.store.portal.findSsoIdentity(provider.id, subject)
       if (raced !== null) return raced.user
-      if ((await c.store.portal.getSsoProvider(provider.id)) === null) return this.#refuse(input, null, 'expired', 'provider deleted meanwhile')
+      if ((await this.#listed(provider.id)) === null) return this.#refuse(input, null, 'expired', 'provider deleted meanwhile')
       return this.#refuse(input, provider, 'taken', 'address has a user not bound to this identity', await c.store.portal.findUserByEmail(email))
     }
     if (provider.joinAccountId !== null) {
@@ -499,6 +504,21 @@ export class SingleSignOn {
     const detail = { method: 'sso', provider: provider?.id ?? input.providerId.slice(0, 40), reason: why }
     await this.#c.audit(input.ip, user, 'user.sign-in', 'failure', detail, `sso:${provider?.id ?? ''}`)
     return { kind: 'refused', reason, provider: provider?.name ?? null }
+  }
+
+  /** listed: a provider as listed, its client secret left sealed (for what does not call it), or null. */
+  async #listed(id: string): Promise<SsoProvider | null> {
+    return (await this.#c.store.portal.listSsoProviders()).find((p) => p.id === id) ?? null
+  }
+
+  /** forFlow: a provider with its client secret opened, for a sign-in's calls to it; `unreadable` when the secret does not open. */
+  async #forFlow(id: string): Promise<SsoProvider | 'unreadable' | null> {
+    try {
+      return await this.#c.store.portal.getSsoProvider(id)
+    } catch (error) {
+      if (error instanceof SealError) return 'unreadable'
+      throw error
+    }
   }
 
   /** configOf: the provider's discovered configuration (kept an hour, forgotten on a failure), or null when it cannot be had now. */

@@ -11,7 +11,11 @@ import assert from 'node:assert/strict'
 import { createServer, type Socket } from 'node:net'
 import { freePort, startApp, type Running } from '../../support/helper.ts'
 import { configure, Jar, startProvider, throughProvider } from '../../support/oidc.ts'
-import { portalUser, waitForMail } from '../../support/portal-helper.ts'
+import { PortalClient, portalUser, waitForMail } from '../../support/portal-helper.ts'
+import { Users } from '../../../src/services/users.ts'
+import { sealedPortal } from '../../../src/services/users/sealed.ts'
+import { resolveKeyring } from '../../../src/config/encryption.ts'
+import { SYSTEM } from '../../../src/domain/accounts.ts'
 
 async function app(t: TestContext, env: Record<string, string> = {}): Promise<Running> {
   const port = await freePort()
@@ -262,4 +266,39 @@ test("what the provider says is checked too: odd addresses, another organisation
   assert.equal(hung.status, 503)
   assert.match(hung.text, /did not answer in time/)
   assert.ok(Date.now() - began < 4000, `${Date.now() - began} ms`)
+})
+
+test('a provider whose client secret no longer opens (its key version removed) fails only its own sign-ins, and can still be removed', async (t) => {
+  const a = await app(t)
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak' })
+  const [stored] = await a.store.portal.listSsoProviders()
+  const elsewhere = resolveKeyring(a.config).seal(Buffer.from('a secret of another provider'), ['sso-client-secret', 'other'])
+  assert.equal(await a.store.portal.resealSsoSecret('kc', stored!.clientSecret!, elsewhere), true)
+  const user = await portalUser(a)
+  const client = new PortalClient(a.url)
+  const page = await client.get('/portal/sign-in')
+  assert.equal(page.status, 200)
+  assert.match(page.text, /Sign in with Keycloak/)
+  await client.signIn(user.email, user.password)
+  assert.equal((await client.get('/portal/security')).status, 200, 'a password sign-in and the Security page are untouched')
+  const jar = new Jar()
+  const signIn = await fetch(`${a.url}/portal/sign-in`)
+  jar.take(signIn)
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await signIn.text())![1]!
+  const started = await fetch(`${a.url}/portal/sso/kc/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+    body: new URLSearchParams({ _csrf: csrf }).toString(),
+    redirect: 'manual',
+  })
+  assert.equal(started.status, 503)
+  assert.match(await started.text(), /settings cannot be read/)
+  const users = new Users({
+    store: { ...a.store, portal: sealedPortal(a.store.portal, resolveKeyring(a.config)) },
+    config: a.config,
+    pepper: a.pepper,
+    accounts: a.accounts,
+  })
+  assert.equal(await users.sso.deleteProvider({ actor: SYSTEM }, 'kc'), true)
 })

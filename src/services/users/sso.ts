@@ -134,7 +134,7 @@ const GOOGLE = 'https://accounts.google.com'
  * domain (`hd`: Google Workspace), that too, and Google's tokens must name it (a personal Google
  * account can hold a verified address of a company's domain, a former employee's for one).
  */
-function domainRefusal(provider: SsoProvider, email: string, claims: oidc.IDToken): string | null {
+export function domainRefusal(provider: SsoProvider, email: string, claims: oidc.IDToken): string | null {
   if (provider.domains.length === 0) return null
   const domain = emailKey(email).split('@').pop()!
   if (!provider.domains.includes(domain)) return `domain ${domain.slice(0, 100)} not allowed`
@@ -145,7 +145,7 @@ function domainRefusal(provider: SsoProvider, email: string, claims: oidc.IDToke
 }
 
 /** verifiedEmail: the ID token's address when the provider vouches for it (email_verified, or Entra ID's xms_edov), else null. */
-function verifiedEmail(claims: oidc.IDToken): string | null {
+export function verifiedEmail(claims: oidc.IDToken): string | null {
   const email = typeof claims.email === 'string' ? claims.email.trim() : ''
   if (email === '' || email.length > 254 || !/^[^\s@]+@[^\s@]+$/.test(email) || !email.isWellFormed() || UNSHOWABLE.test(email)) return null
   return claims.email_verified === true || claims.xms_edov === true ? email : null

@@ -14,9 +14,10 @@ const users = new Map([
   [olga.token, { id: 'usr_olga', email: 'olga@example.com', operator: true, memberships: [] }],
 ])
 
-/** Just what the route hooks read of the kit: sessions, memberships, accounts, the pepper and the cookie's name. */
+/** Just what the route hooks read of the kit: sessions, memberships, accounts, the pepper, the cookie's name and whether operators need SSO. */
 const kit = {
   sessionCookie: 'tessera_session',
+  config: { ssoOperatorsRequired: false },
   pepper: pepperKey('a test pepper of at least thirty-two characters'),
   users: {
     sessions: {

@@ -172,14 +172,26 @@ test('in a browser: sign-in through a real provider joins the domain account wit
   await pw.getByRole('button', { name: 'Sign in', exact: true }).click()
   assert.match(await alertText(pw), /Sign in with Keycloak: your operator has turned password sign-in off for you/)
   assert.equal(await whoAmI(a, pw), null)
-  // A user of the domain who has not linked it yet still gets in with the password, straight to linking it (else they would have no way in).
+  // A user of the domain who has not linked it yet: the right password opens no session, only the way to link it, through the
+  // provider, in this browser; then the provider signs them in, and the password alone never again.
   const carl = await portalUser(a, { email: 'carl@example.com' })
+  kc.accounts.set('carl', { email: 'carl@example.com', email_verified: true })
   const asked = await fresh()
   await asked.goto(`${a.url}/portal/sign-in`)
   await asked.getByLabel('Email').fill(carl.email)
   await asked.getByLabel('Password').fill(carl.password)
-  await Promise.all([asked.waitForURL(/\/portal\/security\?notice=sso-asked$/), asked.getByRole('button', { name: 'Sign in', exact: true }).click()])
-  assert.match(await asked.getByRole('status').innerText(), /link it below/)
+  await asked.getByRole('button', { name: 'Sign in', exact: true }).click()
+  await asked.waitForURL(/\/interaction\//)
+  await asked.getByLabel('Account').fill('carl')
+  await Promise.all([asked.waitForURL(/\/portal\/(home|accounts)/), asked.getByRole('button', { name: 'Continue' }).click()])
+  assert.equal(await whoAmI(a, asked), 'carl@example.com')
+  assert.equal((await a.store.portal.findSsoIdentity('kc', 'carl'))?.user.id, carl.user.id, 'linked to the user whose password began it')
+  const carlAgain = await fresh()
+  await carlAgain.goto(`${a.url}/portal/sign-in`)
+  await carlAgain.getByLabel('Email').fill(carl.email)
+  await carlAgain.getByLabel('Password').fill(carl.password)
+  await carlAgain.getByRole('button', { name: 'Sign in', exact: true }).click()
+  assert.match(await alertText(carlAgain), /Sign in with Keycloak/)
 })
 
 test('in a browser: a wrong state, a callback in another browser, and an ID token with another nonce or issuer or signed by another key are refused', {

@@ -87,8 +87,8 @@ const ssoSettings = (c: Ctx, extra: Record<string, unknown> = {}) => ({
   mfa: 'amr',
   ...extra,
 })
-/** A few ids an account's lane uses, so that the service's cap on providers is never what answers. */
-const ssoId = (c: Ctx) => `soak-${c.account.index}-${c.next() % 4}`
+/** A few ids an account's lane uses (20 in all, whatever SOAK_ACCOUNTS), so that the service's cap on providers is never what answers. */
+const ssoId = (c: Ctx) => `soak-${c.account.index % 5}-${c.next() % 4}`
 
 export const ADMIN: Table = {
   listSsoProviders: [{ name: 'every provider', kind: 'valid', expect: [200], make: () => ({}) }, ...abuse()],

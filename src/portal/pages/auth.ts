@@ -29,6 +29,7 @@ import type { User } from '../../domain/portal.ts'
 import { checkPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../services/users/passwords.ts'
 import { checkEmail } from '../../services/users/sign-up.ts'
 import { MAX_EMAIL } from '../../services/users/sessions.ts'
+import { sendToProvider } from './sso.ts'
 import * as mail from '../../mail/templates.ts'
 import {
   checkCsrf,
@@ -202,7 +203,7 @@ const SIGN_IN_NOTICES: Record<string, string> = {
 /** POST sign-in: a genuine form's email and password, to a session (or to the second factor), or the form again with why not. */
 async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const { kit, pepper, users, mailWindow, secure, formCookie, formCsrf, formOkSignedOut, mailVerify } = s
-  let next = safeNext(formField(request, 'next'))
+  const next = safeNext(formField(request, 'next'))
   if (!formOkSignedOut(request)) {
     return sendPage(kit, reply, {
       title: 'Sign in',
@@ -248,11 +249,22 @@ async function signIn(s: Shared, request: FastifyRequest, reply: FastifyReply): 
     case 'sso-only':
       kit.metrics.signIn('sso only')
       return again(403, `Sign in with ${outcome.providers.join(' or ')}: your operator has turned password sign-in off for you.`, email)
+    case 'link-first': {
+      // The right password of a user whose domain signs in through a provider they have not linked: it opens no session, only
+      // the way to link it, through the provider, in this browser (the request is bound to this pre-session).
+      kit.metrics.signIn('sso only')
+      const started = await users.sso.start({
+        providerId: outcome.providerId,
+        next,
+        ip: request.ip,
+        browserHash: sessionIdHash(pre),
+        linkUserId: outcome.user.id,
+      })
+      return sendToProvider(kit, reply, started)
+    }
   }
   const { twoFactor } = outcome
   kit.metrics.signIn(twoFactor ? 'second factor' : 'ok')
-  // Asked to link a provider of their domain that will take over from the password: the Security page first.
-  if (outcome.linkAsked.length > 0) next = '/portal/security?notice=sso-asked'
   // The pre-session ends.
   reply.header('set-cookie', [
     setCookie(SESSION_COOKIE, outcome.token, secure, Math.floor(kit.sessionTtlMs / 1000)),

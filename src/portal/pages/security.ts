@@ -34,8 +34,6 @@ const NOTICES: Record<string, string> = {
   'signed-out-others': 'Every other session is signed out; this one stays.',
   'sso-linked': 'The provider is linked: you can sign in with it.',
   'sso-unlinked': 'The provider is unlinked: it no longer signs you in.',
-  'sso-asked':
-    'Your operator signs your organisation in through its identity provider: link it below, then sign in with it. Your password will stop working here once it is linked.',
 }
 
 const day = (at: string) => at.slice(0, 10)

@@ -100,7 +100,7 @@ export async function sessionOf(kit: Kit, request: FastifyRequest, options: { pe
   if (token === null || !isToken(token)) return null
   const found = await kit.users.sessions.find(token, options)
   if (found === null) return null
-  if (found.user.operator && kit.config.ssoOperatorsRequired && found.session.ssoProviderId === null)
+  if (found.user.operator && kit.config.ssoOperatorsRequired && !(await kit.users.sso.operatorSession(found)))
     return { ...found, user: { ...found.user, operator: false }, token, operatorNeedsSso: true }
   return { ...found, token }
 }

@@ -42,8 +42,9 @@ export type SignInOutcome =
   | { readonly kind: 'unconfirmed'; readonly user: User; readonly link: string | null }
   | { readonly kind: 'inactive'; readonly status: 'pending' | 'disabled' }
   | { readonly kind: 'sso-only'; readonly providers: readonly string[] }
-  /** `linkAsked`: providers of the user's domain that allow no password and do not know them yet: they are sent to link one. */
-  | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean; readonly linkAsked: readonly string[] }
+  /** The password was right, but opens no session: the user links this provider of their domain first (through it, in this browser). */
+  | { readonly kind: 'link-first'; readonly user: User; readonly providerId: string; readonly providerName: string }
+  | { readonly kind: 'signed-in'; readonly token: string; readonly twoFactor: boolean }
 
 /** What a second-factor step came to: locked (wait seconds), a wrong or reused code, the session gone, or the full session's new token. */
 export type SecondFactorOutcome =
@@ -122,6 +123,10 @@ export class Sessions {
       await c.audit(ip, user, 'user.sign-in', 'failure', { reason: 'password not allowed: single sign-on only' })
       return { kind: 'sso-only', providers: policy.refused }
     }
+    if (policy.linkFirst !== null) {
+      await c.audit(ip, user, 'user.sign-in', 'failure', { reason: `password right, but ${policy.linkFirst.id} must be linked first` })
+      return { kind: 'link-first', user, providerId: policy.linkFirst.id, providerName: policy.linkFirst.name }
+    }
     if (c.passwords.needsRehash(user.passwordHash!)) await c.store.portal.updateUser(user.id, { passwordHash: await c.passwords.hash(password) }, null)
     // A new session id at every sign-in (no fixation).
     const twoFactor = user.totpEnabledAt !== null
@@ -131,7 +136,7 @@ export class Sessions {
     const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, 256)
     const expiresAt = c.iso(c.now() + (twoFactor ? SECOND_FACTOR_TTL_MS : c.sessionTtlMs))
     await c.store.portal.createSession({ idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip, userAgent }, events)
-    return { kind: 'signed-in', token: session.token, twoFactor, linkAsked: policy.linkAsked }
+    return { kind: 'signed-in', token: session.token, twoFactor }
   }
 
   /**

@@ -71,5 +71,9 @@ test("domains: the address's, and the organisation's the token names; Google's t
   const google = provider({ issuer: 'https://accounts.google.com' })
   assert.match(domainRefusal(google, 'ann@acme.example', token({})) ?? '', /no hd claim/, 'a personal Google account with a company address')
   assert.equal(domainRefusal(google, 'ann@acme.example', token({ hd: 'acme.example' })), null)
+  // However the operator spelled Google's issuer, the token's is the one discovery checked.
+  const spelled = provider({ issuer: 'https://accounts.google.com:443' })
+  assert.match(domainRefusal(spelled, 'ann@acme.example', token({ iss: 'https://accounts.google.com' })) ?? '', /no hd claim/)
+  assert.equal(domainRefusal(provider(), 'ann@acme.example', token({ hd: 'x\u0000y' })), 'organisation domain not allowed', 'an odd hd is not echoed')
   assert.equal(domainRefusal(provider({ domains: [] }), 'anyone@anywhere.example', token({})), null, 'no domains: any')
 })

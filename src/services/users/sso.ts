@@ -139,9 +139,16 @@ export function domainRefusal(provider: SsoProvider, email: string, claims: oidc
   const domain = emailKey(email).split('@').pop()!
   if (!provider.domains.includes(domain)) return `domain ${domain.slice(0, 100)} not allowed`
   const hd = typeof claims.hd === 'string' ? claims.hd.toLowerCase() : null
-  if (hd !== null && !provider.domains.includes(hd)) return `organisation domain ${hd.slice(0, 100)} not allowed`
-  if (hd === null && provider.issuer === GOOGLE) return 'not an account of an allowed Google Workspace domain (no hd claim)'
+  if (hd !== null && !provider.domains.includes(hd)) return DOMAIN.test(hd) ? `organisation domain ${hd} not allowed` : 'organisation domain not allowed'
+  // The token's issuer is the one discovery checked, exactly: not the operator's spelling of it.
+  if (hd === null && (claims.iss === GOOGLE || provider.issuer === GOOGLE)) return 'not an account of an allowed Google Workspace domain (no hd claim)'
   return null
+}
+
+/** shownEmail: the address the ID token gives, verified or not, when it is one to keep beside an identity ('' otherwise). */
+function shownEmail(claims: oidc.IDToken): string {
+  const email = typeof claims.email === 'string' ? claims.email.trim() : ''
+  return email.length <= 254 && email.isWellFormed() && !UNSHOWABLE.test(email) ? email : ''
 }
 
 /** verifiedEmail: the ID token's address when the provider vouches for it (email_verified, or Entra ID's xms_edov), else null. */
@@ -152,21 +159,21 @@ export function verifiedEmail(claims: oidc.IDToken): string | null {
 }
 
 /**
- * passwordPolicy: for a password sign-in, the providers that allow no password and know the user
- * (`refused`: the password opens nothing, they sign in through one of those), and those that
- * allow none and hold the user's address's domain but do not know them yet (`linkAsked`: the
- * password still works, once, to reach the Security page and link one: refusing it too would
- * leave them no way in, since a first sign-in through the provider never takes over an address
- * that has a user).
+ * passwordPolicy: for a right password, the providers that allow no password and know the user
+ * (`refused`: the password opens nothing, they sign in through one of those), or else the first
+ * (by id) that allows none and holds the user's address's domain but does not know them yet
+ * (`linkFirst`: the password opens no session either, only the way to link that provider, through
+ * it, in this browser; refusing them outright would leave them no way in, since a first sign-in
+ * through the provider never takes over an address that has a user).
  */
-export async function passwordPolicy(c: Pick<UsersCore, 'store'>, user: User): Promise<{ refused: string[]; linkAsked: string[] }> {
+export async function passwordPolicy(c: Pick<UsersCore, 'store'>, user: User): Promise<{ refused: string[]; linkFirst: SsoProvider | null }> {
   const providers = (await c.store.portal.listSsoProviders()).filter((p) => !p.passwordAllowed)
-  if (providers.length === 0) return { refused: [], linkAsked: [] }
+  if (providers.length === 0) return { refused: [], linkFirst: null }
   const domain = emailKey(user.email).split('@').pop() ?? ''
   const bound = new Set((await c.store.portal.ssoIdentitiesOf(user.id)).map((i) => i.providerId))
   return {
     refused: providers.filter((p) => bound.has(p.id)).map((p) => p.name),
-    linkAsked: providers.filter((p) => !bound.has(p.id) && p.domains.includes(domain)).map((p) => p.name),
+    linkFirst: providers.find((p) => !bound.has(p.id) && p.domains.includes(domain)) ?? null,
   }
 }
 
@@ -322,9 +329,10 @@ export class SingleSignOn {
     const state = query.get('state') ?? ''
     const request = state === '' || state.length > MAX_STATE ? null : await c.store.portal.takeSsoRequest(hashOf(state), c.iso())
     // Unknown, used, expired, another provider's path, or another browser: one answer.
-    // A sign-in is bound to the browser's pre-session, a link to the session that asked for it.
-    const browser = request?.linkUserId == null ? input.browserHash : (input.signedIn?.session.idHash ?? '')
-    if (request === null || request.providerId !== input.providerId || browser === '' || request.browserHash !== browser) {
+    // A sign-in is bound to the browser's pre-session; a link to the session that asked for it, or (a password that must link
+    // its provider first) to the pre-session the password was given in.
+    const browsers = [input.browserHash, ...(request?.linkUserId == null ? [] : [input.signedIn?.session.idHash ?? ''])].filter((b) => b !== '')
+    if (request === null || request.providerId !== input.providerId || !browsers.includes(request.browserHash)) {
       const why = request === null ? 'unknown or expired state' : request.providerId !== input.providerId ? 'another provider' : 'another browser'
       return this.#refuse(input, null, 'expired', why)
     }
@@ -365,22 +373,33 @@ export class SingleSignOn {
       const claim = e.cause instanceof Error ? ` (${e.cause.message})` : ''
       return this.#refuse(input, provider, network ? 'unreachable' : 'invalid', `${e.code ?? e.name}: ${e.message}${claim}`.slice(0, 200))
     }
+    // The provider's issuer changed while the browser was away (its subjects are another's now): nothing is bound under it.
+    if ((await this.#listed(provider.id))?.issuer !== provider.issuer) return this.#refuse(input, null, 'expired', 'provider changed meanwhile')
     const subject = claims.sub
     const email = verifiedEmail(claims)
-    if (request.linkUserId !== null) return this.#link(input, provider, request.linkUserId, subject, claims, request.next)
-    const providerMfa = provider.mfa === 'provider' || (provider.mfa === 'amr' && Array.isArray(claims.amr) && claims.amr.includes('mfa'))
+    if (request.linkUserId !== null) {
+      const signedInLink = input.signedIn !== null && input.signedIn.session.idHash === request.browserHash
+      return this.#link(input, provider, request.linkUserId, subject, claims, request.next, signedInLink)
+    }
     const found = await c.store.portal.findSsoIdentity(provider.id, subject)
     let user: User
     if (found !== null) {
       user = found.user
-      await c.store.portal.touchSsoIdentity(provider.id, subject, (email ?? String(claims.email ?? '')).slice(0, 254), c.iso())
+      await c.store.portal.touchSsoIdentity(provider.id, subject, email ?? shownEmail(claims), c.iso())
     } else {
       const made = await this.#firstSignIn(input, provider, subject, email, claims)
       if ('kind' in made) return made
       if (made.status === 'pending') return { kind: 'pending', user: made }
       user = made
     }
+    return this.#session(input, provider, user, claims, request.next)
+  }
+
+  /** session: a new session through the provider, as a password sign-in makes one (the second factor due unless the provider's MFA stands for it). */
+  async #session(input: FinishInput, provider: SsoProvider, user: User, claims: oidc.IDToken, next: string): Promise<SsoFinish> {
+    const c = this.#c
     if (user.status !== 'active') return this.#refuse(input, provider, 'inactive', `user ${user.status}`, user)
+    const providerMfa = provider.mfa === 'provider' || (provider.mfa === 'amr' && Array.isArray(claims.amr) && claims.amr.includes('mfa'))
     const twoFactor = user.totpEnabledAt !== null && !providerMfa
     const session = newSessionToken()
     const detail = { method: 'sso', provider: provider.id, providerMfa }
@@ -391,7 +410,7 @@ export class SingleSignOn {
       { idHash: session.idHash, userId: user.id, expiresAt, twoFactorPending: twoFactor, ip: input.ip, userAgent, ssoProviderId: provider.id },
       events,
     )
-    return { kind: 'signed-in', token: session.token, twoFactor, next: request.next }
+    return { kind: 'signed-in', token: session.token, twoFactor, next }
   }
 
   /** firstSignIn: a new user for an identity never seen, from its verified address in an allowed domain, joined to the provider's account or given their own; or why not. */
@@ -442,11 +461,19 @@ export class SingleSignOn {
   }
 
   /** link binds the identity to the signed-in user who asked (their security page), once. */
-  async #link(input: FinishInput, provider: SsoProvider, userId: string, subject: string, claims: oidc.IDToken, next: string): Promise<SsoFinish> {
+  async #link(
+    input: FinishInput,
+    provider: SsoProvider,
+    userId: string,
+    subject: string,
+    claims: oidc.IDToken,
+    next: string,
+    signedInLink: boolean,
+  ): Promise<SsoFinish> {
     const c = this.#c
-    const found = input.signedIn
-    // The user as stored (an operator whose password session reads as a member's is still an operator here).
-    const user = found === null || found.user.id !== userId ? null : await c.store.portal.getUser(userId)
+    // The user as stored (an operator whose password session reads as a member's is still an operator here): the signed-in
+    // session's, or the one whose password began this in this browser's pre-session (a password that must link first).
+    const user = signedInLink && input.signedIn?.user.id !== userId ? null : await c.store.portal.getUser(userId)
     if (user === null) return this.#refuse(input, provider, 'expired', 'link came back to another session')
     // The rules of a first sign-in hold for a link too: a verified address of the provider's domains.
     const email = verifiedEmail(claims)
@@ -460,8 +487,25 @@ export class SingleSignOn {
       { providerId: provider.id, subject, userId, email: email.slice(0, 254) },
       { ...c.draft(own(user, input.ip), user, 'user.sso-link', { provider: provider.id }) },
     )
-    if (!bound) return this.#refuse(input, provider, 'bound', 'identity bound already', user)
+    if (!bound) {
+      const gone = (await this.#listed(provider.id)) === null
+      return this.#refuse(input, provider, gone ? 'expired' : 'bound', gone ? 'provider deleted meanwhile' : 'identity bound already', user)
+    }
+    // Linked from a password sign-in that could open no session: the provider's sign-in is this one's.
+    if (!signedInLink) return this.#session(input, provider, user, claims, next)
     return { kind: 'linked', next, provider: provider.name }
+  }
+
+  /**
+   * operatorSession: whether a session may open the operator pages when SSO_OPERATORS_REQUIRED
+   * is set: signed in through a provider that knows the operator by their own address (a link
+   * made before the setting, or before they were an operator, to another address does not count).
+   */
+  async operatorSession(found: Found): Promise<boolean> {
+    const { session, user } = found
+    if (session.ssoProviderId === null) return false
+    const identities = await this.#c.store.portal.ssoIdentitiesOf(user.id)
+    return identities.some((i) => i.providerId === session.ssoProviderId && emailKey(i.email) === emailKey(user.email))
   }
 
   /**
@@ -495,6 +539,8 @@ export class SingleSignOn {
     const identities = await c.store.portal.ssoIdentitiesOf(user.id)
     if (!identities.some((i) => i.providerId === providerId)) return fail('not_found', 'no such linked provider')
     if (user.passwordHash === null && identities.length === 1) return fail('conflict', 'this is your only way to sign in: set a password first')
+    const provider = await this.#listed(providerId)
+    if (provider !== null && !provider.passwordAllowed) return fail('conflict', `your operator signs you in through ${provider.name}: it stays linked`)
     const gone = await c.store.portal.unbindSsoIdentity(user.id, providerId, c.draft(own(user, ip), user, 'user.sso-unlink', { provider: providerId }))
     return gone ? true : fail('not_found', 'no such linked provider')
   }

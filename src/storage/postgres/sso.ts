@@ -1,8 +1,8 @@
 /**
  * The PostgreSQL side of single sign-on (part of the PortalStore): providers, the identities
  * bound to users, and authorization requests in flight. A request is taken by one DELETE …
- * RETURNING (once, whoever asks at the same time); a source's count of live requests and the
- * new one are made under a transaction-scoped advisory lock of that source; a subject is bound
+ * RETURNING (once, whoever asks at the same time); the counts of live requests (a source's and
+ * all) and the new one are made under one transaction-scoped advisory lock; a subject is bound
  * once and a user once per provider by the table's two unique keys.
  */
 import type { SsoOps } from '../ports.ts'

@@ -302,3 +302,40 @@ test('a provider whose client secret no longer opens (its key version removed) f
   })
   assert.equal(await users.sso.deleteProvider({ actor: SYSTEM }, 'kc'), true)
 })
+
+test('operators who must use SSO: a session through a provider that knows them by another address opens no operator page; a password-off provider stays linked', async (t) => {
+  const a = await app(t, { SSO_OPERATORS_REQUIRED: 'true' })
+  const kc = await startProvider(t)
+  await configure(a, kc, { id: 'kc', name: 'Keycloak', domains: ['example.com'], joinAccountId: a.accountId, joinRole: 'viewer', passwordAllowed: false })
+  const op = await portalUser(a, { email: 'olga@example.com', operator: true, accountId: null })
+  // A link to another address, made before the setting (or before Olga was an operator): written as it was then.
+  kc.accounts.set('other', { email: 'someone-else@example.com', email_verified: true })
+  const event = {
+    actor: 'cli',
+    action: 'user.sso-link',
+    target: { type: 'user' as const, id: op.user.id },
+    accountId: null,
+    ip: null,
+    outcome: 'success' as const,
+    detail: {},
+  }
+  assert.equal(await a.store.portal.bindSsoIdentity({ providerId: 'kc', subject: 'other', userId: op.user.id, email: 'someone-else@example.com' }, event), true)
+  const { callback: url, jar } = await throughProvider(a, 'kc', 'other')
+  const signed = await fetch(url, { headers: { cookie: jar.header() }, redirect: 'manual' })
+  assert.equal(signed.status, 303)
+  jar.take(signed)
+  const operatorPage = await fetch(`${a.url}/portal/operator`, { headers: { cookie: jar.header() }, redirect: 'manual' })
+  assert.equal(operatorPage.status, 403)
+  assert.match(await operatorPage.text(), /only in a session signed in through single sign-on/)
+  // The provider allows no password: Olga cannot unlink it (with it her password would work again).
+  const security = await fetch(`${a.url}/portal/security`, { headers: { cookie: jar.header() } })
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await security.text())![1]!
+  const unlink = await fetch(`${a.url}/portal/security/sso-unlink`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url, cookie: jar.header() },
+    body: new URLSearchParams({ _csrf: csrf, provider: 'kc', 'sso-unlink-proof': op.password }).toString(),
+    redirect: 'manual',
+  })
+  assert.equal(unlink.status, 409)
+  assert.match(await unlink.text(), /signs you in through Keycloak: it stays linked/)
+})

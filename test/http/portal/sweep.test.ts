@@ -42,6 +42,9 @@ const GETS = [
   '/operator/audit',
   '/operator/sign-ups',
   '/operator/subscriptions',
+  '/operator/sso',
+  '/sso/kc/callback',
+  '/sso/%2e%2e/callback',
 ]
 
 // Sign-out and the security forms that end sessions come last in their turn: the client signs in again before each path.
@@ -60,6 +63,9 @@ const POSTS = [
   '/security/two-factor/enable',
   '/security/two-factor/off',
   '/security/two-factor/setup',
+  '/security/sso-link',
+  '/security/sso-unlink',
+  '/sso/kc/start',
   '/accounts/:a/keys',
   '/accounts/:a/keys/:k/roll',
   '/accounts/:a/keys/:k/revoke',
@@ -103,6 +109,9 @@ const QUERIES = [
 const FIELDS = [
   'email',
   'password',
+  'provider',
+  'sso-link-proof',
+  'sso-unlink-proof',
   'account',
   'name',
   'token',

@@ -66,7 +66,10 @@ export const listSsoProvidersSchema = {
   description: `Every provider (at most ${MAX_PROVIDERS}), by id. No secret is in the answer.`,
   tags: ['sso'],
   response: {
-    200: Type.Object({ items: Type.Array(ssoProvider), next: Type.Null() }, { description: 'The providers, by id.', examples: [{ items: [EXAMPLE], next: null }] }),
+    200: Type.Object(
+      { items: Type.Array(ssoProvider), next: Type.Null() },
+      { description: 'The providers, by id.', examples: [{ items: [EXAMPLE], next: null }] },
+    ),
     ...errors([]),
   },
 }

@@ -277,8 +277,12 @@ export interface PortalStore {
   ssoIdentitiesOf(userId: string): Promise<SsoIdentity[]>
   /** bindSsoIdentity binds a provider's subject to an existing user, with its event; false (nothing written) when the subject is bound already, or the user has one at that provider. */
   bindSsoIdentity(identity: NewSsoIdentity, audit: AuditDraft): Promise<boolean>
-  /** unbindSsoIdentity removes a user's identity at a provider, with its event; false when there was none. */
-  unbindSsoIdentity(userId: string, providerId: string, audit: AuditDraft): Promise<boolean>
+  /**
+   * unbindSsoIdentity removes a user's identity at a provider, with its event, and ends the user's other sessions signed in
+   * through it (all but `keepSession`), in one step: `none` when there was none; `last`, nothing written, when it is the user's
+   * only way in (no password, no other identity: two unlinks at once leave one).
+   */
+  unbindSsoIdentity(userId: string, providerId: string, keepSession: string, audit: AuditDraft): Promise<'unbound' | 'none' | 'last'>
   /** createSsoUser makes a user and binds the identity to them in one step, with the event; false (nothing written) when the address or the subject is taken. */
   createSsoUser(user: NewUser, identity: Omit<NewSsoIdentity, 'userId'>, audit: AuditDraft): Promise<boolean>
   /** resealSsoSecret replaces a provider's kept client secret if it is still `from` (a key rotation); false otherwise. */

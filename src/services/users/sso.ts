@@ -530,7 +530,10 @@ export class SingleSignOn {
     return session.ssoProviderId !== null && c.now() - Date.parse(session.createdAt) <= SSO_REQUEST_TTL_MS ? null : { kind: 'stale' }
   }
 
-  /** unlink removes a user's identity at a provider, given who they are (as a link), unless it is their only way in (no password, no other identity). */
+  /**
+   * unlink removes a user's identity at a provider, given who they are (as a link), unless it is their only way in (no password,
+   * no other identity; decided again in the store's step) or the provider allows no password; their other sessions through it end.
+   */
   async unlink(found: Found, providerId: string, proof: string, ip: string): Promise<true | Failure | ProofRefusal | { readonly kind: 'stale' }> {
     const c = this.#c
     const { user } = found
@@ -541,8 +544,14 @@ export class SingleSignOn {
     if (user.passwordHash === null && identities.length === 1) return fail('conflict', 'this is your only way to sign in: set a password first')
     const provider = await this.#listed(providerId)
     if (provider !== null && !provider.passwordAllowed) return fail('conflict', `your operator signs you in through ${provider.name}: it stays linked`)
-    const gone = await c.store.portal.unbindSsoIdentity(user.id, providerId, c.draft(own(user, ip), user, 'user.sso-unlink', { provider: providerId }))
-    return gone ? true : fail('not_found', 'no such linked provider')
+    const done = await c.store.portal.unbindSsoIdentity(
+      user.id,
+      providerId,
+      found.session.idHash,
+      c.draft(own(user, ip), user, 'user.sso-unlink', { provider: providerId }),
+    )
+    if (done === 'last') return fail('conflict', 'this is your only way to sign in: set a password first')
+    return done === 'unbound' ? true : fail('not_found', 'no such linked provider')
   }
 
   /** refuse audits a refused callback (as the user when known, else anonymous) and says why. */

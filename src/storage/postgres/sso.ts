@@ -165,16 +165,18 @@ function identityOps(
         throw error
       }
     },
-    async unbindSsoIdentity(userId, providerId, event) {
-      const { rows } = await query(
-        null,
-        `
-        WITH i AS (DELETE FROM sso_identities WHERE user_id = $1 AND provider_id = $2 RETURNING 1),
-        e AS (${auditInsert(3, 'i')})
-        SELECT 1 FROM i`,
-        [userId, providerId, ...audited(event)],
-      )
-      return rows.length > 0
+    async unbindSsoIdentity(userId, providerId, keepSession, event) {
+      return transaction(async (tx) => {
+        // The user's row locked first: two unlinks of one user go one after the other, and the second sees the first's.
+        const user = await tx('sso-unbind-lock', 'SELECT password_hash FROM users WHERE id = $1 FOR UPDATE', [userId])
+        const { rows } = await tx('sso-unbind-identities', 'SELECT provider_id FROM sso_identities WHERE user_id = $1', [userId])
+        if (!rows.some((r) => r.provider_id === providerId)) return 'none'
+        if (rows.length === 1 && (user.rows[0]?.password_hash ?? null) === null) return 'last'
+        await tx('sso-unbind', 'DELETE FROM sso_identities WHERE user_id = $1 AND provider_id = $2', [userId, providerId])
+        await tx('sso-unbind-sessions', 'DELETE FROM sessions WHERE user_id = $1 AND sso_provider_id = $2 AND id_hash <> $3', [userId, providerId, keepSession])
+        await tx(null, auditInsert(1, null), audited(event))
+        return 'unbound'
+      })
     },
     async createSsoUser(user, identity, event) {
       try {

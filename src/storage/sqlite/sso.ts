@@ -41,6 +41,8 @@ function ssoStatements(db: DatabaseSync) {
       VALUES (?1, ?2, ?3, ?4, ?5, ?5)
       ON CONFLICT DO NOTHING`),
     unbind: db.prepare('DELETE FROM sso_identities WHERE user_id = ? AND provider_id = ?'),
+    passwordOf: db.prepare('SELECT password_hash FROM users WHERE id = ?'),
+    endSessionsVia: db.prepare('DELETE FROM sessions WHERE user_id = ? AND sso_provider_id = ? AND id_hash <> ?'),
     reseal: db.prepare('UPDATE sso_providers SET client_secret = ? WHERE id = ? AND client_secret = ?'),
     touch: db.prepare('UPDATE sso_identities SET last_used_at = ?, email = ? WHERE provider_id = ? AND subject = ?'),
     subjectBound: db.prepare('SELECT 1 FROM sso_identities WHERE provider_id = ? AND subject = ?'),
@@ -151,11 +153,15 @@ function identityOps(
         return true
       })
     },
-    async unbindSsoIdentity(userId, providerId, event) {
+    async unbindSsoIdentity(userId, providerId, keepSession, event) {
       return batch.atomic(() => {
-        if (Number(q.unbind.run(userId, providerId).changes) === 0) return false
+        const identities = q.identitiesOf.all(userId)
+        if (!identities.some((i) => i.provider_id === providerId)) return 'none'
+        if (identities.length === 1 && q.passwordOf.get(userId)?.password_hash == null) return 'last'
+        q.unbind.run(userId, providerId)
+        q.endSessionsVia.run(userId, providerId, keepSession)
         audit(event)
-        return true
+        return 'unbound'
       })
     },
     async createSsoUser(user, identity, event) {

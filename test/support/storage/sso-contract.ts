@@ -111,7 +111,8 @@ export function ssoContract(withStore: WithStore): void {
     'sso: a subject binds one user, a user one subject per provider, under races; a user made with their identity or not at all',
     async ({ portal }) => {
       await portal.saveSsoProvider(provider('kc'), event('sso.provider-create'))
-      const taken = newUser('taken@example.com')
+      // With a password: unbinding their only identity leaves them a way in.
+      const taken = { ...newUser('taken@example.com'), passwordHash: '$scrypt$ln=15,r=8,p=3$c2FsdA$aGFzaA' }
       assert.equal(await portal.createUser(taken, event('user.sign-up')), true)
       // Two callbacks of one new subject at once: one user.
       const tries = [newUser('new@example.com'), newUser('NEW@example.com'), newUser('new2@example.com')]
@@ -140,8 +141,8 @@ export function ssoContract(withStore: WithStore): void {
       assert.equal((await portal.ssoIdentitiesOf(taken.id)).length, 1)
       await portal.touchSsoIdentity('kc', 'sub-1', 'renamed@example.com', new Date().toISOString())
       assert.equal((await portal.findSsoIdentity('kc', 'sub-1'))?.identity.email, 'renamed@example.com')
-      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), true)
-      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', event('user.sso-unlink')), false)
+      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', 'no-session', event('user.sso-unlink')), 'unbound')
+      assert.equal(await portal.unbindSsoIdentity(taken.id, 'kc', 'no-session', event('user.sso-unlink')), 'none')
       // Bound to a provider that is gone: nothing written, no error.
       assert.equal(await portal.bindSsoIdentity({ providerId: 'gone', subject: 's', userId: taken.id, email: taken.email }, event('user.sso-link')), false)
       assert.equal(
@@ -154,6 +155,34 @@ export function ssoContract(withStore: WithStore): void {
       assert.notEqual(await portal.findSsoIdentity('kc', 'sub-1'), null)
       await portal.saveSsoProvider(provider('kc', { issuer: 'https://elsewhere.example.com' }), event('sso.provider-update'))
       assert.equal(await portal.findSsoIdentity('kc', 'sub-1'), null)
+    },
+  )
+
+  withStore(
+    'sso: of two unlinks at once by a user without a password, one: a user keeps a way in; an unlink ends their other sessions through it',
+    async ({ portal }) => {
+      await portal.saveSsoProvider(provider('kc'), event('sso.provider-create'))
+      await portal.saveSsoProvider(provider('ad'), event('sso.provider-create'))
+      const user = newUser('two@example.com')
+      await portal.createSsoUser(user, { providerId: 'kc', subject: 'k', email: user.email }, event('user.sign-up'))
+      await portal.bindSsoIdentity({ providerId: 'ad', subject: 'a', userId: user.id, email: user.email }, event('user.sso-link'))
+      const base = { userId: user.id, expiresAt: later(3_600_000), twoFactorPending: false, ip: null, userAgent: null }
+      await portal.createSession({ ...base, idHash: 'via-kc-here', ssoProviderId: 'kc' })
+      await portal.createSession({ ...base, idHash: 'via-kc-elsewhere', ssoProviderId: 'kc' })
+      await portal.createSession({ ...base, idHash: 'via-ad', ssoProviderId: 'ad' })
+      const both = await Promise.all([
+        portal.unbindSsoIdentity(user.id, 'kc', 'via-kc-here', event('user.sso-unlink')),
+        portal.unbindSsoIdentity(user.id, 'ad', 'via-kc-here', event('user.sso-unlink')),
+      ])
+      assert.deepEqual([...both].sort(), ['last', 'unbound'])
+      assert.equal((await portal.ssoIdentitiesOf(user.id)).length, 1, 'one way in is left')
+      const now = new Date().toISOString()
+      const unbound = both[0] === 'unbound' ? 'kc' : 'ad'
+      if (unbound === 'kc') {
+        assert.notEqual(await portal.findSession('via-kc-here', now), null, 'the session that asked stays')
+        assert.equal(await portal.findSession('via-kc-elsewhere', now), null, 'another session through it ends')
+        assert.notEqual(await portal.findSession('via-ad', now), null)
+      } else assert.equal(await portal.findSession('via-ad', now), null)
     },
   )
 

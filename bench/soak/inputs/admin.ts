@@ -119,8 +119,12 @@ export const ADMIN: Table = {
     {
       name: 'hostile provider ids',
       kind: 'hostile',
-      expect: [400],
-      make: (c) => ({ params: { providerID: ['UPPER', '-lead', 'x'.repeat(40), '..', 'a\u202eb'][c.next() % 5]! }, ...json(ssoSettings(c)) }),
+      expect: [400, 404],
+      // As they go on the wire (percent-encoded where a path needs it), as HOSTILE_IDS are.
+      make: (c) => ({
+        params: { providerID: ['UPPER', '-lead', 'x'.repeat(40), '%2e%2e', encodeURIComponent('a\u202eb'), '%00'][c.next() % 6]! },
+        ...json(ssoSettings(c)),
+      }),
     },
     ...bodies((c) => ({ params: { providerID: ssoId(c) } })),
     ...abuse(() => json({ name: 'x', issuer: 'https://x.example', clientId: 'c' })),
